@@ -1,0 +1,5 @@
+import sys
+
+from kraftnode.cli import main
+
+sys.exit(main())

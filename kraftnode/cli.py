@@ -1,0 +1,65 @@
+"""The ``kraftnode`` command: a thin dispatcher over ``kraftnode.commands``.
+
+User errors (bad flags, bad files, bad config) become one line on stderr naming
+the problem and exit code 2 -- never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+import kraftnode.commands
+
+
+class UsageError(Exception):
+    """A user mistake: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _command_modules() -> list[ModuleType]:
+    mods = []
+    for info in pkgutil.iter_modules(kraftnode.commands.__path__):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"kraftnode.commands.{info.name}")
+        if hasattr(mod, "NAME") and hasattr(mod, "run"):
+            mods.append(mod)
+    return sorted(mods, key=lambda m: m.NAME)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kraftnode", description="A KRaft quorum node speaking Kafka's protocol.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for mod in _command_modules():
+        p = sub.add_parser(mod.NAME, help=getattr(mod, "HELP", None))
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args))
+    except UsageError as e:
+        print(f"kraftnode {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
