@@ -1,0 +1,327 @@
+"""Our schemas/ agree with Apache Kafka 3.9's message definitions.
+
+Every file under ``schemas/`` is compared with Kafka's definition of the message
+with the same ``name`` (Kafka's files are JSON with ``//`` comments).  Every key
+except ``about`` must be equal -- same keys present, same values, no
+normalisation -- and the field lists must have the same fields in the same
+order, recursively, including ``commonStructs``.  ``about`` texts are ours.
+
+The presence and strict-JSON checks run without the reference data; the
+agreement checks need it (see the ``reference_dir`` fixture).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMAS = REPO / "schemas"
+SCHEMA_FILES = sorted(SCHEMAS.rglob("*.json"))
+
+
+def _ids(paths: list[Path]) -> list[str]:
+    return [p.relative_to(SCHEMAS).as_posix() for p in paths]
+
+
+# The interop table of docs/DESIGN (API, key, Kafka 3.9 validVersions).
+INTEROP_APIS = {
+    "Produce": (0, "0-11"),
+    "Fetch": (1, "0-17"),
+    "ListOffsets": (2, "0-9"),
+    "Metadata": (3, "0-12"),
+    "SaslHandshake": (17, "0-1"),
+    "ApiVersions": (18, "0-4"),
+    "SaslAuthenticate": (36, "0-2"),
+    "Vote": (52, "0-1"),
+    "BeginQuorumEpoch": (53, "0-1"),
+    "EndQuorumEpoch": (54, "0-1"),
+    "DescribeQuorum": (55, "0-2"),
+    "UpdateFeatures": (57, "0-1"),
+    "FetchSnapshot": (59, "0-1"),
+    "DescribeCluster": (60, "0-1"),
+    "AddRaftVoter": (80, "0"),
+    "RemoveRaftVoter": (81, "0"),
+    "UpdateRaftVoter": (82, "0"),
+}
+OTHER_MESSAGES = {
+    "RequestHeader": "header",
+    "ResponseHeader": "header",
+    "LeaderChangeMessage": "data",
+    "SnapshotHeaderRecord": "data",
+    "SnapshotFooterRecord": "data",
+    "KRaftVersionRecord": "data",
+    "VotersRecord": "data",
+    "QuorumStateData": "data",
+}
+# Kafka 3.9's metadata/ directory (25 records).
+METADATA_RECORDS = [
+    "AbortTransactionRecord", "AccessControlEntryRecord", "BeginTransactionRecord",
+    "BrokerRegistrationChangeRecord", "ClientQuotaRecord", "ConfigRecord",
+    "DelegationTokenRecord", "EndTransactionRecord", "FeatureLevelRecord",
+    "FenceBrokerRecord", "NoOpRecord", "PartitionChangeRecord", "PartitionRecord",
+    "ProducerIdsRecord", "RegisterBrokerRecord", "RegisterControllerRecord",
+    "RemoveAccessControlEntryRecord", "RemoveDelegationTokenRecord", "RemoveTopicRecord",
+    "RemoveUserScramCredentialRecord", "TopicRecord", "UnfenceBrokerRecord",
+    "UnregisterBrokerRecord", "UserScramCredentialRecord", "ZkMigrationStateRecord",
+]
+
+TOP_KEYS = {
+    "apiKey", "type", "listeners", "name", "validVersions", "deprecatedVersions",
+    "flexibleVersions", "latestVersionUnstable", "fields", "commonStructs",
+}
+FIELD_KEYS = {
+    "name", "type", "versions", "nullableVersions", "taggedVersions", "tag", "default",
+    "ignorable", "entityType", "mapKey", "zeroCopy", "flexibleVersions", "about", "fields",
+}
+STRUCT_KEYS = {"name", "versions", "fields"}
+MESSAGE_TYPES = {"request", "response", "header", "data", "metadata"}
+IGNORED = {"about"}  # documentation only; ours are our own words
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def strip_json_comments(text: str) -> str:
+    """Drop ``//`` comments (to end of line) that are outside JSON strings."""
+    out: list[str] = []
+    i, n, in_string = 0, len(text), False
+    while i < n:
+        c = text[i]
+        if in_string:
+            if c == "\\":
+                out.append(text[i : i + 2])
+                i += 2
+                continue
+            if c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def load_kafka_json(path: Path) -> dict[str, Any]:
+    return json.loads(strip_json_comments(path.read_text(encoding="utf-8")))
+
+
+@cache
+def kafka_index(reference: Path) -> dict[str, Path]:
+    """Kafka's definitions by message name (file names differ once: ZkMigrationRecord)."""
+    index: dict[str, Path] = {}
+    for path in sorted(reference.rglob("*.json")):
+        name = load_kafka_json(path)["name"]
+        assert name not in index, f"duplicate {name}: {index[name]} and {path}"
+        index[name] = path
+    return index
+
+
+# ------------------------------------------------------------------------ comparison
+
+
+def _compare_attrs(ours: dict[str, Any], kafka: dict[str, Any], path: str, skip: set[str],
+                   diffs: list[str]) -> None:
+    for key in sorted((set(ours) | set(kafka)) - skip - IGNORED):
+        if key not in kafka:
+            diffs.append(f"{path}.{key}: ours {ours[key]!r}, Kafka has no such key")
+        elif key not in ours:
+            diffs.append(f"{path}.{key}: missing in ours, Kafka {kafka[key]!r}")
+        elif ours[key] != kafka[key] or type(ours[key]) is not type(kafka[key]):
+            diffs.append(f"{path}.{key}: ours {ours[key]!r}, Kafka {kafka[key]!r}")
+
+
+def _compare_fields(ours: list[dict[str, Any]], kafka: list[dict[str, Any]], path: str,
+                    diffs: list[str]) -> None:
+    our_names = [f.get("name") for f in ours]
+    kafka_names = [f.get("name") for f in kafka]
+    if our_names != kafka_names:
+        diffs.append(f"{path}.fields: names/order differ: ours {our_names}, Kafka {kafka_names}")
+    kafka_by_name = {f.get("name"): f for f in kafka}
+    for field in ours:
+        other = kafka_by_name.get(field.get("name"))
+        if other is not None:
+            _compare_field(field, other, f"{path}.fields[{field.get('name')}]", diffs)
+
+
+def _compare_field(ours: dict[str, Any], kafka: dict[str, Any], path: str,
+                   diffs: list[str]) -> None:
+    _compare_attrs(ours, kafka, path, {"fields"}, diffs)
+    if "fields" in ours or "fields" in kafka:
+        _compare_fields(ours.get("fields", []), kafka.get("fields", []), path, diffs)
+
+
+def compare_schema(ours: dict[str, Any], kafka: dict[str, Any]) -> list[str]:
+    """Every difference with a wire or codegen meaning between two definitions."""
+    diffs: list[str] = []
+    path = str(kafka.get("name", ours.get("name")))
+    _compare_attrs(ours, kafka, path, {"fields", "commonStructs"}, diffs)
+    _compare_fields(ours.get("fields", []), kafka.get("fields", []), path, diffs)
+    our_structs = ours.get("commonStructs", [])
+    kafka_structs = kafka.get("commonStructs", [])
+    our_names = [s.get("name") for s in our_structs]
+    kafka_names = [s.get("name") for s in kafka_structs]
+    if our_names != kafka_names:
+        diffs.append(f"{path}.commonStructs: ours {our_names}, Kafka {kafka_names}")
+    kafka_by_name = {s.get("name"): s for s in kafka_structs}
+    for struct in our_structs:
+        other = kafka_by_name.get(struct.get("name"))
+        if other is not None:
+            _compare_field(struct, other, f"{path}.commonStructs[{struct.get('name')}]", diffs)
+    return diffs
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _walk_fields(fields: list[dict[str, Any]], path: str):
+    for field in fields:
+        here = f"{path}.fields[{field.get('name')}]"
+        yield here, field
+        yield from _walk_fields(field.get("fields", []), here)
+
+
+@pytest.mark.parametrize("path", SCHEMA_FILES, ids=_ids(SCHEMA_FILES))
+def test_schema_file_is_strict_json_with_required_keys(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    schema = json.loads(text)  # strict: no comments, no trailing commas
+    problems: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        indent = len(line) - len(line.lstrip(" "))
+        if line[indent:indent + 1] == "\t" or indent % 2:
+            problems.append(f"line {lineno}: not indented by multiples of 2 spaces")
+    if not text.endswith("\n"):
+        problems.append("no newline at end of file")
+    if not isinstance(schema, dict):
+        pytest.fail(f"{path}: top level is not an object")
+    for key in ("type", "name", "validVersions", "flexibleVersions", "fields"):
+        if key not in schema:
+            problems.append(f"missing top-level key {key!r}")
+    if unknown := set(schema) - TOP_KEYS:
+        problems.append(f"unknown top-level keys {sorted(unknown)}")
+    if schema.get("type") not in MESSAGE_TYPES:
+        problems.append(f"type {schema.get('type')!r} not in {sorted(MESSAGE_TYPES)}")
+    if schema.get("type") in ("request", "response", "metadata") and "apiKey" not in schema:
+        problems.append("missing apiKey")
+    if path.stem != schema.get("name"):
+        problems.append(f"file name {path.name} does not match name {schema.get('name')!r}")
+    in_metadata_dir = path.parent.name == "metadata"
+    if in_metadata_dir != (schema.get("type") == "metadata"):
+        problems.append("metadata records (and only they) belong in schemas/metadata/")
+    fields = list(_walk_fields(schema.get("fields", []), schema.get("name", "?")))
+    for struct in schema.get("commonStructs", []):
+        if unknown := set(struct) - STRUCT_KEYS:
+            problems.append(f"commonStructs[{struct.get('name')}]: unknown keys {sorted(unknown)}")
+        fields += _walk_fields(struct.get("fields", []), f"commonStructs[{struct.get('name')}]")
+    for where, field in fields:
+        for key in ("name", "type", "versions"):
+            if key not in field:
+                problems.append(f"{where}: missing {key!r}")
+        if unknown := set(field) - FIELD_KEYS:
+            problems.append(f"{where}: unknown keys {sorted(unknown)}")
+    assert not problems, f"{path.relative_to(REPO)}:\n" + "\n".join(problems)
+
+
+def test_required_messages_present() -> None:
+    present = {p.relative_to(SCHEMAS).as_posix(): _load(p) for p in SCHEMA_FILES}
+    problems: list[str] = []
+    for api, (key, versions) in INTEROP_APIS.items():
+        for kind in ("request", "response"):
+            name = f"{api}{kind.capitalize()}"
+            schema = present.get(f"{name}.json")
+            if schema is None:
+                problems.append(f"missing schemas/{name}.json")
+                continue
+            got = (schema.get("apiKey"), schema.get("validVersions"), schema.get("type"))
+            if got != (key, versions, kind):
+                problems.append(f"{name}: (apiKey, validVersions, type) {got}, "
+                                f"expected {(key, versions, kind)}")
+    for name, kind in OTHER_MESSAGES.items():
+        schema = present.get(f"{name}.json")
+        if schema is None:
+            problems.append(f"missing schemas/{name}.json")
+        elif schema.get("type") != kind:
+            problems.append(f"{name}: type {schema.get('type')!r}, expected {kind!r}")
+    for name in METADATA_RECORDS:
+        if f"metadata/{name}.json" not in present:
+            problems.append(f"missing schemas/metadata/{name}.json")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", SCHEMA_FILES, ids=_ids(SCHEMA_FILES))
+def test_agrees_with_kafka_3_9(path: Path, reference_dir: Path) -> None:
+    ours = _load(path)
+    kafka_path = kafka_index(reference_dir).get(ours["name"])
+    assert kafka_path is not None, f"Kafka 3.9 has no message named {ours['name']}"
+    diffs = compare_schema(ours, load_kafka_json(kafka_path))
+    assert not diffs, (
+        f"{path.relative_to(REPO)} differs from {kafka_path.relative_to(reference_dir)}:\n"
+        + "\n".join(diffs)
+    )
+
+
+def test_every_kafka_metadata_record_has_a_schema(reference_dir: Path) -> None:
+    kafka = {load_kafka_json(p)["name"] for p in (reference_dir / "metadata").glob("*.json")}
+    ours = {p.stem for p in (SCHEMAS / "metadata").glob("*.json")}
+    assert kafka == ours, f"missing: {sorted(kafka - ours)}; extra: {sorted(ours - kafka)}"
+
+
+# ------------------------------------------------------- the comparison can fail
+
+
+def test_comparison_reports_a_changed_versions() -> None:
+    original = _load(SCHEMAS / "FetchRequest.json")
+    mutated = copy.deepcopy(original)
+    topics = next(f for f in mutated["fields"] if f["name"] == "Topics")
+    partitions = next(f for f in topics["fields"] if f["name"] == "Partitions")
+    epoch = next(f for f in partitions["fields"] if f["name"] == "CurrentLeaderEpoch")
+    assert epoch["versions"] == "9+"
+    epoch["versions"] = "10+"
+    assert compare_schema(original, original) == []
+    assert compare_schema(mutated, original) == [
+        "FetchRequest.fields[Topics].fields[Partitions].fields[CurrentLeaderEpoch].versions:"
+        " ours '10+', Kafka '9+'"
+    ]
+
+
+def test_comparison_reports_every_difference() -> None:
+    original = _load(SCHEMAS / "DescribeQuorumResponse.json")
+    mutated = copy.deepcopy(original)
+    mutated["validVersions"] = "0-3"
+    mutated["fields"][0]["about"] = "about texts are ignored"
+    mutated["fields"][1]["ignorable"] = False  # Kafka: true
+    del mutated["fields"][1]["nullableVersions"]
+    mutated["fields"][2]["fields"].reverse()
+    state = mutated["commonStructs"][0]["fields"]
+    state[3]["default"] = "-1"  # Kafka has the number -1: the type counts too
+    state.append({"name": "Extra", "type": "int8", "versions": "0+"})
+    diffs = compare_schema(mutated, original)
+    expected = [
+        "DescribeQuorumResponse.validVersions:",
+        "DescribeQuorumResponse.fields[ErrorMessage].ignorable:",
+        "DescribeQuorumResponse.fields[ErrorMessage].nullableVersions: missing in ours",
+        "DescribeQuorumResponse.fields[Topics].fields: names/order differ",
+        "DescribeQuorumResponse.commonStructs[ReplicaState].fields[LastFetchTimestamp].default:",
+        "DescribeQuorumResponse.commonStructs[ReplicaState].fields: names/order differ",
+    ]
+    for prefix in expected:
+        assert any(d.startswith(prefix) for d in diffs), (prefix, diffs)
+    assert len(diffs) == len(expected), diffs
+
+
+def test_strip_json_comments_keeps_slashes_inside_strings() -> None:
+    text = '{\n  // a comment\n  "a": "http://x // y", // trailing\n  "b": "q\\"//"\n}\n'
+    assert json.loads(strip_json_comments(text)) == {"a": "http://x // y", "b": 'q"//'}
