@@ -29,7 +29,7 @@ def _ids(paths: list[Path]) -> list[str]:
     return [p.relative_to(SCHEMAS).as_posix() for p in paths]
 
 
-# The interop table of docs/DESIGN (API, key, Kafka 3.9 validVersions).
+# The interop table of shared/DESIGN.md: API -> (api key, Kafka 3.9 validVersions).
 INTEROP_APIS = {
     "Produce": (0, "0-11"),
     "Fetch": (1, "0-17"),
@@ -61,23 +61,60 @@ OTHER_MESSAGES = {
 }
 # Kafka 3.9's metadata/ directory (25 records).
 METADATA_RECORDS = [
-    "AbortTransactionRecord", "AccessControlEntryRecord", "BeginTransactionRecord",
-    "BrokerRegistrationChangeRecord", "ClientQuotaRecord", "ConfigRecord",
-    "DelegationTokenRecord", "EndTransactionRecord", "FeatureLevelRecord",
-    "FenceBrokerRecord", "NoOpRecord", "PartitionChangeRecord", "PartitionRecord",
-    "ProducerIdsRecord", "RegisterBrokerRecord", "RegisterControllerRecord",
-    "RemoveAccessControlEntryRecord", "RemoveDelegationTokenRecord", "RemoveTopicRecord",
-    "RemoveUserScramCredentialRecord", "TopicRecord", "UnfenceBrokerRecord",
-    "UnregisterBrokerRecord", "UserScramCredentialRecord", "ZkMigrationStateRecord",
+    "AbortTransactionRecord",
+    "AccessControlEntryRecord",
+    "BeginTransactionRecord",
+    "BrokerRegistrationChangeRecord",
+    "ClientQuotaRecord",
+    "ConfigRecord",
+    "DelegationTokenRecord",
+    "EndTransactionRecord",
+    "FeatureLevelRecord",
+    "FenceBrokerRecord",
+    "NoOpRecord",
+    "PartitionChangeRecord",
+    "PartitionRecord",
+    "ProducerIdsRecord",
+    "RegisterBrokerRecord",
+    "RegisterControllerRecord",
+    "RemoveAccessControlEntryRecord",
+    "RemoveDelegationTokenRecord",
+    "RemoveTopicRecord",
+    "RemoveUserScramCredentialRecord",
+    "TopicRecord",
+    "UnfenceBrokerRecord",
+    "UnregisterBrokerRecord",
+    "UserScramCredentialRecord",
+    "ZkMigrationStateRecord",
 ]
 
 TOP_KEYS = {
-    "apiKey", "type", "listeners", "name", "validVersions", "deprecatedVersions",
-    "flexibleVersions", "latestVersionUnstable", "fields", "commonStructs",
+    "apiKey",
+    "type",
+    "listeners",
+    "name",
+    "validVersions",
+    "deprecatedVersions",
+    "flexibleVersions",
+    "latestVersionUnstable",
+    "fields",
+    "commonStructs",
 }
 FIELD_KEYS = {
-    "name", "type", "versions", "nullableVersions", "taggedVersions", "tag", "default",
-    "ignorable", "entityType", "mapKey", "zeroCopy", "flexibleVersions", "about", "fields",
+    "name",
+    "type",
+    "versions",
+    "nullableVersions",
+    "taggedVersions",
+    "tag",
+    "default",
+    "ignorable",
+    "entityType",
+    "mapKey",
+    "zeroCopy",
+    "flexibleVersions",
+    "about",
+    "fields",
 }
 STRUCT_KEYS = {"name", "versions", "fields"}
 MESSAGE_TYPES = {"request", "response", "header", "data", "metadata"}
@@ -129,8 +166,9 @@ def kafka_index(reference: Path) -> dict[str, Path]:
 # ------------------------------------------------------------------------ comparison
 
 
-def _compare_attrs(ours: dict[str, Any], kafka: dict[str, Any], path: str, skip: set[str],
-                   diffs: list[str]) -> None:
+def _compare_attrs(
+    ours: dict[str, Any], kafka: dict[str, Any], path: str, skip: set[str], diffs: list[str]
+) -> None:
     for key in sorted((set(ours) | set(kafka)) - skip - IGNORED):
         if key not in kafka:
             diffs.append(f"{path}.{key}: ours {ours[key]!r}, Kafka has no such key")
@@ -140,8 +178,9 @@ def _compare_attrs(ours: dict[str, Any], kafka: dict[str, Any], path: str, skip:
             diffs.append(f"{path}.{key}: ours {ours[key]!r}, Kafka {kafka[key]!r}")
 
 
-def _compare_fields(ours: list[dict[str, Any]], kafka: list[dict[str, Any]], path: str,
-                    diffs: list[str]) -> None:
+def _compare_fields(
+    ours: list[dict[str, Any]], kafka: list[dict[str, Any]], path: str, diffs: list[str]
+) -> None:
     our_names = [f.get("name") for f in ours]
     kafka_names = [f.get("name") for f in kafka]
     if our_names != kafka_names:
@@ -153,8 +192,9 @@ def _compare_fields(ours: list[dict[str, Any]], kafka: list[dict[str, Any]], pat
             _compare_field(field, other, f"{path}.fields[{field.get('name')}]", diffs)
 
 
-def _compare_field(ours: dict[str, Any], kafka: dict[str, Any], path: str,
-                   diffs: list[str]) -> None:
+def _compare_field(
+    ours: dict[str, Any], kafka: dict[str, Any], path: str, diffs: list[str]
+) -> None:
     _compare_attrs(ours, kafka, path, {"fields"}, diffs)
     if "fields" in ours or "fields" in kafka:
         _compare_fields(ours.get("fields", []), kafka.get("fields", []), path, diffs)
@@ -201,7 +241,7 @@ def test_schema_file_is_strict_json_with_required_keys(path: Path) -> None:
     problems: list[str] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         indent = len(line) - len(line.lstrip(" "))
-        if line[indent:indent + 1] == "\t" or indent % 2:
+        if line[indent : indent + 1] == "\t" or indent % 2:
             problems.append(f"line {lineno}: not indented by multiples of 2 spaces")
     if not text.endswith("\n"):
         problems.append("no newline at end of file")
@@ -247,8 +287,9 @@ def test_required_messages_present() -> None:
                 continue
             got = (schema.get("apiKey"), schema.get("validVersions"), schema.get("type"))
             if got != (key, versions, kind):
-                problems.append(f"{name}: (apiKey, validVersions, type) {got}, "
-                                f"expected {(key, versions, kind)}")
+                problems.append(
+                    f"{name}: (apiKey, validVersions, type) {got}, expected {(key, versions, kind)}"
+                )
     for name, kind in OTHER_MESSAGES.items():
         schema = present.get(f"{name}.json")
         if schema is None:
