@@ -1,0 +1,1 @@
+"""Code generator: Kafka-schema-language JSON in ``schemas/`` -> Python codecs (jinja2)."""

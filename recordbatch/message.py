@@ -1,0 +1,411 @@
+"""Runtime for generated Kafka message classes.
+
+Generated modules (``recordbatch.generated`` and ``kraftnode.protocol.generated``)
+hold straight-line, per-field encode/decode code; the variable-length pieces they
+share (strings, bytes, records, array counts) and the generic behaviour every
+message has (equality, repr, JSON form) live here, once.
+
+Decoders read from a ``memoryview`` and never allocate more than the input can
+justify: every length is checked against what remains before slicing.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from recordbatch.wire import (
+    I16,
+    I32,
+    ZERO_UUID,
+    DecodeError,
+    UnsupportedVersionError,
+    read_uvarint,
+    uuid_from_base64,
+    uuid_to_base64,
+    uvarint,
+)
+
+Buf = memoryview
+
+__all__ = ["FieldInfo", "Message", "DecodeError", "UnsupportedVersionError"]
+
+
+@dataclass(frozen=True, slots=True)
+class FieldInfo:
+    """What generated code knows about one field, kept for generic walkers (JSON, tests)."""
+
+    name: str                      # Kafka name, e.g. "ReplicaDirectoryId"
+    attr: str                      # Python attribute, e.g. "replica_directory_id"
+    type: str                      # Kafka type, e.g. "[]int32", "uuid", "[]ReplicaState"
+    versions: tuple[int, int] | None
+    nullable: tuple[int, int] | None
+    tagged: tuple[int, int] | None
+    tag: int | None
+    ignorable: bool
+    struct: Any = None             # generated class for struct element types
+
+    def present_in(self, version: int) -> bool:
+        v = self.versions
+        return v is not None and v[0] <= version <= v[1]
+
+    def nullable_in(self, version: int) -> bool:
+        n = self.nullable
+        return n is not None and n[0] <= version <= n[1]
+
+
+class Message:
+    """Base of every generated message and struct class."""
+
+    __slots__ = ("unknown_tagged_fields",)
+    FIELDS: ClassVar[tuple[FieldInfo, ...]] = ()
+    NAME: ClassVar[str] = ""
+    unknown_tagged_fields: list[tuple[int, bytes]] | None
+
+    def _values(self) -> Iterator[Any]:
+        for f in self.FIELDS:
+            yield getattr(self, f.attr)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, Message)
+        return all(
+            _eq(a, b) for a, b in zip(self._values(), other._values(), strict=True)
+        ) and (self.unknown_tagged_fields or None) == (other.unknown_tagged_fields or None)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{f.attr}={getattr(self, f.attr)!r}" for f in self.FIELDS)
+        return f"{type(self).__qualname__}({parts})"
+
+    def to_json(self, version: int) -> dict[str, Any]:
+        """Kafka's JSON form (as its generated JsonConverters write it) for ``version``."""
+        out: dict[str, Any] = {}
+        for f in self.FIELDS:
+            if not f.present_in(version):
+                continue
+            out[f.name[0].lower() + f.name[1:]] = _to_json(f, getattr(self, f.attr), version)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Any, version: int) -> Any:
+        """Inverse of :meth:`to_json`; raises DecodeError naming the bad key."""
+        if not isinstance(obj, dict):
+            raise DecodeError(f"{cls.__qualname__}: expected a JSON object")
+        inst = cls()
+        for f in cls.FIELDS:
+            key = f.name[0].lower() + f.name[1:]
+            if not f.present_in(version):
+                continue
+            if key not in obj:
+                if f.tagged is not None or f.ignorable:
+                    continue
+                raise DecodeError(f"{cls.__qualname__}: missing {key!r}")
+            setattr(inst, f.attr, _from_json(f, obj[key], version, f"{cls.__qualname__}.{key}"))
+        return inst
+
+
+def _eq(a: Any, b: Any) -> bool:
+    if isinstance(a, memoryview | bytearray):
+        a = bytes(a)
+    if isinstance(b, memoryview | bytearray):
+        b = bytes(b)
+    return bool(a == b)
+
+
+def _scalar_to_json(t: str, v: Any) -> Any:
+    if v is None:
+        return None
+    if t == "uuid":
+        return uuid_to_base64(v)
+    if t in ("bytes", "records"):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    return v
+
+
+def _to_json(f: FieldInfo, v: Any, version: int) -> Any:
+    if v is None:
+        return None
+    if f.type.startswith("[]"):
+        if f.struct is not None:
+            return [e.to_json(version) for e in v]
+        return [_scalar_to_json(f.type[2:], e) for e in v]
+    if f.struct is not None:
+        return v.to_json(version)
+    return _scalar_to_json(f.type, v)
+
+
+_INT_RANGES = {
+    "int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1),
+    "uint16": (0, 2**16 - 1), "int32": (-(2**31), 2**31 - 1),
+    "uint32": (0, 2**32 - 1), "int64": (-(2**63), 2**63 - 1),
+}
+
+
+def _scalar_from_json(t: str, v: Any, where: str) -> Any:
+    if v is None:
+        return None
+    try:
+        if t in _INT_RANGES:
+            lo, hi = _INT_RANGES[t]
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise ValueError(f"expected {t}")
+            return v
+        if t == "bool":
+            if not isinstance(v, bool):
+                raise ValueError("expected a boolean")
+            return v
+        if t == "float64":
+            if not isinstance(v, int | float) or isinstance(v, bool):
+                raise ValueError("expected a number")
+            return float(v)
+        if t == "string":
+            if not isinstance(v, str):
+                raise ValueError("expected a string")
+            return v
+        if t == "uuid":
+            return uuid_from_base64(v) if isinstance(v, str) else _bad("expected a Uuid string")
+        if t in ("bytes", "records"):
+            return base64.b64decode(v, validate=True)
+    except (ValueError, TypeError) as e:
+        raise DecodeError(f"{where}: {e}") from None
+    raise DecodeError(f"{where}: unsupported type {t}")
+
+
+def _bad(msg: str) -> Any:
+    raise ValueError(msg)
+
+
+def _from_json(f: FieldInfo, v: Any, version: int, where: str) -> Any:
+    if v is None:
+        if f.nullable_in(version):
+            return None
+        raise DecodeError(f"{where}: null is not allowed in version {version}")
+    if f.type.startswith("[]"):
+        if not isinstance(v, list):
+            raise DecodeError(f"{where}: expected an array")
+        if f.struct is not None:
+            return [f.struct.from_json(e, version) for e in v]
+        return [_scalar_from_json(f.type[2:], e, where) for e in v]
+    if f.struct is not None:
+        return f.struct.from_json(v, version)
+    return _scalar_from_json(f.type, v, where)
+
+
+# ---------------------------------------------------------------------------
+# Variable-length readers.  Each returns (value, new_pos).
+
+def r_str(buf: Buf, pos: int, nullable: bool) -> tuple[str | None, int]:
+    """Classic string: int16 length (-1 = null), UTF-8 bytes."""
+    if pos + 2 > len(buf):
+        raise DecodeError("truncated string length")
+    (n,) = I16.unpack_from(buf, pos)
+    pos += 2
+    if n < 0:
+        if n == -1 and nullable:
+            return None, pos
+        raise DecodeError(f"invalid string length {n}")
+    end = pos + n
+    if end > len(buf):
+        raise DecodeError(f"string length {n} exceeds the remaining {len(buf) - pos} bytes")
+    try:
+        return str(buf[pos:end], "utf-8"), end
+    except UnicodeDecodeError:
+        raise DecodeError("string is not valid UTF-8") from None
+
+
+def r_cstr(buf: Buf, pos: int, nullable: bool) -> tuple[str | None, int]:
+    """Compact string: unsigned varint length+1 (0 = null)."""
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        if nullable:
+            return None, pos
+        raise DecodeError("non-nullable string was null")
+    end = pos + n - 1
+    if end > len(buf):
+        raise DecodeError(f"string length {n - 1} exceeds the remaining {len(buf) - pos} bytes")
+    try:
+        return str(buf[pos:end], "utf-8"), end
+    except UnicodeDecodeError:
+        raise DecodeError("string is not valid UTF-8") from None
+
+
+def _r_blob32(buf: Buf, pos: int, nullable: bool) -> tuple[memoryview | None, int]:
+    if pos + 4 > len(buf):
+        raise DecodeError("truncated bytes length")
+    (n,) = I32.unpack_from(buf, pos)
+    pos += 4
+    if n < 0:
+        if n == -1 and nullable:
+            return None, pos
+        raise DecodeError(f"invalid bytes length {n}")
+    end = pos + n
+    if end > len(buf):
+        raise DecodeError(f"bytes length {n} exceeds the remaining {len(buf) - pos} bytes")
+    return buf[pos:end], end
+
+
+def _r_cblob(buf: Buf, pos: int, nullable: bool) -> tuple[memoryview | None, int]:
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        if nullable:
+            return None, pos
+        raise DecodeError("non-nullable bytes were null")
+    end = pos + n - 1
+    if end > len(buf):
+        raise DecodeError(f"bytes length {n - 1} exceeds the remaining {len(buf) - pos} bytes")
+    return buf[pos:end], end
+
+
+def r_bytes(buf: Buf, pos: int, nullable: bool) -> tuple[bytes | None, int]:
+    v, pos = _r_blob32(buf, pos, nullable)
+    return (None if v is None else bytes(v)), pos
+
+
+def r_cbytes(buf: Buf, pos: int, nullable: bool) -> tuple[bytes | None, int]:
+    v, pos = _r_cblob(buf, pos, nullable)
+    return (None if v is None else bytes(v)), pos
+
+
+# Records stay zero-copy: a memoryview into the frame (the replication path never copies).
+r_records = _r_blob32
+r_crecords = _r_cblob
+
+
+def r_uuid(buf: Buf, pos: int) -> tuple[uuid.UUID, int]:
+    end = pos + 16
+    if end > len(buf):
+        raise DecodeError("truncated uuid")
+    raw = bytes(buf[pos:end])
+    if raw == b"\x00" * 16:
+        return ZERO_UUID, end
+    return uuid.UUID(bytes=raw), end
+
+
+def r_count(buf: Buf, pos: int, nullable: bool) -> tuple[int, int]:
+    """Classic array length (int32, -1 = null); bounded by remaining bytes."""
+    if pos + 4 > len(buf):
+        raise DecodeError("truncated array length")
+    (n,) = I32.unpack_from(buf, pos)
+    pos += 4
+    if n < 0:
+        if n == -1 and nullable:
+            return -1, pos
+        raise DecodeError(f"invalid array length {n}")
+    if n > len(buf) - pos:
+        raise DecodeError(f"array length {n} exceeds the remaining {len(buf) - pos} bytes")
+    return n, pos
+
+
+def r_ccount(buf: Buf, pos: int, nullable: bool) -> tuple[int, int]:
+    """Compact array length (uvarint length+1, 0 = null); bounded by remaining bytes."""
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        if nullable:
+            return -1, pos
+        raise DecodeError("non-nullable array was null")
+    n -= 1
+    if n > len(buf) - pos:
+        raise DecodeError(f"array length {n} exceeds the remaining {len(buf) - pos} bytes")
+    return n, pos
+
+
+def r_tag_header(buf: Buf, pos: int) -> tuple[int, int, int]:
+    """Read a tagged field's (tag, size) and check the size fits; return (tag, end, pos)."""
+    tag, pos = read_uvarint(buf, pos)
+    size, pos = read_uvarint(buf, pos)
+    end = pos + size
+    if end > len(buf):
+        raise DecodeError(f"tagged field {tag} size {size} exceeds the remaining bytes")
+    return tag, end, pos
+
+
+# ---------------------------------------------------------------------------
+# Variable-length writers.
+
+def _null_error(what: str, version: int) -> UnsupportedVersionError:
+    return UnsupportedVersionError(f"{what} is not nullable in version {version}")
+
+
+def w_str(out: bytearray, s: str | None, nullable: bool, what: str, version: int) -> None:
+    if s is None:
+        if not nullable:
+            raise _null_error(what, version)
+        out += b"\xff\xff"
+        return
+    b = s.encode("utf-8")
+    if len(b) > 0x7FFF:
+        raise UnsupportedVersionError(f"{what}: string of {len(b)} bytes is longer than 32767")
+    out += I16.pack(len(b))
+    out += b
+
+
+def w_cstr(out: bytearray, s: str | None, nullable: bool, what: str, version: int) -> None:
+    if s is None:
+        if not nullable:
+            raise _null_error(what, version)
+        out.append(0)
+        return
+    b = s.encode("utf-8")
+    if len(b) > 0x7FFF:
+        raise UnsupportedVersionError(f"{what}: string of {len(b)} bytes is longer than 32767")
+    out += uvarint(len(b) + 1)
+    out += b
+
+
+def w_bytes(out: bytearray, b: Any, nullable: bool, what: str, version: int) -> None:
+    if b is None:
+        if not nullable:
+            raise _null_error(what, version)
+        out += b"\xff\xff\xff\xff"
+        return
+    out += I32.pack(len(b))
+    out += b
+
+
+def w_cbytes(out: bytearray, b: Any, nullable: bool, what: str, version: int) -> None:
+    if b is None:
+        if not nullable:
+            raise _null_error(what, version)
+        out.append(0)
+        return
+    out += uvarint(len(b) + 1)
+    out += b
+
+
+def w_count(out: bytearray, items: Any, nullable: bool, what: str, version: int) -> None:
+    if items is None:
+        if not nullable:
+            raise _null_error(what, version)
+        out += b"\xff\xff\xff\xff"
+        return
+    out += I32.pack(len(items))
+
+
+def w_ccount(out: bytearray, items: Any, nullable: bool, what: str, version: int) -> None:
+    if items is None:
+        if not nullable:
+            raise _null_error(what, version)
+        out.append(0)
+        return
+    out += uvarint(len(items) + 1)
+
+
+def w_tagged(out: bytearray, fields: list[tuple[int, bytes]]) -> None:
+    """Write a tagged-field section; ``fields`` sorted by tag."""
+    out += uvarint(len(fields))
+    for tag, data in fields:
+        out += uvarint(tag)
+        out += uvarint(len(data))
+        out += data
+
+
+def absent_error(what: str, version: int) -> UnsupportedVersionError:
+    return UnsupportedVersionError(
+        f"attempted to write non-default {what} at version {version}, which lacks it"
+    )
