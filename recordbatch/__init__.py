@@ -1,0 +1,49 @@
+"""recordbatch: Kafka v2 record batches as Kafka stores and replicates them.
+
+A standalone package (it never imports ``kraftnode``): records and batches,
+CRC-32C, gzip/snappy/lz4/zstd with bounded decompression, control records, and
+zero-copy batch views for the replication path.  See ``docs/recordbatch.md``.
+"""
+
+from __future__ import annotations
+
+from recordbatch.builder import build_batch, codec_id
+from recordbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, compress, decompress
+from recordbatch.errors import CorruptBatchError, DecompressionLimitError
+from recordbatch.layout import (
+    CODEC_NAMES,
+    CREATE_TIME,
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+)
+from recordbatch.record import Header, Record, RecordView
+from recordbatch.view import BatchIterator, BatchView, iter_batches, set_base_offset_and_epoch
+
+__all__ = [
+    "BatchIterator",
+    "BatchView",
+    "CODEC_NAMES",
+    "CREATE_TIME",
+    "CorruptBatchError",
+    "DEFAULT_MAX_DECOMPRESSED_BYTES",
+    "DecompressionLimitError",
+    "HEADER_SIZE",
+    "Header",
+    "LOG_APPEND_TIME",
+    "LOG_OVERHEAD",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "Record",
+    "RecordView",
+    "build_batch",
+    "codec_id",
+    "compress",
+    "decompress",
+    "iter_batches",
+    "set_base_offset_and_epoch",
+]
