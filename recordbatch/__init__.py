@@ -9,6 +9,21 @@ from __future__ import annotations
 
 from recordbatch.builder import build_batch, codec_id
 from recordbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, compress, decompress
+from recordbatch.control import (
+    ControlType,
+    EndTransactionMarker,
+    build_control_batch,
+    build_kraft_control_batch,
+    control_key,
+    decode_control_record,
+    end_txn_marker_batch,
+    kraft_version_batch,
+    leader_change_batch,
+    parse_control_key,
+    snapshot_footer_batch,
+    snapshot_header_batch,
+    voters_batch,
+)
 from recordbatch.errors import CorruptBatchError, DecompressionLimitError
 from recordbatch.layout import (
     CODEC_NAMES,
@@ -28,6 +43,8 @@ __all__ = [
     "BatchView",
     "CODEC_NAMES",
     "CREATE_TIME",
+    "ControlType",
+    "EndTransactionMarker",
     "CorruptBatchError",
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
     "DecompressionLimitError",
@@ -41,6 +58,17 @@ __all__ = [
     "Record",
     "RecordView",
     "build_batch",
+    "build_control_batch",
+    "build_kraft_control_batch",
+    "control_key",
+    "decode_control_record",
+    "end_txn_marker_batch",
+    "kraft_version_batch",
+    "leader_change_batch",
+    "parse_control_key",
+    "snapshot_footer_batch",
+    "snapshot_header_batch",
+    "voters_batch",
     "codec_id",
     "compress",
     "decompress",

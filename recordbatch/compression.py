@@ -28,7 +28,14 @@ import lz4.frame
 import zstandard
 
 from recordbatch.errors import CorruptBatchError, DecompressionLimitError
-from recordbatch.layout import CODEC_GZIP, CODEC_LZ4, CODEC_NAMES, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD
+from recordbatch.layout import (
+    CODEC_GZIP,
+    CODEC_LZ4,
+    CODEC_NAMES,
+    CODEC_NONE,
+    CODEC_SNAPPY,
+    CODEC_ZSTD,
+)
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
@@ -118,7 +125,7 @@ def _snappy_preamble(block: memoryview) -> int:
 
 def _snappy_decompress(data: _Buffer, limit: int) -> bytes:
     view = memoryview(data)
-    if view[:8] == _XERIAL_MAGIC:
+    if view[:8].tobytes() == _XERIAL_MAGIC:
         if len(view) < 16:
             raise CorruptBatchError("truncated xerial snappy header")
         blocks: list[memoryview] = []
@@ -161,7 +168,7 @@ def _snappy_decompress(data: _Buffer, limit: int) -> bytes:
 
 
 def _lz4_compress(data: _Buffer, level: int) -> bytes:
-    return lz4.frame.compress(
+    out: bytes = lz4.frame.compress(
         data,
         compression_level=level,
         block_size=lz4.frame.BLOCKSIZE_MAX64KB,
@@ -169,6 +176,7 @@ def _lz4_compress(data: _Buffer, level: int) -> bytes:
         content_checksum=False,
         store_size=False,
     )
+    return out
 
 
 def _lz4_decompress(data: _Buffer, limit: int) -> bytes:

@@ -186,7 +186,7 @@ def decode_records(
     pos = 0
     i = 0
     try:
-        for i in range(count):
+        for i in range(count):  # noqa: B007 -- i names the bad record in errors
             b = data[pos]
             if b < 128:
                 length = dec[b]

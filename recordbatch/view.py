@@ -10,6 +10,7 @@ unless :meth:`BatchView.records` is called; CRC validation is on demand.
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 from crc32c import crc32c
 
 from recordbatch import layout as L
