@@ -1,0 +1,1 @@
+"""The network side of a node: listener, connections, request handlers."""
