@@ -1,0 +1,34 @@
+"""Durable storage in Kafka 3.9's on-disk layout: the segmented metadata log, its
+indexes and leader epoch cache, snapshots, quorum-state and meta.properties."""
+
+from kraftnode.log.epoch_cache import LeaderEpochCache
+from kraftnode.log.meta_properties import MetaProperties, read_meta_properties, write_meta_properties
+from kraftnode.log.metadata_log import (
+    METADATA_PARTITION_DIR,
+    AppendInfo,
+    InvalidAppendError,
+    LogConfig,
+    LogError,
+    MetadataLog,
+    OffsetOutOfRangeError,
+    ReadInfo,
+)
+from kraftnode.log.quorum_state import QuorumStateData, QuorumStateError, QuorumStateStore
+
+__all__ = [
+    "AppendInfo",
+    "InvalidAppendError",
+    "LeaderEpochCache",
+    "LogConfig",
+    "LogError",
+    "METADATA_PARTITION_DIR",
+    "MetaProperties",
+    "MetadataLog",
+    "OffsetOutOfRangeError",
+    "QuorumStateData",
+    "QuorumStateError",
+    "QuorumStateStore",
+    "ReadInfo",
+    "read_meta_properties",
+    "write_meta_properties",
+]
