@@ -1,0 +1,37 @@
+"""Tunables of the core, with Kafka 3.9's ``controller.quorum.*`` defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    """Timeouts in milliseconds; names follow Kafka's quorum configs."""
+
+    cluster_id: str | None = None
+    election_timeout_ms: int = 1000  # controller.quorum.election.timeout.ms
+    election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
+    fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms
+    request_timeout_ms: int = 2000  # controller.quorum.request.timeout.ms
+    retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
+    fetch_max_wait_ms: int = 500  # Kafka's raft fetch max wait
+    fetch_max_bytes: int = 8 * 1024 * 1024
+    #: Listener used for the leader endpoints we advertise.
+    listener_name: str = "CONTROLLER"
+
+    def __post_init__(self) -> None:
+        for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        if self.election_backoff_max_ms < 0 or self.retry_backoff_ms < 0 or self.fetch_max_wait_ms < 0:
+            raise ValueError("backoffs and waits must not be negative")
+
+    @property
+    def check_quorum_timeout_ms(self) -> int:
+        """A leader resigns if a majority has not fetched within 1.5x the fetch timeout."""
+        return self.fetch_timeout_ms * 3 // 2
+
+    @property
+    def begin_quorum_resend_ms(self) -> int:
+        return max(1, self.fetch_timeout_ms // 2)

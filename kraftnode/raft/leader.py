@@ -1,0 +1,174 @@
+"""The leader's bookkeeping: replica progress, high watermark, check-quorum.
+
+Rules (KIP-595, Kafka 3.9 LeaderState):
+- the high watermark is the largest offset replicated (flushed) by a majority of
+  the *current* voter set, and it only advances once it is above the epoch start
+  offset, i.e. once this epoch's LeaderChange record is committed;
+- it never goes backwards, even when the voter set shrinks or changes;
+- KIP-836 timestamps: last fetch time, and last time the replica was caught up
+  (fetched up to the leader's end offset as of that or the previous fetch);
+- check-quorum: if a majority of voters has not fetched within 1.5x the fetch
+  timeout, the leader must resign.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kraftnode.raft.voters import ReplicaKey, VoterSet
+
+
+@dataclass(slots=True)
+class ReplicaProgress:
+    """What the leader knows of one replica (a voter or an observer)."""
+
+    key: ReplicaKey
+    end_offset: int = -1
+    last_fetch_timestamp: int = -1
+    last_caught_up_timestamp: int = -1
+    last_fetch_leader_end_offset: int = -1
+    #: The replica endorsed this leader (BeginQuorumEpoch answered or fetched).
+    acknowledged: bool = False
+
+
+class LeaderState:
+    """Replication state of a leader for one epoch."""
+
+    def __init__(
+        self,
+        local_key: ReplicaKey,
+        epoch: int,
+        epoch_start_offset: int,
+        voters: VoterSet,
+        now_ms: int,
+        check_quorum_timeout_ms: int,
+        require_current_epoch: bool = True,
+    ) -> None:
+        self.local_key = local_key
+        self.epoch = epoch
+        self.epoch_start_offset = epoch_start_offset
+        self.check_quorum_timeout_ms = check_quorum_timeout_ms
+        self.require_current_epoch = require_current_epoch
+        self.voters: dict[int, ReplicaProgress] = {}
+        self.observers: dict[ReplicaKey, ReplicaProgress] = {}
+        self.voter_set = voters
+        self.update_voter_set(voters)
+        self.check_quorum_deadline = now_ms + check_quorum_timeout_ms
+        self._fetched_voters: set[int] = set()
+        self.next_begin_quorum_ms: dict[int, int] = {}
+
+    # -- membership ---------------------------------------------------------
+    def update_voter_set(self, voters: VoterSet) -> None:
+        """Adopt a new voter set, keeping the progress of replicas that stay."""
+        old = self.voters
+        self.voter_set = voters
+        self.voters = {}
+        for node in voters:
+            progress = old.get(node.key.id)
+            if progress is None:
+                progress = self.observers.pop(node.key, None) or ReplicaProgress(node.key)
+            self.voters[node.key.id] = progress
+        for rid, progress in old.items():
+            if rid not in self.voters:
+                self.observers[progress.key] = progress
+        local = self.voters.get(self.local_key.id)
+        if local is not None:
+            local.acknowledged = True
+
+    def is_voter(self, key: ReplicaKey) -> bool:
+        return self.voter_set.is_voter(key)
+
+    def unacknowledged_voters(self) -> list[int]:
+        return [rid for rid, p in self.voters.items() if not p.acknowledged]
+
+    # -- progress -----------------------------------------------------------
+    def update_local(self, flushed_end_offset: int, now_ms: int) -> None:
+        """The leader's own log is durable up to ``flushed_end_offset``."""
+        local = self.voters.get(self.local_key.id)
+        if local is not None:
+            local.end_offset = max(local.end_offset, flushed_end_offset)
+            local.last_fetch_timestamp = now_ms
+            local.last_caught_up_timestamp = now_ms
+
+    def record_fetch(
+        self, key: ReplicaKey, fetch_offset: int, leader_end_offset: int, now_ms: int
+    ) -> None:
+        """A valid Fetch at ``fetch_offset``: the replica has everything below it, durably."""
+        progress = self._progress(key)
+        if fetch_offset >= leader_end_offset:
+            progress.last_caught_up_timestamp = max(progress.last_caught_up_timestamp, now_ms)
+        elif (
+            progress.last_fetch_leader_end_offset > 0
+            and fetch_offset >= progress.last_fetch_leader_end_offset
+        ):
+            progress.last_caught_up_timestamp = max(
+                progress.last_caught_up_timestamp, progress.last_fetch_timestamp
+            )
+        progress.last_fetch_leader_end_offset = leader_end_offset
+        progress.last_fetch_timestamp = now_ms
+        # Offsets reported by a replica can go down after it lost an unflushed
+        # tail; the leader believes the latest report.
+        progress.end_offset = fetch_offset
+        progress.acknowledged = True
+
+    def _progress(self, key: ReplicaKey) -> ReplicaProgress:
+        progress = self.voters.get(key.id)
+        if progress is not None and progress.key.matches(key):
+            return progress
+        progress = self.observers.get(key)
+        if progress is None:
+            progress = ReplicaProgress(key)
+            self.observers[key] = progress
+        return progress
+
+    def acknowledge(self, replica_id: int) -> None:
+        progress = self.voters.get(replica_id)
+        if progress is not None:
+            progress.acknowledged = True
+
+    def majority_offset(self) -> int:
+        """The largest offset that a majority of voters has durably replicated (-1 if none)."""
+        if not self.voters:
+            return -1
+        offsets = sorted((p.end_offset for p in self.voters.values()), reverse=True)
+        return offsets[len(offsets) // 2]
+
+    def candidate_high_watermark(self, current_hw: int) -> int | None:
+        """The new high watermark, or None if it cannot advance.
+
+        Only offsets above the epoch start count (the LeaderChange record of
+        this epoch must be committed first), and the value never decreases.
+        """
+        offset = self.majority_offset()
+        if self.require_current_epoch and offset <= self.epoch_start_offset:
+            return None
+        if offset > current_hw:
+            return offset
+        return None
+
+    # -- check quorum -------------------------------------------------------
+    def record_voter_contact(self, key: ReplicaKey, now_ms: int) -> None:
+        """A voter fetched from us: count it towards the check-quorum majority."""
+        if key.id == self.local_key.id or not self.voter_set.is_voter(key):
+            return
+        self._fetched_voters.add(key.id)
+        needed = self.voter_set.majority_size()
+        if self.voter_set.is_voter(self.local_key):
+            needed -= 1
+        if len(self._fetched_voters) >= needed:
+            self._fetched_voters.clear()
+            self.check_quorum_deadline = now_ms + self.check_quorum_timeout_ms
+
+    def check_quorum_expired(self, now_ms: int) -> bool:
+        needed = self.voter_set.majority_size()
+        if self.voter_set.is_voter(self.local_key):
+            needed -= 1
+        if needed <= 0:
+            return False
+        return now_ms >= self.check_quorum_deadline
+
+    def voters_by_descending_offset(self) -> list[ReplicaKey]:
+        """Other voters, most caught-up first: the preferred successors on resignation."""
+        others = [p for rid, p in self.voters.items() if rid != self.local_key.id]
+        others.sort(key=lambda p: (-p.end_offset, p.key.id))
+        return [p.key for p in others]

@@ -1,0 +1,938 @@
+"""The Raft core: KIP-595 with KIP-853's voter model, as a deterministic state machine.
+
+Events in (``tick``, ``handle_request``, ``handle_response``, ``request_failed``,
+``append``, ``resign``), actions out (:mod:`kraftnode.raft.actions`), in the style
+of etcd's Step/Ready. The core never reads a clock, opens a socket or file, or
+draws randomness of its own: time comes with every event and the ``random.Random``
+is injected, so a seed replays a run exactly.
+
+Ordering contract: a transition that changes the durable election state emits
+``PersistElectionState`` *before* any send that depends on it (a vote, a
+BeginQuorumEpoch answer); a follower emits ``FlushLog`` after appending and before
+its next Fetch (the fetch offset acknowledges durable data); a leader emits
+``FlushLog`` before counting its own log towards the high watermark, and commit
+notifications come after it.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kraftnode.raft import errors, plants
+from kraftnode.raft.actions import (
+    Action,
+    AppendCompleted,
+    FatalError,
+    FlushLog,
+    HighWatermarkAdvanced,
+    PersistElectionState,
+    SendRequest,
+    SendResponse,
+    StateChanged,
+)
+from kraftnode.raft.batches import Batch, LeaderChangeRecord
+from kraftnode.raft.config import RaftConfig
+from kraftnode.raft.election import ElectionState
+from kraftnode.raft.history import VoterSetHistory
+from kraftnode.raft.leader import LeaderState
+from kraftnode.raft.log import OffsetAndEpoch, RaftLog
+from kraftnode.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    CurrentLeader,
+    DescribeQuorumData,
+    DivergingEpoch,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    NodeEndpoint,
+    ReplicaStateView,
+    Request,
+    Response,
+    SnapshotId,
+    VoteRequest,
+    VoteResponse,
+)
+from kraftnode.raft.states import (
+    Candidate,
+    EpochState,
+    Follower,
+    Leader,
+    Resigned,
+    Unattached,
+    Voted,
+)
+from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterSet
+
+#: Base of the election backoffs (Kafka's RETRY_BACKOFF_BASE_MS).
+ELECTION_BACKOFF_BASE_MS = 50
+
+
+@dataclass(slots=True)
+class _InFlight:
+    correlation_id: int
+    deadline: int
+    #: For Fetch: the fetch offset sent, so stale answers can be recognised.
+    fetch_offset: int = -1
+
+
+@dataclass(slots=True)
+class _ParkedFetch:
+    request_id: int
+    request: FetchRequest
+    deadline: int
+
+
+class RaftNode:
+    """One replica's consensus state machine (voter or observer)."""
+
+    def __init__(
+        self,
+        local_id: int,
+        local_directory_id: uuid.UUID | None,
+        config: RaftConfig,
+        log: RaftLog,
+        election: ElectionState,
+        static_voters: VoterSet,
+        rng: random.Random,
+        now_ms: int,
+        *,
+        local_endpoints: tuple[Endpoint, ...] = (),
+        bootstrap_servers: Sequence[int] = (),
+        plant: frozenset[str] = frozenset(),
+    ) -> None:
+        self.local_key = ReplicaKey.of(local_id, local_directory_id)
+        self.config = config
+        self.log = log
+        self.rng = rng
+        self.local_endpoints = local_endpoints
+        self.bootstrap_servers = list(bootstrap_servers)
+        self.plants = plants.validate(plant)
+        self.history = VoterSetHistory(static_voters)
+        self.history.observe(_snapshot_batch(log))
+        self.history.observe(log.control_batches(log.start_offset))
+        #: Exclusive: every offset below is committed. Never decreases.
+        self.high_watermark = 0
+        self._actions: list[Action] = []
+        self._inflight: dict[int, _InFlight] = {}
+        self._backoff_until: dict[int, int] = {}
+        self._parked: list[_ParkedFetch] = []
+        self._pending_appends: list[tuple[int, int]] = []  # (last offset, handle)
+        self._next_correlation = 1
+        self._next_handle = 1
+        self._bootstrap_index = 0
+        self._failed = False
+        self._election = election
+        self.state: EpochState = self._initial_state(election, now_ms)
+        if self._election_of(self.state) != election:
+            self._persist(self._election_of(self.state))
+        self._emit_state_changed()
+
+    # ================================================================ queries
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def leader_id(self) -> int:
+        return self.state.leader_id
+
+    @property
+    def state_name(self) -> str:
+        return self.state.name
+
+    @property
+    def voters(self) -> VoterSet:
+        """The latest voter set (including uncommitted VotersRecords)."""
+        return self.history.latest()
+
+    @property
+    def is_voter(self) -> bool:
+        return self.voters.is_voter(self.local_key)
+
+    @property
+    def is_leader(self) -> bool:
+        return isinstance(self.state, Leader)
+
+    @property
+    def election_state(self) -> ElectionState:
+        return self._election
+
+    @property
+    def failed(self) -> bool:
+        return self._failed
+
+    def take_actions(self) -> list[Action]:
+        """Hand the accumulated actions to the driver (it must execute them in order)."""
+        out = self._actions
+        self._actions = []
+        return out
+
+    def next_deadline_ms(self) -> int | None:
+        """When ``tick`` must next be called (None: only on the next event)."""
+        st = self.state
+        times: list[int] = [f.deadline for f in self._inflight.values()]
+        times.extend(self._backoff_until.values())
+        if isinstance(st, Unattached):
+            if st.election_deadline is not None:
+                times.append(st.election_deadline)
+        elif isinstance(st, Voted):
+            times.append(st.election_deadline)
+        elif isinstance(st, Candidate):
+            times.append(st.backoff_until if st.backoff_until is not None else st.election_deadline)
+        elif isinstance(st, Follower):
+            times.append(st.fetch_deadline)
+        elif isinstance(st, Leader):
+            times.append(st.tracker.check_quorum_deadline)
+            times.extend(p.deadline for p in self._parked)
+            times.extend(st.tracker.next_begin_quorum_ms.values())
+        elif isinstance(st, Resigned):
+            times.append(st.election_deadline)
+        return min(times) if times else None
+
+    def describe_quorum(self, now_ms: int) -> DescribeQuorumData:
+        """The leader's DescribeQuorum view (KIP-836 fields); an error elsewhere."""
+        st = self.state
+        if not isinstance(st, Leader):
+            return DescribeQuorumData(errors.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, -1)
+        tracker = st.tracker
+
+        def view(key: ReplicaKey, end: int, fetch_ts: int, caught_ts: int) -> ReplicaStateView:
+            return ReplicaStateView(key.id, key.directory_id, end, fetch_ts, caught_ts)
+
+        voters = []
+        for rid, p in tracker.voters.items():
+            if rid == self.local_key.id:
+                voters.append(view(p.key, self.log.end_offset, now_ms, now_ms))
+            else:
+                voters.append(view(p.key, p.end_offset, p.last_fetch_timestamp, p.last_caught_up_timestamp))
+        observers = [
+            view(p.key, p.end_offset, p.last_fetch_timestamp, p.last_caught_up_timestamp)
+            for p in tracker.observers.values()
+        ]
+        nodes = {node.key.id: node.endpoints for node in self.voters}
+        return DescribeQuorumData(
+            errors.NONE, self.local_key.id, st.epoch, self.high_watermark, tuple(voters), tuple(observers), nodes
+        )
+
+    # ================================================================ events
+    def tick(self, now_ms: int) -> None:
+        """Time has advanced to ``now_ms``: fire due timers, send due requests."""
+        if self._failed:
+            return
+        for dest, inflight in list(self._inflight.items()):
+            if inflight.deadline <= now_ms:
+                del self._inflight[dest]
+                self._backoff_until[dest] = now_ms + self.config.retry_backoff_ms
+        for dest, until in list(self._backoff_until.items()):
+            if until <= now_ms:
+                del self._backoff_until[dest]
+        st = self.state
+        if isinstance(st, Unattached | Voted):
+            if st.election_deadline is not None and now_ms >= st.election_deadline and self.is_voter:
+                self._become_candidate(now_ms)
+        elif isinstance(st, Candidate):
+            if st.backoff_until is not None:
+                if now_ms >= st.backoff_until:
+                    self._become_candidate(now_ms)
+            elif now_ms >= st.election_deadline:
+                st.backoff_until = now_ms + self._binary_backoff(st.retries)
+        elif isinstance(st, Follower):
+            if now_ms >= st.fetch_deadline:
+                if self.is_voter:
+                    self._become_candidate(now_ms)
+                else:
+                    self._transition(Unattached(st.epoch, None), now_ms)
+        elif isinstance(st, Leader):
+            if st.tracker.check_quorum_expired(now_ms):
+                self._resign(now_ms)
+            else:
+                due = [p for p in self._parked if p.deadline <= now_ms]
+                if due:
+                    self._parked = [p for p in self._parked if p.deadline > now_ms]
+                    for parked in due:
+                        self._answer_fetch(parked.request_id, parked.request, now_ms)
+        elif isinstance(st, Resigned):
+            if now_ms >= st.election_deadline and self.is_voter:
+                self._become_candidate(now_ms)
+        self._poll(now_ms)
+
+    def handle_request(self, request_id: int, request: Request, now_ms: int) -> None:
+        """An inbound request; the answer is a ``SendResponse(request_id, ...)`` (maybe later)."""
+        if self._failed:
+            return
+        if isinstance(request, VoteRequest):
+            self._on_vote_request(request_id, request, now_ms)
+        elif isinstance(request, FetchRequest):
+            self._on_fetch_request(request_id, request, now_ms)
+        elif isinstance(request, BeginQuorumEpochRequest):
+            self._on_begin_quorum_epoch(request_id, request, now_ms)
+        elif isinstance(request, EndQuorumEpochRequest):
+            self._on_end_quorum_epoch(request_id, request, now_ms)
+        elif isinstance(request, FetchSnapshotRequest):
+            self._on_fetch_snapshot(request_id, request, now_ms)
+        else:  # pragma: no cover - typing guards this
+            raise TypeError(f"unsupported request {type(request).__name__}")
+        self._poll(now_ms)
+
+    def handle_response(self, source_id: int, correlation_id: int, response: Response, now_ms: int) -> None:
+        """The answer to a ``SendRequest`` we emitted. Unknown correlation ids are ignored."""
+        if self._failed:
+            return
+        inflight = self._inflight.get(source_id)
+        if inflight is None or inflight.correlation_id != correlation_id:
+            return
+        del self._inflight[source_id]
+        if isinstance(response, VoteResponse):
+            self._on_vote_response(source_id, response, now_ms)
+        elif isinstance(response, FetchResponse):
+            self._on_fetch_response(source_id, inflight, response, now_ms)
+        elif isinstance(response, BeginQuorumEpochResponse):
+            self._on_begin_quorum_epoch_response(source_id, response, now_ms)
+        elif isinstance(response, EndQuorumEpochResponse):
+            self._on_end_quorum_epoch_response(source_id, response, now_ms)
+        else:
+            self._backoff(source_id, now_ms)
+        self._poll(now_ms)
+
+    def request_failed(self, destination: int, correlation_id: int, now_ms: int) -> None:
+        """The driver could not deliver the request or lost its connection."""
+        inflight = self._inflight.get(destination)
+        if inflight is not None and inflight.correlation_id == correlation_id:
+            del self._inflight[destination]
+            self._backoff(destination, now_ms)
+        self._poll(now_ms)
+
+    def append(self, records: Sequence[object], now_ms: int) -> int:
+        """Append application records; returns a handle later completed by ``AppendCompleted``.
+
+        Not the leader: the handle completes at once with NOT_LEADER_OR_FOLLOWER.
+        Leadership lost before commit: completes with NOT_LEADER_OR_FOLLOWER
+        (the records may or may not end up committed by a later leader).
+        """
+        handle = self._next_handle
+        self._next_handle += 1
+        st = self.state
+        if self._failed or not isinstance(st, Leader) or not records:
+            code = errors.NOT_LEADER_OR_FOLLOWER if records else errors.INVALID_REQUEST
+            self._actions.append(AppendCompleted(handle, -1, code))
+            return handle
+        batch = self.log.append_as_leader(records, st.epoch)
+        self._pending_appends.append((batch.last_offset, handle))
+        self._flush_leader(st, now_ms)
+        self._complete_parked(now_ms)
+        self._poll(now_ms)
+        return handle
+
+    def resign(self, now_ms: int) -> None:
+        """Graceful shutdown: a leader resigns and asks the most caught-up voter to take over."""
+        if isinstance(self.state, Leader):
+            self._resign(now_ms)
+            self._poll(now_ms)
+
+    # ============================================================ transitions
+    def _initial_state(self, election: ElectionState, now_ms: int) -> EpochState:
+        log_epoch = self.log.last_fetched_epoch
+        if election.epoch < log_epoch:
+            return Unattached(log_epoch, self._election_deadline_or_none(now_ms))
+        epoch = election.epoch
+        if election.leader_id == self.local_key.id:
+            others = {k.id for k in self.voters.keys() if k.id != self.local_key.id}
+            return Resigned(epoch, self.local_key.id, self._election_deadline(now_ms), (), others)
+        voted = election.voted_key
+        if election.has_leader:
+            return Follower(
+                epoch, election.leader_id, self.voters.endpoints_of(election.leader_id),
+                now_ms + self.config.fetch_timeout_ms,
+            )
+        if voted is not None and voted.matches(self.local_key) and self.is_voter:
+            return Candidate(epoch, 1, self._election_deadline(now_ms), {self.local_key.id})
+        if voted is not None:
+            return Voted(epoch, voted, self._election_deadline(now_ms))
+        return Unattached(epoch, self._election_deadline_or_none(now_ms))
+
+    def _election_of(self, st: EpochState) -> ElectionState:
+        if isinstance(st, Unattached):
+            return ElectionState(st.epoch)
+        if isinstance(st, Voted):
+            return ElectionState(st.epoch, -1, st.voted_key)
+        if isinstance(st, Candidate):
+            return ElectionState(st.epoch, -1, self.local_key)
+        if isinstance(st, Leader | Resigned):
+            return ElectionState(st.epoch, st.leader_id, self.local_key)
+        # Follower: keep the vote cast in this epoch, so a restart cannot vote twice.
+        voted = self._election.voted_key if self._election.epoch == st.epoch else None
+        return ElectionState(st.epoch, st.leader_id, voted)
+
+    def _transition(self, new_state: EpochState, now_ms: int) -> None:
+        old = self.state
+        self.state = new_state
+        self._inflight.clear()
+        self._backoff_until.clear()
+        election = self._election_of(new_state)
+        if election != self._election:
+            self._persist(election)
+        if isinstance(old, Leader) and not isinstance(new_state, Leader):
+            for _, handle in self._pending_appends:
+                self._actions.append(AppendCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
+            self._pending_appends.clear()
+            parked, self._parked = self._parked, []
+            for p in parked:
+                self._actions.append(SendResponse(p.request_id, self._fetch_error(errors.NOT_LEADER_OR_FOLLOWER)))
+        self._emit_state_changed()
+
+    def _persist(self, election: ElectionState) -> None:
+        self._election = election
+        self._actions.append(PersistElectionState(election))
+
+    def _emit_state_changed(self) -> None:
+        st = self.state
+        self._actions.append(StateChanged(st.name, st.epoch, st.leader_id, self.is_voter))
+
+    def _become_unattached(self, epoch: int, now_ms: int) -> None:
+        self._transition(Unattached(epoch, self._election_deadline_or_none(now_ms)), now_ms)
+
+    def _become_follower(self, epoch: int, leader_id: int, endpoints: tuple[Endpoint, ...], now_ms: int) -> None:
+        if not endpoints:
+            endpoints = self.voters.endpoints_of(leader_id)
+        self._transition(Follower(epoch, leader_id, endpoints, now_ms + self.config.fetch_timeout_ms), now_ms)
+
+    def _become_candidate(self, now_ms: int) -> None:
+        st = self.state
+        retries = st.retries + 1 if isinstance(st, Candidate) else 1
+        cand = Candidate(st.epoch + 1, retries, self._election_deadline(now_ms), {self.local_key.id})
+        self._transition(cand, now_ms)
+        self._maybe_win(cand, now_ms)
+
+    def _maybe_win(self, cand: Candidate, now_ms: int) -> None:
+        voters = self.voters
+        if len(cand.granted & voters.ids) >= voters.majority_size():
+            self._become_leader(cand, now_ms)
+
+    def _become_leader(self, cand: Candidate, now_ms: int) -> None:
+        voters = self.voters
+        epoch_start = self.log.end_offset
+        tracker = LeaderState(
+            self.local_key, cand.epoch, epoch_start, voters, now_ms, self.config.check_quorum_timeout_ms,
+            require_current_epoch=plants.HW_WITHOUT_CURRENT_EPOCH not in self.plants,
+        )
+        st = Leader(cand.epoch, self.local_key.id, tracker)
+        self._transition(st, now_ms)
+        granting = tuple(n.key for n in voters if n.key.id in cand.granted)
+        record = LeaderChangeRecord(self.local_key.id, tuple(voters.keys()), granting)
+        batch = self.log.append_as_leader([record], cand.epoch, is_control=True)
+        self.history.observe([batch])
+        self._flush_leader(st, now_ms)
+
+    def _resign(self, now_ms: int) -> None:
+        st = self.state
+        assert isinstance(st, Leader)
+        preferred = tuple(st.tracker.voters_by_descending_offset())
+        others = {k.id for k in self.voters.keys() if k.id != self.local_key.id}
+        self._transition(
+            Resigned(st.epoch, self.local_key.id, self._election_deadline(now_ms), preferred, others), now_ms
+        )
+
+    def _maybe_handle_leader_info(
+        self, leader_id: int, epoch: int, endpoints: tuple[Endpoint, ...], now_ms: int
+    ) -> bool:
+        """Adopt a higher epoch or a newly learned leader (Kafka's maybeTransition)."""
+        if epoch > self.epoch:
+            if leader_id >= 0 and leader_id != self.local_key.id:
+                self._become_follower(epoch, leader_id, endpoints, now_ms)
+            else:
+                self._become_unattached(epoch, now_ms)
+            return True
+        if (
+            epoch == self.epoch
+            and leader_id >= 0
+            and leader_id != self.local_key.id
+            and isinstance(self.state, Unattached | Voted | Candidate)
+        ):
+            self._become_follower(epoch, leader_id, endpoints, now_ms)
+            return True
+        return False
+
+    # ============================================================== timers
+    def _election_deadline(self, now_ms: int) -> int:
+        timeout = self.config.election_timeout_ms
+        return now_ms + timeout + self.rng.randrange(timeout)
+
+    def _election_deadline_or_none(self, now_ms: int) -> int | None:
+        return self._election_deadline(now_ms) if self.is_voter else None
+
+    def _binary_backoff(self, retries: int) -> int:
+        bound = 2 << min(20, max(0, retries - 1))
+        return min(ELECTION_BACKOFF_BASE_MS * self.rng.randrange(bound), self.config.election_backoff_max_ms)
+
+    def _end_epoch_backoff(self, preferred: Sequence[ReplicaKey]) -> int:
+        """Successor-rank backoff: the first preferred successor runs at once."""
+        for position, key in enumerate(preferred):
+            if key.matches(self.local_key):
+                if position == 0:
+                    return 0
+                return min(self.config.election_backoff_max_ms, ELECTION_BACKOFF_BASE_MS << (position - 1))
+        return self.config.election_backoff_max_ms + self.rng.randrange(max(1, self.config.election_timeout_ms))
+
+    def _backoff(self, destination: int, now_ms: int) -> None:
+        self._backoff_until[destination] = now_ms + self.config.retry_backoff_ms
+
+    # ============================================================== sending
+    def _send(self, destination: int, request: Request, now_ms: int, fetch_offset: int = -1) -> None:
+        corr = self._next_correlation
+        self._next_correlation += 1
+        self._inflight[destination] = _InFlight(corr, now_ms + self.config.request_timeout_ms, fetch_offset)
+        endpoints = self.voters.endpoints_of(destination)
+        st = self.state
+        if isinstance(st, Follower) and destination == st.leader_id and st.leader_endpoints:
+            endpoints = st.leader_endpoints
+        self._actions.append(SendRequest(destination, corr, request, endpoints))
+
+    def _can_send(self, destination: int, now_ms: int) -> bool:
+        if destination == self.local_key.id or destination in self._inflight:
+            return False
+        until = self._backoff_until.get(destination)
+        return until is None or until <= now_ms
+
+    def _poll(self, now_ms: int) -> None:
+        """Send whatever the current state owes its peers."""
+        if self._failed:
+            return
+        st = self.state
+        cid = self.config.cluster_id
+        if isinstance(st, Candidate):
+            if st.backoff_until is not None:
+                return
+            for node in self.voters:
+                rid = node.key.id
+                if rid in st.granted or rid in st.rejected or not self._can_send(rid, now_ms):
+                    continue
+                self._send(rid, VoteRequest(
+                    cid, rid, st.epoch, self.local_key.id, self.local_key.directory_id,
+                    node.key.directory_id, self.log.last_fetched_epoch, self.log.end_offset,
+                ), now_ms)
+        elif isinstance(st, Leader):
+            tracker = st.tracker
+            for rid in tracker.unacknowledged_voters():
+                due = tracker.next_begin_quorum_ms.get(rid, 0)
+                if due > now_ms or not self._can_send(rid, now_ms):
+                    continue
+                tracker.next_begin_quorum_ms[rid] = now_ms + self.config.begin_quorum_resend_ms
+                target = self.voters.node(rid)
+                vdir = target.key.directory_id if target is not None else None
+                self._send(rid, BeginQuorumEpochRequest(
+                    cid, rid, vdir, self.local_key.id, st.epoch, self.local_endpoints), now_ms)
+            for rid in list(tracker.next_begin_quorum_ms):
+                if tracker.voters.get(rid) is None or tracker.voters[rid].acknowledged:
+                    del tracker.next_begin_quorum_ms[rid]
+        elif isinstance(st, Follower):
+            if self._can_send(st.leader_id, now_ms):
+                self._send_fetch(st.leader_id, st.epoch, now_ms)
+        elif isinstance(st, Unattached):
+            if not self.is_voter and not self._inflight:
+                servers = self.bootstrap_servers or sorted(self.voters.ids)
+                servers = [s for s in servers if s != self.local_key.id]
+                if servers:
+                    dest = servers[self._bootstrap_index % len(servers)]
+                    if self._can_send(dest, now_ms):
+                        self._bootstrap_index += 1
+                        self._send_fetch(dest, st.epoch, now_ms)
+                    elif dest in self._backoff_until:
+                        self._bootstrap_index += 1
+        elif isinstance(st, Resigned):
+            for rid in sorted(st.unacked):
+                if self._can_send(rid, now_ms):
+                    self._send(rid, EndQuorumEpochRequest(
+                        cid, self.local_key.id, st.epoch, st.preferred, self.local_endpoints), now_ms)
+
+    def _send_fetch(self, destination: int, epoch: int, now_ms: int) -> None:
+        offset = self.log.end_offset
+        self._send(destination, FetchRequest(
+            self.config.cluster_id, self.local_key.id, self.local_key.directory_id,
+            self.config.fetch_max_wait_ms, epoch, offset, self.log.last_fetched_epoch,
+            self.log.start_offset, self.config.fetch_max_bytes,
+        ), now_ms, fetch_offset=offset)
+
+    # ============================================================ responses
+    def _current_leader(self) -> CurrentLeader:
+        return CurrentLeader(self.leader_id, self.epoch)
+
+    def _leader_node_endpoints(self) -> tuple[NodeEndpoint, ...]:
+        leader = self.leader_id
+        if leader < 0:
+            return ()
+        st = self.state
+        if leader == self.local_key.id:
+            eps: tuple[Endpoint, ...] = self.local_endpoints or self.voters.endpoints_of(leader)
+        elif isinstance(st, Follower) and st.leader_endpoints:
+            eps = st.leader_endpoints
+        else:
+            eps = self.voters.endpoints_of(leader)
+        for ep in eps:
+            if ep.name == self.config.listener_name:
+                return (NodeEndpoint(leader, ep.host, ep.port),)
+        return (NodeEndpoint(leader, eps[0].host, eps[0].port),) if eps else ()
+
+    def _endpoints_from_nodes(self, leader_id: int, nodes: Sequence[NodeEndpoint]) -> tuple[Endpoint, ...]:
+        return tuple(Endpoint(self.config.listener_name, n.host, n.port) for n in nodes if n.node_id == leader_id)
+
+    def _respond(self, request_id: int, response: Response) -> None:
+        self._actions.append(SendResponse(request_id, response))
+
+    def _cluster_ok(self, cluster_id: str | None) -> bool:
+        return cluster_id is None or self.config.cluster_id is None or cluster_id == self.config.cluster_id
+
+    def _valid_voter_key(self, voter_id: int, voter_directory_id: uuid.UUID | None) -> bool:
+        """KIP-853: a v1 request naming another replica as its target is refused."""
+        if voter_id < 0:
+            return True
+        if voter_id != self.local_key.id:
+            return False
+        key = ReplicaKey.of(voter_id, voter_directory_id)
+        return key.matches(self.local_key)
+
+    # --- Vote
+    def _vote_response(self, error: int, partition_error: int, granted: bool) -> VoteResponse:
+        return VoteResponse(error, partition_error, self.leader_id, self.epoch, granted,
+                            self._leader_node_endpoints())
+
+    def _on_vote_request(self, request_id: int, req: VoteRequest, now_ms: int) -> None:
+        if not self._cluster_ok(req.cluster_id):
+            self._respond(request_id, self._vote_response(errors.INCONSISTENT_CLUSTER_ID, errors.NONE, False))
+            return
+        if not self._valid_voter_key(req.voter_id, req.voter_directory_id):
+            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_VOTER_KEY, False))
+            return
+        if req.candidate_epoch < self.epoch or req.last_offset < 0 or req.last_offset_epoch < 0:
+            self._respond(request_id, self._vote_response(errors.NONE, errors.NONE, False))
+            return
+        if req.candidate_epoch > self.epoch:
+            self._become_unattached(req.candidate_epoch, now_ms)
+        candidate = ReplicaKey.of(req.candidate_id, req.candidate_directory_id)
+        up_to_date = OffsetAndEpoch(req.last_offset_epoch, req.last_offset) >= OffsetAndEpoch(
+            self.log.last_fetched_epoch, self.log.end_offset
+        )
+        st = self.state
+        granted = False
+        if candidate.id == self.local_key.id:
+            granted = False
+        elif isinstance(st, Unattached):
+            granted = up_to_date
+        elif isinstance(st, Voted):
+            granted = st.voted_key.matches(candidate) or (plants.DOUBLE_VOTE in self.plants and up_to_date)
+        mark = len(self._actions)
+        if granted and isinstance(st, Unattached):
+            self._transition(Voted(st.epoch, candidate, self._election_deadline(now_ms)), now_ms)
+        response = self._vote_response(errors.NONE, errors.NONE, granted)
+        if plants.REPLY_BEFORE_PERSIST in self.plants and granted:
+            moved = [a for a in self._actions[mark:] if isinstance(a, PersistElectionState)]
+            self._actions[mark:] = [a for a in self._actions[mark:] if not isinstance(a, PersistElectionState)]
+            self._respond(request_id, response)
+            self._actions.extend(moved)
+            return
+        self._respond(request_id, response)
+
+    def _on_vote_response(self, source: int, resp: VoteResponse, now_ms: int) -> None:
+        st = self.state
+        if resp.error_code == errors.INCONSISTENT_CLUSTER_ID:
+            if isinstance(st, Candidate):
+                st.rejected.add(source)
+                self._maybe_lose(st, now_ms)
+            return
+        if resp.error_code != errors.NONE or resp.partition_error_code != errors.NONE:
+            self._backoff(source, now_ms)
+            return
+        endpoints = self._endpoints_from_nodes(resp.leader_id, resp.node_endpoints)
+        if self._maybe_handle_leader_info(resp.leader_id, resp.leader_epoch, endpoints, now_ms):
+            return
+        st = self.state
+        if not isinstance(st, Candidate) or resp.leader_epoch != st.epoch:
+            return
+        if resp.vote_granted:
+            st.granted.add(source)
+            self._maybe_win(st, now_ms)
+        else:
+            st.rejected.add(source)
+            self._maybe_lose(st, now_ms)
+
+    def _maybe_lose(self, st: Candidate, now_ms: int) -> None:
+        """A majority rejected us: stop this election now and back off."""
+        voters = self.voters
+        if st.backoff_until is None and len(st.rejected & voters.ids) > len(voters) - voters.majority_size():
+            st.backoff_until = now_ms + self._binary_backoff(st.retries)
+
+    # --- BeginQuorumEpoch
+    def _bqe_response(self, error: int, partition_error: int) -> BeginQuorumEpochResponse:
+        return BeginQuorumEpochResponse(error, partition_error, self.leader_id, self.epoch,
+                                        self._leader_node_endpoints())
+
+    def _on_begin_quorum_epoch(self, request_id: int, req: BeginQuorumEpochRequest, now_ms: int) -> None:
+        if not self._cluster_ok(req.cluster_id):
+            self._respond(request_id, self._bqe_response(errors.INCONSISTENT_CLUSTER_ID, errors.NONE))
+            return
+        if not self._valid_voter_key(req.voter_id, req.voter_directory_id):
+            self._respond(request_id, self._bqe_response(errors.NONE, errors.INVALID_VOTER_KEY))
+            return
+        if req.leader_epoch < self.epoch:
+            self._respond(request_id, self._bqe_response(errors.NONE, errors.FENCED_LEADER_EPOCH))
+            return
+        if req.leader_id < 0 or (req.leader_epoch == self.epoch and req.leader_id == self.local_key.id):
+            self._respond(request_id, self._bqe_response(errors.NONE, errors.INVALID_REQUEST))
+            return
+        self._maybe_handle_leader_info(req.leader_id, req.leader_epoch, req.leader_endpoints, now_ms)
+        self._respond(request_id, self._bqe_response(errors.NONE, errors.NONE))
+
+    def _on_begin_quorum_epoch_response(self, source: int, resp: BeginQuorumEpochResponse, now_ms: int) -> None:
+        endpoints = self._endpoints_from_nodes(resp.leader_id, resp.node_endpoints)
+        if self._maybe_handle_leader_info(resp.leader_id, resp.leader_epoch, endpoints, now_ms):
+            return
+        st = self.state
+        if resp.error_code == errors.NONE and resp.partition_error_code == errors.NONE and isinstance(st, Leader) \
+                and resp.leader_epoch == st.epoch:
+            st.tracker.acknowledge(source)
+        else:
+            self._backoff(source, now_ms)
+
+    # --- EndQuorumEpoch
+    def _eqe_response(self, error: int, partition_error: int) -> EndQuorumEpochResponse:
+        return EndQuorumEpochResponse(error, partition_error, self.leader_id, self.epoch,
+                                      self._leader_node_endpoints())
+
+    def _on_end_quorum_epoch(self, request_id: int, req: EndQuorumEpochRequest, now_ms: int) -> None:
+        if not self._cluster_ok(req.cluster_id):
+            self._respond(request_id, self._eqe_response(errors.INCONSISTENT_CLUSTER_ID, errors.NONE))
+            return
+        if req.leader_epoch < self.epoch:
+            self._respond(request_id, self._eqe_response(errors.NONE, errors.FENCED_LEADER_EPOCH))
+            return
+        if req.leader_id < 0 or req.leader_id == self.local_key.id:
+            self._respond(request_id, self._eqe_response(errors.NONE, errors.INVALID_REQUEST))
+            return
+        self._maybe_handle_leader_info(req.leader_id, req.leader_epoch, req.leader_endpoints, now_ms)
+        st = self.state
+        if isinstance(st, Follower) and st.leader_id == req.leader_id and st.epoch == req.leader_epoch:
+            st.fetch_deadline = now_ms + self._end_epoch_backoff(req.preferred_candidates)
+        self._respond(request_id, self._eqe_response(errors.NONE, errors.NONE))
+
+    def _on_end_quorum_epoch_response(self, source: int, resp: EndQuorumEpochResponse, now_ms: int) -> None:
+        endpoints = self._endpoints_from_nodes(resp.leader_id, resp.node_endpoints)
+        if self._maybe_handle_leader_info(resp.leader_id, resp.leader_epoch, endpoints, now_ms):
+            return
+        st = self.state
+        if resp.error_code == errors.NONE and resp.partition_error_code == errors.NONE and isinstance(st, Resigned):
+            st.unacked.discard(source)
+        else:
+            self._backoff(source, now_ms)
+
+    # --- Fetch (leader side)
+    def _fetch_error(self, code: int, top_level: bool = False) -> FetchResponse:
+        return FetchResponse(
+            code if top_level else errors.NONE, errors.NONE if top_level else code,
+            self.high_watermark, self._current_leader(), self.log.start_offset,
+            node_endpoints=self._leader_node_endpoints(),
+        )
+
+    def _validate_leader_epoch(self, request_epoch: int) -> int:
+        if request_epoch < self.epoch:
+            return errors.FENCED_LEADER_EPOCH
+        if request_epoch > self.epoch:
+            return errors.UNKNOWN_LEADER_EPOCH
+        if not isinstance(self.state, Leader):
+            return errors.NOT_LEADER_OR_FOLLOWER
+        return errors.NONE
+
+    def _on_fetch_request(self, request_id: int, req: FetchRequest, now_ms: int) -> None:
+        if not self._cluster_ok(req.cluster_id):
+            self._respond(request_id, self._fetch_error(errors.INCONSISTENT_CLUSTER_ID, top_level=True))
+            return
+        if req.fetch_offset < 0 or req.last_fetched_epoch < 0 or req.last_fetched_epoch > req.current_leader_epoch:
+            self._respond(request_id, self._fetch_error(errors.INVALID_REQUEST))
+            return
+        error = self._validate_leader_epoch(req.current_leader_epoch)
+        if error != errors.NONE:
+            self._respond(request_id, self._fetch_error(error))
+            return
+        st = self.state
+        assert isinstance(st, Leader)
+        key = ReplicaKey.of(req.replica_id, req.replica_directory_id)
+        st.tracker.record_voter_contact(key, now_ms)
+        diverging, snapshot = self._validate_offset_and_epoch(req.fetch_offset, req.last_fetched_epoch)
+        if diverging is None and snapshot is None and req.replica_id >= 0:
+            st.tracker.record_fetch(key, req.fetch_offset, self.log.end_offset, now_ms)
+            hw_before = self.high_watermark
+            self._maybe_advance_high_watermark(st, now_ms)
+            if self.high_watermark != hw_before:
+                # This fetch moved the HW: answer at once so the fetcher learns it.
+                self._answer_fetch(request_id, req, now_ms)
+                return
+        if (
+            diverging is None and snapshot is None and req.max_wait_ms > 0
+            and req.fetch_offset >= self.log.end_offset
+        ):
+            self._parked.append(_ParkedFetch(request_id, req, now_ms + req.max_wait_ms))
+            return
+        self._answer_fetch(request_id, req, now_ms)
+
+    def _validate_offset_and_epoch(
+        self, offset: int, epoch: int
+    ) -> tuple[DivergingEpoch | None, SnapshotId | None]:
+        """Kafka's validateOffsetAndEpoch: valid, diverging (with the epoch end), or snapshot."""
+        log = self.log
+        if log.start_offset == 0 and offset == 0:
+            return None, None
+        snap = log.latest_snapshot_id()
+        if snap is not None and (
+            offset < log.start_offset or (offset == log.start_offset and epoch != snap.epoch) or epoch < snap.epoch
+        ):
+            return None, SnapshotId(snap.offset, snap.epoch)
+        end = log.end_offset_for_epoch(epoch)
+        if end.epoch != epoch or offset > end.offset:
+            return DivergingEpoch(end.epoch, end.offset), None
+        return None, None
+
+    def _answer_fetch(self, request_id: int, req: FetchRequest, now_ms: int) -> None:
+        """Build the Fetch answer now (also used when a parked fetch completes)."""
+        error = self._validate_leader_epoch(req.current_leader_epoch)
+        if error != errors.NONE:
+            self._respond(request_id, self._fetch_error(error))
+            return
+        diverging, snapshot = self._validate_offset_and_epoch(req.fetch_offset, req.last_fetched_epoch)
+        records: list[Batch] = []
+        if diverging is None and snapshot is None and req.fetch_offset < self.log.end_offset:
+            records = self.log.read(req.fetch_offset, min(req.max_bytes, self.config.fetch_max_bytes))
+        self._respond(request_id, FetchResponse(
+            errors.NONE, errors.NONE, self.high_watermark, self._current_leader(), self.log.start_offset,
+            diverging, snapshot, tuple(records), self._leader_node_endpoints(),
+        ))
+
+    def _complete_parked(self, now_ms: int) -> None:
+        """New data or a new high watermark: answer every parked fetch."""
+        if not self._parked:
+            return
+        parked, self._parked = self._parked, []
+        for p in parked:
+            self._answer_fetch(p.request_id, p.request, now_ms)
+
+    def _on_fetch_snapshot(self, request_id: int, req: FetchSnapshotRequest, now_ms: int) -> None:
+        """Snapshots are not served yet: answer with the leader check or SNAPSHOT_NOT_FOUND."""
+        error = self._validate_leader_epoch(req.current_leader_epoch)
+        if not self._cluster_ok(req.cluster_id):
+            error = errors.INCONSISTENT_CLUSTER_ID
+        elif error == errors.NONE:
+            error = errors.SNAPSHOT_NOT_FOUND
+        self._respond(request_id, FetchSnapshotResponse(
+            errors.NONE, error, req.snapshot_id, self._current_leader(),
+            node_endpoints=self._leader_node_endpoints(),
+        ))
+
+    # --- Fetch (follower side)
+    def _on_fetch_response(self, source: int, inflight: _InFlight, resp: FetchResponse, now_ms: int) -> None:
+        st = self.state
+        if resp.error_code != errors.NONE:
+            if (resp.error_code == errors.INCONSISTENT_CLUSTER_ID and isinstance(st, Follower)
+                    and st.leader_id == source):
+                self._failed = True
+                self._actions.append(FatalError(resp.error_code, f"leader {source} reports another cluster id"))
+                return
+            self._backoff(source, now_ms)
+            return
+        leader = resp.current_leader
+        endpoints = self._endpoints_from_nodes(leader.leader_id, resp.node_endpoints)
+        if self._maybe_handle_leader_info(leader.leader_id, leader.leader_epoch, endpoints, now_ms):
+            return
+        st = self.state
+        if (
+            not isinstance(st, Follower) or st.leader_id != source or leader.leader_epoch != st.epoch
+            or resp.partition_error_code != errors.NONE
+        ):
+            self._backoff(source, now_ms)
+            return
+        if inflight.fetch_offset != self.log.end_offset:
+            return  # an answer to a position we no longer hold
+        st.fetch_deadline = now_ms + self.config.fetch_timeout_ms
+        if resp.diverging_epoch is not None:
+            if plants.SKIP_DIVERGENCE_TRUNCATION not in self.plants:
+                self._truncate_to_diverging(resp.diverging_epoch)
+        elif resp.snapshot_id is not None:
+            # Snapshot transfer is not implemented yet: keep retrying slowly.
+            self._backoff(source, now_ms)
+            return
+        elif resp.records:
+            if not self._append_as_follower(st, resp.records):
+                self._backoff(source, now_ms)
+                return
+        self._set_high_watermark(min(resp.high_watermark, self.log.end_offset), now_ms)
+
+    def _truncate_to_diverging(self, diverging: DivergingEpoch) -> None:
+        """Kafka's truncateToEndOffset: cut back to where our log agrees with the leader's."""
+        log = self.log
+        if diverging.epoch <= 0:
+            offset = min(max(diverging.end_offset, 0), log.end_offset)
+        else:
+            local = log.end_offset_for_epoch(diverging.epoch)
+            if local.epoch == diverging.epoch:
+                offset = min(local.offset, diverging.end_offset)
+            else:
+                offset = local.offset
+        offset = max(offset, 0)
+        log.truncate_to(offset)
+        self.history.truncate_new_entries(log.end_offset)
+
+    def _append_as_follower(self, st: Follower, batches: Sequence[Batch]) -> bool:
+        expected = self.log.end_offset
+        last_epoch = self.log.last_fetched_epoch
+        for batch in batches:
+            if batch.base_offset != expected or batch.last_offset < batch.base_offset:
+                return False
+            if batch.epoch > st.epoch or batch.epoch < last_epoch:
+                return False
+            expected = batch.last_offset + 1
+            last_epoch = batch.epoch
+        self.log.append_as_follower(batches)
+        self.history.observe(batches)
+        self._actions.append(FlushLog(self.log.end_offset))
+        return True
+
+    # ======================================================== high watermark
+    def _flush_leader(self, st: Leader, now_ms: int) -> None:
+        if self._actions and isinstance(self._actions[-1], FlushLog):
+            self._actions[-1] = FlushLog(self.log.end_offset)
+        else:
+            self._actions.append(FlushLog(self.log.end_offset))
+        st.tracker.update_local(self.log.end_offset, now_ms)
+        self._maybe_advance_high_watermark(st, now_ms)
+
+    def _maybe_advance_high_watermark(self, st: Leader, now_ms: int) -> None:
+        new_hw = st.tracker.candidate_high_watermark(self.high_watermark)
+        if new_hw is not None:
+            self._set_high_watermark(new_hw, now_ms)
+
+    def _set_high_watermark(self, hw: int, now_ms: int) -> None:
+        if hw <= self.high_watermark:
+            return
+        self.high_watermark = hw
+        self._actions.append(HighWatermarkAdvanced(hw))
+        if self._pending_appends:
+            done = [(o, h) for o, h in self._pending_appends if o < hw]
+            if done:
+                self._pending_appends = [(o, h) for o, h in self._pending_appends if o >= hw]
+                for offset, handle in done:
+                    self._actions.append(AppendCompleted(handle, offset, errors.NONE))
+        if isinstance(self.state, Leader):
+            self._complete_parked(now_ms)
+
+
+def _snapshot_batch(log: RaftLog) -> list[Batch]:
+    """The latest snapshot's control records as a pseudo batch for the voter history."""
+    records = list(log.latest_snapshot_control_records())
+    snap = log.latest_snapshot_id()
+    if not records or snap is None:
+        return []
+    base = max(0, snap.offset - 1)
+    return [Batch(base, base + len(records) - 1, snap.epoch, tuple(records), True)]

@@ -1,0 +1,98 @@
+"""The epoch states of KIP-595 (Kafka's EpochState classes), as plain data.
+
+Transitions and rules live in :mod:`kraftnode.raft.node`; these classes only
+hold what each state remembers: its epoch, who leads or was voted for, and its
+timers as absolute deadlines in the driver's millisecond clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kraftnode.raft.leader import LeaderState
+from kraftnode.raft.voters import Endpoint, ReplicaKey
+
+
+@dataclass(slots=True)
+class Unattached:
+    """No leader known and no vote cast in ``epoch``. Voters wait out ``election_deadline``."""
+
+    epoch: int
+    election_deadline: int | None  # None for observers
+    name: str = "unattached"
+
+    @property
+    def leader_id(self) -> int:
+        return -1
+
+
+@dataclass(slots=True)
+class Voted:
+    """Voted for ``voted_key`` in ``epoch``; no leader known yet."""
+
+    epoch: int
+    voted_key: ReplicaKey
+    election_deadline: int
+    name: str = "voted"
+
+    @property
+    def leader_id(self) -> int:
+        return -1
+
+
+@dataclass(slots=True)
+class Candidate:
+    """Asking for votes in ``epoch`` (we voted for ourselves)."""
+
+    epoch: int
+    retries: int
+    election_deadline: int
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    #: Set once the election is lost or timed out: when the next election starts.
+    backoff_until: int | None = None
+    name: str = "candidate"
+
+    @property
+    def leader_id(self) -> int:
+        return -1
+
+
+@dataclass(slots=True)
+class Follower:
+    """Following ``leader_id`` in ``epoch``; an election starts at ``fetch_deadline`` (voters)."""
+
+    epoch: int
+    leader_id: int
+    leader_endpoints: tuple[Endpoint, ...]
+    fetch_deadline: int
+    name: str = "follower"
+
+
+@dataclass(slots=True)
+class Leader:
+    """Leading ``epoch``; replication bookkeeping is in ``tracker``."""
+
+    epoch: int
+    leader_id: int
+    tracker: LeaderState
+    name: str = "leader"
+
+
+@dataclass(slots=True)
+class Resigned:
+    """A former leader of ``epoch`` that has stepped down and asks others to elect.
+
+    ``preferred`` is the EndQuorumEpoch successor list; ``unacked`` the voters that
+    have not yet answered it.
+    """
+
+    epoch: int
+    leader_id: int
+    election_deadline: int
+    preferred: tuple[ReplicaKey, ...]
+    unacked: set[int]
+    name: str = "resigned"
+
+
+EpochState = Unattached | Voted | Candidate | Follower | Leader | Resigned
