@@ -2,7 +2,11 @@
 indexes and leader epoch cache, snapshots, quorum-state and meta.properties."""
 
 from kraftnode.log.epoch_cache import LeaderEpochCache
-from kraftnode.log.meta_properties import MetaProperties, read_meta_properties, write_meta_properties
+from kraftnode.log.meta_properties import (
+    MetaProperties,
+    read_meta_properties,
+    write_meta_properties,
+)
 from kraftnode.log.metadata_log import (
     METADATA_PARTITION_DIR,
     AppendInfo,

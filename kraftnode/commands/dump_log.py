@@ -1,0 +1,217 @@
+"""``kraftnode dump-log PATH...``: print segments and snapshots batch by batch and record by record.
+
+The output follows ``kafka-dump-log.sh --cluster-metadata-decoder`` line for line:
+a batch line (``baseOffset: ... isvalid: true``), then one ``| offset: ...`` line
+per record with control records decoded (``SnapshotHeader {...}``,
+``KRaftVoters {...}``) and metadata records as
+``payload: {"type":"FEATURE_LEVEL_RECORD","version":0,"data":{...}}``.
+``.index`` and ``.timeindex`` files print their entries.  Corrupt input is reported,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+import sys
+from pathlib import Path
+from typing import Any
+
+from kraftnode.cli import UsageError
+from kraftnode.log.bootstrap import BOOTSTRAP_FILE
+from kraftnode.log.metadata_records import decode_metadata_record, record_type_name
+from kraftnode.log.snapshot import parse_snapshot_file_name
+from recordbatch import BatchView, CorruptBatchError, iter_batches
+from recordbatch.control import ControlType, EndTransactionMarker, decode_control_record
+from recordbatch.wire import DecodeError
+
+NAME = "dump-log"
+HELP = "Print log segments, snapshots and indexes (like kafka-dump-log.sh --cluster-metadata-decoder)"
+
+_WINDOW = 16 * 1024 * 1024
+_MAX_BATCH = 64 * 1024 * 1024
+_CONTROL_LABEL = {
+    ControlType.SNAPSHOT_HEADER: "SnapshotHeader",
+    ControlType.SNAPSHOT_FOOTER: "SnapshotFooter",
+    ControlType.KRAFT_VERSION: "KRaftVersion",
+    ControlType.KRAFT_VOTERS: "KRaftVoters",
+    ControlType.LEADER_CHANGE: "LeaderChange",
+}
+_CONTROL_NAMES = {t: t.name for t in ControlType}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH", help=".log, .checkpoint, .index or .timeindex files")
+    parser.add_argument("--skip-record-metadata", action="store_true", help="omit per-record metadata")
+    parser.add_argument("--batches-only", action="store_true", help="print batch lines only (no records)")
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def _bool(b: bool) -> str:
+    return "true" if b else "false"
+
+
+def batch_line(v: BatchView, position: int) -> str:
+    base_seq = v.base_sequence
+    last_seq = -1 if base_seq < 0 else (base_seq + v.last_offset_delta) & 0x7FFFFFFF
+    dh = v.delete_horizon_ms
+    horizon = "OptionalLong.empty" if dh is None else f"OptionalLong[{dh}]"
+    ts_type = "LogAppendTime" if v.timestamp_type == 1 else "CreateTime"
+    return (
+        f"baseOffset: {v.base_offset} lastOffset: {v.last_offset} count: {v.records_count}"
+        f" baseSequence: {base_seq} lastSequence: {last_seq} producerId: {v.producer_id}"
+        f" producerEpoch: {v.producer_epoch} partitionLeaderEpoch: {v.partition_leader_epoch}"
+        f" isTransactional: {_bool(v.is_transactional)} isControl: {_bool(v.is_control)}"
+        f" deleteHorizonMs: {horizon} position: {position} {ts_type}: {v.max_timestamp}"
+        f" size: {v.size_in_bytes} magic: {v.magic} compresscodec: {v.compression}"
+        f" crc: {v.crc} isvalid: {_bool(v.is_valid())}"
+    )
+
+
+def record_lines(v: BatchView, skip_metadata: bool) -> list[str]:
+    try:
+        records = v.decode_records()
+    except (CorruptBatchError, DecodeError) as e:
+        return [f"| Error decoding records of batch at offset {v.base_offset}: {e}"]
+    ts_type = "LogAppendTime" if v.timestamp_type == 1 else "CreateTime"
+    out = []
+    for i, r in enumerate(records):
+        prefix = "| "
+        parts = []
+        if not skip_metadata:
+            key_size = -1 if r.key is None else len(r.key)
+            value_size = -1 if r.value is None else len(r.value)
+            seq = -1 if v.base_sequence < 0 else (v.base_sequence + (r.offset - v.base_offset)) & 0x7FFFFFFF
+            head_keys = "[" + ",".join(k for k, _ in r.headers) + "]"
+            parts.append(
+                f"{prefix}offset: {r.offset} {ts_type}: {r.timestamp} keySize: {key_size} valueSize: {value_size}"
+                f" sequence: {seq} headerKeys: {head_keys}")
+            prefix = " "
+            if v.is_control:
+                parts.append(_control_text(r))
+        if not v.is_control:
+            parts.append(" payload: " + _metadata_text(r.value, r.offset))
+        elif skip_metadata:
+            parts.append(prefix.rstrip() + _control_text(r))
+        del i
+        out.append("".join(parts))
+    return out
+
+
+def _control_text(r: Any) -> str:
+    try:
+        ctype, value = decode_control_record(r)
+    except (CorruptBatchError, DecodeError) as e:
+        return f" Error decoding control record: {e}"
+    if isinstance(value, EndTransactionMarker):
+        name = "COMMIT" if ctype == ControlType.COMMIT else "ABORT"
+        return f" endTxnMarker: {name} coordinatorEpoch: {value.coordinator_epoch}"
+    label = _CONTROL_LABEL.get(ControlType(ctype)) if ctype in _CONTROL_NAMES else None
+    if label is None or value is None or isinstance(value, bytes):
+        return f" controlType: UNKNOWN({ctype})"
+    return f" {label} {_json(value.to_json(0))}"
+
+
+def _metadata_text(value: bytes | None, offset: int) -> str:
+    if value is None:
+        return f"Error at {offset}, skipping. null value"
+    try:
+        msg, version = decode_metadata_record(value)
+    except DecodeError as e:
+        return f"Error at {offset}, skipping. {e}"
+    return _json({"type": record_type_name(msg), "version": version, "data": msg.to_json(version)})
+
+
+def dump_index(path: Path, out: Any) -> None:
+    base = int(path.name.split(".")[0])
+    data = path.read_bytes()
+    entry = 8 if path.suffix == ".index" else 12
+    if len(data) % entry:
+        print(f"{path} has a size of {len(data)}, not a multiple of {entry}: corrupt index", file=out)
+    n = len(data) // entry
+    if n == 0:
+        print(f"{path} is empty.", file=out)
+    for i in range(n):
+        if entry == 8:
+            rel, pos = struct.unpack_from(">ii", data, i * 8)
+            if rel == 0 and i > 0:
+                return
+            print(f"offset: {base + rel} position: {pos}", file=out)
+        else:
+            ts, rel = struct.unpack_from(">qi", data, i * 12)
+            if rel == 0 and i > 0:
+                return
+            print(f"timestamp: {ts} offset: {base + rel}", file=out)
+
+
+def dump_batches(path: Path, out: Any, *, skip_metadata: bool = False, batches_only: bool = False) -> None:
+    name = path.name
+    if name.endswith(".log"):
+        print(f"Log starting offset: {int(name.split('.')[0])}", file=out)
+    elif name == BOOTSTRAP_FILE:
+        print("KRaft bootstrap snapshot", file=out)
+    else:
+        sid = parse_snapshot_file_name(name)
+        if sid is not None:
+            print(f"Snapshot end offset: {sid.offset}, epoch: {sid.epoch}", file=out)
+    size = path.stat().st_size
+    valid = 0
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        while valid < size:
+            buf = os.pread(fd, min(_WINDOW, size - valid), valid)
+            it = iter_batches(buf, max_batch_bytes=_MAX_BATCH)
+            moved = 0
+            try:
+                for v in it:
+                    print(batch_line(v, valid + moved), file=out)
+                    if not batches_only:
+                        for line in record_lines(v, skip_metadata):
+                            print(line, file=out)
+                    moved += v.size_in_bytes
+            except CorruptBatchError as e:
+                print(f"Corrupt batch at position {valid + moved}: {e}", file=out)
+                valid += moved
+                break
+            valid += moved
+            if moved == 0:
+                if it.incomplete and len(buf) >= 12:
+                    need = struct.unpack_from(">i", buf, 8)[0] + 12
+                    if len(buf) < need <= size - valid and need <= _MAX_BATCH and need > _WINDOW:
+                        buf = os.pread(fd, need, valid)
+                        v = next(iter_batches(buf, max_batch_bytes=_MAX_BATCH))
+                        print(batch_line(v, valid), file=out)
+                        if not batches_only:
+                            for line in record_lines(v, skip_metadata):
+                                print(line, file=out)
+                        valid += v.size_in_bytes
+                        continue
+                break
+    if size > valid:
+        print(f"Found {size - valid} invalid bytes at the end of {name}", file=out)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    for p in args.paths:
+        path = Path(p)
+        if not path.is_file():
+            raise UsageError(f"{p}: no such file")
+        print(f"Dumping {path}", file=out)
+        try:
+            if path.suffix in (".log", ".checkpoint"):
+                dump_batches(path, out, skip_metadata=args.skip_record_metadata, batches_only=args.batches_only)
+            elif path.suffix in (".index", ".timeindex"):
+                dump_index(path, out)
+            else:
+                print(f"Ignoring unknown file {path}", file=sys.stderr)
+        except OSError as e:
+            raise UsageError(f"{p}: {e.strerror or e}") from None
+        except ValueError as e:
+            raise UsageError(f"{p}: {e}") from None
+    return 0

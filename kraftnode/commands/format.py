@@ -1,0 +1,180 @@
+"""``kraftnode format``: prepare log directories, mirroring Kafka 3.9's ``kafka-storage.sh format``.
+
+Writes ``meta.properties`` and ``bootstrap.checkpoint`` into every log directory of
+the configuration (``log.dirs`` plus ``metadata.log.dir``), and for a dynamic
+(KIP-853) quorum the bootstrap snapshot
+``__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`` holding
+kraft.version 1 and the initial voters.  Formatted directories are refused unless
+``--ignore-formatted``; a directory of another cluster is always refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import uuid
+from pathlib import Path
+
+from kraftnode.cli import UsageError
+from kraftnode.config import ConfigError, ServerConfig
+from kraftnode.log.bootstrap import (
+    KRAFT_VERSION_1_MINIMUM_MV,
+    LATEST_PRODUCTION,
+    METADATA_VERSIONS,
+    DynamicVoter,
+    parse_initial_controllers,
+    parse_release_version,
+    write_bootstrap_checkpoint,
+    write_bootstrap_snapshot,
+)
+from kraftnode.log.meta_properties import (
+    MetaProperties,
+    MetaPropertiesError,
+    read_meta_properties,
+    write_meta_properties,
+)
+from kraftnode.log.uuids import random_directory_id, random_uuid
+from recordbatch.wire import uuid_from_base64, uuid_to_base64
+
+NAME = "format"
+HELP = "Format the log directories of this node (like kafka-storage.sh format)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", "-c", required=True, help="the server.properties file")
+    parser.add_argument("--cluster-id", "-t", required=True, help="the cluster id (see random-uuid)")
+    parser.add_argument("--ignore-formatted", "-g", action="store_true",
+                        help="skip directories that are already formatted instead of failing")
+    parser.add_argument("--release-version", "-r", default=None,
+                        help=f"metadata.version to bootstrap with (default {LATEST_PRODUCTION})")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--standalone", "-s", action="store_true",
+                       help="bootstrap a dynamic quorum with this controller as its only voter")
+    group.add_argument("--initial-controllers", "-I", default=None,
+                       help="bootstrap a dynamic quorum: id@host:port:directoryId,...")
+    group.add_argument("--no-initial-controllers", "-N", action="store_true",
+                       help="dynamic quorum; this controller joins later with add-controller")
+
+
+def _standalone_voter(cfg: ServerConfig, node_id: int) -> DynamicVoter:
+    listener = cfg.advertised_controller_listeners()[0]
+    host = listener.host or "localhost"
+    return DynamicVoter(node_id, host, listener.port, random_directory_id())
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        cfg = ServerConfig.load(args.config)
+        roles = cfg.process_roles
+        if not roles:
+            raise UsageError(
+                "The configuration file appears to be for a legacy cluster: process.roles is not set. "
+                "Formatting is only supported for clusters in KRaft mode.")
+        if "controller" not in roles:
+            raise UsageError("kraftnode is a controller: process.roles must include controller")
+        node_id = cfg.node_id
+        listener_names = cfg.controller_listener_names
+        if not listener_names:
+            raise UsageError("controller.listener.names must be set: the initial controller listener is unknown")
+        static_voters = cfg.quorum_voters
+        dirs = cfg.all_log_dirs
+        metadata_dir = cfg.metadata_log_dir
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+
+    try:
+        uuid_from_base64(args.cluster_id)
+    except ValueError as e:
+        raise UsageError(f"Cluster ID string {args.cluster_id} does not appear to be a valid UUID: {e}") from None
+
+    if args.release_version is not None:
+        try:
+            mv_name, mv_level = parse_release_version(args.release_version)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    else:
+        mv_name, mv_level = LATEST_PRODUCTION, METADATA_VERSIONS[LATEST_PRODUCTION]
+
+    dynamic = bool(args.standalone or args.initial_controllers or args.no_initial_controllers)
+    if dynamic and static_voters:
+        raise UsageError(
+            "You cannot use --standalone, --initial-controllers or --no-initial-controllers when "
+            "controller.quorum.voters is set; remove controller.quorum.voters to use a dynamic quorum")
+    if not dynamic and not static_voters:
+        raise UsageError(
+            "Because controller.quorum.voters is not set on this controller, you must specify one of "
+            "the following: --standalone, --initial-controllers, or --no-initial-controllers.")
+    if dynamic and mv_level < KRAFT_VERSION_1_MINIMUM_MV:
+        raise UsageError(f"A dynamic quorum (kraft.version 1) requires metadata.version 3.9-IV0 or later, not {mv_name}")
+
+    voters: list[DynamicVoter] | None = None
+    try:
+        if args.standalone:
+            voters = [_standalone_voter(cfg, node_id)]
+        elif args.initial_controllers:
+            voters = parse_initial_controllers(args.initial_controllers)
+    except (ValueError, ConfigError) as e:
+        raise UsageError(str(e)) from None
+
+    # Inspect every directory first, so nothing is written when any of them is unusable.
+    to_format: list[str] = []
+    in_use: set[uuid.UUID] = set()
+    for d in dirs:
+        p = Path(d)
+        if p.exists() and not p.is_dir():
+            raise UsageError(f"Log directory {d} exists but is not a directory")
+        try:
+            existing = read_meta_properties(p) if p.is_dir() else None
+        except MetaPropertiesError as e:
+            raise UsageError(str(e)) from None
+        if existing is None:
+            to_format.append(d)
+            continue
+        if existing.cluster_id != args.cluster_id:
+            raise UsageError(
+                f"Invalid cluster.id in {p / 'meta.properties'}. Expected {args.cluster_id}, but read {existing.cluster_id}")
+        if existing.node_id != node_id:
+            raise UsageError(
+                f"Stored node id {existing.node_id} in {p / 'meta.properties'} doesn't match configured node.id {node_id}")
+        if existing.directory_id is not None:
+            in_use.add(existing.directory_id)
+        if not args.ignore_formatted:
+            raise UsageError(
+                f"Log directory {d} is already formatted. Use --ignore-formatted to ignore this "
+                "directory and format the others.")
+    if not to_format:
+        print("All of the log directories are already formatted.")
+        return 0
+
+    now_ms = int(time.time() * 1000)
+    own_voter = next((v for v in voters or [] if v.node_id == node_id), None)
+    for d in to_format:
+        is_metadata = d == metadata_dir
+        if not is_metadata:
+            kind = "data directory"
+            dir_id = random_directory_id(in_use)
+        elif not dynamic:
+            kind = "metadata directory"
+            dir_id = random_directory_id(in_use)
+        elif own_voter is not None:
+            kind = "dynamic metadata voter directory"
+            dir_id = own_voter.directory_id
+        else:
+            kind = "dynamic metadata directory"
+            dir_id = random_directory_id(in_use)
+        in_use.add(dir_id)
+        print(f"Formatting {kind} {d} with metadata.version {mv_name}.")
+        try:
+            os.makedirs(d, exist_ok=True)
+            write_bootstrap_checkpoint(d, mv_level, now_ms)
+            if is_metadata and voters is not None:
+                write_bootstrap_snapshot(d, voters, listener_names[0], now_ms)
+            write_meta_properties(d, MetaProperties(cluster_id=args.cluster_id, node_id=node_id,
+                                                    directory_id=dir_id))
+        except OSError as e:
+            raise UsageError(f"Error while writing to log directory {d}: {e.strerror or e}") from None
+    return 0
+
+
+__all__ = ["NAME", "HELP", "add_arguments", "run", "random_uuid", "uuid_to_base64"]
