@@ -12,6 +12,7 @@ from recordbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, compress, de
 from recordbatch.control import (
     ControlType,
     EndTransactionMarker,
+    KRaftControlMessage,
     build_control_batch,
     build_kraft_control_batch,
     control_key,
@@ -45,6 +46,7 @@ __all__ = [
     "CREATE_TIME",
     "ControlType",
     "EndTransactionMarker",
+    "KRaftControlMessage",
     "CorruptBatchError",
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
     "DecompressionLimitError",

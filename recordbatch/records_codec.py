@@ -42,8 +42,8 @@ _MIN_RECORD_BODY: Final = MIN_RECORD_SIZE - 1
 # keys/values all hit the table.
 _RADIUS: Final = 1 << 13
 _ENC: Final[tuple[bytes, ...]] = tuple(varint(v) for v in range(-_RADIUS, _RADIUS))
-# Zigzag decoding of single-byte varints.
-_DEC1: Final[tuple[int, ...]] = tuple((b >> 1) ^ -(b & 1) for b in range(128))
+# Zigzag decoding of 1- and 2-byte varints, indexed by the 14-bit unsigned value.
+_DEC: Final[tuple[int, ...]] = tuple((u >> 1) ^ -(u & 1) for u in range(1 << 14))
 
 _NULL: Final = b"\x01"  # varint(-1): null key/value
 _NO_HEADERS: Final = b"\x00"
@@ -79,36 +79,48 @@ def encode_records(
     extend = parts.extend
     enc = _ENC
     radius = _RADIUS
+    top = 2 * radius
     null = _NULL
     empty = _EMPTY
     attrs = _ATTRS
     no_headers = _NO_HEADERS
     max_ts = base_timestamp
-    od = 0
-    for key, value, headers, ts in records:
+    ts_index = radius - base_timestamp  # ts + ts_index indexes enc for varint(ts - base)
+    od_index = radius  # indexes enc for varint(offset delta)
+    for r in records:
+        ts = r.timestamp
         if ts is None:
             ts = now_ms
         if ts > max_ts:
             max_ts = ts
-        d = ts - base_timestamp
-        tsb = enc[d + radius] if -radius <= d < radius else varint(d)
-        odb = enc[od + radius] if od < radius else varint(od)
+        i = ts + ts_index
+        tsb = enc[i] if 0 <= i < top else varint(ts - base_timestamp)
+        odb = enc[od_index] if od_index < top else varint(od_index - radius)
+        key = r.key
         if key is None:
             kb = null
             key = empty
-            klen = 0
+            size = 2  # attributes + null key length
         else:
-            klen = len(key)
-            kb = enc[klen + radius] if klen < radius else varint(klen)
+            size = len(key)
+            kb = enc[size + radius] if size < radius else varint(size)
+            size += len(kb) + 1
+        value = r.value
         if value is None:
             vb = null
             value = empty
-            vlen = 0
+            size += 1
         else:
             vlen = len(value)
             vb = enc[vlen + radius] if vlen < radius else varint(vlen)
-        hb = _encode_headers(headers) if headers else no_headers
-        size = 1 + len(tsb) + len(odb) + len(kb) + klen + len(vb) + vlen + len(hb)
+            size += vlen + len(vb)
+        headers = r.headers
+        if headers:
+            hb = _encode_headers(headers)
+            size += len(tsb) + len(odb) + len(hb)
+        else:
+            hb = no_headers
+            size += len(tsb) + len(odb) + 1
         extend(
             (
                 enc[size + radius] if size < radius else varint(size),
@@ -122,8 +134,8 @@ def encode_records(
                 hb,
             )
         )
-        od += 1
-    return parts, max_ts, od
+        od_index += 1
+    return parts, max_ts, od_index - radius
 
 
 def _decode_headers(data: bytes, pos: int, end: int) -> tuple[tuple[Header, ...], int]:
@@ -180,17 +192,22 @@ def decode_records(
     append = out.append
     new = tuple.__new__
     rv = RecordView
-    dec = _DEC1
+    dec = _DEC
     min_body = _MIN_RECORD_BODY
     no_headers: tuple[Header, ...] = ()
     pos = 0
     i = 0
     try:
         for i in range(count):  # noqa: B007 -- i names the bad record in errors
+            # Each varint: 1-byte and 2-byte forms inline via the table, longer ones
+            # through the generic reader.
             b = data[pos]
             if b < 128:
                 length = dec[b]
                 pos += 1
+            elif data[pos + 1] < 128:
+                length = dec[(data[pos + 1] << 7) | (b & 127)]
+                pos += 2
             else:
                 length, pos = read_varint(data, pos)
             end = pos + length
@@ -199,22 +216,32 @@ def decode_records(
                     f"invalid record size {length} with {n - pos} bytes remaining"
                 )
             attrs = data[pos]
-            b = data[pos + 1]
+            pos += 1
+            b = data[pos]
             if b < 128:
                 tsd = dec[b]
+                pos += 1
+            elif data[pos + 1] < 128:
+                tsd = dec[(data[pos + 1] << 7) | (b & 127)]
                 pos += 2
             else:
-                tsd, pos = read_varlong(data, pos + 1)
+                tsd, pos = read_varlong(data, pos)
             b = data[pos]
             if b < 128:
                 od = dec[b]
                 pos += 1
+            elif data[pos + 1] < 128:
+                od = dec[(data[pos + 1] << 7) | (b & 127)]
+                pos += 2
             else:
                 od, pos = read_varint(data, pos)
             b = data[pos]
             if b < 128:
                 klen = dec[b]
                 pos += 1
+            elif data[pos + 1] < 128:
+                klen = dec[(data[pos + 1] << 7) | (b & 127)]
+                pos += 2
             else:
                 klen, pos = read_varint(data, pos)
             if klen >= 0:
@@ -226,6 +253,9 @@ def decode_records(
             if b < 128:
                 vlen = dec[b]
                 pos += 1
+            elif data[pos + 1] < 128:
+                vlen = dec[(data[pos + 1] << 7) | (b & 127)]
+                pos += 2
             else:
                 vlen, pos = read_varint(data, pos)
             if vlen >= 0:
