@@ -37,7 +37,13 @@ from recordbatch.layout import (
     NO_SEQUENCE,
 )
 from recordbatch.record import Header, Record, RecordView
-from recordbatch.view import BatchIterator, BatchView, iter_batches, set_base_offset_and_epoch
+from recordbatch.view import (
+    BatchIterator,
+    BatchView,
+    assign_offsets,
+    iter_batches,
+    set_base_offset_and_epoch,
+)
 
 __all__ = [
     "BatchIterator",
@@ -59,6 +65,7 @@ __all__ = [
     "NO_SEQUENCE",
     "Record",
     "RecordView",
+    "assign_offsets",
     "build_batch",
     "build_control_batch",
     "build_kraft_control_batch",

@@ -20,7 +20,13 @@ from recordbatch.record import RecordView
 from recordbatch.records_codec import MIN_RECORD_SIZE, decode_records
 from recordbatch.wire import I8, I16, I32, I64, U32
 
-__all__ = ["BatchView", "BatchIterator", "iter_batches", "set_base_offset_and_epoch"]
+__all__ = [
+    "BatchView",
+    "BatchIterator",
+    "iter_batches",
+    "set_base_offset_and_epoch",
+    "assign_offsets",
+]
 
 _Buffer = bytes | bytearray | memoryview
 
@@ -330,3 +336,39 @@ def set_base_offset_and_epoch(
         raise _magic_error(magic if magic < 128 else magic - 256)
     I64.pack_into(view, L.BASE_OFFSET_OFFSET, base_offset)
     I32.pack_into(view, L.PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
+
+
+def assign_offsets(
+    buffer: bytearray | memoryview,
+    next_offset: int,
+    partition_leader_epoch: int,
+    *,
+    max_batch_bytes: int | None = None,
+) -> int:
+    """Leader side of an append: validate every batch of a producer's records and
+    patch its base offset and epoch in place; return the offset after the last batch.
+
+    Checks happen for all batches before any is patched, so a bad request leaves
+    the buffer untouched.  Each batch must pass :meth:`BatchView.validate`, hold
+    contiguous offsets (``records_count == last_offset_delta + 1``, as producers
+    write them), and the buffer must end exactly at a batch boundary.
+    """
+    it = iter_batches(buffer, max_batch_bytes=max_batch_bytes)
+    views = list(it)
+    if it.incomplete:
+        raise CorruptBatchError(
+            f"{len(it._view) - it.position} bytes after the last complete batch"
+        )
+    if not views:
+        raise CorruptBatchError("no record batches to append")
+    for view in views:
+        view.validate()
+        if view.records_count != view.last_offset_delta + 1:
+            raise CorruptBatchError(
+                f"batch holds {view.records_count} records but its last offset delta is"
+                f" {view.last_offset_delta}: producer batches must have contiguous offsets"
+            )
+    for view in views:
+        set_base_offset_and_epoch(view.buffer, next_offset, partition_leader_epoch)
+        next_offset += view.records_count
+    return next_offset

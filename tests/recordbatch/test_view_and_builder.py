@@ -110,3 +110,30 @@ def test_large_offsets_and_values_use_long_varints() -> None:
     assert [r.value for r in out[:3]] == [value] * 3
     assert [r.timestamp for r in out[:3]] == [NOW, NOW + 100_000_000, NOW + 200_000_000]
     assert out[-1].offset == 9002
+
+
+def test_assign_offsets_patches_every_batch_of_a_produce_request() -> None:
+    a = build_batch([Record(b"a", b"1", (), NOW)] * 3, partition_leader_epoch=-1)
+    b = build_batch([Record(b"b", b"2", (), NOW)] * 2, partition_leader_epoch=-1, compression="zstd")
+    buf = bytearray(a + b)
+    assert rb.assign_offsets(buf, 100, 4) == 105
+    views = list(iter_batches(buf))
+    assert [(v.base_offset, v.partition_leader_epoch, v.is_valid()) for v in views] == [
+        (100, 4, True), (103, 4, True)
+    ]
+    assert [r.offset for v in views for r in v.records()] == [100, 101, 102, 103, 104]
+
+
+def test_assign_offsets_refuses_bad_requests_without_patching() -> None:
+    good = build_batch([Record(b"a", b"1", (), NOW)])
+    bad = bytearray(good)
+    bad[-1] ^= 1  # CRC mismatch
+    for payload, reason in [
+        (good + bytes(bad), "CRC"),
+        (good + good[:20], "after the last complete batch"),
+        (b"", "no record batches"),
+    ]:
+        buf = bytearray(payload)
+        with pytest.raises(rb.CorruptBatchError, match=reason):
+            rb.assign_offsets(buf, 50, 1)
+        assert buf == payload  # untouched
