@@ -150,6 +150,7 @@ class MetadataLog:
         self._flushed_offset = 0
         self._recovery_point = 0
         self._closed = False
+        self._failed: OSError | None = None
         self.truncated_on_open = 0  # bytes dropped by recovery, for operators and tests
         self.dir.mkdir(parents=True, exist_ok=True)
         ensure_partition_metadata(self.dir)
@@ -326,6 +327,8 @@ class MetadataLog:
     def _check_open(self) -> None:
         if self._closed:
             raise LogError("log is closed")
+        if self._failed is not None:
+            raise LogError(f"log is offline after a failed fsync: {self._failed}")
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int) -> LogSegment:
         seg = self._segments[-1]
@@ -460,6 +463,7 @@ class MetadataLog:
                     return self._flushed_offset
             self._flush_busy = True
         synced_to = -1
+        ok = False
         try:
             with self._lock:
                 synced_to = self._segments[-1].next_offset
@@ -477,9 +481,16 @@ class MetadataLog:
             if rolled:
                 self._write_offset_checkpoint(RECOVERY_POINT_FILE, synced_to)
             self._recovery_point = max(self._recovery_point, synced_to)
+            ok = True
+        except OSError as e:
+            # After a failed fsync the page cache may have dropped the dirty pages: nothing
+            # written since the last good flush can be trusted, so the log stops (as Kafka
+            # takes a log directory offline) rather than retrying and lying.
+            self._failed = e
+            raise
         finally:
             with self._flush_cv:
-                if synced_to >= 0:
+                if ok:
                     self._flushed_offset = max(self._flushed_offset, synced_to)
                 self._flush_busy = False
                 self._flush_cv.notify_all()
@@ -611,14 +622,17 @@ class MetadataLog:
 
     # ================================================================== close
     def close(self) -> None:
-        """Flush everything, persist the recovery point and close the files."""
+        """Flush everything, persist the recovery point and close the files (an offline log
+        is closed without flushing: its unflushed tail is left to recovery)."""
         if self._closed:
             return
-        self.flush()
+        if self._failed is None:
+            self.flush()
         with self._exclusive(), self._lock:
-            for seg in self._segments:
-                seg.sync_indexes()
-            self._write_offset_checkpoint(RECOVERY_POINT_FILE, self._segments[-1].next_offset)
+            if self._failed is None:
+                for seg in self._segments:
+                    seg.sync_indexes()
+                self._write_offset_checkpoint(RECOVERY_POINT_FILE, self._segments[-1].next_offset)
             for seg in self._segments:
                 seg.close()
             self._closed = True

@@ -134,7 +134,7 @@ def test_sigkill_during_append_and_flush_never_loses_flushed_batches(tmp_path: P
     reported: dict[int, tuple[int, int, str]] = {}
     kills = 0
     t0 = time.monotonic()
-    for i in range(KILLS):
+    for _ in range(KILLS):
         lines, killed = _run_child(tmp_path, rng.randrange(1 << 30), rng.uniform(0.0, 0.08))
         kills += killed
         for ln in lines:
