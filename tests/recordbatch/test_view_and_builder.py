@@ -137,3 +137,13 @@ def test_assign_offsets_refuses_bad_requests_without_patching() -> None:
         with pytest.raises(rb.CorruptBatchError, match=reason):
             rb.assign_offsets(buf, 50, 1)
         assert buf == payload  # untouched
+
+
+def test_empty_batch_left_by_compaction_decodes_to_nothing() -> None:
+    from tests.recordbatch.conftest import craft_batch
+
+    for attributes in (0, 4):  # uncompressed and a zstd attribute with no stream
+        data = craft_batch(b"", records_count=0, attributes=attributes, last_offset_delta=7)
+        (v,) = iter_batches(data)
+        v.validate()
+        assert v.records_count == 0 and v.last_offset == 7 and v.decode_records() == []
