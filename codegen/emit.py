@@ -1,13 +1,19 @@
-"""Turn one field of the model into lines of Python encode/decode code.
+"""Turn the model into lines of Python encode/decode code, one body per wire layout.
 
-The templates lay out modules, classes and functions; this module decides, per
-Kafka type, which bytes are written and read.  Keeping type knowledge in Python
-(rather than in Jinja macros) keeps both readable.
+For every struct and every valid version the emitter resolves all version
+conditions (presence, nullability, flexibility, taggedness) to constants and
+writes straight-line code; versions whose code comes out identical share one
+function (a "layout").  Runs of fixed-width fields become a single
+``struct.Struct`` call.  This is what makes the generated codecs fast without any
+runtime code generation: the only per-message dispatch is one tuple index by
+version.
 """
 
 from __future__ import annotations
 
-from codegen.schema import MAX_VERSION, FieldSpec, MessageSpec, StructSpec, Versions
+from dataclasses import dataclass, field
+
+from codegen.schema import FieldSpec, MessageSpec, StructSpec, Versions
 
 FIXED = {
     # type: (struct name in recordbatch.wire, size, struct format char)
@@ -19,6 +25,7 @@ FIXED = {
     "int64": ("I64", 8, "q"),
     "float64": ("F64", 8, "d"),
 }
+PACKABLE = {**{t: (v[2], v[1]) for t, v in FIXED.items()}, "bool": ("?", 1), "uuid": ("16s", 16)}
 
 PY_TYPES = {
     "bool": "bool", "int8": "int", "int16": "int", "uint16": "int", "int32": "int",
@@ -27,18 +34,8 @@ PY_TYPES = {
 }
 
 
-def cond(r: Versions | None, valid: Versions) -> str:
-    """Python expression for "v is in r", simplified against the message's valid range."""
-    if r is None:
-        return "False"
-    parts = []
-    if r.lo > valid.lo:
-        parts.append(f"v >= {r.lo}")
-    if r.hi < valid.hi and r.hi < MAX_VERSION:
-        parts.append(f"v <= {r.hi}")
-    if r.lo > valid.hi or r.hi < valid.lo:
-        return "False"
-    return " and ".join(parts) if parts else "True"
+def inside(r: Versions | None, v: int) -> bool:
+    return r is not None and r.lo <= v <= r.hi
 
 
 def py_type(f: FieldSpec) -> str:
@@ -99,93 +96,110 @@ def is_default_expr(f: FieldSpec, x: str) -> str:
     d = default_expr(f)
     if d == "None":
         return f"{x} is None"
-    if f.is_array:
-        return f"({x} is not None and len({x}) == 0)"
-    if f.type in ("bytes",):
+    if f.is_array or f.type == "bytes":
         return f"({x} is not None and len({x}) == 0)"
     return f"{x} == {d}"
 
 
-def guard(c: str, block: list[str]) -> list[str]:
-    """``block`` under ``if c:``, simplified when ``c`` is a constant."""
-    if c == "True":
-        return block
-    if c == "False":
-        return []
-    return [f"if {c}:"] + ["    " + ln for ln in block]
+@dataclass
+class Layouts:
+    """Deduplicated function bodies for one struct: body text -> index, and per-version index."""
+
+    bodies: list[list[str]] = field(default_factory=list)
+    by_version: dict[int, int] = field(default_factory=dict)
+
+    def add(self, v: int, body: list[str]) -> None:
+        for i, b in enumerate(self.bodies):
+            if b == body:
+                self.by_version[v] = i
+                return
+        self.bodies.append(body)
+        self.by_version[v] = len(self.bodies) - 1
 
 
 class Emitter:
+    """Emits code for one message; call :meth:`emit` once."""
+
     def __init__(self, msg: MessageSpec):
         self.msg = msg
         self.valid = msg.valid
-        # "True"/"False" when every valid version agrees, else the name of a local.
-        c = cond(msg.flexible, msg.valid)
-        self.flex = c if c in ("True", "False") else "flex"
+        self.structs_fmt: dict[str, str] = {}   # struct format -> constant name
+        self.w: dict[str, Layouts] = {}
+        self.r: dict[str, Layouts] = {}
+        self.v = msg.valid.lo
 
-    def flex_setup(self) -> list[str]:
-        return [] if self.flex != "flex" else [f"flex = {cond(self.msg.flexible, self.valid)}"]
+    # -- helpers ------------------------------------------------------------
+    def struct_const(self, fmt: str) -> str:
+        if fmt not in self.structs_fmt:
+            self.structs_fmt[fmt] = f"_S{len(self.structs_fmt)}"
+        return self.structs_fmt[fmt]
 
-    def flex_expr(self, f: FieldSpec) -> str:
-        if f.flexible_override == "inherit":
-            return self.flex
-        assert not isinstance(f.flexible_override, str)
-        return cond(f.flexible_override, self.valid)
+    def flex(self, f: FieldSpec | None = None) -> bool:
+        if f is not None and f.flexible_override != "inherit":
+            assert not isinstance(f.flexible_override, str)
+            return inside(f.flexible_override, self.v)
+        return inside(self.msg.flexible, self.v)
+
+    def nullable(self, f: FieldSpec) -> bool:
+        return inside(f.nullable, self.v)
+
+    def tagged_now(self, f: FieldSpec) -> bool:
+        return inside(f.tagged, self.v)
+
+    def regular_now(self, f: FieldSpec) -> bool:
+        return inside(f.versions, self.v) and not self.tagged_now(f)
+
+    def child_fn(self, kind: str, s: StructSpec) -> str:
+        table = self.w if kind == "w" else self.r
+        return f"_{kind}_{s.func}_{table[s.func].by_version[self.v]}"
 
     def what(self, s: StructSpec, f: FieldSpec) -> str:
-        return f"{s.path}.{f.attr}"
+        return repr(f"{s.path}.{f.attr}")
+
+    def packable(self, f: FieldSpec) -> bool:
+        return (not f.is_array and f.struct is None and f.type in PACKABLE
+                and self.regular_now(f))
 
     # -- writing -------------------------------------------------------------
-    def write_value(self, s: StructSpec, f: FieldSpec, x: str, out: str, flex: str,
-                    indent: str) -> list[str]:
-        nullable = cond(f.nullable, self.valid)
-        what = repr(self.what(s, f))
+    def write_value(self, s: StructSpec, f: FieldSpec, x: str, out: str, flex: bool) -> list[str]:
+        nullable = self.nullable(f)
+        what = self.what(s, f)
         lines: list[str] = []
         if f.is_array:
-            count_c = f"w_ccount({out}, {x}, {nullable}, {what}, v)"
-            count = f"w_count({out}, {x}, {nullable}, {what}, v)"
-            lines += self._flex_branch(flex, [count_c], [count])
-            elem_lines = self._write_elem(f, "e", out, flex, s)
+            fn = "w_ccount" if flex else "w_count"
+            lines.append(f"{fn}({out}, {x}, {nullable}, {what}, v)")
             if f.elem_type in FIXED and f.elem_type != "float64":
-                _, size, ch = FIXED[f.elem_type]
+                ch = FIXED[f.elem_type][2]
                 body = [f"{out} += struct.pack('>%d{ch}' % len({x}), *{x})"]
+            elif f.struct is not None:
+                body = [f"w = {self.child_fn('w', f.struct)}",
+                        f"for e in {x}:", f"    w(e, {out}, v)"]
             else:
-                body = [f"for e in {x}:"] + ["    " + ln for ln in elem_lines]
-            if f.nullable is not None:
+                body = [f"for e in {x}:"] + [
+                    "    " + ln for ln in self._write_scalar(f.elem_type, "e", out, flex, False, what)]
+            if nullable:
                 lines.append(f"if {x} is not None:")
                 lines += ["    " + ln for ln in body]
             else:
                 lines += body
-            return [indent + ln for ln in lines]
+            return lines
         if f.struct is not None:
+            fn = self.child_fn("w", f.struct)
             if f.nullable is not None:
-                lines.append(f"if {x} is None:")
-                lines.append(f"    if not ({nullable}):")
-                lines.append(f"        raise UnsupportedVersionError({what} + ' is not nullable in version %d' % v)")
-                lines.append(f"    {out} += b'\\xff'")
-                lines.append("else:")
-                lines.append(f"    if {nullable}:")
-                lines.append(f"        {out} += b'\\x01'")
-                lines.append(f"    _w_{f.struct.func}({x}, {out}, v)")
+                if nullable:
+                    lines += [f"if {x} is None:", f"    {out} += b'\\xff'", "else:",
+                              f"    {out} += b'\\x01'", f"    {fn}({x}, {out}, v)"]
+                else:
+                    lines += [f"if {x} is None:",
+                              f"    raise UnsupportedVersionError({what} + ' is not nullable in version %d' % v)",
+                              f"{fn}({x}, {out}, v)"]
             else:
-                lines.append(f"_w_{f.struct.func}({x}, {out}, v)")
-            return [indent + ln for ln in lines]
-        lines += self._write_scalar(f.type, x, out, flex, nullable, what)
-        return [indent + ln for ln in lines]
+                lines.append(f"{fn}({x}, {out}, v)")
+            return lines
+        return self._write_scalar(f.type, x, out, flex, nullable, what)
 
-    def _write_elem(self, f: FieldSpec, x: str, out: str, flex: str, s: StructSpec) -> list[str]:
-        if f.struct is not None:
-            return [f"_w_{f.struct.func}({x}, {out}, v)"]
-        return self._write_scalar(f.elem_type, x, out, flex, "False", repr(self.what(s, f) + "[]"))
-
-    def _flex_branch(self, flex: str, a: list[str], b: list[str]) -> list[str]:
-        if flex == "True":
-            return a
-        if flex == "False":
-            return b
-        return [f"if {flex}:"] + ["    " + ln for ln in a] + ["else:"] + ["    " + ln for ln in b]
-
-    def _write_scalar(self, t: str, x: str, out: str, flex: str, nullable: str, what: str) -> list[str]:
+    def _write_scalar(self, t: str, x: str, out: str, flex: bool, nullable: bool,
+                      what: str) -> list[str]:
         if t == "bool":
             return [f"{out}.append(1 if {x} else 0)"]
         if t in FIXED:
@@ -193,106 +207,111 @@ class Emitter:
         if t == "uuid":
             return [f"{out} += {x}.bytes"]
         if t == "string":
-            return self._flex_branch(flex, [f"w_cstr({out}, {x}, {nullable}, {what}, v)"],
-                                     [f"w_str({out}, {x}, {nullable}, {what}, v)"])
-        if t in ("bytes", "records"):
-            return self._flex_branch(flex, [f"w_cbytes({out}, {x}, {nullable}, {what}, v)"],
-                                     [f"w_bytes({out}, {x}, {nullable}, {what}, v)"])
-        raise ValueError(f"cannot write type {t}")
+            fn = "w_cstr" if flex else "w_str"
+        elif t in ("bytes", "records"):
+            fn = "w_cbytes" if flex else "w_bytes"
+        else:
+            raise ValueError(f"cannot write type {t}")
+        return [f"{fn}({out}, {x}, {nullable}, {what}, v)"]
 
     def write_struct(self, s: StructSpec) -> list[str]:
-        lines: list[str] = self.flex_setup()
+        lines: list[str] = []
+        run: list[FieldSpec] = []
+
+        def flush() -> None:
+            if not run:
+                return
+            if len(run) == 1:
+                lines.extend(self.write_value(s, run[0], f"o.{run[0].attr}", "out", self.flex(run[0])))
+            else:
+                fmt = ">" + "".join(PACKABLE[f.type][0] for f in run)
+                args = ", ".join(f"o.{f.attr}.bytes" if f.type == "uuid" else f"o.{f.attr}"
+                                 for f in run)
+                lines.append(f"out += {self.struct_const(fmt)}.pack({args})")
+            run.clear()
+
         for f in s.fields:
-            present = f.versions
-            tagged = f.tagged
-            regular = present
-            if tagged is not None and present is not None:
-                # Tagged in taggedVersions; a regular field in any remaining versions.
-                if tagged.lo <= present.lo and tagged.hi >= present.hi:
-                    regular = None
             x = f"o.{f.attr}"
-            if regular is not None:
-                c = cond(regular, self.valid)
-                if tagged is not None:
-                    c = f"({c}) and not ({cond(tagged, self.valid)})"
-                body = self.write_value(s, f, x, "out", self.flex_expr(f), "    ")
-                if c == "True":
-                    lines += [ln[4:] for ln in body]
-                    continue
-                lines.append(f"if {c}:")
-                lines += body
-                if not f.ignorable and tagged is None:
-                    lines.append(f"elif not ({is_default_expr(f, x)}):")
-                    lines.append(f"    raise absent_error({self.what(s, f)!r}, v)")
-            elif tagged is None and not f.ignorable:
+            if self.packable(f):
+                run.append(f)
+                continue
+            if self.regular_now(f):
+                flush()
+                lines += self.write_value(s, f, x, "out", self.flex(f))
+            elif f.tagged is None and not inside(f.versions, self.v) and not f.ignorable:
                 lines.append(f"if not ({is_default_expr(f, x)}):")
                 lines.append(f"    raise absent_error({self.what(s, f)!r}, v)")
+        flush()
         tfs = s.tagged_fields
-        if self.flex != "False":
-            block = ["tagged: list[tuple[int, bytes]] = []"]
-            for f in tfs:
-                x = f"o.{f.attr}"
-                assert f.tagged is not None
-                c = cond(f.tagged, self.valid)
-                block.append(f"if ({c}) and not ({is_default_expr(f, x)}):")
-                block.append("    t = bytearray()")
-                block += self.write_value(s, f, x, "t", "True", "    ")
-                block.append(f"    tagged.append(({f.tag}, bytes(t)))")
-                if not f.ignorable:
-                    block.append(f"elif not ({c}) and not ({is_default_expr(f, x)}):")
-                    block.append(f"    raise absent_error({self.what(s, f)!r}, v)")
-            block.append("if o.unknown_tagged_fields:")
-            block.append("    tagged.extend(o.unknown_tagged_fields)")
-            block.append("    tagged.sort(key=_tag_key)")
-            block.append("w_tagged(out, tagged)")
-            lines += guard(self.flex, block)
-        elif tfs:
-            raise ValueError(f"{s.path}: tagged fields in a message without flexible versions")
-        if not lines:
-            lines.append("pass")
-        return lines
+        if self.flex():
+            known = [f for f in tfs if self.tagged_now(f)]
+            if not known:
+                lines.append("if o.unknown_tagged_fields:")
+                lines.append("    w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))")
+                lines.append("else:")
+                lines.append("    out.append(0)")
+            else:
+                lines.append("tagged: list[tuple[int, bytes]] = []")
+                for f in known:
+                    x = f"o.{f.attr}"
+                    lines.append(f"if not ({is_default_expr(f, x)}):")
+                    lines.append("    t = bytearray()")
+                    lines += ["    " + ln for ln in self.write_value(s, f, x, "t", True)]
+                    lines.append(f"    tagged.append(({f.tag}, bytes(t)))")
+                lines.append("if o.unknown_tagged_fields:")
+                lines.append("    tagged.extend(o.unknown_tagged_fields)")
+                lines.append("    tagged.sort(key=_tag_key)")
+                lines.append("w_tagged(out, tagged)")
+        for f in tfs:
+            if inside(f.versions, self.v) or f.ignorable or self.tagged_now(f):
+                continue
+            x = f"o.{f.attr}"
+            lines.append(f"if not ({is_default_expr(f, x)}):")
+            lines.append(f"    raise absent_error({self.what(s, f)!r}, v)")
+        if not self.flex() and any(self.tagged_now(f) for f in tfs):
+            raise ValueError(f"{s.path}: tagged fields in a non-flexible version")
+        return lines or ["pass"]
 
     # -- reading -------------------------------------------------------------
-    def read_value(self, s: StructSpec, f: FieldSpec, target: str, flex: str) -> list[str]:
-        nullable = cond(f.nullable, self.valid)
+    def read_value(self, s: StructSpec, f: FieldSpec, target: str, flex: bool) -> list[str]:
+        nullable = self.nullable(f)
         lines: list[str] = []
         if f.is_array:
-            lines += self._flex_branch(flex, [f"n, pos = r_ccount(buf, pos, {nullable})"],
-                                       [f"n, pos = r_count(buf, pos, {nullable})"])
-            lines.append("if n < 0:")
-            lines.append(f"    {target} = None")
-            lines.append("else:")
+            fn = "r_ccount" if flex else "r_count"
+            lines.append(f"n, pos = {fn}(buf, pos, {nullable})")
+            body: list[str] = []
             if f.elem_type in FIXED and f.elem_type != "float64":
                 _, size, ch = FIXED[f.elem_type]
-                lines.append(f"    {target} = list(struct.unpack_from('>%d{ch}' % n, buf, pos))")
-                lines.append(f"    pos += {size} * n")
+                body.append(f"{target} = list(struct.unpack_from('>%d{ch}' % n, buf, pos))")
+                body.append(f"pos += {size} * n")
             else:
-                lines.append("    a = []")
-                lines.append("    for _ in range(n):")
+                body.append("a = []")
                 if f.struct is not None:
-                    lines.append(f"        e, pos = _r_{f.struct.func}(buf, pos, v)")
+                    body.append(f"r = {self.child_fn('r', f.struct)}")
+                body.append("for _ in range(n):")
+                if f.struct is not None:
+                    body.append("    e, pos = r(buf, pos, v)")
                 else:
-                    lines += ["        " + ln for ln in self._read_scalar(f.elem_type, "e", flex, "False")]
-                lines.append("        a.append(e)")
-                lines.append(f"    {target} = a")
+                    body += ["    " + ln for ln in self._read_scalar(f.elem_type, "e", flex, False)]
+                body.append("    a.append(e)")
+                body.append(f"{target} = a")
+            if nullable:
+                lines += ["if n < 0:", f"    {target} = None", "else:"]
+                lines += ["    " + ln for ln in body]
+            else:
+                lines += body
             return lines
         if f.struct is not None:
-            if f.nullable is not None:
-                lines.append(f"if {nullable}:")
-                lines.append("    (m,) = I8.unpack_from(buf, pos)")
-                lines.append("    pos += 1")
-                lines.append("else:")
-                lines.append("    m = 1")
-                lines.append("if m < 0:")
-                lines.append(f"    {target} = None")
-                lines.append("else:")
-                lines.append(f"    {target}, pos = _r_{f.struct.func}(buf, pos, v)")
+            fn = self.child_fn("r", f.struct)
+            if nullable:
+                lines += ["(m,) = I8.unpack_from(buf, pos)", "pos += 1", "if m < 0:",
+                          f"    {target} = None", "else:", f"    {target}, pos = {fn}(buf, pos, v)"]
             else:
-                lines.append(f"{target}, pos = _r_{f.struct.func}(buf, pos, v)")
+                lines.append(f"{target}, pos = {fn}(buf, pos, v)")
             return lines
         return self._read_scalar(f.type, target, flex, nullable)
 
-    def _read_scalar(self, t: str, target: str, flex: str, nullable: str) -> list[str]:
+    def _read_scalar(self, t: str, target: str, flex: bool, nullable: bool) -> list[str]:
         if t == "bool":
             return [f"{target} = buf[pos] != 0", "pos += 1"]
         if t in FIXED:
@@ -301,55 +320,79 @@ class Emitter:
         if t == "uuid":
             return [f"{target}, pos = r_uuid(buf, pos)"]
         fn = {"string": "str", "bytes": "bytes", "records": "records"}[t]
-        return self._flex_branch(flex, [f"{target}, pos = r_c{fn}(buf, pos, {nullable})"],
-                                 [f"{target}, pos = r_{fn}(buf, pos, {nullable})"])
+        call = f"{target}, pos = r_{'c' if flex else ''}{fn}(buf, pos, {nullable})"
+        if t == "string" and flex:
+            # inline the common case: a short, non-null compact string (1-byte length)
+            return ["n = buf[pos]", "if 0 < n < 0x80 and pos + n <= len(buf):",
+                    f"    {target} = str(buf[pos + 1:pos + n], 'utf-8')", "    pos += n",
+                    "else:", f"    {call}"]
+        return [call]
 
     def read_struct(self, s: StructSpec) -> list[str]:
-        lines: list[str] = [f"o = _new(_{s.func})"] + self.flex_setup()
-        for f in s.fields:
-            present = f.versions
-            tagged = f.tagged
-            regular = present
-            if tagged is not None and present is not None:
-                if tagged.lo <= present.lo and tagged.hi >= present.hi:
-                    regular = None
-            target = f"o.{f.attr}"
-            if regular is None:
-                lines.append(f"{target} = {default_expr(f)}")
-                continue
-            c = cond(regular, self.valid)
-            if tagged is not None:
-                c = f"({c}) and not ({cond(tagged, self.valid)})"
-            body = self.read_value(s, f, target, self.flex_expr(f))
-            if c == "True":
-                lines += body
+        lines: list[str] = [f"o = _new(_{s.func})"]
+        run: list[FieldSpec] = []
+
+        def flush() -> None:
+            if not run:
+                return
+            if len(run) == 1:
+                lines.extend(self.read_value(s, run[0], f"o.{run[0].attr}", self.flex(run[0])))
             else:
-                lines.append(f"if {c}:")
-                lines += ["    " + ln for ln in body]
-                lines.append("else:")
-                lines.append(f"    {target} = {default_expr(f)}")
+                fmt = ">" + "".join(PACKABLE[f.type][0] for f in run)
+                size = sum(PACKABLE[f.type][1] for f in run)
+                targets = [f"_u{i}" if f.type == "uuid" else f"o.{f.attr}" for i, f in enumerate(run)]
+                lines.append(f"({', '.join(targets)},) = {self.struct_const(fmt)}.unpack_from(buf, pos)")
+                lines.append(f"pos += {size}")
+                for i, f in enumerate(run):
+                    if f.type == "uuid":
+                        lines.append(f"o.{f.attr} = uuid_from_bytes(_u{i})")
+            run.clear()
+
+        for f in s.fields:
+            target = f"o.{f.attr}"
+            if self.packable(f):
+                run.append(f)
+            elif self.regular_now(f):
+                flush()
+                lines += self.read_value(s, f, target, self.flex(f))
+            else:
+                flush()
+                lines.append(f"{target} = {default_expr(f)}")
+        flush()
         lines.append("o.unknown_tagged_fields = None")
-        if self.flex != "False":
+        if self.flex():
+            known = [f for f in s.tagged_fields if self.tagged_now(f)]
             block = ["ntags, pos = read_uvarint(buf, pos)", "for _ in range(ntags):",
                      "    tag, end, pos = r_tag_header(buf, pos)"]
-            first = True
-            for f in s.tagged_fields:
-                assert f.tagged is not None
-                c = cond(f.tagged, self.valid)
-                kw = "if" if first else "elif"
-                first = False
-                block.append(f"    {kw} tag == {f.tag} and ({c}):")
-                block += ["        " + ln for ln in self.read_value(s, f, f"o.{f.attr}", "True")]
+            kw = "if"
+            for f in known:
+                block.append(f"    {kw} tag == {f.tag}:")
+                kw = "elif"
+                block += ["        " + ln for ln in self.read_value(s, f, f"o.{f.attr}", True)]
                 block.append("        if pos != end:")
                 block.append(f"            raise DecodeError('tagged field {s.path}.{f.attr} has the wrong size')")
             ind = "    "
-            if not first:
+            if known:
                 block.append("    else:")
                 ind = "        "
             block.append(f"{ind}if o.unknown_tagged_fields is None:")
             block.append(f"{ind}    o.unknown_tagged_fields = []")
             block.append(f"{ind}o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))")
             block.append(f"{ind}pos = end")
-            lines += guard(self.flex, block)
+            # fast path: most structs carry no tagged fields at all (a single 0 byte)
+            lines.append("if buf[pos] == 0:")
+            lines.append("    pos += 1")
+            lines.append("else:")
+            lines += ["    " + ln for ln in block]
         lines.append("return o, pos")
         return lines
+
+    # -- driver ----------------------------------------------------------------
+    def emit(self, structs_children_first: list[StructSpec]) -> None:
+        for s in structs_children_first:
+            self.w[s.func] = Layouts()
+            self.r[s.func] = Layouts()
+            for v in range(self.valid.lo, self.valid.hi + 1):
+                self.v = v
+                self.w[s.func].add(v, self.write_struct(s))
+                self.r[s.func].add(v, self.read_struct(s))

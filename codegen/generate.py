@@ -73,16 +73,17 @@ def _vt(r: Versions | None) -> str:
 def render_message(env: jinja2.Environment, msg: MessageSpec) -> str:
     em = Emitter(msg)
     structs = list(reversed(msg.all_structs()))  # children first: root class aliases them
-    types, defaults, wl, rl = {}, {}, {}, {}
+    em.emit(structs)
+    types, defaults = {}, {}
     for s in structs:
         for f in s.fields:
             types[f"{f.name}@{s.func}"] = py_type(f)
             defaults[f"{f.name}@{s.func}"] = default_expr(f)
-        wl[s.func] = em.write_struct(s)
-        rl[s.func] = em.read_struct(s)
     return env.get_template("message.py.j2").render(
         msg=msg, root=msg.root, structs=structs, children=msg.root.children,
-        types=types, defaults=defaults, write_lines=wl, read_lines=rl, vt=_vt,
+        types=types, defaults=defaults, write_layouts=em.w, read_layouts=em.r, vt=_vt,
+        struct_consts={fmt: name for fmt, name in em.structs_fmt.items()},
+        versions=list(range(msg.valid.lo, msg.valid.hi + 1)),
         source=msg.source.relative_to(REPO).as_posix(),
     )
 

@@ -221,7 +221,11 @@ def r_str(buf: Buf, pos: int, nullable: bool) -> tuple[str | None, int]:
 
 def r_cstr(buf: Buf, pos: int, nullable: bool) -> tuple[str | None, int]:
     """Compact string: unsigned varint length+1 (0 = null)."""
-    n, pos = read_uvarint(buf, pos)
+    n = buf[pos]
+    if n & 0x80:
+        n, pos = read_uvarint(buf, pos)
+    else:
+        pos += 1
     if n == 0:
         if nullable:
             return None, pos
@@ -277,14 +281,39 @@ r_records = _r_blob32
 r_crecords = _r_cblob
 
 
+_ZERO16 = bytes(16)
+_obj_new = object.__new__
+_obj_setattr = object.__setattr__
+_from_bytes = int.from_bytes
+_SAFE_UNKNOWN = uuid.SafeUUID.unknown
+
+
+_UUID_CACHE: dict[bytes, uuid.UUID] = {_ZERO16: ZERO_UUID}
+_UUID_CACHE_MAX = 4096
+
+
+def uuid_from_bytes(raw: bytes) -> uuid.UUID:
+    """``uuid.UUID(bytes=raw)``, fast: the same few directory and topic ids arrive in
+    every Fetch and DescribeQuorum, and UUIDs are immutable, so decoded ones are shared
+    through a small bounded cache."""
+    u = _UUID_CACHE.get(raw)
+    if u is not None:
+        return u
+    u = _obj_new(uuid.UUID)
+    _obj_setattr(u, "int", _from_bytes(raw, "big"))
+    _obj_setattr(u, "is_safe", _SAFE_UNKNOWN)
+    if len(_UUID_CACHE) >= _UUID_CACHE_MAX:
+        _UUID_CACHE.clear()
+        _UUID_CACHE[_ZERO16] = ZERO_UUID
+    _UUID_CACHE[raw] = u
+    return u
+
+
 def r_uuid(buf: Buf, pos: int) -> tuple[uuid.UUID, int]:
     end = pos + 16
     if end > len(buf):
         raise DecodeError("truncated uuid")
-    raw = bytes(buf[pos:end])
-    if raw == b"\x00" * 16:
-        return ZERO_UUID, end
-    return uuid.UUID(bytes=raw), end
+    return uuid_from_bytes(bytes(buf[pos:end])), end
 
 
 def r_count(buf: Buf, pos: int, nullable: bool) -> tuple[int, int]:
@@ -304,7 +333,11 @@ def r_count(buf: Buf, pos: int, nullable: bool) -> tuple[int, int]:
 
 def r_ccount(buf: Buf, pos: int, nullable: bool) -> tuple[int, int]:
     """Compact array length (uvarint length+1, 0 = null); bounded by remaining bytes."""
-    n, pos = read_uvarint(buf, pos)
+    n = buf[pos]
+    if n & 0x80:
+        n, pos = read_uvarint(buf, pos)
+    else:
+        pos += 1
     if n == 0:
         if nullable:
             return -1, pos

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">hh")
 
 
 class _KRaftVersionRecord(Message):
@@ -93,7 +96,7 @@ class _KRaftVersionRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"KRaftVersionRecord has no version {version}")
-        _w_KRaftVersionRecord(self, out, version)
+        _W_KRaftVersionRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> KRaftVersionRecord:
@@ -110,7 +113,7 @@ class _KRaftVersionRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"KRaftVersionRecord has no version {version}")
         try:
-            return _r_KRaftVersionRecord(buf, pos, version)
+            return _R_KRaftVersionRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -122,32 +125,33 @@ _KRaftVersionRecord.__qualname__ = "KRaftVersionRecord"
 _KRaftVersionRecord.__name__ = "KRaftVersionRecord"
 
 
-def _w_KRaftVersionRecord(o: _KRaftVersionRecord, out: bytearray, v: int) -> None:
-    out += I16.pack(o.version_)
-    out += I16.pack(o.kraft_version)
-    tagged: list[tuple[int, bytes]] = []
+def _w_KRaftVersionRecord_0(o: _KRaftVersionRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.version_, o.kraft_version)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_KRaftVersionRecord(buf: memoryview, pos: int, v: int) -> tuple[_KRaftVersionRecord, int]:
+def _r_KRaftVersionRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_KRaftVersionRecord, int]:
     o = _new(_KRaftVersionRecord)
-    (o.version_,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.kraft_version,) = I16.unpack_from(buf, pos)
-    pos += 2
+    (o.version_, o.kraft_version,) = _S0.unpack_from(buf, pos)
+    pos += 4
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_KRaftVersionRecord = (_w_KRaftVersionRecord_0, )
+_R_KRaftVersionRecord = (_r_KRaftVersionRecord_0, )
 
 _KRaftVersionRecord.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,9 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">i16s")
+_S1 = struct.Struct(">hi")
 
 
 class _LeaderChangeMessage_Voter(Message):
@@ -120,7 +124,7 @@ class _LeaderChangeMessage(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"LeaderChangeMessage has no version {version}")
-        _w_LeaderChangeMessage(self, out, version)
+        _W_LeaderChangeMessage[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> LeaderChangeMessage:
@@ -137,7 +141,7 @@ class _LeaderChangeMessage(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"LeaderChangeMessage has no version {version}")
         try:
-            return _r_LeaderChangeMessage(buf, pos, version)
+            return _R_LeaderChangeMessage[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -151,88 +155,159 @@ _LeaderChangeMessage.__qualname__ = "LeaderChangeMessage"
 _LeaderChangeMessage.__name__ = "LeaderChangeMessage"
 
 
-def _w_LeaderChangeMessage_Voter(o: _LeaderChangeMessage_Voter, out: bytearray, v: int) -> None:
+def _w_LeaderChangeMessage_Voter_0(o: _LeaderChangeMessage_Voter, out: bytearray, v: int) -> None:
+    if not (o.voter_directory_id == ZERO_UUID):
+        raise absent_error("'LeaderChangeMessage.Voter.voter_directory_id'", v)
     out += I32.pack(o.voter_id)
-    if v >= 1:
-        out += o.voter_directory_id.bytes
-    elif not (o.voter_directory_id == ZERO_UUID):
-        raise absent_error('LeaderChangeMessage.Voter.voter_directory_id', v)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_LeaderChangeMessage_Voter(buf: memoryview, pos: int, v: int) -> tuple[_LeaderChangeMessage_Voter, int]:
+def _w_LeaderChangeMessage_Voter_1(o: _LeaderChangeMessage_Voter, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.voter_id, o.voter_directory_id.bytes)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_LeaderChangeMessage_Voter_0(buf: memoryview, pos: int, v: int) -> tuple[_LeaderChangeMessage_Voter, int]:
     o = _new(_LeaderChangeMessage_Voter)
     (o.voter_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    if v >= 1:
-        o.voter_directory_id, pos = r_uuid(buf, pos)
-    else:
-        o.voter_directory_id = ZERO_UUID
+    o.voter_directory_id = ZERO_UUID
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_LeaderChangeMessage(o: _LeaderChangeMessage, out: bytearray, v: int) -> None:
-    out += I16.pack(o.version_)
-    out += I32.pack(o.leader_id)
+def _r_LeaderChangeMessage_Voter_1(buf: memoryview, pos: int, v: int) -> tuple[_LeaderChangeMessage_Voter, int]:
+    o = _new(_LeaderChangeMessage_Voter)
+    (o.voter_id, _u1,) = _S0.unpack_from(buf, pos)
+    pos += 20
+    o.voter_directory_id = uuid_from_bytes(_u1)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_LeaderChangeMessage_0(o: _LeaderChangeMessage, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.version_, o.leader_id)
     w_ccount(out, o.voters, False, 'LeaderChangeMessage.voters', v)
+    w = _w_LeaderChangeMessage_Voter_0
     for e in o.voters:
-        _w_LeaderChangeMessage_Voter(e, out, v)
+        w(e, out, v)
     w_ccount(out, o.granting_voters, False, 'LeaderChangeMessage.granting_voters', v)
+    w = _w_LeaderChangeMessage_Voter_0
     for e in o.granting_voters:
-        _w_LeaderChangeMessage_Voter(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
+        w(e, out, v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_LeaderChangeMessage(buf: memoryview, pos: int, v: int) -> tuple[_LeaderChangeMessage, int]:
+def _w_LeaderChangeMessage_1(o: _LeaderChangeMessage, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.version_, o.leader_id)
+    w_ccount(out, o.voters, False, 'LeaderChangeMessage.voters', v)
+    w = _w_LeaderChangeMessage_Voter_1
+    for e in o.voters:
+        w(e, out, v)
+    w_ccount(out, o.granting_voters, False, 'LeaderChangeMessage.granting_voters', v)
+    w = _w_LeaderChangeMessage_Voter_1
+    for e in o.granting_voters:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_LeaderChangeMessage_0(buf: memoryview, pos: int, v: int) -> tuple[_LeaderChangeMessage, int]:
     o = _new(_LeaderChangeMessage)
-    (o.version_,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.leader_id,) = I32.unpack_from(buf, pos)
-    pos += 4
+    (o.version_, o.leader_id,) = _S1.unpack_from(buf, pos)
+    pos += 6
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.voters = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_LeaderChangeMessage_Voter(buf, pos, v)
-            a.append(e)
-        o.voters = a
+    a = []
+    r = _r_LeaderChangeMessage_Voter_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.voters = a
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.granting_voters = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_LeaderChangeMessage_Voter(buf, pos, v)
-            a.append(e)
-        o.granting_voters = a
+    a = []
+    r = _r_LeaderChangeMessage_Voter_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.granting_voters = a
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+
+def _r_LeaderChangeMessage_1(buf: memoryview, pos: int, v: int) -> tuple[_LeaderChangeMessage, int]:
+    o = _new(_LeaderChangeMessage)
+    (o.version_, o.leader_id,) = _S1.unpack_from(buf, pos)
+    pos += 6
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_LeaderChangeMessage_Voter_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.voters = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_LeaderChangeMessage_Voter_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.granting_voters = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_LeaderChangeMessage = (_w_LeaderChangeMessage_0, _w_LeaderChangeMessage_1, )
+_R_LeaderChangeMessage = (_r_LeaderChangeMessage_0, _r_LeaderChangeMessage_1, )
 
 _LeaderChangeMessage_Voter.FIELDS = (
     FieldInfo(

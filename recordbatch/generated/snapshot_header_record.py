@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">hq")
 
 
 class _SnapshotHeaderRecord(Message):
@@ -93,7 +96,7 @@ class _SnapshotHeaderRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"SnapshotHeaderRecord has no version {version}")
-        _w_SnapshotHeaderRecord(self, out, version)
+        _W_SnapshotHeaderRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> SnapshotHeaderRecord:
@@ -110,7 +113,7 @@ class _SnapshotHeaderRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"SnapshotHeaderRecord has no version {version}")
         try:
-            return _r_SnapshotHeaderRecord(buf, pos, version)
+            return _R_SnapshotHeaderRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -122,32 +125,33 @@ _SnapshotHeaderRecord.__qualname__ = "SnapshotHeaderRecord"
 _SnapshotHeaderRecord.__name__ = "SnapshotHeaderRecord"
 
 
-def _w_SnapshotHeaderRecord(o: _SnapshotHeaderRecord, out: bytearray, v: int) -> None:
-    out += I16.pack(o.version_)
-    out += I64.pack(o.last_contained_log_timestamp)
-    tagged: list[tuple[int, bytes]] = []
+def _w_SnapshotHeaderRecord_0(o: _SnapshotHeaderRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.version_, o.last_contained_log_timestamp)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_SnapshotHeaderRecord(buf: memoryview, pos: int, v: int) -> tuple[_SnapshotHeaderRecord, int]:
+def _r_SnapshotHeaderRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_SnapshotHeaderRecord, int]:
     o = _new(_SnapshotHeaderRecord)
-    (o.version_,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.last_contained_log_timestamp,) = I64.unpack_from(buf, pos)
-    pos += 8
+    (o.version_, o.last_contained_log_timestamp,) = _S0.unpack_from(buf, pos)
+    pos += 10
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_SnapshotHeaderRecord = (_w_SnapshotHeaderRecord_0, )
+_R_SnapshotHeaderRecord = (_r_SnapshotHeaderRecord_0, )
 
 _SnapshotHeaderRecord.FIELDS = (
     FieldInfo(

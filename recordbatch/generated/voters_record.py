@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,9 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">hh")
+_S1 = struct.Struct(">i16s")
 
 
 class _VotersRecord_KRaftVersionFeature(Message):
@@ -165,7 +169,7 @@ class _VotersRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"VotersRecord has no version {version}")
-        _w_VotersRecord(self, out, version)
+        _W_VotersRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> VotersRecord:
@@ -182,7 +186,7 @@ class _VotersRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"VotersRecord has no version {version}")
         try:
-            return _r_VotersRecord(buf, pos, version)
+            return _R_VotersRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -200,136 +204,150 @@ _VotersRecord.__qualname__ = "VotersRecord"
 _VotersRecord.__name__ = "VotersRecord"
 
 
-def _w_VotersRecord_KRaftVersionFeature(o: _VotersRecord_KRaftVersionFeature, out: bytearray, v: int) -> None:
-    out += I16.pack(o.min_supported_version)
-    out += I16.pack(o.max_supported_version)
-    tagged: list[tuple[int, bytes]] = []
+def _w_VotersRecord_KRaftVersionFeature_0(o: _VotersRecord_KRaftVersionFeature, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.min_supported_version, o.max_supported_version)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_VotersRecord_KRaftVersionFeature(buf: memoryview, pos: int, v: int) -> tuple[_VotersRecord_KRaftVersionFeature, int]:
+def _r_VotersRecord_KRaftVersionFeature_0(buf: memoryview, pos: int, v: int) -> tuple[_VotersRecord_KRaftVersionFeature, int]:
     o = _new(_VotersRecord_KRaftVersionFeature)
-    (o.min_supported_version,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.max_supported_version,) = I16.unpack_from(buf, pos)
-    pos += 2
+    (o.min_supported_version, o.max_supported_version,) = _S0.unpack_from(buf, pos)
+    pos += 4
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_VotersRecord_Endpoint(o: _VotersRecord_Endpoint, out: bytearray, v: int) -> None:
+def _w_VotersRecord_Endpoint_0(o: _VotersRecord_Endpoint, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'VotersRecord.Endpoint.name', v)
     w_cstr(out, o.host, False, 'VotersRecord.Endpoint.host', v)
     out += U16.pack(o.port)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_VotersRecord_Endpoint(buf: memoryview, pos: int, v: int) -> tuple[_VotersRecord_Endpoint, int]:
+def _r_VotersRecord_Endpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_VotersRecord_Endpoint, int]:
     o = _new(_VotersRecord_Endpoint)
-    o.name, pos = r_cstr(buf, pos, False)
-    o.host, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
     (o.port,) = U16.unpack_from(buf, pos)
     pos += 2
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
-    return o, pos
-
-
-def _w_VotersRecord_Voter(o: _VotersRecord_Voter, out: bytearray, v: int) -> None:
-    out += I32.pack(o.voter_id)
-    out += o.voter_directory_id.bytes
-    w_ccount(out, o.endpoints, False, 'VotersRecord.Voter.endpoints', v)
-    for e in o.endpoints:
-        _w_VotersRecord_Endpoint(e, out, v)
-    _w_VotersRecord_KRaftVersionFeature(o.kraft_version_feature, out, v)
-    tagged: list[tuple[int, bytes]] = []
-    if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_VotersRecord_Voter(buf: memoryview, pos: int, v: int) -> tuple[_VotersRecord_Voter, int]:
-    o = _new(_VotersRecord_Voter)
-    (o.voter_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    o.voter_directory_id, pos = r_uuid(buf, pos)
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.endpoints = None
+    if buf[pos] == 0:
+        pos += 1
     else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_VotersRecord_Endpoint(buf, pos, v)
-            a.append(e)
-        o.endpoints = a
-    o.kraft_version_feature, pos = _r_VotersRecord_KRaftVersionFeature(buf, pos, v)
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_VotersRecord(o: _VotersRecord, out: bytearray, v: int) -> None:
+def _w_VotersRecord_Voter_0(o: _VotersRecord_Voter, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.voter_id, o.voter_directory_id.bytes)
+    w_ccount(out, o.endpoints, False, 'VotersRecord.Voter.endpoints', v)
+    w = _w_VotersRecord_Endpoint_0
+    for e in o.endpoints:
+        w(e, out, v)
+    _w_VotersRecord_KRaftVersionFeature_0(o.kraft_version_feature, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_VotersRecord_Voter_0(buf: memoryview, pos: int, v: int) -> tuple[_VotersRecord_Voter, int]:
+    o = _new(_VotersRecord_Voter)
+    (o.voter_id, _u1,) = _S1.unpack_from(buf, pos)
+    pos += 20
+    o.voter_directory_id = uuid_from_bytes(_u1)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_VotersRecord_Endpoint_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.endpoints = a
+    o.kraft_version_feature, pos = _r_VotersRecord_KRaftVersionFeature_0(buf, pos, v)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_VotersRecord_0(o: _VotersRecord, out: bytearray, v: int) -> None:
     out += I16.pack(o.version_)
     w_ccount(out, o.voters, False, 'VotersRecord.voters', v)
+    w = _w_VotersRecord_Voter_0
     for e in o.voters:
-        _w_VotersRecord_Voter(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
+        w(e, out, v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_VotersRecord(buf: memoryview, pos: int, v: int) -> tuple[_VotersRecord, int]:
+def _r_VotersRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_VotersRecord, int]:
     o = _new(_VotersRecord)
     (o.version_,) = I16.unpack_from(buf, pos)
     pos += 2
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.voters = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_VotersRecord_Voter(buf, pos, v)
-            a.append(e)
-        o.voters = a
+    a = []
+    r = _r_VotersRecord_Voter_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.voters = a
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_VotersRecord = (_w_VotersRecord_0, )
+_R_VotersRecord = (_r_VotersRecord_0, )
 
 _VotersRecord_KRaftVersionFeature.FIELDS = (
     FieldInfo(

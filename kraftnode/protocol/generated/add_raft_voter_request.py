@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">ii16s")
 
 
 class _AddRaftVoterRequest_Listener(Message):
@@ -126,7 +129,7 @@ class _AddRaftVoterRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"AddRaftVoterRequest has no version {version}")
-        _w_AddRaftVoterRequest(self, out, version)
+        _W_AddRaftVoterRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> AddRaftVoterRequest:
@@ -143,7 +146,7 @@ class _AddRaftVoterRequest(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"AddRaftVoterRequest has no version {version}")
         try:
-            return _r_AddRaftVoterRequest(buf, pos, version)
+            return _R_AddRaftVoterRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -157,76 +160,92 @@ _AddRaftVoterRequest.__qualname__ = "AddRaftVoterRequest"
 _AddRaftVoterRequest.__name__ = "AddRaftVoterRequest"
 
 
-def _w_AddRaftVoterRequest_Listener(o: _AddRaftVoterRequest_Listener, out: bytearray, v: int) -> None:
+def _w_AddRaftVoterRequest_Listener_0(o: _AddRaftVoterRequest_Listener, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'AddRaftVoterRequest.Listener.name', v)
     w_cstr(out, o.host, False, 'AddRaftVoterRequest.Listener.host', v)
     out += U16.pack(o.port)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_AddRaftVoterRequest_Listener(buf: memoryview, pos: int, v: int) -> tuple[_AddRaftVoterRequest_Listener, int]:
+def _r_AddRaftVoterRequest_Listener_0(buf: memoryview, pos: int, v: int) -> tuple[_AddRaftVoterRequest_Listener, int]:
     o = _new(_AddRaftVoterRequest_Listener)
-    o.name, pos = r_cstr(buf, pos, False)
-    o.host, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
     (o.port,) = U16.unpack_from(buf, pos)
     pos += 2
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
-    return o, pos
-
-
-def _w_AddRaftVoterRequest(o: _AddRaftVoterRequest, out: bytearray, v: int) -> None:
-    w_cstr(out, o.cluster_id, True, 'AddRaftVoterRequest.cluster_id', v)
-    out += I32.pack(o.timeout_ms)
-    out += I32.pack(o.voter_id)
-    out += o.voter_directory_id.bytes
-    w_ccount(out, o.listeners, False, 'AddRaftVoterRequest.listeners', v)
-    for e in o.listeners:
-        _w_AddRaftVoterRequest_Listener(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
-    if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_AddRaftVoterRequest(buf: memoryview, pos: int, v: int) -> tuple[_AddRaftVoterRequest, int]:
-    o = _new(_AddRaftVoterRequest)
-    o.cluster_id, pos = r_cstr(buf, pos, True)
-    (o.timeout_ms,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.voter_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    o.voter_directory_id, pos = r_uuid(buf, pos)
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.listeners = None
+    if buf[pos] == 0:
+        pos += 1
     else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_AddRaftVoterRequest_Listener(buf, pos, v)
-            a.append(e)
-        o.listeners = a
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+
+def _w_AddRaftVoterRequest_0(o: _AddRaftVoterRequest, out: bytearray, v: int) -> None:
+    w_cstr(out, o.cluster_id, True, 'AddRaftVoterRequest.cluster_id', v)
+    out += _S0.pack(o.timeout_ms, o.voter_id, o.voter_directory_id.bytes)
+    w_ccount(out, o.listeners, False, 'AddRaftVoterRequest.listeners', v)
+    w = _w_AddRaftVoterRequest_Listener_0
+    for e in o.listeners:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_AddRaftVoterRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_AddRaftVoterRequest, int]:
+    o = _new(_AddRaftVoterRequest)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.cluster_id, pos = r_cstr(buf, pos, True)
+    (o.timeout_ms, o.voter_id, _u2,) = _S0.unpack_from(buf, pos)
+    pos += 24
+    o.voter_directory_id = uuid_from_bytes(_u2)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_AddRaftVoterRequest_Listener_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.listeners = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_AddRaftVoterRequest = (_w_AddRaftVoterRequest_0, )
+_R_AddRaftVoterRequest = (_r_AddRaftVoterRequest_0, )
 
 _AddRaftVoterRequest_Listener.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">ih")
 
 
 class _AddRaftVoterResponse(Message):
@@ -96,7 +99,7 @@ class _AddRaftVoterResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"AddRaftVoterResponse has no version {version}")
-        _w_AddRaftVoterResponse(self, out, version)
+        _W_AddRaftVoterResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> AddRaftVoterResponse:
@@ -113,7 +116,7 @@ class _AddRaftVoterResponse(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"AddRaftVoterResponse has no version {version}")
         try:
-            return _r_AddRaftVoterResponse(buf, pos, version)
+            return _R_AddRaftVoterResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -125,34 +128,40 @@ _AddRaftVoterResponse.__qualname__ = "AddRaftVoterResponse"
 _AddRaftVoterResponse.__name__ = "AddRaftVoterResponse"
 
 
-def _w_AddRaftVoterResponse(o: _AddRaftVoterResponse, out: bytearray, v: int) -> None:
-    out += I32.pack(o.throttle_time_ms)
-    out += I16.pack(o.error_code)
+def _w_AddRaftVoterResponse_0(o: _AddRaftVoterResponse, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.throttle_time_ms, o.error_code)
     w_cstr(out, o.error_message, True, 'AddRaftVoterResponse.error_message', v)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_AddRaftVoterResponse(buf: memoryview, pos: int, v: int) -> tuple[_AddRaftVoterResponse, int]:
+def _r_AddRaftVoterResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_AddRaftVoterResponse, int]:
     o = _new(_AddRaftVoterResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    o.error_message, pos = r_cstr(buf, pos, True)
+    (o.throttle_time_ms, o.error_code,) = _S0.unpack_from(buf, pos)
+    pos += 6
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.error_message, pos = r_cstr(buf, pos, True)
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_AddRaftVoterResponse = (_w_AddRaftVoterResponse_0, )
+_R_AddRaftVoterResponse = (_r_AddRaftVoterResponse_0, )
 
 _AddRaftVoterResponse.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _ApiVersionsRequest(Message):
@@ -93,7 +95,7 @@ class _ApiVersionsRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 4:
             raise UnsupportedVersionError(f"ApiVersionsRequest has no version {version}")
-        _w_ApiVersionsRequest(self, out, version)
+        _W_ApiVersionsRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ApiVersionsRequest:
@@ -110,7 +112,7 @@ class _ApiVersionsRequest(Message):
         if not 0 <= version <= 4:
             raise DecodeError(f"ApiVersionsRequest has no version {version}")
         try:
-            return _r_ApiVersionsRequest(buf, pos, version)
+            return _R_ApiVersionsRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -122,45 +124,45 @@ _ApiVersionsRequest.__qualname__ = "ApiVersionsRequest"
 _ApiVersionsRequest.__name__ = "ApiVersionsRequest"
 
 
-def _w_ApiVersionsRequest(o: _ApiVersionsRequest, out: bytearray, v: int) -> None:
-    flex = v >= 3
-    if v >= 3:
-        if flex:
-            w_cstr(out, o.client_software_name, False, 'ApiVersionsRequest.client_software_name', v)
-        else:
-            w_str(out, o.client_software_name, False, 'ApiVersionsRequest.client_software_name', v)
-    if v >= 3:
-        if flex:
-            w_cstr(out, o.client_software_version, False, 'ApiVersionsRequest.client_software_version', v)
-        else:
-            w_str(out, o.client_software_version, False, 'ApiVersionsRequest.client_software_version', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_ApiVersionsRequest_0(o: _ApiVersionsRequest, out: bytearray, v: int) -> None:
+    pass
 
 
-def _r_ApiVersionsRequest(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsRequest, int]:
+def _w_ApiVersionsRequest_1(o: _ApiVersionsRequest, out: bytearray, v: int) -> None:
+    w_cstr(out, o.client_software_name, False, 'ApiVersionsRequest.client_software_name', v)
+    w_cstr(out, o.client_software_version, False, 'ApiVersionsRequest.client_software_version', v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ApiVersionsRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsRequest, int]:
     o = _new(_ApiVersionsRequest)
-    flex = v >= 3
-    if v >= 3:
-        if flex:
-            o.client_software_name, pos = r_cstr(buf, pos, False)
-        else:
-            o.client_software_name, pos = r_str(buf, pos, False)
-    else:
-        o.client_software_name = ''
-    if v >= 3:
-        if flex:
-            o.client_software_version, pos = r_cstr(buf, pos, False)
-        else:
-            o.client_software_version, pos = r_str(buf, pos, False)
-    else:
-        o.client_software_version = ''
+    o.client_software_name = ''
+    o.client_software_version = ''
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_ApiVersionsRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsRequest, int]:
+    o = _new(_ApiVersionsRequest)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.client_software_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.client_software_name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.client_software_version = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.client_software_version, pos = r_cstr(buf, pos, False)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -170,6 +172,8 @@ def _r_ApiVersionsRequest(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersio
             pos = end
     return o, pos
 
+_W_ApiVersionsRequest = (_w_ApiVersionsRequest_0, _w_ApiVersionsRequest_0, _w_ApiVersionsRequest_0, _w_ApiVersionsRequest_1, _w_ApiVersionsRequest_1, )
+_R_ApiVersionsRequest = (_r_ApiVersionsRequest_0, _r_ApiVersionsRequest_0, _r_ApiVersionsRequest_0, _r_ApiVersionsRequest_1, _r_ApiVersionsRequest_1, )
 
 _ApiVersionsRequest.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,9 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">hh")
+_S1 = struct.Struct(">hhh")
 
 
 class _ApiVersionsResponse_FinalizedFeatureKey(Message):
@@ -180,7 +184,7 @@ class _ApiVersionsResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 4:
             raise UnsupportedVersionError(f"ApiVersionsResponse has no version {version}")
-        _w_ApiVersionsResponse(self, out, version)
+        _W_ApiVersionsResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ApiVersionsResponse:
@@ -197,7 +201,7 @@ class _ApiVersionsResponse(Message):
         if not 0 <= version <= 4:
             raise DecodeError(f"ApiVersionsResponse has no version {version}")
         try:
-            return _r_ApiVersionsResponse(buf, pos, version)
+            return _R_ApiVersionsResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -215,53 +219,47 @@ _ApiVersionsResponse.__qualname__ = "ApiVersionsResponse"
 _ApiVersionsResponse.__name__ = "ApiVersionsResponse"
 
 
-def _w_ApiVersionsResponse_FinalizedFeatureKey(o: _ApiVersionsResponse_FinalizedFeatureKey, out: bytearray, v: int) -> None:
-    flex = v >= 3
-    if v >= 3:
-        if flex:
-            w_cstr(out, o.name, False, 'ApiVersionsResponse.FinalizedFeatureKey.name', v)
-        else:
-            w_str(out, o.name, False, 'ApiVersionsResponse.FinalizedFeatureKey.name', v)
-    elif not (o.name == ''):
-        raise absent_error('ApiVersionsResponse.FinalizedFeatureKey.name', v)
-    if v >= 3:
-        out += I16.pack(o.max_version_level)
-    elif not (o.max_version_level == 0):
-        raise absent_error('ApiVersionsResponse.FinalizedFeatureKey.max_version_level', v)
-    if v >= 3:
-        out += I16.pack(o.min_version_level)
-    elif not (o.min_version_level == 0):
-        raise absent_error('ApiVersionsResponse.FinalizedFeatureKey.min_version_level', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_ApiVersionsResponse_FinalizedFeatureKey_0(o: _ApiVersionsResponse_FinalizedFeatureKey, out: bytearray, v: int) -> None:
+    if not (o.name == ''):
+        raise absent_error("'ApiVersionsResponse.FinalizedFeatureKey.name'", v)
+    if not (o.max_version_level == 0):
+        raise absent_error("'ApiVersionsResponse.FinalizedFeatureKey.max_version_level'", v)
+    if not (o.min_version_level == 0):
+        raise absent_error("'ApiVersionsResponse.FinalizedFeatureKey.min_version_level'", v)
 
 
-def _r_ApiVersionsResponse_FinalizedFeatureKey(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_FinalizedFeatureKey, int]:
+def _w_ApiVersionsResponse_FinalizedFeatureKey_1(o: _ApiVersionsResponse_FinalizedFeatureKey, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'ApiVersionsResponse.FinalizedFeatureKey.name', v)
+    out += _S0.pack(o.max_version_level, o.min_version_level)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ApiVersionsResponse_FinalizedFeatureKey_0(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_FinalizedFeatureKey, int]:
     o = _new(_ApiVersionsResponse_FinalizedFeatureKey)
-    flex = v >= 3
-    if v >= 3:
-        if flex:
-            o.name, pos = r_cstr(buf, pos, False)
-        else:
-            o.name, pos = r_str(buf, pos, False)
-    else:
-        o.name = ''
-    if v >= 3:
-        (o.max_version_level,) = I16.unpack_from(buf, pos)
-        pos += 2
-    else:
-        o.max_version_level = 0
-    if v >= 3:
-        (o.min_version_level,) = I16.unpack_from(buf, pos)
-        pos += 2
-    else:
-        o.min_version_level = 0
+    o.name = ''
+    o.max_version_level = 0
+    o.min_version_level = 0
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_ApiVersionsResponse_FinalizedFeatureKey_1(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_FinalizedFeatureKey, int]:
+    o = _new(_ApiVersionsResponse_FinalizedFeatureKey)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    (o.max_version_level, o.min_version_level,) = _S0.unpack_from(buf, pos)
+    pos += 4
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -272,53 +270,47 @@ def _r_ApiVersionsResponse_FinalizedFeatureKey(buf: memoryview, pos: int, v: int
     return o, pos
 
 
-def _w_ApiVersionsResponse_SupportedFeatureKey(o: _ApiVersionsResponse_SupportedFeatureKey, out: bytearray, v: int) -> None:
-    flex = v >= 3
-    if v >= 3:
-        if flex:
-            w_cstr(out, o.name, False, 'ApiVersionsResponse.SupportedFeatureKey.name', v)
-        else:
-            w_str(out, o.name, False, 'ApiVersionsResponse.SupportedFeatureKey.name', v)
-    elif not (o.name == ''):
-        raise absent_error('ApiVersionsResponse.SupportedFeatureKey.name', v)
-    if v >= 3:
-        out += I16.pack(o.min_version)
-    elif not (o.min_version == 0):
-        raise absent_error('ApiVersionsResponse.SupportedFeatureKey.min_version', v)
-    if v >= 3:
-        out += I16.pack(o.max_version)
-    elif not (o.max_version == 0):
-        raise absent_error('ApiVersionsResponse.SupportedFeatureKey.max_version', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_ApiVersionsResponse_SupportedFeatureKey_0(o: _ApiVersionsResponse_SupportedFeatureKey, out: bytearray, v: int) -> None:
+    if not (o.name == ''):
+        raise absent_error("'ApiVersionsResponse.SupportedFeatureKey.name'", v)
+    if not (o.min_version == 0):
+        raise absent_error("'ApiVersionsResponse.SupportedFeatureKey.min_version'", v)
+    if not (o.max_version == 0):
+        raise absent_error("'ApiVersionsResponse.SupportedFeatureKey.max_version'", v)
 
 
-def _r_ApiVersionsResponse_SupportedFeatureKey(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_SupportedFeatureKey, int]:
+def _w_ApiVersionsResponse_SupportedFeatureKey_1(o: _ApiVersionsResponse_SupportedFeatureKey, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'ApiVersionsResponse.SupportedFeatureKey.name', v)
+    out += _S0.pack(o.min_version, o.max_version)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ApiVersionsResponse_SupportedFeatureKey_0(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_SupportedFeatureKey, int]:
     o = _new(_ApiVersionsResponse_SupportedFeatureKey)
-    flex = v >= 3
-    if v >= 3:
-        if flex:
-            o.name, pos = r_cstr(buf, pos, False)
-        else:
-            o.name, pos = r_str(buf, pos, False)
-    else:
-        o.name = ''
-    if v >= 3:
-        (o.min_version,) = I16.unpack_from(buf, pos)
-        pos += 2
-    else:
-        o.min_version = 0
-    if v >= 3:
-        (o.max_version,) = I16.unpack_from(buf, pos)
-        pos += 2
-    else:
-        o.max_version = 0
+    o.name = ''
+    o.min_version = 0
+    o.max_version = 0
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_ApiVersionsResponse_SupportedFeatureKey_1(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_SupportedFeatureKey, int]:
+    o = _new(_ApiVersionsResponse_SupportedFeatureKey)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    (o.min_version, o.max_version,) = _S0.unpack_from(buf, pos)
+    pos += 4
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -329,30 +321,34 @@ def _r_ApiVersionsResponse_SupportedFeatureKey(buf: memoryview, pos: int, v: int
     return o, pos
 
 
-def _w_ApiVersionsResponse_ApiVersion(o: _ApiVersionsResponse_ApiVersion, out: bytearray, v: int) -> None:
-    flex = v >= 3
-    out += I16.pack(o.api_key)
-    out += I16.pack(o.min_version)
-    out += I16.pack(o.max_version)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_ApiVersionsResponse_ApiVersion_0(o: _ApiVersionsResponse_ApiVersion, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.api_key, o.min_version, o.max_version)
 
 
-def _r_ApiVersionsResponse_ApiVersion(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_ApiVersion, int]:
+def _w_ApiVersionsResponse_ApiVersion_1(o: _ApiVersionsResponse_ApiVersion, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.api_key, o.min_version, o.max_version)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ApiVersionsResponse_ApiVersion_0(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_ApiVersion, int]:
     o = _new(_ApiVersionsResponse_ApiVersion)
-    flex = v >= 3
-    (o.api_key,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.min_version,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.max_version,) = I16.unpack_from(buf, pos)
-    pos += 2
+    (o.api_key, o.min_version, o.max_version,) = _S1.unpack_from(buf, pos)
+    pos += 6
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_ApiVersionsResponse_ApiVersion_1(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_ApiVersion, int]:
+    o = _new(_ApiVersionsResponse_ApiVersion)
+    (o.api_key, o.min_version, o.max_version,) = _S1.unpack_from(buf, pos)
+    pos += 6
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -363,106 +359,150 @@ def _r_ApiVersionsResponse_ApiVersion(buf: memoryview, pos: int, v: int) -> tupl
     return o, pos
 
 
-def _w_ApiVersionsResponse(o: _ApiVersionsResponse, out: bytearray, v: int) -> None:
-    flex = v >= 3
+def _w_ApiVersionsResponse_0(o: _ApiVersionsResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
-    if flex:
-        w_ccount(out, o.api_keys, False, 'ApiVersionsResponse.api_keys', v)
-    else:
-        w_count(out, o.api_keys, False, 'ApiVersionsResponse.api_keys', v)
+    w_count(out, o.api_keys, False, 'ApiVersionsResponse.api_keys', v)
+    w = _w_ApiVersionsResponse_ApiVersion_0
     for e in o.api_keys:
-        _w_ApiVersionsResponse_ApiVersion(e, out, v)
-    if v >= 1:
-        out += I32.pack(o.throttle_time_ms)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if (v >= 3) and not ((o.supported_features is not None and len(o.supported_features) == 0)):
-            t = bytearray()
-            w_ccount(t, o.supported_features, False, 'ApiVersionsResponse.supported_features', v)
-            for e in o.supported_features:
-                _w_ApiVersionsResponse_SupportedFeatureKey(e, t, v)
-            tagged.append((0, bytes(t)))
-        if (v >= 3) and not (o.finalized_features_epoch == -1):
-            t = bytearray()
-            t += I64.pack(o.finalized_features_epoch)
-            tagged.append((1, bytes(t)))
-        if (v >= 3) and not ((o.finalized_features is not None and len(o.finalized_features) == 0)):
-            t = bytearray()
-            w_ccount(t, o.finalized_features, False, 'ApiVersionsResponse.finalized_features', v)
-            for e in o.finalized_features:
-                _w_ApiVersionsResponse_FinalizedFeatureKey(e, t, v)
-            tagged.append((2, bytes(t)))
-        if (v >= 3) and not (o.zk_migration_ready == False):
-            t = bytearray()
-            t.append(1 if o.zk_migration_ready else 0)
-            tagged.append((3, bytes(t)))
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        w(e, out, v)
 
 
-def _r_ApiVersionsResponse(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse, int]:
+def _w_ApiVersionsResponse_1(o: _ApiVersionsResponse, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_count(out, o.api_keys, False, 'ApiVersionsResponse.api_keys', v)
+    w = _w_ApiVersionsResponse_ApiVersion_0
+    for e in o.api_keys:
+        w(e, out, v)
+    out += I32.pack(o.throttle_time_ms)
+
+
+def _w_ApiVersionsResponse_2(o: _ApiVersionsResponse, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_ccount(out, o.api_keys, False, 'ApiVersionsResponse.api_keys', v)
+    w = _w_ApiVersionsResponse_ApiVersion_1
+    for e in o.api_keys:
+        w(e, out, v)
+    out += I32.pack(o.throttle_time_ms)
+    tagged: list[tuple[int, bytes]] = []
+    if not ((o.supported_features is not None and len(o.supported_features) == 0)):
+        t = bytearray()
+        w_ccount(t, o.supported_features, False, 'ApiVersionsResponse.supported_features', v)
+        w = _w_ApiVersionsResponse_SupportedFeatureKey_1
+        for e in o.supported_features:
+            w(e, t, v)
+        tagged.append((0, bytes(t)))
+    if not (o.finalized_features_epoch == -1):
+        t = bytearray()
+        t += I64.pack(o.finalized_features_epoch)
+        tagged.append((1, bytes(t)))
+    if not ((o.finalized_features is not None and len(o.finalized_features) == 0)):
+        t = bytearray()
+        w_ccount(t, o.finalized_features, False, 'ApiVersionsResponse.finalized_features', v)
+        w = _w_ApiVersionsResponse_FinalizedFeatureKey_1
+        for e in o.finalized_features:
+            w(e, t, v)
+        tagged.append((2, bytes(t)))
+    if not (o.zk_migration_ready == False):
+        t = bytearray()
+        t.append(1 if o.zk_migration_ready else 0)
+        tagged.append((3, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _r_ApiVersionsResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse, int]:
     o = _new(_ApiVersionsResponse)
-    flex = v >= 3
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.api_keys = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_ApiVersionsResponse_ApiVersion(buf, pos, v)
-            a.append(e)
-        o.api_keys = a
-    if v >= 1:
-        (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.throttle_time_ms = 0
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ApiVersionsResponse_ApiVersion_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.api_keys = a
+    o.throttle_time_ms = 0
     o.supported_features = []
     o.finalized_features_epoch = -1
     o.finalized_features = []
     o.zk_migration_ready = False
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_ApiVersionsResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse, int]:
+    o = _new(_ApiVersionsResponse)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ApiVersionsResponse_ApiVersion_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.api_keys = a
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ApiVersionsResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse, int]:
+    o = _new(_ApiVersionsResponse)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_ApiVersionsResponse_ApiVersion_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.api_keys = a
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0 and (v >= 3):
+            if tag == 0:
                 n, pos = r_ccount(buf, pos, False)
-                if n < 0:
-                    o.supported_features = None
-                else:
-                    a = []
-                    for _ in range(n):
-                        e, pos = _r_ApiVersionsResponse_SupportedFeatureKey(buf, pos, v)
-                        a.append(e)
-                    o.supported_features = a
+                a = []
+                r = _r_ApiVersionsResponse_SupportedFeatureKey_1
+                for _ in range(n):
+                    e, pos = r(buf, pos, v)
+                    a.append(e)
+                o.supported_features = a
                 if pos != end:
                     raise DecodeError('tagged field ApiVersionsResponse.supported_features has the wrong size')
-            elif tag == 1 and (v >= 3):
+            elif tag == 1:
                 (o.finalized_features_epoch,) = I64.unpack_from(buf, pos)
                 pos += 8
                 if pos != end:
                     raise DecodeError('tagged field ApiVersionsResponse.finalized_features_epoch has the wrong size')
-            elif tag == 2 and (v >= 3):
+            elif tag == 2:
                 n, pos = r_ccount(buf, pos, False)
-                if n < 0:
-                    o.finalized_features = None
-                else:
-                    a = []
-                    for _ in range(n):
-                        e, pos = _r_ApiVersionsResponse_FinalizedFeatureKey(buf, pos, v)
-                        a.append(e)
-                    o.finalized_features = a
+                a = []
+                r = _r_ApiVersionsResponse_FinalizedFeatureKey_1
+                for _ in range(n):
+                    e, pos = r(buf, pos, v)
+                    a.append(e)
+                o.finalized_features = a
                 if pos != end:
                     raise DecodeError('tagged field ApiVersionsResponse.finalized_features has the wrong size')
-            elif tag == 3 and (v >= 3):
+            elif tag == 3:
                 o.zk_migration_ready = buf[pos] != 0
                 pos += 1
                 if pos != end:
@@ -474,6 +514,8 @@ def _r_ApiVersionsResponse(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersi
                 pos = end
     return o, pos
 
+_W_ApiVersionsResponse = (_w_ApiVersionsResponse_0, _w_ApiVersionsResponse_1, _w_ApiVersionsResponse_1, _w_ApiVersionsResponse_2, _w_ApiVersionsResponse_2, )
+_R_ApiVersionsResponse = (_r_ApiVersionsResponse_0, _r_ApiVersionsResponse_1, _r_ApiVersionsResponse_1, _r_ApiVersionsResponse_2, _r_ApiVersionsResponse_2, )
 
 _ApiVersionsResponse_FinalizedFeatureKey.FIELDS = (
     FieldInfo(

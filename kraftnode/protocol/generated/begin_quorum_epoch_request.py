@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,10 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">iii")
+_S1 = struct.Struct(">ii")
+_S2 = struct.Struct(">i16sii")
 
 
 class _BeginQuorumEpochRequest_LeaderEndpoint(Message):
@@ -171,7 +176,7 @@ class _BeginQuorumEpochRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"BeginQuorumEpochRequest has no version {version}")
-        _w_BeginQuorumEpochRequest(self, out, version)
+        _W_BeginQuorumEpochRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> BeginQuorumEpochRequest:
@@ -188,7 +193,7 @@ class _BeginQuorumEpochRequest(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"BeginQuorumEpochRequest has no version {version}")
         try:
-            return _r_BeginQuorumEpochRequest(buf, pos, version)
+            return _R_BeginQuorumEpochRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -206,58 +211,54 @@ _BeginQuorumEpochRequest.__qualname__ = "BeginQuorumEpochRequest"
 _BeginQuorumEpochRequest.__name__ = "BeginQuorumEpochRequest"
 
 
-def _w_BeginQuorumEpochRequest_LeaderEndpoint(o: _BeginQuorumEpochRequest_LeaderEndpoint, out: bytearray, v: int) -> None:
-    flex = v >= 1
-    if v >= 1:
-        if flex:
-            w_cstr(out, o.name, False, 'BeginQuorumEpochRequest.LeaderEndpoint.name', v)
-        else:
-            w_str(out, o.name, False, 'BeginQuorumEpochRequest.LeaderEndpoint.name', v)
-    elif not (o.name == ''):
-        raise absent_error('BeginQuorumEpochRequest.LeaderEndpoint.name', v)
-    if v >= 1:
-        if flex:
-            w_cstr(out, o.host, False, 'BeginQuorumEpochRequest.LeaderEndpoint.host', v)
-        else:
-            w_str(out, o.host, False, 'BeginQuorumEpochRequest.LeaderEndpoint.host', v)
-    elif not (o.host == ''):
-        raise absent_error('BeginQuorumEpochRequest.LeaderEndpoint.host', v)
-    if v >= 1:
-        out += U16.pack(o.port)
-    elif not (o.port == 0):
-        raise absent_error('BeginQuorumEpochRequest.LeaderEndpoint.port', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_BeginQuorumEpochRequest_LeaderEndpoint_0(o: _BeginQuorumEpochRequest_LeaderEndpoint, out: bytearray, v: int) -> None:
+    if not (o.name == ''):
+        raise absent_error("'BeginQuorumEpochRequest.LeaderEndpoint.name'", v)
+    if not (o.host == ''):
+        raise absent_error("'BeginQuorumEpochRequest.LeaderEndpoint.host'", v)
+    if not (o.port == 0):
+        raise absent_error("'BeginQuorumEpochRequest.LeaderEndpoint.port'", v)
 
 
-def _r_BeginQuorumEpochRequest_LeaderEndpoint(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_LeaderEndpoint, int]:
+def _w_BeginQuorumEpochRequest_LeaderEndpoint_1(o: _BeginQuorumEpochRequest_LeaderEndpoint, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'BeginQuorumEpochRequest.LeaderEndpoint.name', v)
+    w_cstr(out, o.host, False, 'BeginQuorumEpochRequest.LeaderEndpoint.host', v)
+    out += U16.pack(o.port)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_BeginQuorumEpochRequest_LeaderEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_LeaderEndpoint, int]:
     o = _new(_BeginQuorumEpochRequest_LeaderEndpoint)
-    flex = v >= 1
-    if v >= 1:
-        if flex:
-            o.name, pos = r_cstr(buf, pos, False)
-        else:
-            o.name, pos = r_str(buf, pos, False)
-    else:
-        o.name = ''
-    if v >= 1:
-        if flex:
-            o.host, pos = r_cstr(buf, pos, False)
-        else:
-            o.host, pos = r_str(buf, pos, False)
-    else:
-        o.host = ''
-    if v >= 1:
-        (o.port,) = U16.unpack_from(buf, pos)
-        pos += 2
-    else:
-        o.port = 0
+    o.name = ''
+    o.host = ''
+    o.port = 0
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_BeginQuorumEpochRequest_LeaderEndpoint_1(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_LeaderEndpoint, int]:
+    o = _new(_BeginQuorumEpochRequest_LeaderEndpoint)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
+    (o.port,) = U16.unpack_from(buf, pos)
+    pos += 2
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -268,36 +269,38 @@ def _r_BeginQuorumEpochRequest_LeaderEndpoint(buf: memoryview, pos: int, v: int)
     return o, pos
 
 
-def _w_BeginQuorumEpochRequest_PartitionData(o: _BeginQuorumEpochRequest_PartitionData, out: bytearray, v: int) -> None:
-    flex = v >= 1
-    out += I32.pack(o.partition_index)
-    if v >= 1:
-        out += o.voter_directory_id.bytes
-    out += I32.pack(o.leader_id)
-    out += I32.pack(o.leader_epoch)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_BeginQuorumEpochRequest_PartitionData_0(o: _BeginQuorumEpochRequest_PartitionData, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.partition_index, o.leader_id, o.leader_epoch)
 
 
-def _r_BeginQuorumEpochRequest_PartitionData(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_PartitionData, int]:
+def _w_BeginQuorumEpochRequest_PartitionData_1(o: _BeginQuorumEpochRequest_PartitionData, out: bytearray, v: int) -> None:
+    out += _S2.pack(o.partition_index, o.voter_directory_id.bytes, o.leader_id, o.leader_epoch)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_BeginQuorumEpochRequest_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_PartitionData, int]:
     o = _new(_BeginQuorumEpochRequest_PartitionData)
-    flex = v >= 1
     (o.partition_index,) = I32.unpack_from(buf, pos)
     pos += 4
-    if v >= 1:
-        o.voter_directory_id, pos = r_uuid(buf, pos)
-    else:
-        o.voter_directory_id = ZERO_UUID
-    (o.leader_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.leader_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
+    o.voter_directory_id = ZERO_UUID
+    (o.leader_id, o.leader_epoch,) = _S1.unpack_from(buf, pos)
+    pos += 8
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_BeginQuorumEpochRequest_PartitionData_1(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_PartitionData, int]:
+    o = _new(_BeginQuorumEpochRequest_PartitionData)
+    (o.partition_index, _u1, o.leader_id, o.leader_epoch,) = _S2.unpack_from(buf, pos)
+    pos += 28
+    o.voter_directory_id = uuid_from_bytes(_u1)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -308,47 +311,59 @@ def _r_BeginQuorumEpochRequest_PartitionData(buf: memoryview, pos: int, v: int) 
     return o, pos
 
 
-def _w_BeginQuorumEpochRequest_TopicData(o: _BeginQuorumEpochRequest_TopicData, out: bytearray, v: int) -> None:
-    flex = v >= 1
-    if flex:
-        w_cstr(out, o.topic_name, False, 'BeginQuorumEpochRequest.TopicData.topic_name', v)
-    else:
-        w_str(out, o.topic_name, False, 'BeginQuorumEpochRequest.TopicData.topic_name', v)
-    if flex:
-        w_ccount(out, o.partitions, False, 'BeginQuorumEpochRequest.TopicData.partitions', v)
-    else:
-        w_count(out, o.partitions, False, 'BeginQuorumEpochRequest.TopicData.partitions', v)
+def _w_BeginQuorumEpochRequest_TopicData_0(o: _BeginQuorumEpochRequest_TopicData, out: bytearray, v: int) -> None:
+    w_str(out, o.topic_name, False, 'BeginQuorumEpochRequest.TopicData.topic_name', v)
+    w_count(out, o.partitions, False, 'BeginQuorumEpochRequest.TopicData.partitions', v)
+    w = _w_BeginQuorumEpochRequest_PartitionData_0
     for e in o.partitions:
-        _w_BeginQuorumEpochRequest_PartitionData(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        w(e, out, v)
 
 
-def _r_BeginQuorumEpochRequest_TopicData(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_TopicData, int]:
+def _w_BeginQuorumEpochRequest_TopicData_1(o: _BeginQuorumEpochRequest_TopicData, out: bytearray, v: int) -> None:
+    w_cstr(out, o.topic_name, False, 'BeginQuorumEpochRequest.TopicData.topic_name', v)
+    w_ccount(out, o.partitions, False, 'BeginQuorumEpochRequest.TopicData.partitions', v)
+    w = _w_BeginQuorumEpochRequest_PartitionData_1
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_BeginQuorumEpochRequest_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_TopicData, int]:
     o = _new(_BeginQuorumEpochRequest_TopicData)
-    flex = v >= 1
-    if flex:
+    o.topic_name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_BeginQuorumEpochRequest_PartitionData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_BeginQuorumEpochRequest_TopicData_1(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_TopicData, int]:
+    o = _new(_BeginQuorumEpochRequest_TopicData)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
         o.topic_name, pos = r_cstr(buf, pos, False)
-    else:
-        o.topic_name, pos = r_str(buf, pos, False)
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.partitions = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_BeginQuorumEpochRequest_PartitionData(buf, pos, v)
-            a.append(e)
-        o.partitions = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_BeginQuorumEpochRequest_PartitionData_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
     o.unknown_tagged_fields = None
-    if flex:
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -359,76 +374,75 @@ def _r_BeginQuorumEpochRequest_TopicData(buf: memoryview, pos: int, v: int) -> t
     return o, pos
 
 
-def _w_BeginQuorumEpochRequest(o: _BeginQuorumEpochRequest, out: bytearray, v: int) -> None:
-    flex = v >= 1
-    if flex:
-        w_cstr(out, o.cluster_id, True, 'BeginQuorumEpochRequest.cluster_id', v)
-    else:
-        w_str(out, o.cluster_id, True, 'BeginQuorumEpochRequest.cluster_id', v)
-    if v >= 1:
-        out += I32.pack(o.voter_id)
-    if flex:
-        w_ccount(out, o.topics, False, 'BeginQuorumEpochRequest.topics', v)
-    else:
-        w_count(out, o.topics, False, 'BeginQuorumEpochRequest.topics', v)
+def _w_BeginQuorumEpochRequest_0(o: _BeginQuorumEpochRequest, out: bytearray, v: int) -> None:
+    w_str(out, o.cluster_id, True, 'BeginQuorumEpochRequest.cluster_id', v)
+    w_count(out, o.topics, False, 'BeginQuorumEpochRequest.topics', v)
+    w = _w_BeginQuorumEpochRequest_TopicData_0
     for e in o.topics:
-        _w_BeginQuorumEpochRequest_TopicData(e, out, v)
-    if v >= 1:
-        if flex:
-            w_ccount(out, o.leader_endpoints, False, 'BeginQuorumEpochRequest.leader_endpoints', v)
-        else:
-            w_count(out, o.leader_endpoints, False, 'BeginQuorumEpochRequest.leader_endpoints', v)
-        for e in o.leader_endpoints:
-            _w_BeginQuorumEpochRequest_LeaderEndpoint(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        w(e, out, v)
 
 
-def _r_BeginQuorumEpochRequest(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest, int]:
+def _w_BeginQuorumEpochRequest_1(o: _BeginQuorumEpochRequest, out: bytearray, v: int) -> None:
+    w_cstr(out, o.cluster_id, True, 'BeginQuorumEpochRequest.cluster_id', v)
+    out += I32.pack(o.voter_id)
+    w_ccount(out, o.topics, False, 'BeginQuorumEpochRequest.topics', v)
+    w = _w_BeginQuorumEpochRequest_TopicData_1
+    for e in o.topics:
+        w(e, out, v)
+    w_ccount(out, o.leader_endpoints, False, 'BeginQuorumEpochRequest.leader_endpoints', v)
+    w = _w_BeginQuorumEpochRequest_LeaderEndpoint_1
+    for e in o.leader_endpoints:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_BeginQuorumEpochRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest, int]:
     o = _new(_BeginQuorumEpochRequest)
-    flex = v >= 1
-    if flex:
-        o.cluster_id, pos = r_cstr(buf, pos, True)
-    else:
-        o.cluster_id, pos = r_str(buf, pos, True)
-    if v >= 1:
-        (o.voter_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.voter_id = -1
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.topics = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_BeginQuorumEpochRequest_TopicData(buf, pos, v)
-            a.append(e)
-        o.topics = a
-    if v >= 1:
-        if flex:
-            n, pos = r_ccount(buf, pos, False)
-        else:
-            n, pos = r_count(buf, pos, False)
-        if n < 0:
-            o.leader_endpoints = None
-        else:
-            a = []
-            for _ in range(n):
-                e, pos = _r_BeginQuorumEpochRequest_LeaderEndpoint(buf, pos, v)
-                a.append(e)
-            o.leader_endpoints = a
-    else:
-        o.leader_endpoints = []
+    o.cluster_id, pos = r_str(buf, pos, True)
+    o.voter_id = -1
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_BeginQuorumEpochRequest_TopicData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.leader_endpoints = []
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_BeginQuorumEpochRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest, int]:
+    o = _new(_BeginQuorumEpochRequest)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.cluster_id, pos = r_cstr(buf, pos, True)
+    (o.voter_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_BeginQuorumEpochRequest_TopicData_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_BeginQuorumEpochRequest_LeaderEndpoint_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.leader_endpoints = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -438,6 +452,8 @@ def _r_BeginQuorumEpochRequest(buf: memoryview, pos: int, v: int) -> tuple[_Begi
             pos = end
     return o, pos
 
+_W_BeginQuorumEpochRequest = (_w_BeginQuorumEpochRequest_0, _w_BeginQuorumEpochRequest_1, )
+_R_BeginQuorumEpochRequest = (_r_BeginQuorumEpochRequest_0, _r_BeginQuorumEpochRequest_1, )
 
 _BeginQuorumEpochRequest_LeaderEndpoint.FIELDS = (
     FieldInfo(

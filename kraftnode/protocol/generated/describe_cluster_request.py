@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">?b")
 
 
 class _DescribeClusterRequest(Message):
@@ -93,7 +96,7 @@ class _DescribeClusterRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"DescribeClusterRequest has no version {version}")
-        _w_DescribeClusterRequest(self, out, version)
+        _W_DescribeClusterRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DescribeClusterRequest:
@@ -110,7 +113,7 @@ class _DescribeClusterRequest(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"DescribeClusterRequest has no version {version}")
         try:
-            return _r_DescribeClusterRequest(buf, pos, version)
+            return _R_DescribeClusterRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -122,38 +125,62 @@ _DescribeClusterRequest.__qualname__ = "DescribeClusterRequest"
 _DescribeClusterRequest.__name__ = "DescribeClusterRequest"
 
 
-def _w_DescribeClusterRequest(o: _DescribeClusterRequest, out: bytearray, v: int) -> None:
+def _w_DescribeClusterRequest_0(o: _DescribeClusterRequest, out: bytearray, v: int) -> None:
+    if not (o.endpoint_type == 1):
+        raise absent_error("'DescribeClusterRequest.endpoint_type'", v)
     out.append(1 if o.include_cluster_authorized_operations else 0)
-    if v >= 1:
-        out += I8.pack(o.endpoint_type)
-    elif not (o.endpoint_type == 1):
-        raise absent_error('DescribeClusterRequest.endpoint_type', v)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_DescribeClusterRequest(buf: memoryview, pos: int, v: int) -> tuple[_DescribeClusterRequest, int]:
+def _w_DescribeClusterRequest_1(o: _DescribeClusterRequest, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.include_cluster_authorized_operations, o.endpoint_type)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_DescribeClusterRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeClusterRequest, int]:
     o = _new(_DescribeClusterRequest)
     o.include_cluster_authorized_operations = buf[pos] != 0
     pos += 1
-    if v >= 1:
-        (o.endpoint_type,) = I8.unpack_from(buf, pos)
+    o.endpoint_type = 1
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
         pos += 1
     else:
-        o.endpoint_type = 1
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+
+def _r_DescribeClusterRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeClusterRequest, int]:
+    o = _new(_DescribeClusterRequest)
+    (o.include_cluster_authorized_operations, o.endpoint_type,) = _S0.unpack_from(buf, pos)
+    pos += 2
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_DescribeClusterRequest = (_w_DescribeClusterRequest_0, _w_DescribeClusterRequest_1, )
+_R_DescribeClusterRequest = (_r_DescribeClusterRequest_0, _r_DescribeClusterRequest_1, )
 
 _DescribeClusterRequest.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">ih")
 
 
 class _DescribeClusterResponse_DescribeClusterBroker(Message):
@@ -138,7 +141,7 @@ class _DescribeClusterResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"DescribeClusterResponse has no version {version}")
-        _w_DescribeClusterResponse(self, out, version)
+        _W_DescribeClusterResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DescribeClusterResponse:
@@ -155,7 +158,7 @@ class _DescribeClusterResponse(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"DescribeClusterResponse has no version {version}")
         try:
-            return _r_DescribeClusterResponse(buf, pos, version)
+            return _R_DescribeClusterResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -169,94 +172,170 @@ _DescribeClusterResponse.__qualname__ = "DescribeClusterResponse"
 _DescribeClusterResponse.__name__ = "DescribeClusterResponse"
 
 
-def _w_DescribeClusterResponse_DescribeClusterBroker(o: _DescribeClusterResponse_DescribeClusterBroker, out: bytearray, v: int) -> None:
+def _w_DescribeClusterResponse_DescribeClusterBroker_0(o: _DescribeClusterResponse_DescribeClusterBroker, out: bytearray, v: int) -> None:
     out += I32.pack(o.broker_id)
     w_cstr(out, o.host, False, 'DescribeClusterResponse.DescribeClusterBroker.host', v)
     out += I32.pack(o.port)
     w_cstr(out, o.rack, True, 'DescribeClusterResponse.DescribeClusterBroker.rack', v)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_DescribeClusterResponse_DescribeClusterBroker(buf: memoryview, pos: int, v: int) -> tuple[_DescribeClusterResponse_DescribeClusterBroker, int]:
+def _r_DescribeClusterResponse_DescribeClusterBroker_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeClusterResponse_DescribeClusterBroker, int]:
     o = _new(_DescribeClusterResponse_DescribeClusterBroker)
     (o.broker_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.host, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
     (o.port,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.rack, pos = r_cstr(buf, pos, True)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.rack, pos = r_cstr(buf, pos, True)
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_DescribeClusterResponse(o: _DescribeClusterResponse, out: bytearray, v: int) -> None:
-    out += I32.pack(o.throttle_time_ms)
-    out += I16.pack(o.error_code)
+def _w_DescribeClusterResponse_0(o: _DescribeClusterResponse, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.throttle_time_ms, o.error_code)
     w_cstr(out, o.error_message, True, 'DescribeClusterResponse.error_message', v)
-    if v >= 1:
-        out += I8.pack(o.endpoint_type)
-    elif not (o.endpoint_type == 1):
-        raise absent_error('DescribeClusterResponse.endpoint_type', v)
+    if not (o.endpoint_type == 1):
+        raise absent_error("'DescribeClusterResponse.endpoint_type'", v)
     w_cstr(out, o.cluster_id, False, 'DescribeClusterResponse.cluster_id', v)
     out += I32.pack(o.controller_id)
     w_ccount(out, o.brokers, False, 'DescribeClusterResponse.brokers', v)
+    w = _w_DescribeClusterResponse_DescribeClusterBroker_0
     for e in o.brokers:
-        _w_DescribeClusterResponse_DescribeClusterBroker(e, out, v)
+        w(e, out, v)
     out += I32.pack(o.cluster_authorized_operations)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_DescribeClusterResponse(buf: memoryview, pos: int, v: int) -> tuple[_DescribeClusterResponse, int]:
-    o = _new(_DescribeClusterResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    o.error_message, pos = r_cstr(buf, pos, True)
-    if v >= 1:
-        (o.endpoint_type,) = I8.unpack_from(buf, pos)
-        pos += 1
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
-        o.endpoint_type = 1
-    o.cluster_id, pos = r_cstr(buf, pos, False)
+        out.append(0)
+
+
+def _w_DescribeClusterResponse_1(o: _DescribeClusterResponse, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.throttle_time_ms, o.error_code)
+    w_cstr(out, o.error_message, True, 'DescribeClusterResponse.error_message', v)
+    out += I8.pack(o.endpoint_type)
+    w_cstr(out, o.cluster_id, False, 'DescribeClusterResponse.cluster_id', v)
+    out += I32.pack(o.controller_id)
+    w_ccount(out, o.brokers, False, 'DescribeClusterResponse.brokers', v)
+    w = _w_DescribeClusterResponse_DescribeClusterBroker_0
+    for e in o.brokers:
+        w(e, out, v)
+    out += I32.pack(o.cluster_authorized_operations)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_DescribeClusterResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeClusterResponse, int]:
+    o = _new(_DescribeClusterResponse)
+    (o.throttle_time_ms, o.error_code,) = _S0.unpack_from(buf, pos)
+    pos += 6
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.error_message, pos = r_cstr(buf, pos, True)
+    o.endpoint_type = 1
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.cluster_id, pos = r_cstr(buf, pos, False)
     (o.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.brokers = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_DescribeClusterResponse_DescribeClusterBroker(buf, pos, v)
-            a.append(e)
-        o.brokers = a
+    a = []
+    r = _r_DescribeClusterResponse_DescribeClusterBroker_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.brokers = a
     (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+
+def _r_DescribeClusterResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeClusterResponse, int]:
+    o = _new(_DescribeClusterResponse)
+    (o.throttle_time_ms, o.error_code,) = _S0.unpack_from(buf, pos)
+    pos += 6
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.error_message, pos = r_cstr(buf, pos, True)
+    (o.endpoint_type,) = I8.unpack_from(buf, pos)
+    pos += 1
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.cluster_id, pos = r_cstr(buf, pos, False)
+    (o.controller_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_DescribeClusterResponse_DescribeClusterBroker_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.brokers = a
+    (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_DescribeClusterResponse = (_w_DescribeClusterResponse_0, _w_DescribeClusterResponse_1, )
+_R_DescribeClusterResponse = (_r_DescribeClusterResponse_0, _r_DescribeClusterResponse_1, )
 
 _DescribeClusterResponse_DescribeClusterBroker.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _DescribeQuorumRequest_PartitionData(Message):
@@ -129,7 +131,7 @@ class _DescribeQuorumRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 2:
             raise UnsupportedVersionError(f"DescribeQuorumRequest has no version {version}")
-        _w_DescribeQuorumRequest(self, out, version)
+        _W_DescribeQuorumRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DescribeQuorumRequest:
@@ -146,7 +148,7 @@ class _DescribeQuorumRequest(Message):
         if not 0 <= version <= 2:
             raise DecodeError(f"DescribeQuorumRequest has no version {version}")
         try:
-            return _r_DescribeQuorumRequest(buf, pos, version)
+            return _R_DescribeQuorumRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -162,97 +164,108 @@ _DescribeQuorumRequest.__qualname__ = "DescribeQuorumRequest"
 _DescribeQuorumRequest.__name__ = "DescribeQuorumRequest"
 
 
-def _w_DescribeQuorumRequest_PartitionData(o: _DescribeQuorumRequest_PartitionData, out: bytearray, v: int) -> None:
+def _w_DescribeQuorumRequest_PartitionData_0(o: _DescribeQuorumRequest_PartitionData, out: bytearray, v: int) -> None:
     out += I32.pack(o.partition_index)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_DescribeQuorumRequest_PartitionData(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumRequest_PartitionData, int]:
+def _r_DescribeQuorumRequest_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumRequest_PartitionData, int]:
     o = _new(_DescribeQuorumRequest_PartitionData)
     (o.partition_index,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_DescribeQuorumRequest_TopicData(o: _DescribeQuorumRequest_TopicData, out: bytearray, v: int) -> None:
+def _w_DescribeQuorumRequest_TopicData_0(o: _DescribeQuorumRequest_TopicData, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic_name, False, 'DescribeQuorumRequest.TopicData.topic_name', v)
     w_ccount(out, o.partitions, False, 'DescribeQuorumRequest.TopicData.partitions', v)
+    w = _w_DescribeQuorumRequest_PartitionData_0
     for e in o.partitions:
-        _w_DescribeQuorumRequest_PartitionData(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
+        w(e, out, v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_DescribeQuorumRequest_TopicData(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumRequest_TopicData, int]:
-    o = _new(_DescribeQuorumRequest_TopicData)
-    o.topic_name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.partitions = None
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_DescribeQuorumRequest_PartitionData(buf, pos, v)
-            a.append(e)
-        o.partitions = a
+        out.append(0)
+
+
+def _r_DescribeQuorumRequest_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumRequest_TopicData, int]:
+    o = _new(_DescribeQuorumRequest_TopicData)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.topic_name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_DescribeQuorumRequest_PartitionData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_DescribeQuorumRequest(o: _DescribeQuorumRequest, out: bytearray, v: int) -> None:
+def _w_DescribeQuorumRequest_0(o: _DescribeQuorumRequest, out: bytearray, v: int) -> None:
     w_ccount(out, o.topics, False, 'DescribeQuorumRequest.topics', v)
+    w = _w_DescribeQuorumRequest_TopicData_0
     for e in o.topics:
-        _w_DescribeQuorumRequest_TopicData(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
+        w(e, out, v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_DescribeQuorumRequest(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumRequest, int]:
+def _r_DescribeQuorumRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumRequest, int]:
     o = _new(_DescribeQuorumRequest)
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.topics = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_DescribeQuorumRequest_TopicData(buf, pos, v)
-            a.append(e)
-        o.topics = a
+    a = []
+    r = _r_DescribeQuorumRequest_TopicData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_DescribeQuorumRequest = (_w_DescribeQuorumRequest_0, _w_DescribeQuorumRequest_0, _w_DescribeQuorumRequest_0, )
+_R_DescribeQuorumRequest = (_r_DescribeQuorumRequest_0, _r_DescribeQuorumRequest_0, _r_DescribeQuorumRequest_0, )
 
 _DescribeQuorumRequest_PartitionData.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,14 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">iq")
+_S1 = struct.Struct(">iqqq")
+_S2 = struct.Struct(">qqq")
+_S3 = struct.Struct(">i16sqqq")
+_S4 = struct.Struct(">ihiiq")
+_S5 = struct.Struct(">ih")
+_S6 = struct.Struct(">iiq")
 
 
 class _DescribeQuorumResponse_Listener(Message):
@@ -234,7 +243,7 @@ class _DescribeQuorumResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 2:
             raise UnsupportedVersionError(f"DescribeQuorumResponse has no version {version}")
-        _w_DescribeQuorumResponse(self, out, version)
+        _W_DescribeQuorumResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DescribeQuorumResponse:
@@ -251,7 +260,7 @@ class _DescribeQuorumResponse(Message):
         if not 0 <= version <= 2:
             raise DecodeError(f"DescribeQuorumResponse has no version {version}")
         try:
-            return _r_DescribeQuorumResponse(buf, pos, version)
+            return _R_DescribeQuorumResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -273,309 +282,656 @@ _DescribeQuorumResponse.__qualname__ = "DescribeQuorumResponse"
 _DescribeQuorumResponse.__name__ = "DescribeQuorumResponse"
 
 
-def _w_DescribeQuorumResponse_Listener(o: _DescribeQuorumResponse_Listener, out: bytearray, v: int) -> None:
-    if v >= 2:
-        w_cstr(out, o.name, False, 'DescribeQuorumResponse.Listener.name', v)
-    elif not (o.name == ''):
-        raise absent_error('DescribeQuorumResponse.Listener.name', v)
-    if v >= 2:
-        w_cstr(out, o.host, False, 'DescribeQuorumResponse.Listener.host', v)
-    elif not (o.host == ''):
-        raise absent_error('DescribeQuorumResponse.Listener.host', v)
-    if v >= 2:
-        out += U16.pack(o.port)
-    elif not (o.port == 0):
-        raise absent_error('DescribeQuorumResponse.Listener.port', v)
-    tagged: list[tuple[int, bytes]] = []
+def _w_DescribeQuorumResponse_Listener_0(o: _DescribeQuorumResponse_Listener, out: bytearray, v: int) -> None:
+    if not (o.name == ''):
+        raise absent_error("'DescribeQuorumResponse.Listener.name'", v)
+    if not (o.host == ''):
+        raise absent_error("'DescribeQuorumResponse.Listener.host'", v)
+    if not (o.port == 0):
+        raise absent_error("'DescribeQuorumResponse.Listener.port'", v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_DescribeQuorumResponse_Listener(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Listener, int]:
+def _w_DescribeQuorumResponse_Listener_1(o: _DescribeQuorumResponse_Listener, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'DescribeQuorumResponse.Listener.name', v)
+    w_cstr(out, o.host, False, 'DescribeQuorumResponse.Listener.host', v)
+    out += U16.pack(o.port)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_DescribeQuorumResponse_Listener_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Listener, int]:
     o = _new(_DescribeQuorumResponse_Listener)
-    if v >= 2:
+    o.name = ''
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_DescribeQuorumResponse_Listener_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Listener, int]:
+    o = _new(_DescribeQuorumResponse_Listener)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
         o.name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
     else:
-        o.name = ''
-    if v >= 2:
         o.host, pos = r_cstr(buf, pos, False)
-    else:
-        o.host = ''
-    if v >= 2:
-        (o.port,) = U16.unpack_from(buf, pos)
-        pos += 2
-    else:
-        o.port = 0
+    (o.port,) = U16.unpack_from(buf, pos)
+    pos += 2
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_DescribeQuorumResponse_Node(o: _DescribeQuorumResponse_Node, out: bytearray, v: int) -> None:
-    if v >= 2:
-        out += I32.pack(o.node_id)
-    elif not (o.node_id == 0):
-        raise absent_error('DescribeQuorumResponse.Node.node_id', v)
-    if v >= 2:
-        w_ccount(out, o.listeners, False, 'DescribeQuorumResponse.Node.listeners', v)
-        for e in o.listeners:
-            _w_DescribeQuorumResponse_Listener(e, out, v)
-    elif not ((o.listeners is not None and len(o.listeners) == 0)):
-        raise absent_error('DescribeQuorumResponse.Node.listeners', v)
-    tagged: list[tuple[int, bytes]] = []
+def _w_DescribeQuorumResponse_Node_0(o: _DescribeQuorumResponse_Node, out: bytearray, v: int) -> None:
+    if not (o.node_id == 0):
+        raise absent_error("'DescribeQuorumResponse.Node.node_id'", v)
+    if not ((o.listeners is not None and len(o.listeners) == 0)):
+        raise absent_error("'DescribeQuorumResponse.Node.listeners'", v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_DescribeQuorumResponse_Node(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Node, int]:
+def _w_DescribeQuorumResponse_Node_1(o: _DescribeQuorumResponse_Node, out: bytearray, v: int) -> None:
+    out += I32.pack(o.node_id)
+    w_ccount(out, o.listeners, False, 'DescribeQuorumResponse.Node.listeners', v)
+    w = _w_DescribeQuorumResponse_Listener_1
+    for e in o.listeners:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_DescribeQuorumResponse_Node_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Node, int]:
     o = _new(_DescribeQuorumResponse_Node)
-    if v >= 2:
-        (o.node_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.node_id = 0
-    if v >= 2:
-        n, pos = r_ccount(buf, pos, False)
-        if n < 0:
-            o.listeners = None
-        else:
-            a = []
-            for _ in range(n):
-                e, pos = _r_DescribeQuorumResponse_Listener(buf, pos, v)
-                a.append(e)
-            o.listeners = a
-    else:
-        o.listeners = []
+    o.node_id = 0
+    o.listeners = []
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_DescribeQuorumResponse_ReplicaState(o: _DescribeQuorumResponse_ReplicaState, out: bytearray, v: int) -> None:
-    out += I32.pack(o.replica_id)
-    if v >= 2:
-        out += o.replica_directory_id.bytes
-    elif not (o.replica_directory_id == ZERO_UUID):
-        raise absent_error('DescribeQuorumResponse.ReplicaState.replica_directory_id', v)
-    out += I64.pack(o.log_end_offset)
-    if v >= 1:
-        out += I64.pack(o.last_fetch_timestamp)
-    if v >= 1:
-        out += I64.pack(o.last_caught_up_timestamp)
-    tagged: list[tuple[int, bytes]] = []
+def _r_DescribeQuorumResponse_Node_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Node, int]:
+    o = _new(_DescribeQuorumResponse_Node)
+    (o.node_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_DescribeQuorumResponse_Listener_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.listeners = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_DescribeQuorumResponse_ReplicaState_0(o: _DescribeQuorumResponse_ReplicaState, out: bytearray, v: int) -> None:
+    if not (o.replica_directory_id == ZERO_UUID):
+        raise absent_error("'DescribeQuorumResponse.ReplicaState.replica_directory_id'", v)
+    out += _S0.pack(o.replica_id, o.log_end_offset)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_DescribeQuorumResponse_ReplicaState(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_ReplicaState, int]:
+def _w_DescribeQuorumResponse_ReplicaState_1(o: _DescribeQuorumResponse_ReplicaState, out: bytearray, v: int) -> None:
+    if not (o.replica_directory_id == ZERO_UUID):
+        raise absent_error("'DescribeQuorumResponse.ReplicaState.replica_directory_id'", v)
+    out += _S1.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_DescribeQuorumResponse_ReplicaState_2(o: _DescribeQuorumResponse_ReplicaState, out: bytearray, v: int) -> None:
+    out += _S3.pack(o.replica_id, o.replica_directory_id.bytes, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_DescribeQuorumResponse_ReplicaState_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_ReplicaState, int]:
     o = _new(_DescribeQuorumResponse_ReplicaState)
     (o.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    if v >= 2:
-        o.replica_directory_id, pos = r_uuid(buf, pos)
-    else:
-        o.replica_directory_id = ZERO_UUID
+    o.replica_directory_id = ZERO_UUID
     (o.log_end_offset,) = I64.unpack_from(buf, pos)
     pos += 8
-    if v >= 1:
-        (o.last_fetch_timestamp,) = I64.unpack_from(buf, pos)
-        pos += 8
-    else:
-        o.last_fetch_timestamp = -1
-    if v >= 1:
-        (o.last_caught_up_timestamp,) = I64.unpack_from(buf, pos)
-        pos += 8
-    else:
-        o.last_caught_up_timestamp = -1
+    o.last_fetch_timestamp = -1
+    o.last_caught_up_timestamp = -1
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_DescribeQuorumResponse_PartitionData(o: _DescribeQuorumResponse_PartitionData, out: bytearray, v: int) -> None:
-    out += I32.pack(o.partition_index)
-    out += I16.pack(o.error_code)
-    if v >= 2:
-        w_cstr(out, o.error_message, v >= 2, 'DescribeQuorumResponse.PartitionData.error_message', v)
-    out += I32.pack(o.leader_id)
-    out += I32.pack(o.leader_epoch)
-    out += I64.pack(o.high_watermark)
+def _r_DescribeQuorumResponse_ReplicaState_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_ReplicaState, int]:
+    o = _new(_DescribeQuorumResponse_ReplicaState)
+    (o.replica_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.replica_directory_id = ZERO_UUID
+    (o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp,) = _S2.unpack_from(buf, pos)
+    pos += 24
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_DescribeQuorumResponse_ReplicaState_2(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_ReplicaState, int]:
+    o = _new(_DescribeQuorumResponse_ReplicaState)
+    (o.replica_id, _u1, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp,) = _S3.unpack_from(buf, pos)
+    pos += 44
+    o.replica_directory_id = uuid_from_bytes(_u1)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_DescribeQuorumResponse_PartitionData_0(o: _DescribeQuorumResponse_PartitionData, out: bytearray, v: int) -> None:
+    out += _S4.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark)
     w_ccount(out, o.current_voters, False, 'DescribeQuorumResponse.PartitionData.current_voters', v)
+    w = _w_DescribeQuorumResponse_ReplicaState_0
     for e in o.current_voters:
-        _w_DescribeQuorumResponse_ReplicaState(e, out, v)
+        w(e, out, v)
     w_ccount(out, o.observers, False, 'DescribeQuorumResponse.PartitionData.observers', v)
+    w = _w_DescribeQuorumResponse_ReplicaState_0
     for e in o.observers:
-        _w_DescribeQuorumResponse_ReplicaState(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
+        w(e, out, v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_DescribeQuorumResponse_PartitionData(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_PartitionData, int]:
+def _w_DescribeQuorumResponse_PartitionData_1(o: _DescribeQuorumResponse_PartitionData, out: bytearray, v: int) -> None:
+    out += _S4.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark)
+    w_ccount(out, o.current_voters, False, 'DescribeQuorumResponse.PartitionData.current_voters', v)
+    w = _w_DescribeQuorumResponse_ReplicaState_1
+    for e in o.current_voters:
+        w(e, out, v)
+    w_ccount(out, o.observers, False, 'DescribeQuorumResponse.PartitionData.observers', v)
+    w = _w_DescribeQuorumResponse_ReplicaState_1
+    for e in o.observers:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_DescribeQuorumResponse_PartitionData_2(o: _DescribeQuorumResponse_PartitionData, out: bytearray, v: int) -> None:
+    out += _S5.pack(o.partition_index, o.error_code)
+    w_cstr(out, o.error_message, True, 'DescribeQuorumResponse.PartitionData.error_message', v)
+    out += _S6.pack(o.leader_id, o.leader_epoch, o.high_watermark)
+    w_ccount(out, o.current_voters, False, 'DescribeQuorumResponse.PartitionData.current_voters', v)
+    w = _w_DescribeQuorumResponse_ReplicaState_2
+    for e in o.current_voters:
+        w(e, out, v)
+    w_ccount(out, o.observers, False, 'DescribeQuorumResponse.PartitionData.observers', v)
+    w = _w_DescribeQuorumResponse_ReplicaState_2
+    for e in o.observers:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_DescribeQuorumResponse_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_PartitionData, int]:
     o = _new(_DescribeQuorumResponse_PartitionData)
-    (o.partition_index,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    if v >= 2:
-        o.error_message, pos = r_cstr(buf, pos, v >= 2)
-    else:
-        o.error_message = ''
-    (o.leader_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.leader_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.high_watermark,) = I64.unpack_from(buf, pos)
-    pos += 8
+    (o.partition_index, o.error_code,) = _S5.unpack_from(buf, pos)
+    pos += 6
+    o.error_message = ''
+    (o.leader_id, o.leader_epoch, o.high_watermark,) = _S6.unpack_from(buf, pos)
+    pos += 16
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.current_voters = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_DescribeQuorumResponse_ReplicaState(buf, pos, v)
-            a.append(e)
-        o.current_voters = a
+    a = []
+    r = _r_DescribeQuorumResponse_ReplicaState_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.current_voters = a
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.observers = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_DescribeQuorumResponse_ReplicaState(buf, pos, v)
-            a.append(e)
-        o.observers = a
+    a = []
+    r = _r_DescribeQuorumResponse_ReplicaState_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.observers = a
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_DescribeQuorumResponse_TopicData(o: _DescribeQuorumResponse_TopicData, out: bytearray, v: int) -> None:
+def _r_DescribeQuorumResponse_PartitionData_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_PartitionData, int]:
+    o = _new(_DescribeQuorumResponse_PartitionData)
+    (o.partition_index, o.error_code,) = _S5.unpack_from(buf, pos)
+    pos += 6
+    o.error_message = ''
+    (o.leader_id, o.leader_epoch, o.high_watermark,) = _S6.unpack_from(buf, pos)
+    pos += 16
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_DescribeQuorumResponse_ReplicaState_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.current_voters = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_DescribeQuorumResponse_ReplicaState_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.observers = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_DescribeQuorumResponse_PartitionData_2(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_PartitionData, int]:
+    o = _new(_DescribeQuorumResponse_PartitionData)
+    (o.partition_index, o.error_code,) = _S5.unpack_from(buf, pos)
+    pos += 6
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.error_message, pos = r_cstr(buf, pos, True)
+    (o.leader_id, o.leader_epoch, o.high_watermark,) = _S6.unpack_from(buf, pos)
+    pos += 16
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_DescribeQuorumResponse_ReplicaState_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.current_voters = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_DescribeQuorumResponse_ReplicaState_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.observers = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_DescribeQuorumResponse_TopicData_0(o: _DescribeQuorumResponse_TopicData, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic_name, False, 'DescribeQuorumResponse.TopicData.topic_name', v)
     w_ccount(out, o.partitions, False, 'DescribeQuorumResponse.TopicData.partitions', v)
+    w = _w_DescribeQuorumResponse_PartitionData_0
     for e in o.partitions:
-        _w_DescribeQuorumResponse_PartitionData(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
+        w(e, out, v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_DescribeQuorumResponse_TopicData(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_TopicData, int]:
-    o = _new(_DescribeQuorumResponse_TopicData)
-    o.topic_name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.partitions = None
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_DescribeQuorumResponse_PartitionData(buf, pos, v)
-            a.append(e)
-        o.partitions = a
+        out.append(0)
+
+
+def _w_DescribeQuorumResponse_TopicData_1(o: _DescribeQuorumResponse_TopicData, out: bytearray, v: int) -> None:
+    w_cstr(out, o.topic_name, False, 'DescribeQuorumResponse.TopicData.topic_name', v)
+    w_ccount(out, o.partitions, False, 'DescribeQuorumResponse.TopicData.partitions', v)
+    w = _w_DescribeQuorumResponse_PartitionData_1
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_DescribeQuorumResponse_TopicData_2(o: _DescribeQuorumResponse_TopicData, out: bytearray, v: int) -> None:
+    w_cstr(out, o.topic_name, False, 'DescribeQuorumResponse.TopicData.topic_name', v)
+    w_ccount(out, o.partitions, False, 'DescribeQuorumResponse.TopicData.partitions', v)
+    w = _w_DescribeQuorumResponse_PartitionData_2
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_DescribeQuorumResponse_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_TopicData, int]:
+    o = _new(_DescribeQuorumResponse_TopicData)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.topic_name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_DescribeQuorumResponse_PartitionData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_DescribeQuorumResponse(o: _DescribeQuorumResponse, out: bytearray, v: int) -> None:
+def _r_DescribeQuorumResponse_TopicData_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_TopicData, int]:
+    o = _new(_DescribeQuorumResponse_TopicData)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.topic_name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_DescribeQuorumResponse_PartitionData_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_DescribeQuorumResponse_TopicData_2(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_TopicData, int]:
+    o = _new(_DescribeQuorumResponse_TopicData)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.topic_name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_DescribeQuorumResponse_PartitionData_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_DescribeQuorumResponse_0(o: _DescribeQuorumResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
-    if v >= 2:
-        w_cstr(out, o.error_message, v >= 2, 'DescribeQuorumResponse.error_message', v)
     w_ccount(out, o.topics, False, 'DescribeQuorumResponse.topics', v)
+    w = _w_DescribeQuorumResponse_TopicData_0
     for e in o.topics:
-        _w_DescribeQuorumResponse_TopicData(e, out, v)
-    if v >= 2:
-        w_ccount(out, o.nodes, False, 'DescribeQuorumResponse.nodes', v)
-        for e in o.nodes:
-            _w_DescribeQuorumResponse_Node(e, out, v)
-    elif not ((o.nodes is not None and len(o.nodes) == 0)):
-        raise absent_error('DescribeQuorumResponse.nodes', v)
-    tagged: list[tuple[int, bytes]] = []
+        w(e, out, v)
+    if not ((o.nodes is not None and len(o.nodes) == 0)):
+        raise absent_error("'DescribeQuorumResponse.nodes'", v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_DescribeQuorumResponse(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse, int]:
+def _w_DescribeQuorumResponse_1(o: _DescribeQuorumResponse, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_ccount(out, o.topics, False, 'DescribeQuorumResponse.topics', v)
+    w = _w_DescribeQuorumResponse_TopicData_1
+    for e in o.topics:
+        w(e, out, v)
+    if not ((o.nodes is not None and len(o.nodes) == 0)):
+        raise absent_error("'DescribeQuorumResponse.nodes'", v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_DescribeQuorumResponse_2(o: _DescribeQuorumResponse, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_cstr(out, o.error_message, True, 'DescribeQuorumResponse.error_message', v)
+    w_ccount(out, o.topics, False, 'DescribeQuorumResponse.topics', v)
+    w = _w_DescribeQuorumResponse_TopicData_2
+    for e in o.topics:
+        w(e, out, v)
+    w_ccount(out, o.nodes, False, 'DescribeQuorumResponse.nodes', v)
+    w = _w_DescribeQuorumResponse_Node_1
+    for e in o.nodes:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_DescribeQuorumResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse, int]:
     o = _new(_DescribeQuorumResponse)
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    if v >= 2:
-        o.error_message, pos = r_cstr(buf, pos, v >= 2)
-    else:
-        o.error_message = ''
+    o.error_message = ''
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.topics = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_DescribeQuorumResponse_TopicData(buf, pos, v)
-            a.append(e)
-        o.topics = a
-    if v >= 2:
-        n, pos = r_ccount(buf, pos, False)
-        if n < 0:
-            o.nodes = None
-        else:
-            a = []
-            for _ in range(n):
-                e, pos = _r_DescribeQuorumResponse_Node(buf, pos, v)
-                a.append(e)
-            o.nodes = a
-    else:
-        o.nodes = []
+    a = []
+    r = _r_DescribeQuorumResponse_TopicData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.nodes = []
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+
+def _r_DescribeQuorumResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse, int]:
+    o = _new(_DescribeQuorumResponse)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    o.error_message = ''
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_DescribeQuorumResponse_TopicData_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.nodes = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_DescribeQuorumResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse, int]:
+    o = _new(_DescribeQuorumResponse)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.error_message, pos = r_cstr(buf, pos, True)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_DescribeQuorumResponse_TopicData_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_DescribeQuorumResponse_Node_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.nodes = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_DescribeQuorumResponse = (_w_DescribeQuorumResponse_0, _w_DescribeQuorumResponse_1, _w_DescribeQuorumResponse_2, )
+_R_DescribeQuorumResponse = (_r_DescribeQuorumResponse_0, _r_DescribeQuorumResponse_1, _r_DescribeQuorumResponse_2, )
 
 _DescribeQuorumResponse_Listener.FIELDS = (
     FieldInfo(

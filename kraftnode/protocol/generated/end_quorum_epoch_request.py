@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,9 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">i16s")
+_S1 = struct.Struct(">iii")
 
 
 class _EndQuorumEpochRequest_LeaderEndpoint(Message):
@@ -192,7 +196,7 @@ class _EndQuorumEpochRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"EndQuorumEpochRequest has no version {version}")
-        _w_EndQuorumEpochRequest(self, out, version)
+        _W_EndQuorumEpochRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> EndQuorumEpochRequest:
@@ -209,7 +213,7 @@ class _EndQuorumEpochRequest(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"EndQuorumEpochRequest has no version {version}")
         try:
-            return _r_EndQuorumEpochRequest(buf, pos, version)
+            return _R_EndQuorumEpochRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -229,58 +233,54 @@ _EndQuorumEpochRequest.__qualname__ = "EndQuorumEpochRequest"
 _EndQuorumEpochRequest.__name__ = "EndQuorumEpochRequest"
 
 
-def _w_EndQuorumEpochRequest_LeaderEndpoint(o: _EndQuorumEpochRequest_LeaderEndpoint, out: bytearray, v: int) -> None:
-    flex = v >= 1
-    if v >= 1:
-        if flex:
-            w_cstr(out, o.name, False, 'EndQuorumEpochRequest.LeaderEndpoint.name', v)
-        else:
-            w_str(out, o.name, False, 'EndQuorumEpochRequest.LeaderEndpoint.name', v)
-    elif not (o.name == ''):
-        raise absent_error('EndQuorumEpochRequest.LeaderEndpoint.name', v)
-    if v >= 1:
-        if flex:
-            w_cstr(out, o.host, False, 'EndQuorumEpochRequest.LeaderEndpoint.host', v)
-        else:
-            w_str(out, o.host, False, 'EndQuorumEpochRequest.LeaderEndpoint.host', v)
-    elif not (o.host == ''):
-        raise absent_error('EndQuorumEpochRequest.LeaderEndpoint.host', v)
-    if v >= 1:
-        out += U16.pack(o.port)
-    elif not (o.port == 0):
-        raise absent_error('EndQuorumEpochRequest.LeaderEndpoint.port', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_EndQuorumEpochRequest_LeaderEndpoint_0(o: _EndQuorumEpochRequest_LeaderEndpoint, out: bytearray, v: int) -> None:
+    if not (o.name == ''):
+        raise absent_error("'EndQuorumEpochRequest.LeaderEndpoint.name'", v)
+    if not (o.host == ''):
+        raise absent_error("'EndQuorumEpochRequest.LeaderEndpoint.host'", v)
+    if not (o.port == 0):
+        raise absent_error("'EndQuorumEpochRequest.LeaderEndpoint.port'", v)
 
 
-def _r_EndQuorumEpochRequest_LeaderEndpoint(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_LeaderEndpoint, int]:
+def _w_EndQuorumEpochRequest_LeaderEndpoint_1(o: _EndQuorumEpochRequest_LeaderEndpoint, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'EndQuorumEpochRequest.LeaderEndpoint.name', v)
+    w_cstr(out, o.host, False, 'EndQuorumEpochRequest.LeaderEndpoint.host', v)
+    out += U16.pack(o.port)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_EndQuorumEpochRequest_LeaderEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_LeaderEndpoint, int]:
     o = _new(_EndQuorumEpochRequest_LeaderEndpoint)
-    flex = v >= 1
-    if v >= 1:
-        if flex:
-            o.name, pos = r_cstr(buf, pos, False)
-        else:
-            o.name, pos = r_str(buf, pos, False)
-    else:
-        o.name = ''
-    if v >= 1:
-        if flex:
-            o.host, pos = r_cstr(buf, pos, False)
-        else:
-            o.host, pos = r_str(buf, pos, False)
-    else:
-        o.host = ''
-    if v >= 1:
-        (o.port,) = U16.unpack_from(buf, pos)
-        pos += 2
-    else:
-        o.port = 0
+    o.name = ''
+    o.host = ''
+    o.port = 0
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_EndQuorumEpochRequest_LeaderEndpoint_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_LeaderEndpoint, int]:
+    o = _new(_EndQuorumEpochRequest_LeaderEndpoint)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
+    (o.port,) = U16.unpack_from(buf, pos)
+    pos += 2
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -291,38 +291,38 @@ def _r_EndQuorumEpochRequest_LeaderEndpoint(buf: memoryview, pos: int, v: int) -
     return o, pos
 
 
-def _w_EndQuorumEpochRequest_ReplicaInfo(o: _EndQuorumEpochRequest_ReplicaInfo, out: bytearray, v: int) -> None:
-    flex = v >= 1
-    if v >= 1:
-        out += I32.pack(o.candidate_id)
-    elif not (o.candidate_id == 0):
-        raise absent_error('EndQuorumEpochRequest.ReplicaInfo.candidate_id', v)
-    if v >= 1:
-        out += o.candidate_directory_id.bytes
-    elif not (o.candidate_directory_id == ZERO_UUID):
-        raise absent_error('EndQuorumEpochRequest.ReplicaInfo.candidate_directory_id', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_EndQuorumEpochRequest_ReplicaInfo_0(o: _EndQuorumEpochRequest_ReplicaInfo, out: bytearray, v: int) -> None:
+    if not (o.candidate_id == 0):
+        raise absent_error("'EndQuorumEpochRequest.ReplicaInfo.candidate_id'", v)
+    if not (o.candidate_directory_id == ZERO_UUID):
+        raise absent_error("'EndQuorumEpochRequest.ReplicaInfo.candidate_directory_id'", v)
 
 
-def _r_EndQuorumEpochRequest_ReplicaInfo(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_ReplicaInfo, int]:
+def _w_EndQuorumEpochRequest_ReplicaInfo_1(o: _EndQuorumEpochRequest_ReplicaInfo, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.candidate_id, o.candidate_directory_id.bytes)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_EndQuorumEpochRequest_ReplicaInfo_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_ReplicaInfo, int]:
     o = _new(_EndQuorumEpochRequest_ReplicaInfo)
-    flex = v >= 1
-    if v >= 1:
-        (o.candidate_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.candidate_id = 0
-    if v >= 1:
-        o.candidate_directory_id, pos = r_uuid(buf, pos)
-    else:
-        o.candidate_directory_id = ZERO_UUID
+    o.candidate_id = 0
+    o.candidate_directory_id = ZERO_UUID
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_EndQuorumEpochRequest_ReplicaInfo_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_ReplicaInfo, int]:
+    o = _new(_EndQuorumEpochRequest_ReplicaInfo)
+    (o.candidate_id, _u1,) = _S0.unpack_from(buf, pos)
+    pos += 20
+    o.candidate_directory_id = uuid_from_bytes(_u1)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -333,70 +333,52 @@ def _r_EndQuorumEpochRequest_ReplicaInfo(buf: memoryview, pos: int, v: int) -> t
     return o, pos
 
 
-def _w_EndQuorumEpochRequest_PartitionData(o: _EndQuorumEpochRequest_PartitionData, out: bytearray, v: int) -> None:
-    flex = v >= 1
-    out += I32.pack(o.partition_index)
-    out += I32.pack(o.leader_id)
-    out += I32.pack(o.leader_epoch)
-    if v <= 0:
-        if flex:
-            w_ccount(out, o.preferred_successors, False, 'EndQuorumEpochRequest.PartitionData.preferred_successors', v)
-        else:
-            w_count(out, o.preferred_successors, False, 'EndQuorumEpochRequest.PartitionData.preferred_successors', v)
-        out += struct.pack('>%di' % len(o.preferred_successors), *o.preferred_successors)
-    if v >= 1:
-        if flex:
-            w_ccount(out, o.preferred_candidates, False, 'EndQuorumEpochRequest.PartitionData.preferred_candidates', v)
-        else:
-            w_count(out, o.preferred_candidates, False, 'EndQuorumEpochRequest.PartitionData.preferred_candidates', v)
-        for e in o.preferred_candidates:
-            _w_EndQuorumEpochRequest_ReplicaInfo(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_EndQuorumEpochRequest_PartitionData_0(o: _EndQuorumEpochRequest_PartitionData, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.partition_index, o.leader_id, o.leader_epoch)
+    w_count(out, o.preferred_successors, False, 'EndQuorumEpochRequest.PartitionData.preferred_successors', v)
+    out += struct.pack('>%di' % len(o.preferred_successors), *o.preferred_successors)
 
 
-def _r_EndQuorumEpochRequest_PartitionData(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_PartitionData, int]:
+def _w_EndQuorumEpochRequest_PartitionData_1(o: _EndQuorumEpochRequest_PartitionData, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.partition_index, o.leader_id, o.leader_epoch)
+    w_ccount(out, o.preferred_candidates, False, 'EndQuorumEpochRequest.PartitionData.preferred_candidates', v)
+    w = _w_EndQuorumEpochRequest_ReplicaInfo_1
+    for e in o.preferred_candidates:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_EndQuorumEpochRequest_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_PartitionData, int]:
     o = _new(_EndQuorumEpochRequest_PartitionData)
-    flex = v >= 1
-    (o.partition_index,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.leader_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.leader_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
-    if v <= 0:
-        if flex:
-            n, pos = r_ccount(buf, pos, False)
-        else:
-            n, pos = r_count(buf, pos, False)
-        if n < 0:
-            o.preferred_successors = None
-        else:
-            o.preferred_successors = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += 4 * n
-    else:
-        o.preferred_successors = []
-    if v >= 1:
-        if flex:
-            n, pos = r_ccount(buf, pos, False)
-        else:
-            n, pos = r_count(buf, pos, False)
-        if n < 0:
-            o.preferred_candidates = None
-        else:
-            a = []
-            for _ in range(n):
-                e, pos = _r_EndQuorumEpochRequest_ReplicaInfo(buf, pos, v)
-                a.append(e)
-            o.preferred_candidates = a
-    else:
-        o.preferred_candidates = []
+    (o.partition_index, o.leader_id, o.leader_epoch,) = _S1.unpack_from(buf, pos)
+    pos += 12
+    n, pos = r_count(buf, pos, False)
+    o.preferred_successors = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    o.preferred_candidates = []
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_EndQuorumEpochRequest_PartitionData_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_PartitionData, int]:
+    o = _new(_EndQuorumEpochRequest_PartitionData)
+    (o.partition_index, o.leader_id, o.leader_epoch,) = _S1.unpack_from(buf, pos)
+    pos += 12
+    o.preferred_successors = []
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_EndQuorumEpochRequest_ReplicaInfo_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.preferred_candidates = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -407,47 +389,59 @@ def _r_EndQuorumEpochRequest_PartitionData(buf: memoryview, pos: int, v: int) ->
     return o, pos
 
 
-def _w_EndQuorumEpochRequest_TopicData(o: _EndQuorumEpochRequest_TopicData, out: bytearray, v: int) -> None:
-    flex = v >= 1
-    if flex:
-        w_cstr(out, o.topic_name, False, 'EndQuorumEpochRequest.TopicData.topic_name', v)
-    else:
-        w_str(out, o.topic_name, False, 'EndQuorumEpochRequest.TopicData.topic_name', v)
-    if flex:
-        w_ccount(out, o.partitions, False, 'EndQuorumEpochRequest.TopicData.partitions', v)
-    else:
-        w_count(out, o.partitions, False, 'EndQuorumEpochRequest.TopicData.partitions', v)
+def _w_EndQuorumEpochRequest_TopicData_0(o: _EndQuorumEpochRequest_TopicData, out: bytearray, v: int) -> None:
+    w_str(out, o.topic_name, False, 'EndQuorumEpochRequest.TopicData.topic_name', v)
+    w_count(out, o.partitions, False, 'EndQuorumEpochRequest.TopicData.partitions', v)
+    w = _w_EndQuorumEpochRequest_PartitionData_0
     for e in o.partitions:
-        _w_EndQuorumEpochRequest_PartitionData(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        w(e, out, v)
 
 
-def _r_EndQuorumEpochRequest_TopicData(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_TopicData, int]:
+def _w_EndQuorumEpochRequest_TopicData_1(o: _EndQuorumEpochRequest_TopicData, out: bytearray, v: int) -> None:
+    w_cstr(out, o.topic_name, False, 'EndQuorumEpochRequest.TopicData.topic_name', v)
+    w_ccount(out, o.partitions, False, 'EndQuorumEpochRequest.TopicData.partitions', v)
+    w = _w_EndQuorumEpochRequest_PartitionData_1
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_EndQuorumEpochRequest_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_TopicData, int]:
     o = _new(_EndQuorumEpochRequest_TopicData)
-    flex = v >= 1
-    if flex:
+    o.topic_name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_EndQuorumEpochRequest_PartitionData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_EndQuorumEpochRequest_TopicData_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_TopicData, int]:
+    o = _new(_EndQuorumEpochRequest_TopicData)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
         o.topic_name, pos = r_cstr(buf, pos, False)
-    else:
-        o.topic_name, pos = r_str(buf, pos, False)
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.partitions = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_EndQuorumEpochRequest_PartitionData(buf, pos, v)
-            a.append(e)
-        o.partitions = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_EndQuorumEpochRequest_PartitionData_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
     o.unknown_tagged_fields = None
-    if flex:
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -458,69 +452,71 @@ def _r_EndQuorumEpochRequest_TopicData(buf: memoryview, pos: int, v: int) -> tup
     return o, pos
 
 
-def _w_EndQuorumEpochRequest(o: _EndQuorumEpochRequest, out: bytearray, v: int) -> None:
-    flex = v >= 1
-    if flex:
-        w_cstr(out, o.cluster_id, True, 'EndQuorumEpochRequest.cluster_id', v)
-    else:
-        w_str(out, o.cluster_id, True, 'EndQuorumEpochRequest.cluster_id', v)
-    if flex:
-        w_ccount(out, o.topics, False, 'EndQuorumEpochRequest.topics', v)
-    else:
-        w_count(out, o.topics, False, 'EndQuorumEpochRequest.topics', v)
+def _w_EndQuorumEpochRequest_0(o: _EndQuorumEpochRequest, out: bytearray, v: int) -> None:
+    w_str(out, o.cluster_id, True, 'EndQuorumEpochRequest.cluster_id', v)
+    w_count(out, o.topics, False, 'EndQuorumEpochRequest.topics', v)
+    w = _w_EndQuorumEpochRequest_TopicData_0
     for e in o.topics:
-        _w_EndQuorumEpochRequest_TopicData(e, out, v)
-    if v >= 1:
-        if flex:
-            w_ccount(out, o.leader_endpoints, False, 'EndQuorumEpochRequest.leader_endpoints', v)
-        else:
-            w_count(out, o.leader_endpoints, False, 'EndQuorumEpochRequest.leader_endpoints', v)
-        for e in o.leader_endpoints:
-            _w_EndQuorumEpochRequest_LeaderEndpoint(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        w(e, out, v)
 
 
-def _r_EndQuorumEpochRequest(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest, int]:
+def _w_EndQuorumEpochRequest_1(o: _EndQuorumEpochRequest, out: bytearray, v: int) -> None:
+    w_cstr(out, o.cluster_id, True, 'EndQuorumEpochRequest.cluster_id', v)
+    w_ccount(out, o.topics, False, 'EndQuorumEpochRequest.topics', v)
+    w = _w_EndQuorumEpochRequest_TopicData_1
+    for e in o.topics:
+        w(e, out, v)
+    w_ccount(out, o.leader_endpoints, False, 'EndQuorumEpochRequest.leader_endpoints', v)
+    w = _w_EndQuorumEpochRequest_LeaderEndpoint_1
+    for e in o.leader_endpoints:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_EndQuorumEpochRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest, int]:
     o = _new(_EndQuorumEpochRequest)
-    flex = v >= 1
-    if flex:
-        o.cluster_id, pos = r_cstr(buf, pos, True)
-    else:
-        o.cluster_id, pos = r_str(buf, pos, True)
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.topics = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_EndQuorumEpochRequest_TopicData(buf, pos, v)
-            a.append(e)
-        o.topics = a
-    if v >= 1:
-        if flex:
-            n, pos = r_ccount(buf, pos, False)
-        else:
-            n, pos = r_count(buf, pos, False)
-        if n < 0:
-            o.leader_endpoints = None
-        else:
-            a = []
-            for _ in range(n):
-                e, pos = _r_EndQuorumEpochRequest_LeaderEndpoint(buf, pos, v)
-                a.append(e)
-            o.leader_endpoints = a
-    else:
-        o.leader_endpoints = []
+    o.cluster_id, pos = r_str(buf, pos, True)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_EndQuorumEpochRequest_TopicData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.leader_endpoints = []
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_EndQuorumEpochRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest, int]:
+    o = _new(_EndQuorumEpochRequest)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.cluster_id, pos = r_cstr(buf, pos, True)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_EndQuorumEpochRequest_TopicData_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_EndQuorumEpochRequest_LeaderEndpoint_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.leader_endpoints = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -530,6 +526,8 @@ def _r_EndQuorumEpochRequest(buf: memoryview, pos: int, v: int) -> tuple[_EndQuo
             pos = end
     return o, pos
 
+_W_EndQuorumEpochRequest = (_w_EndQuorumEpochRequest_0, _w_EndQuorumEpochRequest_1, )
+_R_EndQuorumEpochRequest = (_r_EndQuorumEpochRequest_0, _r_EndQuorumEpochRequest_1, )
 
 _EndQuorumEpochRequest_LeaderEndpoint.FIELDS = (
     FieldInfo(

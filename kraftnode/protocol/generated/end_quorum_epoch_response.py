@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">ihii")
 
 
 class _EndQuorumEpochResponse_NodeEndpoint(Message):
@@ -168,7 +171,7 @@ class _EndQuorumEpochResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"EndQuorumEpochResponse has no version {version}")
-        _w_EndQuorumEpochResponse(self, out, version)
+        _W_EndQuorumEpochResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> EndQuorumEpochResponse:
@@ -185,7 +188,7 @@ class _EndQuorumEpochResponse(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"EndQuorumEpochResponse has no version {version}")
         try:
-            return _r_EndQuorumEpochResponse(buf, pos, version)
+            return _R_EndQuorumEpochResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -203,53 +206,50 @@ _EndQuorumEpochResponse.__qualname__ = "EndQuorumEpochResponse"
 _EndQuorumEpochResponse.__name__ = "EndQuorumEpochResponse"
 
 
-def _w_EndQuorumEpochResponse_NodeEndpoint(o: _EndQuorumEpochResponse_NodeEndpoint, out: bytearray, v: int) -> None:
-    flex = v >= 1
-    if v >= 1:
-        out += I32.pack(o.node_id)
-    elif not (o.node_id == 0):
-        raise absent_error('EndQuorumEpochResponse.NodeEndpoint.node_id', v)
-    if v >= 1:
-        if flex:
-            w_cstr(out, o.host, False, 'EndQuorumEpochResponse.NodeEndpoint.host', v)
-        else:
-            w_str(out, o.host, False, 'EndQuorumEpochResponse.NodeEndpoint.host', v)
-    elif not (o.host == ''):
-        raise absent_error('EndQuorumEpochResponse.NodeEndpoint.host', v)
-    if v >= 1:
-        out += U16.pack(o.port)
-    elif not (o.port == 0):
-        raise absent_error('EndQuorumEpochResponse.NodeEndpoint.port', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_EndQuorumEpochResponse_NodeEndpoint_0(o: _EndQuorumEpochResponse_NodeEndpoint, out: bytearray, v: int) -> None:
+    if not (o.node_id == 0):
+        raise absent_error("'EndQuorumEpochResponse.NodeEndpoint.node_id'", v)
+    if not (o.host == ''):
+        raise absent_error("'EndQuorumEpochResponse.NodeEndpoint.host'", v)
+    if not (o.port == 0):
+        raise absent_error("'EndQuorumEpochResponse.NodeEndpoint.port'", v)
 
 
-def _r_EndQuorumEpochResponse_NodeEndpoint(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochResponse_NodeEndpoint, int]:
+def _w_EndQuorumEpochResponse_NodeEndpoint_1(o: _EndQuorumEpochResponse_NodeEndpoint, out: bytearray, v: int) -> None:
+    out += I32.pack(o.node_id)
+    w_cstr(out, o.host, False, 'EndQuorumEpochResponse.NodeEndpoint.host', v)
+    out += U16.pack(o.port)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_EndQuorumEpochResponse_NodeEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochResponse_NodeEndpoint, int]:
     o = _new(_EndQuorumEpochResponse_NodeEndpoint)
-    flex = v >= 1
-    if v >= 1:
-        (o.node_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.node_id = 0
-    if v >= 1:
-        if flex:
-            o.host, pos = r_cstr(buf, pos, False)
-        else:
-            o.host, pos = r_str(buf, pos, False)
-    else:
-        o.host = ''
-    if v >= 1:
-        (o.port,) = U16.unpack_from(buf, pos)
-        pos += 2
-    else:
-        o.port = 0
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_EndQuorumEpochResponse_NodeEndpoint_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochResponse_NodeEndpoint, int]:
+    o = _new(_EndQuorumEpochResponse_NodeEndpoint)
+    (o.node_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
+    (o.port,) = U16.unpack_from(buf, pos)
+    pos += 2
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -260,33 +260,34 @@ def _r_EndQuorumEpochResponse_NodeEndpoint(buf: memoryview, pos: int, v: int) ->
     return o, pos
 
 
-def _w_EndQuorumEpochResponse_PartitionData(o: _EndQuorumEpochResponse_PartitionData, out: bytearray, v: int) -> None:
-    flex = v >= 1
-    out += I32.pack(o.partition_index)
-    out += I16.pack(o.error_code)
-    out += I32.pack(o.leader_id)
-    out += I32.pack(o.leader_epoch)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_EndQuorumEpochResponse_PartitionData_0(o: _EndQuorumEpochResponse_PartitionData, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
 
 
-def _r_EndQuorumEpochResponse_PartitionData(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochResponse_PartitionData, int]:
+def _w_EndQuorumEpochResponse_PartitionData_1(o: _EndQuorumEpochResponse_PartitionData, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_EndQuorumEpochResponse_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochResponse_PartitionData, int]:
     o = _new(_EndQuorumEpochResponse_PartitionData)
-    flex = v >= 1
-    (o.partition_index,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.leader_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.leader_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
+    (o.partition_index, o.error_code, o.leader_id, o.leader_epoch,) = _S0.unpack_from(buf, pos)
+    pos += 14
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_EndQuorumEpochResponse_PartitionData_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochResponse_PartitionData, int]:
+    o = _new(_EndQuorumEpochResponse_PartitionData)
+    (o.partition_index, o.error_code, o.leader_id, o.leader_epoch,) = _S0.unpack_from(buf, pos)
+    pos += 14
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -297,47 +298,59 @@ def _r_EndQuorumEpochResponse_PartitionData(buf: memoryview, pos: int, v: int) -
     return o, pos
 
 
-def _w_EndQuorumEpochResponse_TopicData(o: _EndQuorumEpochResponse_TopicData, out: bytearray, v: int) -> None:
-    flex = v >= 1
-    if flex:
-        w_cstr(out, o.topic_name, False, 'EndQuorumEpochResponse.TopicData.topic_name', v)
-    else:
-        w_str(out, o.topic_name, False, 'EndQuorumEpochResponse.TopicData.topic_name', v)
-    if flex:
-        w_ccount(out, o.partitions, False, 'EndQuorumEpochResponse.TopicData.partitions', v)
-    else:
-        w_count(out, o.partitions, False, 'EndQuorumEpochResponse.TopicData.partitions', v)
+def _w_EndQuorumEpochResponse_TopicData_0(o: _EndQuorumEpochResponse_TopicData, out: bytearray, v: int) -> None:
+    w_str(out, o.topic_name, False, 'EndQuorumEpochResponse.TopicData.topic_name', v)
+    w_count(out, o.partitions, False, 'EndQuorumEpochResponse.TopicData.partitions', v)
+    w = _w_EndQuorumEpochResponse_PartitionData_0
     for e in o.partitions:
-        _w_EndQuorumEpochResponse_PartitionData(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        w(e, out, v)
 
 
-def _r_EndQuorumEpochResponse_TopicData(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochResponse_TopicData, int]:
+def _w_EndQuorumEpochResponse_TopicData_1(o: _EndQuorumEpochResponse_TopicData, out: bytearray, v: int) -> None:
+    w_cstr(out, o.topic_name, False, 'EndQuorumEpochResponse.TopicData.topic_name', v)
+    w_ccount(out, o.partitions, False, 'EndQuorumEpochResponse.TopicData.partitions', v)
+    w = _w_EndQuorumEpochResponse_PartitionData_1
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_EndQuorumEpochResponse_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochResponse_TopicData, int]:
     o = _new(_EndQuorumEpochResponse_TopicData)
-    flex = v >= 1
-    if flex:
-        o.topic_name, pos = r_cstr(buf, pos, False)
-    else:
-        o.topic_name, pos = r_str(buf, pos, False)
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.partitions = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_EndQuorumEpochResponse_PartitionData(buf, pos, v)
-            a.append(e)
-        o.partitions = a
+    o.topic_name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_EndQuorumEpochResponse_PartitionData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_EndQuorumEpochResponse_TopicData_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochResponse_TopicData, int]:
+    o = _new(_EndQuorumEpochResponse_TopicData)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.topic_name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_EndQuorumEpochResponse_PartitionData_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -348,64 +361,79 @@ def _r_EndQuorumEpochResponse_TopicData(buf: memoryview, pos: int, v: int) -> tu
     return o, pos
 
 
-def _w_EndQuorumEpochResponse(o: _EndQuorumEpochResponse, out: bytearray, v: int) -> None:
-    flex = v >= 1
+def _w_EndQuorumEpochResponse_0(o: _EndQuorumEpochResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
-    if flex:
-        w_ccount(out, o.topics, False, 'EndQuorumEpochResponse.topics', v)
-    else:
-        w_count(out, o.topics, False, 'EndQuorumEpochResponse.topics', v)
+    w_count(out, o.topics, False, 'EndQuorumEpochResponse.topics', v)
+    w = _w_EndQuorumEpochResponse_TopicData_0
     for e in o.topics:
-        _w_EndQuorumEpochResponse_TopicData(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if (v >= 1) and not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-            t = bytearray()
-            w_ccount(t, o.node_endpoints, False, 'EndQuorumEpochResponse.node_endpoints', v)
-            for e in o.node_endpoints:
-                _w_EndQuorumEpochResponse_NodeEndpoint(e, t, v)
-            tagged.append((0, bytes(t)))
-        elif not (v >= 1) and not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-            raise absent_error('EndQuorumEpochResponse.node_endpoints', v)
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        w(e, out, v)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'EndQuorumEpochResponse.node_endpoints'", v)
 
 
-def _r_EndQuorumEpochResponse(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochResponse, int]:
+def _w_EndQuorumEpochResponse_1(o: _EndQuorumEpochResponse, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_ccount(out, o.topics, False, 'EndQuorumEpochResponse.topics', v)
+    w = _w_EndQuorumEpochResponse_TopicData_1
+    for e in o.topics:
+        w(e, out, v)
+    tagged: list[tuple[int, bytes]] = []
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        t = bytearray()
+        w_ccount(t, o.node_endpoints, False, 'EndQuorumEpochResponse.node_endpoints', v)
+        w = _w_EndQuorumEpochResponse_NodeEndpoint_1
+        for e in o.node_endpoints:
+            w(e, t, v)
+        tagged.append((0, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _r_EndQuorumEpochResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochResponse, int]:
     o = _new(_EndQuorumEpochResponse)
-    flex = v >= 1
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.topics = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_EndQuorumEpochResponse_TopicData(buf, pos, v)
-            a.append(e)
-        o.topics = a
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_EndQuorumEpochResponse_TopicData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
     o.node_endpoints = []
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_EndQuorumEpochResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochResponse, int]:
+    o = _new(_EndQuorumEpochResponse)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_EndQuorumEpochResponse_TopicData_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0 and (v >= 1):
+            if tag == 0:
                 n, pos = r_ccount(buf, pos, False)
-                if n < 0:
-                    o.node_endpoints = None
-                else:
-                    a = []
-                    for _ in range(n):
-                        e, pos = _r_EndQuorumEpochResponse_NodeEndpoint(buf, pos, v)
-                        a.append(e)
-                    o.node_endpoints = a
+                a = []
+                r = _r_EndQuorumEpochResponse_NodeEndpoint_1
+                for _ in range(n):
+                    e, pos = r(buf, pos, v)
+                    a.append(e)
+                o.node_endpoints = a
                 if pos != end:
                     raise DecodeError('tagged field EndQuorumEpochResponse.node_endpoints has the wrong size')
             else:
@@ -415,6 +443,8 @@ def _r_EndQuorumEpochResponse(buf: memoryview, pos: int, v: int) -> tuple[_EndQu
                 pos = end
     return o, pos
 
+_W_EndQuorumEpochResponse = (_w_EndQuorumEpochResponse_0, _w_EndQuorumEpochResponse_1, )
+_R_EndQuorumEpochResponse = (_r_EndQuorumEpochResponse_0, _r_EndQuorumEpochResponse_1, )
 
 _EndQuorumEpochResponse_NodeEndpoint.FIELDS = (
     FieldInfo(

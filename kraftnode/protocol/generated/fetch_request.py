@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,21 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">iqi")
+_S1 = struct.Struct(">iqqi")
+_S2 = struct.Struct(">qi")
+_S3 = struct.Struct(">iiqqi")
+_S4 = struct.Struct(">iiq")
+_S5 = struct.Struct(">iiqiqi")
+_S6 = struct.Struct(">iq")
+_S7 = struct.Struct(">iii")
+_S8 = struct.Struct(">ii")
+_S9 = struct.Struct(">iiii")
+_S10 = struct.Struct(">iiiib")
+_S11 = struct.Struct(">iiib")
+_S12 = struct.Struct(">iiiibii")
+_S13 = struct.Struct(">iiibii")
 
 
 class _FetchRequest_ForgottenTopic(Message):
@@ -228,7 +244,7 @@ class _FetchRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 17:
             raise UnsupportedVersionError(f"FetchRequest has no version {version}")
-        _w_FetchRequest(self, out, version)
+        _W_FetchRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FetchRequest:
@@ -245,7 +261,7 @@ class _FetchRequest(Message):
         if not 0 <= version <= 17:
             raise DecodeError(f"FetchRequest has no version {version}")
         try:
-            return _r_FetchRequest(buf, pos, version)
+            return _R_FetchRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -265,59 +281,73 @@ _FetchRequest.__qualname__ = "FetchRequest"
 _FetchRequest.__name__ = "FetchRequest"
 
 
-def _w_FetchRequest_ForgottenTopic(o: _FetchRequest_ForgottenTopic, out: bytearray, v: int) -> None:
-    flex = v >= 12
-    if v >= 7 and v <= 12:
-        if flex:
-            w_cstr(out, o.topic, False, 'FetchRequest.ForgottenTopic.topic', v)
-        else:
-            w_str(out, o.topic, False, 'FetchRequest.ForgottenTopic.topic', v)
-    if v >= 13:
-        out += o.topic_id.bytes
-    if v >= 7:
-        if flex:
-            w_ccount(out, o.partitions, False, 'FetchRequest.ForgottenTopic.partitions', v)
-        else:
-            w_count(out, o.partitions, False, 'FetchRequest.ForgottenTopic.partitions', v)
-        out += struct.pack('>%di' % len(o.partitions), *o.partitions)
-    elif not ((o.partitions is not None and len(o.partitions) == 0)):
-        raise absent_error('FetchRequest.ForgottenTopic.partitions', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_FetchRequest_ForgottenTopic_0(o: _FetchRequest_ForgottenTopic, out: bytearray, v: int) -> None:
+    if not ((o.partitions is not None and len(o.partitions) == 0)):
+        raise absent_error("'FetchRequest.ForgottenTopic.partitions'", v)
 
 
-def _r_FetchRequest_ForgottenTopic(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
+def _w_FetchRequest_ForgottenTopic_1(o: _FetchRequest_ForgottenTopic, out: bytearray, v: int) -> None:
+    w_str(out, o.topic, False, 'FetchRequest.ForgottenTopic.topic', v)
+    w_count(out, o.partitions, False, 'FetchRequest.ForgottenTopic.partitions', v)
+    out += struct.pack('>%di' % len(o.partitions), *o.partitions)
+
+
+def _w_FetchRequest_ForgottenTopic_2(o: _FetchRequest_ForgottenTopic, out: bytearray, v: int) -> None:
+    w_cstr(out, o.topic, False, 'FetchRequest.ForgottenTopic.topic', v)
+    w_ccount(out, o.partitions, False, 'FetchRequest.ForgottenTopic.partitions', v)
+    out += struct.pack('>%di' % len(o.partitions), *o.partitions)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_FetchRequest_ForgottenTopic_3(o: _FetchRequest_ForgottenTopic, out: bytearray, v: int) -> None:
+    out += o.topic_id.bytes
+    w_ccount(out, o.partitions, False, 'FetchRequest.ForgottenTopic.partitions', v)
+    out += struct.pack('>%di' % len(o.partitions), *o.partitions)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_FetchRequest_ForgottenTopic_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
     o = _new(_FetchRequest_ForgottenTopic)
-    flex = v >= 12
-    if v >= 7 and v <= 12:
-        if flex:
-            o.topic, pos = r_cstr(buf, pos, False)
-        else:
-            o.topic, pos = r_str(buf, pos, False)
-    else:
-        o.topic = ''
-    if v >= 13:
-        o.topic_id, pos = r_uuid(buf, pos)
-    else:
-        o.topic_id = ZERO_UUID
-    if v >= 7:
-        if flex:
-            n, pos = r_ccount(buf, pos, False)
-        else:
-            n, pos = r_count(buf, pos, False)
-        if n < 0:
-            o.partitions = None
-        else:
-            o.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += 4 * n
-    else:
-        o.partitions = []
+    o.topic = ''
+    o.topic_id = ZERO_UUID
+    o.partitions = []
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_FetchRequest_ForgottenTopic_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
+    o = _new(_FetchRequest_ForgottenTopic)
+    o.topic, pos = r_str(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    n, pos = r_count(buf, pos, False)
+    o.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchRequest_ForgottenTopic_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
+    o = _new(_FetchRequest_ForgottenTopic)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.topic = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.topic, pos = r_cstr(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    n, pos = r_ccount(buf, pos, False)
+    o.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -328,62 +358,141 @@ def _r_FetchRequest_ForgottenTopic(buf: memoryview, pos: int, v: int) -> tuple[_
     return o, pos
 
 
-def _w_FetchRequest_FetchPartition(o: _FetchRequest_FetchPartition, out: bytearray, v: int) -> None:
-    flex = v >= 12
-    out += I32.pack(o.partition)
-    if v >= 9:
-        out += I32.pack(o.current_leader_epoch)
-    out += I64.pack(o.fetch_offset)
-    if v >= 12:
-        out += I32.pack(o.last_fetched_epoch)
-    elif not (o.last_fetched_epoch == -1):
-        raise absent_error('FetchRequest.FetchPartition.last_fetched_epoch', v)
-    if v >= 5:
-        out += I64.pack(o.log_start_offset)
-    out += I32.pack(o.partition_max_bytes)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if (v >= 17) and not (o.replica_directory_id == ZERO_UUID):
-            t = bytearray()
-            t += o.replica_directory_id.bytes
-            tagged.append((0, bytes(t)))
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _r_FetchRequest_ForgottenTopic_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
+    o = _new(_FetchRequest_ForgottenTopic)
+    o.topic = ''
+    o.topic_id, pos = r_uuid(buf, pos)
+    n, pos = r_ccount(buf, pos, False)
+    o.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
 
 
-def _r_FetchRequest_FetchPartition(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
+def _w_FetchRequest_FetchPartition_0(o: _FetchRequest_FetchPartition, out: bytearray, v: int) -> None:
+    if not (o.last_fetched_epoch == -1):
+        raise absent_error("'FetchRequest.FetchPartition.last_fetched_epoch'", v)
+    out += _S0.pack(o.partition, o.fetch_offset, o.partition_max_bytes)
+
+
+def _w_FetchRequest_FetchPartition_1(o: _FetchRequest_FetchPartition, out: bytearray, v: int) -> None:
+    if not (o.last_fetched_epoch == -1):
+        raise absent_error("'FetchRequest.FetchPartition.last_fetched_epoch'", v)
+    out += _S1.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
+
+
+def _w_FetchRequest_FetchPartition_2(o: _FetchRequest_FetchPartition, out: bytearray, v: int) -> None:
+    if not (o.last_fetched_epoch == -1):
+        raise absent_error("'FetchRequest.FetchPartition.last_fetched_epoch'", v)
+    out += _S3.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
+
+
+def _w_FetchRequest_FetchPartition_3(o: _FetchRequest_FetchPartition, out: bytearray, v: int) -> None:
+    out += _S5.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_FetchRequest_FetchPartition_4(o: _FetchRequest_FetchPartition, out: bytearray, v: int) -> None:
+    out += _S5.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.replica_directory_id == ZERO_UUID):
+        t = bytearray()
+        t += o.replica_directory_id.bytes
+        tagged.append((0, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _r_FetchRequest_FetchPartition_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
     o = _new(_FetchRequest_FetchPartition)
-    flex = v >= 12
     (o.partition,) = I32.unpack_from(buf, pos)
     pos += 4
-    if v >= 9:
-        (o.current_leader_epoch,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.current_leader_epoch = -1
+    o.current_leader_epoch = -1
     (o.fetch_offset,) = I64.unpack_from(buf, pos)
     pos += 8
-    if v >= 12:
-        (o.last_fetched_epoch,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.last_fetched_epoch = -1
-    if v >= 5:
-        (o.log_start_offset,) = I64.unpack_from(buf, pos)
-        pos += 8
-    else:
-        o.log_start_offset = -1
+    o.last_fetched_epoch = -1
+    o.log_start_offset = -1
     (o.partition_max_bytes,) = I32.unpack_from(buf, pos)
     pos += 4
     o.replica_directory_id = ZERO_UUID
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_FetchRequest_FetchPartition_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
+    o = _new(_FetchRequest_FetchPartition)
+    (o.partition,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.current_leader_epoch = -1
+    (o.fetch_offset,) = I64.unpack_from(buf, pos)
+    pos += 8
+    o.last_fetched_epoch = -1
+    (o.log_start_offset, o.partition_max_bytes,) = _S2.unpack_from(buf, pos)
+    pos += 12
+    o.replica_directory_id = ZERO_UUID
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchRequest_FetchPartition_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
+    o = _new(_FetchRequest_FetchPartition)
+    (o.partition, o.current_leader_epoch, o.fetch_offset,) = _S4.unpack_from(buf, pos)
+    pos += 16
+    o.last_fetched_epoch = -1
+    (o.log_start_offset, o.partition_max_bytes,) = _S2.unpack_from(buf, pos)
+    pos += 12
+    o.replica_directory_id = ZERO_UUID
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchRequest_FetchPartition_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
+    o = _new(_FetchRequest_FetchPartition)
+    (o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes,) = _S5.unpack_from(buf, pos)
+    pos += 32
+    o.replica_directory_id = ZERO_UUID
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0 and (v >= 17):
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_FetchRequest_FetchPartition_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
+    o = _new(_FetchRequest_FetchPartition)
+    (o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes,) = _S5.unpack_from(buf, pos)
+    pos += 32
+    o.replica_directory_id = ZERO_UUID
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
                 o.replica_directory_id, pos = r_uuid(buf, pos)
                 if pos != end:
                     raise DecodeError('tagged field FetchRequest.FetchPartition.replica_directory_id has the wrong size')
@@ -395,243 +504,781 @@ def _r_FetchRequest_FetchPartition(buf: memoryview, pos: int, v: int) -> tuple[_
     return o, pos
 
 
-def _w_FetchRequest_FetchTopic(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
-    flex = v >= 12
-    if v <= 12:
-        if flex:
-            w_cstr(out, o.topic, False, 'FetchRequest.FetchTopic.topic', v)
-        else:
-            w_str(out, o.topic, False, 'FetchRequest.FetchTopic.topic', v)
-    if v >= 13:
-        out += o.topic_id.bytes
-    if flex:
-        w_ccount(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
-    else:
-        w_count(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
+def _w_FetchRequest_FetchTopic_0(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
+    w_str(out, o.topic, False, 'FetchRequest.FetchTopic.topic', v)
+    w_count(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
+    w = _w_FetchRequest_FetchPartition_0
     for e in o.partitions:
-        _w_FetchRequest_FetchPartition(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        w(e, out, v)
 
 
-def _r_FetchRequest_FetchTopic(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
+def _w_FetchRequest_FetchTopic_1(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
+    w_str(out, o.topic, False, 'FetchRequest.FetchTopic.topic', v)
+    w_count(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
+    w = _w_FetchRequest_FetchPartition_1
+    for e in o.partitions:
+        w(e, out, v)
+
+
+def _w_FetchRequest_FetchTopic_2(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
+    w_str(out, o.topic, False, 'FetchRequest.FetchTopic.topic', v)
+    w_count(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
+    w = _w_FetchRequest_FetchPartition_2
+    for e in o.partitions:
+        w(e, out, v)
+
+
+def _w_FetchRequest_FetchTopic_3(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
+    w_cstr(out, o.topic, False, 'FetchRequest.FetchTopic.topic', v)
+    w_ccount(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
+    w = _w_FetchRequest_FetchPartition_3
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_FetchRequest_FetchTopic_4(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
+    out += o.topic_id.bytes
+    w_ccount(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
+    w = _w_FetchRequest_FetchPartition_3
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_FetchRequest_FetchTopic_5(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
+    out += o.topic_id.bytes
+    w_ccount(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
+    w = _w_FetchRequest_FetchPartition_4
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_FetchRequest_FetchTopic_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
     o = _new(_FetchRequest_FetchTopic)
-    flex = v >= 12
-    if v <= 12:
-        if flex:
-            o.topic, pos = r_cstr(buf, pos, False)
-        else:
-            o.topic, pos = r_str(buf, pos, False)
-    else:
-        o.topic = ''
-    if v >= 13:
-        o.topic_id, pos = r_uuid(buf, pos)
-    else:
-        o.topic_id = ZERO_UUID
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.partitions = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_FetchRequest_FetchPartition(buf, pos, v)
-            a.append(e)
-        o.partitions = a
+    o.topic, pos = r_str(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchPartition_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
     o.unknown_tagged_fields = None
-    if flex:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
     return o, pos
 
 
-def _w_FetchRequest_ReplicaState(o: _FetchRequest_ReplicaState, out: bytearray, v: int) -> None:
-    flex = v >= 12
-    if v >= 15:
-        out += I32.pack(o.replica_id)
-    elif not (o.replica_id == -1):
-        raise absent_error('FetchRequest.ReplicaState.replica_id', v)
-    if v >= 15:
-        out += I64.pack(o.replica_epoch)
-    elif not (o.replica_epoch == -1):
-        raise absent_error('FetchRequest.ReplicaState.replica_epoch', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
-
-
-def _r_FetchRequest_ReplicaState(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ReplicaState, int]:
-    o = _new(_FetchRequest_ReplicaState)
-    flex = v >= 12
-    if v >= 15:
-        (o.replica_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.replica_id = -1
-    if v >= 15:
-        (o.replica_epoch,) = I64.unpack_from(buf, pos)
-        pos += 8
-    else:
-        o.replica_epoch = -1
+def _r_FetchRequest_FetchTopic_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
+    o = _new(_FetchRequest_FetchTopic)
+    o.topic, pos = r_str(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchPartition_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
     o.unknown_tagged_fields = None
-    if flex:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
     return o, pos
 
 
-def _w_FetchRequest(o: _FetchRequest, out: bytearray, v: int) -> None:
-    flex = v >= 12
-    if v <= 14:
-        out += I32.pack(o.replica_id)
-    elif not (o.replica_id == -1):
-        raise absent_error('FetchRequest.replica_id', v)
-    out += I32.pack(o.max_wait_ms)
-    out += I32.pack(o.min_bytes)
-    if v >= 3:
-        out += I32.pack(o.max_bytes)
-    if v >= 4:
-        out += I8.pack(o.isolation_level)
-    if v >= 7:
-        out += I32.pack(o.session_id)
-    if v >= 7:
-        out += I32.pack(o.session_epoch)
-    if flex:
-        w_ccount(out, o.topics, False, 'FetchRequest.topics', v)
-    else:
-        w_count(out, o.topics, False, 'FetchRequest.topics', v)
-    for e in o.topics:
-        _w_FetchRequest_FetchTopic(e, out, v)
-    if v >= 7:
-        if flex:
-            w_ccount(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
-        else:
-            w_count(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
-        for e in o.forgotten_topics_data:
-            _w_FetchRequest_ForgottenTopic(e, out, v)
-    elif not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
-        raise absent_error('FetchRequest.forgotten_topics_data', v)
-    if v >= 11:
-        if flex:
-            w_cstr(out, o.rack_id, False, 'FetchRequest.rack_id', v)
-        else:
-            w_str(out, o.rack_id, False, 'FetchRequest.rack_id', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if (v >= 12) and not (o.cluster_id is None):
-            t = bytearray()
-            w_cstr(t, o.cluster_id, v >= 12, 'FetchRequest.cluster_id', v)
-            tagged.append((0, bytes(t)))
-        if (v >= 15) and not (o.replica_state == _FetchRequest_ReplicaState()):
-            t = bytearray()
-            _w_FetchRequest_ReplicaState(o.replica_state, t, v)
-            tagged.append((1, bytes(t)))
-        elif not (v >= 15) and not (o.replica_state == _FetchRequest_ReplicaState()):
-            raise absent_error('FetchRequest.replica_state', v)
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _r_FetchRequest_FetchTopic_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
+    o = _new(_FetchRequest_FetchTopic)
+    o.topic, pos = r_str(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchPartition_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
-def _r_FetchRequest(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
-    o = _new(_FetchRequest)
-    flex = v >= 12
-    o.cluster_id = None
-    if v <= 14:
-        (o.replica_id,) = I32.unpack_from(buf, pos)
-        pos += 4
+def _r_FetchRequest_FetchTopic_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
+    o = _new(_FetchRequest_FetchTopic)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.topic = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
     else:
-        o.replica_id = -1
-    o.replica_state = _FetchRequest_ReplicaState()
-    (o.max_wait_ms,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.min_bytes,) = I32.unpack_from(buf, pos)
-    pos += 4
-    if v >= 3:
-        (o.max_bytes,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.max_bytes = 2147483647
-    if v >= 4:
-        (o.isolation_level,) = I8.unpack_from(buf, pos)
+        o.topic, pos = r_cstr(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchPartition_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
         pos += 1
     else:
-        o.isolation_level = 0
-    if v >= 7:
-        (o.session_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.session_id = 0
-    if v >= 7:
-        (o.session_epoch,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.session_epoch = -1
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.topics = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_FetchRequest_FetchTopic(buf, pos, v)
-            a.append(e)
-        o.topics = a
-    if v >= 7:
-        if flex:
-            n, pos = r_ccount(buf, pos, False)
-        else:
-            n, pos = r_count(buf, pos, False)
-        if n < 0:
-            o.forgotten_topics_data = None
-        else:
-            a = []
-            for _ in range(n):
-                e, pos = _r_FetchRequest_ForgottenTopic(buf, pos, v)
-                a.append(e)
-            o.forgotten_topics_data = a
-    else:
-        o.forgotten_topics_data = []
-    if v >= 11:
-        if flex:
-            o.rack_id, pos = r_cstr(buf, pos, False)
-        else:
-            o.rack_id, pos = r_str(buf, pos, False)
-    else:
-        o.rack_id = ''
-    o.unknown_tagged_fields = None
-    if flex:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0 and (v >= 12):
-                o.cluster_id, pos = r_cstr(buf, pos, v >= 12)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_FetchRequest_FetchTopic_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
+    o = _new(_FetchRequest_FetchTopic)
+    o.topic = ''
+    o.topic_id, pos = r_uuid(buf, pos)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchPartition_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_FetchRequest_FetchTopic_5(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
+    o = _new(_FetchRequest_FetchTopic)
+    o.topic = ''
+    o.topic_id, pos = r_uuid(buf, pos)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchPartition_4
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_FetchRequest_ReplicaState_0(o: _FetchRequest_ReplicaState, out: bytearray, v: int) -> None:
+    if not (o.replica_id == -1):
+        raise absent_error("'FetchRequest.ReplicaState.replica_id'", v)
+    if not (o.replica_epoch == -1):
+        raise absent_error("'FetchRequest.ReplicaState.replica_epoch'", v)
+
+
+def _w_FetchRequest_ReplicaState_1(o: _FetchRequest_ReplicaState, out: bytearray, v: int) -> None:
+    if not (o.replica_id == -1):
+        raise absent_error("'FetchRequest.ReplicaState.replica_id'", v)
+    if not (o.replica_epoch == -1):
+        raise absent_error("'FetchRequest.ReplicaState.replica_epoch'", v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_FetchRequest_ReplicaState_2(o: _FetchRequest_ReplicaState, out: bytearray, v: int) -> None:
+    out += _S6.pack(o.replica_id, o.replica_epoch)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_FetchRequest_ReplicaState_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ReplicaState, int]:
+    o = _new(_FetchRequest_ReplicaState)
+    o.replica_id = -1
+    o.replica_epoch = -1
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchRequest_ReplicaState_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ReplicaState, int]:
+    o = _new(_FetchRequest_ReplicaState)
+    o.replica_id = -1
+    o.replica_epoch = -1
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_FetchRequest_ReplicaState_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ReplicaState, int]:
+    o = _new(_FetchRequest_ReplicaState)
+    (o.replica_id, o.replica_epoch,) = _S6.unpack_from(buf, pos)
+    pos += 12
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_FetchRequest_0(o: _FetchRequest, out: bytearray, v: int) -> None:
+    out += _S7.pack(o.replica_id, o.max_wait_ms, o.min_bytes)
+    w_count(out, o.topics, False, 'FetchRequest.topics', v)
+    w = _w_FetchRequest_FetchTopic_0
+    for e in o.topics:
+        w(e, out, v)
+    if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
+        raise absent_error("'FetchRequest.forgotten_topics_data'", v)
+    if not (o.replica_state == _FetchRequest_ReplicaState()):
+        raise absent_error("'FetchRequest.replica_state'", v)
+
+
+def _w_FetchRequest_1(o: _FetchRequest, out: bytearray, v: int) -> None:
+    out += _S9.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes)
+    w_count(out, o.topics, False, 'FetchRequest.topics', v)
+    w = _w_FetchRequest_FetchTopic_0
+    for e in o.topics:
+        w(e, out, v)
+    if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
+        raise absent_error("'FetchRequest.forgotten_topics_data'", v)
+    if not (o.replica_state == _FetchRequest_ReplicaState()):
+        raise absent_error("'FetchRequest.replica_state'", v)
+
+
+def _w_FetchRequest_2(o: _FetchRequest, out: bytearray, v: int) -> None:
+    out += _S10.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
+    w_count(out, o.topics, False, 'FetchRequest.topics', v)
+    w = _w_FetchRequest_FetchTopic_0
+    for e in o.topics:
+        w(e, out, v)
+    if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
+        raise absent_error("'FetchRequest.forgotten_topics_data'", v)
+    if not (o.replica_state == _FetchRequest_ReplicaState()):
+        raise absent_error("'FetchRequest.replica_state'", v)
+
+
+def _w_FetchRequest_3(o: _FetchRequest, out: bytearray, v: int) -> None:
+    out += _S10.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
+    w_count(out, o.topics, False, 'FetchRequest.topics', v)
+    w = _w_FetchRequest_FetchTopic_1
+    for e in o.topics:
+        w(e, out, v)
+    if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
+        raise absent_error("'FetchRequest.forgotten_topics_data'", v)
+    if not (o.replica_state == _FetchRequest_ReplicaState()):
+        raise absent_error("'FetchRequest.replica_state'", v)
+
+
+def _w_FetchRequest_4(o: _FetchRequest, out: bytearray, v: int) -> None:
+    out += _S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    w_count(out, o.topics, False, 'FetchRequest.topics', v)
+    w = _w_FetchRequest_FetchTopic_1
+    for e in o.topics:
+        w(e, out, v)
+    w_count(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
+    w = _w_FetchRequest_ForgottenTopic_1
+    for e in o.forgotten_topics_data:
+        w(e, out, v)
+    if not (o.replica_state == _FetchRequest_ReplicaState()):
+        raise absent_error("'FetchRequest.replica_state'", v)
+
+
+def _w_FetchRequest_5(o: _FetchRequest, out: bytearray, v: int) -> None:
+    out += _S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    w_count(out, o.topics, False, 'FetchRequest.topics', v)
+    w = _w_FetchRequest_FetchTopic_2
+    for e in o.topics:
+        w(e, out, v)
+    w_count(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
+    w = _w_FetchRequest_ForgottenTopic_1
+    for e in o.forgotten_topics_data:
+        w(e, out, v)
+    if not (o.replica_state == _FetchRequest_ReplicaState()):
+        raise absent_error("'FetchRequest.replica_state'", v)
+
+
+def _w_FetchRequest_6(o: _FetchRequest, out: bytearray, v: int) -> None:
+    out += _S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    w_count(out, o.topics, False, 'FetchRequest.topics', v)
+    w = _w_FetchRequest_FetchTopic_2
+    for e in o.topics:
+        w(e, out, v)
+    w_count(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
+    w = _w_FetchRequest_ForgottenTopic_1
+    for e in o.forgotten_topics_data:
+        w(e, out, v)
+    w_str(out, o.rack_id, False, 'FetchRequest.rack_id', v)
+    if not (o.replica_state == _FetchRequest_ReplicaState()):
+        raise absent_error("'FetchRequest.replica_state'", v)
+
+
+def _w_FetchRequest_7(o: _FetchRequest, out: bytearray, v: int) -> None:
+    out += _S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    w_ccount(out, o.topics, False, 'FetchRequest.topics', v)
+    w = _w_FetchRequest_FetchTopic_3
+    for e in o.topics:
+        w(e, out, v)
+    w_ccount(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
+    w = _w_FetchRequest_ForgottenTopic_2
+    for e in o.forgotten_topics_data:
+        w(e, out, v)
+    w_cstr(out, o.rack_id, False, 'FetchRequest.rack_id', v)
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.cluster_id is None):
+        t = bytearray()
+        w_cstr(t, o.cluster_id, True, 'FetchRequest.cluster_id', v)
+        tagged.append((0, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+    if not (o.replica_state == _FetchRequest_ReplicaState()):
+        raise absent_error("'FetchRequest.replica_state'", v)
+
+
+def _w_FetchRequest_8(o: _FetchRequest, out: bytearray, v: int) -> None:
+    out += _S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    w_ccount(out, o.topics, False, 'FetchRequest.topics', v)
+    w = _w_FetchRequest_FetchTopic_4
+    for e in o.topics:
+        w(e, out, v)
+    w_ccount(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
+    w = _w_FetchRequest_ForgottenTopic_3
+    for e in o.forgotten_topics_data:
+        w(e, out, v)
+    w_cstr(out, o.rack_id, False, 'FetchRequest.rack_id', v)
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.cluster_id is None):
+        t = bytearray()
+        w_cstr(t, o.cluster_id, True, 'FetchRequest.cluster_id', v)
+        tagged.append((0, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+    if not (o.replica_state == _FetchRequest_ReplicaState()):
+        raise absent_error("'FetchRequest.replica_state'", v)
+
+
+def _w_FetchRequest_9(o: _FetchRequest, out: bytearray, v: int) -> None:
+    if not (o.replica_id == -1):
+        raise absent_error("'FetchRequest.replica_id'", v)
+    out += _S13.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    w_ccount(out, o.topics, False, 'FetchRequest.topics', v)
+    w = _w_FetchRequest_FetchTopic_4
+    for e in o.topics:
+        w(e, out, v)
+    w_ccount(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
+    w = _w_FetchRequest_ForgottenTopic_3
+    for e in o.forgotten_topics_data:
+        w(e, out, v)
+    w_cstr(out, o.rack_id, False, 'FetchRequest.rack_id', v)
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.cluster_id is None):
+        t = bytearray()
+        w_cstr(t, o.cluster_id, True, 'FetchRequest.cluster_id', v)
+        tagged.append((0, bytes(t)))
+    if not (o.replica_state == _FetchRequest_ReplicaState()):
+        t = bytearray()
+        _w_FetchRequest_ReplicaState_2(o.replica_state, t, v)
+        tagged.append((1, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _w_FetchRequest_10(o: _FetchRequest, out: bytearray, v: int) -> None:
+    if not (o.replica_id == -1):
+        raise absent_error("'FetchRequest.replica_id'", v)
+    out += _S13.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    w_ccount(out, o.topics, False, 'FetchRequest.topics', v)
+    w = _w_FetchRequest_FetchTopic_5
+    for e in o.topics:
+        w(e, out, v)
+    w_ccount(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
+    w = _w_FetchRequest_ForgottenTopic_3
+    for e in o.forgotten_topics_data:
+        w(e, out, v)
+    w_cstr(out, o.rack_id, False, 'FetchRequest.rack_id', v)
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.cluster_id is None):
+        t = bytearray()
+        w_cstr(t, o.cluster_id, True, 'FetchRequest.cluster_id', v)
+        tagged.append((0, bytes(t)))
+    if not (o.replica_state == _FetchRequest_ReplicaState()):
+        t = bytearray()
+        _w_FetchRequest_ReplicaState_2(o.replica_state, t, v)
+        tagged.append((1, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _r_FetchRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o = _new(_FetchRequest)
+    o.cluster_id = None
+    (o.replica_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.replica_state = _FetchRequest_ReplicaState()
+    (o.max_wait_ms, o.min_bytes,) = _S8.unpack_from(buf, pos)
+    pos += 8
+    o.max_bytes = 2147483647
+    o.isolation_level = 0
+    o.session_id = 0
+    o.session_epoch = -1
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchTopic_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o = _new(_FetchRequest)
+    o.cluster_id = None
+    (o.replica_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.replica_state = _FetchRequest_ReplicaState()
+    (o.max_wait_ms, o.min_bytes, o.max_bytes,) = _S7.unpack_from(buf, pos)
+    pos += 12
+    o.isolation_level = 0
+    o.session_id = 0
+    o.session_epoch = -1
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchTopic_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchRequest_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o = _new(_FetchRequest)
+    o.cluster_id = None
+    (o.replica_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.replica_state = _FetchRequest_ReplicaState()
+    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level,) = _S11.unpack_from(buf, pos)
+    pos += 13
+    o.session_id = 0
+    o.session_epoch = -1
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchTopic_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchRequest_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o = _new(_FetchRequest)
+    o.cluster_id = None
+    (o.replica_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.replica_state = _FetchRequest_ReplicaState()
+    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level,) = _S11.unpack_from(buf, pos)
+    pos += 13
+    o.session_id = 0
+    o.session_epoch = -1
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchTopic_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchRequest_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o = _new(_FetchRequest)
+    o.cluster_id = None
+    (o.replica_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.replica_state = _FetchRequest_ReplicaState()
+    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+    pos += 21
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchTopic_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_ForgottenTopic_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.forgotten_topics_data = a
+    o.rack_id = ''
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchRequest_5(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o = _new(_FetchRequest)
+    o.cluster_id = None
+    (o.replica_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.replica_state = _FetchRequest_ReplicaState()
+    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+    pos += 21
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchTopic_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_ForgottenTopic_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.forgotten_topics_data = a
+    o.rack_id = ''
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchRequest_6(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o = _new(_FetchRequest)
+    o.cluster_id = None
+    (o.replica_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.replica_state = _FetchRequest_ReplicaState()
+    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+    pos += 21
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchTopic_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_ForgottenTopic_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.forgotten_topics_data = a
+    o.rack_id, pos = r_str(buf, pos, False)
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchRequest_7(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o = _new(_FetchRequest)
+    o.cluster_id = None
+    (o.replica_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.replica_state = _FetchRequest_ReplicaState()
+    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+    pos += 21
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchTopic_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_ForgottenTopic_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.forgotten_topics_data = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.rack_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.rack_id, pos = r_cstr(buf, pos, False)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                n = buf[pos]
+                if 0 < n < 0x80 and pos + n <= len(buf):
+                    o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+                    pos += n
+                else:
+                    o.cluster_id, pos = r_cstr(buf, pos, True)
                 if pos != end:
                     raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
-            elif tag == 1 and (v >= 15):
-                o.replica_state, pos = _r_FetchRequest_ReplicaState(buf, pos, v)
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+
+def _r_FetchRequest_8(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o = _new(_FetchRequest)
+    o.cluster_id = None
+    (o.replica_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.replica_state = _FetchRequest_ReplicaState()
+    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+    pos += 21
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchTopic_4
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_ForgottenTopic_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.forgotten_topics_data = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.rack_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.rack_id, pos = r_cstr(buf, pos, False)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                n = buf[pos]
+                if 0 < n < 0x80 and pos + n <= len(buf):
+                    o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+                    pos += n
+                else:
+                    o.cluster_id, pos = r_cstr(buf, pos, True)
+                if pos != end:
+                    raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+
+def _r_FetchRequest_9(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o = _new(_FetchRequest)
+    o.cluster_id = None
+    o.replica_id = -1
+    o.replica_state = _FetchRequest_ReplicaState()
+    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+    pos += 21
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchTopic_4
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_ForgottenTopic_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.forgotten_topics_data = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.rack_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.rack_id, pos = r_cstr(buf, pos, False)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                n = buf[pos]
+                if 0 < n < 0x80 and pos + n <= len(buf):
+                    o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+                    pos += n
+                else:
+                    o.cluster_id, pos = r_cstr(buf, pos, True)
+                if pos != end:
+                    raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
+            elif tag == 1:
+                o.replica_state, pos = _r_FetchRequest_ReplicaState_2(buf, pos, v)
                 if pos != end:
                     raise DecodeError('tagged field FetchRequest.replica_state has the wrong size')
             else:
@@ -641,6 +1288,63 @@ def _r_FetchRequest(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, i
                 pos = end
     return o, pos
 
+
+def _r_FetchRequest_10(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o = _new(_FetchRequest)
+    o.cluster_id = None
+    o.replica_id = -1
+    o.replica_state = _FetchRequest_ReplicaState()
+    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+    pos += 21
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_FetchTopic_5
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchRequest_ForgottenTopic_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.forgotten_topics_data = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.rack_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.rack_id, pos = r_cstr(buf, pos, False)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                n = buf[pos]
+                if 0 < n < 0x80 and pos + n <= len(buf):
+                    o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+                    pos += n
+                else:
+                    o.cluster_id, pos = r_cstr(buf, pos, True)
+                if pos != end:
+                    raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
+            elif tag == 1:
+                o.replica_state, pos = _r_FetchRequest_ReplicaState_2(buf, pos, v)
+                if pos != end:
+                    raise DecodeError('tagged field FetchRequest.replica_state has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+_W_FetchRequest = (_w_FetchRequest_0, _w_FetchRequest_0, _w_FetchRequest_0, _w_FetchRequest_1, _w_FetchRequest_2, _w_FetchRequest_3, _w_FetchRequest_3, _w_FetchRequest_4, _w_FetchRequest_4, _w_FetchRequest_5, _w_FetchRequest_5, _w_FetchRequest_6, _w_FetchRequest_7, _w_FetchRequest_8, _w_FetchRequest_8, _w_FetchRequest_9, _w_FetchRequest_9, _w_FetchRequest_10, )
+_R_FetchRequest = (_r_FetchRequest_0, _r_FetchRequest_0, _r_FetchRequest_0, _r_FetchRequest_1, _r_FetchRequest_2, _r_FetchRequest_3, _r_FetchRequest_3, _r_FetchRequest_4, _r_FetchRequest_4, _r_FetchRequest_5, _r_FetchRequest_5, _r_FetchRequest_6, _r_FetchRequest_7, _r_FetchRequest_8, _r_FetchRequest_8, _r_FetchRequest_9, _r_FetchRequest_9, _r_FetchRequest_10, )
 
 _FetchRequest_ForgottenTopic.FIELDS = (
     FieldInfo(

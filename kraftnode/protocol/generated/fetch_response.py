@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,15 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">qq")
+_S1 = struct.Struct(">qi")
+_S2 = struct.Struct(">ii")
+_S3 = struct.Struct(">iq")
+_S4 = struct.Struct(">ihq")
+_S5 = struct.Struct(">ihqq")
+_S6 = struct.Struct(">ihqqq")
+_S7 = struct.Struct(">ihi")
 
 
 class _FetchResponse_NodeEndpoint(Message):
@@ -285,7 +295,7 @@ class _FetchResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 17:
             raise UnsupportedVersionError(f"FetchResponse has no version {version}")
-        _w_FetchResponse(self, out, version)
+        _W_FetchResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FetchResponse:
@@ -302,7 +312,7 @@ class _FetchResponse(Message):
         if not 0 <= version <= 17:
             raise DecodeError(f"FetchResponse has no version {version}")
         try:
-            return _r_FetchResponse(buf, pos, version)
+            return _R_FetchResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -328,67 +338,63 @@ _FetchResponse.__qualname__ = "FetchResponse"
 _FetchResponse.__name__ = "FetchResponse"
 
 
-def _w_FetchResponse_NodeEndpoint(o: _FetchResponse_NodeEndpoint, out: bytearray, v: int) -> None:
-    flex = v >= 12
-    if v >= 16:
-        out += I32.pack(o.node_id)
-    elif not (o.node_id == 0):
-        raise absent_error('FetchResponse.NodeEndpoint.node_id', v)
-    if v >= 16:
-        if flex:
-            w_cstr(out, o.host, False, 'FetchResponse.NodeEndpoint.host', v)
-        else:
-            w_str(out, o.host, False, 'FetchResponse.NodeEndpoint.host', v)
-    elif not (o.host == ''):
-        raise absent_error('FetchResponse.NodeEndpoint.host', v)
-    if v >= 16:
-        out += I32.pack(o.port)
-    elif not (o.port == 0):
-        raise absent_error('FetchResponse.NodeEndpoint.port', v)
-    if v >= 16:
-        if flex:
-            w_cstr(out, o.rack, v >= 16, 'FetchResponse.NodeEndpoint.rack', v)
-        else:
-            w_str(out, o.rack, v >= 16, 'FetchResponse.NodeEndpoint.rack', v)
-    elif not (o.rack is None):
-        raise absent_error('FetchResponse.NodeEndpoint.rack', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_FetchResponse_NodeEndpoint_0(o: _FetchResponse_NodeEndpoint, out: bytearray, v: int) -> None:
+    if not (o.node_id == 0):
+        raise absent_error("'FetchResponse.NodeEndpoint.node_id'", v)
+    if not (o.host == ''):
+        raise absent_error("'FetchResponse.NodeEndpoint.host'", v)
+    if not (o.port == 0):
+        raise absent_error("'FetchResponse.NodeEndpoint.port'", v)
+    if not (o.rack is None):
+        raise absent_error("'FetchResponse.NodeEndpoint.rack'", v)
 
 
-def _r_FetchResponse_NodeEndpoint(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_NodeEndpoint, int]:
+def _w_FetchResponse_NodeEndpoint_1(o: _FetchResponse_NodeEndpoint, out: bytearray, v: int) -> None:
+    if not (o.node_id == 0):
+        raise absent_error("'FetchResponse.NodeEndpoint.node_id'", v)
+    if not (o.host == ''):
+        raise absent_error("'FetchResponse.NodeEndpoint.host'", v)
+    if not (o.port == 0):
+        raise absent_error("'FetchResponse.NodeEndpoint.port'", v)
+    if not (o.rack is None):
+        raise absent_error("'FetchResponse.NodeEndpoint.rack'", v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_FetchResponse_NodeEndpoint_2(o: _FetchResponse_NodeEndpoint, out: bytearray, v: int) -> None:
+    out += I32.pack(o.node_id)
+    w_cstr(out, o.host, False, 'FetchResponse.NodeEndpoint.host', v)
+    out += I32.pack(o.port)
+    w_cstr(out, o.rack, True, 'FetchResponse.NodeEndpoint.rack', v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_FetchResponse_NodeEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_NodeEndpoint, int]:
     o = _new(_FetchResponse_NodeEndpoint)
-    flex = v >= 12
-    if v >= 16:
-        (o.node_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.node_id = 0
-    if v >= 16:
-        if flex:
-            o.host, pos = r_cstr(buf, pos, False)
-        else:
-            o.host, pos = r_str(buf, pos, False)
-    else:
-        o.host = ''
-    if v >= 16:
-        (o.port,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.port = 0
-    if v >= 16:
-        if flex:
-            o.rack, pos = r_cstr(buf, pos, v >= 16)
-        else:
-            o.rack, pos = r_str(buf, pos, v >= 16)
-    else:
-        o.rack = None
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.rack = None
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_FetchResponse_NodeEndpoint_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_NodeEndpoint, int]:
+    o = _new(_FetchResponse_NodeEndpoint)
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.rack = None
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -399,39 +405,81 @@ def _r_FetchResponse_NodeEndpoint(buf: memoryview, pos: int, v: int) -> tuple[_F
     return o, pos
 
 
-def _w_FetchResponse_AbortedTransaction(o: _FetchResponse_AbortedTransaction, out: bytearray, v: int) -> None:
-    flex = v >= 12
-    if v >= 4:
-        out += I64.pack(o.producer_id)
-    elif not (o.producer_id == 0):
-        raise absent_error('FetchResponse.AbortedTransaction.producer_id', v)
-    if v >= 4:
-        out += I64.pack(o.first_offset)
-    elif not (o.first_offset == 0):
-        raise absent_error('FetchResponse.AbortedTransaction.first_offset', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _r_FetchResponse_NodeEndpoint_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_NodeEndpoint, int]:
+    o = _new(_FetchResponse_NodeEndpoint)
+    (o.node_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
+    (o.port,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.rack, pos = r_cstr(buf, pos, True)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
 
 
-def _r_FetchResponse_AbortedTransaction(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_AbortedTransaction, int]:
+def _w_FetchResponse_AbortedTransaction_0(o: _FetchResponse_AbortedTransaction, out: bytearray, v: int) -> None:
+    if not (o.producer_id == 0):
+        raise absent_error("'FetchResponse.AbortedTransaction.producer_id'", v)
+    if not (o.first_offset == 0):
+        raise absent_error("'FetchResponse.AbortedTransaction.first_offset'", v)
+
+
+def _w_FetchResponse_AbortedTransaction_1(o: _FetchResponse_AbortedTransaction, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.producer_id, o.first_offset)
+
+
+def _w_FetchResponse_AbortedTransaction_2(o: _FetchResponse_AbortedTransaction, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.producer_id, o.first_offset)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_FetchResponse_AbortedTransaction_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_AbortedTransaction, int]:
     o = _new(_FetchResponse_AbortedTransaction)
-    flex = v >= 12
-    if v >= 4:
-        (o.producer_id,) = I64.unpack_from(buf, pos)
-        pos += 8
-    else:
-        o.producer_id = 0
-    if v >= 4:
-        (o.first_offset,) = I64.unpack_from(buf, pos)
-        pos += 8
-    else:
-        o.first_offset = 0
+    o.producer_id = 0
+    o.first_offset = 0
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_FetchResponse_AbortedTransaction_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_AbortedTransaction, int]:
+    o = _new(_FetchResponse_AbortedTransaction)
+    (o.producer_id, o.first_offset,) = _S0.unpack_from(buf, pos)
+    pos += 16
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_AbortedTransaction_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_AbortedTransaction, int]:
+    o = _new(_FetchResponse_AbortedTransaction)
+    (o.producer_id, o.first_offset,) = _S0.unpack_from(buf, pos)
+    pos += 16
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -442,27 +490,34 @@ def _r_FetchResponse_AbortedTransaction(buf: memoryview, pos: int, v: int) -> tu
     return o, pos
 
 
-def _w_FetchResponse_SnapshotId(o: _FetchResponse_SnapshotId, out: bytearray, v: int) -> None:
-    flex = v >= 12
-    out += I64.pack(o.end_offset)
-    out += I32.pack(o.epoch)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_FetchResponse_SnapshotId_0(o: _FetchResponse_SnapshotId, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.end_offset, o.epoch)
 
 
-def _r_FetchResponse_SnapshotId(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_SnapshotId, int]:
+def _w_FetchResponse_SnapshotId_1(o: _FetchResponse_SnapshotId, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.end_offset, o.epoch)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_FetchResponse_SnapshotId_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_SnapshotId, int]:
     o = _new(_FetchResponse_SnapshotId)
-    flex = v >= 12
-    (o.end_offset,) = I64.unpack_from(buf, pos)
-    pos += 8
-    (o.epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
+    (o.end_offset, o.epoch,) = _S1.unpack_from(buf, pos)
+    pos += 12
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_FetchResponse_SnapshotId_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_SnapshotId, int]:
+    o = _new(_FetchResponse_SnapshotId)
+    (o.end_offset, o.epoch,) = _S1.unpack_from(buf, pos)
+    pos += 12
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -473,204 +528,306 @@ def _r_FetchResponse_SnapshotId(buf: memoryview, pos: int, v: int) -> tuple[_Fet
     return o, pos
 
 
-def _w_FetchResponse_LeaderIdAndEpoch(o: _FetchResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
-    flex = v >= 12
-    if v >= 12:
-        out += I32.pack(o.leader_id)
-    elif not (o.leader_id == -1):
-        raise absent_error('FetchResponse.LeaderIdAndEpoch.leader_id', v)
-    if v >= 12:
-        out += I32.pack(o.leader_epoch)
-    elif not (o.leader_epoch == -1):
-        raise absent_error('FetchResponse.LeaderIdAndEpoch.leader_epoch', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_FetchResponse_LeaderIdAndEpoch_0(o: _FetchResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
+    if not (o.leader_id == -1):
+        raise absent_error("'FetchResponse.LeaderIdAndEpoch.leader_id'", v)
+    if not (o.leader_epoch == -1):
+        raise absent_error("'FetchResponse.LeaderIdAndEpoch.leader_epoch'", v)
 
 
-def _r_FetchResponse_LeaderIdAndEpoch(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_LeaderIdAndEpoch, int]:
+def _w_FetchResponse_LeaderIdAndEpoch_1(o: _FetchResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
+    out += _S2.pack(o.leader_id, o.leader_epoch)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_FetchResponse_LeaderIdAndEpoch_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_LeaderIdAndEpoch, int]:
     o = _new(_FetchResponse_LeaderIdAndEpoch)
-    flex = v >= 12
-    if v >= 12:
-        (o.leader_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.leader_id = -1
-    if v >= 12:
-        (o.leader_epoch,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.leader_epoch = -1
+    o.leader_id = -1
+    o.leader_epoch = -1
     o.unknown_tagged_fields = None
-    if flex:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
     return o, pos
 
 
-def _w_FetchResponse_EpochEndOffset(o: _FetchResponse_EpochEndOffset, out: bytearray, v: int) -> None:
-    flex = v >= 12
-    if v >= 12:
-        out += I32.pack(o.epoch)
-    elif not (o.epoch == -1):
-        raise absent_error('FetchResponse.EpochEndOffset.epoch', v)
-    if v >= 12:
-        out += I64.pack(o.end_offset)
-    elif not (o.end_offset == -1):
-        raise absent_error('FetchResponse.EpochEndOffset.end_offset', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
-
-
-def _r_FetchResponse_EpochEndOffset(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_EpochEndOffset, int]:
-    o = _new(_FetchResponse_EpochEndOffset)
-    flex = v >= 12
-    if v >= 12:
-        (o.epoch,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.epoch = -1
-    if v >= 12:
-        (o.end_offset,) = I64.unpack_from(buf, pos)
-        pos += 8
-    else:
-        o.end_offset = -1
-    o.unknown_tagged_fields = None
-    if flex:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
-
-
-def _w_FetchResponse_PartitionData(o: _FetchResponse_PartitionData, out: bytearray, v: int) -> None:
-    flex = v >= 12
-    out += I32.pack(o.partition_index)
-    out += I16.pack(o.error_code)
-    out += I64.pack(o.high_watermark)
-    if v >= 4:
-        out += I64.pack(o.last_stable_offset)
-    if v >= 5:
-        out += I64.pack(o.log_start_offset)
-    if v >= 4:
-        if flex:
-            w_ccount(out, o.aborted_transactions, v >= 4, 'FetchResponse.PartitionData.aborted_transactions', v)
-        else:
-            w_count(out, o.aborted_transactions, v >= 4, 'FetchResponse.PartitionData.aborted_transactions', v)
-        if o.aborted_transactions is not None:
-            for e in o.aborted_transactions:
-                _w_FetchResponse_AbortedTransaction(e, out, v)
-    if v >= 11:
-        out += I32.pack(o.preferred_read_replica)
-    elif not (o.preferred_read_replica == -1):
-        raise absent_error('FetchResponse.PartitionData.preferred_read_replica', v)
-    if flex:
-        w_cbytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
-    else:
-        w_bytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if (v >= 12) and not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
-            t = bytearray()
-            _w_FetchResponse_EpochEndOffset(o.diverging_epoch, t, v)
-            tagged.append((0, bytes(t)))
-        elif not (v >= 12) and not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
-            raise absent_error('FetchResponse.PartitionData.diverging_epoch', v)
-        if (v >= 12) and not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
-            t = bytearray()
-            _w_FetchResponse_LeaderIdAndEpoch(o.current_leader, t, v)
-            tagged.append((1, bytes(t)))
-        elif not (v >= 12) and not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
-            raise absent_error('FetchResponse.PartitionData.current_leader', v)
-        if (v >= 12) and not (o.snapshot_id == _FetchResponse_SnapshotId()):
-            t = bytearray()
-            _w_FetchResponse_SnapshotId(o.snapshot_id, t, v)
-            tagged.append((2, bytes(t)))
-        elif not (v >= 12) and not (o.snapshot_id == _FetchResponse_SnapshotId()):
-            raise absent_error('FetchResponse.PartitionData.snapshot_id', v)
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
-
-
-def _r_FetchResponse_PartitionData(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
-    o = _new(_FetchResponse_PartitionData)
-    flex = v >= 12
-    (o.partition_index,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.high_watermark,) = I64.unpack_from(buf, pos)
+def _r_FetchResponse_LeaderIdAndEpoch_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_LeaderIdAndEpoch, int]:
+    o = _new(_FetchResponse_LeaderIdAndEpoch)
+    (o.leader_id, o.leader_epoch,) = _S2.unpack_from(buf, pos)
     pos += 8
-    if v >= 4:
-        (o.last_stable_offset,) = I64.unpack_from(buf, pos)
-        pos += 8
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
     else:
-        o.last_stable_offset = -1
-    if v >= 5:
-        (o.log_start_offset,) = I64.unpack_from(buf, pos)
-        pos += 8
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_FetchResponse_EpochEndOffset_0(o: _FetchResponse_EpochEndOffset, out: bytearray, v: int) -> None:
+    if not (o.epoch == -1):
+        raise absent_error("'FetchResponse.EpochEndOffset.epoch'", v)
+    if not (o.end_offset == -1):
+        raise absent_error("'FetchResponse.EpochEndOffset.end_offset'", v)
+
+
+def _w_FetchResponse_EpochEndOffset_1(o: _FetchResponse_EpochEndOffset, out: bytearray, v: int) -> None:
+    out += _S3.pack(o.epoch, o.end_offset)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
-        o.log_start_offset = -1
+        out.append(0)
+
+
+def _r_FetchResponse_EpochEndOffset_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_EpochEndOffset, int]:
+    o = _new(_FetchResponse_EpochEndOffset)
+    o.epoch = -1
+    o.end_offset = -1
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_EpochEndOffset_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_EpochEndOffset, int]:
+    o = _new(_FetchResponse_EpochEndOffset)
+    (o.epoch, o.end_offset,) = _S3.unpack_from(buf, pos)
+    pos += 12
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_FetchResponse_PartitionData_0(o: _FetchResponse_PartitionData, out: bytearray, v: int) -> None:
+    if not (o.preferred_read_replica == -1):
+        raise absent_error("'FetchResponse.PartitionData.preferred_read_replica'", v)
+    out += _S4.pack(o.partition_index, o.error_code, o.high_watermark)
+    w_bytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
+    if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
+        raise absent_error("'FetchResponse.PartitionData.diverging_epoch'", v)
+    if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
+        raise absent_error("'FetchResponse.PartitionData.current_leader'", v)
+    if not (o.snapshot_id == _FetchResponse_SnapshotId()):
+        raise absent_error("'FetchResponse.PartitionData.snapshot_id'", v)
+
+
+def _w_FetchResponse_PartitionData_1(o: _FetchResponse_PartitionData, out: bytearray, v: int) -> None:
+    out += _S5.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
+    w_count(out, o.aborted_transactions, True, 'FetchResponse.PartitionData.aborted_transactions', v)
+    if o.aborted_transactions is not None:
+        w = _w_FetchResponse_AbortedTransaction_1
+        for e in o.aborted_transactions:
+            w(e, out, v)
+    if not (o.preferred_read_replica == -1):
+        raise absent_error("'FetchResponse.PartitionData.preferred_read_replica'", v)
+    w_bytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
+    if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
+        raise absent_error("'FetchResponse.PartitionData.diverging_epoch'", v)
+    if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
+        raise absent_error("'FetchResponse.PartitionData.current_leader'", v)
+    if not (o.snapshot_id == _FetchResponse_SnapshotId()):
+        raise absent_error("'FetchResponse.PartitionData.snapshot_id'", v)
+
+
+def _w_FetchResponse_PartitionData_2(o: _FetchResponse_PartitionData, out: bytearray, v: int) -> None:
+    out += _S6.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
+    w_count(out, o.aborted_transactions, True, 'FetchResponse.PartitionData.aborted_transactions', v)
+    if o.aborted_transactions is not None:
+        w = _w_FetchResponse_AbortedTransaction_1
+        for e in o.aborted_transactions:
+            w(e, out, v)
+    if not (o.preferred_read_replica == -1):
+        raise absent_error("'FetchResponse.PartitionData.preferred_read_replica'", v)
+    w_bytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
+    if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
+        raise absent_error("'FetchResponse.PartitionData.diverging_epoch'", v)
+    if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
+        raise absent_error("'FetchResponse.PartitionData.current_leader'", v)
+    if not (o.snapshot_id == _FetchResponse_SnapshotId()):
+        raise absent_error("'FetchResponse.PartitionData.snapshot_id'", v)
+
+
+def _w_FetchResponse_PartitionData_3(o: _FetchResponse_PartitionData, out: bytearray, v: int) -> None:
+    out += _S6.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
+    w_count(out, o.aborted_transactions, True, 'FetchResponse.PartitionData.aborted_transactions', v)
+    if o.aborted_transactions is not None:
+        w = _w_FetchResponse_AbortedTransaction_1
+        for e in o.aborted_transactions:
+            w(e, out, v)
+    out += I32.pack(o.preferred_read_replica)
+    w_bytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
+    if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
+        raise absent_error("'FetchResponse.PartitionData.diverging_epoch'", v)
+    if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
+        raise absent_error("'FetchResponse.PartitionData.current_leader'", v)
+    if not (o.snapshot_id == _FetchResponse_SnapshotId()):
+        raise absent_error("'FetchResponse.PartitionData.snapshot_id'", v)
+
+
+def _w_FetchResponse_PartitionData_4(o: _FetchResponse_PartitionData, out: bytearray, v: int) -> None:
+    out += _S6.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
+    w_ccount(out, o.aborted_transactions, True, 'FetchResponse.PartitionData.aborted_transactions', v)
+    if o.aborted_transactions is not None:
+        w = _w_FetchResponse_AbortedTransaction_2
+        for e in o.aborted_transactions:
+            w(e, out, v)
+    out += I32.pack(o.preferred_read_replica)
+    w_cbytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
+        t = bytearray()
+        _w_FetchResponse_EpochEndOffset_1(o.diverging_epoch, t, v)
+        tagged.append((0, bytes(t)))
+    if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
+        t = bytearray()
+        _w_FetchResponse_LeaderIdAndEpoch_1(o.current_leader, t, v)
+        tagged.append((1, bytes(t)))
+    if not (o.snapshot_id == _FetchResponse_SnapshotId()):
+        t = bytearray()
+        _w_FetchResponse_SnapshotId_1(o.snapshot_id, t, v)
+        tagged.append((2, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _r_FetchResponse_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
+    o = _new(_FetchResponse_PartitionData)
+    (o.partition_index, o.error_code, o.high_watermark,) = _S4.unpack_from(buf, pos)
+    pos += 14
+    o.last_stable_offset = -1
+    o.log_start_offset = -1
     o.diverging_epoch = _FetchResponse_EpochEndOffset()
     o.current_leader = _FetchResponse_LeaderIdAndEpoch()
     o.snapshot_id = _FetchResponse_SnapshotId()
-    if v >= 4:
-        if flex:
-            n, pos = r_ccount(buf, pos, v >= 4)
-        else:
-            n, pos = r_count(buf, pos, v >= 4)
-        if n < 0:
-            o.aborted_transactions = None
-        else:
-            a = []
-            for _ in range(n):
-                e, pos = _r_FetchResponse_AbortedTransaction(buf, pos, v)
-                a.append(e)
-            o.aborted_transactions = a
-    else:
-        o.aborted_transactions = []
-    if v >= 11:
-        (o.preferred_read_replica,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.preferred_read_replica = -1
-    if flex:
-        o.records, pos = r_crecords(buf, pos, True)
-    else:
-        o.records, pos = r_records(buf, pos, True)
+    o.aborted_transactions = []
+    o.preferred_read_replica = -1
+    o.records, pos = r_records(buf, pos, True)
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_FetchResponse_PartitionData_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
+    o = _new(_FetchResponse_PartitionData)
+    (o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset,) = _S5.unpack_from(buf, pos)
+    pos += 22
+    o.log_start_offset = -1
+    o.diverging_epoch = _FetchResponse_EpochEndOffset()
+    o.current_leader = _FetchResponse_LeaderIdAndEpoch()
+    o.snapshot_id = _FetchResponse_SnapshotId()
+    n, pos = r_count(buf, pos, True)
+    if n < 0:
+        o.aborted_transactions = None
+    else:
+        a = []
+        r = _r_FetchResponse_AbortedTransaction_1
+        for _ in range(n):
+            e, pos = r(buf, pos, v)
+            a.append(e)
+        o.aborted_transactions = a
+    o.preferred_read_replica = -1
+    o.records, pos = r_records(buf, pos, True)
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_PartitionData_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
+    o = _new(_FetchResponse_PartitionData)
+    (o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset,) = _S6.unpack_from(buf, pos)
+    pos += 30
+    o.diverging_epoch = _FetchResponse_EpochEndOffset()
+    o.current_leader = _FetchResponse_LeaderIdAndEpoch()
+    o.snapshot_id = _FetchResponse_SnapshotId()
+    n, pos = r_count(buf, pos, True)
+    if n < 0:
+        o.aborted_transactions = None
+    else:
+        a = []
+        r = _r_FetchResponse_AbortedTransaction_1
+        for _ in range(n):
+            e, pos = r(buf, pos, v)
+            a.append(e)
+        o.aborted_transactions = a
+    o.preferred_read_replica = -1
+    o.records, pos = r_records(buf, pos, True)
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_PartitionData_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
+    o = _new(_FetchResponse_PartitionData)
+    (o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset,) = _S6.unpack_from(buf, pos)
+    pos += 30
+    o.diverging_epoch = _FetchResponse_EpochEndOffset()
+    o.current_leader = _FetchResponse_LeaderIdAndEpoch()
+    o.snapshot_id = _FetchResponse_SnapshotId()
+    n, pos = r_count(buf, pos, True)
+    if n < 0:
+        o.aborted_transactions = None
+    else:
+        a = []
+        r = _r_FetchResponse_AbortedTransaction_1
+        for _ in range(n):
+            e, pos = r(buf, pos, v)
+            a.append(e)
+        o.aborted_transactions = a
+    (o.preferred_read_replica,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.records, pos = r_records(buf, pos, True)
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_PartitionData_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
+    o = _new(_FetchResponse_PartitionData)
+    (o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset,) = _S6.unpack_from(buf, pos)
+    pos += 30
+    o.diverging_epoch = _FetchResponse_EpochEndOffset()
+    o.current_leader = _FetchResponse_LeaderIdAndEpoch()
+    o.snapshot_id = _FetchResponse_SnapshotId()
+    n, pos = r_ccount(buf, pos, True)
+    if n < 0:
+        o.aborted_transactions = None
+    else:
+        a = []
+        r = _r_FetchResponse_AbortedTransaction_2
+        for _ in range(n):
+            e, pos = r(buf, pos, v)
+            a.append(e)
+        o.aborted_transactions = a
+    (o.preferred_read_replica,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.records, pos = r_crecords(buf, pos, True)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0 and (v >= 12):
-                o.diverging_epoch, pos = _r_FetchResponse_EpochEndOffset(buf, pos, v)
+            if tag == 0:
+                o.diverging_epoch, pos = _r_FetchResponse_EpochEndOffset_1(buf, pos, v)
                 if pos != end:
                     raise DecodeError('tagged field FetchResponse.PartitionData.diverging_epoch has the wrong size')
-            elif tag == 1 and (v >= 12):
-                o.current_leader, pos = _r_FetchResponse_LeaderIdAndEpoch(buf, pos, v)
+            elif tag == 1:
+                o.current_leader, pos = _r_FetchResponse_LeaderIdAndEpoch_1(buf, pos, v)
                 if pos != end:
                     raise DecodeError('tagged field FetchResponse.PartitionData.current_leader has the wrong size')
-            elif tag == 2 and (v >= 12):
-                o.snapshot_id, pos = _r_FetchResponse_SnapshotId(buf, pos, v)
+            elif tag == 2:
+                o.snapshot_id, pos = _r_FetchResponse_SnapshotId_1(buf, pos, v)
                 if pos != end:
                     raise DecodeError('tagged field FetchResponse.PartitionData.snapshot_id has the wrong size')
             else:
@@ -681,57 +838,142 @@ def _r_FetchResponse_PartitionData(buf: memoryview, pos: int, v: int) -> tuple[_
     return o, pos
 
 
-def _w_FetchResponse_FetchableTopicResponse(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
-    flex = v >= 12
-    if v <= 12:
-        if flex:
-            w_cstr(out, o.topic, False, 'FetchResponse.FetchableTopicResponse.topic', v)
-        else:
-            w_str(out, o.topic, False, 'FetchResponse.FetchableTopicResponse.topic', v)
-    if v >= 13:
-        out += o.topic_id.bytes
-    if flex:
-        w_ccount(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
-    else:
-        w_count(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
+def _w_FetchResponse_FetchableTopicResponse_0(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
+    w_str(out, o.topic, False, 'FetchResponse.FetchableTopicResponse.topic', v)
+    w_count(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
+    w = _w_FetchResponse_PartitionData_0
     for e in o.partitions:
-        _w_FetchResponse_PartitionData(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        w(e, out, v)
 
 
-def _r_FetchResponse_FetchableTopicResponse(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
+def _w_FetchResponse_FetchableTopicResponse_1(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
+    w_str(out, o.topic, False, 'FetchResponse.FetchableTopicResponse.topic', v)
+    w_count(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
+    w = _w_FetchResponse_PartitionData_1
+    for e in o.partitions:
+        w(e, out, v)
+
+
+def _w_FetchResponse_FetchableTopicResponse_2(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
+    w_str(out, o.topic, False, 'FetchResponse.FetchableTopicResponse.topic', v)
+    w_count(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
+    w = _w_FetchResponse_PartitionData_2
+    for e in o.partitions:
+        w(e, out, v)
+
+
+def _w_FetchResponse_FetchableTopicResponse_3(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
+    w_str(out, o.topic, False, 'FetchResponse.FetchableTopicResponse.topic', v)
+    w_count(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
+    w = _w_FetchResponse_PartitionData_3
+    for e in o.partitions:
+        w(e, out, v)
+
+
+def _w_FetchResponse_FetchableTopicResponse_4(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
+    w_cstr(out, o.topic, False, 'FetchResponse.FetchableTopicResponse.topic', v)
+    w_ccount(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
+    w = _w_FetchResponse_PartitionData_4
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_FetchResponse_FetchableTopicResponse_5(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
+    out += o.topic_id.bytes
+    w_ccount(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
+    w = _w_FetchResponse_PartitionData_4
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_FetchResponse_FetchableTopicResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
     o = _new(_FetchResponse_FetchableTopicResponse)
-    flex = v >= 12
-    if v <= 12:
-        if flex:
-            o.topic, pos = r_cstr(buf, pos, False)
-        else:
-            o.topic, pos = r_str(buf, pos, False)
-    else:
-        o.topic = ''
-    if v >= 13:
-        o.topic_id, pos = r_uuid(buf, pos)
-    else:
-        o.topic_id = ZERO_UUID
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.partitions = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_FetchResponse_PartitionData(buf, pos, v)
-            a.append(e)
-        o.partitions = a
+    o.topic, pos = r_str(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_PartitionData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_FetchResponse_FetchableTopicResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
+    o = _new(_FetchResponse_FetchableTopicResponse)
+    o.topic, pos = r_str(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_PartitionData_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_FetchableTopicResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
+    o = _new(_FetchResponse_FetchableTopicResponse)
+    o.topic, pos = r_str(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_PartitionData_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_FetchableTopicResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
+    o = _new(_FetchResponse_FetchableTopicResponse)
+    o.topic, pos = r_str(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_PartitionData_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_FetchableTopicResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
+    o = _new(_FetchResponse_FetchableTopicResponse)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.topic = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.topic, pos = r_cstr(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_PartitionData_4
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -742,84 +984,328 @@ def _r_FetchResponse_FetchableTopicResponse(buf: memoryview, pos: int, v: int) -
     return o, pos
 
 
-def _w_FetchResponse(o: _FetchResponse, out: bytearray, v: int) -> None:
-    flex = v >= 12
-    if v >= 1:
-        out += I32.pack(o.throttle_time_ms)
-    if v >= 7:
-        out += I16.pack(o.error_code)
-    if v >= 7:
-        out += I32.pack(o.session_id)
-    elif not (o.session_id == 0):
-        raise absent_error('FetchResponse.session_id', v)
-    if flex:
-        w_ccount(out, o.responses, False, 'FetchResponse.responses', v)
-    else:
-        w_count(out, o.responses, False, 'FetchResponse.responses', v)
-    for e in o.responses:
-        _w_FetchResponse_FetchableTopicResponse(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if (v >= 16) and not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-            t = bytearray()
-            w_ccount(t, o.node_endpoints, False, 'FetchResponse.node_endpoints', v)
-            for e in o.node_endpoints:
-                _w_FetchResponse_NodeEndpoint(e, t, v)
-            tagged.append((0, bytes(t)))
-        elif not (v >= 16) and not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-            raise absent_error('FetchResponse.node_endpoints', v)
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
-
-
-def _r_FetchResponse(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
-    o = _new(_FetchResponse)
-    flex = v >= 12
-    if v >= 1:
-        (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.throttle_time_ms = 0
-    if v >= 7:
-        (o.error_code,) = I16.unpack_from(buf, pos)
-        pos += 2
-    else:
-        o.error_code = 0
-    if v >= 7:
-        (o.session_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.session_id = 0
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.responses = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_FetchResponse_FetchableTopicResponse(buf, pos, v)
-            a.append(e)
-        o.responses = a
-    o.node_endpoints = []
+def _r_FetchResponse_FetchableTopicResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
+    o = _new(_FetchResponse_FetchableTopicResponse)
+    o.topic = ''
+    o.topic_id, pos = r_uuid(buf, pos)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_PartitionData_4
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
     o.unknown_tagged_fields = None
-    if flex:
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0 and (v >= 16):
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_FetchResponse_0(o: _FetchResponse, out: bytearray, v: int) -> None:
+    if not (o.session_id == 0):
+        raise absent_error("'FetchResponse.session_id'", v)
+    w_count(out, o.responses, False, 'FetchResponse.responses', v)
+    w = _w_FetchResponse_FetchableTopicResponse_0
+    for e in o.responses:
+        w(e, out, v)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'FetchResponse.node_endpoints'", v)
+
+
+def _w_FetchResponse_1(o: _FetchResponse, out: bytearray, v: int) -> None:
+    if not (o.session_id == 0):
+        raise absent_error("'FetchResponse.session_id'", v)
+    out += I32.pack(o.throttle_time_ms)
+    w_count(out, o.responses, False, 'FetchResponse.responses', v)
+    w = _w_FetchResponse_FetchableTopicResponse_0
+    for e in o.responses:
+        w(e, out, v)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'FetchResponse.node_endpoints'", v)
+
+
+def _w_FetchResponse_2(o: _FetchResponse, out: bytearray, v: int) -> None:
+    if not (o.session_id == 0):
+        raise absent_error("'FetchResponse.session_id'", v)
+    out += I32.pack(o.throttle_time_ms)
+    w_count(out, o.responses, False, 'FetchResponse.responses', v)
+    w = _w_FetchResponse_FetchableTopicResponse_1
+    for e in o.responses:
+        w(e, out, v)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'FetchResponse.node_endpoints'", v)
+
+
+def _w_FetchResponse_3(o: _FetchResponse, out: bytearray, v: int) -> None:
+    if not (o.session_id == 0):
+        raise absent_error("'FetchResponse.session_id'", v)
+    out += I32.pack(o.throttle_time_ms)
+    w_count(out, o.responses, False, 'FetchResponse.responses', v)
+    w = _w_FetchResponse_FetchableTopicResponse_2
+    for e in o.responses:
+        w(e, out, v)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'FetchResponse.node_endpoints'", v)
+
+
+def _w_FetchResponse_4(o: _FetchResponse, out: bytearray, v: int) -> None:
+    out += _S7.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    w_count(out, o.responses, False, 'FetchResponse.responses', v)
+    w = _w_FetchResponse_FetchableTopicResponse_2
+    for e in o.responses:
+        w(e, out, v)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'FetchResponse.node_endpoints'", v)
+
+
+def _w_FetchResponse_5(o: _FetchResponse, out: bytearray, v: int) -> None:
+    out += _S7.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    w_count(out, o.responses, False, 'FetchResponse.responses', v)
+    w = _w_FetchResponse_FetchableTopicResponse_3
+    for e in o.responses:
+        w(e, out, v)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'FetchResponse.node_endpoints'", v)
+
+
+def _w_FetchResponse_6(o: _FetchResponse, out: bytearray, v: int) -> None:
+    out += _S7.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    w_ccount(out, o.responses, False, 'FetchResponse.responses', v)
+    w = _w_FetchResponse_FetchableTopicResponse_4
+    for e in o.responses:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'FetchResponse.node_endpoints'", v)
+
+
+def _w_FetchResponse_7(o: _FetchResponse, out: bytearray, v: int) -> None:
+    out += _S7.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    w_ccount(out, o.responses, False, 'FetchResponse.responses', v)
+    w = _w_FetchResponse_FetchableTopicResponse_5
+    for e in o.responses:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'FetchResponse.node_endpoints'", v)
+
+
+def _w_FetchResponse_8(o: _FetchResponse, out: bytearray, v: int) -> None:
+    out += _S7.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    w_ccount(out, o.responses, False, 'FetchResponse.responses', v)
+    w = _w_FetchResponse_FetchableTopicResponse_5
+    for e in o.responses:
+        w(e, out, v)
+    tagged: list[tuple[int, bytes]] = []
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        t = bytearray()
+        w_ccount(t, o.node_endpoints, False, 'FetchResponse.node_endpoints', v)
+        w = _w_FetchResponse_NodeEndpoint_2
+        for e in o.node_endpoints:
+            w(e, t, v)
+        tagged.append((0, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _r_FetchResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o = _new(_FetchResponse)
+    o.throttle_time_ms = 0
+    o.error_code = 0
+    o.session_id = 0
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_FetchableTopicResponse_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o = _new(_FetchResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.error_code = 0
+    o.session_id = 0
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_FetchableTopicResponse_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o = _new(_FetchResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.error_code = 0
+    o.session_id = 0
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_FetchableTopicResponse_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o = _new(_FetchResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.error_code = 0
+    o.session_id = 0
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_FetchableTopicResponse_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o = _new(_FetchResponse)
+    (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
+    pos += 10
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_FetchableTopicResponse_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o = _new(_FetchResponse)
+    (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
+    pos += 10
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_FetchableTopicResponse_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_FetchResponse_6(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o = _new(_FetchResponse)
+    (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
+    pos += 10
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_FetchableTopicResponse_4
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_FetchResponse_7(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o = _new(_FetchResponse)
+    (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
+    pos += 10
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_FetchableTopicResponse_5
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_FetchResponse_8(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o = _new(_FetchResponse)
+    (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
+    pos += 10
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchResponse_FetchableTopicResponse_5
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
                 n, pos = r_ccount(buf, pos, False)
-                if n < 0:
-                    o.node_endpoints = None
-                else:
-                    a = []
-                    for _ in range(n):
-                        e, pos = _r_FetchResponse_NodeEndpoint(buf, pos, v)
-                        a.append(e)
-                    o.node_endpoints = a
+                a = []
+                r = _r_FetchResponse_NodeEndpoint_2
+                for _ in range(n):
+                    e, pos = r(buf, pos, v)
+                    a.append(e)
+                o.node_endpoints = a
                 if pos != end:
                     raise DecodeError('tagged field FetchResponse.node_endpoints has the wrong size')
             else:
@@ -829,6 +1315,8 @@ def _r_FetchResponse(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse,
                 pos = end
     return o, pos
 
+_W_FetchResponse = (_w_FetchResponse_0, _w_FetchResponse_1, _w_FetchResponse_1, _w_FetchResponse_1, _w_FetchResponse_2, _w_FetchResponse_3, _w_FetchResponse_3, _w_FetchResponse_4, _w_FetchResponse_4, _w_FetchResponse_4, _w_FetchResponse_4, _w_FetchResponse_5, _w_FetchResponse_6, _w_FetchResponse_7, _w_FetchResponse_7, _w_FetchResponse_7, _w_FetchResponse_8, _w_FetchResponse_8, )
+_R_FetchResponse = (_r_FetchResponse_0, _r_FetchResponse_1, _r_FetchResponse_1, _r_FetchResponse_1, _r_FetchResponse_2, _r_FetchResponse_3, _r_FetchResponse_3, _r_FetchResponse_4, _r_FetchResponse_4, _r_FetchResponse_4, _r_FetchResponse_4, _r_FetchResponse_5, _r_FetchResponse_6, _r_FetchResponse_7, _r_FetchResponse_7, _r_FetchResponse_7, _r_FetchResponse_8, _r_FetchResponse_8, )
 
 _FetchResponse_NodeEndpoint.FIELDS = (
     FieldInfo(

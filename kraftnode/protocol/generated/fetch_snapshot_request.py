@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,9 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">qi")
+_S1 = struct.Struct(">ii")
 
 
 class _FetchSnapshotRequest_SnapshotId(Message):
@@ -171,7 +175,7 @@ class _FetchSnapshotRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"FetchSnapshotRequest has no version {version}")
-        _w_FetchSnapshotRequest(self, out, version)
+        _W_FetchSnapshotRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FetchSnapshotRequest:
@@ -188,7 +192,7 @@ class _FetchSnapshotRequest(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"FetchSnapshotRequest has no version {version}")
         try:
-            return _r_FetchSnapshotRequest(buf, pos, version)
+            return _R_FetchSnapshotRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -206,40 +210,48 @@ _FetchSnapshotRequest.__qualname__ = "FetchSnapshotRequest"
 _FetchSnapshotRequest.__name__ = "FetchSnapshotRequest"
 
 
-def _w_FetchSnapshotRequest_SnapshotId(o: _FetchSnapshotRequest_SnapshotId, out: bytearray, v: int) -> None:
-    out += I64.pack(o.end_offset)
-    out += I32.pack(o.epoch)
-    tagged: list[tuple[int, bytes]] = []
+def _w_FetchSnapshotRequest_SnapshotId_0(o: _FetchSnapshotRequest_SnapshotId, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.end_offset, o.epoch)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_FetchSnapshotRequest_SnapshotId(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest_SnapshotId, int]:
+def _r_FetchSnapshotRequest_SnapshotId_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest_SnapshotId, int]:
     o = _new(_FetchSnapshotRequest_SnapshotId)
-    (o.end_offset,) = I64.unpack_from(buf, pos)
-    pos += 8
-    (o.epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
+    (o.end_offset, o.epoch,) = _S0.unpack_from(buf, pos)
+    pos += 12
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_FetchSnapshotRequest_PartitionSnapshot(o: _FetchSnapshotRequest_PartitionSnapshot, out: bytearray, v: int) -> None:
-    out += I32.pack(o.partition)
-    out += I32.pack(o.current_leader_epoch)
-    _w_FetchSnapshotRequest_SnapshotId(o.snapshot_id, out, v)
+def _w_FetchSnapshotRequest_PartitionSnapshot_0(o: _FetchSnapshotRequest_PartitionSnapshot, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.partition, o.current_leader_epoch)
+    _w_FetchSnapshotRequest_SnapshotId_0(o.snapshot_id, out, v)
+    out += I64.pack(o.position)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_FetchSnapshotRequest_PartitionSnapshot_1(o: _FetchSnapshotRequest_PartitionSnapshot, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.partition, o.current_leader_epoch)
+    _w_FetchSnapshotRequest_SnapshotId_0(o.snapshot_id, out, v)
     out += I64.pack(o.position)
     tagged: list[tuple[int, bytes]] = []
-    if (v >= 1) and not (o.replica_directory_id == ZERO_UUID):
+    if not (o.replica_directory_id == ZERO_UUID):
         t = bytearray()
         t += o.replica_directory_id.bytes
         tagged.append((0, bytes(t)))
@@ -249,25 +261,21 @@ def _w_FetchSnapshotRequest_PartitionSnapshot(o: _FetchSnapshotRequest_Partition
     w_tagged(out, tagged)
 
 
-def _r_FetchSnapshotRequest_PartitionSnapshot(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest_PartitionSnapshot, int]:
+def _r_FetchSnapshotRequest_PartitionSnapshot_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest_PartitionSnapshot, int]:
     o = _new(_FetchSnapshotRequest_PartitionSnapshot)
-    (o.partition,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.current_leader_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
-    o.snapshot_id, pos = _r_FetchSnapshotRequest_SnapshotId(buf, pos, v)
+    (o.partition, o.current_leader_epoch,) = _S1.unpack_from(buf, pos)
+    pos += 8
+    o.snapshot_id, pos = _r_FetchSnapshotRequest_SnapshotId_0(buf, pos, v)
     (o.position,) = I64.unpack_from(buf, pos)
     pos += 8
     o.replica_directory_id = ZERO_UUID
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if tag == 0 and (v >= 1):
-            o.replica_directory_id, pos = r_uuid(buf, pos)
-            if pos != end:
-                raise DecodeError('tagged field FetchSnapshotRequest.PartitionSnapshot.replica_directory_id has the wrong size')
-        else:
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
             if o.unknown_tagged_fields is None:
                 o.unknown_tagged_fields = []
             o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
@@ -275,91 +283,222 @@ def _r_FetchSnapshotRequest_PartitionSnapshot(buf: memoryview, pos: int, v: int)
     return o, pos
 
 
-def _w_FetchSnapshotRequest_TopicSnapshot(o: _FetchSnapshotRequest_TopicSnapshot, out: bytearray, v: int) -> None:
-    w_cstr(out, o.name, False, 'FetchSnapshotRequest.TopicSnapshot.name', v)
-    w_ccount(out, o.partitions, False, 'FetchSnapshotRequest.TopicSnapshot.partitions', v)
-    for e in o.partitions:
-        _w_FetchSnapshotRequest_PartitionSnapshot(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
-    if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_FetchSnapshotRequest_TopicSnapshot(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest_TopicSnapshot, int]:
-    o = _new(_FetchSnapshotRequest_TopicSnapshot)
-    o.name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.partitions = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_FetchSnapshotRequest_PartitionSnapshot(buf, pos, v)
-            a.append(e)
-        o.partitions = a
+def _r_FetchSnapshotRequest_PartitionSnapshot_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest_PartitionSnapshot, int]:
+    o = _new(_FetchSnapshotRequest_PartitionSnapshot)
+    (o.partition, o.current_leader_epoch,) = _S1.unpack_from(buf, pos)
+    pos += 8
+    o.snapshot_id, pos = _r_FetchSnapshotRequest_SnapshotId_0(buf, pos, v)
+    (o.position,) = I64.unpack_from(buf, pos)
+    pos += 8
+    o.replica_directory_id = ZERO_UUID
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                o.replica_directory_id, pos = r_uuid(buf, pos)
+                if pos != end:
+                    raise DecodeError('tagged field FetchSnapshotRequest.PartitionSnapshot.replica_directory_id has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
     return o, pos
 
 
-def _w_FetchSnapshotRequest(o: _FetchSnapshotRequest, out: bytearray, v: int) -> None:
-    out += I32.pack(o.replica_id)
-    out += I32.pack(o.max_bytes)
+def _w_FetchSnapshotRequest_TopicSnapshot_0(o: _FetchSnapshotRequest_TopicSnapshot, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'FetchSnapshotRequest.TopicSnapshot.name', v)
+    w_ccount(out, o.partitions, False, 'FetchSnapshotRequest.TopicSnapshot.partitions', v)
+    w = _w_FetchSnapshotRequest_PartitionSnapshot_0
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_FetchSnapshotRequest_TopicSnapshot_1(o: _FetchSnapshotRequest_TopicSnapshot, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'FetchSnapshotRequest.TopicSnapshot.name', v)
+    w_ccount(out, o.partitions, False, 'FetchSnapshotRequest.TopicSnapshot.partitions', v)
+    w = _w_FetchSnapshotRequest_PartitionSnapshot_1
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_FetchSnapshotRequest_TopicSnapshot_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest_TopicSnapshot, int]:
+    o = _new(_FetchSnapshotRequest_TopicSnapshot)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchSnapshotRequest_PartitionSnapshot_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_FetchSnapshotRequest_TopicSnapshot_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest_TopicSnapshot, int]:
+    o = _new(_FetchSnapshotRequest_TopicSnapshot)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchSnapshotRequest_PartitionSnapshot_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_FetchSnapshotRequest_0(o: _FetchSnapshotRequest, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.replica_id, o.max_bytes)
     w_ccount(out, o.topics, False, 'FetchSnapshotRequest.topics', v)
+    w = _w_FetchSnapshotRequest_TopicSnapshot_0
     for e in o.topics:
-        _w_FetchSnapshotRequest_TopicSnapshot(e, out, v)
+        w(e, out, v)
     tagged: list[tuple[int, bytes]] = []
-    if (True) and not (o.cluster_id is None):
+    if not (o.cluster_id is None):
         t = bytearray()
         w_cstr(t, o.cluster_id, True, 'FetchSnapshotRequest.cluster_id', v)
         tagged.append((0, bytes(t)))
-    elif not (True) and not (o.cluster_id is None):
-        raise absent_error('FetchSnapshotRequest.cluster_id', v)
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
 
 
-def _r_FetchSnapshotRequest(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest, int]:
+def _w_FetchSnapshotRequest_1(o: _FetchSnapshotRequest, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.replica_id, o.max_bytes)
+    w_ccount(out, o.topics, False, 'FetchSnapshotRequest.topics', v)
+    w = _w_FetchSnapshotRequest_TopicSnapshot_1
+    for e in o.topics:
+        w(e, out, v)
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.cluster_id is None):
+        t = bytearray()
+        w_cstr(t, o.cluster_id, True, 'FetchSnapshotRequest.cluster_id', v)
+        tagged.append((0, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _r_FetchSnapshotRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest, int]:
     o = _new(_FetchSnapshotRequest)
     o.cluster_id = None
-    (o.replica_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.max_bytes,) = I32.unpack_from(buf, pos)
-    pos += 4
+    (o.replica_id, o.max_bytes,) = _S1.unpack_from(buf, pos)
+    pos += 8
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.topics = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_FetchSnapshotRequest_TopicSnapshot(buf, pos, v)
-            a.append(e)
-        o.topics = a
+    a = []
+    r = _r_FetchSnapshotRequest_TopicSnapshot_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if tag == 0 and (True):
-            o.cluster_id, pos = r_cstr(buf, pos, True)
-            if pos != end:
-                raise DecodeError('tagged field FetchSnapshotRequest.cluster_id has the wrong size')
-        else:
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                n = buf[pos]
+                if 0 < n < 0x80 and pos + n <= len(buf):
+                    o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+                    pos += n
+                else:
+                    o.cluster_id, pos = r_cstr(buf, pos, True)
+                if pos != end:
+                    raise DecodeError('tagged field FetchSnapshotRequest.cluster_id has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
     return o, pos
 
+
+def _r_FetchSnapshotRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest, int]:
+    o = _new(_FetchSnapshotRequest)
+    o.cluster_id = None
+    (o.replica_id, o.max_bytes,) = _S1.unpack_from(buf, pos)
+    pos += 8
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchSnapshotRequest_TopicSnapshot_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                n = buf[pos]
+                if 0 < n < 0x80 and pos + n <= len(buf):
+                    o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+                    pos += n
+                else:
+                    o.cluster_id, pos = r_cstr(buf, pos, True)
+                if pos != end:
+                    raise DecodeError('tagged field FetchSnapshotRequest.cluster_id has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+_W_FetchSnapshotRequest = (_w_FetchSnapshotRequest_0, _w_FetchSnapshotRequest_1, )
+_R_FetchSnapshotRequest = (_r_FetchSnapshotRequest_0, _r_FetchSnapshotRequest_1, )
 
 _FetchSnapshotRequest_SnapshotId.FIELDS = (
     FieldInfo(

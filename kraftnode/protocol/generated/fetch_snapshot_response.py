@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,11 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">ii")
+_S1 = struct.Struct(">qi")
+_S2 = struct.Struct(">ih")
+_S3 = struct.Struct(">qq")
 
 
 class _FetchSnapshotResponse_NodeEndpoint(Message):
@@ -222,7 +228,7 @@ class _FetchSnapshotResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"FetchSnapshotResponse has no version {version}")
-        _w_FetchSnapshotResponse(self, out, version)
+        _W_FetchSnapshotResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FetchSnapshotResponse:
@@ -239,7 +245,7 @@ class _FetchSnapshotResponse(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"FetchSnapshotResponse has no version {version}")
         try:
-            return _r_FetchSnapshotResponse(buf, pos, version)
+            return _R_FetchSnapshotResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -261,251 +267,309 @@ _FetchSnapshotResponse.__qualname__ = "FetchSnapshotResponse"
 _FetchSnapshotResponse.__name__ = "FetchSnapshotResponse"
 
 
-def _w_FetchSnapshotResponse_NodeEndpoint(o: _FetchSnapshotResponse_NodeEndpoint, out: bytearray, v: int) -> None:
-    if v >= 1:
-        out += I32.pack(o.node_id)
-    elif not (o.node_id == 0):
-        raise absent_error('FetchSnapshotResponse.NodeEndpoint.node_id', v)
-    if v >= 1:
-        w_cstr(out, o.host, False, 'FetchSnapshotResponse.NodeEndpoint.host', v)
-    elif not (o.host == ''):
-        raise absent_error('FetchSnapshotResponse.NodeEndpoint.host', v)
-    if v >= 1:
-        out += U16.pack(o.port)
-    elif not (o.port == 0):
-        raise absent_error('FetchSnapshotResponse.NodeEndpoint.port', v)
-    tagged: list[tuple[int, bytes]] = []
+def _w_FetchSnapshotResponse_NodeEndpoint_0(o: _FetchSnapshotResponse_NodeEndpoint, out: bytearray, v: int) -> None:
+    if not (o.node_id == 0):
+        raise absent_error("'FetchSnapshotResponse.NodeEndpoint.node_id'", v)
+    if not (o.host == ''):
+        raise absent_error("'FetchSnapshotResponse.NodeEndpoint.host'", v)
+    if not (o.port == 0):
+        raise absent_error("'FetchSnapshotResponse.NodeEndpoint.port'", v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_FetchSnapshotResponse_NodeEndpoint(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_NodeEndpoint, int]:
+def _w_FetchSnapshotResponse_NodeEndpoint_1(o: _FetchSnapshotResponse_NodeEndpoint, out: bytearray, v: int) -> None:
+    out += I32.pack(o.node_id)
+    w_cstr(out, o.host, False, 'FetchSnapshotResponse.NodeEndpoint.host', v)
+    out += U16.pack(o.port)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_FetchSnapshotResponse_NodeEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_NodeEndpoint, int]:
     o = _new(_FetchSnapshotResponse_NodeEndpoint)
-    if v >= 1:
-        (o.node_id,) = I32.unpack_from(buf, pos)
-        pos += 4
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
     else:
-        o.node_id = 0
-    if v >= 1:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_FetchSnapshotResponse_NodeEndpoint_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_NodeEndpoint, int]:
+    o = _new(_FetchSnapshotResponse_NodeEndpoint)
+    (o.node_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
         o.host, pos = r_cstr(buf, pos, False)
-    else:
-        o.host = ''
-    if v >= 1:
-        (o.port,) = U16.unpack_from(buf, pos)
-        pos += 2
-    else:
-        o.port = 0
+    (o.port,) = U16.unpack_from(buf, pos)
+    pos += 2
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_FetchSnapshotResponse_LeaderIdAndEpoch(o: _FetchSnapshotResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
-    out += I32.pack(o.leader_id)
-    out += I32.pack(o.leader_epoch)
-    tagged: list[tuple[int, bytes]] = []
+def _w_FetchSnapshotResponse_LeaderIdAndEpoch_0(o: _FetchSnapshotResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.leader_id, o.leader_epoch)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_FetchSnapshotResponse_LeaderIdAndEpoch(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_LeaderIdAndEpoch, int]:
+def _r_FetchSnapshotResponse_LeaderIdAndEpoch_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_LeaderIdAndEpoch, int]:
     o = _new(_FetchSnapshotResponse_LeaderIdAndEpoch)
-    (o.leader_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.leader_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
-    return o, pos
-
-
-def _w_FetchSnapshotResponse_SnapshotId(o: _FetchSnapshotResponse_SnapshotId, out: bytearray, v: int) -> None:
-    out += I64.pack(o.end_offset)
-    out += I32.pack(o.epoch)
-    tagged: list[tuple[int, bytes]] = []
-    if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_FetchSnapshotResponse_SnapshotId(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_SnapshotId, int]:
-    o = _new(_FetchSnapshotResponse_SnapshotId)
-    (o.end_offset,) = I64.unpack_from(buf, pos)
+    (o.leader_id, o.leader_epoch,) = _S0.unpack_from(buf, pos)
     pos += 8
-    (o.epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_FetchSnapshotResponse_PartitionSnapshot(o: _FetchSnapshotResponse_PartitionSnapshot, out: bytearray, v: int) -> None:
-    out += I32.pack(o.index)
-    out += I16.pack(o.error_code)
-    _w_FetchSnapshotResponse_SnapshotId(o.snapshot_id, out, v)
-    out += I64.pack(o.size)
-    out += I64.pack(o.position)
+def _w_FetchSnapshotResponse_SnapshotId_0(o: _FetchSnapshotResponse_SnapshotId, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.end_offset, o.epoch)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_FetchSnapshotResponse_SnapshotId_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_SnapshotId, int]:
+    o = _new(_FetchSnapshotResponse_SnapshotId)
+    (o.end_offset, o.epoch,) = _S1.unpack_from(buf, pos)
+    pos += 12
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_FetchSnapshotResponse_PartitionSnapshot_0(o: _FetchSnapshotResponse_PartitionSnapshot, out: bytearray, v: int) -> None:
+    out += _S2.pack(o.index, o.error_code)
+    _w_FetchSnapshotResponse_SnapshotId_0(o.snapshot_id, out, v)
+    out += _S3.pack(o.size, o.position)
     w_cbytes(out, o.unaligned_records, False, 'FetchSnapshotResponse.PartitionSnapshot.unaligned_records', v)
     tagged: list[tuple[int, bytes]] = []
-    if (True) and not (o.current_leader == _FetchSnapshotResponse_LeaderIdAndEpoch()):
+    if not (o.current_leader == _FetchSnapshotResponse_LeaderIdAndEpoch()):
         t = bytearray()
-        _w_FetchSnapshotResponse_LeaderIdAndEpoch(o.current_leader, t, v)
+        _w_FetchSnapshotResponse_LeaderIdAndEpoch_0(o.current_leader, t, v)
         tagged.append((0, bytes(t)))
-    elif not (True) and not (o.current_leader == _FetchSnapshotResponse_LeaderIdAndEpoch()):
-        raise absent_error('FetchSnapshotResponse.PartitionSnapshot.current_leader', v)
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
 
 
-def _r_FetchSnapshotResponse_PartitionSnapshot(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_PartitionSnapshot, int]:
+def _r_FetchSnapshotResponse_PartitionSnapshot_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_PartitionSnapshot, int]:
     o = _new(_FetchSnapshotResponse_PartitionSnapshot)
-    (o.index,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    o.snapshot_id, pos = _r_FetchSnapshotResponse_SnapshotId(buf, pos, v)
+    (o.index, o.error_code,) = _S2.unpack_from(buf, pos)
+    pos += 6
+    o.snapshot_id, pos = _r_FetchSnapshotResponse_SnapshotId_0(buf, pos, v)
     o.current_leader = _FetchSnapshotResponse_LeaderIdAndEpoch()
-    (o.size,) = I64.unpack_from(buf, pos)
-    pos += 8
-    (o.position,) = I64.unpack_from(buf, pos)
-    pos += 8
+    (o.size, o.position,) = _S3.unpack_from(buf, pos)
+    pos += 16
     o.unaligned_records, pos = r_crecords(buf, pos, False)
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if tag == 0 and (True):
-            o.current_leader, pos = _r_FetchSnapshotResponse_LeaderIdAndEpoch(buf, pos, v)
-            if pos != end:
-                raise DecodeError('tagged field FetchSnapshotResponse.PartitionSnapshot.current_leader has the wrong size')
-        else:
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                o.current_leader, pos = _r_FetchSnapshotResponse_LeaderIdAndEpoch_0(buf, pos, v)
+                if pos != end:
+                    raise DecodeError('tagged field FetchSnapshotResponse.PartitionSnapshot.current_leader has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
     return o, pos
 
 
-def _w_FetchSnapshotResponse_TopicSnapshot(o: _FetchSnapshotResponse_TopicSnapshot, out: bytearray, v: int) -> None:
+def _w_FetchSnapshotResponse_TopicSnapshot_0(o: _FetchSnapshotResponse_TopicSnapshot, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'FetchSnapshotResponse.TopicSnapshot.name', v)
     w_ccount(out, o.partitions, False, 'FetchSnapshotResponse.TopicSnapshot.partitions', v)
+    w = _w_FetchSnapshotResponse_PartitionSnapshot_0
     for e in o.partitions:
-        _w_FetchSnapshotResponse_PartitionSnapshot(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
+        w(e, out, v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_FetchSnapshotResponse_TopicSnapshot(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_TopicSnapshot, int]:
+def _r_FetchSnapshotResponse_TopicSnapshot_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_TopicSnapshot, int]:
     o = _new(_FetchSnapshotResponse_TopicSnapshot)
-    o.name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.partitions = None
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
     else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_FetchSnapshotResponse_PartitionSnapshot(buf, pos, v)
-            a.append(e)
-        o.partitions = a
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
-    return o, pos
-
-
-def _w_FetchSnapshotResponse(o: _FetchSnapshotResponse, out: bytearray, v: int) -> None:
-    out += I32.pack(o.throttle_time_ms)
-    out += I16.pack(o.error_code)
-    w_ccount(out, o.topics, False, 'FetchSnapshotResponse.topics', v)
-    for e in o.topics:
-        _w_FetchSnapshotResponse_TopicSnapshot(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
-    if (v >= 1) and not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        t = bytearray()
-        w_ccount(t, o.node_endpoints, False, 'FetchSnapshotResponse.node_endpoints', v)
-        for e in o.node_endpoints:
-            _w_FetchSnapshotResponse_NodeEndpoint(e, t, v)
-        tagged.append((0, bytes(t)))
-    elif not (v >= 1) and not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error('FetchSnapshotResponse.node_endpoints', v)
-    if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_FetchSnapshotResponse(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse, int]:
-    o = _new(_FetchSnapshotResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
+        o.name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.topics = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_FetchSnapshotResponse_TopicSnapshot(buf, pos, v)
-            a.append(e)
-        o.topics = a
-    o.node_endpoints = []
+    a = []
+    r = _r_FetchSnapshotResponse_PartitionSnapshot_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if tag == 0 and (v >= 1):
-            n, pos = r_ccount(buf, pos, False)
-            if n < 0:
-                o.node_endpoints = None
-            else:
-                a = []
-                for _ in range(n):
-                    e, pos = _r_FetchSnapshotResponse_NodeEndpoint(buf, pos, v)
-                    a.append(e)
-                o.node_endpoints = a
-            if pos != end:
-                raise DecodeError('tagged field FetchSnapshotResponse.node_endpoints has the wrong size')
-        else:
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
             if o.unknown_tagged_fields is None:
                 o.unknown_tagged_fields = []
             o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
             pos = end
     return o, pos
 
+
+def _w_FetchSnapshotResponse_0(o: _FetchSnapshotResponse, out: bytearray, v: int) -> None:
+    out += _S2.pack(o.throttle_time_ms, o.error_code)
+    w_ccount(out, o.topics, False, 'FetchSnapshotResponse.topics', v)
+    w = _w_FetchSnapshotResponse_TopicSnapshot_0
+    for e in o.topics:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'FetchSnapshotResponse.node_endpoints'", v)
+
+
+def _w_FetchSnapshotResponse_1(o: _FetchSnapshotResponse, out: bytearray, v: int) -> None:
+    out += _S2.pack(o.throttle_time_ms, o.error_code)
+    w_ccount(out, o.topics, False, 'FetchSnapshotResponse.topics', v)
+    w = _w_FetchSnapshotResponse_TopicSnapshot_0
+    for e in o.topics:
+        w(e, out, v)
+    tagged: list[tuple[int, bytes]] = []
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        t = bytearray()
+        w_ccount(t, o.node_endpoints, False, 'FetchSnapshotResponse.node_endpoints', v)
+        w = _w_FetchSnapshotResponse_NodeEndpoint_1
+        for e in o.node_endpoints:
+            w(e, t, v)
+        tagged.append((0, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _r_FetchSnapshotResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse, int]:
+    o = _new(_FetchSnapshotResponse)
+    (o.throttle_time_ms, o.error_code,) = _S2.unpack_from(buf, pos)
+    pos += 6
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchSnapshotResponse_TopicSnapshot_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_FetchSnapshotResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse, int]:
+    o = _new(_FetchSnapshotResponse)
+    (o.throttle_time_ms, o.error_code,) = _S2.unpack_from(buf, pos)
+    pos += 6
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_FetchSnapshotResponse_TopicSnapshot_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                n, pos = r_ccount(buf, pos, False)
+                a = []
+                r = _r_FetchSnapshotResponse_NodeEndpoint_1
+                for _ in range(n):
+                    e, pos = r(buf, pos, v)
+                    a.append(e)
+                o.node_endpoints = a
+                if pos != end:
+                    raise DecodeError('tagged field FetchSnapshotResponse.node_endpoints has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+_W_FetchSnapshotResponse = (_w_FetchSnapshotResponse_0, _w_FetchSnapshotResponse_1, )
+_R_FetchSnapshotResponse = (_r_FetchSnapshotResponse_0, _r_FetchSnapshotResponse_1, )
 
 _FetchSnapshotResponse_NodeEndpoint.FIELDS = (
     FieldInfo(

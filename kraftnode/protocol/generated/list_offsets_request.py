@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,12 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">iqi")
+_S1 = struct.Struct(">qi")
+_S2 = struct.Struct(">iq")
+_S3 = struct.Struct(">iiq")
+_S4 = struct.Struct(">ib")
 
 
 class _ListOffsetsRequest_ListOffsetsPartition(Message):
@@ -144,7 +151,7 @@ class _ListOffsetsRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 9:
             raise UnsupportedVersionError(f"ListOffsetsRequest has no version {version}")
-        _w_ListOffsetsRequest(self, out, version)
+        _W_ListOffsetsRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ListOffsetsRequest:
@@ -161,7 +168,7 @@ class _ListOffsetsRequest(Message):
         if not 0 <= version <= 9:
             raise DecodeError(f"ListOffsetsRequest has no version {version}")
         try:
-            return _r_ListOffsetsRequest(buf, pos, version)
+            return _R_ListOffsetsRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -177,149 +184,73 @@ _ListOffsetsRequest.__qualname__ = "ListOffsetsRequest"
 _ListOffsetsRequest.__name__ = "ListOffsetsRequest"
 
 
-def _w_ListOffsetsRequest_ListOffsetsPartition(o: _ListOffsetsRequest_ListOffsetsPartition, out: bytearray, v: int) -> None:
-    flex = v >= 6
-    out += I32.pack(o.partition_index)
-    if v >= 4:
-        out += I32.pack(o.current_leader_epoch)
-    out += I64.pack(o.timestamp)
-    if v <= 0:
-        out += I32.pack(o.max_num_offsets)
-    elif not (o.max_num_offsets == 1):
-        raise absent_error('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_ListOffsetsRequest_ListOffsetsPartition_0(o: _ListOffsetsRequest_ListOffsetsPartition, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.partition_index, o.timestamp, o.max_num_offsets)
 
 
-def _r_ListOffsetsRequest_ListOffsetsPartition(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsPartition, int]:
+def _w_ListOffsetsRequest_ListOffsetsPartition_1(o: _ListOffsetsRequest_ListOffsetsPartition, out: bytearray, v: int) -> None:
+    if not (o.max_num_offsets == 1):
+        raise absent_error("'ListOffsetsRequest.ListOffsetsPartition.max_num_offsets'", v)
+    out += _S2.pack(o.partition_index, o.timestamp)
+
+
+def _w_ListOffsetsRequest_ListOffsetsPartition_2(o: _ListOffsetsRequest_ListOffsetsPartition, out: bytearray, v: int) -> None:
+    if not (o.max_num_offsets == 1):
+        raise absent_error("'ListOffsetsRequest.ListOffsetsPartition.max_num_offsets'", v)
+    out += _S3.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
+
+
+def _w_ListOffsetsRequest_ListOffsetsPartition_3(o: _ListOffsetsRequest_ListOffsetsPartition, out: bytearray, v: int) -> None:
+    if not (o.max_num_offsets == 1):
+        raise absent_error("'ListOffsetsRequest.ListOffsetsPartition.max_num_offsets'", v)
+    out += _S3.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ListOffsetsRequest_ListOffsetsPartition_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsPartition, int]:
     o = _new(_ListOffsetsRequest_ListOffsetsPartition)
-    flex = v >= 6
     (o.partition_index,) = I32.unpack_from(buf, pos)
     pos += 4
-    if v >= 4:
-        (o.current_leader_epoch,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.current_leader_epoch = -1
+    o.current_leader_epoch = -1
+    (o.timestamp, o.max_num_offsets,) = _S1.unpack_from(buf, pos)
+    pos += 12
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsRequest_ListOffsetsPartition_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsPartition, int]:
+    o = _new(_ListOffsetsRequest_ListOffsetsPartition)
+    (o.partition_index,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.current_leader_epoch = -1
     (o.timestamp,) = I64.unpack_from(buf, pos)
     pos += 8
-    if v <= 0:
-        (o.max_num_offsets,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.max_num_offsets = 1
+    o.max_num_offsets = 1
     o.unknown_tagged_fields = None
-    if flex:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
     return o, pos
 
 
-def _w_ListOffsetsRequest_ListOffsetsTopic(o: _ListOffsetsRequest_ListOffsetsTopic, out: bytearray, v: int) -> None:
-    flex = v >= 6
-    if flex:
-        w_cstr(out, o.name, False, 'ListOffsetsRequest.ListOffsetsTopic.name', v)
-    else:
-        w_str(out, o.name, False, 'ListOffsetsRequest.ListOffsetsTopic.name', v)
-    if flex:
-        w_ccount(out, o.partitions, False, 'ListOffsetsRequest.ListOffsetsTopic.partitions', v)
-    else:
-        w_count(out, o.partitions, False, 'ListOffsetsRequest.ListOffsetsTopic.partitions', v)
-    for e in o.partitions:
-        _w_ListOffsetsRequest_ListOffsetsPartition(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
-
-
-def _r_ListOffsetsRequest_ListOffsetsTopic(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
-    o = _new(_ListOffsetsRequest_ListOffsetsTopic)
-    flex = v >= 6
-    if flex:
-        o.name, pos = r_cstr(buf, pos, False)
-    else:
-        o.name, pos = r_str(buf, pos, False)
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.partitions = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_ListOffsetsRequest_ListOffsetsPartition(buf, pos, v)
-            a.append(e)
-        o.partitions = a
+def _r_ListOffsetsRequest_ListOffsetsPartition_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsPartition, int]:
+    o = _new(_ListOffsetsRequest_ListOffsetsPartition)
+    (o.partition_index, o.current_leader_epoch, o.timestamp,) = _S3.unpack_from(buf, pos)
+    pos += 16
+    o.max_num_offsets = 1
     o.unknown_tagged_fields = None
-    if flex:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
     return o, pos
 
 
-def _w_ListOffsetsRequest(o: _ListOffsetsRequest, out: bytearray, v: int) -> None:
-    flex = v >= 6
-    out += I32.pack(o.replica_id)
-    if v >= 2:
-        out += I8.pack(o.isolation_level)
-    elif not (o.isolation_level == 0):
-        raise absent_error('ListOffsetsRequest.isolation_level', v)
-    if flex:
-        w_ccount(out, o.topics, False, 'ListOffsetsRequest.topics', v)
-    else:
-        w_count(out, o.topics, False, 'ListOffsetsRequest.topics', v)
-    for e in o.topics:
-        _w_ListOffsetsRequest_ListOffsetsTopic(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
-
-
-def _r_ListOffsetsRequest(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
-    o = _new(_ListOffsetsRequest)
-    flex = v >= 6
-    (o.replica_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    if v >= 2:
-        (o.isolation_level,) = I8.unpack_from(buf, pos)
+def _r_ListOffsetsRequest_ListOffsetsPartition_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsPartition, int]:
+    o = _new(_ListOffsetsRequest_ListOffsetsPartition)
+    (o.partition_index, o.current_leader_epoch, o.timestamp,) = _S3.unpack_from(buf, pos)
+    pos += 16
+    o.max_num_offsets = 1
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
         pos += 1
     else:
-        o.isolation_level = 0
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.topics = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_ListOffsetsRequest_ListOffsetsTopic(buf, pos, v)
-            a.append(e)
-        o.topics = a
-    o.unknown_tagged_fields = None
-    if flex:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -329,6 +260,250 @@ def _r_ListOffsetsRequest(buf: memoryview, pos: int, v: int) -> tuple[_ListOffse
             pos = end
     return o, pos
 
+
+def _w_ListOffsetsRequest_ListOffsetsTopic_0(o: _ListOffsetsRequest_ListOffsetsTopic, out: bytearray, v: int) -> None:
+    w_str(out, o.name, False, 'ListOffsetsRequest.ListOffsetsTopic.name', v)
+    w_count(out, o.partitions, False, 'ListOffsetsRequest.ListOffsetsTopic.partitions', v)
+    w = _w_ListOffsetsRequest_ListOffsetsPartition_0
+    for e in o.partitions:
+        w(e, out, v)
+
+
+def _w_ListOffsetsRequest_ListOffsetsTopic_1(o: _ListOffsetsRequest_ListOffsetsTopic, out: bytearray, v: int) -> None:
+    w_str(out, o.name, False, 'ListOffsetsRequest.ListOffsetsTopic.name', v)
+    w_count(out, o.partitions, False, 'ListOffsetsRequest.ListOffsetsTopic.partitions', v)
+    w = _w_ListOffsetsRequest_ListOffsetsPartition_1
+    for e in o.partitions:
+        w(e, out, v)
+
+
+def _w_ListOffsetsRequest_ListOffsetsTopic_2(o: _ListOffsetsRequest_ListOffsetsTopic, out: bytearray, v: int) -> None:
+    w_str(out, o.name, False, 'ListOffsetsRequest.ListOffsetsTopic.name', v)
+    w_count(out, o.partitions, False, 'ListOffsetsRequest.ListOffsetsTopic.partitions', v)
+    w = _w_ListOffsetsRequest_ListOffsetsPartition_2
+    for e in o.partitions:
+        w(e, out, v)
+
+
+def _w_ListOffsetsRequest_ListOffsetsTopic_3(o: _ListOffsetsRequest_ListOffsetsTopic, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'ListOffsetsRequest.ListOffsetsTopic.name', v)
+    w_ccount(out, o.partitions, False, 'ListOffsetsRequest.ListOffsetsTopic.partitions', v)
+    w = _w_ListOffsetsRequest_ListOffsetsPartition_3
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ListOffsetsRequest_ListOffsetsTopic_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
+    o = _new(_ListOffsetsRequest_ListOffsetsTopic)
+    o.name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsRequest_ListOffsetsPartition_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsRequest_ListOffsetsTopic_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
+    o = _new(_ListOffsetsRequest_ListOffsetsTopic)
+    o.name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsRequest_ListOffsetsPartition_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsRequest_ListOffsetsTopic_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
+    o = _new(_ListOffsetsRequest_ListOffsetsTopic)
+    o.name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsRequest_ListOffsetsPartition_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsRequest_ListOffsetsTopic_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
+    o = _new(_ListOffsetsRequest_ListOffsetsTopic)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsRequest_ListOffsetsPartition_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_ListOffsetsRequest_0(o: _ListOffsetsRequest, out: bytearray, v: int) -> None:
+    if not (o.isolation_level == 0):
+        raise absent_error("'ListOffsetsRequest.isolation_level'", v)
+    out += I32.pack(o.replica_id)
+    w_count(out, o.topics, False, 'ListOffsetsRequest.topics', v)
+    w = _w_ListOffsetsRequest_ListOffsetsTopic_0
+    for e in o.topics:
+        w(e, out, v)
+
+
+def _w_ListOffsetsRequest_1(o: _ListOffsetsRequest, out: bytearray, v: int) -> None:
+    if not (o.isolation_level == 0):
+        raise absent_error("'ListOffsetsRequest.isolation_level'", v)
+    out += I32.pack(o.replica_id)
+    w_count(out, o.topics, False, 'ListOffsetsRequest.topics', v)
+    w = _w_ListOffsetsRequest_ListOffsetsTopic_1
+    for e in o.topics:
+        w(e, out, v)
+
+
+def _w_ListOffsetsRequest_2(o: _ListOffsetsRequest, out: bytearray, v: int) -> None:
+    out += _S4.pack(o.replica_id, o.isolation_level)
+    w_count(out, o.topics, False, 'ListOffsetsRequest.topics', v)
+    w = _w_ListOffsetsRequest_ListOffsetsTopic_1
+    for e in o.topics:
+        w(e, out, v)
+
+
+def _w_ListOffsetsRequest_3(o: _ListOffsetsRequest, out: bytearray, v: int) -> None:
+    out += _S4.pack(o.replica_id, o.isolation_level)
+    w_count(out, o.topics, False, 'ListOffsetsRequest.topics', v)
+    w = _w_ListOffsetsRequest_ListOffsetsTopic_2
+    for e in o.topics:
+        w(e, out, v)
+
+
+def _w_ListOffsetsRequest_4(o: _ListOffsetsRequest, out: bytearray, v: int) -> None:
+    out += _S4.pack(o.replica_id, o.isolation_level)
+    w_ccount(out, o.topics, False, 'ListOffsetsRequest.topics', v)
+    w = _w_ListOffsetsRequest_ListOffsetsTopic_3
+    for e in o.topics:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ListOffsetsRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
+    o = _new(_ListOffsetsRequest)
+    (o.replica_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.isolation_level = 0
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsRequest_ListOffsetsTopic_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
+    o = _new(_ListOffsetsRequest)
+    (o.replica_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.isolation_level = 0
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsRequest_ListOffsetsTopic_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsRequest_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
+    o = _new(_ListOffsetsRequest)
+    (o.replica_id, o.isolation_level,) = _S4.unpack_from(buf, pos)
+    pos += 5
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsRequest_ListOffsetsTopic_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsRequest_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
+    o = _new(_ListOffsetsRequest)
+    (o.replica_id, o.isolation_level,) = _S4.unpack_from(buf, pos)
+    pos += 5
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsRequest_ListOffsetsTopic_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsRequest_4(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
+    o = _new(_ListOffsetsRequest)
+    (o.replica_id, o.isolation_level,) = _S4.unpack_from(buf, pos)
+    pos += 5
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsRequest_ListOffsetsTopic_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_ListOffsetsRequest = (_w_ListOffsetsRequest_0, _w_ListOffsetsRequest_1, _w_ListOffsetsRequest_2, _w_ListOffsetsRequest_2, _w_ListOffsetsRequest_3, _w_ListOffsetsRequest_3, _w_ListOffsetsRequest_4, _w_ListOffsetsRequest_4, _w_ListOffsetsRequest_4, _w_ListOffsetsRequest_4, )
+_R_ListOffsetsRequest = (_r_ListOffsetsRequest_0, _r_ListOffsetsRequest_1, _r_ListOffsetsRequest_2, _r_ListOffsetsRequest_2, _r_ListOffsetsRequest_3, _r_ListOffsetsRequest_3, _r_ListOffsetsRequest_4, _r_ListOffsetsRequest_4, _r_ListOffsetsRequest_4, _r_ListOffsetsRequest_4, )
 
 _ListOffsetsRequest_ListOffsetsPartition.FIELDS = (
     FieldInfo(

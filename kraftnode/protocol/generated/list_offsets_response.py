@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,12 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">ih")
+_S1 = struct.Struct(">ihqq")
+_S2 = struct.Struct(">qq")
+_S3 = struct.Struct(">ihqqi")
+_S4 = struct.Struct(">qqi")
 
 
 class _ListOffsetsResponse_ListOffsetsPartitionResponse(Message):
@@ -147,7 +154,7 @@ class _ListOffsetsResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 9:
             raise UnsupportedVersionError(f"ListOffsetsResponse has no version {version}")
-        _w_ListOffsetsResponse(self, out, version)
+        _W_ListOffsetsResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ListOffsetsResponse:
@@ -164,7 +171,7 @@ class _ListOffsetsResponse(Message):
         if not 0 <= version <= 9:
             raise DecodeError(f"ListOffsetsResponse has no version {version}")
         try:
-            return _r_ListOffsetsResponse(buf, pos, version)
+            return _R_ListOffsetsResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -180,74 +187,90 @@ _ListOffsetsResponse.__qualname__ = "ListOffsetsResponse"
 _ListOffsetsResponse.__name__ = "ListOffsetsResponse"
 
 
-def _w_ListOffsetsResponse_ListOffsetsPartitionResponse(o: _ListOffsetsResponse_ListOffsetsPartitionResponse, out: bytearray, v: int) -> None:
-    flex = v >= 6
-    out += I32.pack(o.partition_index)
-    out += I16.pack(o.error_code)
-    if v <= 0:
-        if flex:
-            w_ccount(out, o.old_style_offsets, False, 'ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', v)
-        else:
-            w_count(out, o.old_style_offsets, False, 'ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', v)
-        out += struct.pack('>%dq' % len(o.old_style_offsets), *o.old_style_offsets)
-    elif not ((o.old_style_offsets is not None and len(o.old_style_offsets) == 0)):
-        raise absent_error('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', v)
-    if v >= 1:
-        out += I64.pack(o.timestamp)
-    elif not (o.timestamp == -1):
-        raise absent_error('ListOffsetsResponse.ListOffsetsPartitionResponse.timestamp', v)
-    if v >= 1:
-        out += I64.pack(o.offset)
-    elif not (o.offset == -1):
-        raise absent_error('ListOffsetsResponse.ListOffsetsPartitionResponse.offset', v)
-    if v >= 4:
-        out += I32.pack(o.leader_epoch)
-    elif not (o.leader_epoch == -1):
-        raise absent_error('ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_0(o: _ListOffsetsResponse_ListOffsetsPartitionResponse, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.partition_index, o.error_code)
+    w_count(out, o.old_style_offsets, False, 'ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', v)
+    out += struct.pack('>%dq' % len(o.old_style_offsets), *o.old_style_offsets)
+    if not (o.timestamp == -1):
+        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.timestamp'", v)
+    if not (o.offset == -1):
+        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.offset'", v)
+    if not (o.leader_epoch == -1):
+        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch'", v)
 
 
-def _r_ListOffsetsResponse_ListOffsetsPartitionResponse(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsPartitionResponse, int]:
+def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_1(o: _ListOffsetsResponse_ListOffsetsPartitionResponse, out: bytearray, v: int) -> None:
+    if not ((o.old_style_offsets is not None and len(o.old_style_offsets) == 0)):
+        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets'", v)
+    if not (o.leader_epoch == -1):
+        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch'", v)
+    out += _S1.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+
+
+def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_2(o: _ListOffsetsResponse_ListOffsetsPartitionResponse, out: bytearray, v: int) -> None:
+    if not ((o.old_style_offsets is not None and len(o.old_style_offsets) == 0)):
+        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets'", v)
+    out += _S3.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+
+
+def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_3(o: _ListOffsetsResponse_ListOffsetsPartitionResponse, out: bytearray, v: int) -> None:
+    if not ((o.old_style_offsets is not None and len(o.old_style_offsets) == 0)):
+        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets'", v)
+    out += _S3.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsPartitionResponse, int]:
     o = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
-    flex = v >= 6
-    (o.partition_index,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    if v <= 0:
-        if flex:
-            n, pos = r_ccount(buf, pos, False)
-        else:
-            n, pos = r_count(buf, pos, False)
-        if n < 0:
-            o.old_style_offsets = None
-        else:
-            o.old_style_offsets = list(struct.unpack_from('>%dq' % n, buf, pos))
-            pos += 8 * n
-    else:
-        o.old_style_offsets = []
-    if v >= 1:
-        (o.timestamp,) = I64.unpack_from(buf, pos)
-        pos += 8
-    else:
-        o.timestamp = -1
-    if v >= 1:
-        (o.offset,) = I64.unpack_from(buf, pos)
-        pos += 8
-    else:
-        o.offset = -1
-    if v >= 4:
-        (o.leader_epoch,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.leader_epoch = -1
+    (o.partition_index, o.error_code,) = _S0.unpack_from(buf, pos)
+    pos += 6
+    n, pos = r_count(buf, pos, False)
+    o.old_style_offsets = list(struct.unpack_from('>%dq' % n, buf, pos))
+    pos += 8 * n
+    o.timestamp = -1
+    o.offset = -1
+    o.leader_epoch = -1
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsPartitionResponse, int]:
+    o = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+    (o.partition_index, o.error_code,) = _S0.unpack_from(buf, pos)
+    pos += 6
+    o.old_style_offsets = []
+    (o.timestamp, o.offset,) = _S2.unpack_from(buf, pos)
+    pos += 16
+    o.leader_epoch = -1
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsPartitionResponse, int]:
+    o = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+    (o.partition_index, o.error_code,) = _S0.unpack_from(buf, pos)
+    pos += 6
+    o.old_style_offsets = []
+    (o.timestamp, o.offset, o.leader_epoch,) = _S4.unpack_from(buf, pos)
+    pos += 20
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsPartitionResponse, int]:
+    o = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+    (o.partition_index, o.error_code,) = _S0.unpack_from(buf, pos)
+    pos += 6
+    o.old_style_offsets = []
+    (o.timestamp, o.offset, o.leader_epoch,) = _S4.unpack_from(buf, pos)
+    pos += 20
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -258,47 +281,103 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse(buf: memoryview, pos: in
     return o, pos
 
 
-def _w_ListOffsetsResponse_ListOffsetsTopicResponse(o: _ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray, v: int) -> None:
-    flex = v >= 6
-    if flex:
-        w_cstr(out, o.name, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.name', v)
-    else:
-        w_str(out, o.name, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.name', v)
-    if flex:
-        w_ccount(out, o.partitions, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.partitions', v)
-    else:
-        w_count(out, o.partitions, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.partitions', v)
+def _w_ListOffsetsResponse_ListOffsetsTopicResponse_0(o: _ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray, v: int) -> None:
+    w_str(out, o.name, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.name', v)
+    w_count(out, o.partitions, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.partitions', v)
+    w = _w_ListOffsetsResponse_ListOffsetsPartitionResponse_0
     for e in o.partitions:
-        _w_ListOffsetsResponse_ListOffsetsPartitionResponse(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        w(e, out, v)
 
 
-def _r_ListOffsetsResponse_ListOffsetsTopicResponse(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsTopicResponse, int]:
+def _w_ListOffsetsResponse_ListOffsetsTopicResponse_1(o: _ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray, v: int) -> None:
+    w_str(out, o.name, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.name', v)
+    w_count(out, o.partitions, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.partitions', v)
+    w = _w_ListOffsetsResponse_ListOffsetsPartitionResponse_1
+    for e in o.partitions:
+        w(e, out, v)
+
+
+def _w_ListOffsetsResponse_ListOffsetsTopicResponse_2(o: _ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray, v: int) -> None:
+    w_str(out, o.name, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.name', v)
+    w_count(out, o.partitions, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.partitions', v)
+    w = _w_ListOffsetsResponse_ListOffsetsPartitionResponse_2
+    for e in o.partitions:
+        w(e, out, v)
+
+
+def _w_ListOffsetsResponse_ListOffsetsTopicResponse_3(o: _ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.name', v)
+    w_ccount(out, o.partitions, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.partitions', v)
+    w = _w_ListOffsetsResponse_ListOffsetsPartitionResponse_3
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ListOffsetsResponse_ListOffsetsTopicResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsTopicResponse, int]:
     o = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
-    flex = v >= 6
-    if flex:
+    o.name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsResponse_ListOffsetsTopicResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsTopicResponse, int]:
+    o = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
+    o.name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsResponse_ListOffsetsTopicResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsTopicResponse, int]:
+    o = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
+    o.name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsResponse_ListOffsetsTopicResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsTopicResponse, int]:
+    o = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
         o.name, pos = r_cstr(buf, pos, False)
-    else:
-        o.name, pos = r_str(buf, pos, False)
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.partitions = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_ListOffsetsResponse_ListOffsetsPartitionResponse(buf, pos, v)
-            a.append(e)
-        o.partitions = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
     o.unknown_tagged_fields = None
-    if flex:
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -309,46 +388,121 @@ def _r_ListOffsetsResponse_ListOffsetsTopicResponse(buf: memoryview, pos: int, v
     return o, pos
 
 
-def _w_ListOffsetsResponse(o: _ListOffsetsResponse, out: bytearray, v: int) -> None:
-    flex = v >= 6
-    if v >= 2:
-        out += I32.pack(o.throttle_time_ms)
-    if flex:
-        w_ccount(out, o.topics, False, 'ListOffsetsResponse.topics', v)
-    else:
-        w_count(out, o.topics, False, 'ListOffsetsResponse.topics', v)
+def _w_ListOffsetsResponse_0(o: _ListOffsetsResponse, out: bytearray, v: int) -> None:
+    w_count(out, o.topics, False, 'ListOffsetsResponse.topics', v)
+    w = _w_ListOffsetsResponse_ListOffsetsTopicResponse_0
     for e in o.topics:
-        _w_ListOffsetsResponse_ListOffsetsTopicResponse(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        w(e, out, v)
 
 
-def _r_ListOffsetsResponse(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
+def _w_ListOffsetsResponse_1(o: _ListOffsetsResponse, out: bytearray, v: int) -> None:
+    w_count(out, o.topics, False, 'ListOffsetsResponse.topics', v)
+    w = _w_ListOffsetsResponse_ListOffsetsTopicResponse_1
+    for e in o.topics:
+        w(e, out, v)
+
+
+def _w_ListOffsetsResponse_2(o: _ListOffsetsResponse, out: bytearray, v: int) -> None:
+    out += I32.pack(o.throttle_time_ms)
+    w_count(out, o.topics, False, 'ListOffsetsResponse.topics', v)
+    w = _w_ListOffsetsResponse_ListOffsetsTopicResponse_1
+    for e in o.topics:
+        w(e, out, v)
+
+
+def _w_ListOffsetsResponse_3(o: _ListOffsetsResponse, out: bytearray, v: int) -> None:
+    out += I32.pack(o.throttle_time_ms)
+    w_count(out, o.topics, False, 'ListOffsetsResponse.topics', v)
+    w = _w_ListOffsetsResponse_ListOffsetsTopicResponse_2
+    for e in o.topics:
+        w(e, out, v)
+
+
+def _w_ListOffsetsResponse_4(o: _ListOffsetsResponse, out: bytearray, v: int) -> None:
+    out += I32.pack(o.throttle_time_ms)
+    w_ccount(out, o.topics, False, 'ListOffsetsResponse.topics', v)
+    w = _w_ListOffsetsResponse_ListOffsetsTopicResponse_3
+    for e in o.topics:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ListOffsetsResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
     o = _new(_ListOffsetsResponse)
-    flex = v >= 6
-    if v >= 2:
-        (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.throttle_time_ms = 0
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.topics = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_ListOffsetsResponse_ListOffsetsTopicResponse(buf, pos, v)
-            a.append(e)
-        o.topics = a
+    o.throttle_time_ms = 0
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsResponse_ListOffsetsTopicResponse_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_ListOffsetsResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
+    o = _new(_ListOffsetsResponse)
+    o.throttle_time_ms = 0
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsResponse_ListOffsetsTopicResponse_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
+    o = _new(_ListOffsetsResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsResponse_ListOffsetsTopicResponse_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
+    o = _new(_ListOffsetsResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsResponse_ListOffsetsTopicResponse_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ListOffsetsResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
+    o = _new(_ListOffsetsResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_ListOffsetsResponse_ListOffsetsTopicResponse_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -358,6 +512,8 @@ def _r_ListOffsetsResponse(buf: memoryview, pos: int, v: int) -> tuple[_ListOffs
             pos = end
     return o, pos
 
+_W_ListOffsetsResponse = (_w_ListOffsetsResponse_0, _w_ListOffsetsResponse_1, _w_ListOffsetsResponse_2, _w_ListOffsetsResponse_2, _w_ListOffsetsResponse_3, _w_ListOffsetsResponse_3, _w_ListOffsetsResponse_4, _w_ListOffsetsResponse_4, _w_ListOffsetsResponse_4, _w_ListOffsetsResponse_4, )
+_R_ListOffsetsResponse = (_r_ListOffsetsResponse_0, _r_ListOffsetsResponse_1, _r_ListOffsetsResponse_2, _r_ListOffsetsResponse_2, _r_ListOffsetsResponse_3, _r_ListOffsetsResponse_3, _r_ListOffsetsResponse_4, _r_ListOffsetsResponse_4, _r_ListOffsetsResponse_4, _r_ListOffsetsResponse_4, )
 
 _ListOffsetsResponse_ListOffsetsPartitionResponse.FIELDS = (
     FieldInfo(

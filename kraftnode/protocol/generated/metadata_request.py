@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,9 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">???")
+_S1 = struct.Struct(">??")
 
 
 class _MetadataRequest_MetadataRequestTopic(Message):
@@ -120,7 +124,7 @@ class _MetadataRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 12:
             raise UnsupportedVersionError(f"MetadataRequest has no version {version}")
-        _w_MetadataRequest(self, out, version)
+        _W_MetadataRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> MetadataRequest:
@@ -137,7 +141,7 @@ class _MetadataRequest(Message):
         if not 0 <= version <= 12:
             raise DecodeError(f"MetadataRequest has no version {version}")
         try:
-            return _r_MetadataRequest(buf, pos, version)
+            return _R_MetadataRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -151,35 +155,48 @@ _MetadataRequest.__qualname__ = "MetadataRequest"
 _MetadataRequest.__name__ = "MetadataRequest"
 
 
-def _w_MetadataRequest_MetadataRequestTopic(o: _MetadataRequest_MetadataRequestTopic, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    if v >= 10:
-        out += o.topic_id.bytes
-    if flex:
-        w_cstr(out, o.name, v >= 10, 'MetadataRequest.MetadataRequestTopic.name', v)
+def _w_MetadataRequest_MetadataRequestTopic_0(o: _MetadataRequest_MetadataRequestTopic, out: bytearray, v: int) -> None:
+    w_str(out, o.name, False, 'MetadataRequest.MetadataRequestTopic.name', v)
+
+
+def _w_MetadataRequest_MetadataRequestTopic_1(o: _MetadataRequest_MetadataRequestTopic, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'MetadataRequest.MetadataRequestTopic.name', v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
-        w_str(out, o.name, v >= 10, 'MetadataRequest.MetadataRequestTopic.name', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        out.append(0)
 
 
-def _r_MetadataRequest_MetadataRequestTopic(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest_MetadataRequestTopic, int]:
+def _w_MetadataRequest_MetadataRequestTopic_2(o: _MetadataRequest_MetadataRequestTopic, out: bytearray, v: int) -> None:
+    out += o.topic_id.bytes
+    w_cstr(out, o.name, True, 'MetadataRequest.MetadataRequestTopic.name', v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_MetadataRequest_MetadataRequestTopic_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest_MetadataRequestTopic, int]:
     o = _new(_MetadataRequest_MetadataRequestTopic)
-    flex = v >= 9
-    if v >= 10:
-        o.topic_id, pos = r_uuid(buf, pos)
-    else:
-        o.topic_id = ZERO_UUID
-    if flex:
-        o.name, pos = r_cstr(buf, pos, v >= 10)
-    else:
-        o.name, pos = r_str(buf, pos, v >= 10)
+    o.topic_id = ZERO_UUID
+    o.name, pos = r_str(buf, pos, False)
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_MetadataRequest_MetadataRequestTopic_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest_MetadataRequestTopic, int]:
+    o = _new(_MetadataRequest_MetadataRequestTopic)
+    o.topic_id = ZERO_UUID
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -190,67 +207,210 @@ def _r_MetadataRequest_MetadataRequestTopic(buf: memoryview, pos: int, v: int) -
     return o, pos
 
 
-def _w_MetadataRequest(o: _MetadataRequest, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    if flex:
-        w_ccount(out, o.topics, v >= 1, 'MetadataRequest.topics', v)
+def _r_MetadataRequest_MetadataRequestTopic_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest_MetadataRequestTopic, int]:
+    o = _new(_MetadataRequest_MetadataRequestTopic)
+    o.topic_id, pos = r_uuid(buf, pos)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
     else:
-        w_count(out, o.topics, v >= 1, 'MetadataRequest.topics', v)
+        o.name, pos = r_cstr(buf, pos, True)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_MetadataRequest_0(o: _MetadataRequest, out: bytearray, v: int) -> None:
+    w_count(out, o.topics, False, 'MetadataRequest.topics', v)
+    w = _w_MetadataRequest_MetadataRequestTopic_0
+    for e in o.topics:
+        w(e, out, v)
+    if not (o.allow_auto_topic_creation == True):
+        raise absent_error("'MetadataRequest.allow_auto_topic_creation'", v)
+    if not (o.include_cluster_authorized_operations == False):
+        raise absent_error("'MetadataRequest.include_cluster_authorized_operations'", v)
+    if not (o.include_topic_authorized_operations == False):
+        raise absent_error("'MetadataRequest.include_topic_authorized_operations'", v)
+
+
+def _w_MetadataRequest_1(o: _MetadataRequest, out: bytearray, v: int) -> None:
+    w_count(out, o.topics, True, 'MetadataRequest.topics', v)
     if o.topics is not None:
+        w = _w_MetadataRequest_MetadataRequestTopic_0
         for e in o.topics:
-            _w_MetadataRequest_MetadataRequestTopic(e, out, v)
-    if v >= 4:
-        out.append(1 if o.allow_auto_topic_creation else 0)
-    elif not (o.allow_auto_topic_creation == True):
-        raise absent_error('MetadataRequest.allow_auto_topic_creation', v)
-    if v >= 8 and v <= 10:
-        out.append(1 if o.include_cluster_authorized_operations else 0)
-    elif not (o.include_cluster_authorized_operations == False):
-        raise absent_error('MetadataRequest.include_cluster_authorized_operations', v)
-    if v >= 8:
-        out.append(1 if o.include_topic_authorized_operations else 0)
-    elif not (o.include_topic_authorized_operations == False):
-        raise absent_error('MetadataRequest.include_topic_authorized_operations', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+            w(e, out, v)
+    if not (o.allow_auto_topic_creation == True):
+        raise absent_error("'MetadataRequest.allow_auto_topic_creation'", v)
+    if not (o.include_cluster_authorized_operations == False):
+        raise absent_error("'MetadataRequest.include_cluster_authorized_operations'", v)
+    if not (o.include_topic_authorized_operations == False):
+        raise absent_error("'MetadataRequest.include_topic_authorized_operations'", v)
 
 
-def _r_MetadataRequest(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
-    o = _new(_MetadataRequest)
-    flex = v >= 9
-    if flex:
-        n, pos = r_ccount(buf, pos, v >= 1)
+def _w_MetadataRequest_2(o: _MetadataRequest, out: bytearray, v: int) -> None:
+    w_count(out, o.topics, True, 'MetadataRequest.topics', v)
+    if o.topics is not None:
+        w = _w_MetadataRequest_MetadataRequestTopic_0
+        for e in o.topics:
+            w(e, out, v)
+    if not (o.include_cluster_authorized_operations == False):
+        raise absent_error("'MetadataRequest.include_cluster_authorized_operations'", v)
+    if not (o.include_topic_authorized_operations == False):
+        raise absent_error("'MetadataRequest.include_topic_authorized_operations'", v)
+    out.append(1 if o.allow_auto_topic_creation else 0)
+
+
+def _w_MetadataRequest_3(o: _MetadataRequest, out: bytearray, v: int) -> None:
+    w_count(out, o.topics, True, 'MetadataRequest.topics', v)
+    if o.topics is not None:
+        w = _w_MetadataRequest_MetadataRequestTopic_0
+        for e in o.topics:
+            w(e, out, v)
+    out += _S0.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+
+
+def _w_MetadataRequest_4(o: _MetadataRequest, out: bytearray, v: int) -> None:
+    w_ccount(out, o.topics, True, 'MetadataRequest.topics', v)
+    if o.topics is not None:
+        w = _w_MetadataRequest_MetadataRequestTopic_1
+        for e in o.topics:
+            w(e, out, v)
+    out += _S0.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
-        n, pos = r_count(buf, pos, v >= 1)
+        out.append(0)
+
+
+def _w_MetadataRequest_5(o: _MetadataRequest, out: bytearray, v: int) -> None:
+    w_ccount(out, o.topics, True, 'MetadataRequest.topics', v)
+    if o.topics is not None:
+        w = _w_MetadataRequest_MetadataRequestTopic_2
+        for e in o.topics:
+            w(e, out, v)
+    out += _S0.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_MetadataRequest_6(o: _MetadataRequest, out: bytearray, v: int) -> None:
+    w_ccount(out, o.topics, True, 'MetadataRequest.topics', v)
+    if o.topics is not None:
+        w = _w_MetadataRequest_MetadataRequestTopic_2
+        for e in o.topics:
+            w(e, out, v)
+    if not (o.include_cluster_authorized_operations == False):
+        raise absent_error("'MetadataRequest.include_cluster_authorized_operations'", v)
+    out += _S1.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_MetadataRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    o = _new(_MetadataRequest)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataRequest_MetadataRequestTopic_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.allow_auto_topic_creation = True
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = False
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    o = _new(_MetadataRequest)
+    n, pos = r_count(buf, pos, True)
     if n < 0:
         o.topics = None
     else:
         a = []
+        r = _r_MetadataRequest_MetadataRequestTopic_0
         for _ in range(n):
-            e, pos = _r_MetadataRequest_MetadataRequestTopic(buf, pos, v)
+            e, pos = r(buf, pos, v)
             a.append(e)
         o.topics = a
-    if v >= 4:
-        o.allow_auto_topic_creation = buf[pos] != 0
-        pos += 1
-    else:
-        o.allow_auto_topic_creation = True
-    if v >= 8 and v <= 10:
-        o.include_cluster_authorized_operations = buf[pos] != 0
-        pos += 1
-    else:
-        o.include_cluster_authorized_operations = False
-    if v >= 8:
-        o.include_topic_authorized_operations = buf[pos] != 0
-        pos += 1
-    else:
-        o.include_topic_authorized_operations = False
+    o.allow_auto_topic_creation = True
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = False
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_MetadataRequest_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    o = _new(_MetadataRequest)
+    n, pos = r_count(buf, pos, True)
+    if n < 0:
+        o.topics = None
+    else:
+        a = []
+        r = _r_MetadataRequest_MetadataRequestTopic_0
+        for _ in range(n):
+            e, pos = r(buf, pos, v)
+            a.append(e)
+        o.topics = a
+    o.allow_auto_topic_creation = buf[pos] != 0
+    pos += 1
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = False
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataRequest_3(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    o = _new(_MetadataRequest)
+    n, pos = r_count(buf, pos, True)
+    if n < 0:
+        o.topics = None
+    else:
+        a = []
+        r = _r_MetadataRequest_MetadataRequestTopic_0
+        for _ in range(n):
+            e, pos = r(buf, pos, v)
+            a.append(e)
+        o.topics = a
+    (o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
+    pos += 3
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataRequest_4(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    o = _new(_MetadataRequest)
+    n, pos = r_ccount(buf, pos, True)
+    if n < 0:
+        o.topics = None
+    else:
+        a = []
+        r = _r_MetadataRequest_MetadataRequestTopic_1
+        for _ in range(n):
+            e, pos = r(buf, pos, v)
+            a.append(e)
+        o.topics = a
+    (o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
+    pos += 3
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -260,6 +420,67 @@ def _r_MetadataRequest(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequ
             pos = end
     return o, pos
 
+
+def _r_MetadataRequest_5(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    o = _new(_MetadataRequest)
+    n, pos = r_ccount(buf, pos, True)
+    if n < 0:
+        o.topics = None
+    else:
+        a = []
+        r = _r_MetadataRequest_MetadataRequestTopic_2
+        for _ in range(n):
+            e, pos = r(buf, pos, v)
+            a.append(e)
+        o.topics = a
+    (o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
+    pos += 3
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_MetadataRequest_6(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    o = _new(_MetadataRequest)
+    n, pos = r_ccount(buf, pos, True)
+    if n < 0:
+        o.topics = None
+    else:
+        a = []
+        r = _r_MetadataRequest_MetadataRequestTopic_2
+        for _ in range(n):
+            e, pos = r(buf, pos, v)
+            a.append(e)
+        o.topics = a
+    o.allow_auto_topic_creation = buf[pos] != 0
+    pos += 1
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = buf[pos] != 0
+    pos += 1
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_MetadataRequest = (_w_MetadataRequest_0, _w_MetadataRequest_1, _w_MetadataRequest_1, _w_MetadataRequest_1, _w_MetadataRequest_2, _w_MetadataRequest_2, _w_MetadataRequest_2, _w_MetadataRequest_2, _w_MetadataRequest_3, _w_MetadataRequest_4, _w_MetadataRequest_5, _w_MetadataRequest_6, _w_MetadataRequest_6, )
+_R_MetadataRequest = (_r_MetadataRequest_0, _r_MetadataRequest_1, _r_MetadataRequest_1, _r_MetadataRequest_1, _r_MetadataRequest_2, _r_MetadataRequest_2, _r_MetadataRequest_2, _r_MetadataRequest_2, _r_MetadataRequest_3, _r_MetadataRequest_4, _r_MetadataRequest_5, _r_MetadataRequest_6, _r_MetadataRequest_6, )
 
 _MetadataRequest_MetadataRequestTopic.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,10 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">hii")
+_S1 = struct.Struct(">hiii")
+_S2 = struct.Struct(">16s?")
 
 
 class _MetadataResponse_MetadataResponsePartition(Message):
@@ -201,7 +206,7 @@ class _MetadataResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 12:
             raise UnsupportedVersionError(f"MetadataResponse has no version {version}")
-        _w_MetadataResponse(self, out, version)
+        _W_MetadataResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> MetadataResponse:
@@ -218,7 +223,7 @@ class _MetadataResponse(Message):
         if not 0 <= version <= 12:
             raise DecodeError(f"MetadataResponse has no version {version}")
         try:
-            return _r_MetadataResponse(buf, pos, version)
+            return _R_MetadataResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -236,159 +241,116 @@ _MetadataResponse.__qualname__ = "MetadataResponse"
 _MetadataResponse.__name__ = "MetadataResponse"
 
 
-def _w_MetadataResponse_MetadataResponsePartition(o: _MetadataResponse_MetadataResponsePartition, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    out += I16.pack(o.error_code)
-    out += I32.pack(o.partition_index)
-    out += I32.pack(o.leader_id)
-    if v >= 7:
-        out += I32.pack(o.leader_epoch)
-    if flex:
-        w_ccount(out, o.replica_nodes, False, 'MetadataResponse.MetadataResponsePartition.replica_nodes', v)
-    else:
-        w_count(out, o.replica_nodes, False, 'MetadataResponse.MetadataResponsePartition.replica_nodes', v)
+def _w_MetadataResponse_MetadataResponsePartition_0(o: _MetadataResponse_MetadataResponsePartition, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.error_code, o.partition_index, o.leader_id)
+    w_count(out, o.replica_nodes, False, 'MetadataResponse.MetadataResponsePartition.replica_nodes', v)
     out += struct.pack('>%di' % len(o.replica_nodes), *o.replica_nodes)
-    if flex:
-        w_ccount(out, o.isr_nodes, False, 'MetadataResponse.MetadataResponsePartition.isr_nodes', v)
-    else:
-        w_count(out, o.isr_nodes, False, 'MetadataResponse.MetadataResponsePartition.isr_nodes', v)
+    w_count(out, o.isr_nodes, False, 'MetadataResponse.MetadataResponsePartition.isr_nodes', v)
     out += struct.pack('>%di' % len(o.isr_nodes), *o.isr_nodes)
-    if v >= 5:
-        if flex:
-            w_ccount(out, o.offline_replicas, False, 'MetadataResponse.MetadataResponsePartition.offline_replicas', v)
-        else:
-            w_count(out, o.offline_replicas, False, 'MetadataResponse.MetadataResponsePartition.offline_replicas', v)
-        out += struct.pack('>%di' % len(o.offline_replicas), *o.offline_replicas)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
 
 
-def _r_MetadataResponse_MetadataResponsePartition(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponsePartition, int]:
+def _w_MetadataResponse_MetadataResponsePartition_1(o: _MetadataResponse_MetadataResponsePartition, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.error_code, o.partition_index, o.leader_id)
+    w_count(out, o.replica_nodes, False, 'MetadataResponse.MetadataResponsePartition.replica_nodes', v)
+    out += struct.pack('>%di' % len(o.replica_nodes), *o.replica_nodes)
+    w_count(out, o.isr_nodes, False, 'MetadataResponse.MetadataResponsePartition.isr_nodes', v)
+    out += struct.pack('>%di' % len(o.isr_nodes), *o.isr_nodes)
+    w_count(out, o.offline_replicas, False, 'MetadataResponse.MetadataResponsePartition.offline_replicas', v)
+    out += struct.pack('>%di' % len(o.offline_replicas), *o.offline_replicas)
+
+
+def _w_MetadataResponse_MetadataResponsePartition_2(o: _MetadataResponse_MetadataResponsePartition, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
+    w_count(out, o.replica_nodes, False, 'MetadataResponse.MetadataResponsePartition.replica_nodes', v)
+    out += struct.pack('>%di' % len(o.replica_nodes), *o.replica_nodes)
+    w_count(out, o.isr_nodes, False, 'MetadataResponse.MetadataResponsePartition.isr_nodes', v)
+    out += struct.pack('>%di' % len(o.isr_nodes), *o.isr_nodes)
+    w_count(out, o.offline_replicas, False, 'MetadataResponse.MetadataResponsePartition.offline_replicas', v)
+    out += struct.pack('>%di' % len(o.offline_replicas), *o.offline_replicas)
+
+
+def _w_MetadataResponse_MetadataResponsePartition_3(o: _MetadataResponse_MetadataResponsePartition, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
+    w_ccount(out, o.replica_nodes, False, 'MetadataResponse.MetadataResponsePartition.replica_nodes', v)
+    out += struct.pack('>%di' % len(o.replica_nodes), *o.replica_nodes)
+    w_ccount(out, o.isr_nodes, False, 'MetadataResponse.MetadataResponsePartition.isr_nodes', v)
+    out += struct.pack('>%di' % len(o.isr_nodes), *o.isr_nodes)
+    w_ccount(out, o.offline_replicas, False, 'MetadataResponse.MetadataResponsePartition.offline_replicas', v)
+    out += struct.pack('>%di' % len(o.offline_replicas), *o.offline_replicas)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_MetadataResponse_MetadataResponsePartition_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponsePartition, int]:
     o = _new(_MetadataResponse_MetadataResponsePartition)
-    flex = v >= 9
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.partition_index,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.leader_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    if v >= 7:
-        (o.leader_epoch,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.leader_epoch = -1
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.replica_nodes = None
-    else:
-        o.replica_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-        pos += 4 * n
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.isr_nodes = None
-    else:
-        o.isr_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-        pos += 4 * n
-    if v >= 5:
-        if flex:
-            n, pos = r_ccount(buf, pos, False)
-        else:
-            n, pos = r_count(buf, pos, False)
-        if n < 0:
-            o.offline_replicas = None
-        else:
-            o.offline_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += 4 * n
-    else:
-        o.offline_replicas = []
+    (o.error_code, o.partition_index, o.leader_id,) = _S0.unpack_from(buf, pos)
+    pos += 10
+    o.leader_epoch = -1
+    n, pos = r_count(buf, pos, False)
+    o.replica_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    n, pos = r_count(buf, pos, False)
+    o.isr_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    o.offline_replicas = []
     o.unknown_tagged_fields = None
-    if flex:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
     return o, pos
 
 
-def _w_MetadataResponse_MetadataResponseTopic(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    out += I16.pack(o.error_code)
-    if flex:
-        w_cstr(out, o.name, v >= 12, 'MetadataResponse.MetadataResponseTopic.name', v)
-    else:
-        w_str(out, o.name, v >= 12, 'MetadataResponse.MetadataResponseTopic.name', v)
-    if v >= 10:
-        out += o.topic_id.bytes
-    if v >= 1:
-        out.append(1 if o.is_internal else 0)
-    if flex:
-        w_ccount(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
-    else:
-        w_count(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
-    for e in o.partitions:
-        _w_MetadataResponse_MetadataResponsePartition(e, out, v)
-    if v >= 8:
-        out += I32.pack(o.topic_authorized_operations)
-    elif not (o.topic_authorized_operations == -2147483648):
-        raise absent_error('MetadataResponse.MetadataResponseTopic.topic_authorized_operations', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _r_MetadataResponse_MetadataResponsePartition_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponsePartition, int]:
+    o = _new(_MetadataResponse_MetadataResponsePartition)
+    (o.error_code, o.partition_index, o.leader_id,) = _S0.unpack_from(buf, pos)
+    pos += 10
+    o.leader_epoch = -1
+    n, pos = r_count(buf, pos, False)
+    o.replica_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    n, pos = r_count(buf, pos, False)
+    o.isr_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    n, pos = r_count(buf, pos, False)
+    o.offline_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    o.unknown_tagged_fields = None
+    return o, pos
 
 
-def _r_MetadataResponse_MetadataResponseTopic(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
-    o = _new(_MetadataResponse_MetadataResponseTopic)
-    flex = v >= 9
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    if flex:
-        o.name, pos = r_cstr(buf, pos, v >= 12)
-    else:
-        o.name, pos = r_str(buf, pos, v >= 12)
-    if v >= 10:
-        o.topic_id, pos = r_uuid(buf, pos)
-    else:
-        o.topic_id = ZERO_UUID
-    if v >= 1:
-        o.is_internal = buf[pos] != 0
+def _r_MetadataResponse_MetadataResponsePartition_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponsePartition, int]:
+    o = _new(_MetadataResponse_MetadataResponsePartition)
+    (o.error_code, o.partition_index, o.leader_id, o.leader_epoch,) = _S1.unpack_from(buf, pos)
+    pos += 14
+    n, pos = r_count(buf, pos, False)
+    o.replica_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    n, pos = r_count(buf, pos, False)
+    o.isr_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    n, pos = r_count(buf, pos, False)
+    o.offline_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataResponse_MetadataResponsePartition_3(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponsePartition, int]:
+    o = _new(_MetadataResponse_MetadataResponsePartition)
+    (o.error_code, o.partition_index, o.leader_id, o.leader_epoch,) = _S1.unpack_from(buf, pos)
+    pos += 14
+    n, pos = r_ccount(buf, pos, False)
+    o.replica_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    n, pos = r_ccount(buf, pos, False)
+    o.isr_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    n, pos = r_ccount(buf, pos, False)
+    o.offline_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
         pos += 1
     else:
-        o.is_internal = False
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.partitions = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_MetadataResponse_MetadataResponsePartition(buf, pos, v)
-            a.append(e)
-        o.partitions = a
-    if v >= 8:
-        (o.topic_authorized_operations,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.topic_authorized_operations = -2147483648
-    o.unknown_tagged_fields = None
-    if flex:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -399,47 +361,387 @@ def _r_MetadataResponse_MetadataResponseTopic(buf: memoryview, pos: int, v: int)
     return o, pos
 
 
-def _w_MetadataResponse_MetadataResponseBroker(o: _MetadataResponse_MetadataResponseBroker, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    out += I32.pack(o.node_id)
-    if flex:
-        w_cstr(out, o.host, False, 'MetadataResponse.MetadataResponseBroker.host', v)
+def _w_MetadataResponse_MetadataResponseTopic_0(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_str(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
+    w_count(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
+    w = _w_MetadataResponse_MetadataResponsePartition_0
+    for e in o.partitions:
+        w(e, out, v)
+    if not (o.topic_authorized_operations == -2147483648):
+        raise absent_error("'MetadataResponse.MetadataResponseTopic.topic_authorized_operations'", v)
+
+
+def _w_MetadataResponse_MetadataResponseTopic_1(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_str(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
+    out.append(1 if o.is_internal else 0)
+    w_count(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
+    w = _w_MetadataResponse_MetadataResponsePartition_0
+    for e in o.partitions:
+        w(e, out, v)
+    if not (o.topic_authorized_operations == -2147483648):
+        raise absent_error("'MetadataResponse.MetadataResponseTopic.topic_authorized_operations'", v)
+
+
+def _w_MetadataResponse_MetadataResponseTopic_2(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_str(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
+    out.append(1 if o.is_internal else 0)
+    w_count(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
+    w = _w_MetadataResponse_MetadataResponsePartition_1
+    for e in o.partitions:
+        w(e, out, v)
+    if not (o.topic_authorized_operations == -2147483648):
+        raise absent_error("'MetadataResponse.MetadataResponseTopic.topic_authorized_operations'", v)
+
+
+def _w_MetadataResponse_MetadataResponseTopic_3(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_str(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
+    out.append(1 if o.is_internal else 0)
+    w_count(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
+    w = _w_MetadataResponse_MetadataResponsePartition_2
+    for e in o.partitions:
+        w(e, out, v)
+    if not (o.topic_authorized_operations == -2147483648):
+        raise absent_error("'MetadataResponse.MetadataResponseTopic.topic_authorized_operations'", v)
+
+
+def _w_MetadataResponse_MetadataResponseTopic_4(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_str(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
+    out.append(1 if o.is_internal else 0)
+    w_count(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
+    w = _w_MetadataResponse_MetadataResponsePartition_2
+    for e in o.partitions:
+        w(e, out, v)
+    out += I32.pack(o.topic_authorized_operations)
+
+
+def _w_MetadataResponse_MetadataResponseTopic_5(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_cstr(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
+    out.append(1 if o.is_internal else 0)
+    w_ccount(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
+    w = _w_MetadataResponse_MetadataResponsePartition_3
+    for e in o.partitions:
+        w(e, out, v)
+    out += I32.pack(o.topic_authorized_operations)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
-        w_str(out, o.host, False, 'MetadataResponse.MetadataResponseBroker.host', v)
+        out.append(0)
+
+
+def _w_MetadataResponse_MetadataResponseTopic_6(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_cstr(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
+    out += _S2.pack(o.topic_id.bytes, o.is_internal)
+    w_ccount(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
+    w = _w_MetadataResponse_MetadataResponsePartition_3
+    for e in o.partitions:
+        w(e, out, v)
+    out += I32.pack(o.topic_authorized_operations)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_MetadataResponse_MetadataResponseTopic_7(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_cstr(out, o.name, True, 'MetadataResponse.MetadataResponseTopic.name', v)
+    out += _S2.pack(o.topic_id.bytes, o.is_internal)
+    w_ccount(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
+    w = _w_MetadataResponse_MetadataResponsePartition_3
+    for e in o.partitions:
+        w(e, out, v)
+    out += I32.pack(o.topic_authorized_operations)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_MetadataResponse_MetadataResponseTopic_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    o = _new(_MetadataResponse_MetadataResponseTopic)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    o.name, pos = r_str(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    o.is_internal = False
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponsePartition_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataResponse_MetadataResponseTopic_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    o = _new(_MetadataResponse_MetadataResponseTopic)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    o.name, pos = r_str(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    o.is_internal = buf[pos] != 0
+    pos += 1
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponsePartition_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataResponse_MetadataResponseTopic_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    o = _new(_MetadataResponse_MetadataResponseTopic)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    o.name, pos = r_str(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    o.is_internal = buf[pos] != 0
+    pos += 1
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponsePartition_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataResponse_MetadataResponseTopic_3(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    o = _new(_MetadataResponse_MetadataResponseTopic)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    o.name, pos = r_str(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    o.is_internal = buf[pos] != 0
+    pos += 1
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponsePartition_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataResponse_MetadataResponseTopic_4(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    o = _new(_MetadataResponse_MetadataResponseTopic)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    o.name, pos = r_str(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    o.is_internal = buf[pos] != 0
+    pos += 1
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponsePartition_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    (o.topic_authorized_operations,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataResponse_MetadataResponseTopic_5(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    o = _new(_MetadataResponse_MetadataResponseTopic)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    o.topic_id = ZERO_UUID
+    o.is_internal = buf[pos] != 0
+    pos += 1
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponsePartition_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    (o.topic_authorized_operations,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_MetadataResponse_MetadataResponseTopic_6(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    o = _new(_MetadataResponse_MetadataResponseTopic)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    (_u0, o.is_internal,) = _S2.unpack_from(buf, pos)
+    pos += 17
+    o.topic_id = uuid_from_bytes(_u0)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponsePartition_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    (o.topic_authorized_operations,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_MetadataResponse_MetadataResponseTopic_7(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    o = _new(_MetadataResponse_MetadataResponseTopic)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, True)
+    (_u0, o.is_internal,) = _S2.unpack_from(buf, pos)
+    pos += 17
+    o.topic_id = uuid_from_bytes(_u0)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponsePartition_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    (o.topic_authorized_operations,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_MetadataResponse_MetadataResponseBroker_0(o: _MetadataResponse_MetadataResponseBroker, out: bytearray, v: int) -> None:
+    out += I32.pack(o.node_id)
+    w_str(out, o.host, False, 'MetadataResponse.MetadataResponseBroker.host', v)
     out += I32.pack(o.port)
-    if v >= 1:
-        if flex:
-            w_cstr(out, o.rack, v >= 1, 'MetadataResponse.MetadataResponseBroker.rack', v)
-        else:
-            w_str(out, o.rack, v >= 1, 'MetadataResponse.MetadataResponseBroker.rack', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
 
 
-def _r_MetadataResponse_MetadataResponseBroker(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseBroker, int]:
+def _w_MetadataResponse_MetadataResponseBroker_1(o: _MetadataResponse_MetadataResponseBroker, out: bytearray, v: int) -> None:
+    out += I32.pack(o.node_id)
+    w_str(out, o.host, False, 'MetadataResponse.MetadataResponseBroker.host', v)
+    out += I32.pack(o.port)
+    w_str(out, o.rack, True, 'MetadataResponse.MetadataResponseBroker.rack', v)
+
+
+def _w_MetadataResponse_MetadataResponseBroker_2(o: _MetadataResponse_MetadataResponseBroker, out: bytearray, v: int) -> None:
+    out += I32.pack(o.node_id)
+    w_cstr(out, o.host, False, 'MetadataResponse.MetadataResponseBroker.host', v)
+    out += I32.pack(o.port)
+    w_cstr(out, o.rack, True, 'MetadataResponse.MetadataResponseBroker.rack', v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_MetadataResponse_MetadataResponseBroker_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseBroker, int]:
     o = _new(_MetadataResponse_MetadataResponseBroker)
-    flex = v >= 9
     (o.node_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    if flex:
-        o.host, pos = r_cstr(buf, pos, False)
-    else:
-        o.host, pos = r_str(buf, pos, False)
+    o.host, pos = r_str(buf, pos, False)
     (o.port,) = I32.unpack_from(buf, pos)
     pos += 4
-    if v >= 1:
-        if flex:
-            o.rack, pos = r_cstr(buf, pos, v >= 1)
-        else:
-            o.rack, pos = r_str(buf, pos, v >= 1)
-    else:
-        o.rack = None
+    o.rack = None
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_MetadataResponse_MetadataResponseBroker_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseBroker, int]:
+    o = _new(_MetadataResponse_MetadataResponseBroker)
+    (o.node_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.host, pos = r_str(buf, pos, False)
+    (o.port,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.rack, pos = r_str(buf, pos, True)
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataResponse_MetadataResponseBroker_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseBroker, int]:
+    o = _new(_MetadataResponse_MetadataResponseBroker)
+    (o.node_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
+    (o.port,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.rack, pos = r_cstr(buf, pos, True)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -450,92 +752,400 @@ def _r_MetadataResponse_MetadataResponseBroker(buf: memoryview, pos: int, v: int
     return o, pos
 
 
-def _w_MetadataResponse(o: _MetadataResponse, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    if v >= 3:
-        out += I32.pack(o.throttle_time_ms)
-    if flex:
-        w_ccount(out, o.brokers, False, 'MetadataResponse.brokers', v)
-    else:
-        w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
+def _w_MetadataResponse_0(o: _MetadataResponse, out: bytearray, v: int) -> None:
+    w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
+    w = _w_MetadataResponse_MetadataResponseBroker_0
     for e in o.brokers:
-        _w_MetadataResponse_MetadataResponseBroker(e, out, v)
-    if v >= 2:
-        if flex:
-            w_cstr(out, o.cluster_id, v >= 2, 'MetadataResponse.cluster_id', v)
-        else:
-            w_str(out, o.cluster_id, v >= 2, 'MetadataResponse.cluster_id', v)
-    if v >= 1:
-        out += I32.pack(o.controller_id)
-    if flex:
-        w_ccount(out, o.topics, False, 'MetadataResponse.topics', v)
-    else:
-        w_count(out, o.topics, False, 'MetadataResponse.topics', v)
+        w(e, out, v)
+    w_count(out, o.topics, False, 'MetadataResponse.topics', v)
+    w = _w_MetadataResponse_MetadataResponseTopic_0
     for e in o.topics:
-        _w_MetadataResponse_MetadataResponseTopic(e, out, v)
-    if v >= 8 and v <= 10:
-        out += I32.pack(o.cluster_authorized_operations)
-    elif not (o.cluster_authorized_operations == -2147483648):
-        raise absent_error('MetadataResponse.cluster_authorized_operations', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        w(e, out, v)
+    if not (o.cluster_authorized_operations == -2147483648):
+        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
 
 
-def _r_MetadataResponse(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+def _w_MetadataResponse_1(o: _MetadataResponse, out: bytearray, v: int) -> None:
+    w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
+    w = _w_MetadataResponse_MetadataResponseBroker_1
+    for e in o.brokers:
+        w(e, out, v)
+    out += I32.pack(o.controller_id)
+    w_count(out, o.topics, False, 'MetadataResponse.topics', v)
+    w = _w_MetadataResponse_MetadataResponseTopic_1
+    for e in o.topics:
+        w(e, out, v)
+    if not (o.cluster_authorized_operations == -2147483648):
+        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+
+
+def _w_MetadataResponse_2(o: _MetadataResponse, out: bytearray, v: int) -> None:
+    w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
+    w = _w_MetadataResponse_MetadataResponseBroker_1
+    for e in o.brokers:
+        w(e, out, v)
+    w_str(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
+    out += I32.pack(o.controller_id)
+    w_count(out, o.topics, False, 'MetadataResponse.topics', v)
+    w = _w_MetadataResponse_MetadataResponseTopic_1
+    for e in o.topics:
+        w(e, out, v)
+    if not (o.cluster_authorized_operations == -2147483648):
+        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+
+
+def _w_MetadataResponse_3(o: _MetadataResponse, out: bytearray, v: int) -> None:
+    out += I32.pack(o.throttle_time_ms)
+    w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
+    w = _w_MetadataResponse_MetadataResponseBroker_1
+    for e in o.brokers:
+        w(e, out, v)
+    w_str(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
+    out += I32.pack(o.controller_id)
+    w_count(out, o.topics, False, 'MetadataResponse.topics', v)
+    w = _w_MetadataResponse_MetadataResponseTopic_1
+    for e in o.topics:
+        w(e, out, v)
+    if not (o.cluster_authorized_operations == -2147483648):
+        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+
+
+def _w_MetadataResponse_4(o: _MetadataResponse, out: bytearray, v: int) -> None:
+    out += I32.pack(o.throttle_time_ms)
+    w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
+    w = _w_MetadataResponse_MetadataResponseBroker_1
+    for e in o.brokers:
+        w(e, out, v)
+    w_str(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
+    out += I32.pack(o.controller_id)
+    w_count(out, o.topics, False, 'MetadataResponse.topics', v)
+    w = _w_MetadataResponse_MetadataResponseTopic_2
+    for e in o.topics:
+        w(e, out, v)
+    if not (o.cluster_authorized_operations == -2147483648):
+        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+
+
+def _w_MetadataResponse_5(o: _MetadataResponse, out: bytearray, v: int) -> None:
+    out += I32.pack(o.throttle_time_ms)
+    w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
+    w = _w_MetadataResponse_MetadataResponseBroker_1
+    for e in o.brokers:
+        w(e, out, v)
+    w_str(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
+    out += I32.pack(o.controller_id)
+    w_count(out, o.topics, False, 'MetadataResponse.topics', v)
+    w = _w_MetadataResponse_MetadataResponseTopic_3
+    for e in o.topics:
+        w(e, out, v)
+    if not (o.cluster_authorized_operations == -2147483648):
+        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+
+
+def _w_MetadataResponse_6(o: _MetadataResponse, out: bytearray, v: int) -> None:
+    out += I32.pack(o.throttle_time_ms)
+    w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
+    w = _w_MetadataResponse_MetadataResponseBroker_1
+    for e in o.brokers:
+        w(e, out, v)
+    w_str(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
+    out += I32.pack(o.controller_id)
+    w_count(out, o.topics, False, 'MetadataResponse.topics', v)
+    w = _w_MetadataResponse_MetadataResponseTopic_4
+    for e in o.topics:
+        w(e, out, v)
+    out += I32.pack(o.cluster_authorized_operations)
+
+
+def _w_MetadataResponse_7(o: _MetadataResponse, out: bytearray, v: int) -> None:
+    out += I32.pack(o.throttle_time_ms)
+    w_ccount(out, o.brokers, False, 'MetadataResponse.brokers', v)
+    w = _w_MetadataResponse_MetadataResponseBroker_2
+    for e in o.brokers:
+        w(e, out, v)
+    w_cstr(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
+    out += I32.pack(o.controller_id)
+    w_ccount(out, o.topics, False, 'MetadataResponse.topics', v)
+    w = _w_MetadataResponse_MetadataResponseTopic_5
+    for e in o.topics:
+        w(e, out, v)
+    out += I32.pack(o.cluster_authorized_operations)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_MetadataResponse_8(o: _MetadataResponse, out: bytearray, v: int) -> None:
+    out += I32.pack(o.throttle_time_ms)
+    w_ccount(out, o.brokers, False, 'MetadataResponse.brokers', v)
+    w = _w_MetadataResponse_MetadataResponseBroker_2
+    for e in o.brokers:
+        w(e, out, v)
+    w_cstr(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
+    out += I32.pack(o.controller_id)
+    w_ccount(out, o.topics, False, 'MetadataResponse.topics', v)
+    w = _w_MetadataResponse_MetadataResponseTopic_6
+    for e in o.topics:
+        w(e, out, v)
+    out += I32.pack(o.cluster_authorized_operations)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_MetadataResponse_9(o: _MetadataResponse, out: bytearray, v: int) -> None:
+    out += I32.pack(o.throttle_time_ms)
+    w_ccount(out, o.brokers, False, 'MetadataResponse.brokers', v)
+    w = _w_MetadataResponse_MetadataResponseBroker_2
+    for e in o.brokers:
+        w(e, out, v)
+    w_cstr(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
+    out += I32.pack(o.controller_id)
+    w_ccount(out, o.topics, False, 'MetadataResponse.topics', v)
+    w = _w_MetadataResponse_MetadataResponseTopic_6
+    for e in o.topics:
+        w(e, out, v)
+    if not (o.cluster_authorized_operations == -2147483648):
+        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_MetadataResponse_10(o: _MetadataResponse, out: bytearray, v: int) -> None:
+    out += I32.pack(o.throttle_time_ms)
+    w_ccount(out, o.brokers, False, 'MetadataResponse.brokers', v)
+    w = _w_MetadataResponse_MetadataResponseBroker_2
+    for e in o.brokers:
+        w(e, out, v)
+    w_cstr(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
+    out += I32.pack(o.controller_id)
+    w_ccount(out, o.topics, False, 'MetadataResponse.topics', v)
+    w = _w_MetadataResponse_MetadataResponseTopic_7
+    for e in o.topics:
+        w(e, out, v)
+    if not (o.cluster_authorized_operations == -2147483648):
+        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_MetadataResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
     o = _new(_MetadataResponse)
-    flex = v >= 9
-    if v >= 3:
-        (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.throttle_time_ms = 0
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.brokers = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_MetadataResponse_MetadataResponseBroker(buf, pos, v)
-            a.append(e)
-        o.brokers = a
-    if v >= 2:
-        if flex:
-            o.cluster_id, pos = r_cstr(buf, pos, v >= 2)
-        else:
-            o.cluster_id, pos = r_str(buf, pos, v >= 2)
-    else:
-        o.cluster_id = None
-    if v >= 1:
-        (o.controller_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.controller_id = -1
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.topics = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_MetadataResponse_MetadataResponseTopic(buf, pos, v)
-            a.append(e)
-        o.topics = a
-    if v >= 8 and v <= 10:
-        (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.cluster_authorized_operations = -2147483648
+    o.throttle_time_ms = 0
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseBroker_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.brokers = a
+    o.cluster_id = None
+    o.controller_id = -1
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseTopic_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.cluster_authorized_operations = -2147483648
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_MetadataResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o = _new(_MetadataResponse)
+    o.throttle_time_ms = 0
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseBroker_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.brokers = a
+    o.cluster_id = None
+    (o.controller_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseTopic_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o = _new(_MetadataResponse)
+    o.throttle_time_ms = 0
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseBroker_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.brokers = a
+    o.cluster_id, pos = r_str(buf, pos, True)
+    (o.controller_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseTopic_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o = _new(_MetadataResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseBroker_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.brokers = a
+    o.cluster_id, pos = r_str(buf, pos, True)
+    (o.controller_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseTopic_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o = _new(_MetadataResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseBroker_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.brokers = a
+    o.cluster_id, pos = r_str(buf, pos, True)
+    (o.controller_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseTopic_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o = _new(_MetadataResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseBroker_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.brokers = a
+    o.cluster_id, pos = r_str(buf, pos, True)
+    (o.controller_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseTopic_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataResponse_6(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o = _new(_MetadataResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseBroker_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.brokers = a
+    o.cluster_id, pos = r_str(buf, pos, True)
+    (o.controller_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseTopic_4
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_MetadataResponse_7(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o = _new(_MetadataResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseBroker_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.brokers = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.cluster_id, pos = r_cstr(buf, pos, True)
+    (o.controller_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseTopic_5
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -545,6 +1155,132 @@ def _r_MetadataResponse(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRes
             pos = end
     return o, pos
 
+
+def _r_MetadataResponse_8(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o = _new(_MetadataResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseBroker_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.brokers = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.cluster_id, pos = r_cstr(buf, pos, True)
+    (o.controller_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseTopic_6
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_MetadataResponse_9(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o = _new(_MetadataResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseBroker_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.brokers = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.cluster_id, pos = r_cstr(buf, pos, True)
+    (o.controller_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseTopic_6
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_MetadataResponse_10(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o = _new(_MetadataResponse)
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseBroker_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.brokers = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.cluster_id, pos = r_cstr(buf, pos, True)
+    (o.controller_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_MetadataResponse_MetadataResponseTopic_7
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_MetadataResponse = (_w_MetadataResponse_0, _w_MetadataResponse_1, _w_MetadataResponse_2, _w_MetadataResponse_3, _w_MetadataResponse_3, _w_MetadataResponse_4, _w_MetadataResponse_4, _w_MetadataResponse_5, _w_MetadataResponse_6, _w_MetadataResponse_7, _w_MetadataResponse_8, _w_MetadataResponse_9, _w_MetadataResponse_10, )
+_R_MetadataResponse = (_r_MetadataResponse_0, _r_MetadataResponse_1, _r_MetadataResponse_2, _r_MetadataResponse_3, _r_MetadataResponse_3, _r_MetadataResponse_4, _r_MetadataResponse_4, _r_MetadataResponse_5, _r_MetadataResponse_6, _r_MetadataResponse_7, _r_MetadataResponse_8, _r_MetadataResponse_9, _r_MetadataResponse_10, )
 
 _MetadataResponse_MetadataResponsePartition.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">hi")
 
 
 class _ProduceRequest_PartitionProduceData(Message):
@@ -141,7 +144,7 @@ class _ProduceRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 11:
             raise UnsupportedVersionError(f"ProduceRequest has no version {version}")
-        _w_ProduceRequest(self, out, version)
+        _W_ProduceRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ProduceRequest:
@@ -158,7 +161,7 @@ class _ProduceRequest(Message):
         if not 0 <= version <= 11:
             raise DecodeError(f"ProduceRequest has no version {version}")
         try:
-            return _r_ProduceRequest(buf, pos, version)
+            return _R_ProduceRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -174,146 +177,38 @@ _ProduceRequest.__qualname__ = "ProduceRequest"
 _ProduceRequest.__name__ = "ProduceRequest"
 
 
-def _w_ProduceRequest_PartitionProduceData(o: _ProduceRequest_PartitionProduceData, out: bytearray, v: int) -> None:
-    flex = v >= 9
+def _w_ProduceRequest_PartitionProduceData_0(o: _ProduceRequest_PartitionProduceData, out: bytearray, v: int) -> None:
     out += I32.pack(o.index)
-    if flex:
-        w_cbytes(out, o.records, True, 'ProduceRequest.PartitionProduceData.records', v)
+    w_bytes(out, o.records, True, 'ProduceRequest.PartitionProduceData.records', v)
+
+
+def _w_ProduceRequest_PartitionProduceData_1(o: _ProduceRequest_PartitionProduceData, out: bytearray, v: int) -> None:
+    out += I32.pack(o.index)
+    w_cbytes(out, o.records, True, 'ProduceRequest.PartitionProduceData.records', v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
-        w_bytes(out, o.records, True, 'ProduceRequest.PartitionProduceData.records', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        out.append(0)
 
 
-def _r_ProduceRequest_PartitionProduceData(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest_PartitionProduceData, int]:
+def _r_ProduceRequest_PartitionProduceData_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest_PartitionProduceData, int]:
     o = _new(_ProduceRequest_PartitionProduceData)
-    flex = v >= 9
     (o.index,) = I32.unpack_from(buf, pos)
     pos += 4
-    if flex:
-        o.records, pos = r_crecords(buf, pos, True)
-    else:
-        o.records, pos = r_records(buf, pos, True)
+    o.records, pos = r_records(buf, pos, True)
     o.unknown_tagged_fields = None
-    if flex:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
     return o, pos
 
 
-def _w_ProduceRequest_TopicProduceData(o: _ProduceRequest_TopicProduceData, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    if flex:
-        w_cstr(out, o.name, False, 'ProduceRequest.TopicProduceData.name', v)
-    else:
-        w_str(out, o.name, False, 'ProduceRequest.TopicProduceData.name', v)
-    if flex:
-        w_ccount(out, o.partition_data, False, 'ProduceRequest.TopicProduceData.partition_data', v)
-    else:
-        w_count(out, o.partition_data, False, 'ProduceRequest.TopicProduceData.partition_data', v)
-    for e in o.partition_data:
-        _w_ProduceRequest_PartitionProduceData(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
-
-
-def _r_ProduceRequest_TopicProduceData(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest_TopicProduceData, int]:
-    o = _new(_ProduceRequest_TopicProduceData)
-    flex = v >= 9
-    if flex:
-        o.name, pos = r_cstr(buf, pos, False)
-    else:
-        o.name, pos = r_str(buf, pos, False)
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.partition_data = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_ProduceRequest_PartitionProduceData(buf, pos, v)
-            a.append(e)
-        o.partition_data = a
-    o.unknown_tagged_fields = None
-    if flex:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
-
-
-def _w_ProduceRequest(o: _ProduceRequest, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    if v >= 3:
-        if flex:
-            w_cstr(out, o.transactional_id, v >= 3, 'ProduceRequest.transactional_id', v)
-        else:
-            w_str(out, o.transactional_id, v >= 3, 'ProduceRequest.transactional_id', v)
-    elif not (o.transactional_id is None):
-        raise absent_error('ProduceRequest.transactional_id', v)
-    out += I16.pack(o.acks)
-    out += I32.pack(o.timeout_ms)
-    if flex:
-        w_ccount(out, o.topic_data, False, 'ProduceRequest.topic_data', v)
-    else:
-        w_count(out, o.topic_data, False, 'ProduceRequest.topic_data', v)
-    for e in o.topic_data:
-        _w_ProduceRequest_TopicProduceData(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
-
-
-def _r_ProduceRequest(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest, int]:
-    o = _new(_ProduceRequest)
-    flex = v >= 9
-    if v >= 3:
-        if flex:
-            o.transactional_id, pos = r_cstr(buf, pos, v >= 3)
-        else:
-            o.transactional_id, pos = r_str(buf, pos, v >= 3)
-    else:
-        o.transactional_id = None
-    (o.acks,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.timeout_ms,) = I32.unpack_from(buf, pos)
+def _r_ProduceRequest_PartitionProduceData_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest_PartitionProduceData, int]:
+    o = _new(_ProduceRequest_PartitionProduceData)
+    (o.index,) = I32.unpack_from(buf, pos)
     pos += 4
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.topic_data = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_ProduceRequest_TopicProduceData(buf, pos, v)
-            a.append(e)
-        o.topic_data = a
+    o.records, pos = r_crecords(buf, pos, True)
     o.unknown_tagged_fields = None
-    if flex:
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -323,6 +218,166 @@ def _r_ProduceRequest(buf: memoryview, pos: int, v: int) -> tuple[_ProduceReques
             pos = end
     return o, pos
 
+
+def _w_ProduceRequest_TopicProduceData_0(o: _ProduceRequest_TopicProduceData, out: bytearray, v: int) -> None:
+    w_str(out, o.name, False, 'ProduceRequest.TopicProduceData.name', v)
+    w_count(out, o.partition_data, False, 'ProduceRequest.TopicProduceData.partition_data', v)
+    w = _w_ProduceRequest_PartitionProduceData_0
+    for e in o.partition_data:
+        w(e, out, v)
+
+
+def _w_ProduceRequest_TopicProduceData_1(o: _ProduceRequest_TopicProduceData, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'ProduceRequest.TopicProduceData.name', v)
+    w_ccount(out, o.partition_data, False, 'ProduceRequest.TopicProduceData.partition_data', v)
+    w = _w_ProduceRequest_PartitionProduceData_1
+    for e in o.partition_data:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ProduceRequest_TopicProduceData_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest_TopicProduceData, int]:
+    o = _new(_ProduceRequest_TopicProduceData)
+    o.name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ProduceRequest_PartitionProduceData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partition_data = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceRequest_TopicProduceData_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest_TopicProduceData, int]:
+    o = _new(_ProduceRequest_TopicProduceData)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_ProduceRequest_PartitionProduceData_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partition_data = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_ProduceRequest_0(o: _ProduceRequest, out: bytearray, v: int) -> None:
+    if not (o.transactional_id is None):
+        raise absent_error("'ProduceRequest.transactional_id'", v)
+    out += _S0.pack(o.acks, o.timeout_ms)
+    w_count(out, o.topic_data, False, 'ProduceRequest.topic_data', v)
+    w = _w_ProduceRequest_TopicProduceData_0
+    for e in o.topic_data:
+        w(e, out, v)
+
+
+def _w_ProduceRequest_1(o: _ProduceRequest, out: bytearray, v: int) -> None:
+    w_str(out, o.transactional_id, True, 'ProduceRequest.transactional_id', v)
+    out += _S0.pack(o.acks, o.timeout_ms)
+    w_count(out, o.topic_data, False, 'ProduceRequest.topic_data', v)
+    w = _w_ProduceRequest_TopicProduceData_0
+    for e in o.topic_data:
+        w(e, out, v)
+
+
+def _w_ProduceRequest_2(o: _ProduceRequest, out: bytearray, v: int) -> None:
+    w_cstr(out, o.transactional_id, True, 'ProduceRequest.transactional_id', v)
+    out += _S0.pack(o.acks, o.timeout_ms)
+    w_ccount(out, o.topic_data, False, 'ProduceRequest.topic_data', v)
+    w = _w_ProduceRequest_TopicProduceData_1
+    for e in o.topic_data:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ProduceRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest, int]:
+    o = _new(_ProduceRequest)
+    o.transactional_id = None
+    (o.acks, o.timeout_ms,) = _S0.unpack_from(buf, pos)
+    pos += 6
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ProduceRequest_TopicProduceData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topic_data = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest, int]:
+    o = _new(_ProduceRequest)
+    o.transactional_id, pos = r_str(buf, pos, True)
+    (o.acks, o.timeout_ms,) = _S0.unpack_from(buf, pos)
+    pos += 6
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ProduceRequest_TopicProduceData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topic_data = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceRequest_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest, int]:
+    o = _new(_ProduceRequest)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.transactional_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.transactional_id, pos = r_cstr(buf, pos, True)
+    (o.acks, o.timeout_ms,) = _S0.unpack_from(buf, pos)
+    pos += 6
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_ProduceRequest_TopicProduceData_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topic_data = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_ProduceRequest = (_w_ProduceRequest_0, _w_ProduceRequest_0, _w_ProduceRequest_0, _w_ProduceRequest_1, _w_ProduceRequest_1, _w_ProduceRequest_1, _w_ProduceRequest_1, _w_ProduceRequest_1, _w_ProduceRequest_1, _w_ProduceRequest_2, _w_ProduceRequest_2, _w_ProduceRequest_2, )
+_R_ProduceRequest = (_r_ProduceRequest_0, _r_ProduceRequest_0, _r_ProduceRequest_0, _r_ProduceRequest_1, _r_ProduceRequest_1, _r_ProduceRequest_1, _r_ProduceRequest_1, _r_ProduceRequest_1, _r_ProduceRequest_1, _r_ProduceRequest_2, _r_ProduceRequest_2, _r_ProduceRequest_2, )
 
 _ProduceRequest_PartitionProduceData.FIELDS = (
     FieldInfo(

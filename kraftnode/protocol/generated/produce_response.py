@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,11 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">ii")
+_S1 = struct.Struct(">ihq")
+_S2 = struct.Struct(">ihqq")
+_S3 = struct.Struct(">ihqqq")
 
 
 class _ProduceResponse_NodeEndpoint(Message):
@@ -225,7 +231,7 @@ class _ProduceResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 11:
             raise UnsupportedVersionError(f"ProduceResponse has no version {version}")
-        _w_ProduceResponse(self, out, version)
+        _W_ProduceResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ProduceResponse:
@@ -242,7 +248,7 @@ class _ProduceResponse(Message):
         if not 0 <= version <= 11:
             raise DecodeError(f"ProduceResponse has no version {version}")
         try:
-            return _r_ProduceResponse(buf, pos, version)
+            return _R_ProduceResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -264,67 +270,63 @@ _ProduceResponse.__qualname__ = "ProduceResponse"
 _ProduceResponse.__name__ = "ProduceResponse"
 
 
-def _w_ProduceResponse_NodeEndpoint(o: _ProduceResponse_NodeEndpoint, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    if v >= 10:
-        out += I32.pack(o.node_id)
-    elif not (o.node_id == 0):
-        raise absent_error('ProduceResponse.NodeEndpoint.node_id', v)
-    if v >= 10:
-        if flex:
-            w_cstr(out, o.host, False, 'ProduceResponse.NodeEndpoint.host', v)
-        else:
-            w_str(out, o.host, False, 'ProduceResponse.NodeEndpoint.host', v)
-    elif not (o.host == ''):
-        raise absent_error('ProduceResponse.NodeEndpoint.host', v)
-    if v >= 10:
-        out += I32.pack(o.port)
-    elif not (o.port == 0):
-        raise absent_error('ProduceResponse.NodeEndpoint.port', v)
-    if v >= 10:
-        if flex:
-            w_cstr(out, o.rack, v >= 10, 'ProduceResponse.NodeEndpoint.rack', v)
-        else:
-            w_str(out, o.rack, v >= 10, 'ProduceResponse.NodeEndpoint.rack', v)
-    elif not (o.rack is None):
-        raise absent_error('ProduceResponse.NodeEndpoint.rack', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_ProduceResponse_NodeEndpoint_0(o: _ProduceResponse_NodeEndpoint, out: bytearray, v: int) -> None:
+    if not (o.node_id == 0):
+        raise absent_error("'ProduceResponse.NodeEndpoint.node_id'", v)
+    if not (o.host == ''):
+        raise absent_error("'ProduceResponse.NodeEndpoint.host'", v)
+    if not (o.port == 0):
+        raise absent_error("'ProduceResponse.NodeEndpoint.port'", v)
+    if not (o.rack is None):
+        raise absent_error("'ProduceResponse.NodeEndpoint.rack'", v)
 
 
-def _r_ProduceResponse_NodeEndpoint(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_NodeEndpoint, int]:
+def _w_ProduceResponse_NodeEndpoint_1(o: _ProduceResponse_NodeEndpoint, out: bytearray, v: int) -> None:
+    if not (o.node_id == 0):
+        raise absent_error("'ProduceResponse.NodeEndpoint.node_id'", v)
+    if not (o.host == ''):
+        raise absent_error("'ProduceResponse.NodeEndpoint.host'", v)
+    if not (o.port == 0):
+        raise absent_error("'ProduceResponse.NodeEndpoint.port'", v)
+    if not (o.rack is None):
+        raise absent_error("'ProduceResponse.NodeEndpoint.rack'", v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_ProduceResponse_NodeEndpoint_2(o: _ProduceResponse_NodeEndpoint, out: bytearray, v: int) -> None:
+    out += I32.pack(o.node_id)
+    w_cstr(out, o.host, False, 'ProduceResponse.NodeEndpoint.host', v)
+    out += I32.pack(o.port)
+    w_cstr(out, o.rack, True, 'ProduceResponse.NodeEndpoint.rack', v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ProduceResponse_NodeEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_NodeEndpoint, int]:
     o = _new(_ProduceResponse_NodeEndpoint)
-    flex = v >= 9
-    if v >= 10:
-        (o.node_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.node_id = 0
-    if v >= 10:
-        if flex:
-            o.host, pos = r_cstr(buf, pos, False)
-        else:
-            o.host, pos = r_str(buf, pos, False)
-    else:
-        o.host = ''
-    if v >= 10:
-        (o.port,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.port = 0
-    if v >= 10:
-        if flex:
-            o.rack, pos = r_cstr(buf, pos, v >= 10)
-        else:
-            o.rack, pos = r_str(buf, pos, v >= 10)
-    else:
-        o.rack = None
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.rack = None
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_ProduceResponse_NodeEndpoint_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_NodeEndpoint, int]:
+    o = _new(_ProduceResponse_NodeEndpoint)
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.rack = None
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -335,181 +337,344 @@ def _r_ProduceResponse_NodeEndpoint(buf: memoryview, pos: int, v: int) -> tuple[
     return o, pos
 
 
-def _w_ProduceResponse_LeaderIdAndEpoch(o: _ProduceResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    if v >= 10:
-        out += I32.pack(o.leader_id)
-    elif not (o.leader_id == -1):
-        raise absent_error('ProduceResponse.LeaderIdAndEpoch.leader_id', v)
-    if v >= 10:
-        out += I32.pack(o.leader_epoch)
-    elif not (o.leader_epoch == -1):
-        raise absent_error('ProduceResponse.LeaderIdAndEpoch.leader_epoch', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
-
-
-def _r_ProduceResponse_LeaderIdAndEpoch(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_LeaderIdAndEpoch, int]:
-    o = _new(_ProduceResponse_LeaderIdAndEpoch)
-    flex = v >= 9
-    if v >= 10:
-        (o.leader_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.leader_id = -1
-    if v >= 10:
-        (o.leader_epoch,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.leader_epoch = -1
-    o.unknown_tagged_fields = None
-    if flex:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
-
-
-def _w_ProduceResponse_BatchIndexAndErrorMessage(o: _ProduceResponse_BatchIndexAndErrorMessage, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    if v >= 8:
-        out += I32.pack(o.batch_index)
-    elif not (o.batch_index == 0):
-        raise absent_error('ProduceResponse.BatchIndexAndErrorMessage.batch_index', v)
-    if v >= 8:
-        if flex:
-            w_cstr(out, o.batch_index_error_message, v >= 8, 'ProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message', v)
-        else:
-            w_str(out, o.batch_index_error_message, v >= 8, 'ProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message', v)
-    elif not (o.batch_index_error_message is None):
-        raise absent_error('ProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
-
-
-def _r_ProduceResponse_BatchIndexAndErrorMessage(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_BatchIndexAndErrorMessage, int]:
-    o = _new(_ProduceResponse_BatchIndexAndErrorMessage)
-    flex = v >= 9
-    if v >= 8:
-        (o.batch_index,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.batch_index = 0
-    if v >= 8:
-        if flex:
-            o.batch_index_error_message, pos = r_cstr(buf, pos, v >= 8)
-        else:
-            o.batch_index_error_message, pos = r_str(buf, pos, v >= 8)
-    else:
-        o.batch_index_error_message = None
-    o.unknown_tagged_fields = None
-    if flex:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
-
-
-def _w_ProduceResponse_PartitionProduceResponse(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    out += I32.pack(o.index)
-    out += I16.pack(o.error_code)
-    out += I64.pack(o.base_offset)
-    if v >= 2:
-        out += I64.pack(o.log_append_time_ms)
-    if v >= 5:
-        out += I64.pack(o.log_start_offset)
-    if v >= 8:
-        if flex:
-            w_ccount(out, o.record_errors, False, 'ProduceResponse.PartitionProduceResponse.record_errors', v)
-        else:
-            w_count(out, o.record_errors, False, 'ProduceResponse.PartitionProduceResponse.record_errors', v)
-        for e in o.record_errors:
-            _w_ProduceResponse_BatchIndexAndErrorMessage(e, out, v)
-    if v >= 8:
-        if flex:
-            w_cstr(out, o.error_message, v >= 8, 'ProduceResponse.PartitionProduceResponse.error_message', v)
-        else:
-            w_str(out, o.error_message, v >= 8, 'ProduceResponse.PartitionProduceResponse.error_message', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if (v >= 10) and not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
-            t = bytearray()
-            _w_ProduceResponse_LeaderIdAndEpoch(o.current_leader, t, v)
-            tagged.append((0, bytes(t)))
-        elif not (v >= 10) and not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
-            raise absent_error('ProduceResponse.PartitionProduceResponse.current_leader', v)
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
-
-
-def _r_ProduceResponse_PartitionProduceResponse(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
-    o = _new(_ProduceResponse_PartitionProduceResponse)
-    flex = v >= 9
-    (o.index,) = I32.unpack_from(buf, pos)
+def _r_ProduceResponse_NodeEndpoint_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_NodeEndpoint, int]:
+    o = _new(_ProduceResponse_NodeEndpoint)
+    (o.node_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.base_offset,) = I64.unpack_from(buf, pos)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
+    (o.port,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.rack, pos = r_cstr(buf, pos, True)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_ProduceResponse_LeaderIdAndEpoch_0(o: _ProduceResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
+    if not (o.leader_id == -1):
+        raise absent_error("'ProduceResponse.LeaderIdAndEpoch.leader_id'", v)
+    if not (o.leader_epoch == -1):
+        raise absent_error("'ProduceResponse.LeaderIdAndEpoch.leader_epoch'", v)
+
+
+def _w_ProduceResponse_LeaderIdAndEpoch_1(o: _ProduceResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
+    if not (o.leader_id == -1):
+        raise absent_error("'ProduceResponse.LeaderIdAndEpoch.leader_id'", v)
+    if not (o.leader_epoch == -1):
+        raise absent_error("'ProduceResponse.LeaderIdAndEpoch.leader_epoch'", v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_ProduceResponse_LeaderIdAndEpoch_2(o: _ProduceResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.leader_id, o.leader_epoch)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ProduceResponse_LeaderIdAndEpoch_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_LeaderIdAndEpoch, int]:
+    o = _new(_ProduceResponse_LeaderIdAndEpoch)
+    o.leader_id = -1
+    o.leader_epoch = -1
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_LeaderIdAndEpoch_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_LeaderIdAndEpoch, int]:
+    o = _new(_ProduceResponse_LeaderIdAndEpoch)
+    o.leader_id = -1
+    o.leader_epoch = -1
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_ProduceResponse_LeaderIdAndEpoch_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_LeaderIdAndEpoch, int]:
+    o = _new(_ProduceResponse_LeaderIdAndEpoch)
+    (o.leader_id, o.leader_epoch,) = _S0.unpack_from(buf, pos)
     pos += 8
-    if v >= 2:
-        (o.log_append_time_ms,) = I64.unpack_from(buf, pos)
-        pos += 8
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
     else:
-        o.log_append_time_ms = -1
-    if v >= 5:
-        (o.log_start_offset,) = I64.unpack_from(buf, pos)
-        pos += 8
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_ProduceResponse_BatchIndexAndErrorMessage_0(o: _ProduceResponse_BatchIndexAndErrorMessage, out: bytearray, v: int) -> None:
+    if not (o.batch_index == 0):
+        raise absent_error("'ProduceResponse.BatchIndexAndErrorMessage.batch_index'", v)
+    if not (o.batch_index_error_message is None):
+        raise absent_error("'ProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message'", v)
+
+
+def _w_ProduceResponse_BatchIndexAndErrorMessage_1(o: _ProduceResponse_BatchIndexAndErrorMessage, out: bytearray, v: int) -> None:
+    out += I32.pack(o.batch_index)
+    w_str(out, o.batch_index_error_message, True, 'ProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message', v)
+
+
+def _w_ProduceResponse_BatchIndexAndErrorMessage_2(o: _ProduceResponse_BatchIndexAndErrorMessage, out: bytearray, v: int) -> None:
+    out += I32.pack(o.batch_index)
+    w_cstr(out, o.batch_index_error_message, True, 'ProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message', v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
-        o.log_start_offset = -1
-    if v >= 8:
-        if flex:
-            n, pos = r_ccount(buf, pos, False)
-        else:
-            n, pos = r_count(buf, pos, False)
-        if n < 0:
-            o.record_errors = None
-        else:
-            a = []
-            for _ in range(n):
-                e, pos = _r_ProduceResponse_BatchIndexAndErrorMessage(buf, pos, v)
-                a.append(e)
-            o.record_errors = a
+        out.append(0)
+
+
+def _r_ProduceResponse_BatchIndexAndErrorMessage_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_BatchIndexAndErrorMessage, int]:
+    o = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+    o.batch_index = 0
+    o.batch_index_error_message = None
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_BatchIndexAndErrorMessage_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_BatchIndexAndErrorMessage, int]:
+    o = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+    (o.batch_index,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.batch_index_error_message, pos = r_str(buf, pos, True)
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_BatchIndexAndErrorMessage_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_BatchIndexAndErrorMessage, int]:
+    o = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+    (o.batch_index,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.batch_index_error_message = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
     else:
-        o.record_errors = []
-    if v >= 8:
-        if flex:
-            o.error_message, pos = r_cstr(buf, pos, v >= 8)
-        else:
-            o.error_message, pos = r_str(buf, pos, v >= 8)
+        o.batch_index_error_message, pos = r_cstr(buf, pos, True)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
     else:
-        o.error_message = None
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_ProduceResponse_PartitionProduceResponse_0(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.index, o.error_code, o.base_offset)
+    if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
+        raise absent_error("'ProduceResponse.PartitionProduceResponse.current_leader'", v)
+
+
+def _w_ProduceResponse_PartitionProduceResponse_1(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
+    out += _S2.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
+    if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
+        raise absent_error("'ProduceResponse.PartitionProduceResponse.current_leader'", v)
+
+
+def _w_ProduceResponse_PartitionProduceResponse_2(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
+    out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
+    if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
+        raise absent_error("'ProduceResponse.PartitionProduceResponse.current_leader'", v)
+
+
+def _w_ProduceResponse_PartitionProduceResponse_3(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
+    out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
+    w_count(out, o.record_errors, False, 'ProduceResponse.PartitionProduceResponse.record_errors', v)
+    w = _w_ProduceResponse_BatchIndexAndErrorMessage_1
+    for e in o.record_errors:
+        w(e, out, v)
+    w_str(out, o.error_message, True, 'ProduceResponse.PartitionProduceResponse.error_message', v)
+    if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
+        raise absent_error("'ProduceResponse.PartitionProduceResponse.current_leader'", v)
+
+
+def _w_ProduceResponse_PartitionProduceResponse_4(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
+    out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
+    w_ccount(out, o.record_errors, False, 'ProduceResponse.PartitionProduceResponse.record_errors', v)
+    w = _w_ProduceResponse_BatchIndexAndErrorMessage_2
+    for e in o.record_errors:
+        w(e, out, v)
+    w_cstr(out, o.error_message, True, 'ProduceResponse.PartitionProduceResponse.error_message', v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+    if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
+        raise absent_error("'ProduceResponse.PartitionProduceResponse.current_leader'", v)
+
+
+def _w_ProduceResponse_PartitionProduceResponse_5(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
+    out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
+    w_ccount(out, o.record_errors, False, 'ProduceResponse.PartitionProduceResponse.record_errors', v)
+    w = _w_ProduceResponse_BatchIndexAndErrorMessage_2
+    for e in o.record_errors:
+        w(e, out, v)
+    w_cstr(out, o.error_message, True, 'ProduceResponse.PartitionProduceResponse.error_message', v)
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
+        t = bytearray()
+        _w_ProduceResponse_LeaderIdAndEpoch_2(o.current_leader, t, v)
+        tagged.append((0, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _r_ProduceResponse_PartitionProduceResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
+    o = _new(_ProduceResponse_PartitionProduceResponse)
+    (o.index, o.error_code, o.base_offset,) = _S1.unpack_from(buf, pos)
+    pos += 14
+    o.log_append_time_ms = -1
+    o.log_start_offset = -1
+    o.record_errors = []
+    o.error_message = None
     o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_ProduceResponse_PartitionProduceResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
+    o = _new(_ProduceResponse_PartitionProduceResponse)
+    (o.index, o.error_code, o.base_offset, o.log_append_time_ms,) = _S2.unpack_from(buf, pos)
+    pos += 22
+    o.log_start_offset = -1
+    o.record_errors = []
+    o.error_message = None
+    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_PartitionProduceResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
+    o = _new(_ProduceResponse_PartitionProduceResponse)
+    (o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset,) = _S3.unpack_from(buf, pos)
+    pos += 30
+    o.record_errors = []
+    o.error_message = None
+    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_PartitionProduceResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
+    o = _new(_ProduceResponse_PartitionProduceResponse)
+    (o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset,) = _S3.unpack_from(buf, pos)
+    pos += 30
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_BatchIndexAndErrorMessage_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.record_errors = a
+    o.error_message, pos = r_str(buf, pos, True)
+    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_PartitionProduceResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
+    o = _new(_ProduceResponse_PartitionProduceResponse)
+    (o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset,) = _S3.unpack_from(buf, pos)
+    pos += 30
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_BatchIndexAndErrorMessage_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.record_errors = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.error_message, pos = r_cstr(buf, pos, True)
+    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0 and (v >= 10):
-                o.current_leader, pos = _r_ProduceResponse_LeaderIdAndEpoch(buf, pos, v)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_ProduceResponse_PartitionProduceResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
+    o = _new(_ProduceResponse_PartitionProduceResponse)
+    (o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset,) = _S3.unpack_from(buf, pos)
+    pos += 30
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_BatchIndexAndErrorMessage_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.record_errors = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.error_message, pos = r_cstr(buf, pos, True)
+    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                o.current_leader, pos = _r_ProduceResponse_LeaderIdAndEpoch_2(buf, pos, v)
                 if pos != end:
                     raise DecodeError('tagged field ProduceResponse.PartitionProduceResponse.current_leader has the wrong size')
             else:
@@ -520,47 +685,137 @@ def _r_ProduceResponse_PartitionProduceResponse(buf: memoryview, pos: int, v: in
     return o, pos
 
 
-def _w_ProduceResponse_TopicProduceResponse(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    if flex:
-        w_cstr(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
-    else:
-        w_str(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
-    if flex:
-        w_ccount(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
-    else:
-        w_count(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
+def _w_ProduceResponse_TopicProduceResponse_0(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
+    w_str(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
+    w_count(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
+    w = _w_ProduceResponse_PartitionProduceResponse_0
     for e in o.partition_responses:
-        _w_ProduceResponse_PartitionProduceResponse(e, out, v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        w(e, out, v)
 
 
-def _r_ProduceResponse_TopicProduceResponse(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
+def _w_ProduceResponse_TopicProduceResponse_1(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
+    w_str(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
+    w_count(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
+    w = _w_ProduceResponse_PartitionProduceResponse_1
+    for e in o.partition_responses:
+        w(e, out, v)
+
+
+def _w_ProduceResponse_TopicProduceResponse_2(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
+    w_str(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
+    w_count(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
+    w = _w_ProduceResponse_PartitionProduceResponse_2
+    for e in o.partition_responses:
+        w(e, out, v)
+
+
+def _w_ProduceResponse_TopicProduceResponse_3(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
+    w_str(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
+    w_count(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
+    w = _w_ProduceResponse_PartitionProduceResponse_3
+    for e in o.partition_responses:
+        w(e, out, v)
+
+
+def _w_ProduceResponse_TopicProduceResponse_4(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
+    w_ccount(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
+    w = _w_ProduceResponse_PartitionProduceResponse_4
+    for e in o.partition_responses:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _w_ProduceResponse_TopicProduceResponse_5(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
+    w_ccount(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
+    w = _w_ProduceResponse_PartitionProduceResponse_5
+    for e in o.partition_responses:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ProduceResponse_TopicProduceResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
     o = _new(_ProduceResponse_TopicProduceResponse)
-    flex = v >= 9
-    if flex:
-        o.name, pos = r_cstr(buf, pos, False)
-    else:
-        o.name, pos = r_str(buf, pos, False)
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.partition_responses = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_ProduceResponse_PartitionProduceResponse(buf, pos, v)
-            a.append(e)
-        o.partition_responses = a
+    o.name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_PartitionProduceResponse_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partition_responses = a
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_ProduceResponse_TopicProduceResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
+    o = _new(_ProduceResponse_TopicProduceResponse)
+    o.name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_PartitionProduceResponse_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partition_responses = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_TopicProduceResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
+    o = _new(_ProduceResponse_TopicProduceResponse)
+    o.name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_PartitionProduceResponse_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partition_responses = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_TopicProduceResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
+    o = _new(_ProduceResponse_TopicProduceResponse)
+    o.name, pos = r_str(buf, pos, False)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_PartitionProduceResponse_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partition_responses = a
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_TopicProduceResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
+    o = _new(_ProduceResponse_TopicProduceResponse)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_PartitionProduceResponse_4
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partition_responses = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -571,68 +826,250 @@ def _r_ProduceResponse_TopicProduceResponse(buf: memoryview, pos: int, v: int) -
     return o, pos
 
 
-def _w_ProduceResponse(o: _ProduceResponse, out: bytearray, v: int) -> None:
-    flex = v >= 9
-    if flex:
-        w_ccount(out, o.responses, False, 'ProduceResponse.responses', v)
+def _r_ProduceResponse_TopicProduceResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
+    o = _new(_ProduceResponse_TopicProduceResponse)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
     else:
-        w_count(out, o.responses, False, 'ProduceResponse.responses', v)
-    for e in o.responses:
-        _w_ProduceResponse_TopicProduceResponse(e, out, v)
-    if v >= 1:
-        out += I32.pack(o.throttle_time_ms)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if (v >= 10) and not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-            t = bytearray()
-            w_ccount(t, o.node_endpoints, False, 'ProduceResponse.node_endpoints', v)
-            for e in o.node_endpoints:
-                _w_ProduceResponse_NodeEndpoint(e, t, v)
-            tagged.append((0, bytes(t)))
-        elif not (v >= 10) and not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-            raise absent_error('ProduceResponse.node_endpoints', v)
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
-
-
-def _r_ProduceResponse(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
-    o = _new(_ProduceResponse)
-    flex = v >= 9
-    if flex:
-        n, pos = r_ccount(buf, pos, False)
-    else:
-        n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.responses = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_ProduceResponse_TopicProduceResponse(buf, pos, v)
-            a.append(e)
-        o.responses = a
-    if v >= 1:
-        (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.throttle_time_ms = 0
-    o.node_endpoints = []
+        o.name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_PartitionProduceResponse_5
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partition_responses = a
     o.unknown_tagged_fields = None
-    if flex:
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0 and (v >= 10):
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_ProduceResponse_0(o: _ProduceResponse, out: bytearray, v: int) -> None:
+    w_count(out, o.responses, False, 'ProduceResponse.responses', v)
+    w = _w_ProduceResponse_TopicProduceResponse_0
+    for e in o.responses:
+        w(e, out, v)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'ProduceResponse.node_endpoints'", v)
+
+
+def _w_ProduceResponse_1(o: _ProduceResponse, out: bytearray, v: int) -> None:
+    w_count(out, o.responses, False, 'ProduceResponse.responses', v)
+    w = _w_ProduceResponse_TopicProduceResponse_0
+    for e in o.responses:
+        w(e, out, v)
+    out += I32.pack(o.throttle_time_ms)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'ProduceResponse.node_endpoints'", v)
+
+
+def _w_ProduceResponse_2(o: _ProduceResponse, out: bytearray, v: int) -> None:
+    w_count(out, o.responses, False, 'ProduceResponse.responses', v)
+    w = _w_ProduceResponse_TopicProduceResponse_1
+    for e in o.responses:
+        w(e, out, v)
+    out += I32.pack(o.throttle_time_ms)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'ProduceResponse.node_endpoints'", v)
+
+
+def _w_ProduceResponse_3(o: _ProduceResponse, out: bytearray, v: int) -> None:
+    w_count(out, o.responses, False, 'ProduceResponse.responses', v)
+    w = _w_ProduceResponse_TopicProduceResponse_2
+    for e in o.responses:
+        w(e, out, v)
+    out += I32.pack(o.throttle_time_ms)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'ProduceResponse.node_endpoints'", v)
+
+
+def _w_ProduceResponse_4(o: _ProduceResponse, out: bytearray, v: int) -> None:
+    w_count(out, o.responses, False, 'ProduceResponse.responses', v)
+    w = _w_ProduceResponse_TopicProduceResponse_3
+    for e in o.responses:
+        w(e, out, v)
+    out += I32.pack(o.throttle_time_ms)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'ProduceResponse.node_endpoints'", v)
+
+
+def _w_ProduceResponse_5(o: _ProduceResponse, out: bytearray, v: int) -> None:
+    w_ccount(out, o.responses, False, 'ProduceResponse.responses', v)
+    w = _w_ProduceResponse_TopicProduceResponse_4
+    for e in o.responses:
+        w(e, out, v)
+    out += I32.pack(o.throttle_time_ms)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'ProduceResponse.node_endpoints'", v)
+
+
+def _w_ProduceResponse_6(o: _ProduceResponse, out: bytearray, v: int) -> None:
+    w_ccount(out, o.responses, False, 'ProduceResponse.responses', v)
+    w = _w_ProduceResponse_TopicProduceResponse_5
+    for e in o.responses:
+        w(e, out, v)
+    out += I32.pack(o.throttle_time_ms)
+    tagged: list[tuple[int, bytes]] = []
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        t = bytearray()
+        w_ccount(t, o.node_endpoints, False, 'ProduceResponse.node_endpoints', v)
+        w = _w_ProduceResponse_NodeEndpoint_2
+        for e in o.node_endpoints:
+            w(e, t, v)
+        tagged.append((0, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _r_ProduceResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    o = _new(_ProduceResponse)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_TopicProduceResponse_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    o.throttle_time_ms = 0
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    o = _new(_ProduceResponse)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_TopicProduceResponse_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    o = _new(_ProduceResponse)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_TopicProduceResponse_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    o = _new(_ProduceResponse)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_TopicProduceResponse_2
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    o = _new(_ProduceResponse)
+    n, pos = r_count(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_TopicProduceResponse_3
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_ProduceResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    o = _new(_ProduceResponse)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_TopicProduceResponse_4
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_ProduceResponse_6(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    o = _new(_ProduceResponse)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_ProduceResponse_TopicProduceResponse_5
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.responses = a
+    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
                 n, pos = r_ccount(buf, pos, False)
-                if n < 0:
-                    o.node_endpoints = None
-                else:
-                    a = []
-                    for _ in range(n):
-                        e, pos = _r_ProduceResponse_NodeEndpoint(buf, pos, v)
-                        a.append(e)
-                    o.node_endpoints = a
+                a = []
+                r = _r_ProduceResponse_NodeEndpoint_2
+                for _ in range(n):
+                    e, pos = r(buf, pos, v)
+                    a.append(e)
+                o.node_endpoints = a
                 if pos != end:
                     raise DecodeError('tagged field ProduceResponse.node_endpoints has the wrong size')
             else:
@@ -642,6 +1079,8 @@ def _r_ProduceResponse(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRespo
                 pos = end
     return o, pos
 
+_W_ProduceResponse = (_w_ProduceResponse_0, _w_ProduceResponse_1, _w_ProduceResponse_2, _w_ProduceResponse_2, _w_ProduceResponse_2, _w_ProduceResponse_3, _w_ProduceResponse_3, _w_ProduceResponse_3, _w_ProduceResponse_4, _w_ProduceResponse_5, _w_ProduceResponse_6, _w_ProduceResponse_6, )
+_R_ProduceResponse = (_r_ProduceResponse_0, _r_ProduceResponse_1, _r_ProduceResponse_2, _r_ProduceResponse_2, _r_ProduceResponse_2, _r_ProduceResponse_3, _r_ProduceResponse_3, _r_ProduceResponse_3, _r_ProduceResponse_4, _r_ProduceResponse_5, _r_ProduceResponse_6, _r_ProduceResponse_6, )
 
 _ProduceResponse_NodeEndpoint.FIELDS = (
     FieldInfo(

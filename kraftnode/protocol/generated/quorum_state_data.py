@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,10 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">iiiq")
+_S1 = struct.Struct(">iii")
+_S2 = struct.Struct(">iii16s")
 
 
 class _QuorumStateData_Voter(Message):
@@ -126,7 +131,7 @@ class _QuorumStateData(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"QuorumStateData has no version {version}")
-        _w_QuorumStateData(self, out, version)
+        _W_QuorumStateData[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> QuorumStateData:
@@ -143,7 +148,7 @@ class _QuorumStateData(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"QuorumStateData has no version {version}")
         try:
-            return _r_QuorumStateData(buf, pos, version)
+            return _R_QuorumStateData[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -157,109 +162,148 @@ _QuorumStateData.__qualname__ = "QuorumStateData"
 _QuorumStateData.__name__ = "QuorumStateData"
 
 
-def _w_QuorumStateData_Voter(o: _QuorumStateData_Voter, out: bytearray, v: int) -> None:
-    if v <= 0:
-        out += I32.pack(o.voter_id)
-    elif not (o.voter_id == 0):
-        raise absent_error('QuorumStateData.Voter.voter_id', v)
-    tagged: list[tuple[int, bytes]] = []
+def _w_QuorumStateData_Voter_0(o: _QuorumStateData_Voter, out: bytearray, v: int) -> None:
+    out += I32.pack(o.voter_id)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_QuorumStateData_Voter(buf: memoryview, pos: int, v: int) -> tuple[_QuorumStateData_Voter, int]:
+def _w_QuorumStateData_Voter_1(o: _QuorumStateData_Voter, out: bytearray, v: int) -> None:
+    if not (o.voter_id == 0):
+        raise absent_error("'QuorumStateData.Voter.voter_id'", v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_QuorumStateData_Voter_0(buf: memoryview, pos: int, v: int) -> tuple[_QuorumStateData_Voter, int]:
     o = _new(_QuorumStateData_Voter)
-    if v <= 0:
-        (o.voter_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.voter_id = 0
+    (o.voter_id,) = I32.unpack_from(buf, pos)
+    pos += 4
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_QuorumStateData(o: _QuorumStateData, out: bytearray, v: int) -> None:
-    if v <= 0:
-        w_cstr(out, o.cluster_id, False, 'QuorumStateData.cluster_id', v)
-    elif not (o.cluster_id == ''):
-        raise absent_error('QuorumStateData.cluster_id', v)
-    out += I32.pack(o.leader_id)
-    out += I32.pack(o.leader_epoch)
-    out += I32.pack(o.voted_id)
-    if v >= 1:
-        out += o.voted_directory_id.bytes
-    elif not (o.voted_directory_id == ZERO_UUID):
-        raise absent_error('QuorumStateData.voted_directory_id', v)
-    if v <= 0:
-        out += I64.pack(o.applied_offset)
-    elif not (o.applied_offset == 0):
-        raise absent_error('QuorumStateData.applied_offset', v)
-    if v <= 0:
-        w_ccount(out, o.current_voters, v <= 0, 'QuorumStateData.current_voters', v)
-        if o.current_voters is not None:
-            for e in o.current_voters:
-                _w_QuorumStateData_Voter(e, out, v)
-    elif not ((o.current_voters is not None and len(o.current_voters) == 0)):
-        raise absent_error('QuorumStateData.current_voters', v)
-    tagged: list[tuple[int, bytes]] = []
+def _r_QuorumStateData_Voter_1(buf: memoryview, pos: int, v: int) -> tuple[_QuorumStateData_Voter, int]:
+    o = _new(_QuorumStateData_Voter)
+    o.voter_id = 0
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_QuorumStateData_0(o: _QuorumStateData, out: bytearray, v: int) -> None:
+    w_cstr(out, o.cluster_id, False, 'QuorumStateData.cluster_id', v)
+    if not (o.voted_directory_id == ZERO_UUID):
+        raise absent_error("'QuorumStateData.voted_directory_id'", v)
+    out += _S0.pack(o.leader_id, o.leader_epoch, o.voted_id, o.applied_offset)
+    w_ccount(out, o.current_voters, True, 'QuorumStateData.current_voters', v)
+    if o.current_voters is not None:
+        w = _w_QuorumStateData_Voter_0
+        for e in o.current_voters:
+            w(e, out, v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_QuorumStateData(buf: memoryview, pos: int, v: int) -> tuple[_QuorumStateData, int]:
+def _w_QuorumStateData_1(o: _QuorumStateData, out: bytearray, v: int) -> None:
+    if not (o.cluster_id == ''):
+        raise absent_error("'QuorumStateData.cluster_id'", v)
+    if not (o.applied_offset == 0):
+        raise absent_error("'QuorumStateData.applied_offset'", v)
+    if not ((o.current_voters is not None and len(o.current_voters) == 0)):
+        raise absent_error("'QuorumStateData.current_voters'", v)
+    out += _S2.pack(o.leader_id, o.leader_epoch, o.voted_id, o.voted_directory_id.bytes)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_QuorumStateData_0(buf: memoryview, pos: int, v: int) -> tuple[_QuorumStateData, int]:
     o = _new(_QuorumStateData)
-    if v <= 0:
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
         o.cluster_id, pos = r_cstr(buf, pos, False)
+    (o.leader_id, o.leader_epoch, o.voted_id,) = _S1.unpack_from(buf, pos)
+    pos += 12
+    o.voted_directory_id = ZERO_UUID
+    (o.applied_offset,) = I64.unpack_from(buf, pos)
+    pos += 8
+    n, pos = r_ccount(buf, pos, True)
+    if n < 0:
+        o.current_voters = None
     else:
-        o.cluster_id = ''
-    (o.leader_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.leader_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.voted_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    if v >= 1:
-        o.voted_directory_id, pos = r_uuid(buf, pos)
-    else:
-        o.voted_directory_id = ZERO_UUID
-    if v <= 0:
-        (o.applied_offset,) = I64.unpack_from(buf, pos)
-        pos += 8
-    else:
-        o.applied_offset = 0
-    if v <= 0:
-        n, pos = r_ccount(buf, pos, v <= 0)
-        if n < 0:
-            o.current_voters = None
-        else:
-            a = []
-            for _ in range(n):
-                e, pos = _r_QuorumStateData_Voter(buf, pos, v)
-                a.append(e)
-            o.current_voters = a
-    else:
-        o.current_voters = []
+        a = []
+        r = _r_QuorumStateData_Voter_0
+        for _ in range(n):
+            e, pos = r(buf, pos, v)
+            a.append(e)
+        o.current_voters = a
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+
+def _r_QuorumStateData_1(buf: memoryview, pos: int, v: int) -> tuple[_QuorumStateData, int]:
+    o = _new(_QuorumStateData)
+    o.cluster_id = ''
+    (o.leader_id, o.leader_epoch, o.voted_id, _u3,) = _S2.unpack_from(buf, pos)
+    pos += 28
+    o.voted_directory_id = uuid_from_bytes(_u3)
+    o.applied_offset = 0
+    o.current_voters = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_QuorumStateData = (_w_QuorumStateData_0, _w_QuorumStateData_1, )
+_R_QuorumStateData = (_r_QuorumStateData_0, _r_QuorumStateData_1, )
 
 _QuorumStateData_Voter.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">i16s")
 
 
 class _RemoveRaftVoterRequest(Message):
@@ -96,7 +99,7 @@ class _RemoveRaftVoterRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"RemoveRaftVoterRequest has no version {version}")
-        _w_RemoveRaftVoterRequest(self, out, version)
+        _W_RemoveRaftVoterRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> RemoveRaftVoterRequest:
@@ -113,7 +116,7 @@ class _RemoveRaftVoterRequest(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"RemoveRaftVoterRequest has no version {version}")
         try:
-            return _r_RemoveRaftVoterRequest(buf, pos, version)
+            return _R_RemoveRaftVoterRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -125,33 +128,41 @@ _RemoveRaftVoterRequest.__qualname__ = "RemoveRaftVoterRequest"
 _RemoveRaftVoterRequest.__name__ = "RemoveRaftVoterRequest"
 
 
-def _w_RemoveRaftVoterRequest(o: _RemoveRaftVoterRequest, out: bytearray, v: int) -> None:
+def _w_RemoveRaftVoterRequest_0(o: _RemoveRaftVoterRequest, out: bytearray, v: int) -> None:
     w_cstr(out, o.cluster_id, True, 'RemoveRaftVoterRequest.cluster_id', v)
-    out += I32.pack(o.voter_id)
-    out += o.voter_directory_id.bytes
-    tagged: list[tuple[int, bytes]] = []
+    out += _S0.pack(o.voter_id, o.voter_directory_id.bytes)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_RemoveRaftVoterRequest(buf: memoryview, pos: int, v: int) -> tuple[_RemoveRaftVoterRequest, int]:
+def _r_RemoveRaftVoterRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_RemoveRaftVoterRequest, int]:
     o = _new(_RemoveRaftVoterRequest)
-    o.cluster_id, pos = r_cstr(buf, pos, True)
-    (o.voter_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    o.voter_directory_id, pos = r_uuid(buf, pos)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.cluster_id, pos = r_cstr(buf, pos, True)
+    (o.voter_id, _u1,) = _S0.unpack_from(buf, pos)
+    pos += 20
+    o.voter_directory_id = uuid_from_bytes(_u1)
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_RemoveRaftVoterRequest = (_w_RemoveRaftVoterRequest_0, )
+_R_RemoveRaftVoterRequest = (_r_RemoveRaftVoterRequest_0, )
 
 _RemoveRaftVoterRequest.FIELDS = (
     FieldInfo(

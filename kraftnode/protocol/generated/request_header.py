@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">hhi")
 
 
 class _RequestHeader(Message):
@@ -99,7 +102,7 @@ class _RequestHeader(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 2:
             raise UnsupportedVersionError(f"RequestHeader has no version {version}")
-        _w_RequestHeader(self, out, version)
+        _W_RequestHeader[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> RequestHeader:
@@ -116,7 +119,7 @@ class _RequestHeader(Message):
         if not 0 <= version <= 2:
             raise DecodeError(f"RequestHeader has no version {version}")
         try:
-            return _r_RequestHeader(buf, pos, version)
+            return _R_RequestHeader[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -128,36 +131,51 @@ _RequestHeader.__qualname__ = "RequestHeader"
 _RequestHeader.__name__ = "RequestHeader"
 
 
-def _w_RequestHeader(o: _RequestHeader, out: bytearray, v: int) -> None:
-    flex = v >= 2
-    out += I16.pack(o.request_api_key)
-    out += I16.pack(o.request_api_version)
-    out += I32.pack(o.correlation_id)
-    if v >= 1:
-        w_str(out, o.client_id, v >= 1, 'RequestHeader.client_id', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+def _w_RequestHeader_0(o: _RequestHeader, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.request_api_key, o.request_api_version, o.correlation_id)
 
 
-def _r_RequestHeader(buf: memoryview, pos: int, v: int) -> tuple[_RequestHeader, int]:
-    o = _new(_RequestHeader)
-    flex = v >= 2
-    (o.request_api_key,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.request_api_version,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.correlation_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    if v >= 1:
-        o.client_id, pos = r_str(buf, pos, v >= 1)
+def _w_RequestHeader_1(o: _RequestHeader, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.request_api_key, o.request_api_version, o.correlation_id)
+    w_str(out, o.client_id, True, 'RequestHeader.client_id', v)
+
+
+def _w_RequestHeader_2(o: _RequestHeader, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.request_api_key, o.request_api_version, o.correlation_id)
+    w_str(out, o.client_id, True, 'RequestHeader.client_id', v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
-        o.client_id = ''
+        out.append(0)
+
+
+def _r_RequestHeader_0(buf: memoryview, pos: int, v: int) -> tuple[_RequestHeader, int]:
+    o = _new(_RequestHeader)
+    (o.request_api_key, o.request_api_version, o.correlation_id,) = _S0.unpack_from(buf, pos)
+    pos += 8
+    o.client_id = ''
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_RequestHeader_1(buf: memoryview, pos: int, v: int) -> tuple[_RequestHeader, int]:
+    o = _new(_RequestHeader)
+    (o.request_api_key, o.request_api_version, o.correlation_id,) = _S0.unpack_from(buf, pos)
+    pos += 8
+    o.client_id, pos = r_str(buf, pos, True)
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_RequestHeader_2(buf: memoryview, pos: int, v: int) -> tuple[_RequestHeader, int]:
+    o = _new(_RequestHeader)
+    (o.request_api_key, o.request_api_version, o.correlation_id,) = _S0.unpack_from(buf, pos)
+    pos += 8
+    o.client_id, pos = r_str(buf, pos, True)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -167,6 +185,8 @@ def _r_RequestHeader(buf: memoryview, pos: int, v: int) -> tuple[_RequestHeader,
             pos = end
     return o, pos
 
+_W_RequestHeader = (_w_RequestHeader_0, _w_RequestHeader_1, _w_RequestHeader_2, )
+_R_RequestHeader = (_r_RequestHeader_0, _r_RequestHeader_1, _r_RequestHeader_2, )
 
 _RequestHeader.FIELDS = (
     FieldInfo(

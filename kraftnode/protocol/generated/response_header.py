@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _ResponseHeader(Message):
@@ -90,7 +92,7 @@ class _ResponseHeader(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"ResponseHeader has no version {version}")
-        _w_ResponseHeader(self, out, version)
+        _W_ResponseHeader[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ResponseHeader:
@@ -107,7 +109,7 @@ class _ResponseHeader(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"ResponseHeader has no version {version}")
         try:
-            return _r_ResponseHeader(buf, pos, version)
+            return _R_ResponseHeader[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -119,24 +121,34 @@ _ResponseHeader.__qualname__ = "ResponseHeader"
 _ResponseHeader.__name__ = "ResponseHeader"
 
 
-def _w_ResponseHeader(o: _ResponseHeader, out: bytearray, v: int) -> None:
-    flex = v >= 1
+def _w_ResponseHeader_0(o: _ResponseHeader, out: bytearray, v: int) -> None:
     out += I32.pack(o.correlation_id)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
 
 
-def _r_ResponseHeader(buf: memoryview, pos: int, v: int) -> tuple[_ResponseHeader, int]:
+def _w_ResponseHeader_1(o: _ResponseHeader, out: bytearray, v: int) -> None:
+    out += I32.pack(o.correlation_id)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_ResponseHeader_0(buf: memoryview, pos: int, v: int) -> tuple[_ResponseHeader, int]:
     o = _new(_ResponseHeader)
-    flex = v >= 1
     (o.correlation_id,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_ResponseHeader_1(buf: memoryview, pos: int, v: int) -> tuple[_ResponseHeader, int]:
+    o = _new(_ResponseHeader)
+    (o.correlation_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -146,6 +158,8 @@ def _r_ResponseHeader(buf: memoryview, pos: int, v: int) -> tuple[_ResponseHeade
             pos = end
     return o, pos
 
+_W_ResponseHeader = (_w_ResponseHeader_0, _w_ResponseHeader_1, )
+_R_ResponseHeader = (_r_ResponseHeader_0, _r_ResponseHeader_1, )
 
 _ResponseHeader.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _SaslAuthenticateRequest(Message):
@@ -90,7 +92,7 @@ class _SaslAuthenticateRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 2:
             raise UnsupportedVersionError(f"SaslAuthenticateRequest has no version {version}")
-        _w_SaslAuthenticateRequest(self, out, version)
+        _W_SaslAuthenticateRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> SaslAuthenticateRequest:
@@ -107,7 +109,7 @@ class _SaslAuthenticateRequest(Message):
         if not 0 <= version <= 2:
             raise DecodeError(f"SaslAuthenticateRequest has no version {version}")
         try:
-            return _r_SaslAuthenticateRequest(buf, pos, version)
+            return _R_SaslAuthenticateRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -119,29 +121,32 @@ _SaslAuthenticateRequest.__qualname__ = "SaslAuthenticateRequest"
 _SaslAuthenticateRequest.__name__ = "SaslAuthenticateRequest"
 
 
-def _w_SaslAuthenticateRequest(o: _SaslAuthenticateRequest, out: bytearray, v: int) -> None:
-    flex = v >= 2
-    if flex:
-        w_cbytes(out, o.auth_bytes, False, 'SaslAuthenticateRequest.auth_bytes', v)
+def _w_SaslAuthenticateRequest_0(o: _SaslAuthenticateRequest, out: bytearray, v: int) -> None:
+    w_bytes(out, o.auth_bytes, False, 'SaslAuthenticateRequest.auth_bytes', v)
+
+
+def _w_SaslAuthenticateRequest_1(o: _SaslAuthenticateRequest, out: bytearray, v: int) -> None:
+    w_cbytes(out, o.auth_bytes, False, 'SaslAuthenticateRequest.auth_bytes', v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
-        w_bytes(out, o.auth_bytes, False, 'SaslAuthenticateRequest.auth_bytes', v)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+        out.append(0)
 
 
-def _r_SaslAuthenticateRequest(buf: memoryview, pos: int, v: int) -> tuple[_SaslAuthenticateRequest, int]:
+def _r_SaslAuthenticateRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_SaslAuthenticateRequest, int]:
     o = _new(_SaslAuthenticateRequest)
-    flex = v >= 2
-    if flex:
-        o.auth_bytes, pos = r_cbytes(buf, pos, False)
-    else:
-        o.auth_bytes, pos = r_bytes(buf, pos, False)
+    o.auth_bytes, pos = r_bytes(buf, pos, False)
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_SaslAuthenticateRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_SaslAuthenticateRequest, int]:
+    o = _new(_SaslAuthenticateRequest)
+    o.auth_bytes, pos = r_cbytes(buf, pos, False)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -151,6 +156,8 @@ def _r_SaslAuthenticateRequest(buf: memoryview, pos: int, v: int) -> tuple[_Sasl
             pos = end
     return o, pos
 
+_W_SaslAuthenticateRequest = (_w_SaslAuthenticateRequest_0, _w_SaslAuthenticateRequest_0, _w_SaslAuthenticateRequest_1, )
+_R_SaslAuthenticateRequest = (_r_SaslAuthenticateRequest_0, _r_SaslAuthenticateRequest_0, _r_SaslAuthenticateRequest_1, )
 
 _SaslAuthenticateRequest.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _SaslAuthenticateResponse(Message):
@@ -99,7 +101,7 @@ class _SaslAuthenticateResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 2:
             raise UnsupportedVersionError(f"SaslAuthenticateResponse has no version {version}")
-        _w_SaslAuthenticateResponse(self, out, version)
+        _W_SaslAuthenticateResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> SaslAuthenticateResponse:
@@ -116,7 +118,7 @@ class _SaslAuthenticateResponse(Message):
         if not 0 <= version <= 2:
             raise DecodeError(f"SaslAuthenticateResponse has no version {version}")
         try:
-            return _r_SaslAuthenticateResponse(buf, pos, version)
+            return _R_SaslAuthenticateResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -128,47 +130,70 @@ _SaslAuthenticateResponse.__qualname__ = "SaslAuthenticateResponse"
 _SaslAuthenticateResponse.__name__ = "SaslAuthenticateResponse"
 
 
-def _w_SaslAuthenticateResponse(o: _SaslAuthenticateResponse, out: bytearray, v: int) -> None:
-    flex = v >= 2
+def _w_SaslAuthenticateResponse_0(o: _SaslAuthenticateResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
-    if flex:
-        w_cstr(out, o.error_message, True, 'SaslAuthenticateResponse.error_message', v)
-    else:
-        w_str(out, o.error_message, True, 'SaslAuthenticateResponse.error_message', v)
-    if flex:
-        w_cbytes(out, o.auth_bytes, False, 'SaslAuthenticateResponse.auth_bytes', v)
-    else:
-        w_bytes(out, o.auth_bytes, False, 'SaslAuthenticateResponse.auth_bytes', v)
-    if v >= 1:
-        out += I64.pack(o.session_lifetime_ms)
-    if flex:
-        tagged: list[tuple[int, bytes]] = []
-        if o.unknown_tagged_fields:
-            tagged.extend(o.unknown_tagged_fields)
-            tagged.sort(key=_tag_key)
-        w_tagged(out, tagged)
+    w_str(out, o.error_message, True, 'SaslAuthenticateResponse.error_message', v)
+    w_bytes(out, o.auth_bytes, False, 'SaslAuthenticateResponse.auth_bytes', v)
 
 
-def _r_SaslAuthenticateResponse(buf: memoryview, pos: int, v: int) -> tuple[_SaslAuthenticateResponse, int]:
+def _w_SaslAuthenticateResponse_1(o: _SaslAuthenticateResponse, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_str(out, o.error_message, True, 'SaslAuthenticateResponse.error_message', v)
+    w_bytes(out, o.auth_bytes, False, 'SaslAuthenticateResponse.auth_bytes', v)
+    out += I64.pack(o.session_lifetime_ms)
+
+
+def _w_SaslAuthenticateResponse_2(o: _SaslAuthenticateResponse, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_cstr(out, o.error_message, True, 'SaslAuthenticateResponse.error_message', v)
+    w_cbytes(out, o.auth_bytes, False, 'SaslAuthenticateResponse.auth_bytes', v)
+    out += I64.pack(o.session_lifetime_ms)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_SaslAuthenticateResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_SaslAuthenticateResponse, int]:
     o = _new(_SaslAuthenticateResponse)
-    flex = v >= 2
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    if flex:
-        o.error_message, pos = r_cstr(buf, pos, True)
-    else:
-        o.error_message, pos = r_str(buf, pos, True)
-    if flex:
-        o.auth_bytes, pos = r_cbytes(buf, pos, False)
-    else:
-        o.auth_bytes, pos = r_bytes(buf, pos, False)
-    if v >= 1:
-        (o.session_lifetime_ms,) = I64.unpack_from(buf, pos)
-        pos += 8
-    else:
-        o.session_lifetime_ms = 0
+    o.error_message, pos = r_str(buf, pos, True)
+    o.auth_bytes, pos = r_bytes(buf, pos, False)
+    o.session_lifetime_ms = 0
     o.unknown_tagged_fields = None
-    if flex:
+    return o, pos
+
+
+def _r_SaslAuthenticateResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_SaslAuthenticateResponse, int]:
+    o = _new(_SaslAuthenticateResponse)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    o.error_message, pos = r_str(buf, pos, True)
+    o.auth_bytes, pos = r_bytes(buf, pos, False)
+    (o.session_lifetime_ms,) = I64.unpack_from(buf, pos)
+    pos += 8
+    o.unknown_tagged_fields = None
+    return o, pos
+
+
+def _r_SaslAuthenticateResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_SaslAuthenticateResponse, int]:
+    o = _new(_SaslAuthenticateResponse)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.error_message, pos = r_cstr(buf, pos, True)
+    o.auth_bytes, pos = r_cbytes(buf, pos, False)
+    (o.session_lifetime_ms,) = I64.unpack_from(buf, pos)
+    pos += 8
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
         ntags, pos = read_uvarint(buf, pos)
         for _ in range(ntags):
             tag, end, pos = r_tag_header(buf, pos)
@@ -178,6 +203,8 @@ def _r_SaslAuthenticateResponse(buf: memoryview, pos: int, v: int) -> tuple[_Sas
             pos = end
     return o, pos
 
+_W_SaslAuthenticateResponse = (_w_SaslAuthenticateResponse_0, _w_SaslAuthenticateResponse_1, _w_SaslAuthenticateResponse_2, )
+_R_SaslAuthenticateResponse = (_r_SaslAuthenticateResponse_0, _r_SaslAuthenticateResponse_1, _r_SaslAuthenticateResponse_2, )
 
 _SaslAuthenticateResponse.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _SaslHandshakeRequest(Message):
@@ -90,7 +92,7 @@ class _SaslHandshakeRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"SaslHandshakeRequest has no version {version}")
-        _w_SaslHandshakeRequest(self, out, version)
+        _W_SaslHandshakeRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> SaslHandshakeRequest:
@@ -107,7 +109,7 @@ class _SaslHandshakeRequest(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"SaslHandshakeRequest has no version {version}")
         try:
-            return _r_SaslHandshakeRequest(buf, pos, version)
+            return _R_SaslHandshakeRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -119,16 +121,18 @@ _SaslHandshakeRequest.__qualname__ = "SaslHandshakeRequest"
 _SaslHandshakeRequest.__name__ = "SaslHandshakeRequest"
 
 
-def _w_SaslHandshakeRequest(o: _SaslHandshakeRequest, out: bytearray, v: int) -> None:
+def _w_SaslHandshakeRequest_0(o: _SaslHandshakeRequest, out: bytearray, v: int) -> None:
     w_str(out, o.mechanism, False, 'SaslHandshakeRequest.mechanism', v)
 
 
-def _r_SaslHandshakeRequest(buf: memoryview, pos: int, v: int) -> tuple[_SaslHandshakeRequest, int]:
+def _r_SaslHandshakeRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_SaslHandshakeRequest, int]:
     o = _new(_SaslHandshakeRequest)
     o.mechanism, pos = r_str(buf, pos, False)
     o.unknown_tagged_fields = None
     return o, pos
 
+_W_SaslHandshakeRequest = (_w_SaslHandshakeRequest_0, _w_SaslHandshakeRequest_0, )
+_R_SaslHandshakeRequest = (_r_SaslHandshakeRequest_0, _r_SaslHandshakeRequest_0, )
 
 _SaslHandshakeRequest.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _SaslHandshakeResponse(Message):
@@ -93,7 +95,7 @@ class _SaslHandshakeResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"SaslHandshakeResponse has no version {version}")
-        _w_SaslHandshakeResponse(self, out, version)
+        _W_SaslHandshakeResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> SaslHandshakeResponse:
@@ -110,7 +112,7 @@ class _SaslHandshakeResponse(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"SaslHandshakeResponse has no version {version}")
         try:
-            return _r_SaslHandshakeResponse(buf, pos, version)
+            return _R_SaslHandshakeResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -122,29 +124,28 @@ _SaslHandshakeResponse.__qualname__ = "SaslHandshakeResponse"
 _SaslHandshakeResponse.__name__ = "SaslHandshakeResponse"
 
 
-def _w_SaslHandshakeResponse(o: _SaslHandshakeResponse, out: bytearray, v: int) -> None:
+def _w_SaslHandshakeResponse_0(o: _SaslHandshakeResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
     w_count(out, o.mechanisms, False, 'SaslHandshakeResponse.mechanisms', v)
     for e in o.mechanisms:
-        w_str(out, e, False, 'SaslHandshakeResponse.mechanisms[]', v)
+        w_str(out, e, False, 'SaslHandshakeResponse.mechanisms', v)
 
 
-def _r_SaslHandshakeResponse(buf: memoryview, pos: int, v: int) -> tuple[_SaslHandshakeResponse, int]:
+def _r_SaslHandshakeResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_SaslHandshakeResponse, int]:
     o = _new(_SaslHandshakeResponse)
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
     n, pos = r_count(buf, pos, False)
-    if n < 0:
-        o.mechanisms = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = r_str(buf, pos, False)
-            a.append(e)
-        o.mechanisms = a
+    a = []
+    for _ in range(n):
+        e, pos = r_str(buf, pos, False)
+        a.append(e)
+    o.mechanisms = a
     o.unknown_tagged_fields = None
     return o, pos
 
+_W_SaslHandshakeResponse = (_w_SaslHandshakeResponse_0, _w_SaslHandshakeResponse_0, )
+_R_SaslHandshakeResponse = (_r_SaslHandshakeResponse_0, _r_SaslHandshakeResponse_0, )
 
 _SaslHandshakeResponse.FIELDS = (
     FieldInfo(

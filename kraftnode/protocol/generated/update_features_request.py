@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,9 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">h?")
+_S1 = struct.Struct(">hb")
 
 
 class _UpdateFeaturesRequest_FeatureUpdateKey(Message):
@@ -123,7 +127,7 @@ class _UpdateFeaturesRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"UpdateFeaturesRequest has no version {version}")
-        _w_UpdateFeaturesRequest(self, out, version)
+        _W_UpdateFeaturesRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> UpdateFeaturesRequest:
@@ -140,7 +144,7 @@ class _UpdateFeaturesRequest(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"UpdateFeaturesRequest has no version {version}")
         try:
-            return _r_UpdateFeaturesRequest(buf, pos, version)
+            return _R_UpdateFeaturesRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -154,94 +158,161 @@ _UpdateFeaturesRequest.__qualname__ = "UpdateFeaturesRequest"
 _UpdateFeaturesRequest.__name__ = "UpdateFeaturesRequest"
 
 
-def _w_UpdateFeaturesRequest_FeatureUpdateKey(o: _UpdateFeaturesRequest_FeatureUpdateKey, out: bytearray, v: int) -> None:
+def _w_UpdateFeaturesRequest_FeatureUpdateKey_0(o: _UpdateFeaturesRequest_FeatureUpdateKey, out: bytearray, v: int) -> None:
     w_cstr(out, o.feature, False, 'UpdateFeaturesRequest.FeatureUpdateKey.feature', v)
-    out += I16.pack(o.max_version_level)
-    if v <= 0:
-        out.append(1 if o.allow_downgrade else 0)
-    elif not (o.allow_downgrade == False):
-        raise absent_error('UpdateFeaturesRequest.FeatureUpdateKey.allow_downgrade', v)
-    if v >= 1:
-        out += I8.pack(o.upgrade_type)
-    elif not (o.upgrade_type == 1):
-        raise absent_error('UpdateFeaturesRequest.FeatureUpdateKey.upgrade_type', v)
-    tagged: list[tuple[int, bytes]] = []
+    if not (o.upgrade_type == 1):
+        raise absent_error("'UpdateFeaturesRequest.FeatureUpdateKey.upgrade_type'", v)
+    out += _S0.pack(o.max_version_level, o.allow_downgrade)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_UpdateFeaturesRequest_FeatureUpdateKey(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesRequest_FeatureUpdateKey, int]:
+def _w_UpdateFeaturesRequest_FeatureUpdateKey_1(o: _UpdateFeaturesRequest_FeatureUpdateKey, out: bytearray, v: int) -> None:
+    w_cstr(out, o.feature, False, 'UpdateFeaturesRequest.FeatureUpdateKey.feature', v)
+    if not (o.allow_downgrade == False):
+        raise absent_error("'UpdateFeaturesRequest.FeatureUpdateKey.allow_downgrade'", v)
+    out += _S1.pack(o.max_version_level, o.upgrade_type)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_UpdateFeaturesRequest_FeatureUpdateKey_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesRequest_FeatureUpdateKey, int]:
     o = _new(_UpdateFeaturesRequest_FeatureUpdateKey)
-    o.feature, pos = r_cstr(buf, pos, False)
-    (o.max_version_level,) = I16.unpack_from(buf, pos)
-    pos += 2
-    if v <= 0:
-        o.allow_downgrade = buf[pos] != 0
-        pos += 1
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.feature = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
     else:
-        o.allow_downgrade = False
-    if v >= 1:
-        (o.upgrade_type,) = I8.unpack_from(buf, pos)
-        pos += 1
-    else:
-        o.upgrade_type = 1
+        o.feature, pos = r_cstr(buf, pos, False)
+    (o.max_version_level, o.allow_downgrade,) = _S0.unpack_from(buf, pos)
+    pos += 3
+    o.upgrade_type = 1
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_UpdateFeaturesRequest(o: _UpdateFeaturesRequest, out: bytearray, v: int) -> None:
+def _r_UpdateFeaturesRequest_FeatureUpdateKey_1(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesRequest_FeatureUpdateKey, int]:
+    o = _new(_UpdateFeaturesRequest_FeatureUpdateKey)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.feature = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.feature, pos = r_cstr(buf, pos, False)
+    (o.max_version_level,) = I16.unpack_from(buf, pos)
+    pos += 2
+    o.allow_downgrade = False
+    (o.upgrade_type,) = I8.unpack_from(buf, pos)
+    pos += 1
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_UpdateFeaturesRequest_0(o: _UpdateFeaturesRequest, out: bytearray, v: int) -> None:
     out += I32.pack(o.timeout_ms)
     w_ccount(out, o.feature_updates, False, 'UpdateFeaturesRequest.feature_updates', v)
+    w = _w_UpdateFeaturesRequest_FeatureUpdateKey_0
     for e in o.feature_updates:
-        _w_UpdateFeaturesRequest_FeatureUpdateKey(e, out, v)
-    if v >= 1:
-        out.append(1 if o.validate_only else 0)
-    elif not (o.validate_only == False):
-        raise absent_error('UpdateFeaturesRequest.validate_only', v)
-    tagged: list[tuple[int, bytes]] = []
+        w(e, out, v)
+    if not (o.validate_only == False):
+        raise absent_error("'UpdateFeaturesRequest.validate_only'", v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_UpdateFeaturesRequest(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesRequest, int]:
+def _w_UpdateFeaturesRequest_1(o: _UpdateFeaturesRequest, out: bytearray, v: int) -> None:
+    out += I32.pack(o.timeout_ms)
+    w_ccount(out, o.feature_updates, False, 'UpdateFeaturesRequest.feature_updates', v)
+    w = _w_UpdateFeaturesRequest_FeatureUpdateKey_1
+    for e in o.feature_updates:
+        w(e, out, v)
+    out.append(1 if o.validate_only else 0)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_UpdateFeaturesRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesRequest, int]:
     o = _new(_UpdateFeaturesRequest)
     (o.timeout_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.feature_updates = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_UpdateFeaturesRequest_FeatureUpdateKey(buf, pos, v)
-            a.append(e)
-        o.feature_updates = a
-    if v >= 1:
-        o.validate_only = buf[pos] != 0
+    a = []
+    r = _r_UpdateFeaturesRequest_FeatureUpdateKey_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.feature_updates = a
+    o.validate_only = False
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
         pos += 1
     else:
-        o.validate_only = False
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+
+def _r_UpdateFeaturesRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesRequest, int]:
+    o = _new(_UpdateFeaturesRequest)
+    (o.timeout_ms,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_UpdateFeaturesRequest_FeatureUpdateKey_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.feature_updates = a
+    o.validate_only = buf[pos] != 0
+    pos += 1
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_UpdateFeaturesRequest = (_w_UpdateFeaturesRequest_0, _w_UpdateFeaturesRequest_1, )
+_R_UpdateFeaturesRequest = (_r_UpdateFeaturesRequest_0, _r_UpdateFeaturesRequest_1, )
 
 _UpdateFeaturesRequest_FeatureUpdateKey.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">ih")
 
 
 class _UpdateFeaturesResponse_UpdatableFeatureResult(Message):
@@ -123,7 +126,7 @@ class _UpdateFeaturesResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"UpdateFeaturesResponse has no version {version}")
-        _w_UpdateFeaturesResponse(self, out, version)
+        _W_UpdateFeaturesResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> UpdateFeaturesResponse:
@@ -140,7 +143,7 @@ class _UpdateFeaturesResponse(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"UpdateFeaturesResponse has no version {version}")
         try:
-            return _r_UpdateFeaturesResponse(buf, pos, version)
+            return _R_UpdateFeaturesResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -154,74 +157,91 @@ _UpdateFeaturesResponse.__qualname__ = "UpdateFeaturesResponse"
 _UpdateFeaturesResponse.__name__ = "UpdateFeaturesResponse"
 
 
-def _w_UpdateFeaturesResponse_UpdatableFeatureResult(o: _UpdateFeaturesResponse_UpdatableFeatureResult, out: bytearray, v: int) -> None:
+def _w_UpdateFeaturesResponse_UpdatableFeatureResult_0(o: _UpdateFeaturesResponse_UpdatableFeatureResult, out: bytearray, v: int) -> None:
     w_cstr(out, o.feature, False, 'UpdateFeaturesResponse.UpdatableFeatureResult.feature', v)
     out += I16.pack(o.error_code)
     w_cstr(out, o.error_message, True, 'UpdateFeaturesResponse.UpdatableFeatureResult.error_message', v)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_UpdateFeaturesResponse_UpdatableFeatureResult(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesResponse_UpdatableFeatureResult, int]:
+def _r_UpdateFeaturesResponse_UpdatableFeatureResult_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesResponse_UpdatableFeatureResult, int]:
     o = _new(_UpdateFeaturesResponse_UpdatableFeatureResult)
-    o.feature, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.feature = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.feature, pos = r_cstr(buf, pos, False)
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    o.error_message, pos = r_cstr(buf, pos, True)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.error_message, pos = r_cstr(buf, pos, True)
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_UpdateFeaturesResponse(o: _UpdateFeaturesResponse, out: bytearray, v: int) -> None:
-    out += I32.pack(o.throttle_time_ms)
-    out += I16.pack(o.error_code)
+def _w_UpdateFeaturesResponse_0(o: _UpdateFeaturesResponse, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.throttle_time_ms, o.error_code)
     w_cstr(out, o.error_message, True, 'UpdateFeaturesResponse.error_message', v)
     w_ccount(out, o.results, False, 'UpdateFeaturesResponse.results', v)
+    w = _w_UpdateFeaturesResponse_UpdatableFeatureResult_0
     for e in o.results:
-        _w_UpdateFeaturesResponse_UpdatableFeatureResult(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
+        w(e, out, v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_UpdateFeaturesResponse(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesResponse, int]:
-    o = _new(_UpdateFeaturesResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    o.error_message, pos = r_cstr(buf, pos, True)
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.results = None
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_UpdateFeaturesResponse_UpdatableFeatureResult(buf, pos, v)
-            a.append(e)
-        o.results = a
+        out.append(0)
+
+
+def _r_UpdateFeaturesResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesResponse, int]:
+    o = _new(_UpdateFeaturesResponse)
+    (o.throttle_time_ms, o.error_code,) = _S0.unpack_from(buf, pos)
+    pos += 6
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.error_message, pos = r_cstr(buf, pos, True)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_UpdateFeaturesResponse_UpdatableFeatureResult_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.results = a
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_UpdateFeaturesResponse = (_w_UpdateFeaturesResponse_0, _w_UpdateFeaturesResponse_0, )
+_R_UpdateFeaturesResponse = (_r_UpdateFeaturesResponse_0, _r_UpdateFeaturesResponse_0, )
 
 _UpdateFeaturesResponse_UpdatableFeatureResult.FIELDS = (
     FieldInfo(

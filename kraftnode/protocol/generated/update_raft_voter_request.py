@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,9 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">hh")
+_S1 = struct.Struct(">ii16s")
 
 
 class _UpdateRaftVoterRequest_KRaftVersionFeature(Message):
@@ -150,7 +154,7 @@ class _UpdateRaftVoterRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"UpdateRaftVoterRequest has no version {version}")
-        _w_UpdateRaftVoterRequest(self, out, version)
+        _W_UpdateRaftVoterRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> UpdateRaftVoterRequest:
@@ -167,7 +171,7 @@ class _UpdateRaftVoterRequest(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"UpdateRaftVoterRequest has no version {version}")
         try:
-            return _r_UpdateRaftVoterRequest(buf, pos, version)
+            return _R_UpdateRaftVoterRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -183,105 +187,120 @@ _UpdateRaftVoterRequest.__qualname__ = "UpdateRaftVoterRequest"
 _UpdateRaftVoterRequest.__name__ = "UpdateRaftVoterRequest"
 
 
-def _w_UpdateRaftVoterRequest_KRaftVersionFeature(o: _UpdateRaftVoterRequest_KRaftVersionFeature, out: bytearray, v: int) -> None:
-    out += I16.pack(o.min_supported_version)
-    out += I16.pack(o.max_supported_version)
-    tagged: list[tuple[int, bytes]] = []
+def _w_UpdateRaftVoterRequest_KRaftVersionFeature_0(o: _UpdateRaftVoterRequest_KRaftVersionFeature, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.min_supported_version, o.max_supported_version)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_UpdateRaftVoterRequest_KRaftVersionFeature(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterRequest_KRaftVersionFeature, int]:
+def _r_UpdateRaftVoterRequest_KRaftVersionFeature_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterRequest_KRaftVersionFeature, int]:
     o = _new(_UpdateRaftVoterRequest_KRaftVersionFeature)
-    (o.min_supported_version,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.max_supported_version,) = I16.unpack_from(buf, pos)
-    pos += 2
+    (o.min_supported_version, o.max_supported_version,) = _S0.unpack_from(buf, pos)
+    pos += 4
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_UpdateRaftVoterRequest_Listener(o: _UpdateRaftVoterRequest_Listener, out: bytearray, v: int) -> None:
+def _w_UpdateRaftVoterRequest_Listener_0(o: _UpdateRaftVoterRequest_Listener, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'UpdateRaftVoterRequest.Listener.name', v)
     w_cstr(out, o.host, False, 'UpdateRaftVoterRequest.Listener.host', v)
     out += U16.pack(o.port)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_UpdateRaftVoterRequest_Listener(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterRequest_Listener, int]:
+def _r_UpdateRaftVoterRequest_Listener_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterRequest_Listener, int]:
     o = _new(_UpdateRaftVoterRequest_Listener)
-    o.name, pos = r_cstr(buf, pos, False)
-    o.host, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
     (o.port,) = U16.unpack_from(buf, pos)
     pos += 2
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
-    return o, pos
-
-
-def _w_UpdateRaftVoterRequest(o: _UpdateRaftVoterRequest, out: bytearray, v: int) -> None:
-    w_cstr(out, o.cluster_id, True, 'UpdateRaftVoterRequest.cluster_id', v)
-    out += I32.pack(o.current_leader_epoch)
-    out += I32.pack(o.voter_id)
-    out += o.voter_directory_id.bytes
-    w_ccount(out, o.listeners, False, 'UpdateRaftVoterRequest.listeners', v)
-    for e in o.listeners:
-        _w_UpdateRaftVoterRequest_Listener(e, out, v)
-    _w_UpdateRaftVoterRequest_KRaftVersionFeature(o.kraft_version_feature, out, v)
-    tagged: list[tuple[int, bytes]] = []
-    if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_UpdateRaftVoterRequest(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterRequest, int]:
-    o = _new(_UpdateRaftVoterRequest)
-    o.cluster_id, pos = r_cstr(buf, pos, True)
-    (o.current_leader_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.voter_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    o.voter_directory_id, pos = r_uuid(buf, pos)
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.listeners = None
+    if buf[pos] == 0:
+        pos += 1
     else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_UpdateRaftVoterRequest_Listener(buf, pos, v)
-            a.append(e)
-        o.listeners = a
-    o.kraft_version_feature, pos = _r_UpdateRaftVoterRequest_KRaftVersionFeature(buf, pos, v)
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+
+def _w_UpdateRaftVoterRequest_0(o: _UpdateRaftVoterRequest, out: bytearray, v: int) -> None:
+    w_cstr(out, o.cluster_id, True, 'UpdateRaftVoterRequest.cluster_id', v)
+    out += _S1.pack(o.current_leader_epoch, o.voter_id, o.voter_directory_id.bytes)
+    w_ccount(out, o.listeners, False, 'UpdateRaftVoterRequest.listeners', v)
+    w = _w_UpdateRaftVoterRequest_Listener_0
+    for e in o.listeners:
+        w(e, out, v)
+    _w_UpdateRaftVoterRequest_KRaftVersionFeature_0(o.kraft_version_feature, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_UpdateRaftVoterRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterRequest, int]:
+    o = _new(_UpdateRaftVoterRequest)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.cluster_id, pos = r_cstr(buf, pos, True)
+    (o.current_leader_epoch, o.voter_id, _u2,) = _S1.unpack_from(buf, pos)
+    pos += 24
+    o.voter_directory_id = uuid_from_bytes(_u2)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_UpdateRaftVoterRequest_Listener_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.listeners = a
+    o.kraft_version_feature, pos = _r_UpdateRaftVoterRequest_KRaftVersionFeature_0(buf, pos, v)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_UpdateRaftVoterRequest = (_w_UpdateRaftVoterRequest_0, )
+_R_UpdateRaftVoterRequest = (_r_UpdateRaftVoterRequest_0, )
 
 _UpdateRaftVoterRequest_KRaftVersionFeature.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,9 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">ii")
+_S1 = struct.Struct(">ih")
 
 
 class _UpdateRaftVoterResponse_CurrentLeader(Message):
@@ -123,7 +127,7 @@ class _UpdateRaftVoterResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"UpdateRaftVoterResponse has no version {version}")
-        _w_UpdateRaftVoterResponse(self, out, version)
+        _W_UpdateRaftVoterResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> UpdateRaftVoterResponse:
@@ -140,7 +144,7 @@ class _UpdateRaftVoterResponse(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"UpdateRaftVoterResponse has no version {version}")
         try:
-            return _r_UpdateRaftVoterResponse(buf, pos, version)
+            return _R_UpdateRaftVoterResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -154,76 +158,80 @@ _UpdateRaftVoterResponse.__qualname__ = "UpdateRaftVoterResponse"
 _UpdateRaftVoterResponse.__name__ = "UpdateRaftVoterResponse"
 
 
-def _w_UpdateRaftVoterResponse_CurrentLeader(o: _UpdateRaftVoterResponse_CurrentLeader, out: bytearray, v: int) -> None:
-    out += I32.pack(o.leader_id)
-    out += I32.pack(o.leader_epoch)
+def _w_UpdateRaftVoterResponse_CurrentLeader_0(o: _UpdateRaftVoterResponse_CurrentLeader, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.leader_id, o.leader_epoch)
     w_cstr(out, o.host, False, 'UpdateRaftVoterResponse.CurrentLeader.host', v)
     out += I32.pack(o.port)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_UpdateRaftVoterResponse_CurrentLeader(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterResponse_CurrentLeader, int]:
+def _r_UpdateRaftVoterResponse_CurrentLeader_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterResponse_CurrentLeader, int]:
     o = _new(_UpdateRaftVoterResponse_CurrentLeader)
-    (o.leader_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.leader_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
-    o.host, pos = r_cstr(buf, pos, False)
+    (o.leader_id, o.leader_epoch,) = _S0.unpack_from(buf, pos)
+    pos += 8
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
     (o.port,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
-    return o, pos
-
-
-def _w_UpdateRaftVoterResponse(o: _UpdateRaftVoterResponse, out: bytearray, v: int) -> None:
-    out += I32.pack(o.throttle_time_ms)
-    out += I16.pack(o.error_code)
-    tagged: list[tuple[int, bytes]] = []
-    if (True) and not (o.current_leader == _UpdateRaftVoterResponse_CurrentLeader()):
-        t = bytearray()
-        _w_UpdateRaftVoterResponse_CurrentLeader(o.current_leader, t, v)
-        tagged.append((0, bytes(t)))
-    elif not (True) and not (o.current_leader == _UpdateRaftVoterResponse_CurrentLeader()):
-        raise absent_error('UpdateRaftVoterResponse.current_leader', v)
-    if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_UpdateRaftVoterResponse(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterResponse, int]:
-    o = _new(_UpdateRaftVoterResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    o.current_leader = _UpdateRaftVoterResponse_CurrentLeader()
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if tag == 0 and (True):
-            o.current_leader, pos = _r_UpdateRaftVoterResponse_CurrentLeader(buf, pos, v)
-            if pos != end:
-                raise DecodeError('tagged field UpdateRaftVoterResponse.current_leader has the wrong size')
-        else:
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
             if o.unknown_tagged_fields is None:
                 o.unknown_tagged_fields = []
             o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
             pos = end
     return o, pos
 
+
+def _w_UpdateRaftVoterResponse_0(o: _UpdateRaftVoterResponse, out: bytearray, v: int) -> None:
+    out += _S1.pack(o.throttle_time_ms, o.error_code)
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.current_leader == _UpdateRaftVoterResponse_CurrentLeader()):
+        t = bytearray()
+        _w_UpdateRaftVoterResponse_CurrentLeader_0(o.current_leader, t, v)
+        tagged.append((0, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _r_UpdateRaftVoterResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterResponse, int]:
+    o = _new(_UpdateRaftVoterResponse)
+    (o.throttle_time_ms, o.error_code,) = _S1.unpack_from(buf, pos)
+    pos += 6
+    o.current_leader = _UpdateRaftVoterResponse_CurrentLeader()
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                o.current_leader, pos = _r_UpdateRaftVoterResponse_CurrentLeader_0(buf, pos, v)
+                if pos != end:
+                    raise DecodeError('tagged field UpdateRaftVoterResponse.current_leader has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+_W_UpdateRaftVoterResponse = (_w_UpdateRaftVoterResponse_0, )
+_R_UpdateRaftVoterResponse = (_r_UpdateRaftVoterResponse_0, )
 
 _UpdateRaftVoterResponse_CurrentLeader.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,11 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">iiiiq")
+_S1 = struct.Struct(">iii")
+_S2 = struct.Struct(">iq")
+_S3 = struct.Struct(">iii16s16siq")
 
 
 class _VoteRequest_PartitionData(Message):
@@ -153,7 +159,7 @@ class _VoteRequest(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"VoteRequest has no version {version}")
-        _w_VoteRequest(self, out, version)
+        _W_VoteRequest[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> VoteRequest:
@@ -170,7 +176,7 @@ class _VoteRequest(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"VoteRequest has no version {version}")
         try:
-            return _r_VoteRequest(buf, pos, version)
+            return _R_VoteRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -186,130 +192,233 @@ _VoteRequest.__qualname__ = "VoteRequest"
 _VoteRequest.__name__ = "VoteRequest"
 
 
-def _w_VoteRequest_PartitionData(o: _VoteRequest_PartitionData, out: bytearray, v: int) -> None:
-    out += I32.pack(o.partition_index)
-    out += I32.pack(o.candidate_epoch)
-    out += I32.pack(o.candidate_id)
-    if v >= 1:
-        out += o.candidate_directory_id.bytes
-    if v >= 1:
-        out += o.voter_directory_id.bytes
-    out += I32.pack(o.last_offset_epoch)
-    out += I64.pack(o.last_offset)
-    tagged: list[tuple[int, bytes]] = []
+def _w_VoteRequest_PartitionData_0(o: _VoteRequest_PartitionData, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.partition_index, o.candidate_epoch, o.candidate_id, o.last_offset_epoch, o.last_offset)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_VoteRequest_PartitionData(buf: memoryview, pos: int, v: int) -> tuple[_VoteRequest_PartitionData, int]:
+def _w_VoteRequest_PartitionData_1(o: _VoteRequest_PartitionData, out: bytearray, v: int) -> None:
+    out += _S3.pack(o.partition_index, o.candidate_epoch, o.candidate_id, o.candidate_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_VoteRequest_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_VoteRequest_PartitionData, int]:
     o = _new(_VoteRequest_PartitionData)
-    (o.partition_index,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.candidate_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.candidate_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    if v >= 1:
-        o.candidate_directory_id, pos = r_uuid(buf, pos)
-    else:
-        o.candidate_directory_id = ZERO_UUID
-    if v >= 1:
-        o.voter_directory_id, pos = r_uuid(buf, pos)
-    else:
-        o.voter_directory_id = ZERO_UUID
-    (o.last_offset_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.last_offset,) = I64.unpack_from(buf, pos)
-    pos += 8
+    (o.partition_index, o.candidate_epoch, o.candidate_id,) = _S1.unpack_from(buf, pos)
+    pos += 12
+    o.candidate_directory_id = ZERO_UUID
+    o.voter_directory_id = ZERO_UUID
+    (o.last_offset_epoch, o.last_offset,) = _S2.unpack_from(buf, pos)
+    pos += 12
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_VoteRequest_TopicData(o: _VoteRequest_TopicData, out: bytearray, v: int) -> None:
+def _r_VoteRequest_PartitionData_1(buf: memoryview, pos: int, v: int) -> tuple[_VoteRequest_PartitionData, int]:
+    o = _new(_VoteRequest_PartitionData)
+    (o.partition_index, o.candidate_epoch, o.candidate_id, _u3, _u4, o.last_offset_epoch, o.last_offset,) = _S3.unpack_from(buf, pos)
+    pos += 56
+    o.candidate_directory_id = uuid_from_bytes(_u3)
+    o.voter_directory_id = uuid_from_bytes(_u4)
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_VoteRequest_TopicData_0(o: _VoteRequest_TopicData, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic_name, False, 'VoteRequest.TopicData.topic_name', v)
     w_ccount(out, o.partitions, False, 'VoteRequest.TopicData.partitions', v)
+    w = _w_VoteRequest_PartitionData_0
     for e in o.partitions:
-        _w_VoteRequest_PartitionData(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
+        w(e, out, v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_VoteRequest_TopicData(buf: memoryview, pos: int, v: int) -> tuple[_VoteRequest_TopicData, int]:
+def _w_VoteRequest_TopicData_1(o: _VoteRequest_TopicData, out: bytearray, v: int) -> None:
+    w_cstr(out, o.topic_name, False, 'VoteRequest.TopicData.topic_name', v)
+    w_ccount(out, o.partitions, False, 'VoteRequest.TopicData.partitions', v)
+    w = _w_VoteRequest_PartitionData_1
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_VoteRequest_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_VoteRequest_TopicData, int]:
     o = _new(_VoteRequest_TopicData)
-    o.topic_name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.partitions = None
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
     else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_VoteRequest_PartitionData(buf, pos, v)
-            a.append(e)
-        o.partitions = a
+        o.topic_name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_VoteRequest_PartitionData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_VoteRequest(o: _VoteRequest, out: bytearray, v: int) -> None:
+def _r_VoteRequest_TopicData_1(buf: memoryview, pos: int, v: int) -> tuple[_VoteRequest_TopicData, int]:
+    o = _new(_VoteRequest_TopicData)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.topic_name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_VoteRequest_PartitionData_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_VoteRequest_0(o: _VoteRequest, out: bytearray, v: int) -> None:
     w_cstr(out, o.cluster_id, True, 'VoteRequest.cluster_id', v)
-    if v >= 1:
-        out += I32.pack(o.voter_id)
     w_ccount(out, o.topics, False, 'VoteRequest.topics', v)
+    w = _w_VoteRequest_TopicData_0
     for e in o.topics:
-        _w_VoteRequest_TopicData(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
+        w(e, out, v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_VoteRequest(buf: memoryview, pos: int, v: int) -> tuple[_VoteRequest, int]:
+def _w_VoteRequest_1(o: _VoteRequest, out: bytearray, v: int) -> None:
+    w_cstr(out, o.cluster_id, True, 'VoteRequest.cluster_id', v)
+    out += I32.pack(o.voter_id)
+    w_ccount(out, o.topics, False, 'VoteRequest.topics', v)
+    w = _w_VoteRequest_TopicData_1
+    for e in o.topics:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_VoteRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_VoteRequest, int]:
     o = _new(_VoteRequest)
-    o.cluster_id, pos = r_cstr(buf, pos, True)
-    if v >= 1:
-        (o.voter_id,) = I32.unpack_from(buf, pos)
-        pos += 4
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
     else:
-        o.voter_id = -1
+        o.cluster_id, pos = r_cstr(buf, pos, True)
+    o.voter_id = -1
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.topics = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_VoteRequest_TopicData(buf, pos, v)
-            a.append(e)
-        o.topics = a
+    a = []
+    r = _r_VoteRequest_TopicData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+
+def _r_VoteRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_VoteRequest, int]:
+    o = _new(_VoteRequest)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.cluster_id, pos = r_cstr(buf, pos, True)
+    (o.voter_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_VoteRequest_TopicData_1
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_VoteRequest = (_w_VoteRequest_0, _w_VoteRequest_1, )
+_R_VoteRequest = (_r_VoteRequest_0, _r_VoteRequest_1, )
 
 _VoteRequest_PartitionData.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">ihii?")
 
 
 class _VoteResponse_NodeEndpoint(Message):
@@ -171,7 +174,7 @@ class _VoteResponse(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"VoteResponse has no version {version}")
-        _w_VoteResponse(self, out, version)
+        _W_VoteResponse[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> VoteResponse:
@@ -188,7 +191,7 @@ class _VoteResponse(Message):
         if not 0 <= version <= 1:
             raise DecodeError(f"VoteResponse has no version {version}")
         try:
-            return _r_VoteResponse(buf, pos, version)
+            return _R_VoteResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -206,181 +209,239 @@ _VoteResponse.__qualname__ = "VoteResponse"
 _VoteResponse.__name__ = "VoteResponse"
 
 
-def _w_VoteResponse_NodeEndpoint(o: _VoteResponse_NodeEndpoint, out: bytearray, v: int) -> None:
-    if v >= 1:
-        out += I32.pack(o.node_id)
-    elif not (o.node_id == 0):
-        raise absent_error('VoteResponse.NodeEndpoint.node_id', v)
-    if v >= 1:
-        w_cstr(out, o.host, False, 'VoteResponse.NodeEndpoint.host', v)
-    elif not (o.host == ''):
-        raise absent_error('VoteResponse.NodeEndpoint.host', v)
-    if v >= 1:
-        out += U16.pack(o.port)
-    elif not (o.port == 0):
-        raise absent_error('VoteResponse.NodeEndpoint.port', v)
-    tagged: list[tuple[int, bytes]] = []
+def _w_VoteResponse_NodeEndpoint_0(o: _VoteResponse_NodeEndpoint, out: bytearray, v: int) -> None:
+    if not (o.node_id == 0):
+        raise absent_error("'VoteResponse.NodeEndpoint.node_id'", v)
+    if not (o.host == ''):
+        raise absent_error("'VoteResponse.NodeEndpoint.host'", v)
+    if not (o.port == 0):
+        raise absent_error("'VoteResponse.NodeEndpoint.port'", v)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_VoteResponse_NodeEndpoint(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse_NodeEndpoint, int]:
+def _w_VoteResponse_NodeEndpoint_1(o: _VoteResponse_NodeEndpoint, out: bytearray, v: int) -> None:
+    out += I32.pack(o.node_id)
+    w_cstr(out, o.host, False, 'VoteResponse.NodeEndpoint.host', v)
+    out += U16.pack(o.port)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_VoteResponse_NodeEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse_NodeEndpoint, int]:
     o = _new(_VoteResponse_NodeEndpoint)
-    if v >= 1:
-        (o.node_id,) = I32.unpack_from(buf, pos)
-        pos += 4
-    else:
-        o.node_id = 0
-    if v >= 1:
-        o.host, pos = r_cstr(buf, pos, False)
-    else:
-        o.host = ''
-    if v >= 1:
-        (o.port,) = U16.unpack_from(buf, pos)
-        pos += 2
-    else:
-        o.port = 0
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
-    return o, pos
-
-
-def _w_VoteResponse_PartitionData(o: _VoteResponse_PartitionData, out: bytearray, v: int) -> None:
-    out += I32.pack(o.partition_index)
-    out += I16.pack(o.error_code)
-    out += I32.pack(o.leader_id)
-    out += I32.pack(o.leader_epoch)
-    out.append(1 if o.vote_granted else 0)
-    tagged: list[tuple[int, bytes]] = []
-    if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_VoteResponse_PartitionData(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse_PartitionData, int]:
-    o = _new(_VoteResponse_PartitionData)
-    (o.partition_index,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.leader_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.leader_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
-    o.vote_granted = buf[pos] != 0
-    pos += 1
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
-    return o, pos
-
-
-def _w_VoteResponse_TopicData(o: _VoteResponse_TopicData, out: bytearray, v: int) -> None:
-    w_cstr(out, o.topic_name, False, 'VoteResponse.TopicData.topic_name', v)
-    w_ccount(out, o.partitions, False, 'VoteResponse.TopicData.partitions', v)
-    for e in o.partitions:
-        _w_VoteResponse_PartitionData(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
-    if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_VoteResponse_TopicData(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse_TopicData, int]:
-    o = _new(_VoteResponse_TopicData)
-    o.topic_name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.partitions = None
+    if buf[pos] == 0:
+        pos += 1
     else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_VoteResponse_PartitionData(buf, pos, v)
-            a.append(e)
-        o.partitions = a
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
-    return o, pos
-
-
-def _w_VoteResponse(o: _VoteResponse, out: bytearray, v: int) -> None:
-    out += I16.pack(o.error_code)
-    w_ccount(out, o.topics, False, 'VoteResponse.topics', v)
-    for e in o.topics:
-        _w_VoteResponse_TopicData(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
-    if (v >= 1) and not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        t = bytearray()
-        w_ccount(t, o.node_endpoints, False, 'VoteResponse.node_endpoints', v)
-        for e in o.node_endpoints:
-            _w_VoteResponse_NodeEndpoint(e, t, v)
-        tagged.append((0, bytes(t)))
-    elif not (v >= 1) and not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error('VoteResponse.node_endpoints', v)
-    if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_VoteResponse(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse, int]:
-    o = _new(_VoteResponse)
-    (o.error_code,) = I16.unpack_from(buf, pos)
-    pos += 2
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.topics = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_VoteResponse_TopicData(buf, pos, v)
-            a.append(e)
-        o.topics = a
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if tag == 0 and (v >= 1):
-            n, pos = r_ccount(buf, pos, False)
-            if n < 0:
-                o.node_endpoints = None
-            else:
-                a = []
-                for _ in range(n):
-                    e, pos = _r_VoteResponse_NodeEndpoint(buf, pos, v)
-                    a.append(e)
-                o.node_endpoints = a
-            if pos != end:
-                raise DecodeError('tagged field VoteResponse.node_endpoints has the wrong size')
-        else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
             if o.unknown_tagged_fields is None:
                 o.unknown_tagged_fields = []
             o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
             pos = end
     return o, pos
 
+
+def _r_VoteResponse_NodeEndpoint_1(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse_NodeEndpoint, int]:
+    o = _new(_VoteResponse_NodeEndpoint)
+    (o.node_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
+    (o.port,) = U16.unpack_from(buf, pos)
+    pos += 2
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_VoteResponse_PartitionData_0(o: _VoteResponse_PartitionData, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.vote_granted)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_VoteResponse_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse_PartitionData, int]:
+    o = _new(_VoteResponse_PartitionData)
+    (o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.vote_granted,) = _S0.unpack_from(buf, pos)
+    pos += 15
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_VoteResponse_TopicData_0(o: _VoteResponse_TopicData, out: bytearray, v: int) -> None:
+    w_cstr(out, o.topic_name, False, 'VoteResponse.TopicData.topic_name', v)
+    w_ccount(out, o.partitions, False, 'VoteResponse.TopicData.partitions', v)
+    w = _w_VoteResponse_PartitionData_0
+    for e in o.partitions:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_VoteResponse_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse_TopicData, int]:
+    o = _new(_VoteResponse_TopicData)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.topic_name, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_VoteResponse_PartitionData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.partitions = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_VoteResponse_0(o: _VoteResponse, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_ccount(out, o.topics, False, 'VoteResponse.topics', v)
+    w = _w_VoteResponse_TopicData_0
+    for e in o.topics:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise absent_error("'VoteResponse.node_endpoints'", v)
+
+
+def _w_VoteResponse_1(o: _VoteResponse, out: bytearray, v: int) -> None:
+    out += I16.pack(o.error_code)
+    w_ccount(out, o.topics, False, 'VoteResponse.topics', v)
+    w = _w_VoteResponse_TopicData_0
+    for e in o.topics:
+        w(e, out, v)
+    tagged: list[tuple[int, bytes]] = []
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        t = bytearray()
+        w_ccount(t, o.node_endpoints, False, 'VoteResponse.node_endpoints', v)
+        w = _w_VoteResponse_NodeEndpoint_1
+        for e in o.node_endpoints:
+            w(e, t, v)
+        tagged.append((0, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _r_VoteResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse, int]:
+    o = _new(_VoteResponse)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_VoteResponse_TopicData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_VoteResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse, int]:
+    o = _new(_VoteResponse)
+    (o.error_code,) = I16.unpack_from(buf, pos)
+    pos += 2
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_VoteResponse_TopicData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.topics = a
+    o.node_endpoints = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                n, pos = r_ccount(buf, pos, False)
+                a = []
+                r = _r_VoteResponse_NodeEndpoint_1
+                for _ in range(n):
+                    e, pos = r(buf, pos, v)
+                    a.append(e)
+                o.node_endpoints = a
+                if pos != end:
+                    raise DecodeError('tagged field VoteResponse.node_endpoints has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+_W_VoteResponse = (_w_VoteResponse_0, _w_VoteResponse_1, )
+_R_VoteResponse = (_r_VoteResponse_0, _r_VoteResponse_1, )
 
 _VoteResponse_NodeEndpoint.FIELDS = (
     FieldInfo(

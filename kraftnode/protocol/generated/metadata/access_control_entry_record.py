@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,9 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">16sb")
+_S1 = struct.Struct(">bb")
 
 
 class _AccessControlEntryRecord(Message):
@@ -111,7 +115,7 @@ class _AccessControlEntryRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"AccessControlEntryRecord has no version {version}")
-        _w_AccessControlEntryRecord(self, out, version)
+        _W_AccessControlEntryRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> AccessControlEntryRecord:
@@ -128,7 +132,7 @@ class _AccessControlEntryRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"AccessControlEntryRecord has no version {version}")
         try:
-            return _r_AccessControlEntryRecord(buf, pos, version)
+            return _R_AccessControlEntryRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -140,46 +144,61 @@ _AccessControlEntryRecord.__qualname__ = "AccessControlEntryRecord"
 _AccessControlEntryRecord.__name__ = "AccessControlEntryRecord"
 
 
-def _w_AccessControlEntryRecord(o: _AccessControlEntryRecord, out: bytearray, v: int) -> None:
-    out += o.id.bytes
-    out += I8.pack(o.resource_type)
+def _w_AccessControlEntryRecord_0(o: _AccessControlEntryRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.id.bytes, o.resource_type)
     w_cstr(out, o.resource_name, False, 'AccessControlEntryRecord.resource_name', v)
     out += I8.pack(o.pattern_type)
     w_cstr(out, o.principal, False, 'AccessControlEntryRecord.principal', v)
     w_cstr(out, o.host, False, 'AccessControlEntryRecord.host', v)
-    out += I8.pack(o.operation)
-    out += I8.pack(o.permission_type)
-    tagged: list[tuple[int, bytes]] = []
+    out += _S1.pack(o.operation, o.permission_type)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_AccessControlEntryRecord(buf: memoryview, pos: int, v: int) -> tuple[_AccessControlEntryRecord, int]:
+def _r_AccessControlEntryRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_AccessControlEntryRecord, int]:
     o = _new(_AccessControlEntryRecord)
-    o.id, pos = r_uuid(buf, pos)
-    (o.resource_type,) = I8.unpack_from(buf, pos)
-    pos += 1
-    o.resource_name, pos = r_cstr(buf, pos, False)
+    (_u0, o.resource_type,) = _S0.unpack_from(buf, pos)
+    pos += 17
+    o.id = uuid_from_bytes(_u0)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.resource_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.resource_name, pos = r_cstr(buf, pos, False)
     (o.pattern_type,) = I8.unpack_from(buf, pos)
     pos += 1
-    o.principal, pos = r_cstr(buf, pos, False)
-    o.host, pos = r_cstr(buf, pos, False)
-    (o.operation,) = I8.unpack_from(buf, pos)
-    pos += 1
-    (o.permission_type,) = I8.unpack_from(buf, pos)
-    pos += 1
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.principal = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.principal, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
+    (o.operation, o.permission_type,) = _S1.unpack_from(buf, pos)
+    pos += 2
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_AccessControlEntryRecord = (_w_AccessControlEntryRecord_0, )
+_R_AccessControlEntryRecord = (_r_AccessControlEntryRecord_0, )
 
 _AccessControlEntryRecord.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _BeginTransactionRecord(Message):
@@ -90,7 +92,7 @@ class _BeginTransactionRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"BeginTransactionRecord has no version {version}")
-        _w_BeginTransactionRecord(self, out, version)
+        _W_BeginTransactionRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> BeginTransactionRecord:
@@ -107,7 +109,7 @@ class _BeginTransactionRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"BeginTransactionRecord has no version {version}")
         try:
-            return _r_BeginTransactionRecord(buf, pos, version)
+            return _R_BeginTransactionRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -119,38 +121,46 @@ _BeginTransactionRecord.__qualname__ = "BeginTransactionRecord"
 _BeginTransactionRecord.__name__ = "BeginTransactionRecord"
 
 
-def _w_BeginTransactionRecord(o: _BeginTransactionRecord, out: bytearray, v: int) -> None:
+def _w_BeginTransactionRecord_0(o: _BeginTransactionRecord, out: bytearray, v: int) -> None:
     tagged: list[tuple[int, bytes]] = []
-    if (True) and not (o.name is None):
+    if not (o.name is None):
         t = bytearray()
         w_cstr(t, o.name, True, 'BeginTransactionRecord.name', v)
         tagged.append((0, bytes(t)))
-    elif not (True) and not (o.name is None):
-        raise absent_error('BeginTransactionRecord.name', v)
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
 
 
-def _r_BeginTransactionRecord(buf: memoryview, pos: int, v: int) -> tuple[_BeginTransactionRecord, int]:
+def _r_BeginTransactionRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_BeginTransactionRecord, int]:
     o = _new(_BeginTransactionRecord)
     o.name = None
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if tag == 0 and (True):
-            o.name, pos = r_cstr(buf, pos, True)
-            if pos != end:
-                raise DecodeError('tagged field BeginTransactionRecord.name has the wrong size')
-        else:
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                n = buf[pos]
+                if 0 < n < 0x80 and pos + n <= len(buf):
+                    o.name = str(buf[pos + 1:pos + n], 'utf-8')
+                    pos += n
+                else:
+                    o.name, pos = r_cstr(buf, pos, True)
+                if pos != end:
+                    raise DecodeError('tagged field BeginTransactionRecord.name has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
     return o, pos
 
+_W_BeginTransactionRecord = (_w_BeginTransactionRecord_0, )
+_R_BeginTransactionRecord = (_r_BeginTransactionRecord_0, )
 
 _BeginTransactionRecord.FIELDS = (
     FieldInfo(

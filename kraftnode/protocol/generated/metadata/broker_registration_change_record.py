@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">iq")
 
 
 class _BrokerRegistrationChangeRecord(Message):
@@ -102,7 +105,7 @@ class _BrokerRegistrationChangeRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 2:
             raise UnsupportedVersionError(f"BrokerRegistrationChangeRecord has no version {version}")
-        _w_BrokerRegistrationChangeRecord(self, out, version)
+        _W_BrokerRegistrationChangeRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> BrokerRegistrationChangeRecord:
@@ -119,7 +122,7 @@ class _BrokerRegistrationChangeRecord(Message):
         if not 0 <= version <= 2:
             raise DecodeError(f"BrokerRegistrationChangeRecord has no version {version}")
         try:
-            return _r_BrokerRegistrationChangeRecord(buf, pos, version)
+            return _R_BrokerRegistrationChangeRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -131,78 +134,166 @@ _BrokerRegistrationChangeRecord.__qualname__ = "BrokerRegistrationChangeRecord"
 _BrokerRegistrationChangeRecord.__name__ = "BrokerRegistrationChangeRecord"
 
 
-def _w_BrokerRegistrationChangeRecord(o: _BrokerRegistrationChangeRecord, out: bytearray, v: int) -> None:
-    out += I32.pack(o.broker_id)
-    out += I64.pack(o.broker_epoch)
+def _w_BrokerRegistrationChangeRecord_0(o: _BrokerRegistrationChangeRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.broker_id, o.broker_epoch)
     tagged: list[tuple[int, bytes]] = []
-    if (True) and not (o.fenced == 0):
+    if not (o.fenced == 0):
         t = bytearray()
         t += I8.pack(o.fenced)
         tagged.append((0, bytes(t)))
-    elif not (True) and not (o.fenced == 0):
-        raise absent_error('BrokerRegistrationChangeRecord.fenced', v)
-    if (v >= 1) and not (o.in_controlled_shutdown == 0):
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+    if not (o.in_controlled_shutdown == 0):
+        raise absent_error("'BrokerRegistrationChangeRecord.in_controlled_shutdown'", v)
+    if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
+        raise absent_error("'BrokerRegistrationChangeRecord.log_dirs'", v)
+
+
+def _w_BrokerRegistrationChangeRecord_1(o: _BrokerRegistrationChangeRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.broker_id, o.broker_epoch)
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.fenced == 0):
+        t = bytearray()
+        t += I8.pack(o.fenced)
+        tagged.append((0, bytes(t)))
+    if not (o.in_controlled_shutdown == 0):
         t = bytearray()
         t += I8.pack(o.in_controlled_shutdown)
         tagged.append((1, bytes(t)))
-    elif not (v >= 1) and not (o.in_controlled_shutdown == 0):
-        raise absent_error('BrokerRegistrationChangeRecord.in_controlled_shutdown', v)
-    if (v >= 2) and not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+    if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
+        raise absent_error("'BrokerRegistrationChangeRecord.log_dirs'", v)
+
+
+def _w_BrokerRegistrationChangeRecord_2(o: _BrokerRegistrationChangeRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.broker_id, o.broker_epoch)
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.fenced == 0):
+        t = bytearray()
+        t += I8.pack(o.fenced)
+        tagged.append((0, bytes(t)))
+    if not (o.in_controlled_shutdown == 0):
+        t = bytearray()
+        t += I8.pack(o.in_controlled_shutdown)
+        tagged.append((1, bytes(t)))
+    if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
         t = bytearray()
         w_ccount(t, o.log_dirs, False, 'BrokerRegistrationChangeRecord.log_dirs', v)
         for e in o.log_dirs:
             t += e.bytes
         tagged.append((2, bytes(t)))
-    elif not (v >= 2) and not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
-        raise absent_error('BrokerRegistrationChangeRecord.log_dirs', v)
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
 
 
-def _r_BrokerRegistrationChangeRecord(buf: memoryview, pos: int, v: int) -> tuple[_BrokerRegistrationChangeRecord, int]:
+def _r_BrokerRegistrationChangeRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_BrokerRegistrationChangeRecord, int]:
     o = _new(_BrokerRegistrationChangeRecord)
-    (o.broker_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.broker_epoch,) = I64.unpack_from(buf, pos)
-    pos += 8
+    (o.broker_id, o.broker_epoch,) = _S0.unpack_from(buf, pos)
+    pos += 12
     o.fenced = 0
     o.in_controlled_shutdown = 0
     o.log_dirs = []
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if tag == 0 and (True):
-            (o.fenced,) = I8.unpack_from(buf, pos)
-            pos += 1
-            if pos != end:
-                raise DecodeError('tagged field BrokerRegistrationChangeRecord.fenced has the wrong size')
-        elif tag == 1 and (v >= 1):
-            (o.in_controlled_shutdown,) = I8.unpack_from(buf, pos)
-            pos += 1
-            if pos != end:
-                raise DecodeError('tagged field BrokerRegistrationChangeRecord.in_controlled_shutdown has the wrong size')
-        elif tag == 2 and (v >= 2):
-            n, pos = r_ccount(buf, pos, False)
-            if n < 0:
-                o.log_dirs = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                (o.fenced,) = I8.unpack_from(buf, pos)
+                pos += 1
+                if pos != end:
+                    raise DecodeError('tagged field BrokerRegistrationChangeRecord.fenced has the wrong size')
             else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+
+def _r_BrokerRegistrationChangeRecord_1(buf: memoryview, pos: int, v: int) -> tuple[_BrokerRegistrationChangeRecord, int]:
+    o = _new(_BrokerRegistrationChangeRecord)
+    (o.broker_id, o.broker_epoch,) = _S0.unpack_from(buf, pos)
+    pos += 12
+    o.fenced = 0
+    o.in_controlled_shutdown = 0
+    o.log_dirs = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                (o.fenced,) = I8.unpack_from(buf, pos)
+                pos += 1
+                if pos != end:
+                    raise DecodeError('tagged field BrokerRegistrationChangeRecord.fenced has the wrong size')
+            elif tag == 1:
+                (o.in_controlled_shutdown,) = I8.unpack_from(buf, pos)
+                pos += 1
+                if pos != end:
+                    raise DecodeError('tagged field BrokerRegistrationChangeRecord.in_controlled_shutdown has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+
+def _r_BrokerRegistrationChangeRecord_2(buf: memoryview, pos: int, v: int) -> tuple[_BrokerRegistrationChangeRecord, int]:
+    o = _new(_BrokerRegistrationChangeRecord)
+    (o.broker_id, o.broker_epoch,) = _S0.unpack_from(buf, pos)
+    pos += 12
+    o.fenced = 0
+    o.in_controlled_shutdown = 0
+    o.log_dirs = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                (o.fenced,) = I8.unpack_from(buf, pos)
+                pos += 1
+                if pos != end:
+                    raise DecodeError('tagged field BrokerRegistrationChangeRecord.fenced has the wrong size')
+            elif tag == 1:
+                (o.in_controlled_shutdown,) = I8.unpack_from(buf, pos)
+                pos += 1
+                if pos != end:
+                    raise DecodeError('tagged field BrokerRegistrationChangeRecord.in_controlled_shutdown has the wrong size')
+            elif tag == 2:
+                n, pos = r_ccount(buf, pos, False)
                 a = []
                 for _ in range(n):
                     e, pos = r_uuid(buf, pos)
                     a.append(e)
                 o.log_dirs = a
-            if pos != end:
-                raise DecodeError('tagged field BrokerRegistrationChangeRecord.log_dirs has the wrong size')
-        else:
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
+                if pos != end:
+                    raise DecodeError('tagged field BrokerRegistrationChangeRecord.log_dirs has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
     return o, pos
 
+_W_BrokerRegistrationChangeRecord = (_w_BrokerRegistrationChangeRecord_0, _w_BrokerRegistrationChangeRecord_1, _w_BrokerRegistrationChangeRecord_2, )
+_R_BrokerRegistrationChangeRecord = (_r_BrokerRegistrationChangeRecord_0, _r_BrokerRegistrationChangeRecord_1, _r_BrokerRegistrationChangeRecord_2, )
 
 _BrokerRegistrationChangeRecord.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">d?")
 
 
 class _ClientQuotaRecord_EntityData(Message):
@@ -120,7 +123,7 @@ class _ClientQuotaRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"ClientQuotaRecord has no version {version}")
-        _w_ClientQuotaRecord(self, out, version)
+        _W_ClientQuotaRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ClientQuotaRecord:
@@ -137,7 +140,7 @@ class _ClientQuotaRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"ClientQuotaRecord has no version {version}")
         try:
-            return _r_ClientQuotaRecord(buf, pos, version)
+            return _R_ClientQuotaRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -151,71 +154,88 @@ _ClientQuotaRecord.__qualname__ = "ClientQuotaRecord"
 _ClientQuotaRecord.__name__ = "ClientQuotaRecord"
 
 
-def _w_ClientQuotaRecord_EntityData(o: _ClientQuotaRecord_EntityData, out: bytearray, v: int) -> None:
+def _w_ClientQuotaRecord_EntityData_0(o: _ClientQuotaRecord_EntityData, out: bytearray, v: int) -> None:
     w_cstr(out, o.entity_type, False, 'ClientQuotaRecord.EntityData.entity_type', v)
     w_cstr(out, o.entity_name, True, 'ClientQuotaRecord.EntityData.entity_name', v)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_ClientQuotaRecord_EntityData(buf: memoryview, pos: int, v: int) -> tuple[_ClientQuotaRecord_EntityData, int]:
+def _r_ClientQuotaRecord_EntityData_0(buf: memoryview, pos: int, v: int) -> tuple[_ClientQuotaRecord_EntityData, int]:
     o = _new(_ClientQuotaRecord_EntityData)
-    o.entity_type, pos = r_cstr(buf, pos, False)
-    o.entity_name, pos = r_cstr(buf, pos, True)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.entity_type = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.entity_type, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.entity_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.entity_name, pos = r_cstr(buf, pos, True)
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_ClientQuotaRecord(o: _ClientQuotaRecord, out: bytearray, v: int) -> None:
+def _w_ClientQuotaRecord_0(o: _ClientQuotaRecord, out: bytearray, v: int) -> None:
     w_ccount(out, o.entity, False, 'ClientQuotaRecord.entity', v)
+    w = _w_ClientQuotaRecord_EntityData_0
     for e in o.entity:
-        _w_ClientQuotaRecord_EntityData(e, out, v)
+        w(e, out, v)
     w_cstr(out, o.key, False, 'ClientQuotaRecord.key', v)
-    out += F64.pack(o.value)
-    out.append(1 if o.remove else 0)
-    tagged: list[tuple[int, bytes]] = []
+    out += _S0.pack(o.value, o.remove)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_ClientQuotaRecord(buf: memoryview, pos: int, v: int) -> tuple[_ClientQuotaRecord, int]:
+def _r_ClientQuotaRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_ClientQuotaRecord, int]:
     o = _new(_ClientQuotaRecord)
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.entity = None
+    a = []
+    r = _r_ClientQuotaRecord_EntityData_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.entity = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.key = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
     else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_ClientQuotaRecord_EntityData(buf, pos, v)
-            a.append(e)
-        o.entity = a
-    o.key, pos = r_cstr(buf, pos, False)
-    (o.value,) = F64.unpack_from(buf, pos)
-    pos += 8
-    o.remove = buf[pos] != 0
-    pos += 1
+        o.key, pos = r_cstr(buf, pos, False)
+    (o.value, o.remove,) = _S0.unpack_from(buf, pos)
+    pos += 9
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_ClientQuotaRecord = (_w_ClientQuotaRecord_0, )
+_R_ClientQuotaRecord = (_r_ClientQuotaRecord_0, )
 
 _ClientQuotaRecord_EntityData.FIELDS = (
     FieldInfo(

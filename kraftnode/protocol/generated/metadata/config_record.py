@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _ConfigRecord(Message):
@@ -99,7 +101,7 @@ class _ConfigRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"ConfigRecord has no version {version}")
-        _w_ConfigRecord(self, out, version)
+        _W_ConfigRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ConfigRecord:
@@ -116,7 +118,7 @@ class _ConfigRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"ConfigRecord has no version {version}")
         try:
-            return _r_ConfigRecord(buf, pos, version)
+            return _R_ConfigRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -128,35 +130,54 @@ _ConfigRecord.__qualname__ = "ConfigRecord"
 _ConfigRecord.__name__ = "ConfigRecord"
 
 
-def _w_ConfigRecord(o: _ConfigRecord, out: bytearray, v: int) -> None:
+def _w_ConfigRecord_0(o: _ConfigRecord, out: bytearray, v: int) -> None:
     out += I8.pack(o.resource_type)
     w_cstr(out, o.resource_name, False, 'ConfigRecord.resource_name', v)
     w_cstr(out, o.name, False, 'ConfigRecord.name', v)
     w_cstr(out, o.value, True, 'ConfigRecord.value', v)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_ConfigRecord(buf: memoryview, pos: int, v: int) -> tuple[_ConfigRecord, int]:
+def _r_ConfigRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_ConfigRecord, int]:
     o = _new(_ConfigRecord)
     (o.resource_type,) = I8.unpack_from(buf, pos)
     pos += 1
-    o.resource_name, pos = r_cstr(buf, pos, False)
-    o.name, pos = r_cstr(buf, pos, False)
-    o.value, pos = r_cstr(buf, pos, True)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.resource_name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.resource_name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.value = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.value, pos = r_cstr(buf, pos, True)
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_ConfigRecord = (_w_ConfigRecord_0, )
+_R_ConfigRecord = (_r_ConfigRecord_0, )
 
 _ConfigRecord.FIELDS = (
     FieldInfo(

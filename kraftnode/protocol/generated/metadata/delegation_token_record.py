@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">qqq")
 
 
 class _DelegationTokenRecord(Message):
@@ -108,7 +111,7 @@ class _DelegationTokenRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"DelegationTokenRecord has no version {version}")
-        _w_DelegationTokenRecord(self, out, version)
+        _W_DelegationTokenRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DelegationTokenRecord:
@@ -125,7 +128,7 @@ class _DelegationTokenRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"DelegationTokenRecord has no version {version}")
         try:
-            return _r_DelegationTokenRecord(buf, pos, version)
+            return _R_DelegationTokenRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -137,53 +140,68 @@ _DelegationTokenRecord.__qualname__ = "DelegationTokenRecord"
 _DelegationTokenRecord.__name__ = "DelegationTokenRecord"
 
 
-def _w_DelegationTokenRecord(o: _DelegationTokenRecord, out: bytearray, v: int) -> None:
+def _w_DelegationTokenRecord_0(o: _DelegationTokenRecord, out: bytearray, v: int) -> None:
     w_cstr(out, o.owner, False, 'DelegationTokenRecord.owner', v)
     w_cstr(out, o.requester, False, 'DelegationTokenRecord.requester', v)
     w_ccount(out, o.renewers, False, 'DelegationTokenRecord.renewers', v)
     for e in o.renewers:
-        w_cstr(out, e, False, 'DelegationTokenRecord.renewers[]', v)
-    out += I64.pack(o.issue_timestamp)
-    out += I64.pack(o.max_timestamp)
-    out += I64.pack(o.expiration_timestamp)
+        w_cstr(out, e, False, 'DelegationTokenRecord.renewers', v)
+    out += _S0.pack(o.issue_timestamp, o.max_timestamp, o.expiration_timestamp)
     w_cstr(out, o.token_id, False, 'DelegationTokenRecord.token_id', v)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_DelegationTokenRecord(buf: memoryview, pos: int, v: int) -> tuple[_DelegationTokenRecord, int]:
-    o = _new(_DelegationTokenRecord)
-    o.owner, pos = r_cstr(buf, pos, False)
-    o.requester, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.renewers = None
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
-        a = []
-        for _ in range(n):
+        out.append(0)
+
+
+def _r_DelegationTokenRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_DelegationTokenRecord, int]:
+    o = _new(_DelegationTokenRecord)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.owner = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.owner, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.requester = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.requester, pos = r_cstr(buf, pos, False)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    for _ in range(n):
+        n = buf[pos]
+        if 0 < n < 0x80 and pos + n <= len(buf):
+            e = str(buf[pos + 1:pos + n], 'utf-8')
+            pos += n
+        else:
             e, pos = r_cstr(buf, pos, False)
-            a.append(e)
-        o.renewers = a
-    (o.issue_timestamp,) = I64.unpack_from(buf, pos)
-    pos += 8
-    (o.max_timestamp,) = I64.unpack_from(buf, pos)
-    pos += 8
-    (o.expiration_timestamp,) = I64.unpack_from(buf, pos)
-    pos += 8
-    o.token_id, pos = r_cstr(buf, pos, False)
+        a.append(e)
+    o.renewers = a
+    (o.issue_timestamp, o.max_timestamp, o.expiration_timestamp,) = _S0.unpack_from(buf, pos)
+    pos += 24
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.token_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.token_id, pos = r_cstr(buf, pos, False)
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_DelegationTokenRecord = (_w_DelegationTokenRecord_0, )
+_R_DelegationTokenRecord = (_r_DelegationTokenRecord_0, )
 
 _DelegationTokenRecord.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _EndTransactionRecord(Message):
@@ -87,7 +89,7 @@ class _EndTransactionRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"EndTransactionRecord has no version {version}")
-        _w_EndTransactionRecord(self, out, version)
+        _W_EndTransactionRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> EndTransactionRecord:
@@ -104,7 +106,7 @@ class _EndTransactionRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"EndTransactionRecord has no version {version}")
         try:
-            return _r_EndTransactionRecord(buf, pos, version)
+            return _R_EndTransactionRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -116,26 +118,30 @@ _EndTransactionRecord.__qualname__ = "EndTransactionRecord"
 _EndTransactionRecord.__name__ = "EndTransactionRecord"
 
 
-def _w_EndTransactionRecord(o: _EndTransactionRecord, out: bytearray, v: int) -> None:
-    tagged: list[tuple[int, bytes]] = []
+def _w_EndTransactionRecord_0(o: _EndTransactionRecord, out: bytearray, v: int) -> None:
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_EndTransactionRecord(buf: memoryview, pos: int, v: int) -> tuple[_EndTransactionRecord, int]:
+def _r_EndTransactionRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_EndTransactionRecord, int]:
     o = _new(_EndTransactionRecord)
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_EndTransactionRecord = (_w_EndTransactionRecord_0, )
+_R_EndTransactionRecord = (_r_EndTransactionRecord_0, )
 
 _EndTransactionRecord.FIELDS = (
 )

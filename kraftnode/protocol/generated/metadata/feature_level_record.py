@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _FeatureLevelRecord(Message):
@@ -93,7 +95,7 @@ class _FeatureLevelRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"FeatureLevelRecord has no version {version}")
-        _w_FeatureLevelRecord(self, out, version)
+        _W_FeatureLevelRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FeatureLevelRecord:
@@ -110,7 +112,7 @@ class _FeatureLevelRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"FeatureLevelRecord has no version {version}")
         try:
-            return _r_FeatureLevelRecord(buf, pos, version)
+            return _R_FeatureLevelRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -122,31 +124,40 @@ _FeatureLevelRecord.__qualname__ = "FeatureLevelRecord"
 _FeatureLevelRecord.__name__ = "FeatureLevelRecord"
 
 
-def _w_FeatureLevelRecord(o: _FeatureLevelRecord, out: bytearray, v: int) -> None:
+def _w_FeatureLevelRecord_0(o: _FeatureLevelRecord, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'FeatureLevelRecord.name', v)
     out += I16.pack(o.feature_level)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_FeatureLevelRecord(buf: memoryview, pos: int, v: int) -> tuple[_FeatureLevelRecord, int]:
+def _r_FeatureLevelRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_FeatureLevelRecord, int]:
     o = _new(_FeatureLevelRecord)
-    o.name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
     (o.feature_level,) = I16.unpack_from(buf, pos)
     pos += 2
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_FeatureLevelRecord = (_w_FeatureLevelRecord_0, )
+_R_FeatureLevelRecord = (_r_FeatureLevelRecord_0, )
 
 _FeatureLevelRecord.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">iq")
 
 
 class _FenceBrokerRecord(Message):
@@ -93,7 +96,7 @@ class _FenceBrokerRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"FenceBrokerRecord has no version {version}")
-        _w_FenceBrokerRecord(self, out, version)
+        _W_FenceBrokerRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FenceBrokerRecord:
@@ -110,7 +113,7 @@ class _FenceBrokerRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"FenceBrokerRecord has no version {version}")
         try:
-            return _r_FenceBrokerRecord(buf, pos, version)
+            return _R_FenceBrokerRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -122,32 +125,33 @@ _FenceBrokerRecord.__qualname__ = "FenceBrokerRecord"
 _FenceBrokerRecord.__name__ = "FenceBrokerRecord"
 
 
-def _w_FenceBrokerRecord(o: _FenceBrokerRecord, out: bytearray, v: int) -> None:
-    out += I32.pack(o.id)
-    out += I64.pack(o.epoch)
-    tagged: list[tuple[int, bytes]] = []
+def _w_FenceBrokerRecord_0(o: _FenceBrokerRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.id, o.epoch)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_FenceBrokerRecord(buf: memoryview, pos: int, v: int) -> tuple[_FenceBrokerRecord, int]:
+def _r_FenceBrokerRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_FenceBrokerRecord, int]:
     o = _new(_FenceBrokerRecord)
-    (o.id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.epoch,) = I64.unpack_from(buf, pos)
-    pos += 8
+    (o.id, o.epoch,) = _S0.unpack_from(buf, pos)
+    pos += 12
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_FenceBrokerRecord = (_w_FenceBrokerRecord_0, )
+_R_FenceBrokerRecord = (_r_FenceBrokerRecord_0, )
 
 _FenceBrokerRecord.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _NoOpRecord(Message):
@@ -87,7 +89,7 @@ class _NoOpRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"NoOpRecord has no version {version}")
-        _w_NoOpRecord(self, out, version)
+        _W_NoOpRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> NoOpRecord:
@@ -104,7 +106,7 @@ class _NoOpRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"NoOpRecord has no version {version}")
         try:
-            return _r_NoOpRecord(buf, pos, version)
+            return _R_NoOpRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -116,26 +118,30 @@ _NoOpRecord.__qualname__ = "NoOpRecord"
 _NoOpRecord.__name__ = "NoOpRecord"
 
 
-def _w_NoOpRecord(o: _NoOpRecord, out: bytearray, v: int) -> None:
-    tagged: list[tuple[int, bytes]] = []
+def _w_NoOpRecord_0(o: _NoOpRecord, out: bytearray, v: int) -> None:
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_NoOpRecord(buf: memoryview, pos: int, v: int) -> tuple[_NoOpRecord, int]:
+def _r_NoOpRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_NoOpRecord, int]:
     o = _new(_NoOpRecord)
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_NoOpRecord = (_w_NoOpRecord_0, )
+_R_NoOpRecord = (_r_NoOpRecord_0, )
 
 _NoOpRecord.FIELDS = (
 )

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">i16s")
 
 
 class _PartitionChangeRecord(Message):
@@ -120,7 +123,7 @@ class _PartitionChangeRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 2:
             raise UnsupportedVersionError(f"PartitionChangeRecord has no version {version}")
-        _w_PartitionChangeRecord(self, out, version)
+        _W_PartitionChangeRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> PartitionChangeRecord:
@@ -137,7 +140,7 @@ class _PartitionChangeRecord(Message):
         if not 0 <= version <= 2:
             raise DecodeError(f"PartitionChangeRecord has no version {version}")
         try:
-            return _r_PartitionChangeRecord(buf, pos, version)
+            return _R_PartitionChangeRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -149,90 +152,170 @@ _PartitionChangeRecord.__qualname__ = "PartitionChangeRecord"
 _PartitionChangeRecord.__name__ = "PartitionChangeRecord"
 
 
-def _w_PartitionChangeRecord(o: _PartitionChangeRecord, out: bytearray, v: int) -> None:
-    out += I32.pack(o.partition_id)
-    out += o.topic_id.bytes
+def _w_PartitionChangeRecord_0(o: _PartitionChangeRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.partition_id, o.topic_id.bytes)
     tagged: list[tuple[int, bytes]] = []
-    if (True) and not (o.isr is None):
+    if not (o.isr is None):
         t = bytearray()
         w_ccount(t, o.isr, True, 'PartitionChangeRecord.isr', v)
         if o.isr is not None:
             t += struct.pack('>%di' % len(o.isr), *o.isr)
         tagged.append((0, bytes(t)))
-    elif not (True) and not (o.isr is None):
-        raise absent_error('PartitionChangeRecord.isr', v)
-    if (True) and not (o.leader == -2):
+    if not (o.leader == -2):
         t = bytearray()
         t += I32.pack(o.leader)
         tagged.append((1, bytes(t)))
-    elif not (True) and not (o.leader == -2):
-        raise absent_error('PartitionChangeRecord.leader', v)
-    if (True) and not (o.replicas is None):
+    if not (o.replicas is None):
         t = bytearray()
         w_ccount(t, o.replicas, True, 'PartitionChangeRecord.replicas', v)
         if o.replicas is not None:
             t += struct.pack('>%di' % len(o.replicas), *o.replicas)
         tagged.append((2, bytes(t)))
-    elif not (True) and not (o.replicas is None):
-        raise absent_error('PartitionChangeRecord.replicas', v)
-    if (True) and not (o.removing_replicas is None):
+    if not (o.removing_replicas is None):
         t = bytearray()
         w_ccount(t, o.removing_replicas, True, 'PartitionChangeRecord.removing_replicas', v)
         if o.removing_replicas is not None:
             t += struct.pack('>%di' % len(o.removing_replicas), *o.removing_replicas)
         tagged.append((3, bytes(t)))
-    elif not (True) and not (o.removing_replicas is None):
-        raise absent_error('PartitionChangeRecord.removing_replicas', v)
-    if (True) and not (o.adding_replicas is None):
+    if not (o.adding_replicas is None):
         t = bytearray()
         w_ccount(t, o.adding_replicas, True, 'PartitionChangeRecord.adding_replicas', v)
         if o.adding_replicas is not None:
             t += struct.pack('>%di' % len(o.adding_replicas), *o.adding_replicas)
         tagged.append((4, bytes(t)))
-    elif not (True) and not (o.adding_replicas is None):
-        raise absent_error('PartitionChangeRecord.adding_replicas', v)
-    if (True) and not (o.leader_recovery_state == -1):
+    if not (o.leader_recovery_state == -1):
         t = bytearray()
         t += I8.pack(o.leader_recovery_state)
         tagged.append((5, bytes(t)))
-    elif not (True) and not (o.leader_recovery_state == -1):
-        raise absent_error('PartitionChangeRecord.leader_recovery_state', v)
-    if (v >= 2) and not (o.eligible_leader_replicas is None):
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+    if not (o.eligible_leader_replicas is None):
+        raise absent_error("'PartitionChangeRecord.eligible_leader_replicas'", v)
+    if not (o.last_known_elr is None):
+        raise absent_error("'PartitionChangeRecord.last_known_elr'", v)
+    if not (o.directories is None):
+        raise absent_error("'PartitionChangeRecord.directories'", v)
+
+
+def _w_PartitionChangeRecord_1(o: _PartitionChangeRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.partition_id, o.topic_id.bytes)
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.isr is None):
         t = bytearray()
-        w_ccount(t, o.eligible_leader_replicas, v >= 2, 'PartitionChangeRecord.eligible_leader_replicas', v)
-        if o.eligible_leader_replicas is not None:
-            t += struct.pack('>%di' % len(o.eligible_leader_replicas), *o.eligible_leader_replicas)
-        tagged.append((6, bytes(t)))
-    elif not (v >= 2) and not (o.eligible_leader_replicas is None):
-        raise absent_error('PartitionChangeRecord.eligible_leader_replicas', v)
-    if (v >= 2) and not (o.last_known_elr is None):
+        w_ccount(t, o.isr, True, 'PartitionChangeRecord.isr', v)
+        if o.isr is not None:
+            t += struct.pack('>%di' % len(o.isr), *o.isr)
+        tagged.append((0, bytes(t)))
+    if not (o.leader == -2):
         t = bytearray()
-        w_ccount(t, o.last_known_elr, v >= 2, 'PartitionChangeRecord.last_known_elr', v)
-        if o.last_known_elr is not None:
-            t += struct.pack('>%di' % len(o.last_known_elr), *o.last_known_elr)
-        tagged.append((7, bytes(t)))
-    elif not (v >= 2) and not (o.last_known_elr is None):
-        raise absent_error('PartitionChangeRecord.last_known_elr', v)
-    if (v >= 1) and not (o.directories is None):
+        t += I32.pack(o.leader)
+        tagged.append((1, bytes(t)))
+    if not (o.replicas is None):
         t = bytearray()
-        w_ccount(t, o.directories, v >= 1, 'PartitionChangeRecord.directories', v)
+        w_ccount(t, o.replicas, True, 'PartitionChangeRecord.replicas', v)
+        if o.replicas is not None:
+            t += struct.pack('>%di' % len(o.replicas), *o.replicas)
+        tagged.append((2, bytes(t)))
+    if not (o.removing_replicas is None):
+        t = bytearray()
+        w_ccount(t, o.removing_replicas, True, 'PartitionChangeRecord.removing_replicas', v)
+        if o.removing_replicas is not None:
+            t += struct.pack('>%di' % len(o.removing_replicas), *o.removing_replicas)
+        tagged.append((3, bytes(t)))
+    if not (o.adding_replicas is None):
+        t = bytearray()
+        w_ccount(t, o.adding_replicas, True, 'PartitionChangeRecord.adding_replicas', v)
+        if o.adding_replicas is not None:
+            t += struct.pack('>%di' % len(o.adding_replicas), *o.adding_replicas)
+        tagged.append((4, bytes(t)))
+    if not (o.leader_recovery_state == -1):
+        t = bytearray()
+        t += I8.pack(o.leader_recovery_state)
+        tagged.append((5, bytes(t)))
+    if not (o.directories is None):
+        t = bytearray()
+        w_ccount(t, o.directories, True, 'PartitionChangeRecord.directories', v)
         if o.directories is not None:
             for e in o.directories:
                 t += e.bytes
         tagged.append((8, bytes(t)))
-    elif not (v >= 1) and not (o.directories is None):
-        raise absent_error('PartitionChangeRecord.directories', v)
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+    if not (o.eligible_leader_replicas is None):
+        raise absent_error("'PartitionChangeRecord.eligible_leader_replicas'", v)
+    if not (o.last_known_elr is None):
+        raise absent_error("'PartitionChangeRecord.last_known_elr'", v)
+
+
+def _w_PartitionChangeRecord_2(o: _PartitionChangeRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.partition_id, o.topic_id.bytes)
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.isr is None):
+        t = bytearray()
+        w_ccount(t, o.isr, True, 'PartitionChangeRecord.isr', v)
+        if o.isr is not None:
+            t += struct.pack('>%di' % len(o.isr), *o.isr)
+        tagged.append((0, bytes(t)))
+    if not (o.leader == -2):
+        t = bytearray()
+        t += I32.pack(o.leader)
+        tagged.append((1, bytes(t)))
+    if not (o.replicas is None):
+        t = bytearray()
+        w_ccount(t, o.replicas, True, 'PartitionChangeRecord.replicas', v)
+        if o.replicas is not None:
+            t += struct.pack('>%di' % len(o.replicas), *o.replicas)
+        tagged.append((2, bytes(t)))
+    if not (o.removing_replicas is None):
+        t = bytearray()
+        w_ccount(t, o.removing_replicas, True, 'PartitionChangeRecord.removing_replicas', v)
+        if o.removing_replicas is not None:
+            t += struct.pack('>%di' % len(o.removing_replicas), *o.removing_replicas)
+        tagged.append((3, bytes(t)))
+    if not (o.adding_replicas is None):
+        t = bytearray()
+        w_ccount(t, o.adding_replicas, True, 'PartitionChangeRecord.adding_replicas', v)
+        if o.adding_replicas is not None:
+            t += struct.pack('>%di' % len(o.adding_replicas), *o.adding_replicas)
+        tagged.append((4, bytes(t)))
+    if not (o.leader_recovery_state == -1):
+        t = bytearray()
+        t += I8.pack(o.leader_recovery_state)
+        tagged.append((5, bytes(t)))
+    if not (o.eligible_leader_replicas is None):
+        t = bytearray()
+        w_ccount(t, o.eligible_leader_replicas, True, 'PartitionChangeRecord.eligible_leader_replicas', v)
+        if o.eligible_leader_replicas is not None:
+            t += struct.pack('>%di' % len(o.eligible_leader_replicas), *o.eligible_leader_replicas)
+        tagged.append((6, bytes(t)))
+    if not (o.last_known_elr is None):
+        t = bytearray()
+        w_ccount(t, o.last_known_elr, True, 'PartitionChangeRecord.last_known_elr', v)
+        if o.last_known_elr is not None:
+            t += struct.pack('>%di' % len(o.last_known_elr), *o.last_known_elr)
+        tagged.append((7, bytes(t)))
+    if not (o.directories is None):
+        t = bytearray()
+        w_ccount(t, o.directories, True, 'PartitionChangeRecord.directories', v)
+        if o.directories is not None:
+            for e in o.directories:
+                t += e.bytes
+        tagged.append((8, bytes(t)))
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
 
 
-def _r_PartitionChangeRecord(buf: memoryview, pos: int, v: int) -> tuple[_PartitionChangeRecord, int]:
+def _r_PartitionChangeRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_PartitionChangeRecord, int]:
     o = _new(_PartitionChangeRecord)
-    (o.partition_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    o.topic_id, pos = r_uuid(buf, pos)
+    (o.partition_id, _u1,) = _S0.unpack_from(buf, pos)
+    pos += 20
+    o.topic_id = uuid_from_bytes(_u1)
     o.isr = None
     o.leader = -2
     o.replicas = None
@@ -243,92 +326,259 @@ def _r_PartitionChangeRecord(buf: memoryview, pos: int, v: int) -> tuple[_Partit
     o.eligible_leader_replicas = None
     o.last_known_elr = None
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if tag == 0 and (True):
-            n, pos = r_ccount(buf, pos, True)
-            if n < 0:
-                o.isr = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.isr = None
+                else:
+                    o.isr = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.isr has the wrong size')
+            elif tag == 1:
+                (o.leader,) = I32.unpack_from(buf, pos)
+                pos += 4
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.leader has the wrong size')
+            elif tag == 2:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.replicas = None
+                else:
+                    o.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.replicas has the wrong size')
+            elif tag == 3:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.removing_replicas = None
+                else:
+                    o.removing_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.removing_replicas has the wrong size')
+            elif tag == 4:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.adding_replicas = None
+                else:
+                    o.adding_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.adding_replicas has the wrong size')
+            elif tag == 5:
+                (o.leader_recovery_state,) = I8.unpack_from(buf, pos)
+                pos += 1
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.leader_recovery_state has the wrong size')
             else:
-                o.isr = list(struct.unpack_from('>%di' % n, buf, pos))
-                pos += 4 * n
-            if pos != end:
-                raise DecodeError('tagged field PartitionChangeRecord.isr has the wrong size')
-        elif tag == 1 and (True):
-            (o.leader,) = I32.unpack_from(buf, pos)
-            pos += 4
-            if pos != end:
-                raise DecodeError('tagged field PartitionChangeRecord.leader has the wrong size')
-        elif tag == 2 and (True):
-            n, pos = r_ccount(buf, pos, True)
-            if n < 0:
-                o.replicas = None
-            else:
-                o.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                pos += 4 * n
-            if pos != end:
-                raise DecodeError('tagged field PartitionChangeRecord.replicas has the wrong size')
-        elif tag == 3 and (True):
-            n, pos = r_ccount(buf, pos, True)
-            if n < 0:
-                o.removing_replicas = None
-            else:
-                o.removing_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                pos += 4 * n
-            if pos != end:
-                raise DecodeError('tagged field PartitionChangeRecord.removing_replicas has the wrong size')
-        elif tag == 4 and (True):
-            n, pos = r_ccount(buf, pos, True)
-            if n < 0:
-                o.adding_replicas = None
-            else:
-                o.adding_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                pos += 4 * n
-            if pos != end:
-                raise DecodeError('tagged field PartitionChangeRecord.adding_replicas has the wrong size')
-        elif tag == 5 and (True):
-            (o.leader_recovery_state,) = I8.unpack_from(buf, pos)
-            pos += 1
-            if pos != end:
-                raise DecodeError('tagged field PartitionChangeRecord.leader_recovery_state has the wrong size')
-        elif tag == 6 and (v >= 2):
-            n, pos = r_ccount(buf, pos, v >= 2)
-            if n < 0:
-                o.eligible_leader_replicas = None
-            else:
-                o.eligible_leader_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                pos += 4 * n
-            if pos != end:
-                raise DecodeError('tagged field PartitionChangeRecord.eligible_leader_replicas has the wrong size')
-        elif tag == 7 and (v >= 2):
-            n, pos = r_ccount(buf, pos, v >= 2)
-            if n < 0:
-                o.last_known_elr = None
-            else:
-                o.last_known_elr = list(struct.unpack_from('>%di' % n, buf, pos))
-                pos += 4 * n
-            if pos != end:
-                raise DecodeError('tagged field PartitionChangeRecord.last_known_elr has the wrong size')
-        elif tag == 8 and (v >= 1):
-            n, pos = r_ccount(buf, pos, v >= 1)
-            if n < 0:
-                o.directories = None
-            else:
-                a = []
-                for _ in range(n):
-                    e, pos = r_uuid(buf, pos)
-                    a.append(e)
-                o.directories = a
-            if pos != end:
-                raise DecodeError('tagged field PartitionChangeRecord.directories has the wrong size')
-        else:
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
     return o, pos
 
+
+def _r_PartitionChangeRecord_1(buf: memoryview, pos: int, v: int) -> tuple[_PartitionChangeRecord, int]:
+    o = _new(_PartitionChangeRecord)
+    (o.partition_id, _u1,) = _S0.unpack_from(buf, pos)
+    pos += 20
+    o.topic_id = uuid_from_bytes(_u1)
+    o.isr = None
+    o.leader = -2
+    o.replicas = None
+    o.removing_replicas = None
+    o.adding_replicas = None
+    o.leader_recovery_state = -1
+    o.directories = None
+    o.eligible_leader_replicas = None
+    o.last_known_elr = None
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.isr = None
+                else:
+                    o.isr = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.isr has the wrong size')
+            elif tag == 1:
+                (o.leader,) = I32.unpack_from(buf, pos)
+                pos += 4
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.leader has the wrong size')
+            elif tag == 2:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.replicas = None
+                else:
+                    o.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.replicas has the wrong size')
+            elif tag == 3:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.removing_replicas = None
+                else:
+                    o.removing_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.removing_replicas has the wrong size')
+            elif tag == 4:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.adding_replicas = None
+                else:
+                    o.adding_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.adding_replicas has the wrong size')
+            elif tag == 5:
+                (o.leader_recovery_state,) = I8.unpack_from(buf, pos)
+                pos += 1
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.leader_recovery_state has the wrong size')
+            elif tag == 8:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.directories = None
+                else:
+                    a = []
+                    for _ in range(n):
+                        e, pos = r_uuid(buf, pos)
+                        a.append(e)
+                    o.directories = a
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.directories has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+
+def _r_PartitionChangeRecord_2(buf: memoryview, pos: int, v: int) -> tuple[_PartitionChangeRecord, int]:
+    o = _new(_PartitionChangeRecord)
+    (o.partition_id, _u1,) = _S0.unpack_from(buf, pos)
+    pos += 20
+    o.topic_id = uuid_from_bytes(_u1)
+    o.isr = None
+    o.leader = -2
+    o.replicas = None
+    o.removing_replicas = None
+    o.adding_replicas = None
+    o.leader_recovery_state = -1
+    o.directories = None
+    o.eligible_leader_replicas = None
+    o.last_known_elr = None
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.isr = None
+                else:
+                    o.isr = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.isr has the wrong size')
+            elif tag == 1:
+                (o.leader,) = I32.unpack_from(buf, pos)
+                pos += 4
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.leader has the wrong size')
+            elif tag == 2:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.replicas = None
+                else:
+                    o.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.replicas has the wrong size')
+            elif tag == 3:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.removing_replicas = None
+                else:
+                    o.removing_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.removing_replicas has the wrong size')
+            elif tag == 4:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.adding_replicas = None
+                else:
+                    o.adding_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.adding_replicas has the wrong size')
+            elif tag == 5:
+                (o.leader_recovery_state,) = I8.unpack_from(buf, pos)
+                pos += 1
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.leader_recovery_state has the wrong size')
+            elif tag == 6:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.eligible_leader_replicas = None
+                else:
+                    o.eligible_leader_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.eligible_leader_replicas has the wrong size')
+            elif tag == 7:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.last_known_elr = None
+                else:
+                    o.last_known_elr = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.last_known_elr has the wrong size')
+            elif tag == 8:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.directories = None
+                else:
+                    a = []
+                    for _ in range(n):
+                        e, pos = r_uuid(buf, pos)
+                        a.append(e)
+                    o.directories = a
+                if pos != end:
+                    raise DecodeError('tagged field PartitionChangeRecord.directories has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+_W_PartitionChangeRecord = (_w_PartitionChangeRecord_0, _w_PartitionChangeRecord_1, _w_PartitionChangeRecord_2, )
+_R_PartitionChangeRecord = (_r_PartitionChangeRecord_0, _r_PartitionChangeRecord_1, _r_PartitionChangeRecord_2, )
 
 _PartitionChangeRecord.FIELDS = (
     FieldInfo(

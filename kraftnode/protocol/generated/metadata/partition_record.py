@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,10 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">i16s")
+_S1 = struct.Struct(">iii")
+_S2 = struct.Struct(">ii")
 
 
 class _PartitionRecord(Message):
@@ -126,7 +131,7 @@ class _PartitionRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 2:
             raise UnsupportedVersionError(f"PartitionRecord has no version {version}")
-        _w_PartitionRecord(self, out, version)
+        _W_PartitionRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> PartitionRecord:
@@ -143,7 +148,7 @@ class _PartitionRecord(Message):
         if not 0 <= version <= 2:
             raise DecodeError(f"PartitionRecord has no version {version}")
         try:
-            return _r_PartitionRecord(buf, pos, version)
+            return _R_PartitionRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -155,9 +160,8 @@ _PartitionRecord.__qualname__ = "PartitionRecord"
 _PartitionRecord.__name__ = "PartitionRecord"
 
 
-def _w_PartitionRecord(o: _PartitionRecord, out: bytearray, v: int) -> None:
-    out += I32.pack(o.partition_id)
-    out += o.topic_id.bytes
+def _w_PartitionRecord_0(o: _PartitionRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.partition_id, o.topic_id.bytes)
     w_ccount(out, o.replicas, False, 'PartitionRecord.replicas', v)
     out += struct.pack('>%di' % len(o.replicas), *o.replicas)
     w_ccount(out, o.isr, False, 'PartitionRecord.isr', v)
@@ -166,128 +170,254 @@ def _w_PartitionRecord(o: _PartitionRecord, out: bytearray, v: int) -> None:
     out += struct.pack('>%di' % len(o.removing_replicas), *o.removing_replicas)
     w_ccount(out, o.adding_replicas, False, 'PartitionRecord.adding_replicas', v)
     out += struct.pack('>%di' % len(o.adding_replicas), *o.adding_replicas)
-    out += I32.pack(o.leader)
-    out += I32.pack(o.leader_epoch)
-    out += I32.pack(o.partition_epoch)
-    if v >= 1:
-        w_ccount(out, o.directories, False, 'PartitionRecord.directories', v)
-        for e in o.directories:
-            out += e.bytes
-    elif not ((o.directories is not None and len(o.directories) == 0)):
-        raise absent_error('PartitionRecord.directories', v)
+    if not ((o.directories is not None and len(o.directories) == 0)):
+        raise absent_error("'PartitionRecord.directories'", v)
+    out += _S1.pack(o.leader, o.leader_epoch, o.partition_epoch)
     tagged: list[tuple[int, bytes]] = []
-    if (True) and not (o.leader_recovery_state == 0):
+    if not (o.leader_recovery_state == 0):
         t = bytearray()
         t += I8.pack(o.leader_recovery_state)
         tagged.append((0, bytes(t)))
-    elif not (True) and not (o.leader_recovery_state == 0):
-        raise absent_error('PartitionRecord.leader_recovery_state', v)
-    if (v >= 2) and not (o.eligible_leader_replicas is None):
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+    if not (o.eligible_leader_replicas is None):
+        raise absent_error("'PartitionRecord.eligible_leader_replicas'", v)
+    if not (o.last_known_elr is None):
+        raise absent_error("'PartitionRecord.last_known_elr'", v)
+
+
+def _w_PartitionRecord_1(o: _PartitionRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.partition_id, o.topic_id.bytes)
+    w_ccount(out, o.replicas, False, 'PartitionRecord.replicas', v)
+    out += struct.pack('>%di' % len(o.replicas), *o.replicas)
+    w_ccount(out, o.isr, False, 'PartitionRecord.isr', v)
+    out += struct.pack('>%di' % len(o.isr), *o.isr)
+    w_ccount(out, o.removing_replicas, False, 'PartitionRecord.removing_replicas', v)
+    out += struct.pack('>%di' % len(o.removing_replicas), *o.removing_replicas)
+    w_ccount(out, o.adding_replicas, False, 'PartitionRecord.adding_replicas', v)
+    out += struct.pack('>%di' % len(o.adding_replicas), *o.adding_replicas)
+    out += _S1.pack(o.leader, o.leader_epoch, o.partition_epoch)
+    w_ccount(out, o.directories, False, 'PartitionRecord.directories', v)
+    for e in o.directories:
+        out += e.bytes
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.leader_recovery_state == 0):
         t = bytearray()
-        w_ccount(t, o.eligible_leader_replicas, v >= 2, 'PartitionRecord.eligible_leader_replicas', v)
+        t += I8.pack(o.leader_recovery_state)
+        tagged.append((0, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+    if not (o.eligible_leader_replicas is None):
+        raise absent_error("'PartitionRecord.eligible_leader_replicas'", v)
+    if not (o.last_known_elr is None):
+        raise absent_error("'PartitionRecord.last_known_elr'", v)
+
+
+def _w_PartitionRecord_2(o: _PartitionRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.partition_id, o.topic_id.bytes)
+    w_ccount(out, o.replicas, False, 'PartitionRecord.replicas', v)
+    out += struct.pack('>%di' % len(o.replicas), *o.replicas)
+    w_ccount(out, o.isr, False, 'PartitionRecord.isr', v)
+    out += struct.pack('>%di' % len(o.isr), *o.isr)
+    w_ccount(out, o.removing_replicas, False, 'PartitionRecord.removing_replicas', v)
+    out += struct.pack('>%di' % len(o.removing_replicas), *o.removing_replicas)
+    w_ccount(out, o.adding_replicas, False, 'PartitionRecord.adding_replicas', v)
+    out += struct.pack('>%di' % len(o.adding_replicas), *o.adding_replicas)
+    out += _S1.pack(o.leader, o.leader_epoch, o.partition_epoch)
+    w_ccount(out, o.directories, False, 'PartitionRecord.directories', v)
+    for e in o.directories:
+        out += e.bytes
+    tagged: list[tuple[int, bytes]] = []
+    if not (o.leader_recovery_state == 0):
+        t = bytearray()
+        t += I8.pack(o.leader_recovery_state)
+        tagged.append((0, bytes(t)))
+    if not (o.eligible_leader_replicas is None):
+        t = bytearray()
+        w_ccount(t, o.eligible_leader_replicas, True, 'PartitionRecord.eligible_leader_replicas', v)
         if o.eligible_leader_replicas is not None:
             t += struct.pack('>%di' % len(o.eligible_leader_replicas), *o.eligible_leader_replicas)
         tagged.append((1, bytes(t)))
-    elif not (v >= 2) and not (o.eligible_leader_replicas is None):
-        raise absent_error('PartitionRecord.eligible_leader_replicas', v)
-    if (v >= 2) and not (o.last_known_elr is None):
+    if not (o.last_known_elr is None):
         t = bytearray()
-        w_ccount(t, o.last_known_elr, v >= 2, 'PartitionRecord.last_known_elr', v)
+        w_ccount(t, o.last_known_elr, True, 'PartitionRecord.last_known_elr', v)
         if o.last_known_elr is not None:
             t += struct.pack('>%di' % len(o.last_known_elr), *o.last_known_elr)
         tagged.append((2, bytes(t)))
-    elif not (v >= 2) and not (o.last_known_elr is None):
-        raise absent_error('PartitionRecord.last_known_elr', v)
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
 
 
-def _r_PartitionRecord(buf: memoryview, pos: int, v: int) -> tuple[_PartitionRecord, int]:
+def _r_PartitionRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_PartitionRecord, int]:
     o = _new(_PartitionRecord)
-    (o.partition_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    o.topic_id, pos = r_uuid(buf, pos)
+    (o.partition_id, _u1,) = _S0.unpack_from(buf, pos)
+    pos += 20
+    o.topic_id = uuid_from_bytes(_u1)
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.replicas = None
-    else:
-        o.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-        pos += 4 * n
+    o.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.isr = None
-    else:
-        o.isr = list(struct.unpack_from('>%di' % n, buf, pos))
-        pos += 4 * n
+    o.isr = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.removing_replicas = None
-    else:
-        o.removing_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-        pos += 4 * n
+    o.removing_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
     n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.adding_replicas = None
-    else:
-        o.adding_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-        pos += 4 * n
+    o.adding_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
     (o.leader,) = I32.unpack_from(buf, pos)
     pos += 4
     o.leader_recovery_state = 0
-    (o.leader_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.partition_epoch,) = I32.unpack_from(buf, pos)
-    pos += 4
-    if v >= 1:
-        n, pos = r_ccount(buf, pos, False)
-        if n < 0:
-            o.directories = None
-        else:
-            a = []
-            for _ in range(n):
-                e, pos = r_uuid(buf, pos)
-                a.append(e)
-            o.directories = a
-    else:
-        o.directories = []
+    (o.leader_epoch, o.partition_epoch,) = _S2.unpack_from(buf, pos)
+    pos += 8
+    o.directories = []
     o.eligible_leader_replicas = None
     o.last_known_elr = None
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if tag == 0 and (True):
-            (o.leader_recovery_state,) = I8.unpack_from(buf, pos)
-            pos += 1
-            if pos != end:
-                raise DecodeError('tagged field PartitionRecord.leader_recovery_state has the wrong size')
-        elif tag == 1 and (v >= 2):
-            n, pos = r_ccount(buf, pos, v >= 2)
-            if n < 0:
-                o.eligible_leader_replicas = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                (o.leader_recovery_state,) = I8.unpack_from(buf, pos)
+                pos += 1
+                if pos != end:
+                    raise DecodeError('tagged field PartitionRecord.leader_recovery_state has the wrong size')
             else:
-                o.eligible_leader_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                pos += 4 * n
-            if pos != end:
-                raise DecodeError('tagged field PartitionRecord.eligible_leader_replicas has the wrong size')
-        elif tag == 2 and (v >= 2):
-            n, pos = r_ccount(buf, pos, v >= 2)
-            if n < 0:
-                o.last_known_elr = None
-            else:
-                o.last_known_elr = list(struct.unpack_from('>%di' % n, buf, pos))
-                pos += 4 * n
-            if pos != end:
-                raise DecodeError('tagged field PartitionRecord.last_known_elr has the wrong size')
-        else:
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
     return o, pos
 
+
+def _r_PartitionRecord_1(buf: memoryview, pos: int, v: int) -> tuple[_PartitionRecord, int]:
+    o = _new(_PartitionRecord)
+    (o.partition_id, _u1,) = _S0.unpack_from(buf, pos)
+    pos += 20
+    o.topic_id = uuid_from_bytes(_u1)
+    n, pos = r_ccount(buf, pos, False)
+    o.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    n, pos = r_ccount(buf, pos, False)
+    o.isr = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    n, pos = r_ccount(buf, pos, False)
+    o.removing_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    n, pos = r_ccount(buf, pos, False)
+    o.adding_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    (o.leader,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.leader_recovery_state = 0
+    (o.leader_epoch, o.partition_epoch,) = _S2.unpack_from(buf, pos)
+    pos += 8
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    for _ in range(n):
+        e, pos = r_uuid(buf, pos)
+        a.append(e)
+    o.directories = a
+    o.eligible_leader_replicas = None
+    o.last_known_elr = None
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                (o.leader_recovery_state,) = I8.unpack_from(buf, pos)
+                pos += 1
+                if pos != end:
+                    raise DecodeError('tagged field PartitionRecord.leader_recovery_state has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+
+def _r_PartitionRecord_2(buf: memoryview, pos: int, v: int) -> tuple[_PartitionRecord, int]:
+    o = _new(_PartitionRecord)
+    (o.partition_id, _u1,) = _S0.unpack_from(buf, pos)
+    pos += 20
+    o.topic_id = uuid_from_bytes(_u1)
+    n, pos = r_ccount(buf, pos, False)
+    o.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    n, pos = r_ccount(buf, pos, False)
+    o.isr = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    n, pos = r_ccount(buf, pos, False)
+    o.removing_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    n, pos = r_ccount(buf, pos, False)
+    o.adding_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+    pos += 4 * n
+    (o.leader,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.leader_recovery_state = 0
+    (o.leader_epoch, o.partition_epoch,) = _S2.unpack_from(buf, pos)
+    pos += 8
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    for _ in range(n):
+        e, pos = r_uuid(buf, pos)
+        a.append(e)
+    o.directories = a
+    o.eligible_leader_replicas = None
+    o.last_known_elr = None
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                (o.leader_recovery_state,) = I8.unpack_from(buf, pos)
+                pos += 1
+                if pos != end:
+                    raise DecodeError('tagged field PartitionRecord.leader_recovery_state has the wrong size')
+            elif tag == 1:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.eligible_leader_replicas = None
+                else:
+                    o.eligible_leader_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionRecord.eligible_leader_replicas has the wrong size')
+            elif tag == 2:
+                n, pos = r_ccount(buf, pos, True)
+                if n < 0:
+                    o.last_known_elr = None
+                else:
+                    o.last_known_elr = list(struct.unpack_from('>%di' % n, buf, pos))
+                    pos += 4 * n
+                if pos != end:
+                    raise DecodeError('tagged field PartitionRecord.last_known_elr has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+_W_PartitionRecord = (_w_PartitionRecord_0, _w_PartitionRecord_1, _w_PartitionRecord_2, )
+_R_PartitionRecord = (_r_PartitionRecord_0, _r_PartitionRecord_1, _r_PartitionRecord_2, )
 
 _PartitionRecord.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">iqq")
 
 
 class _ProducerIdsRecord(Message):
@@ -96,7 +99,7 @@ class _ProducerIdsRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"ProducerIdsRecord has no version {version}")
-        _w_ProducerIdsRecord(self, out, version)
+        _W_ProducerIdsRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ProducerIdsRecord:
@@ -113,7 +116,7 @@ class _ProducerIdsRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"ProducerIdsRecord has no version {version}")
         try:
-            return _r_ProducerIdsRecord(buf, pos, version)
+            return _R_ProducerIdsRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -125,35 +128,33 @@ _ProducerIdsRecord.__qualname__ = "ProducerIdsRecord"
 _ProducerIdsRecord.__name__ = "ProducerIdsRecord"
 
 
-def _w_ProducerIdsRecord(o: _ProducerIdsRecord, out: bytearray, v: int) -> None:
-    out += I32.pack(o.broker_id)
-    out += I64.pack(o.broker_epoch)
-    out += I64.pack(o.next_producer_id)
-    tagged: list[tuple[int, bytes]] = []
+def _w_ProducerIdsRecord_0(o: _ProducerIdsRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.broker_id, o.broker_epoch, o.next_producer_id)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_ProducerIdsRecord(buf: memoryview, pos: int, v: int) -> tuple[_ProducerIdsRecord, int]:
+def _r_ProducerIdsRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_ProducerIdsRecord, int]:
     o = _new(_ProducerIdsRecord)
-    (o.broker_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.broker_epoch,) = I64.unpack_from(buf, pos)
-    pos += 8
-    (o.next_producer_id,) = I64.unpack_from(buf, pos)
-    pos += 8
+    (o.broker_id, o.broker_epoch, o.next_producer_id,) = _S0.unpack_from(buf, pos)
+    pos += 20
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_ProducerIdsRecord = (_w_ProducerIdsRecord_0, )
+_R_ProducerIdsRecord = (_r_ProducerIdsRecord_0, )
 
 _ProducerIdsRecord.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,13 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">hh")
+_S1 = struct.Struct(">Hh")
+_S2 = struct.Struct(">i16sq")
+_S3 = struct.Struct(">16sq")
+_S4 = struct.Struct(">??")
+_S5 = struct.Struct(">i?16sq")
 
 
 class _RegisterBrokerRecord_BrokerFeature(Message):
@@ -168,7 +176,7 @@ class _RegisterBrokerRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 3:
             raise UnsupportedVersionError(f"RegisterBrokerRecord has no version {version}")
-        _w_RegisterBrokerRecord(self, out, version)
+        _W_RegisterBrokerRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> RegisterBrokerRecord:
@@ -185,7 +193,7 @@ class _RegisterBrokerRecord(Message):
         if not 0 <= version <= 3:
             raise DecodeError(f"RegisterBrokerRecord has no version {version}")
         try:
-            return _r_RegisterBrokerRecord(buf, pos, version)
+            return _R_RegisterBrokerRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -201,163 +209,356 @@ _RegisterBrokerRecord.__qualname__ = "RegisterBrokerRecord"
 _RegisterBrokerRecord.__name__ = "RegisterBrokerRecord"
 
 
-def _w_RegisterBrokerRecord_BrokerFeature(o: _RegisterBrokerRecord_BrokerFeature, out: bytearray, v: int) -> None:
+def _w_RegisterBrokerRecord_BrokerFeature_0(o: _RegisterBrokerRecord_BrokerFeature, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'RegisterBrokerRecord.BrokerFeature.name', v)
-    out += I16.pack(o.min_supported_version)
-    out += I16.pack(o.max_supported_version)
-    tagged: list[tuple[int, bytes]] = []
+    out += _S0.pack(o.min_supported_version, o.max_supported_version)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_RegisterBrokerRecord_BrokerFeature(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord_BrokerFeature, int]:
+def _r_RegisterBrokerRecord_BrokerFeature_0(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord_BrokerFeature, int]:
     o = _new(_RegisterBrokerRecord_BrokerFeature)
-    o.name, pos = r_cstr(buf, pos, False)
-    (o.min_supported_version,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.max_supported_version,) = I16.unpack_from(buf, pos)
-    pos += 2
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
-    return o, pos
-
-
-def _w_RegisterBrokerRecord_BrokerEndpoint(o: _RegisterBrokerRecord_BrokerEndpoint, out: bytearray, v: int) -> None:
-    w_cstr(out, o.name, False, 'RegisterBrokerRecord.BrokerEndpoint.name', v)
-    w_cstr(out, o.host, False, 'RegisterBrokerRecord.BrokerEndpoint.host', v)
-    out += U16.pack(o.port)
-    out += I16.pack(o.security_protocol)
-    tagged: list[tuple[int, bytes]] = []
-    if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_RegisterBrokerRecord_BrokerEndpoint(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord_BrokerEndpoint, int]:
-    o = _new(_RegisterBrokerRecord_BrokerEndpoint)
-    o.name, pos = r_cstr(buf, pos, False)
-    o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = U16.unpack_from(buf, pos)
-    pos += 2
-    (o.security_protocol,) = I16.unpack_from(buf, pos)
-    pos += 2
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
-    return o, pos
-
-
-def _w_RegisterBrokerRecord(o: _RegisterBrokerRecord, out: bytearray, v: int) -> None:
-    out += I32.pack(o.broker_id)
-    if v >= 2:
-        out.append(1 if o.is_migrating_zk_broker else 0)
-    elif not (o.is_migrating_zk_broker == False):
-        raise absent_error('RegisterBrokerRecord.is_migrating_zk_broker', v)
-    out += o.incarnation_id.bytes
-    out += I64.pack(o.broker_epoch)
-    w_ccount(out, o.end_points, False, 'RegisterBrokerRecord.end_points', v)
-    for e in o.end_points:
-        _w_RegisterBrokerRecord_BrokerEndpoint(e, out, v)
-    w_ccount(out, o.features, False, 'RegisterBrokerRecord.features', v)
-    for e in o.features:
-        _w_RegisterBrokerRecord_BrokerFeature(e, out, v)
-    w_cstr(out, o.rack, True, 'RegisterBrokerRecord.rack', v)
-    out.append(1 if o.fenced else 0)
-    if v >= 1:
-        out.append(1 if o.in_controlled_shutdown else 0)
-    elif not (o.in_controlled_shutdown == False):
-        raise absent_error('RegisterBrokerRecord.in_controlled_shutdown', v)
-    tagged: list[tuple[int, bytes]] = []
-    if (v >= 3) and not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
-        t = bytearray()
-        w_ccount(t, o.log_dirs, False, 'RegisterBrokerRecord.log_dirs', v)
-        for e in o.log_dirs:
-            t += e.bytes
-        tagged.append((0, bytes(t)))
-    elif not (v >= 3) and not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
-        raise absent_error('RegisterBrokerRecord.log_dirs', v)
-    if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_RegisterBrokerRecord(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord, int]:
-    o = _new(_RegisterBrokerRecord)
-    (o.broker_id,) = I32.unpack_from(buf, pos)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    (o.min_supported_version, o.max_supported_version,) = _S0.unpack_from(buf, pos)
     pos += 4
-    if v >= 2:
-        o.is_migrating_zk_broker = buf[pos] != 0
-        pos += 1
-    else:
-        o.is_migrating_zk_broker = False
-    o.incarnation_id, pos = r_uuid(buf, pos)
-    (o.broker_epoch,) = I64.unpack_from(buf, pos)
-    pos += 8
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.end_points = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_RegisterBrokerRecord_BrokerEndpoint(buf, pos, v)
-            a.append(e)
-        o.end_points = a
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.features = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_RegisterBrokerRecord_BrokerFeature(buf, pos, v)
-            a.append(e)
-        o.features = a
-    o.rack, pos = r_cstr(buf, pos, True)
-    o.fenced = buf[pos] != 0
-    pos += 1
-    if v >= 1:
-        o.in_controlled_shutdown = buf[pos] != 0
-        pos += 1
-    else:
-        o.in_controlled_shutdown = False
-    o.log_dirs = []
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if tag == 0 and (v >= 3):
-            n, pos = r_ccount(buf, pos, False)
-            if n < 0:
-                o.log_dirs = None
-            else:
-                a = []
-                for _ in range(n):
-                    e, pos = r_uuid(buf, pos)
-                    a.append(e)
-                o.log_dirs = a
-            if pos != end:
-                raise DecodeError('tagged field RegisterBrokerRecord.log_dirs has the wrong size')
-        else:
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
             if o.unknown_tagged_fields is None:
                 o.unknown_tagged_fields = []
             o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
             pos = end
     return o, pos
 
+
+def _w_RegisterBrokerRecord_BrokerEndpoint_0(o: _RegisterBrokerRecord_BrokerEndpoint, out: bytearray, v: int) -> None:
+    w_cstr(out, o.name, False, 'RegisterBrokerRecord.BrokerEndpoint.name', v)
+    w_cstr(out, o.host, False, 'RegisterBrokerRecord.BrokerEndpoint.host', v)
+    out += _S1.pack(o.port, o.security_protocol)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_RegisterBrokerRecord_BrokerEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord_BrokerEndpoint, int]:
+    o = _new(_RegisterBrokerRecord_BrokerEndpoint)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
+    (o.port, o.security_protocol,) = _S1.unpack_from(buf, pos)
+    pos += 4
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _w_RegisterBrokerRecord_0(o: _RegisterBrokerRecord, out: bytearray, v: int) -> None:
+    if not (o.is_migrating_zk_broker == False):
+        raise absent_error("'RegisterBrokerRecord.is_migrating_zk_broker'", v)
+    out += _S2.pack(o.broker_id, o.incarnation_id.bytes, o.broker_epoch)
+    w_ccount(out, o.end_points, False, 'RegisterBrokerRecord.end_points', v)
+    w = _w_RegisterBrokerRecord_BrokerEndpoint_0
+    for e in o.end_points:
+        w(e, out, v)
+    w_ccount(out, o.features, False, 'RegisterBrokerRecord.features', v)
+    w = _w_RegisterBrokerRecord_BrokerFeature_0
+    for e in o.features:
+        w(e, out, v)
+    w_cstr(out, o.rack, True, 'RegisterBrokerRecord.rack', v)
+    if not (o.in_controlled_shutdown == False):
+        raise absent_error("'RegisterBrokerRecord.in_controlled_shutdown'", v)
+    out.append(1 if o.fenced else 0)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+    if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
+        raise absent_error("'RegisterBrokerRecord.log_dirs'", v)
+
+
+def _w_RegisterBrokerRecord_1(o: _RegisterBrokerRecord, out: bytearray, v: int) -> None:
+    if not (o.is_migrating_zk_broker == False):
+        raise absent_error("'RegisterBrokerRecord.is_migrating_zk_broker'", v)
+    out += _S2.pack(o.broker_id, o.incarnation_id.bytes, o.broker_epoch)
+    w_ccount(out, o.end_points, False, 'RegisterBrokerRecord.end_points', v)
+    w = _w_RegisterBrokerRecord_BrokerEndpoint_0
+    for e in o.end_points:
+        w(e, out, v)
+    w_ccount(out, o.features, False, 'RegisterBrokerRecord.features', v)
+    w = _w_RegisterBrokerRecord_BrokerFeature_0
+    for e in o.features:
+        w(e, out, v)
+    w_cstr(out, o.rack, True, 'RegisterBrokerRecord.rack', v)
+    out += _S4.pack(o.fenced, o.in_controlled_shutdown)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+    if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
+        raise absent_error("'RegisterBrokerRecord.log_dirs'", v)
+
+
+def _w_RegisterBrokerRecord_2(o: _RegisterBrokerRecord, out: bytearray, v: int) -> None:
+    out += _S5.pack(o.broker_id, o.is_migrating_zk_broker, o.incarnation_id.bytes, o.broker_epoch)
+    w_ccount(out, o.end_points, False, 'RegisterBrokerRecord.end_points', v)
+    w = _w_RegisterBrokerRecord_BrokerEndpoint_0
+    for e in o.end_points:
+        w(e, out, v)
+    w_ccount(out, o.features, False, 'RegisterBrokerRecord.features', v)
+    w = _w_RegisterBrokerRecord_BrokerFeature_0
+    for e in o.features:
+        w(e, out, v)
+    w_cstr(out, o.rack, True, 'RegisterBrokerRecord.rack', v)
+    out += _S4.pack(o.fenced, o.in_controlled_shutdown)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+    if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
+        raise absent_error("'RegisterBrokerRecord.log_dirs'", v)
+
+
+def _w_RegisterBrokerRecord_3(o: _RegisterBrokerRecord, out: bytearray, v: int) -> None:
+    out += _S5.pack(o.broker_id, o.is_migrating_zk_broker, o.incarnation_id.bytes, o.broker_epoch)
+    w_ccount(out, o.end_points, False, 'RegisterBrokerRecord.end_points', v)
+    w = _w_RegisterBrokerRecord_BrokerEndpoint_0
+    for e in o.end_points:
+        w(e, out, v)
+    w_ccount(out, o.features, False, 'RegisterBrokerRecord.features', v)
+    w = _w_RegisterBrokerRecord_BrokerFeature_0
+    for e in o.features:
+        w(e, out, v)
+    w_cstr(out, o.rack, True, 'RegisterBrokerRecord.rack', v)
+    out += _S4.pack(o.fenced, o.in_controlled_shutdown)
+    tagged: list[tuple[int, bytes]] = []
+    if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
+        t = bytearray()
+        w_ccount(t, o.log_dirs, False, 'RegisterBrokerRecord.log_dirs', v)
+        for e in o.log_dirs:
+            t += e.bytes
+        tagged.append((0, bytes(t)))
+    if o.unknown_tagged_fields:
+        tagged.extend(o.unknown_tagged_fields)
+        tagged.sort(key=_tag_key)
+    w_tagged(out, tagged)
+
+
+def _r_RegisterBrokerRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord, int]:
+    o = _new(_RegisterBrokerRecord)
+    (o.broker_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.is_migrating_zk_broker = False
+    (_u0, o.broker_epoch,) = _S3.unpack_from(buf, pos)
+    pos += 24
+    o.incarnation_id = uuid_from_bytes(_u0)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_RegisterBrokerRecord_BrokerEndpoint_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.end_points = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_RegisterBrokerRecord_BrokerFeature_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.features = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.rack, pos = r_cstr(buf, pos, True)
+    o.fenced = buf[pos] != 0
+    pos += 1
+    o.in_controlled_shutdown = False
+    o.log_dirs = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_RegisterBrokerRecord_1(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord, int]:
+    o = _new(_RegisterBrokerRecord)
+    (o.broker_id,) = I32.unpack_from(buf, pos)
+    pos += 4
+    o.is_migrating_zk_broker = False
+    (_u0, o.broker_epoch,) = _S3.unpack_from(buf, pos)
+    pos += 24
+    o.incarnation_id = uuid_from_bytes(_u0)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_RegisterBrokerRecord_BrokerEndpoint_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.end_points = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_RegisterBrokerRecord_BrokerFeature_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.features = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.rack, pos = r_cstr(buf, pos, True)
+    (o.fenced, o.in_controlled_shutdown,) = _S4.unpack_from(buf, pos)
+    pos += 2
+    o.log_dirs = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_RegisterBrokerRecord_2(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord, int]:
+    o = _new(_RegisterBrokerRecord)
+    (o.broker_id, o.is_migrating_zk_broker, _u2, o.broker_epoch,) = _S5.unpack_from(buf, pos)
+    pos += 29
+    o.incarnation_id = uuid_from_bytes(_u2)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_RegisterBrokerRecord_BrokerEndpoint_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.end_points = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_RegisterBrokerRecord_BrokerFeature_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.features = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.rack, pos = r_cstr(buf, pos, True)
+    (o.fenced, o.in_controlled_shutdown,) = _S4.unpack_from(buf, pos)
+    pos += 2
+    o.log_dirs = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+
+def _r_RegisterBrokerRecord_3(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord, int]:
+    o = _new(_RegisterBrokerRecord)
+    (o.broker_id, o.is_migrating_zk_broker, _u2, o.broker_epoch,) = _S5.unpack_from(buf, pos)
+    pos += 29
+    o.incarnation_id = uuid_from_bytes(_u2)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_RegisterBrokerRecord_BrokerEndpoint_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.end_points = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_RegisterBrokerRecord_BrokerFeature_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.features = a
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.rack, pos = r_cstr(buf, pos, True)
+    (o.fenced, o.in_controlled_shutdown,) = _S4.unpack_from(buf, pos)
+    pos += 2
+    o.log_dirs = []
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if tag == 0:
+                n, pos = r_ccount(buf, pos, False)
+                a = []
+                for _ in range(n):
+                    e, pos = r_uuid(buf, pos)
+                    a.append(e)
+                o.log_dirs = a
+                if pos != end:
+                    raise DecodeError('tagged field RegisterBrokerRecord.log_dirs has the wrong size')
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = []
+                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+                pos = end
+    return o, pos
+
+_W_RegisterBrokerRecord = (_w_RegisterBrokerRecord_0, _w_RegisterBrokerRecord_1, _w_RegisterBrokerRecord_2, _w_RegisterBrokerRecord_3, )
+_R_RegisterBrokerRecord = (_r_RegisterBrokerRecord_0, _r_RegisterBrokerRecord_1, _r_RegisterBrokerRecord_2, _r_RegisterBrokerRecord_3, )
 
 _RegisterBrokerRecord_BrokerFeature.FIELDS = (
     FieldInfo(

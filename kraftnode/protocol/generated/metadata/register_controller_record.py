@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,10 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">hh")
+_S1 = struct.Struct(">Hh")
+_S2 = struct.Struct(">i16s?")
 
 
 class _RegisterControllerRecord_ControllerFeature(Message):
@@ -153,7 +158,7 @@ class _RegisterControllerRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"RegisterControllerRecord has no version {version}")
-        _w_RegisterControllerRecord(self, out, version)
+        _W_RegisterControllerRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> RegisterControllerRecord:
@@ -170,7 +175,7 @@ class _RegisterControllerRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"RegisterControllerRecord has no version {version}")
         try:
-            return _r_RegisterControllerRecord(buf, pos, version)
+            return _R_RegisterControllerRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -186,118 +191,129 @@ _RegisterControllerRecord.__qualname__ = "RegisterControllerRecord"
 _RegisterControllerRecord.__name__ = "RegisterControllerRecord"
 
 
-def _w_RegisterControllerRecord_ControllerFeature(o: _RegisterControllerRecord_ControllerFeature, out: bytearray, v: int) -> None:
+def _w_RegisterControllerRecord_ControllerFeature_0(o: _RegisterControllerRecord_ControllerFeature, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'RegisterControllerRecord.ControllerFeature.name', v)
-    out += I16.pack(o.min_supported_version)
-    out += I16.pack(o.max_supported_version)
-    tagged: list[tuple[int, bytes]] = []
+    out += _S0.pack(o.min_supported_version, o.max_supported_version)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_RegisterControllerRecord_ControllerFeature(buf: memoryview, pos: int, v: int) -> tuple[_RegisterControllerRecord_ControllerFeature, int]:
+def _r_RegisterControllerRecord_ControllerFeature_0(buf: memoryview, pos: int, v: int) -> tuple[_RegisterControllerRecord_ControllerFeature, int]:
     o = _new(_RegisterControllerRecord_ControllerFeature)
-    o.name, pos = r_cstr(buf, pos, False)
-    (o.min_supported_version,) = I16.unpack_from(buf, pos)
-    pos += 2
-    (o.max_supported_version,) = I16.unpack_from(buf, pos)
-    pos += 2
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    (o.min_supported_version, o.max_supported_version,) = _S0.unpack_from(buf, pos)
+    pos += 4
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
 
-def _w_RegisterControllerRecord_ControllerEndpoint(o: _RegisterControllerRecord_ControllerEndpoint, out: bytearray, v: int) -> None:
+def _w_RegisterControllerRecord_ControllerEndpoint_0(o: _RegisterControllerRecord_ControllerEndpoint, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'RegisterControllerRecord.ControllerEndpoint.name', v)
     w_cstr(out, o.host, False, 'RegisterControllerRecord.ControllerEndpoint.host', v)
-    out += U16.pack(o.port)
-    out += I16.pack(o.security_protocol)
-    tagged: list[tuple[int, bytes]] = []
+    out += _S1.pack(o.port, o.security_protocol)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_RegisterControllerRecord_ControllerEndpoint(buf: memoryview, pos: int, v: int) -> tuple[_RegisterControllerRecord_ControllerEndpoint, int]:
+def _r_RegisterControllerRecord_ControllerEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_RegisterControllerRecord_ControllerEndpoint, int]:
     o = _new(_RegisterControllerRecord_ControllerEndpoint)
-    o.name, pos = r_cstr(buf, pos, False)
-    o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = U16.unpack_from(buf, pos)
-    pos += 2
-    (o.security_protocol,) = I16.unpack_from(buf, pos)
-    pos += 2
-    o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
-    return o, pos
-
-
-def _w_RegisterControllerRecord(o: _RegisterControllerRecord, out: bytearray, v: int) -> None:
-    out += I32.pack(o.controller_id)
-    out += o.incarnation_id.bytes
-    out.append(1 if o.zk_migration_ready else 0)
-    w_ccount(out, o.end_points, False, 'RegisterControllerRecord.end_points', v)
-    for e in o.end_points:
-        _w_RegisterControllerRecord_ControllerEndpoint(e, out, v)
-    w_ccount(out, o.features, False, 'RegisterControllerRecord.features', v)
-    for e in o.features:
-        _w_RegisterControllerRecord_ControllerFeature(e, out, v)
-    tagged: list[tuple[int, bytes]] = []
-    if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
-
-
-def _r_RegisterControllerRecord(buf: memoryview, pos: int, v: int) -> tuple[_RegisterControllerRecord, int]:
-    o = _new(_RegisterControllerRecord)
-    (o.controller_id,) = I32.unpack_from(buf, pos)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.host = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.host, pos = r_cstr(buf, pos, False)
+    (o.port, o.security_protocol,) = _S1.unpack_from(buf, pos)
     pos += 4
-    o.incarnation_id, pos = r_uuid(buf, pos)
-    o.zk_migration_ready = buf[pos] != 0
-    pos += 1
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.end_points = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_RegisterControllerRecord_ControllerEndpoint(buf, pos, v)
-            a.append(e)
-        o.end_points = a
-    n, pos = r_ccount(buf, pos, False)
-    if n < 0:
-        o.features = None
-    else:
-        a = []
-        for _ in range(n):
-            e, pos = _r_RegisterControllerRecord_ControllerFeature(buf, pos, v)
-            a.append(e)
-        o.features = a
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+
+def _w_RegisterControllerRecord_0(o: _RegisterControllerRecord, out: bytearray, v: int) -> None:
+    out += _S2.pack(o.controller_id, o.incarnation_id.bytes, o.zk_migration_ready)
+    w_ccount(out, o.end_points, False, 'RegisterControllerRecord.end_points', v)
+    w = _w_RegisterControllerRecord_ControllerEndpoint_0
+    for e in o.end_points:
+        w(e, out, v)
+    w_ccount(out, o.features, False, 'RegisterControllerRecord.features', v)
+    w = _w_RegisterControllerRecord_ControllerFeature_0
+    for e in o.features:
+        w(e, out, v)
+    if o.unknown_tagged_fields:
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
+
+
+def _r_RegisterControllerRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_RegisterControllerRecord, int]:
+    o = _new(_RegisterControllerRecord)
+    (o.controller_id, _u1, o.zk_migration_ready,) = _S2.unpack_from(buf, pos)
+    pos += 21
+    o.incarnation_id = uuid_from_bytes(_u1)
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_RegisterControllerRecord_ControllerEndpoint_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.end_points = a
+    n, pos = r_ccount(buf, pos, False)
+    a = []
+    r = _r_RegisterControllerRecord_ControllerFeature_0
+    for _ in range(n):
+        e, pos = r(buf, pos, v)
+        a.append(e)
+    o.features = a
+    o.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
+    return o, pos
+
+_W_RegisterControllerRecord = (_w_RegisterControllerRecord_0, )
+_R_RegisterControllerRecord = (_r_RegisterControllerRecord_0, )
 
 _RegisterControllerRecord_ControllerFeature.FIELDS = (
     FieldInfo(

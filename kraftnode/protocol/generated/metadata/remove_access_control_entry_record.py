@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _RemoveAccessControlEntryRecord(Message):
@@ -90,7 +92,7 @@ class _RemoveAccessControlEntryRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"RemoveAccessControlEntryRecord has no version {version}")
-        _w_RemoveAccessControlEntryRecord(self, out, version)
+        _W_RemoveAccessControlEntryRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> RemoveAccessControlEntryRecord:
@@ -107,7 +109,7 @@ class _RemoveAccessControlEntryRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"RemoveAccessControlEntryRecord has no version {version}")
         try:
-            return _r_RemoveAccessControlEntryRecord(buf, pos, version)
+            return _R_RemoveAccessControlEntryRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -119,28 +121,32 @@ _RemoveAccessControlEntryRecord.__qualname__ = "RemoveAccessControlEntryRecord"
 _RemoveAccessControlEntryRecord.__name__ = "RemoveAccessControlEntryRecord"
 
 
-def _w_RemoveAccessControlEntryRecord(o: _RemoveAccessControlEntryRecord, out: bytearray, v: int) -> None:
+def _w_RemoveAccessControlEntryRecord_0(o: _RemoveAccessControlEntryRecord, out: bytearray, v: int) -> None:
     out += o.id.bytes
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_RemoveAccessControlEntryRecord(buf: memoryview, pos: int, v: int) -> tuple[_RemoveAccessControlEntryRecord, int]:
+def _r_RemoveAccessControlEntryRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_RemoveAccessControlEntryRecord, int]:
     o = _new(_RemoveAccessControlEntryRecord)
     o.id, pos = r_uuid(buf, pos)
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_RemoveAccessControlEntryRecord = (_w_RemoveAccessControlEntryRecord_0, )
+_R_RemoveAccessControlEntryRecord = (_r_RemoveAccessControlEntryRecord_0, )
 
 _RemoveAccessControlEntryRecord.FIELDS = (
     FieldInfo(

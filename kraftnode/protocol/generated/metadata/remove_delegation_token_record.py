@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _RemoveDelegationTokenRecord(Message):
@@ -90,7 +92,7 @@ class _RemoveDelegationTokenRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"RemoveDelegationTokenRecord has no version {version}")
-        _w_RemoveDelegationTokenRecord(self, out, version)
+        _W_RemoveDelegationTokenRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> RemoveDelegationTokenRecord:
@@ -107,7 +109,7 @@ class _RemoveDelegationTokenRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"RemoveDelegationTokenRecord has no version {version}")
         try:
-            return _r_RemoveDelegationTokenRecord(buf, pos, version)
+            return _R_RemoveDelegationTokenRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -119,28 +121,37 @@ _RemoveDelegationTokenRecord.__qualname__ = "RemoveDelegationTokenRecord"
 _RemoveDelegationTokenRecord.__name__ = "RemoveDelegationTokenRecord"
 
 
-def _w_RemoveDelegationTokenRecord(o: _RemoveDelegationTokenRecord, out: bytearray, v: int) -> None:
+def _w_RemoveDelegationTokenRecord_0(o: _RemoveDelegationTokenRecord, out: bytearray, v: int) -> None:
     w_cstr(out, o.token_id, False, 'RemoveDelegationTokenRecord.token_id', v)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_RemoveDelegationTokenRecord(buf: memoryview, pos: int, v: int) -> tuple[_RemoveDelegationTokenRecord, int]:
+def _r_RemoveDelegationTokenRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_RemoveDelegationTokenRecord, int]:
     o = _new(_RemoveDelegationTokenRecord)
-    o.token_id, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.token_id = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.token_id, pos = r_cstr(buf, pos, False)
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_RemoveDelegationTokenRecord = (_w_RemoveDelegationTokenRecord_0, )
+_R_RemoveDelegationTokenRecord = (_r_RemoveDelegationTokenRecord_0, )
 
 _RemoveDelegationTokenRecord.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _RemoveUserScramCredentialRecord(Message):
@@ -93,7 +95,7 @@ class _RemoveUserScramCredentialRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"RemoveUserScramCredentialRecord has no version {version}")
-        _w_RemoveUserScramCredentialRecord(self, out, version)
+        _W_RemoveUserScramCredentialRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> RemoveUserScramCredentialRecord:
@@ -110,7 +112,7 @@ class _RemoveUserScramCredentialRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"RemoveUserScramCredentialRecord has no version {version}")
         try:
-            return _r_RemoveUserScramCredentialRecord(buf, pos, version)
+            return _R_RemoveUserScramCredentialRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -122,31 +124,40 @@ _RemoveUserScramCredentialRecord.__qualname__ = "RemoveUserScramCredentialRecord
 _RemoveUserScramCredentialRecord.__name__ = "RemoveUserScramCredentialRecord"
 
 
-def _w_RemoveUserScramCredentialRecord(o: _RemoveUserScramCredentialRecord, out: bytearray, v: int) -> None:
+def _w_RemoveUserScramCredentialRecord_0(o: _RemoveUserScramCredentialRecord, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'RemoveUserScramCredentialRecord.name', v)
     out += I8.pack(o.mechanism)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_RemoveUserScramCredentialRecord(buf: memoryview, pos: int, v: int) -> tuple[_RemoveUserScramCredentialRecord, int]:
+def _r_RemoveUserScramCredentialRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_RemoveUserScramCredentialRecord, int]:
     o = _new(_RemoveUserScramCredentialRecord)
-    o.name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
     (o.mechanism,) = I8.unpack_from(buf, pos)
     pos += 1
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_RemoveUserScramCredentialRecord = (_w_RemoveUserScramCredentialRecord_0, )
+_R_RemoveUserScramCredentialRecord = (_r_RemoveUserScramCredentialRecord_0, )
 
 _RemoveUserScramCredentialRecord.FIELDS = (
     FieldInfo(

@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,8 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
+_S0 = struct.Struct(">iq")
 
 
 class _UnregisterBrokerRecord(Message):
@@ -93,7 +96,7 @@ class _UnregisterBrokerRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"UnregisterBrokerRecord has no version {version}")
-        _w_UnregisterBrokerRecord(self, out, version)
+        _W_UnregisterBrokerRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> UnregisterBrokerRecord:
@@ -110,7 +113,7 @@ class _UnregisterBrokerRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"UnregisterBrokerRecord has no version {version}")
         try:
-            return _r_UnregisterBrokerRecord(buf, pos, version)
+            return _R_UnregisterBrokerRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -122,32 +125,33 @@ _UnregisterBrokerRecord.__qualname__ = "UnregisterBrokerRecord"
 _UnregisterBrokerRecord.__name__ = "UnregisterBrokerRecord"
 
 
-def _w_UnregisterBrokerRecord(o: _UnregisterBrokerRecord, out: bytearray, v: int) -> None:
-    out += I32.pack(o.broker_id)
-    out += I64.pack(o.broker_epoch)
-    tagged: list[tuple[int, bytes]] = []
+def _w_UnregisterBrokerRecord_0(o: _UnregisterBrokerRecord, out: bytearray, v: int) -> None:
+    out += _S0.pack(o.broker_id, o.broker_epoch)
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_UnregisterBrokerRecord(buf: memoryview, pos: int, v: int) -> tuple[_UnregisterBrokerRecord, int]:
+def _r_UnregisterBrokerRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_UnregisterBrokerRecord, int]:
     o = _new(_UnregisterBrokerRecord)
-    (o.broker_id,) = I32.unpack_from(buf, pos)
-    pos += 4
-    (o.broker_epoch,) = I64.unpack_from(buf, pos)
-    pos += 8
+    (o.broker_id, o.broker_epoch,) = _S0.unpack_from(buf, pos)
+    pos += 12
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_UnregisterBrokerRecord = (_w_UnregisterBrokerRecord_0, )
+_R_UnregisterBrokerRecord = (_r_UnregisterBrokerRecord_0, )
 
 _UnregisterBrokerRecord.FIELDS = (
     FieldInfo(

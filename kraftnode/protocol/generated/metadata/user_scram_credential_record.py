@@ -22,6 +22,7 @@ from recordbatch.message import (
     r_str,
     r_tag_header,
     r_uuid,
+    uuid_from_bytes,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -52,6 +53,7 @@ _DEFAULT: Any = object()
 
 def _tag_key(t: tuple[int, bytes]) -> int:
     return t[0]
+
 
 
 class _UserScramCredentialRecord(Message):
@@ -105,7 +107,7 @@ class _UserScramCredentialRecord(Message):
         """Append the encoding to ``out`` (saves a copy when framing)."""
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"UserScramCredentialRecord has no version {version}")
-        _w_UserScramCredentialRecord(self, out, version)
+        _W_UserScramCredentialRecord[version - 0](self, out, version)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> UserScramCredentialRecord:
@@ -122,7 +124,7 @@ class _UserScramCredentialRecord(Message):
         if not 0 <= version <= 0:
             raise DecodeError(f"UserScramCredentialRecord has no version {version}")
         try:
-            return _r_UserScramCredentialRecord(buf, pos, version)
+            return _R_UserScramCredentialRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError) as e:
@@ -134,23 +136,27 @@ _UserScramCredentialRecord.__qualname__ = "UserScramCredentialRecord"
 _UserScramCredentialRecord.__name__ = "UserScramCredentialRecord"
 
 
-def _w_UserScramCredentialRecord(o: _UserScramCredentialRecord, out: bytearray, v: int) -> None:
+def _w_UserScramCredentialRecord_0(o: _UserScramCredentialRecord, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'UserScramCredentialRecord.name', v)
     out += I8.pack(o.mechanism)
     w_cbytes(out, o.salt, False, 'UserScramCredentialRecord.salt', v)
     w_cbytes(out, o.stored_key, False, 'UserScramCredentialRecord.stored_key', v)
     w_cbytes(out, o.server_key, False, 'UserScramCredentialRecord.server_key', v)
     out += I32.pack(o.iterations)
-    tagged: list[tuple[int, bytes]] = []
     if o.unknown_tagged_fields:
-        tagged.extend(o.unknown_tagged_fields)
-        tagged.sort(key=_tag_key)
-    w_tagged(out, tagged)
+        w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
+    else:
+        out.append(0)
 
 
-def _r_UserScramCredentialRecord(buf: memoryview, pos: int, v: int) -> tuple[_UserScramCredentialRecord, int]:
+def _r_UserScramCredentialRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_UserScramCredentialRecord, int]:
     o = _new(_UserScramCredentialRecord)
-    o.name, pos = r_cstr(buf, pos, False)
+    n = buf[pos]
+    if 0 < n < 0x80 and pos + n <= len(buf):
+        o.name = str(buf[pos + 1:pos + n], 'utf-8')
+        pos += n
+    else:
+        o.name, pos = r_cstr(buf, pos, False)
     (o.mechanism,) = I8.unpack_from(buf, pos)
     pos += 1
     o.salt, pos = r_cbytes(buf, pos, False)
@@ -159,15 +165,20 @@ def _r_UserScramCredentialRecord(buf: memoryview, pos: int, v: int) -> tuple[_Us
     (o.iterations,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None
-    ntags, pos = read_uvarint(buf, pos)
-    for _ in range(ntags):
-        tag, end, pos = r_tag_header(buf, pos)
-        if o.unknown_tagged_fields is None:
-            o.unknown_tagged_fields = []
-        o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-        pos = end
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags, pos = read_uvarint(buf, pos)
+        for _ in range(ntags):
+            tag, end, pos = r_tag_header(buf, pos)
+            if o.unknown_tagged_fields is None:
+                o.unknown_tagged_fields = []
+            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
+            pos = end
     return o, pos
 
+_W_UserScramCredentialRecord = (_w_UserScramCredentialRecord_0, )
+_R_UserScramCredentialRecord = (_r_UserScramCredentialRecord_0, )
 
 _UserScramCredentialRecord.FIELDS = (
     FieldInfo(
