@@ -3,6 +3,7 @@ for every codec and every combination of batch attributes."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,14 +30,23 @@ SETTINGS = settings(
 )
 
 
-@SETTINGS
+ATTRIBUTE_COMBINATIONS = [
+    (ts_type, txn, ctl, horizon)
+    for ts_type in (rb.CREATE_TIME, rb.LOG_APPEND_TIME)
+    for txn in (False, True)
+    for ctl in (False, True)
+    for horizon in (False, True)
+]
+
+
+@pytest.mark.parametrize("compression", rb.CODEC_NAMES)
+@pytest.mark.parametrize(
+    "timestamp_type, is_transactional, is_control, has_horizon", ATTRIBUTE_COMBINATIONS
+)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     records=records_st,
-    compression=codec_st,
-    timestamp_type=st.sampled_from([rb.CREATE_TIME, rb.LOG_APPEND_TIME]),
-    is_transactional=st.booleans(),
-    is_control=st.booleans(),
-    delete_horizon=st.none() | st.integers(min_value=0, max_value=2**45),
+    horizon_ms=st.integers(min_value=0, max_value=2**45),
     base_offset=st.integers(min_value=0, max_value=2**62),
     epoch=st.integers(min_value=-1, max_value=2**31 - 1),
     producer_id=st.integers(min_value=-1, max_value=2**63 - 1),
@@ -44,18 +54,21 @@ SETTINGS = settings(
     base_sequence=st.integers(min_value=-1, max_value=2**31 - 1),
 )
 def test_build_then_decode_round_trips(
-    records: list[Record],
     compression: str,
     timestamp_type: int,
     is_transactional: bool,
     is_control: bool,
-    delete_horizon: int | None,
+    has_horizon: bool,
+    records: list[Record],
+    horizon_ms: int,
     base_offset: int,
     epoch: int,
     producer_id: int,
     producer_epoch: int,
     base_sequence: int,
 ) -> None:
+    """Every codec x every attribute combination (16), random records and header fields."""
+    delete_horizon = horizon_ms if has_horizon else None
     data = build_batch(
         records,
         base_offset=base_offset,
