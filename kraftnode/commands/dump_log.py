@@ -114,6 +114,9 @@ def _control_text(r: Any) -> str:
     label = _CONTROL_LABEL.get(ControlType(ctype)) if ctype in _CONTROL_NAMES else None
     if label is None or value is None or isinstance(value, bytes):
         return f" controlType: UNKNOWN({ctype})"
+    if ctype == ControlType.LEADER_CHANGE:
+        # Kafka 3.9 prints only the type for LeaderChange; we add the decoded value after it.
+        return f" controlType: LEADER_CHANGE({ctype}) {label} {_json(value.to_json(0))}"
     return f" {label} {_json(value.to_json(0))}"
 
 

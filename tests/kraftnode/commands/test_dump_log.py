@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kraftnode.cli import main
+from kraftnode.log import MetadataLog
+from kraftnode.log.bootstrap import write_bootstrap_checkpoint
+from recordbatch import Record, build_batch
+from recordbatch.control import leader_change_batch
+from recordbatch.generated import LeaderChangeMessage
+
+BATCH_RE = re.compile(
+    r"^baseOffset: \d+ lastOffset: \d+ count: \d+ baseSequence: -?\d+ lastSequence: -?\d+ producerId: -?\d+ "
+    r"producerEpoch: -?\d+ partitionLeaderEpoch: \d+ isTransactional: (true|false) isControl: (true|false) "
+    r"deleteHorizonMs: OptionalLong.empty position: \d+ CreateTime: \d+ size: \d+ magic: 2 "
+    r"compresscodec: (none|gzip|snappy|lz4|zstd) crc: \d+ isvalid: (true|false)$")
+
+
+def test_bootstrap_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = write_bootstrap_checkpoint(tmp_path, 21, 1700000000000)
+    assert main(["dump-log", str(p)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"Dumping {p}"
+    assert lines[1] == "KRaft bootstrap snapshot"
+    assert BATCH_RE.match(lines[2]) and "isControl: true" in lines[2] and "position: 0 " in lines[2]
+    assert lines[3] == ("| offset: 0 CreateTime: 1700000000000 keySize: 4 valueSize: 11 sequence: -1 "
+                        'headerKeys: [] SnapshotHeader {"version":0,"lastContainedLogTimestamp":0}')
+    assert lines[5] == ("| offset: 1 CreateTime: 1700000000000 keySize: -1 valueSize: 23 sequence: -1 "
+                        'headerKeys: [] payload: {"type":"FEATURE_LEVEL_RECORD","version":0,'
+                        '"data":{"name":"metadata.version","featureLevel":21}}')
+    assert lines[7].endswith('SnapshotFooter {"version":0}')
+    assert len(lines) == 8
+
+
+def test_segment_with_control_and_torn_tail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with MetadataLog(tmp_path) as log:
+        lc = LeaderChangeMessage(version_=0, leader_id=1, voters=[], granting_voters=[])
+        log.append_as_leader(leader_change_batch(lc, base_offset=0, partition_leader_epoch=1, timestamp=5), 1)
+        log.append_as_leader(build_batch([Record(None, b"not-a-metadata-record", (), 6)], compression="gzip"), 1)
+    seg = tmp_path / "__cluster_metadata-0" / "00000000000000000000.log"
+    with open(seg, "ab") as f:
+        f.write(b"\0\0\0")
+    assert main(["dump-log", str(seg), str(seg.with_suffix(".index"))]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "Log starting offset: 0"
+    assert BATCH_RE.match(out[2]) and BATCH_RE.match(out[4])
+    assert " controlType: LEADER_CHANGE(2) LeaderChange {" in out[3] and '"leaderId":1' in out[3]
+    assert "compresscodec: gzip" in out[4]
+    assert out[5].startswith("| offset: 1 ") and "payload: Error at 1, skipping." in out[5]
+    assert out[6] == "Found 3 invalid bytes at the end of 00000000000000000000.log"
+
+
+def test_missing_file_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dump-log", str(tmp_path / "nope.log")]) == 2
+    assert "no such file" in capsys.readouterr().err
