@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=7, help="repetitions per figure (median)")
     ap.add_argument("--records", type=int, default=20000, help="records per measurement")
     ap.add_argument("--batch", type=int, default=1000, help="records per batch")
+    ap.add_argument("--scan-batches", type=int, default=32, help="1 MiB batches to scan in (a)")
     args = ap.parse_args(argv)
 
     impls: dict[str, tuple[Any, Any]] = {}
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     if "aiokafka" in impls:
         print(f"aiokafka implementation: {impls['aiokafka'][0].__module__}")
 
-    gbps, size = bench_scan(args.reps)
+    gbps, size = bench_scan(args.reps, args.scan_batches)
     print(f"\n(a) iter_batches + CRC-32C validation, {size / 2**20:.2f} MiB batches:"
           f" {gbps:.2f} GB/s (target >= 5)")
 
