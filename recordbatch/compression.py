@@ -86,8 +86,11 @@ def _gzip_decompress(data: _Buffer, limit: int) -> bytes:
                 d = zlib.decompressobj(_GZIP_WBITS)
                 pending = rest
                 continue
+            before = len(pending)
             pending = d.unconsumed_tail
-            if not chunk and not pending:
+            if not chunk and (not pending or len(pending) == before):
+                # No output and no input consumed: the stream ends early (or zlib is
+                # stuck, which must not become an endless loop).
                 raise CorruptBatchError("truncated gzip stream")
     except zlib.error as e:
         raise CorruptBatchError(f"invalid gzip data: {e}") from None
@@ -204,7 +207,9 @@ def _lz4_decompress(data: _Buffer, limit: int) -> bytes:
                     f"lz4 data inflates to more than the {limit}-byte limit"
                 )
             out.append(chunk)
-            if not d.eof and d.needs_input:
+            if not d.eof and (d.needs_input or not chunk):
+                # Out of input before the end mark; an empty chunk with input pending
+                # would mean no progress, which must not become an endless loop.
                 raise CorruptBatchError("truncated lz4 frame")
     except RuntimeError as e:
         raise CorruptBatchError(f"invalid lz4 data: {e}") from None
