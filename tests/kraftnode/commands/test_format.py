@@ -14,6 +14,7 @@ from kraftnode.log.meta_properties import read_meta_properties
 from kraftnode.log.metadata_records import decode_metadata_record
 from kraftnode.log.snapshot import validate_snapshot
 from recordbatch.control import decode_control_record
+from recordbatch.generated import VotersRecord
 from recordbatch.wire import uuid_to_base64
 
 CLUSTER = "8dCxcNQyTPKYEljpZSr-Cg"
@@ -65,7 +66,8 @@ def test_standalone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
     values = [decode_control_record(R(k, v))[1] for _, k, v in batches[0][2]]
     assert values[1].kraft_version == 1  # type: ignore[union-attr]
-    voters = values[2].voters  # type: ignore[union-attr]
+    assert isinstance(values[2], VotersRecord)
+    voters = values[2].voters
     assert len(voters) == 1 and voters[0].voter_id == 1
     assert uuid_to_base64(voters[0].voter_directory_id) == uuid_to_base64(mp.directory_id)
     ep = voters[0].endpoints[0]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,7 @@ from kraftnode.log import LogConfig, MetadataLog
 
 
 @pytest.fixture
-def open_log(tmp_path: Path) -> Callable[..., MetadataLog]:
+def open_log(tmp_path: Path) -> Iterator[Callable[..., MetadataLog]]:
     logs: list[MetadataLog] = []
 
     def opener(config: LogConfig = SMALL, **kw: object) -> MetadataLog:
@@ -20,7 +20,7 @@ def open_log(tmp_path: Path) -> Callable[..., MetadataLog]:
         logs.append(lg)
         return lg
 
-    yield opener  # type: ignore[misc]
+    yield opener
     for lg in logs:
         try:
             lg.close()
