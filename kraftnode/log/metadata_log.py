@@ -212,6 +212,7 @@ class MetadataLog:
         recovered: list[LogSegment] = []
         scanned: list[BatchView] = []
         rescan_start_offset: int | None = None
+        cache_reset = False
         i = 0
         while i < len(segs):
             seg = segs[i]
@@ -240,6 +241,8 @@ class MetadataLog:
                         s.delete()
                     kept, recovered, scanned = [], [], []
                     rescan_start_offset = None
+                    self.epoch_cache.clear(persist=False)
+                    cache_reset = True
                     i += 1
                     continue
                 # a torn or overlapping segment: nothing after it can have been flushed
@@ -253,8 +256,9 @@ class MetadataLog:
         end = kept[-1].next_offset
         # epoch cache: trust it below the re-scan, rebuild it from the batches above
         cache = self.epoch_cache
-        changed = cache.truncate_from_end(end if rescan_start_offset is None else rescan_start_offset,
-                                          persist=False)
+        changed = cache_reset
+        changed |= cache.truncate_from_end(end if rescan_start_offset is None else rescan_start_offset,
+                                           persist=False)
         for v in scanned:
             if v.partition_leader_epoch >= 0:
                 changed |= cache.assign(v.partition_leader_epoch, v.base_offset, persist=False)
@@ -262,7 +266,7 @@ class MetadataLog:
         first_base = kept[0].base_offset
         start = first_base if stored_start is None else max(first_base, min(stored_start, end))
         self._start_offset = start
-        changed |= cache.truncate_from_start(start, persist=False) if start > first_base else False
+        changed |= cache.truncate_from_start(start, persist=False)
         if changed or not cache.path or not cache.path.exists():
             cache.flush()
         for seg in recovered:
@@ -449,23 +453,24 @@ class MetadataLog:
         Safe to call from several threads at once: while one caller runs fdatasync,
         others wait and the next sync covers everything they appended (group commit).
         """
+        # Lock order: ``_lock`` is never requested while ``_flush_cv`` is held (truncation
+        # holds ``_lock`` and then takes ``_flush_cv``).
+        with self._lock:
+            self._check_open()
+            target = self._segments[-1].next_offset
         with self._flush_cv:
             while True:
-                with self._lock:
-                    self._check_open()
-                    target = self._segments[-1].next_offset
                 if self._flushed_offset >= target:
                     return self._flushed_offset
                 if not self._flush_busy:
                     break
                 self._flush_cv.wait()
-                if self._flushed_offset >= target:
-                    return self._flushed_offset
             self._flush_busy = True
         synced_to = -1
         ok = False
         try:
             with self._lock:
+                self._check_open()
                 synced_to = self._segments[-1].next_offset
                 dirty = list(self._dirty)
                 self._dirty.clear()
@@ -501,12 +506,14 @@ class MetadataLog:
         return _FlushToken(self)
 
     # ================================================================== read
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadInfo:
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
+             max_offset: int | None = None) -> ReadInfo:
         """Whole batches from the one containing ``offset``, at most ``max_bytes`` in total.
 
         With ``min_one_batch`` (Kafka's behaviour for the first partition of a fetch)
-        the first batch is returned even if it alone exceeds ``max_bytes``.  Reads
-        never cross a segment boundary, as in Kafka.
+        the first batch is returned even if it alone exceeds ``max_bytes``.  With
+        ``max_offset`` (a high watermark, for consumers) only batches lying wholly
+        below it are returned.  Reads never cross a segment boundary, as in Kafka.
         """
         with self._lock:
             self._check_open()
@@ -515,7 +522,7 @@ class MetadataLog:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} is outside the log range [{self._start_offset}, {end}]")
             empty = memoryview(b"")
-            if offset == end:
+            if offset == end or (max_offset is not None and offset >= max_offset):
                 return ReadInfo(offset, empty, self._segments[-1].base_offset, self._segments[-1].size)
             i = bisect.bisect_right(self._bases, offset) - 1
             while i < len(self._segments):
@@ -529,12 +536,16 @@ class MetadataLog:
             pos, _ = found
             data = seg.read(pos, max(0, max_bytes))
             it = iter_batches(data)
-            for _v in it:
-                pass
-            cut = it.position
-            if cut == 0 and min_one_batch:
+            cut = 0
+            for v in it:
+                if max_offset is not None and v.next_offset > max_offset:
+                    break
+                cut += v.size_in_bytes
+            if cut == 0 and min_one_batch and not it.position:
                 data = seg.read(pos, seg.batch_size_at(pos))
-                cut = len(data)
+                first = next(iter_batches(data), None)
+                if first is not None and (max_offset is None or first.next_offset <= max_offset):
+                    cut = len(data)
             return ReadInfo(offset, memoryview(data)[:cut], seg.base_offset, pos)
 
     # ================================================================== truncation / deletion

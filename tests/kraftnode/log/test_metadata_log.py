@@ -257,3 +257,52 @@ def test_flush_never_reports_past_what_was_synced(open_log: Opener, monkeypatch:
     with pytest.raises(LogError, match="offline"):
         log.append_as_leader(batch(1), epoch=0)
     log.close()
+
+
+def test_read_stops_below_max_offset(open_log: Opener) -> None:
+    log = open_log(LogConfig(segment_bytes=1 << 20, segment_min_bytes=12))
+    for _ in range(5):
+        log.append_as_leader(batch(3, 50), epoch=0)
+    assert offsets(log.read(0, 1 << 16, max_offset=9).records) == [(0, 2), (3, 5), (6, 8)]
+    assert offsets(log.read(0, 1 << 16, max_offset=8).records) == [(0, 2), (3, 5)]
+    assert len(log.read(9, 1 << 16, max_offset=9).records) == 0
+    assert len(log.read(0, 1, max_offset=2).records) == 0  # min_one_batch never crosses max_offset
+
+
+def test_truncation_concurrent_with_group_commit_does_not_deadlock(open_log: Opener) -> None:
+    log = open_log()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def appender() -> None:
+        try:
+            while not stop.is_set():
+                with lock:
+                    log.append_as_leader(batch(1, 50), epoch=0)
+                log.flush()
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    def flusher() -> None:
+        try:
+            while not stop.is_set():
+                assert log.flush() <= log.end_offset + 1
+        except BaseException as e:  # pragma: no cover
+            errors.append(e)
+
+    threads = [threading.Thread(target=appender), threading.Thread(target=flusher),
+               threading.Thread(target=flusher)]
+    for t in threads:
+        t.start()
+    for _ in range(30):
+        with lock:
+            end = log.end_offset
+            if end > 4:
+                assert log.truncate_to(end // 2) <= end // 2
+    stop.set()
+    for t in threads:
+        t.join(timeout=20)
+        assert not t.is_alive(), "deadlock"
+    assert not errors
+    assert log.flush() == log.end_offset
