@@ -45,6 +45,7 @@ def test_text_output_has_every_row_and_the_summary() -> None:
                 assert "MB/s" in row[0]
         # the final summary table has one line per message
         assert any(ln.split()[:2] == [name, f"v{version}"] and ln.count("x ") >= 2 for ln in lines), out
+    assert "zero-copy" in out
     assert "target" in lines[-1] and "2 blocks per figure" in lines[-1]
 
 
