@@ -172,12 +172,12 @@ class Emitter:
                 ch = FIXED[f.elem_type][2]
                 body = [f"{out} += struct.pack('>%d{ch}' % len({x}), *{x})"]
             elif f.struct is not None:
-                body = [f"w = {self.child_fn('w', f.struct)}",
-                        f"for e in {x}:", f"    w(e, {out}, v)"]
+                body = [f"w_{f.attr} = {self.child_fn('w', f.struct)}",
+                        f"for e_{f.attr} in {x}:", f"    w_{f.attr}(e_{f.attr}, {out}, v)"]
             else:
-                body = [f"for e in {x}:"] + [
-                    "    " + ln for ln in self._write_scalar(f.elem_type, "e", out, flex, False, what)]
-            if nullable:
+                body = [f"for e_{f.attr} in {x}:"] + [
+                    "    " + ln for ln in self._write_scalar(f.elem_type, f"e_{f.attr}", out, flex, False, what)]
+            if f.nullable is not None:  # the attribute may hold None (refused above if not nullable now)
                 lines.append(f"if {x} is not None:")
                 lines += ["    " + ln for ln in body]
             else:
@@ -240,7 +240,7 @@ class Emitter:
                 lines += self.write_value(s, f, x, "out", self.flex(f))
             elif f.tagged is None and not inside(f.versions, self.v) and not f.ignorable:
                 lines.append(f"if not ({is_default_expr(f, x)}):")
-                lines.append(f"    raise absent_error({self.what(s, f)!r}, v)")
+                lines.append(f"    raise absent_error({self.what(s, f)}, v)")
         flush()
         tfs = s.tagged_fields
         if self.flex():
@@ -267,7 +267,7 @@ class Emitter:
                 continue
             x = f"o.{f.attr}"
             lines.append(f"if not ({is_default_expr(f, x)}):")
-            lines.append(f"    raise absent_error({self.what(s, f)!r}, v)")
+            lines.append(f"    raise absent_error({self.what(s, f)}, v)")
         if not self.flex() and any(self.tagged_now(f) for f in tfs):
             raise ValueError(f"{s.path}: tagged fields in a non-flexible version")
         return lines or ["pass"]
@@ -285,16 +285,17 @@ class Emitter:
                 body.append(f"{target} = list(struct.unpack_from('>%d{ch}' % n, buf, pos))")
                 body.append(f"pos += {size} * n")
             else:
-                body.append("a = []")
+                a, e = f"a_{f.attr}", f"e_{f.attr}"
+                body.append(f"{a} = []")
                 if f.struct is not None:
-                    body.append(f"r = {self.child_fn('r', f.struct)}")
+                    body.append(f"r_{f.attr} = {self.child_fn('r', f.struct)}")
                 body.append("for _ in range(n):")
                 if f.struct is not None:
-                    body.append("    e, pos = r(buf, pos, v)")
+                    body.append(f"    {e}, pos = r_{f.attr}(buf, pos, v)")
                 else:
-                    body += ["    " + ln for ln in self._read_scalar(f.elem_type, "e", flex, False)]
-                body.append("    a.append(e)")
-                body.append(f"{target} = a")
+                    body += ["    " + ln for ln in self._read_scalar(f.elem_type, e, flex, False)]
+                body.append(f"    {a}.append({e})")
+                body.append(f"{target} = {a}")
             if nullable:
                 lines += ["if n < 0:", f"    {target} = None", "else:"]
                 lines += ["    " + ln for ln in body]

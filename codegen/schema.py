@@ -14,6 +14,7 @@ import keyword
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 MAX_VERSION = 32767
 
@@ -95,7 +96,7 @@ class FieldSpec:
     flexible_override: Versions | None | str  # "inherit" when not set
     about: str
     struct: StructSpec | None = None        # for struct and []struct types
-    raw: dict = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_array(self) -> bool:
@@ -134,7 +135,7 @@ class MessageSpec:
     root: StructSpec
     source: Path
     module: str
-    raw: dict
+    raw: dict[str, Any]
 
     def all_structs(self) -> list[StructSpec]:
         out: list[StructSpec] = []
@@ -148,7 +149,7 @@ class MessageSpec:
         return out
 
 
-def _load_json(path: Path) -> dict:
+def _load_json(path: Path) -> dict[str, Any]:
     try:
         with path.open(encoding="utf-8") as f:
             data = json.load(f)
@@ -174,7 +175,7 @@ def parse_message(path: Path) -> MessageSpec:
     root = StructSpec(name=name, path=name, func=name, versions=valid, fields=[])
     built_common: dict[str, StructSpec] = {}
 
-    def build_fields(parent: StructSpec, fields_raw: list[dict], ctx: str) -> None:
+    def build_fields(parent: StructSpec, fields_raw: list[dict[str, Any]], ctx: str) -> None:
         seen_tags: set[int] = set()
         for fr in fields_raw:
             where = f"{path}: {ctx}.{fr.get('name', '?')}"

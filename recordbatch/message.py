@@ -79,6 +79,31 @@ class Message:
 
     __hash__ = None  # type: ignore[assignment]
 
+    # Implemented by generated top-level message classes (declared here for typing).
+    API_KEY: ClassVar[int | None] = None
+    VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
+
+    def __init__(self, **kwargs: Any) -> None:  # pragma: no cover - generated classes override
+        raise NotImplementedError
+
+    @classmethod
+    def is_flexible(cls, version: int) -> bool:
+        raise NotImplementedError
+
+    def encode(self, version: int) -> bytes:
+        raise NotImplementedError
+
+    def encode_into(self, out: bytearray, version: int) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview, version: int) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[Any, int]:
+        raise NotImplementedError
+
     def __repr__(self) -> str:
         parts = ", ".join(f"{f.attr}={getattr(self, f.attr)!r}" for f in self.FIELDS)
         return f"{type(self).__qualname__}({parts})"
@@ -200,7 +225,7 @@ def _from_json(f: FieldInfo, v: Any, version: int, where: str) -> Any:
 # ---------------------------------------------------------------------------
 # Variable-length readers.  Each returns (value, new_pos).
 
-def r_str(buf: Buf, pos: int, nullable: bool) -> tuple[str | None, int]:
+def r_str(buf: Buf, pos: int, nullable: bool) -> tuple[Any, int]:
     """Classic string: int16 length (-1 = null), UTF-8 bytes."""
     if pos + 2 > len(buf):
         raise DecodeError("truncated string length")
@@ -219,7 +244,7 @@ def r_str(buf: Buf, pos: int, nullable: bool) -> tuple[str | None, int]:
         raise DecodeError("string is not valid UTF-8") from None
 
 
-def r_cstr(buf: Buf, pos: int, nullable: bool) -> tuple[str | None, int]:
+def r_cstr(buf: Buf, pos: int, nullable: bool) -> tuple[Any, int]:
     """Compact string: unsigned varint length+1 (0 = null)."""
     n = buf[pos]
     if n & 0x80:
@@ -266,12 +291,12 @@ def _r_cblob(buf: Buf, pos: int, nullable: bool) -> tuple[memoryview | None, int
     return buf[pos:end], end
 
 
-def r_bytes(buf: Buf, pos: int, nullable: bool) -> tuple[bytes | None, int]:
+def r_bytes(buf: Buf, pos: int, nullable: bool) -> tuple[Any, int]:
     v, pos = _r_blob32(buf, pos, nullable)
     return (None if v is None else bytes(v)), pos
 
 
-def r_cbytes(buf: Buf, pos: int, nullable: bool) -> tuple[bytes | None, int]:
+def r_cbytes(buf: Buf, pos: int, nullable: bool) -> tuple[Any, int]:
     v, pos = _r_cblob(buf, pos, nullable)
     return (None if v is None else bytes(v)), pos
 

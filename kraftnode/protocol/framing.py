@@ -86,7 +86,7 @@ def encode_request(
         request_api_key=spec.key, request_api_version=version,
         correlation_id=correlation_id, client_id=client_id,
     ).encode_into(out, spec.request_header_version(version))
-    body.encode_into(out, version)  # type: ignore[attr-defined]
+    body.encode_into(out, version)
     _I32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
 
@@ -104,7 +104,7 @@ def encode_response(
     ResponseHeader(correlation_id=correlation_id).encode_into(
         out, spec.response_header_version(request_version)
     )
-    body.encode_into(out, request_version if body_version is None else body_version)  # type: ignore[attr-defined]
+    body.encode_into(out, request_version if body_version is None else body_version)
     _I32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
 
@@ -113,4 +113,4 @@ def parse_response(spec: ApiSpec, version: int, frame: bytes | memoryview) -> tu
     """Parse a response frame (without size prefix); return (correlation id, body)."""
     buf = frame if isinstance(frame, memoryview) else memoryview(frame)
     header, pos = ResponseHeader.decode_from(buf, 0, spec.response_header_version(version))
-    return int(header.correlation_id), spec.response.decode(buf[pos:], version)  # type: ignore[attr-defined]
+    return int(header.correlation_id), spec.response.decode(buf[pos:], version)

@@ -29,14 +29,14 @@ class ApiSpec:
 
     def request_header_version(self, version: int) -> int:
         """Header v2 for flexible request versions, else v1 (v0 is ControlledShutdown v0 only)."""
-        return 2 if self.request.is_flexible(version) else 1  # type: ignore[attr-defined]
+        return 2 if self.request.is_flexible(version) else 1
 
     def response_header_version(self, version: int) -> int:
         """Header v1 for flexible responses, else v0; ApiVersions always uses v0 so that
         a client that does not yet know our versions can always read the answer."""
         if self.key == API_VERSIONS:
             return 0
-        return 1 if self.response.is_flexible(version) else 0  # type: ignore[attr-defined]
+        return 1 if self.response.is_flexible(version) else 0
 
 
 PRODUCE = 0

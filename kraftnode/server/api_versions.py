@@ -35,7 +35,7 @@ class FeatureView:
     finalized: dict[str, int] = field(default_factory=dict)
 
 
-def _api_keys() -> list[ApiVersionsResponse.ApiVersion]:
+def _api_keys() -> list:  # type: ignore[type-arg]
     return [
         ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.min_version,
                                        max_version=s.max_version)

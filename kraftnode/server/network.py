@@ -74,11 +74,8 @@ class KafkaListener:
             await listener.serve(self._connection)
 
     async def _connection(self, stream: SocketStream) -> None:
-        try:
-            peer_host, peer_port = stream.extra(SocketAttribute.remote_address)[:2]
-            peer = f"{peer_host}:{peer_port}"
-        except Exception:
-            peer = "?"
+        addr = stream.extra(SocketAttribute.remote_address, None)
+        peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
         reader = BufferedByteReceiveStream(stream)
         async with stream:
             try:

@@ -30,8 +30,13 @@ class NodeHandlers:
     async def __call__(self, request: Request, peer: str) -> Reply | None:
         if request.spec.key == API_VERSIONS:
             body, version = api_versions.answer(request, self.features)
+            sw = ""
+            if request.body is not None and request.api_version >= 3:
+                sw = f" ({request.body.client_software_name} {request.body.client_software_version})"  # type: ignore[attr-defined]
+            log.info("ApiVersions v%d from %s%s: answered v%d, error %d",
+                     request.api_version, peer, sw, version, body.error_code)
             return Reply(body, version)
-        raise FrameError(f"{request.spec.name} is not served by this node yet")
+        raise FrameError(f"{request.spec.name} v{request.api_version} is not served by this node yet")
 
 
 async def run_node(config: ServerConfig) -> None:

@@ -157,7 +157,7 @@ _LeaderChangeMessage.__name__ = "LeaderChangeMessage"
 
 def _w_LeaderChangeMessage_Voter_0(o: _LeaderChangeMessage_Voter, out: bytearray, v: int) -> None:
     if not (o.voter_directory_id == ZERO_UUID):
-        raise absent_error("'LeaderChangeMessage.Voter.voter_directory_id'", v)
+        raise absent_error('LeaderChangeMessage.Voter.voter_directory_id', v)
     out += I32.pack(o.voter_id)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -214,13 +214,13 @@ def _r_LeaderChangeMessage_Voter_1(buf: memoryview, pos: int, v: int) -> tuple[_
 def _w_LeaderChangeMessage_0(o: _LeaderChangeMessage, out: bytearray, v: int) -> None:
     out += _S1.pack(o.version_, o.leader_id)
     w_ccount(out, o.voters, False, 'LeaderChangeMessage.voters', v)
-    w = _w_LeaderChangeMessage_Voter_0
-    for e in o.voters:
-        w(e, out, v)
+    w_voters = _w_LeaderChangeMessage_Voter_0
+    for e_voters in o.voters:
+        w_voters(e_voters, out, v)
     w_ccount(out, o.granting_voters, False, 'LeaderChangeMessage.granting_voters', v)
-    w = _w_LeaderChangeMessage_Voter_0
-    for e in o.granting_voters:
-        w(e, out, v)
+    w_granting_voters = _w_LeaderChangeMessage_Voter_0
+    for e_granting_voters in o.granting_voters:
+        w_granting_voters(e_granting_voters, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -230,13 +230,13 @@ def _w_LeaderChangeMessage_0(o: _LeaderChangeMessage, out: bytearray, v: int) ->
 def _w_LeaderChangeMessage_1(o: _LeaderChangeMessage, out: bytearray, v: int) -> None:
     out += _S1.pack(o.version_, o.leader_id)
     w_ccount(out, o.voters, False, 'LeaderChangeMessage.voters', v)
-    w = _w_LeaderChangeMessage_Voter_1
-    for e in o.voters:
-        w(e, out, v)
+    w_voters = _w_LeaderChangeMessage_Voter_1
+    for e_voters in o.voters:
+        w_voters(e_voters, out, v)
     w_ccount(out, o.granting_voters, False, 'LeaderChangeMessage.granting_voters', v)
-    w = _w_LeaderChangeMessage_Voter_1
-    for e in o.granting_voters:
-        w(e, out, v)
+    w_granting_voters = _w_LeaderChangeMessage_Voter_1
+    for e_granting_voters in o.granting_voters:
+        w_granting_voters(e_granting_voters, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -248,19 +248,19 @@ def _r_LeaderChangeMessage_0(buf: memoryview, pos: int, v: int) -> tuple[_Leader
     (o.version_, o.leader_id,) = _S1.unpack_from(buf, pos)
     pos += 6
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_LeaderChangeMessage_Voter_0
+    a_voters = []
+    r_voters = _r_LeaderChangeMessage_Voter_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.voters = a
+        e_voters, pos = r_voters(buf, pos, v)
+        a_voters.append(e_voters)
+    o.voters = a_voters
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_LeaderChangeMessage_Voter_0
+    a_granting_voters = []
+    r_granting_voters = _r_LeaderChangeMessage_Voter_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.granting_voters = a
+        e_granting_voters, pos = r_granting_voters(buf, pos, v)
+        a_granting_voters.append(e_granting_voters)
+    o.granting_voters = a_granting_voters
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -280,19 +280,19 @@ def _r_LeaderChangeMessage_1(buf: memoryview, pos: int, v: int) -> tuple[_Leader
     (o.version_, o.leader_id,) = _S1.unpack_from(buf, pos)
     pos += 6
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_LeaderChangeMessage_Voter_1
+    a_voters = []
+    r_voters = _r_LeaderChangeMessage_Voter_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.voters = a
+        e_voters, pos = r_voters(buf, pos, v)
+        a_voters.append(e_voters)
+    o.voters = a_voters
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_LeaderChangeMessage_Voter_1
+    a_granting_voters = []
+    r_granting_voters = _r_LeaderChangeMessage_Voter_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.granting_voters = a
+        e_granting_voters, pos = r_granting_voters(buf, pos, v)
+        a_granting_voters.append(e_granting_voters)
+    o.granting_voters = a_granting_voters
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

@@ -273,9 +273,9 @@ def _r_VotersRecord_Endpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_Vote
 def _w_VotersRecord_Voter_0(o: _VotersRecord_Voter, out: bytearray, v: int) -> None:
     out += _S1.pack(o.voter_id, o.voter_directory_id.bytes)
     w_ccount(out, o.endpoints, False, 'VotersRecord.Voter.endpoints', v)
-    w = _w_VotersRecord_Endpoint_0
-    for e in o.endpoints:
-        w(e, out, v)
+    w_endpoints = _w_VotersRecord_Endpoint_0
+    for e_endpoints in o.endpoints:
+        w_endpoints(e_endpoints, out, v)
     _w_VotersRecord_KRaftVersionFeature_0(o.kraft_version_feature, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -289,12 +289,12 @@ def _r_VotersRecord_Voter_0(buf: memoryview, pos: int, v: int) -> tuple[_VotersR
     pos += 20
     o.voter_directory_id = uuid_from_bytes(_u1)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_VotersRecord_Endpoint_0
+    a_endpoints = []
+    r_endpoints = _r_VotersRecord_Endpoint_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.endpoints = a
+        e_endpoints, pos = r_endpoints(buf, pos, v)
+        a_endpoints.append(e_endpoints)
+    o.endpoints = a_endpoints
     o.kraft_version_feature, pos = _r_VotersRecord_KRaftVersionFeature_0(buf, pos, v)
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -313,9 +313,9 @@ def _r_VotersRecord_Voter_0(buf: memoryview, pos: int, v: int) -> tuple[_VotersR
 def _w_VotersRecord_0(o: _VotersRecord, out: bytearray, v: int) -> None:
     out += I16.pack(o.version_)
     w_ccount(out, o.voters, False, 'VotersRecord.voters', v)
-    w = _w_VotersRecord_Voter_0
-    for e in o.voters:
-        w(e, out, v)
+    w_voters = _w_VotersRecord_Voter_0
+    for e_voters in o.voters:
+        w_voters(e_voters, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -327,12 +327,12 @@ def _r_VotersRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_VotersRecord,
     (o.version_,) = I16.unpack_from(buf, pos)
     pos += 2
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_VotersRecord_Voter_0
+    a_voters = []
+    r_voters = _r_VotersRecord_Voter_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.voters = a
+        e_voters, pos = r_voters(buf, pos, v)
+        a_voters.append(e_voters)
+    o.voters = a_voters
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

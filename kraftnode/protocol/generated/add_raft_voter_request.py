@@ -204,9 +204,9 @@ def _w_AddRaftVoterRequest_0(o: _AddRaftVoterRequest, out: bytearray, v: int) ->
     w_cstr(out, o.cluster_id, True, 'AddRaftVoterRequest.cluster_id', v)
     out += _S0.pack(o.timeout_ms, o.voter_id, o.voter_directory_id.bytes)
     w_ccount(out, o.listeners, False, 'AddRaftVoterRequest.listeners', v)
-    w = _w_AddRaftVoterRequest_Listener_0
-    for e in o.listeners:
-        w(e, out, v)
+    w_listeners = _w_AddRaftVoterRequest_Listener_0
+    for e_listeners in o.listeners:
+        w_listeners(e_listeners, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -225,12 +225,12 @@ def _r_AddRaftVoterRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_AddRaf
     pos += 24
     o.voter_directory_id = uuid_from_bytes(_u2)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_AddRaftVoterRequest_Listener_0
+    a_listeners = []
+    r_listeners = _r_AddRaftVoterRequest_Listener_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.listeners = a
+        e_listeners, pos = r_listeners(buf, pos, v)
+        a_listeners.append(e_listeners)
+    o.listeners = a_listeners
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

@@ -221,11 +221,11 @@ _ApiVersionsResponse.__name__ = "ApiVersionsResponse"
 
 def _w_ApiVersionsResponse_FinalizedFeatureKey_0(o: _ApiVersionsResponse_FinalizedFeatureKey, out: bytearray, v: int) -> None:
     if not (o.name == ''):
-        raise absent_error("'ApiVersionsResponse.FinalizedFeatureKey.name'", v)
+        raise absent_error('ApiVersionsResponse.FinalizedFeatureKey.name', v)
     if not (o.max_version_level == 0):
-        raise absent_error("'ApiVersionsResponse.FinalizedFeatureKey.max_version_level'", v)
+        raise absent_error('ApiVersionsResponse.FinalizedFeatureKey.max_version_level', v)
     if not (o.min_version_level == 0):
-        raise absent_error("'ApiVersionsResponse.FinalizedFeatureKey.min_version_level'", v)
+        raise absent_error('ApiVersionsResponse.FinalizedFeatureKey.min_version_level', v)
 
 
 def _w_ApiVersionsResponse_FinalizedFeatureKey_1(o: _ApiVersionsResponse_FinalizedFeatureKey, out: bytearray, v: int) -> None:
@@ -272,11 +272,11 @@ def _r_ApiVersionsResponse_FinalizedFeatureKey_1(buf: memoryview, pos: int, v: i
 
 def _w_ApiVersionsResponse_SupportedFeatureKey_0(o: _ApiVersionsResponse_SupportedFeatureKey, out: bytearray, v: int) -> None:
     if not (o.name == ''):
-        raise absent_error("'ApiVersionsResponse.SupportedFeatureKey.name'", v)
+        raise absent_error('ApiVersionsResponse.SupportedFeatureKey.name', v)
     if not (o.min_version == 0):
-        raise absent_error("'ApiVersionsResponse.SupportedFeatureKey.min_version'", v)
+        raise absent_error('ApiVersionsResponse.SupportedFeatureKey.min_version', v)
     if not (o.max_version == 0):
-        raise absent_error("'ApiVersionsResponse.SupportedFeatureKey.max_version'", v)
+        raise absent_error('ApiVersionsResponse.SupportedFeatureKey.max_version', v)
 
 
 def _w_ApiVersionsResponse_SupportedFeatureKey_1(o: _ApiVersionsResponse_SupportedFeatureKey, out: bytearray, v: int) -> None:
@@ -362,34 +362,34 @@ def _r_ApiVersionsResponse_ApiVersion_1(buf: memoryview, pos: int, v: int) -> tu
 def _w_ApiVersionsResponse_0(o: _ApiVersionsResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
     w_count(out, o.api_keys, False, 'ApiVersionsResponse.api_keys', v)
-    w = _w_ApiVersionsResponse_ApiVersion_0
-    for e in o.api_keys:
-        w(e, out, v)
+    w_api_keys = _w_ApiVersionsResponse_ApiVersion_0
+    for e_api_keys in o.api_keys:
+        w_api_keys(e_api_keys, out, v)
 
 
 def _w_ApiVersionsResponse_1(o: _ApiVersionsResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
     w_count(out, o.api_keys, False, 'ApiVersionsResponse.api_keys', v)
-    w = _w_ApiVersionsResponse_ApiVersion_0
-    for e in o.api_keys:
-        w(e, out, v)
+    w_api_keys = _w_ApiVersionsResponse_ApiVersion_0
+    for e_api_keys in o.api_keys:
+        w_api_keys(e_api_keys, out, v)
     out += I32.pack(o.throttle_time_ms)
 
 
 def _w_ApiVersionsResponse_2(o: _ApiVersionsResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
     w_ccount(out, o.api_keys, False, 'ApiVersionsResponse.api_keys', v)
-    w = _w_ApiVersionsResponse_ApiVersion_1
-    for e in o.api_keys:
-        w(e, out, v)
+    w_api_keys = _w_ApiVersionsResponse_ApiVersion_1
+    for e_api_keys in o.api_keys:
+        w_api_keys(e_api_keys, out, v)
     out += I32.pack(o.throttle_time_ms)
     tagged: list[tuple[int, bytes]] = []
     if not ((o.supported_features is not None and len(o.supported_features) == 0)):
         t = bytearray()
         w_ccount(t, o.supported_features, False, 'ApiVersionsResponse.supported_features', v)
-        w = _w_ApiVersionsResponse_SupportedFeatureKey_1
-        for e in o.supported_features:
-            w(e, t, v)
+        w_supported_features = _w_ApiVersionsResponse_SupportedFeatureKey_1
+        for e_supported_features in o.supported_features:
+            w_supported_features(e_supported_features, t, v)
         tagged.append((0, bytes(t)))
     if not (o.finalized_features_epoch == -1):
         t = bytearray()
@@ -398,9 +398,9 @@ def _w_ApiVersionsResponse_2(o: _ApiVersionsResponse, out: bytearray, v: int) ->
     if not ((o.finalized_features is not None and len(o.finalized_features) == 0)):
         t = bytearray()
         w_ccount(t, o.finalized_features, False, 'ApiVersionsResponse.finalized_features', v)
-        w = _w_ApiVersionsResponse_FinalizedFeatureKey_1
-        for e in o.finalized_features:
-            w(e, t, v)
+        w_finalized_features = _w_ApiVersionsResponse_FinalizedFeatureKey_1
+        for e_finalized_features in o.finalized_features:
+            w_finalized_features(e_finalized_features, t, v)
         tagged.append((2, bytes(t)))
     if not (o.zk_migration_ready == False):
         t = bytearray()
@@ -417,12 +417,12 @@ def _r_ApiVersionsResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ApiVer
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ApiVersionsResponse_ApiVersion_0
+    a_api_keys = []
+    r_api_keys = _r_ApiVersionsResponse_ApiVersion_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.api_keys = a
+        e_api_keys, pos = r_api_keys(buf, pos, v)
+        a_api_keys.append(e_api_keys)
+    o.api_keys = a_api_keys
     o.throttle_time_ms = 0
     o.supported_features = []
     o.finalized_features_epoch = -1
@@ -437,12 +437,12 @@ def _r_ApiVersionsResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ApiVer
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ApiVersionsResponse_ApiVersion_0
+    a_api_keys = []
+    r_api_keys = _r_ApiVersionsResponse_ApiVersion_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.api_keys = a
+        e_api_keys, pos = r_api_keys(buf, pos, v)
+        a_api_keys.append(e_api_keys)
+    o.api_keys = a_api_keys
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     o.supported_features = []
@@ -458,12 +458,12 @@ def _r_ApiVersionsResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ApiVer
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ApiVersionsResponse_ApiVersion_1
+    a_api_keys = []
+    r_api_keys = _r_ApiVersionsResponse_ApiVersion_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.api_keys = a
+        e_api_keys, pos = r_api_keys(buf, pos, v)
+        a_api_keys.append(e_api_keys)
+    o.api_keys = a_api_keys
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     o.supported_features = []
@@ -479,12 +479,12 @@ def _r_ApiVersionsResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ApiVer
             tag, end, pos = r_tag_header(buf, pos)
             if tag == 0:
                 n, pos = r_ccount(buf, pos, False)
-                a = []
-                r = _r_ApiVersionsResponse_SupportedFeatureKey_1
+                a_supported_features = []
+                r_supported_features = _r_ApiVersionsResponse_SupportedFeatureKey_1
                 for _ in range(n):
-                    e, pos = r(buf, pos, v)
-                    a.append(e)
-                o.supported_features = a
+                    e_supported_features, pos = r_supported_features(buf, pos, v)
+                    a_supported_features.append(e_supported_features)
+                o.supported_features = a_supported_features
                 if pos != end:
                     raise DecodeError('tagged field ApiVersionsResponse.supported_features has the wrong size')
             elif tag == 1:
@@ -494,12 +494,12 @@ def _r_ApiVersionsResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ApiVer
                     raise DecodeError('tagged field ApiVersionsResponse.finalized_features_epoch has the wrong size')
             elif tag == 2:
                 n, pos = r_ccount(buf, pos, False)
-                a = []
-                r = _r_ApiVersionsResponse_FinalizedFeatureKey_1
+                a_finalized_features = []
+                r_finalized_features = _r_ApiVersionsResponse_FinalizedFeatureKey_1
                 for _ in range(n):
-                    e, pos = r(buf, pos, v)
-                    a.append(e)
-                o.finalized_features = a
+                    e_finalized_features, pos = r_finalized_features(buf, pos, v)
+                    a_finalized_features.append(e_finalized_features)
+                o.finalized_features = a_finalized_features
                 if pos != end:
                     raise DecodeError('tagged field ApiVersionsResponse.finalized_features has the wrong size')
             elif tag == 3:

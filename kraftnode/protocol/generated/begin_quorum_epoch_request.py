@@ -213,11 +213,11 @@ _BeginQuorumEpochRequest.__name__ = "BeginQuorumEpochRequest"
 
 def _w_BeginQuorumEpochRequest_LeaderEndpoint_0(o: _BeginQuorumEpochRequest_LeaderEndpoint, out: bytearray, v: int) -> None:
     if not (o.name == ''):
-        raise absent_error("'BeginQuorumEpochRequest.LeaderEndpoint.name'", v)
+        raise absent_error('BeginQuorumEpochRequest.LeaderEndpoint.name', v)
     if not (o.host == ''):
-        raise absent_error("'BeginQuorumEpochRequest.LeaderEndpoint.host'", v)
+        raise absent_error('BeginQuorumEpochRequest.LeaderEndpoint.host', v)
     if not (o.port == 0):
-        raise absent_error("'BeginQuorumEpochRequest.LeaderEndpoint.port'", v)
+        raise absent_error('BeginQuorumEpochRequest.LeaderEndpoint.port', v)
 
 
 def _w_BeginQuorumEpochRequest_LeaderEndpoint_1(o: _BeginQuorumEpochRequest_LeaderEndpoint, out: bytearray, v: int) -> None:
@@ -314,17 +314,17 @@ def _r_BeginQuorumEpochRequest_PartitionData_1(buf: memoryview, pos: int, v: int
 def _w_BeginQuorumEpochRequest_TopicData_0(o: _BeginQuorumEpochRequest_TopicData, out: bytearray, v: int) -> None:
     w_str(out, o.topic_name, False, 'BeginQuorumEpochRequest.TopicData.topic_name', v)
     w_count(out, o.partitions, False, 'BeginQuorumEpochRequest.TopicData.partitions', v)
-    w = _w_BeginQuorumEpochRequest_PartitionData_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_BeginQuorumEpochRequest_PartitionData_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_BeginQuorumEpochRequest_TopicData_1(o: _BeginQuorumEpochRequest_TopicData, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic_name, False, 'BeginQuorumEpochRequest.TopicData.topic_name', v)
     w_ccount(out, o.partitions, False, 'BeginQuorumEpochRequest.TopicData.partitions', v)
-    w = _w_BeginQuorumEpochRequest_PartitionData_1
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_BeginQuorumEpochRequest_PartitionData_1
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -335,12 +335,12 @@ def _r_BeginQuorumEpochRequest_TopicData_0(buf: memoryview, pos: int, v: int) ->
     o = _new(_BeginQuorumEpochRequest_TopicData)
     o.topic_name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_BeginQuorumEpochRequest_PartitionData_0
+    a_partitions = []
+    r_partitions = _r_BeginQuorumEpochRequest_PartitionData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -354,12 +354,12 @@ def _r_BeginQuorumEpochRequest_TopicData_1(buf: memoryview, pos: int, v: int) ->
     else:
         o.topic_name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_BeginQuorumEpochRequest_PartitionData_1
+    a_partitions = []
+    r_partitions = _r_BeginQuorumEpochRequest_PartitionData_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -377,22 +377,22 @@ def _r_BeginQuorumEpochRequest_TopicData_1(buf: memoryview, pos: int, v: int) ->
 def _w_BeginQuorumEpochRequest_0(o: _BeginQuorumEpochRequest, out: bytearray, v: int) -> None:
     w_str(out, o.cluster_id, True, 'BeginQuorumEpochRequest.cluster_id', v)
     w_count(out, o.topics, False, 'BeginQuorumEpochRequest.topics', v)
-    w = _w_BeginQuorumEpochRequest_TopicData_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_BeginQuorumEpochRequest_TopicData_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
 
 
 def _w_BeginQuorumEpochRequest_1(o: _BeginQuorumEpochRequest, out: bytearray, v: int) -> None:
     w_cstr(out, o.cluster_id, True, 'BeginQuorumEpochRequest.cluster_id', v)
     out += I32.pack(o.voter_id)
     w_ccount(out, o.topics, False, 'BeginQuorumEpochRequest.topics', v)
-    w = _w_BeginQuorumEpochRequest_TopicData_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_BeginQuorumEpochRequest_TopicData_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     w_ccount(out, o.leader_endpoints, False, 'BeginQuorumEpochRequest.leader_endpoints', v)
-    w = _w_BeginQuorumEpochRequest_LeaderEndpoint_1
-    for e in o.leader_endpoints:
-        w(e, out, v)
+    w_leader_endpoints = _w_BeginQuorumEpochRequest_LeaderEndpoint_1
+    for e_leader_endpoints in o.leader_endpoints:
+        w_leader_endpoints(e_leader_endpoints, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -404,12 +404,12 @@ def _r_BeginQuorumEpochRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_Be
     o.cluster_id, pos = r_str(buf, pos, True)
     o.voter_id = -1
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_BeginQuorumEpochRequest_TopicData_0
+    a_topics = []
+    r_topics = _r_BeginQuorumEpochRequest_TopicData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.leader_endpoints = []
     o.unknown_tagged_fields = None
     return o, pos
@@ -426,19 +426,19 @@ def _r_BeginQuorumEpochRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_Be
     (o.voter_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_BeginQuorumEpochRequest_TopicData_1
+    a_topics = []
+    r_topics = _r_BeginQuorumEpochRequest_TopicData_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_BeginQuorumEpochRequest_LeaderEndpoint_1
+    a_leader_endpoints = []
+    r_leader_endpoints = _r_BeginQuorumEpochRequest_LeaderEndpoint_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.leader_endpoints = a
+        e_leader_endpoints, pos = r_leader_endpoints(buf, pos, v)
+        a_leader_endpoints.append(e_leader_endpoints)
+    o.leader_endpoints = a_leader_endpoints
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

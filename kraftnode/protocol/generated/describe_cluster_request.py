@@ -127,7 +127,7 @@ _DescribeClusterRequest.__name__ = "DescribeClusterRequest"
 
 def _w_DescribeClusterRequest_0(o: _DescribeClusterRequest, out: bytearray, v: int) -> None:
     if not (o.endpoint_type == 1):
-        raise absent_error("'DescribeClusterRequest.endpoint_type'", v)
+        raise absent_error('DescribeClusterRequest.endpoint_type', v)
     out.append(1 if o.include_cluster_authorized_operations else 0)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))

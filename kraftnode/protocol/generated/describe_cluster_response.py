@@ -219,13 +219,13 @@ def _w_DescribeClusterResponse_0(o: _DescribeClusterResponse, out: bytearray, v:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     w_cstr(out, o.error_message, True, 'DescribeClusterResponse.error_message', v)
     if not (o.endpoint_type == 1):
-        raise absent_error("'DescribeClusterResponse.endpoint_type'", v)
+        raise absent_error('DescribeClusterResponse.endpoint_type', v)
     w_cstr(out, o.cluster_id, False, 'DescribeClusterResponse.cluster_id', v)
     out += I32.pack(o.controller_id)
     w_ccount(out, o.brokers, False, 'DescribeClusterResponse.brokers', v)
-    w = _w_DescribeClusterResponse_DescribeClusterBroker_0
-    for e in o.brokers:
-        w(e, out, v)
+    w_brokers = _w_DescribeClusterResponse_DescribeClusterBroker_0
+    for e_brokers in o.brokers:
+        w_brokers(e_brokers, out, v)
     out += I32.pack(o.cluster_authorized_operations)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -240,9 +240,9 @@ def _w_DescribeClusterResponse_1(o: _DescribeClusterResponse, out: bytearray, v:
     w_cstr(out, o.cluster_id, False, 'DescribeClusterResponse.cluster_id', v)
     out += I32.pack(o.controller_id)
     w_ccount(out, o.brokers, False, 'DescribeClusterResponse.brokers', v)
-    w = _w_DescribeClusterResponse_DescribeClusterBroker_0
-    for e in o.brokers:
-        w(e, out, v)
+    w_brokers = _w_DescribeClusterResponse_DescribeClusterBroker_0
+    for e_brokers in o.brokers:
+        w_brokers(e_brokers, out, v)
     out += I32.pack(o.cluster_authorized_operations)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -270,12 +270,12 @@ def _r_DescribeClusterResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_De
     (o.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeClusterResponse_DescribeClusterBroker_0
+    a_brokers = []
+    r_brokers = _r_DescribeClusterResponse_DescribeClusterBroker_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.brokers = a
+        e_brokers, pos = r_brokers(buf, pos, v)
+        a_brokers.append(e_brokers)
+    o.brokers = a_brokers
     (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None
@@ -313,12 +313,12 @@ def _r_DescribeClusterResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_De
     (o.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeClusterResponse_DescribeClusterBroker_0
+    a_brokers = []
+    r_brokers = _r_DescribeClusterResponse_DescribeClusterBroker_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.brokers = a
+        e_brokers, pos = r_brokers(buf, pos, v)
+        a_brokers.append(e_brokers)
+    o.brokers = a_brokers
     (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None

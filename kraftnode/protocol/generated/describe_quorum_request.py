@@ -193,9 +193,9 @@ def _r_DescribeQuorumRequest_PartitionData_0(buf: memoryview, pos: int, v: int) 
 def _w_DescribeQuorumRequest_TopicData_0(o: _DescribeQuorumRequest_TopicData, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic_name, False, 'DescribeQuorumRequest.TopicData.topic_name', v)
     w_ccount(out, o.partitions, False, 'DescribeQuorumRequest.TopicData.partitions', v)
-    w = _w_DescribeQuorumRequest_PartitionData_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_DescribeQuorumRequest_PartitionData_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -211,12 +211,12 @@ def _r_DescribeQuorumRequest_TopicData_0(buf: memoryview, pos: int, v: int) -> t
     else:
         o.topic_name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumRequest_PartitionData_0
+    a_partitions = []
+    r_partitions = _r_DescribeQuorumRequest_PartitionData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -233,9 +233,9 @@ def _r_DescribeQuorumRequest_TopicData_0(buf: memoryview, pos: int, v: int) -> t
 
 def _w_DescribeQuorumRequest_0(o: _DescribeQuorumRequest, out: bytearray, v: int) -> None:
     w_ccount(out, o.topics, False, 'DescribeQuorumRequest.topics', v)
-    w = _w_DescribeQuorumRequest_TopicData_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_DescribeQuorumRequest_TopicData_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -245,12 +245,12 @@ def _w_DescribeQuorumRequest_0(o: _DescribeQuorumRequest, out: bytearray, v: int
 def _r_DescribeQuorumRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumRequest, int]:
     o = _new(_DescribeQuorumRequest)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumRequest_TopicData_0
+    a_topics = []
+    r_topics = _r_DescribeQuorumRequest_TopicData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

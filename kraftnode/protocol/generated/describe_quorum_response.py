@@ -284,11 +284,11 @@ _DescribeQuorumResponse.__name__ = "DescribeQuorumResponse"
 
 def _w_DescribeQuorumResponse_Listener_0(o: _DescribeQuorumResponse_Listener, out: bytearray, v: int) -> None:
     if not (o.name == ''):
-        raise absent_error("'DescribeQuorumResponse.Listener.name'", v)
+        raise absent_error('DescribeQuorumResponse.Listener.name', v)
     if not (o.host == ''):
-        raise absent_error("'DescribeQuorumResponse.Listener.host'", v)
+        raise absent_error('DescribeQuorumResponse.Listener.host', v)
     if not (o.port == 0):
-        raise absent_error("'DescribeQuorumResponse.Listener.port'", v)
+        raise absent_error('DescribeQuorumResponse.Listener.port', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -356,9 +356,9 @@ def _r_DescribeQuorumResponse_Listener_1(buf: memoryview, pos: int, v: int) -> t
 
 def _w_DescribeQuorumResponse_Node_0(o: _DescribeQuorumResponse_Node, out: bytearray, v: int) -> None:
     if not (o.node_id == 0):
-        raise absent_error("'DescribeQuorumResponse.Node.node_id'", v)
+        raise absent_error('DescribeQuorumResponse.Node.node_id', v)
     if not ((o.listeners is not None and len(o.listeners) == 0)):
-        raise absent_error("'DescribeQuorumResponse.Node.listeners'", v)
+        raise absent_error('DescribeQuorumResponse.Node.listeners', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -368,9 +368,9 @@ def _w_DescribeQuorumResponse_Node_0(o: _DescribeQuorumResponse_Node, out: bytea
 def _w_DescribeQuorumResponse_Node_1(o: _DescribeQuorumResponse_Node, out: bytearray, v: int) -> None:
     out += I32.pack(o.node_id)
     w_ccount(out, o.listeners, False, 'DescribeQuorumResponse.Node.listeners', v)
-    w = _w_DescribeQuorumResponse_Listener_1
-    for e in o.listeners:
-        w(e, out, v)
+    w_listeners = _w_DescribeQuorumResponse_Listener_1
+    for e_listeners in o.listeners:
+        w_listeners(e_listeners, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -400,12 +400,12 @@ def _r_DescribeQuorumResponse_Node_1(buf: memoryview, pos: int, v: int) -> tuple
     (o.node_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_Listener_1
+    a_listeners = []
+    r_listeners = _r_DescribeQuorumResponse_Listener_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.listeners = a
+        e_listeners, pos = r_listeners(buf, pos, v)
+        a_listeners.append(e_listeners)
+    o.listeners = a_listeners
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -422,7 +422,7 @@ def _r_DescribeQuorumResponse_Node_1(buf: memoryview, pos: int, v: int) -> tuple
 
 def _w_DescribeQuorumResponse_ReplicaState_0(o: _DescribeQuorumResponse_ReplicaState, out: bytearray, v: int) -> None:
     if not (o.replica_directory_id == ZERO_UUID):
-        raise absent_error("'DescribeQuorumResponse.ReplicaState.replica_directory_id'", v)
+        raise absent_error('DescribeQuorumResponse.ReplicaState.replica_directory_id', v)
     out += _S0.pack(o.replica_id, o.log_end_offset)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -432,7 +432,7 @@ def _w_DescribeQuorumResponse_ReplicaState_0(o: _DescribeQuorumResponse_ReplicaS
 
 def _w_DescribeQuorumResponse_ReplicaState_1(o: _DescribeQuorumResponse_ReplicaState, out: bytearray, v: int) -> None:
     if not (o.replica_directory_id == ZERO_UUID):
-        raise absent_error("'DescribeQuorumResponse.ReplicaState.replica_directory_id'", v)
+        raise absent_error('DescribeQuorumResponse.ReplicaState.replica_directory_id', v)
     out += _S1.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -514,13 +514,13 @@ def _r_DescribeQuorumResponse_ReplicaState_2(buf: memoryview, pos: int, v: int) 
 def _w_DescribeQuorumResponse_PartitionData_0(o: _DescribeQuorumResponse_PartitionData, out: bytearray, v: int) -> None:
     out += _S4.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark)
     w_ccount(out, o.current_voters, False, 'DescribeQuorumResponse.PartitionData.current_voters', v)
-    w = _w_DescribeQuorumResponse_ReplicaState_0
-    for e in o.current_voters:
-        w(e, out, v)
+    w_current_voters = _w_DescribeQuorumResponse_ReplicaState_0
+    for e_current_voters in o.current_voters:
+        w_current_voters(e_current_voters, out, v)
     w_ccount(out, o.observers, False, 'DescribeQuorumResponse.PartitionData.observers', v)
-    w = _w_DescribeQuorumResponse_ReplicaState_0
-    for e in o.observers:
-        w(e, out, v)
+    w_observers = _w_DescribeQuorumResponse_ReplicaState_0
+    for e_observers in o.observers:
+        w_observers(e_observers, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -530,13 +530,13 @@ def _w_DescribeQuorumResponse_PartitionData_0(o: _DescribeQuorumResponse_Partiti
 def _w_DescribeQuorumResponse_PartitionData_1(o: _DescribeQuorumResponse_PartitionData, out: bytearray, v: int) -> None:
     out += _S4.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark)
     w_ccount(out, o.current_voters, False, 'DescribeQuorumResponse.PartitionData.current_voters', v)
-    w = _w_DescribeQuorumResponse_ReplicaState_1
-    for e in o.current_voters:
-        w(e, out, v)
+    w_current_voters = _w_DescribeQuorumResponse_ReplicaState_1
+    for e_current_voters in o.current_voters:
+        w_current_voters(e_current_voters, out, v)
     w_ccount(out, o.observers, False, 'DescribeQuorumResponse.PartitionData.observers', v)
-    w = _w_DescribeQuorumResponse_ReplicaState_1
-    for e in o.observers:
-        w(e, out, v)
+    w_observers = _w_DescribeQuorumResponse_ReplicaState_1
+    for e_observers in o.observers:
+        w_observers(e_observers, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -548,13 +548,13 @@ def _w_DescribeQuorumResponse_PartitionData_2(o: _DescribeQuorumResponse_Partiti
     w_cstr(out, o.error_message, True, 'DescribeQuorumResponse.PartitionData.error_message', v)
     out += _S6.pack(o.leader_id, o.leader_epoch, o.high_watermark)
     w_ccount(out, o.current_voters, False, 'DescribeQuorumResponse.PartitionData.current_voters', v)
-    w = _w_DescribeQuorumResponse_ReplicaState_2
-    for e in o.current_voters:
-        w(e, out, v)
+    w_current_voters = _w_DescribeQuorumResponse_ReplicaState_2
+    for e_current_voters in o.current_voters:
+        w_current_voters(e_current_voters, out, v)
     w_ccount(out, o.observers, False, 'DescribeQuorumResponse.PartitionData.observers', v)
-    w = _w_DescribeQuorumResponse_ReplicaState_2
-    for e in o.observers:
-        w(e, out, v)
+    w_observers = _w_DescribeQuorumResponse_ReplicaState_2
+    for e_observers in o.observers:
+        w_observers(e_observers, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -569,19 +569,19 @@ def _r_DescribeQuorumResponse_PartitionData_0(buf: memoryview, pos: int, v: int)
     (o.leader_id, o.leader_epoch, o.high_watermark,) = _S6.unpack_from(buf, pos)
     pos += 16
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_ReplicaState_0
+    a_current_voters = []
+    r_current_voters = _r_DescribeQuorumResponse_ReplicaState_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.current_voters = a
+        e_current_voters, pos = r_current_voters(buf, pos, v)
+        a_current_voters.append(e_current_voters)
+    o.current_voters = a_current_voters
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_ReplicaState_0
+    a_observers = []
+    r_observers = _r_DescribeQuorumResponse_ReplicaState_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.observers = a
+        e_observers, pos = r_observers(buf, pos, v)
+        a_observers.append(e_observers)
+    o.observers = a_observers
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -604,19 +604,19 @@ def _r_DescribeQuorumResponse_PartitionData_1(buf: memoryview, pos: int, v: int)
     (o.leader_id, o.leader_epoch, o.high_watermark,) = _S6.unpack_from(buf, pos)
     pos += 16
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_ReplicaState_1
+    a_current_voters = []
+    r_current_voters = _r_DescribeQuorumResponse_ReplicaState_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.current_voters = a
+        e_current_voters, pos = r_current_voters(buf, pos, v)
+        a_current_voters.append(e_current_voters)
+    o.current_voters = a_current_voters
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_ReplicaState_1
+    a_observers = []
+    r_observers = _r_DescribeQuorumResponse_ReplicaState_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.observers = a
+        e_observers, pos = r_observers(buf, pos, v)
+        a_observers.append(e_observers)
+    o.observers = a_observers
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -644,19 +644,19 @@ def _r_DescribeQuorumResponse_PartitionData_2(buf: memoryview, pos: int, v: int)
     (o.leader_id, o.leader_epoch, o.high_watermark,) = _S6.unpack_from(buf, pos)
     pos += 16
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_ReplicaState_2
+    a_current_voters = []
+    r_current_voters = _r_DescribeQuorumResponse_ReplicaState_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.current_voters = a
+        e_current_voters, pos = r_current_voters(buf, pos, v)
+        a_current_voters.append(e_current_voters)
+    o.current_voters = a_current_voters
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_ReplicaState_2
+    a_observers = []
+    r_observers = _r_DescribeQuorumResponse_ReplicaState_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.observers = a
+        e_observers, pos = r_observers(buf, pos, v)
+        a_observers.append(e_observers)
+    o.observers = a_observers
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -674,9 +674,9 @@ def _r_DescribeQuorumResponse_PartitionData_2(buf: memoryview, pos: int, v: int)
 def _w_DescribeQuorumResponse_TopicData_0(o: _DescribeQuorumResponse_TopicData, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic_name, False, 'DescribeQuorumResponse.TopicData.topic_name', v)
     w_ccount(out, o.partitions, False, 'DescribeQuorumResponse.TopicData.partitions', v)
-    w = _w_DescribeQuorumResponse_PartitionData_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_DescribeQuorumResponse_PartitionData_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -686,9 +686,9 @@ def _w_DescribeQuorumResponse_TopicData_0(o: _DescribeQuorumResponse_TopicData, 
 def _w_DescribeQuorumResponse_TopicData_1(o: _DescribeQuorumResponse_TopicData, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic_name, False, 'DescribeQuorumResponse.TopicData.topic_name', v)
     w_ccount(out, o.partitions, False, 'DescribeQuorumResponse.TopicData.partitions', v)
-    w = _w_DescribeQuorumResponse_PartitionData_1
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_DescribeQuorumResponse_PartitionData_1
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -698,9 +698,9 @@ def _w_DescribeQuorumResponse_TopicData_1(o: _DescribeQuorumResponse_TopicData, 
 def _w_DescribeQuorumResponse_TopicData_2(o: _DescribeQuorumResponse_TopicData, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic_name, False, 'DescribeQuorumResponse.TopicData.topic_name', v)
     w_ccount(out, o.partitions, False, 'DescribeQuorumResponse.TopicData.partitions', v)
-    w = _w_DescribeQuorumResponse_PartitionData_2
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_DescribeQuorumResponse_PartitionData_2
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -716,12 +716,12 @@ def _r_DescribeQuorumResponse_TopicData_0(buf: memoryview, pos: int, v: int) -> 
     else:
         o.topic_name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_PartitionData_0
+    a_partitions = []
+    r_partitions = _r_DescribeQuorumResponse_PartitionData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -745,12 +745,12 @@ def _r_DescribeQuorumResponse_TopicData_1(buf: memoryview, pos: int, v: int) -> 
     else:
         o.topic_name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_PartitionData_1
+    a_partitions = []
+    r_partitions = _r_DescribeQuorumResponse_PartitionData_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -774,12 +774,12 @@ def _r_DescribeQuorumResponse_TopicData_2(buf: memoryview, pos: int, v: int) -> 
     else:
         o.topic_name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_PartitionData_2
+    a_partitions = []
+    r_partitions = _r_DescribeQuorumResponse_PartitionData_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -797,11 +797,11 @@ def _r_DescribeQuorumResponse_TopicData_2(buf: memoryview, pos: int, v: int) -> 
 def _w_DescribeQuorumResponse_0(o: _DescribeQuorumResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
     w_ccount(out, o.topics, False, 'DescribeQuorumResponse.topics', v)
-    w = _w_DescribeQuorumResponse_TopicData_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_DescribeQuorumResponse_TopicData_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not ((o.nodes is not None and len(o.nodes) == 0)):
-        raise absent_error("'DescribeQuorumResponse.nodes'", v)
+        raise absent_error('DescribeQuorumResponse.nodes', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -811,11 +811,11 @@ def _w_DescribeQuorumResponse_0(o: _DescribeQuorumResponse, out: bytearray, v: i
 def _w_DescribeQuorumResponse_1(o: _DescribeQuorumResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
     w_ccount(out, o.topics, False, 'DescribeQuorumResponse.topics', v)
-    w = _w_DescribeQuorumResponse_TopicData_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_DescribeQuorumResponse_TopicData_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not ((o.nodes is not None and len(o.nodes) == 0)):
-        raise absent_error("'DescribeQuorumResponse.nodes'", v)
+        raise absent_error('DescribeQuorumResponse.nodes', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -826,13 +826,13 @@ def _w_DescribeQuorumResponse_2(o: _DescribeQuorumResponse, out: bytearray, v: i
     out += I16.pack(o.error_code)
     w_cstr(out, o.error_message, True, 'DescribeQuorumResponse.error_message', v)
     w_ccount(out, o.topics, False, 'DescribeQuorumResponse.topics', v)
-    w = _w_DescribeQuorumResponse_TopicData_2
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_DescribeQuorumResponse_TopicData_2
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     w_ccount(out, o.nodes, False, 'DescribeQuorumResponse.nodes', v)
-    w = _w_DescribeQuorumResponse_Node_1
-    for e in o.nodes:
-        w(e, out, v)
+    w_nodes = _w_DescribeQuorumResponse_Node_1
+    for e_nodes in o.nodes:
+        w_nodes(e_nodes, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -845,12 +845,12 @@ def _r_DescribeQuorumResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_Des
     pos += 2
     o.error_message = ''
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_TopicData_0
+    a_topics = []
+    r_topics = _r_DescribeQuorumResponse_TopicData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.nodes = []
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -872,12 +872,12 @@ def _r_DescribeQuorumResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_Des
     pos += 2
     o.error_message = ''
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_TopicData_1
+    a_topics = []
+    r_topics = _r_DescribeQuorumResponse_TopicData_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.nodes = []
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -904,19 +904,19 @@ def _r_DescribeQuorumResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_Des
     else:
         o.error_message, pos = r_cstr(buf, pos, True)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_TopicData_2
+    a_topics = []
+    r_topics = _r_DescribeQuorumResponse_TopicData_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_DescribeQuorumResponse_Node_1
+    a_nodes = []
+    r_nodes = _r_DescribeQuorumResponse_Node_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.nodes = a
+        e_nodes, pos = r_nodes(buf, pos, v)
+        a_nodes.append(e_nodes)
+    o.nodes = a_nodes
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

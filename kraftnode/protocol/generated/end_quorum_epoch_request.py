@@ -235,11 +235,11 @@ _EndQuorumEpochRequest.__name__ = "EndQuorumEpochRequest"
 
 def _w_EndQuorumEpochRequest_LeaderEndpoint_0(o: _EndQuorumEpochRequest_LeaderEndpoint, out: bytearray, v: int) -> None:
     if not (o.name == ''):
-        raise absent_error("'EndQuorumEpochRequest.LeaderEndpoint.name'", v)
+        raise absent_error('EndQuorumEpochRequest.LeaderEndpoint.name', v)
     if not (o.host == ''):
-        raise absent_error("'EndQuorumEpochRequest.LeaderEndpoint.host'", v)
+        raise absent_error('EndQuorumEpochRequest.LeaderEndpoint.host', v)
     if not (o.port == 0):
-        raise absent_error("'EndQuorumEpochRequest.LeaderEndpoint.port'", v)
+        raise absent_error('EndQuorumEpochRequest.LeaderEndpoint.port', v)
 
 
 def _w_EndQuorumEpochRequest_LeaderEndpoint_1(o: _EndQuorumEpochRequest_LeaderEndpoint, out: bytearray, v: int) -> None:
@@ -293,9 +293,9 @@ def _r_EndQuorumEpochRequest_LeaderEndpoint_1(buf: memoryview, pos: int, v: int)
 
 def _w_EndQuorumEpochRequest_ReplicaInfo_0(o: _EndQuorumEpochRequest_ReplicaInfo, out: bytearray, v: int) -> None:
     if not (o.candidate_id == 0):
-        raise absent_error("'EndQuorumEpochRequest.ReplicaInfo.candidate_id'", v)
+        raise absent_error('EndQuorumEpochRequest.ReplicaInfo.candidate_id', v)
     if not (o.candidate_directory_id == ZERO_UUID):
-        raise absent_error("'EndQuorumEpochRequest.ReplicaInfo.candidate_directory_id'", v)
+        raise absent_error('EndQuorumEpochRequest.ReplicaInfo.candidate_directory_id', v)
 
 
 def _w_EndQuorumEpochRequest_ReplicaInfo_1(o: _EndQuorumEpochRequest_ReplicaInfo, out: bytearray, v: int) -> None:
@@ -342,9 +342,9 @@ def _w_EndQuorumEpochRequest_PartitionData_0(o: _EndQuorumEpochRequest_Partition
 def _w_EndQuorumEpochRequest_PartitionData_1(o: _EndQuorumEpochRequest_PartitionData, out: bytearray, v: int) -> None:
     out += _S1.pack(o.partition_index, o.leader_id, o.leader_epoch)
     w_ccount(out, o.preferred_candidates, False, 'EndQuorumEpochRequest.PartitionData.preferred_candidates', v)
-    w = _w_EndQuorumEpochRequest_ReplicaInfo_1
-    for e in o.preferred_candidates:
-        w(e, out, v)
+    w_preferred_candidates = _w_EndQuorumEpochRequest_ReplicaInfo_1
+    for e_preferred_candidates in o.preferred_candidates:
+        w_preferred_candidates(e_preferred_candidates, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -369,12 +369,12 @@ def _r_EndQuorumEpochRequest_PartitionData_1(buf: memoryview, pos: int, v: int) 
     pos += 12
     o.preferred_successors = []
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_EndQuorumEpochRequest_ReplicaInfo_1
+    a_preferred_candidates = []
+    r_preferred_candidates = _r_EndQuorumEpochRequest_ReplicaInfo_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.preferred_candidates = a
+        e_preferred_candidates, pos = r_preferred_candidates(buf, pos, v)
+        a_preferred_candidates.append(e_preferred_candidates)
+    o.preferred_candidates = a_preferred_candidates
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -392,17 +392,17 @@ def _r_EndQuorumEpochRequest_PartitionData_1(buf: memoryview, pos: int, v: int) 
 def _w_EndQuorumEpochRequest_TopicData_0(o: _EndQuorumEpochRequest_TopicData, out: bytearray, v: int) -> None:
     w_str(out, o.topic_name, False, 'EndQuorumEpochRequest.TopicData.topic_name', v)
     w_count(out, o.partitions, False, 'EndQuorumEpochRequest.TopicData.partitions', v)
-    w = _w_EndQuorumEpochRequest_PartitionData_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_EndQuorumEpochRequest_PartitionData_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_EndQuorumEpochRequest_TopicData_1(o: _EndQuorumEpochRequest_TopicData, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic_name, False, 'EndQuorumEpochRequest.TopicData.topic_name', v)
     w_ccount(out, o.partitions, False, 'EndQuorumEpochRequest.TopicData.partitions', v)
-    w = _w_EndQuorumEpochRequest_PartitionData_1
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_EndQuorumEpochRequest_PartitionData_1
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -413,12 +413,12 @@ def _r_EndQuorumEpochRequest_TopicData_0(buf: memoryview, pos: int, v: int) -> t
     o = _new(_EndQuorumEpochRequest_TopicData)
     o.topic_name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_EndQuorumEpochRequest_PartitionData_0
+    a_partitions = []
+    r_partitions = _r_EndQuorumEpochRequest_PartitionData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -432,12 +432,12 @@ def _r_EndQuorumEpochRequest_TopicData_1(buf: memoryview, pos: int, v: int) -> t
     else:
         o.topic_name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_EndQuorumEpochRequest_PartitionData_1
+    a_partitions = []
+    r_partitions = _r_EndQuorumEpochRequest_PartitionData_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -455,21 +455,21 @@ def _r_EndQuorumEpochRequest_TopicData_1(buf: memoryview, pos: int, v: int) -> t
 def _w_EndQuorumEpochRequest_0(o: _EndQuorumEpochRequest, out: bytearray, v: int) -> None:
     w_str(out, o.cluster_id, True, 'EndQuorumEpochRequest.cluster_id', v)
     w_count(out, o.topics, False, 'EndQuorumEpochRequest.topics', v)
-    w = _w_EndQuorumEpochRequest_TopicData_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_EndQuorumEpochRequest_TopicData_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
 
 
 def _w_EndQuorumEpochRequest_1(o: _EndQuorumEpochRequest, out: bytearray, v: int) -> None:
     w_cstr(out, o.cluster_id, True, 'EndQuorumEpochRequest.cluster_id', v)
     w_ccount(out, o.topics, False, 'EndQuorumEpochRequest.topics', v)
-    w = _w_EndQuorumEpochRequest_TopicData_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_EndQuorumEpochRequest_TopicData_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     w_ccount(out, o.leader_endpoints, False, 'EndQuorumEpochRequest.leader_endpoints', v)
-    w = _w_EndQuorumEpochRequest_LeaderEndpoint_1
-    for e in o.leader_endpoints:
-        w(e, out, v)
+    w_leader_endpoints = _w_EndQuorumEpochRequest_LeaderEndpoint_1
+    for e_leader_endpoints in o.leader_endpoints:
+        w_leader_endpoints(e_leader_endpoints, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -480,12 +480,12 @@ def _r_EndQuorumEpochRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQ
     o = _new(_EndQuorumEpochRequest)
     o.cluster_id, pos = r_str(buf, pos, True)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_EndQuorumEpochRequest_TopicData_0
+    a_topics = []
+    r_topics = _r_EndQuorumEpochRequest_TopicData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.leader_endpoints = []
     o.unknown_tagged_fields = None
     return o, pos
@@ -500,19 +500,19 @@ def _r_EndQuorumEpochRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQ
     else:
         o.cluster_id, pos = r_cstr(buf, pos, True)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_EndQuorumEpochRequest_TopicData_1
+    a_topics = []
+    r_topics = _r_EndQuorumEpochRequest_TopicData_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_EndQuorumEpochRequest_LeaderEndpoint_1
+    a_leader_endpoints = []
+    r_leader_endpoints = _r_EndQuorumEpochRequest_LeaderEndpoint_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.leader_endpoints = a
+        e_leader_endpoints, pos = r_leader_endpoints(buf, pos, v)
+        a_leader_endpoints.append(e_leader_endpoints)
+    o.leader_endpoints = a_leader_endpoints
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

@@ -208,11 +208,11 @@ _EndQuorumEpochResponse.__name__ = "EndQuorumEpochResponse"
 
 def _w_EndQuorumEpochResponse_NodeEndpoint_0(o: _EndQuorumEpochResponse_NodeEndpoint, out: bytearray, v: int) -> None:
     if not (o.node_id == 0):
-        raise absent_error("'EndQuorumEpochResponse.NodeEndpoint.node_id'", v)
+        raise absent_error('EndQuorumEpochResponse.NodeEndpoint.node_id', v)
     if not (o.host == ''):
-        raise absent_error("'EndQuorumEpochResponse.NodeEndpoint.host'", v)
+        raise absent_error('EndQuorumEpochResponse.NodeEndpoint.host', v)
     if not (o.port == 0):
-        raise absent_error("'EndQuorumEpochResponse.NodeEndpoint.port'", v)
+        raise absent_error('EndQuorumEpochResponse.NodeEndpoint.port', v)
 
 
 def _w_EndQuorumEpochResponse_NodeEndpoint_1(o: _EndQuorumEpochResponse_NodeEndpoint, out: bytearray, v: int) -> None:
@@ -301,17 +301,17 @@ def _r_EndQuorumEpochResponse_PartitionData_1(buf: memoryview, pos: int, v: int)
 def _w_EndQuorumEpochResponse_TopicData_0(o: _EndQuorumEpochResponse_TopicData, out: bytearray, v: int) -> None:
     w_str(out, o.topic_name, False, 'EndQuorumEpochResponse.TopicData.topic_name', v)
     w_count(out, o.partitions, False, 'EndQuorumEpochResponse.TopicData.partitions', v)
-    w = _w_EndQuorumEpochResponse_PartitionData_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_EndQuorumEpochResponse_PartitionData_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_EndQuorumEpochResponse_TopicData_1(o: _EndQuorumEpochResponse_TopicData, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic_name, False, 'EndQuorumEpochResponse.TopicData.topic_name', v)
     w_ccount(out, o.partitions, False, 'EndQuorumEpochResponse.TopicData.partitions', v)
-    w = _w_EndQuorumEpochResponse_PartitionData_1
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_EndQuorumEpochResponse_PartitionData_1
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -322,12 +322,12 @@ def _r_EndQuorumEpochResponse_TopicData_0(buf: memoryview, pos: int, v: int) -> 
     o = _new(_EndQuorumEpochResponse_TopicData)
     o.topic_name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_EndQuorumEpochResponse_PartitionData_0
+    a_partitions = []
+    r_partitions = _r_EndQuorumEpochResponse_PartitionData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -341,12 +341,12 @@ def _r_EndQuorumEpochResponse_TopicData_1(buf: memoryview, pos: int, v: int) -> 
     else:
         o.topic_name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_EndQuorumEpochResponse_PartitionData_1
+    a_partitions = []
+    r_partitions = _r_EndQuorumEpochResponse_PartitionData_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -364,26 +364,26 @@ def _r_EndQuorumEpochResponse_TopicData_1(buf: memoryview, pos: int, v: int) -> 
 def _w_EndQuorumEpochResponse_0(o: _EndQuorumEpochResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
     w_count(out, o.topics, False, 'EndQuorumEpochResponse.topics', v)
-    w = _w_EndQuorumEpochResponse_TopicData_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_EndQuorumEpochResponse_TopicData_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'EndQuorumEpochResponse.node_endpoints'", v)
+        raise absent_error('EndQuorumEpochResponse.node_endpoints', v)
 
 
 def _w_EndQuorumEpochResponse_1(o: _EndQuorumEpochResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
     w_ccount(out, o.topics, False, 'EndQuorumEpochResponse.topics', v)
-    w = _w_EndQuorumEpochResponse_TopicData_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_EndQuorumEpochResponse_TopicData_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     tagged: list[tuple[int, bytes]] = []
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
         t = bytearray()
         w_ccount(t, o.node_endpoints, False, 'EndQuorumEpochResponse.node_endpoints', v)
-        w = _w_EndQuorumEpochResponse_NodeEndpoint_1
-        for e in o.node_endpoints:
-            w(e, t, v)
+        w_node_endpoints = _w_EndQuorumEpochResponse_NodeEndpoint_1
+        for e_node_endpoints in o.node_endpoints:
+            w_node_endpoints(e_node_endpoints, t, v)
         tagged.append((0, bytes(t)))
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
@@ -396,12 +396,12 @@ def _r_EndQuorumEpochResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_End
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_EndQuorumEpochResponse_TopicData_0
+    a_topics = []
+    r_topics = _r_EndQuorumEpochResponse_TopicData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     return o, pos
@@ -412,12 +412,12 @@ def _r_EndQuorumEpochResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_End
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_EndQuorumEpochResponse_TopicData_1
+    a_topics = []
+    r_topics = _r_EndQuorumEpochResponse_TopicData_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -428,12 +428,12 @@ def _r_EndQuorumEpochResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_End
             tag, end, pos = r_tag_header(buf, pos)
             if tag == 0:
                 n, pos = r_ccount(buf, pos, False)
-                a = []
-                r = _r_EndQuorumEpochResponse_NodeEndpoint_1
+                a_node_endpoints = []
+                r_node_endpoints = _r_EndQuorumEpochResponse_NodeEndpoint_1
                 for _ in range(n):
-                    e, pos = r(buf, pos, v)
-                    a.append(e)
-                o.node_endpoints = a
+                    e_node_endpoints, pos = r_node_endpoints(buf, pos, v)
+                    a_node_endpoints.append(e_node_endpoints)
+                o.node_endpoints = a_node_endpoints
                 if pos != end:
                     raise DecodeError('tagged field EndQuorumEpochResponse.node_endpoints has the wrong size')
             else:

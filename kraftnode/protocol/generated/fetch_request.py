@@ -283,7 +283,7 @@ _FetchRequest.__name__ = "FetchRequest"
 
 def _w_FetchRequest_ForgottenTopic_0(o: _FetchRequest_ForgottenTopic, out: bytearray, v: int) -> None:
     if not ((o.partitions is not None and len(o.partitions) == 0)):
-        raise absent_error("'FetchRequest.ForgottenTopic.partitions'", v)
+        raise absent_error('FetchRequest.ForgottenTopic.partitions', v)
 
 
 def _w_FetchRequest_ForgottenTopic_1(o: _FetchRequest_ForgottenTopic, out: bytearray, v: int) -> None:
@@ -381,19 +381,19 @@ def _r_FetchRequest_ForgottenTopic_3(buf: memoryview, pos: int, v: int) -> tuple
 
 def _w_FetchRequest_FetchPartition_0(o: _FetchRequest_FetchPartition, out: bytearray, v: int) -> None:
     if not (o.last_fetched_epoch == -1):
-        raise absent_error("'FetchRequest.FetchPartition.last_fetched_epoch'", v)
+        raise absent_error('FetchRequest.FetchPartition.last_fetched_epoch', v)
     out += _S0.pack(o.partition, o.fetch_offset, o.partition_max_bytes)
 
 
 def _w_FetchRequest_FetchPartition_1(o: _FetchRequest_FetchPartition, out: bytearray, v: int) -> None:
     if not (o.last_fetched_epoch == -1):
-        raise absent_error("'FetchRequest.FetchPartition.last_fetched_epoch'", v)
+        raise absent_error('FetchRequest.FetchPartition.last_fetched_epoch', v)
     out += _S1.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
 
 def _w_FetchRequest_FetchPartition_2(o: _FetchRequest_FetchPartition, out: bytearray, v: int) -> None:
     if not (o.last_fetched_epoch == -1):
-        raise absent_error("'FetchRequest.FetchPartition.last_fetched_epoch'", v)
+        raise absent_error('FetchRequest.FetchPartition.last_fetched_epoch', v)
     out += _S3.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
 
@@ -507,33 +507,33 @@ def _r_FetchRequest_FetchPartition_4(buf: memoryview, pos: int, v: int) -> tuple
 def _w_FetchRequest_FetchTopic_0(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
     w_str(out, o.topic, False, 'FetchRequest.FetchTopic.topic', v)
     w_count(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
-    w = _w_FetchRequest_FetchPartition_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchRequest_FetchPartition_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_FetchRequest_FetchTopic_1(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
     w_str(out, o.topic, False, 'FetchRequest.FetchTopic.topic', v)
     w_count(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
-    w = _w_FetchRequest_FetchPartition_1
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchRequest_FetchPartition_1
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_FetchRequest_FetchTopic_2(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
     w_str(out, o.topic, False, 'FetchRequest.FetchTopic.topic', v)
     w_count(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
-    w = _w_FetchRequest_FetchPartition_2
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchRequest_FetchPartition_2
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_FetchRequest_FetchTopic_3(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic, False, 'FetchRequest.FetchTopic.topic', v)
     w_ccount(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
-    w = _w_FetchRequest_FetchPartition_3
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchRequest_FetchPartition_3
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -543,9 +543,9 @@ def _w_FetchRequest_FetchTopic_3(o: _FetchRequest_FetchTopic, out: bytearray, v:
 def _w_FetchRequest_FetchTopic_4(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
     out += o.topic_id.bytes
     w_ccount(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
-    w = _w_FetchRequest_FetchPartition_3
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchRequest_FetchPartition_3
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -555,9 +555,9 @@ def _w_FetchRequest_FetchTopic_4(o: _FetchRequest_FetchTopic, out: bytearray, v:
 def _w_FetchRequest_FetchTopic_5(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
     out += o.topic_id.bytes
     w_ccount(out, o.partitions, False, 'FetchRequest.FetchTopic.partitions', v)
-    w = _w_FetchRequest_FetchPartition_4
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchRequest_FetchPartition_4
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -569,12 +569,12 @@ def _r_FetchRequest_FetchTopic_0(buf: memoryview, pos: int, v: int) -> tuple[_Fe
     o.topic, pos = r_str(buf, pos, False)
     o.topic_id = ZERO_UUID
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchPartition_0
+    a_partitions = []
+    r_partitions = _r_FetchRequest_FetchPartition_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -584,12 +584,12 @@ def _r_FetchRequest_FetchTopic_1(buf: memoryview, pos: int, v: int) -> tuple[_Fe
     o.topic, pos = r_str(buf, pos, False)
     o.topic_id = ZERO_UUID
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchPartition_1
+    a_partitions = []
+    r_partitions = _r_FetchRequest_FetchPartition_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -599,12 +599,12 @@ def _r_FetchRequest_FetchTopic_2(buf: memoryview, pos: int, v: int) -> tuple[_Fe
     o.topic, pos = r_str(buf, pos, False)
     o.topic_id = ZERO_UUID
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchPartition_2
+    a_partitions = []
+    r_partitions = _r_FetchRequest_FetchPartition_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -619,12 +619,12 @@ def _r_FetchRequest_FetchTopic_3(buf: memoryview, pos: int, v: int) -> tuple[_Fe
         o.topic, pos = r_cstr(buf, pos, False)
     o.topic_id = ZERO_UUID
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchPartition_3
+    a_partitions = []
+    r_partitions = _r_FetchRequest_FetchPartition_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -644,12 +644,12 @@ def _r_FetchRequest_FetchTopic_4(buf: memoryview, pos: int, v: int) -> tuple[_Fe
     o.topic = ''
     o.topic_id, pos = r_uuid(buf, pos)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchPartition_3
+    a_partitions = []
+    r_partitions = _r_FetchRequest_FetchPartition_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -669,12 +669,12 @@ def _r_FetchRequest_FetchTopic_5(buf: memoryview, pos: int, v: int) -> tuple[_Fe
     o.topic = ''
     o.topic_id, pos = r_uuid(buf, pos)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchPartition_4
+    a_partitions = []
+    r_partitions = _r_FetchRequest_FetchPartition_4
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -691,16 +691,16 @@ def _r_FetchRequest_FetchTopic_5(buf: memoryview, pos: int, v: int) -> tuple[_Fe
 
 def _w_FetchRequest_ReplicaState_0(o: _FetchRequest_ReplicaState, out: bytearray, v: int) -> None:
     if not (o.replica_id == -1):
-        raise absent_error("'FetchRequest.ReplicaState.replica_id'", v)
+        raise absent_error('FetchRequest.ReplicaState.replica_id', v)
     if not (o.replica_epoch == -1):
-        raise absent_error("'FetchRequest.ReplicaState.replica_epoch'", v)
+        raise absent_error('FetchRequest.ReplicaState.replica_epoch', v)
 
 
 def _w_FetchRequest_ReplicaState_1(o: _FetchRequest_ReplicaState, out: bytearray, v: int) -> None:
     if not (o.replica_id == -1):
-        raise absent_error("'FetchRequest.ReplicaState.replica_id'", v)
+        raise absent_error('FetchRequest.ReplicaState.replica_id', v)
     if not (o.replica_epoch == -1):
-        raise absent_error("'FetchRequest.ReplicaState.replica_epoch'", v)
+        raise absent_error('FetchRequest.ReplicaState.replica_epoch', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -762,104 +762,104 @@ def _r_FetchRequest_ReplicaState_2(buf: memoryview, pos: int, v: int) -> tuple[_
 def _w_FetchRequest_0(o: _FetchRequest, out: bytearray, v: int) -> None:
     out += _S7.pack(o.replica_id, o.max_wait_ms, o.min_bytes)
     w_count(out, o.topics, False, 'FetchRequest.topics', v)
-    w = _w_FetchRequest_FetchTopic_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchRequest_FetchTopic_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
-        raise absent_error("'FetchRequest.forgotten_topics_data'", v)
+        raise absent_error('FetchRequest.forgotten_topics_data', v)
     if not (o.replica_state == _FetchRequest_ReplicaState()):
-        raise absent_error("'FetchRequest.replica_state'", v)
+        raise absent_error('FetchRequest.replica_state', v)
 
 
 def _w_FetchRequest_1(o: _FetchRequest, out: bytearray, v: int) -> None:
     out += _S9.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes)
     w_count(out, o.topics, False, 'FetchRequest.topics', v)
-    w = _w_FetchRequest_FetchTopic_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchRequest_FetchTopic_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
-        raise absent_error("'FetchRequest.forgotten_topics_data'", v)
+        raise absent_error('FetchRequest.forgotten_topics_data', v)
     if not (o.replica_state == _FetchRequest_ReplicaState()):
-        raise absent_error("'FetchRequest.replica_state'", v)
+        raise absent_error('FetchRequest.replica_state', v)
 
 
 def _w_FetchRequest_2(o: _FetchRequest, out: bytearray, v: int) -> None:
     out += _S10.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     w_count(out, o.topics, False, 'FetchRequest.topics', v)
-    w = _w_FetchRequest_FetchTopic_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchRequest_FetchTopic_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
-        raise absent_error("'FetchRequest.forgotten_topics_data'", v)
+        raise absent_error('FetchRequest.forgotten_topics_data', v)
     if not (o.replica_state == _FetchRequest_ReplicaState()):
-        raise absent_error("'FetchRequest.replica_state'", v)
+        raise absent_error('FetchRequest.replica_state', v)
 
 
 def _w_FetchRequest_3(o: _FetchRequest, out: bytearray, v: int) -> None:
     out += _S10.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     w_count(out, o.topics, False, 'FetchRequest.topics', v)
-    w = _w_FetchRequest_FetchTopic_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchRequest_FetchTopic_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
-        raise absent_error("'FetchRequest.forgotten_topics_data'", v)
+        raise absent_error('FetchRequest.forgotten_topics_data', v)
     if not (o.replica_state == _FetchRequest_ReplicaState()):
-        raise absent_error("'FetchRequest.replica_state'", v)
+        raise absent_error('FetchRequest.replica_state', v)
 
 
 def _w_FetchRequest_4(o: _FetchRequest, out: bytearray, v: int) -> None:
     out += _S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     w_count(out, o.topics, False, 'FetchRequest.topics', v)
-    w = _w_FetchRequest_FetchTopic_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchRequest_FetchTopic_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     w_count(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
-    w = _w_FetchRequest_ForgottenTopic_1
-    for e in o.forgotten_topics_data:
-        w(e, out, v)
+    w_forgotten_topics_data = _w_FetchRequest_ForgottenTopic_1
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        w_forgotten_topics_data(e_forgotten_topics_data, out, v)
     if not (o.replica_state == _FetchRequest_ReplicaState()):
-        raise absent_error("'FetchRequest.replica_state'", v)
+        raise absent_error('FetchRequest.replica_state', v)
 
 
 def _w_FetchRequest_5(o: _FetchRequest, out: bytearray, v: int) -> None:
     out += _S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     w_count(out, o.topics, False, 'FetchRequest.topics', v)
-    w = _w_FetchRequest_FetchTopic_2
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchRequest_FetchTopic_2
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     w_count(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
-    w = _w_FetchRequest_ForgottenTopic_1
-    for e in o.forgotten_topics_data:
-        w(e, out, v)
+    w_forgotten_topics_data = _w_FetchRequest_ForgottenTopic_1
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        w_forgotten_topics_data(e_forgotten_topics_data, out, v)
     if not (o.replica_state == _FetchRequest_ReplicaState()):
-        raise absent_error("'FetchRequest.replica_state'", v)
+        raise absent_error('FetchRequest.replica_state', v)
 
 
 def _w_FetchRequest_6(o: _FetchRequest, out: bytearray, v: int) -> None:
     out += _S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     w_count(out, o.topics, False, 'FetchRequest.topics', v)
-    w = _w_FetchRequest_FetchTopic_2
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchRequest_FetchTopic_2
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     w_count(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
-    w = _w_FetchRequest_ForgottenTopic_1
-    for e in o.forgotten_topics_data:
-        w(e, out, v)
+    w_forgotten_topics_data = _w_FetchRequest_ForgottenTopic_1
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        w_forgotten_topics_data(e_forgotten_topics_data, out, v)
     w_str(out, o.rack_id, False, 'FetchRequest.rack_id', v)
     if not (o.replica_state == _FetchRequest_ReplicaState()):
-        raise absent_error("'FetchRequest.replica_state'", v)
+        raise absent_error('FetchRequest.replica_state', v)
 
 
 def _w_FetchRequest_7(o: _FetchRequest, out: bytearray, v: int) -> None:
     out += _S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     w_ccount(out, o.topics, False, 'FetchRequest.topics', v)
-    w = _w_FetchRequest_FetchTopic_3
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchRequest_FetchTopic_3
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     w_ccount(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
-    w = _w_FetchRequest_ForgottenTopic_2
-    for e in o.forgotten_topics_data:
-        w(e, out, v)
+    w_forgotten_topics_data = _w_FetchRequest_ForgottenTopic_2
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        w_forgotten_topics_data(e_forgotten_topics_data, out, v)
     w_cstr(out, o.rack_id, False, 'FetchRequest.rack_id', v)
     tagged: list[tuple[int, bytes]] = []
     if not (o.cluster_id is None):
@@ -871,19 +871,19 @@ def _w_FetchRequest_7(o: _FetchRequest, out: bytearray, v: int) -> None:
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
     if not (o.replica_state == _FetchRequest_ReplicaState()):
-        raise absent_error("'FetchRequest.replica_state'", v)
+        raise absent_error('FetchRequest.replica_state', v)
 
 
 def _w_FetchRequest_8(o: _FetchRequest, out: bytearray, v: int) -> None:
     out += _S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     w_ccount(out, o.topics, False, 'FetchRequest.topics', v)
-    w = _w_FetchRequest_FetchTopic_4
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchRequest_FetchTopic_4
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     w_ccount(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
-    w = _w_FetchRequest_ForgottenTopic_3
-    for e in o.forgotten_topics_data:
-        w(e, out, v)
+    w_forgotten_topics_data = _w_FetchRequest_ForgottenTopic_3
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        w_forgotten_topics_data(e_forgotten_topics_data, out, v)
     w_cstr(out, o.rack_id, False, 'FetchRequest.rack_id', v)
     tagged: list[tuple[int, bytes]] = []
     if not (o.cluster_id is None):
@@ -895,21 +895,21 @@ def _w_FetchRequest_8(o: _FetchRequest, out: bytearray, v: int) -> None:
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
     if not (o.replica_state == _FetchRequest_ReplicaState()):
-        raise absent_error("'FetchRequest.replica_state'", v)
+        raise absent_error('FetchRequest.replica_state', v)
 
 
 def _w_FetchRequest_9(o: _FetchRequest, out: bytearray, v: int) -> None:
     if not (o.replica_id == -1):
-        raise absent_error("'FetchRequest.replica_id'", v)
+        raise absent_error('FetchRequest.replica_id', v)
     out += _S13.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     w_ccount(out, o.topics, False, 'FetchRequest.topics', v)
-    w = _w_FetchRequest_FetchTopic_4
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchRequest_FetchTopic_4
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     w_ccount(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
-    w = _w_FetchRequest_ForgottenTopic_3
-    for e in o.forgotten_topics_data:
-        w(e, out, v)
+    w_forgotten_topics_data = _w_FetchRequest_ForgottenTopic_3
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        w_forgotten_topics_data(e_forgotten_topics_data, out, v)
     w_cstr(out, o.rack_id, False, 'FetchRequest.rack_id', v)
     tagged: list[tuple[int, bytes]] = []
     if not (o.cluster_id is None):
@@ -928,16 +928,16 @@ def _w_FetchRequest_9(o: _FetchRequest, out: bytearray, v: int) -> None:
 
 def _w_FetchRequest_10(o: _FetchRequest, out: bytearray, v: int) -> None:
     if not (o.replica_id == -1):
-        raise absent_error("'FetchRequest.replica_id'", v)
+        raise absent_error('FetchRequest.replica_id', v)
     out += _S13.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     w_ccount(out, o.topics, False, 'FetchRequest.topics', v)
-    w = _w_FetchRequest_FetchTopic_5
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchRequest_FetchTopic_5
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     w_ccount(out, o.forgotten_topics_data, False, 'FetchRequest.forgotten_topics_data', v)
-    w = _w_FetchRequest_ForgottenTopic_3
-    for e in o.forgotten_topics_data:
-        w(e, out, v)
+    w_forgotten_topics_data = _w_FetchRequest_ForgottenTopic_3
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        w_forgotten_topics_data(e_forgotten_topics_data, out, v)
     w_cstr(out, o.rack_id, False, 'FetchRequest.rack_id', v)
     tagged: list[tuple[int, bytes]] = []
     if not (o.cluster_id is None):
@@ -967,12 +967,12 @@ def _r_FetchRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest,
     o.session_id = 0
     o.session_epoch = -1
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchTopic_0
+    a_topics = []
+    r_topics = _r_FetchRequest_FetchTopic_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.forgotten_topics_data = []
     o.rack_id = ''
     o.unknown_tagged_fields = None
@@ -991,12 +991,12 @@ def _r_FetchRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest,
     o.session_id = 0
     o.session_epoch = -1
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchTopic_0
+    a_topics = []
+    r_topics = _r_FetchRequest_FetchTopic_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.forgotten_topics_data = []
     o.rack_id = ''
     o.unknown_tagged_fields = None
@@ -1014,12 +1014,12 @@ def _r_FetchRequest_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest,
     o.session_id = 0
     o.session_epoch = -1
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchTopic_0
+    a_topics = []
+    r_topics = _r_FetchRequest_FetchTopic_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.forgotten_topics_data = []
     o.rack_id = ''
     o.unknown_tagged_fields = None
@@ -1037,12 +1037,12 @@ def _r_FetchRequest_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest,
     o.session_id = 0
     o.session_epoch = -1
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchTopic_1
+    a_topics = []
+    r_topics = _r_FetchRequest_FetchTopic_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.forgotten_topics_data = []
     o.rack_id = ''
     o.unknown_tagged_fields = None
@@ -1058,19 +1058,19 @@ def _r_FetchRequest_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest,
     (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchTopic_1
+    a_topics = []
+    r_topics = _r_FetchRequest_FetchTopic_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_ForgottenTopic_1
+    a_forgotten_topics_data = []
+    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.forgotten_topics_data = a
+        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
+        a_forgotten_topics_data.append(e_forgotten_topics_data)
+    o.forgotten_topics_data = a_forgotten_topics_data
     o.rack_id = ''
     o.unknown_tagged_fields = None
     return o, pos
@@ -1085,19 +1085,19 @@ def _r_FetchRequest_5(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest,
     (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchTopic_2
+    a_topics = []
+    r_topics = _r_FetchRequest_FetchTopic_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_ForgottenTopic_1
+    a_forgotten_topics_data = []
+    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.forgotten_topics_data = a
+        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
+        a_forgotten_topics_data.append(e_forgotten_topics_data)
+    o.forgotten_topics_data = a_forgotten_topics_data
     o.rack_id = ''
     o.unknown_tagged_fields = None
     return o, pos
@@ -1112,19 +1112,19 @@ def _r_FetchRequest_6(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest,
     (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchTopic_2
+    a_topics = []
+    r_topics = _r_FetchRequest_FetchTopic_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_ForgottenTopic_1
+    a_forgotten_topics_data = []
+    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.forgotten_topics_data = a
+        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
+        a_forgotten_topics_data.append(e_forgotten_topics_data)
+    o.forgotten_topics_data = a_forgotten_topics_data
     o.rack_id, pos = r_str(buf, pos, False)
     o.unknown_tagged_fields = None
     return o, pos
@@ -1139,19 +1139,19 @@ def _r_FetchRequest_7(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest,
     (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchTopic_3
+    a_topics = []
+    r_topics = _r_FetchRequest_FetchTopic_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_ForgottenTopic_2
+    a_forgotten_topics_data = []
+    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.forgotten_topics_data = a
+        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
+        a_forgotten_topics_data.append(e_forgotten_topics_data)
+    o.forgotten_topics_data = a_forgotten_topics_data
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.rack_id = str(buf[pos + 1:pos + n], 'utf-8')
@@ -1191,19 +1191,19 @@ def _r_FetchRequest_8(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest,
     (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchTopic_4
+    a_topics = []
+    r_topics = _r_FetchRequest_FetchTopic_4
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_ForgottenTopic_3
+    a_forgotten_topics_data = []
+    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.forgotten_topics_data = a
+        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
+        a_forgotten_topics_data.append(e_forgotten_topics_data)
+    o.forgotten_topics_data = a_forgotten_topics_data
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.rack_id = str(buf[pos + 1:pos + n], 'utf-8')
@@ -1242,19 +1242,19 @@ def _r_FetchRequest_9(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest,
     (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchTopic_4
+    a_topics = []
+    r_topics = _r_FetchRequest_FetchTopic_4
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_ForgottenTopic_3
+    a_forgotten_topics_data = []
+    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.forgotten_topics_data = a
+        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
+        a_forgotten_topics_data.append(e_forgotten_topics_data)
+    o.forgotten_topics_data = a_forgotten_topics_data
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.rack_id = str(buf[pos + 1:pos + n], 'utf-8')
@@ -1297,19 +1297,19 @@ def _r_FetchRequest_10(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest
     (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_FetchTopic_5
+    a_topics = []
+    r_topics = _r_FetchRequest_FetchTopic_5
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchRequest_ForgottenTopic_3
+    a_forgotten_topics_data = []
+    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.forgotten_topics_data = a
+        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
+        a_forgotten_topics_data.append(e_forgotten_topics_data)
+    o.forgotten_topics_data = a_forgotten_topics_data
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.rack_id = str(buf[pos + 1:pos + n], 'utf-8')

@@ -340,24 +340,24 @@ _FetchResponse.__name__ = "FetchResponse"
 
 def _w_FetchResponse_NodeEndpoint_0(o: _FetchResponse_NodeEndpoint, out: bytearray, v: int) -> None:
     if not (o.node_id == 0):
-        raise absent_error("'FetchResponse.NodeEndpoint.node_id'", v)
+        raise absent_error('FetchResponse.NodeEndpoint.node_id', v)
     if not (o.host == ''):
-        raise absent_error("'FetchResponse.NodeEndpoint.host'", v)
+        raise absent_error('FetchResponse.NodeEndpoint.host', v)
     if not (o.port == 0):
-        raise absent_error("'FetchResponse.NodeEndpoint.port'", v)
+        raise absent_error('FetchResponse.NodeEndpoint.port', v)
     if not (o.rack is None):
-        raise absent_error("'FetchResponse.NodeEndpoint.rack'", v)
+        raise absent_error('FetchResponse.NodeEndpoint.rack', v)
 
 
 def _w_FetchResponse_NodeEndpoint_1(o: _FetchResponse_NodeEndpoint, out: bytearray, v: int) -> None:
     if not (o.node_id == 0):
-        raise absent_error("'FetchResponse.NodeEndpoint.node_id'", v)
+        raise absent_error('FetchResponse.NodeEndpoint.node_id', v)
     if not (o.host == ''):
-        raise absent_error("'FetchResponse.NodeEndpoint.host'", v)
+        raise absent_error('FetchResponse.NodeEndpoint.host', v)
     if not (o.port == 0):
-        raise absent_error("'FetchResponse.NodeEndpoint.port'", v)
+        raise absent_error('FetchResponse.NodeEndpoint.port', v)
     if not (o.rack is None):
-        raise absent_error("'FetchResponse.NodeEndpoint.rack'", v)
+        raise absent_error('FetchResponse.NodeEndpoint.rack', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -439,9 +439,9 @@ def _r_FetchResponse_NodeEndpoint_2(buf: memoryview, pos: int, v: int) -> tuple[
 
 def _w_FetchResponse_AbortedTransaction_0(o: _FetchResponse_AbortedTransaction, out: bytearray, v: int) -> None:
     if not (o.producer_id == 0):
-        raise absent_error("'FetchResponse.AbortedTransaction.producer_id'", v)
+        raise absent_error('FetchResponse.AbortedTransaction.producer_id', v)
     if not (o.first_offset == 0):
-        raise absent_error("'FetchResponse.AbortedTransaction.first_offset'", v)
+        raise absent_error('FetchResponse.AbortedTransaction.first_offset', v)
 
 
 def _w_FetchResponse_AbortedTransaction_1(o: _FetchResponse_AbortedTransaction, out: bytearray, v: int) -> None:
@@ -530,9 +530,9 @@ def _r_FetchResponse_SnapshotId_1(buf: memoryview, pos: int, v: int) -> tuple[_F
 
 def _w_FetchResponse_LeaderIdAndEpoch_0(o: _FetchResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
     if not (o.leader_id == -1):
-        raise absent_error("'FetchResponse.LeaderIdAndEpoch.leader_id'", v)
+        raise absent_error('FetchResponse.LeaderIdAndEpoch.leader_id', v)
     if not (o.leader_epoch == -1):
-        raise absent_error("'FetchResponse.LeaderIdAndEpoch.leader_epoch'", v)
+        raise absent_error('FetchResponse.LeaderIdAndEpoch.leader_epoch', v)
 
 
 def _w_FetchResponse_LeaderIdAndEpoch_1(o: _FetchResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
@@ -571,9 +571,9 @@ def _r_FetchResponse_LeaderIdAndEpoch_1(buf: memoryview, pos: int, v: int) -> tu
 
 def _w_FetchResponse_EpochEndOffset_0(o: _FetchResponse_EpochEndOffset, out: bytearray, v: int) -> None:
     if not (o.epoch == -1):
-        raise absent_error("'FetchResponse.EpochEndOffset.epoch'", v)
+        raise absent_error('FetchResponse.EpochEndOffset.epoch', v)
     if not (o.end_offset == -1):
-        raise absent_error("'FetchResponse.EpochEndOffset.end_offset'", v)
+        raise absent_error('FetchResponse.EpochEndOffset.end_offset', v)
 
 
 def _w_FetchResponse_EpochEndOffset_1(o: _FetchResponse_EpochEndOffset, out: bytearray, v: int) -> None:
@@ -612,77 +612,77 @@ def _r_FetchResponse_EpochEndOffset_1(buf: memoryview, pos: int, v: int) -> tupl
 
 def _w_FetchResponse_PartitionData_0(o: _FetchResponse_PartitionData, out: bytearray, v: int) -> None:
     if not (o.preferred_read_replica == -1):
-        raise absent_error("'FetchResponse.PartitionData.preferred_read_replica'", v)
+        raise absent_error('FetchResponse.PartitionData.preferred_read_replica', v)
     out += _S4.pack(o.partition_index, o.error_code, o.high_watermark)
     w_bytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
     if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
-        raise absent_error("'FetchResponse.PartitionData.diverging_epoch'", v)
+        raise absent_error('FetchResponse.PartitionData.diverging_epoch', v)
     if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
-        raise absent_error("'FetchResponse.PartitionData.current_leader'", v)
+        raise absent_error('FetchResponse.PartitionData.current_leader', v)
     if not (o.snapshot_id == _FetchResponse_SnapshotId()):
-        raise absent_error("'FetchResponse.PartitionData.snapshot_id'", v)
+        raise absent_error('FetchResponse.PartitionData.snapshot_id', v)
 
 
 def _w_FetchResponse_PartitionData_1(o: _FetchResponse_PartitionData, out: bytearray, v: int) -> None:
     out += _S5.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
     w_count(out, o.aborted_transactions, True, 'FetchResponse.PartitionData.aborted_transactions', v)
     if o.aborted_transactions is not None:
-        w = _w_FetchResponse_AbortedTransaction_1
-        for e in o.aborted_transactions:
-            w(e, out, v)
+        w_aborted_transactions = _w_FetchResponse_AbortedTransaction_1
+        for e_aborted_transactions in o.aborted_transactions:
+            w_aborted_transactions(e_aborted_transactions, out, v)
     if not (o.preferred_read_replica == -1):
-        raise absent_error("'FetchResponse.PartitionData.preferred_read_replica'", v)
+        raise absent_error('FetchResponse.PartitionData.preferred_read_replica', v)
     w_bytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
     if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
-        raise absent_error("'FetchResponse.PartitionData.diverging_epoch'", v)
+        raise absent_error('FetchResponse.PartitionData.diverging_epoch', v)
     if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
-        raise absent_error("'FetchResponse.PartitionData.current_leader'", v)
+        raise absent_error('FetchResponse.PartitionData.current_leader', v)
     if not (o.snapshot_id == _FetchResponse_SnapshotId()):
-        raise absent_error("'FetchResponse.PartitionData.snapshot_id'", v)
+        raise absent_error('FetchResponse.PartitionData.snapshot_id', v)
 
 
 def _w_FetchResponse_PartitionData_2(o: _FetchResponse_PartitionData, out: bytearray, v: int) -> None:
     out += _S6.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     w_count(out, o.aborted_transactions, True, 'FetchResponse.PartitionData.aborted_transactions', v)
     if o.aborted_transactions is not None:
-        w = _w_FetchResponse_AbortedTransaction_1
-        for e in o.aborted_transactions:
-            w(e, out, v)
+        w_aborted_transactions = _w_FetchResponse_AbortedTransaction_1
+        for e_aborted_transactions in o.aborted_transactions:
+            w_aborted_transactions(e_aborted_transactions, out, v)
     if not (o.preferred_read_replica == -1):
-        raise absent_error("'FetchResponse.PartitionData.preferred_read_replica'", v)
+        raise absent_error('FetchResponse.PartitionData.preferred_read_replica', v)
     w_bytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
     if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
-        raise absent_error("'FetchResponse.PartitionData.diverging_epoch'", v)
+        raise absent_error('FetchResponse.PartitionData.diverging_epoch', v)
     if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
-        raise absent_error("'FetchResponse.PartitionData.current_leader'", v)
+        raise absent_error('FetchResponse.PartitionData.current_leader', v)
     if not (o.snapshot_id == _FetchResponse_SnapshotId()):
-        raise absent_error("'FetchResponse.PartitionData.snapshot_id'", v)
+        raise absent_error('FetchResponse.PartitionData.snapshot_id', v)
 
 
 def _w_FetchResponse_PartitionData_3(o: _FetchResponse_PartitionData, out: bytearray, v: int) -> None:
     out += _S6.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     w_count(out, o.aborted_transactions, True, 'FetchResponse.PartitionData.aborted_transactions', v)
     if o.aborted_transactions is not None:
-        w = _w_FetchResponse_AbortedTransaction_1
-        for e in o.aborted_transactions:
-            w(e, out, v)
+        w_aborted_transactions = _w_FetchResponse_AbortedTransaction_1
+        for e_aborted_transactions in o.aborted_transactions:
+            w_aborted_transactions(e_aborted_transactions, out, v)
     out += I32.pack(o.preferred_read_replica)
     w_bytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
     if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
-        raise absent_error("'FetchResponse.PartitionData.diverging_epoch'", v)
+        raise absent_error('FetchResponse.PartitionData.diverging_epoch', v)
     if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
-        raise absent_error("'FetchResponse.PartitionData.current_leader'", v)
+        raise absent_error('FetchResponse.PartitionData.current_leader', v)
     if not (o.snapshot_id == _FetchResponse_SnapshotId()):
-        raise absent_error("'FetchResponse.PartitionData.snapshot_id'", v)
+        raise absent_error('FetchResponse.PartitionData.snapshot_id', v)
 
 
 def _w_FetchResponse_PartitionData_4(o: _FetchResponse_PartitionData, out: bytearray, v: int) -> None:
     out += _S6.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     w_ccount(out, o.aborted_transactions, True, 'FetchResponse.PartitionData.aborted_transactions', v)
     if o.aborted_transactions is not None:
-        w = _w_FetchResponse_AbortedTransaction_2
-        for e in o.aborted_transactions:
-            w(e, out, v)
+        w_aborted_transactions = _w_FetchResponse_AbortedTransaction_2
+        for e_aborted_transactions in o.aborted_transactions:
+            w_aborted_transactions(e_aborted_transactions, out, v)
     out += I32.pack(o.preferred_read_replica)
     w_cbytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
     tagged: list[tuple[int, bytes]] = []
@@ -732,12 +732,12 @@ def _r_FetchResponse_PartitionData_1(buf: memoryview, pos: int, v: int) -> tuple
     if n < 0:
         o.aborted_transactions = None
     else:
-        a = []
-        r = _r_FetchResponse_AbortedTransaction_1
+        a_aborted_transactions = []
+        r_aborted_transactions = _r_FetchResponse_AbortedTransaction_1
         for _ in range(n):
-            e, pos = r(buf, pos, v)
-            a.append(e)
-        o.aborted_transactions = a
+            e_aborted_transactions, pos = r_aborted_transactions(buf, pos, v)
+            a_aborted_transactions.append(e_aborted_transactions)
+        o.aborted_transactions = a_aborted_transactions
     o.preferred_read_replica = -1
     o.records, pos = r_records(buf, pos, True)
     o.unknown_tagged_fields = None
@@ -755,12 +755,12 @@ def _r_FetchResponse_PartitionData_2(buf: memoryview, pos: int, v: int) -> tuple
     if n < 0:
         o.aborted_transactions = None
     else:
-        a = []
-        r = _r_FetchResponse_AbortedTransaction_1
+        a_aborted_transactions = []
+        r_aborted_transactions = _r_FetchResponse_AbortedTransaction_1
         for _ in range(n):
-            e, pos = r(buf, pos, v)
-            a.append(e)
-        o.aborted_transactions = a
+            e_aborted_transactions, pos = r_aborted_transactions(buf, pos, v)
+            a_aborted_transactions.append(e_aborted_transactions)
+        o.aborted_transactions = a_aborted_transactions
     o.preferred_read_replica = -1
     o.records, pos = r_records(buf, pos, True)
     o.unknown_tagged_fields = None
@@ -778,12 +778,12 @@ def _r_FetchResponse_PartitionData_3(buf: memoryview, pos: int, v: int) -> tuple
     if n < 0:
         o.aborted_transactions = None
     else:
-        a = []
-        r = _r_FetchResponse_AbortedTransaction_1
+        a_aborted_transactions = []
+        r_aborted_transactions = _r_FetchResponse_AbortedTransaction_1
         for _ in range(n):
-            e, pos = r(buf, pos, v)
-            a.append(e)
-        o.aborted_transactions = a
+            e_aborted_transactions, pos = r_aborted_transactions(buf, pos, v)
+            a_aborted_transactions.append(e_aborted_transactions)
+        o.aborted_transactions = a_aborted_transactions
     (o.preferred_read_replica,) = I32.unpack_from(buf, pos)
     pos += 4
     o.records, pos = r_records(buf, pos, True)
@@ -802,12 +802,12 @@ def _r_FetchResponse_PartitionData_4(buf: memoryview, pos: int, v: int) -> tuple
     if n < 0:
         o.aborted_transactions = None
     else:
-        a = []
-        r = _r_FetchResponse_AbortedTransaction_2
+        a_aborted_transactions = []
+        r_aborted_transactions = _r_FetchResponse_AbortedTransaction_2
         for _ in range(n):
-            e, pos = r(buf, pos, v)
-            a.append(e)
-        o.aborted_transactions = a
+            e_aborted_transactions, pos = r_aborted_transactions(buf, pos, v)
+            a_aborted_transactions.append(e_aborted_transactions)
+        o.aborted_transactions = a_aborted_transactions
     (o.preferred_read_replica,) = I32.unpack_from(buf, pos)
     pos += 4
     o.records, pos = r_crecords(buf, pos, True)
@@ -841,41 +841,41 @@ def _r_FetchResponse_PartitionData_4(buf: memoryview, pos: int, v: int) -> tuple
 def _w_FetchResponse_FetchableTopicResponse_0(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
     w_str(out, o.topic, False, 'FetchResponse.FetchableTopicResponse.topic', v)
     w_count(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
-    w = _w_FetchResponse_PartitionData_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchResponse_PartitionData_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_FetchResponse_FetchableTopicResponse_1(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
     w_str(out, o.topic, False, 'FetchResponse.FetchableTopicResponse.topic', v)
     w_count(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
-    w = _w_FetchResponse_PartitionData_1
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchResponse_PartitionData_1
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_FetchResponse_FetchableTopicResponse_2(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
     w_str(out, o.topic, False, 'FetchResponse.FetchableTopicResponse.topic', v)
     w_count(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
-    w = _w_FetchResponse_PartitionData_2
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchResponse_PartitionData_2
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_FetchResponse_FetchableTopicResponse_3(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
     w_str(out, o.topic, False, 'FetchResponse.FetchableTopicResponse.topic', v)
     w_count(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
-    w = _w_FetchResponse_PartitionData_3
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchResponse_PartitionData_3
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_FetchResponse_FetchableTopicResponse_4(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic, False, 'FetchResponse.FetchableTopicResponse.topic', v)
     w_ccount(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
-    w = _w_FetchResponse_PartitionData_4
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchResponse_PartitionData_4
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -885,9 +885,9 @@ def _w_FetchResponse_FetchableTopicResponse_4(o: _FetchResponse_FetchableTopicRe
 def _w_FetchResponse_FetchableTopicResponse_5(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
     out += o.topic_id.bytes
     w_ccount(out, o.partitions, False, 'FetchResponse.FetchableTopicResponse.partitions', v)
-    w = _w_FetchResponse_PartitionData_4
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchResponse_PartitionData_4
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -899,12 +899,12 @@ def _r_FetchResponse_FetchableTopicResponse_0(buf: memoryview, pos: int, v: int)
     o.topic, pos = r_str(buf, pos, False)
     o.topic_id = ZERO_UUID
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_PartitionData_0
+    a_partitions = []
+    r_partitions = _r_FetchResponse_PartitionData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -914,12 +914,12 @@ def _r_FetchResponse_FetchableTopicResponse_1(buf: memoryview, pos: int, v: int)
     o.topic, pos = r_str(buf, pos, False)
     o.topic_id = ZERO_UUID
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_PartitionData_1
+    a_partitions = []
+    r_partitions = _r_FetchResponse_PartitionData_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -929,12 +929,12 @@ def _r_FetchResponse_FetchableTopicResponse_2(buf: memoryview, pos: int, v: int)
     o.topic, pos = r_str(buf, pos, False)
     o.topic_id = ZERO_UUID
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_PartitionData_2
+    a_partitions = []
+    r_partitions = _r_FetchResponse_PartitionData_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -944,12 +944,12 @@ def _r_FetchResponse_FetchableTopicResponse_3(buf: memoryview, pos: int, v: int)
     o.topic, pos = r_str(buf, pos, False)
     o.topic_id = ZERO_UUID
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_PartitionData_3
+    a_partitions = []
+    r_partitions = _r_FetchResponse_PartitionData_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -964,12 +964,12 @@ def _r_FetchResponse_FetchableTopicResponse_4(buf: memoryview, pos: int, v: int)
         o.topic, pos = r_cstr(buf, pos, False)
     o.topic_id = ZERO_UUID
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_PartitionData_4
+    a_partitions = []
+    r_partitions = _r_FetchResponse_PartitionData_4
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -989,12 +989,12 @@ def _r_FetchResponse_FetchableTopicResponse_5(buf: memoryview, pos: int, v: int)
     o.topic = ''
     o.topic_id, pos = r_uuid(buf, pos)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_PartitionData_4
+    a_partitions = []
+    r_partitions = _r_FetchResponse_PartitionData_4
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -1011,112 +1011,112 @@ def _r_FetchResponse_FetchableTopicResponse_5(buf: memoryview, pos: int, v: int)
 
 def _w_FetchResponse_0(o: _FetchResponse, out: bytearray, v: int) -> None:
     if not (o.session_id == 0):
-        raise absent_error("'FetchResponse.session_id'", v)
+        raise absent_error('FetchResponse.session_id', v)
     w_count(out, o.responses, False, 'FetchResponse.responses', v)
-    w = _w_FetchResponse_FetchableTopicResponse_0
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_FetchResponse_FetchableTopicResponse_0
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'FetchResponse.node_endpoints'", v)
+        raise absent_error('FetchResponse.node_endpoints', v)
 
 
 def _w_FetchResponse_1(o: _FetchResponse, out: bytearray, v: int) -> None:
     if not (o.session_id == 0):
-        raise absent_error("'FetchResponse.session_id'", v)
+        raise absent_error('FetchResponse.session_id', v)
     out += I32.pack(o.throttle_time_ms)
     w_count(out, o.responses, False, 'FetchResponse.responses', v)
-    w = _w_FetchResponse_FetchableTopicResponse_0
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_FetchResponse_FetchableTopicResponse_0
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'FetchResponse.node_endpoints'", v)
+        raise absent_error('FetchResponse.node_endpoints', v)
 
 
 def _w_FetchResponse_2(o: _FetchResponse, out: bytearray, v: int) -> None:
     if not (o.session_id == 0):
-        raise absent_error("'FetchResponse.session_id'", v)
+        raise absent_error('FetchResponse.session_id', v)
     out += I32.pack(o.throttle_time_ms)
     w_count(out, o.responses, False, 'FetchResponse.responses', v)
-    w = _w_FetchResponse_FetchableTopicResponse_1
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_FetchResponse_FetchableTopicResponse_1
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'FetchResponse.node_endpoints'", v)
+        raise absent_error('FetchResponse.node_endpoints', v)
 
 
 def _w_FetchResponse_3(o: _FetchResponse, out: bytearray, v: int) -> None:
     if not (o.session_id == 0):
-        raise absent_error("'FetchResponse.session_id'", v)
+        raise absent_error('FetchResponse.session_id', v)
     out += I32.pack(o.throttle_time_ms)
     w_count(out, o.responses, False, 'FetchResponse.responses', v)
-    w = _w_FetchResponse_FetchableTopicResponse_2
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_FetchResponse_FetchableTopicResponse_2
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'FetchResponse.node_endpoints'", v)
+        raise absent_error('FetchResponse.node_endpoints', v)
 
 
 def _w_FetchResponse_4(o: _FetchResponse, out: bytearray, v: int) -> None:
     out += _S7.pack(o.throttle_time_ms, o.error_code, o.session_id)
     w_count(out, o.responses, False, 'FetchResponse.responses', v)
-    w = _w_FetchResponse_FetchableTopicResponse_2
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_FetchResponse_FetchableTopicResponse_2
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'FetchResponse.node_endpoints'", v)
+        raise absent_error('FetchResponse.node_endpoints', v)
 
 
 def _w_FetchResponse_5(o: _FetchResponse, out: bytearray, v: int) -> None:
     out += _S7.pack(o.throttle_time_ms, o.error_code, o.session_id)
     w_count(out, o.responses, False, 'FetchResponse.responses', v)
-    w = _w_FetchResponse_FetchableTopicResponse_3
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_FetchResponse_FetchableTopicResponse_3
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'FetchResponse.node_endpoints'", v)
+        raise absent_error('FetchResponse.node_endpoints', v)
 
 
 def _w_FetchResponse_6(o: _FetchResponse, out: bytearray, v: int) -> None:
     out += _S7.pack(o.throttle_time_ms, o.error_code, o.session_id)
     w_ccount(out, o.responses, False, 'FetchResponse.responses', v)
-    w = _w_FetchResponse_FetchableTopicResponse_4
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_FetchResponse_FetchableTopicResponse_4
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
         out.append(0)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'FetchResponse.node_endpoints'", v)
+        raise absent_error('FetchResponse.node_endpoints', v)
 
 
 def _w_FetchResponse_7(o: _FetchResponse, out: bytearray, v: int) -> None:
     out += _S7.pack(o.throttle_time_ms, o.error_code, o.session_id)
     w_ccount(out, o.responses, False, 'FetchResponse.responses', v)
-    w = _w_FetchResponse_FetchableTopicResponse_5
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_FetchResponse_FetchableTopicResponse_5
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
         out.append(0)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'FetchResponse.node_endpoints'", v)
+        raise absent_error('FetchResponse.node_endpoints', v)
 
 
 def _w_FetchResponse_8(o: _FetchResponse, out: bytearray, v: int) -> None:
     out += _S7.pack(o.throttle_time_ms, o.error_code, o.session_id)
     w_ccount(out, o.responses, False, 'FetchResponse.responses', v)
-    w = _w_FetchResponse_FetchableTopicResponse_5
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_FetchResponse_FetchableTopicResponse_5
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     tagged: list[tuple[int, bytes]] = []
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
         t = bytearray()
         w_ccount(t, o.node_endpoints, False, 'FetchResponse.node_endpoints', v)
-        w = _w_FetchResponse_NodeEndpoint_2
-        for e in o.node_endpoints:
-            w(e, t, v)
+        w_node_endpoints = _w_FetchResponse_NodeEndpoint_2
+        for e_node_endpoints in o.node_endpoints:
+            w_node_endpoints(e_node_endpoints, t, v)
         tagged.append((0, bytes(t)))
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
@@ -1130,12 +1130,12 @@ def _r_FetchResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchRespons
     o.error_code = 0
     o.session_id = 0
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_FetchableTopicResponse_0
+    a_responses = []
+    r_responses = _r_FetchResponse_FetchableTopicResponse_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     return o, pos
@@ -1148,12 +1148,12 @@ def _r_FetchResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchRespons
     o.error_code = 0
     o.session_id = 0
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_FetchableTopicResponse_0
+    a_responses = []
+    r_responses = _r_FetchResponse_FetchableTopicResponse_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     return o, pos
@@ -1166,12 +1166,12 @@ def _r_FetchResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchRespons
     o.error_code = 0
     o.session_id = 0
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_FetchableTopicResponse_1
+    a_responses = []
+    r_responses = _r_FetchResponse_FetchableTopicResponse_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     return o, pos
@@ -1184,12 +1184,12 @@ def _r_FetchResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchRespons
     o.error_code = 0
     o.session_id = 0
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_FetchableTopicResponse_2
+    a_responses = []
+    r_responses = _r_FetchResponse_FetchableTopicResponse_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     return o, pos
@@ -1200,12 +1200,12 @@ def _r_FetchResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchRespons
     (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
     pos += 10
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_FetchableTopicResponse_2
+    a_responses = []
+    r_responses = _r_FetchResponse_FetchableTopicResponse_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     return o, pos
@@ -1216,12 +1216,12 @@ def _r_FetchResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_FetchRespons
     (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
     pos += 10
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_FetchableTopicResponse_3
+    a_responses = []
+    r_responses = _r_FetchResponse_FetchableTopicResponse_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     return o, pos
@@ -1232,12 +1232,12 @@ def _r_FetchResponse_6(buf: memoryview, pos: int, v: int) -> tuple[_FetchRespons
     (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
     pos += 10
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_FetchableTopicResponse_4
+    a_responses = []
+    r_responses = _r_FetchResponse_FetchableTopicResponse_4
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -1258,12 +1258,12 @@ def _r_FetchResponse_7(buf: memoryview, pos: int, v: int) -> tuple[_FetchRespons
     (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
     pos += 10
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_FetchableTopicResponse_5
+    a_responses = []
+    r_responses = _r_FetchResponse_FetchableTopicResponse_5
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -1284,12 +1284,12 @@ def _r_FetchResponse_8(buf: memoryview, pos: int, v: int) -> tuple[_FetchRespons
     (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
     pos += 10
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchResponse_FetchableTopicResponse_5
+    a_responses = []
+    r_responses = _r_FetchResponse_FetchableTopicResponse_5
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -1300,12 +1300,12 @@ def _r_FetchResponse_8(buf: memoryview, pos: int, v: int) -> tuple[_FetchRespons
             tag, end, pos = r_tag_header(buf, pos)
             if tag == 0:
                 n, pos = r_ccount(buf, pos, False)
-                a = []
-                r = _r_FetchResponse_NodeEndpoint_2
+                a_node_endpoints = []
+                r_node_endpoints = _r_FetchResponse_NodeEndpoint_2
                 for _ in range(n):
-                    e, pos = r(buf, pos, v)
-                    a.append(e)
-                o.node_endpoints = a
+                    e_node_endpoints, pos = r_node_endpoints(buf, pos, v)
+                    a_node_endpoints.append(e_node_endpoints)
+                o.node_endpoints = a_node_endpoints
                 if pos != end:
                     raise DecodeError('tagged field FetchResponse.node_endpoints has the wrong size')
             else:

@@ -313,9 +313,9 @@ def _r_FetchSnapshotRequest_PartitionSnapshot_1(buf: memoryview, pos: int, v: in
 def _w_FetchSnapshotRequest_TopicSnapshot_0(o: _FetchSnapshotRequest_TopicSnapshot, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'FetchSnapshotRequest.TopicSnapshot.name', v)
     w_ccount(out, o.partitions, False, 'FetchSnapshotRequest.TopicSnapshot.partitions', v)
-    w = _w_FetchSnapshotRequest_PartitionSnapshot_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchSnapshotRequest_PartitionSnapshot_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -325,9 +325,9 @@ def _w_FetchSnapshotRequest_TopicSnapshot_0(o: _FetchSnapshotRequest_TopicSnapsh
 def _w_FetchSnapshotRequest_TopicSnapshot_1(o: _FetchSnapshotRequest_TopicSnapshot, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'FetchSnapshotRequest.TopicSnapshot.name', v)
     w_ccount(out, o.partitions, False, 'FetchSnapshotRequest.TopicSnapshot.partitions', v)
-    w = _w_FetchSnapshotRequest_PartitionSnapshot_1
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchSnapshotRequest_PartitionSnapshot_1
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -343,12 +343,12 @@ def _r_FetchSnapshotRequest_TopicSnapshot_0(buf: memoryview, pos: int, v: int) -
     else:
         o.name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchSnapshotRequest_PartitionSnapshot_0
+    a_partitions = []
+    r_partitions = _r_FetchSnapshotRequest_PartitionSnapshot_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -372,12 +372,12 @@ def _r_FetchSnapshotRequest_TopicSnapshot_1(buf: memoryview, pos: int, v: int) -
     else:
         o.name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchSnapshotRequest_PartitionSnapshot_1
+    a_partitions = []
+    r_partitions = _r_FetchSnapshotRequest_PartitionSnapshot_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -395,9 +395,9 @@ def _r_FetchSnapshotRequest_TopicSnapshot_1(buf: memoryview, pos: int, v: int) -
 def _w_FetchSnapshotRequest_0(o: _FetchSnapshotRequest, out: bytearray, v: int) -> None:
     out += _S1.pack(o.replica_id, o.max_bytes)
     w_ccount(out, o.topics, False, 'FetchSnapshotRequest.topics', v)
-    w = _w_FetchSnapshotRequest_TopicSnapshot_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchSnapshotRequest_TopicSnapshot_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     tagged: list[tuple[int, bytes]] = []
     if not (o.cluster_id is None):
         t = bytearray()
@@ -412,9 +412,9 @@ def _w_FetchSnapshotRequest_0(o: _FetchSnapshotRequest, out: bytearray, v: int) 
 def _w_FetchSnapshotRequest_1(o: _FetchSnapshotRequest, out: bytearray, v: int) -> None:
     out += _S1.pack(o.replica_id, o.max_bytes)
     w_ccount(out, o.topics, False, 'FetchSnapshotRequest.topics', v)
-    w = _w_FetchSnapshotRequest_TopicSnapshot_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchSnapshotRequest_TopicSnapshot_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     tagged: list[tuple[int, bytes]] = []
     if not (o.cluster_id is None):
         t = bytearray()
@@ -432,12 +432,12 @@ def _r_FetchSnapshotRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_Fetch
     (o.replica_id, o.max_bytes,) = _S1.unpack_from(buf, pos)
     pos += 8
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchSnapshotRequest_TopicSnapshot_0
+    a_topics = []
+    r_topics = _r_FetchSnapshotRequest_TopicSnapshot_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -468,12 +468,12 @@ def _r_FetchSnapshotRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_Fetch
     (o.replica_id, o.max_bytes,) = _S1.unpack_from(buf, pos)
     pos += 8
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchSnapshotRequest_TopicSnapshot_1
+    a_topics = []
+    r_topics = _r_FetchSnapshotRequest_TopicSnapshot_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

@@ -269,11 +269,11 @@ _FetchSnapshotResponse.__name__ = "FetchSnapshotResponse"
 
 def _w_FetchSnapshotResponse_NodeEndpoint_0(o: _FetchSnapshotResponse_NodeEndpoint, out: bytearray, v: int) -> None:
     if not (o.node_id == 0):
-        raise absent_error("'FetchSnapshotResponse.NodeEndpoint.node_id'", v)
+        raise absent_error('FetchSnapshotResponse.NodeEndpoint.node_id', v)
     if not (o.host == ''):
-        raise absent_error("'FetchSnapshotResponse.NodeEndpoint.host'", v)
+        raise absent_error('FetchSnapshotResponse.NodeEndpoint.host', v)
     if not (o.port == 0):
-        raise absent_error("'FetchSnapshotResponse.NodeEndpoint.port'", v)
+        raise absent_error('FetchSnapshotResponse.NodeEndpoint.port', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -434,9 +434,9 @@ def _r_FetchSnapshotResponse_PartitionSnapshot_0(buf: memoryview, pos: int, v: i
 def _w_FetchSnapshotResponse_TopicSnapshot_0(o: _FetchSnapshotResponse_TopicSnapshot, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'FetchSnapshotResponse.TopicSnapshot.name', v)
     w_ccount(out, o.partitions, False, 'FetchSnapshotResponse.TopicSnapshot.partitions', v)
-    w = _w_FetchSnapshotResponse_PartitionSnapshot_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_FetchSnapshotResponse_PartitionSnapshot_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -452,12 +452,12 @@ def _r_FetchSnapshotResponse_TopicSnapshot_0(buf: memoryview, pos: int, v: int) 
     else:
         o.name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchSnapshotResponse_PartitionSnapshot_0
+    a_partitions = []
+    r_partitions = _r_FetchSnapshotResponse_PartitionSnapshot_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -475,30 +475,30 @@ def _r_FetchSnapshotResponse_TopicSnapshot_0(buf: memoryview, pos: int, v: int) 
 def _w_FetchSnapshotResponse_0(o: _FetchSnapshotResponse, out: bytearray, v: int) -> None:
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     w_ccount(out, o.topics, False, 'FetchSnapshotResponse.topics', v)
-    w = _w_FetchSnapshotResponse_TopicSnapshot_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchSnapshotResponse_TopicSnapshot_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
         out.append(0)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'FetchSnapshotResponse.node_endpoints'", v)
+        raise absent_error('FetchSnapshotResponse.node_endpoints', v)
 
 
 def _w_FetchSnapshotResponse_1(o: _FetchSnapshotResponse, out: bytearray, v: int) -> None:
     out += _S2.pack(o.throttle_time_ms, o.error_code)
     w_ccount(out, o.topics, False, 'FetchSnapshotResponse.topics', v)
-    w = _w_FetchSnapshotResponse_TopicSnapshot_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_FetchSnapshotResponse_TopicSnapshot_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     tagged: list[tuple[int, bytes]] = []
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
         t = bytearray()
         w_ccount(t, o.node_endpoints, False, 'FetchSnapshotResponse.node_endpoints', v)
-        w = _w_FetchSnapshotResponse_NodeEndpoint_1
-        for e in o.node_endpoints:
-            w(e, t, v)
+        w_node_endpoints = _w_FetchSnapshotResponse_NodeEndpoint_1
+        for e_node_endpoints in o.node_endpoints:
+            w_node_endpoints(e_node_endpoints, t, v)
         tagged.append((0, bytes(t)))
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
@@ -511,12 +511,12 @@ def _r_FetchSnapshotResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_Fetc
     (o.throttle_time_ms, o.error_code,) = _S2.unpack_from(buf, pos)
     pos += 6
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchSnapshotResponse_TopicSnapshot_0
+    a_topics = []
+    r_topics = _r_FetchSnapshotResponse_TopicSnapshot_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -537,12 +537,12 @@ def _r_FetchSnapshotResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_Fetc
     (o.throttle_time_ms, o.error_code,) = _S2.unpack_from(buf, pos)
     pos += 6
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_FetchSnapshotResponse_TopicSnapshot_0
+    a_topics = []
+    r_topics = _r_FetchSnapshotResponse_TopicSnapshot_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -553,12 +553,12 @@ def _r_FetchSnapshotResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_Fetc
             tag, end, pos = r_tag_header(buf, pos)
             if tag == 0:
                 n, pos = r_ccount(buf, pos, False)
-                a = []
-                r = _r_FetchSnapshotResponse_NodeEndpoint_1
+                a_node_endpoints = []
+                r_node_endpoints = _r_FetchSnapshotResponse_NodeEndpoint_1
                 for _ in range(n):
-                    e, pos = r(buf, pos, v)
-                    a.append(e)
-                o.node_endpoints = a
+                    e_node_endpoints, pos = r_node_endpoints(buf, pos, v)
+                    a_node_endpoints.append(e_node_endpoints)
+                o.node_endpoints = a_node_endpoints
                 if pos != end:
                     raise DecodeError('tagged field FetchSnapshotResponse.node_endpoints has the wrong size')
             else:

@@ -190,19 +190,19 @@ def _w_ListOffsetsRequest_ListOffsetsPartition_0(o: _ListOffsetsRequest_ListOffs
 
 def _w_ListOffsetsRequest_ListOffsetsPartition_1(o: _ListOffsetsRequest_ListOffsetsPartition, out: bytearray, v: int) -> None:
     if not (o.max_num_offsets == 1):
-        raise absent_error("'ListOffsetsRequest.ListOffsetsPartition.max_num_offsets'", v)
+        raise absent_error('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', v)
     out += _S2.pack(o.partition_index, o.timestamp)
 
 
 def _w_ListOffsetsRequest_ListOffsetsPartition_2(o: _ListOffsetsRequest_ListOffsetsPartition, out: bytearray, v: int) -> None:
     if not (o.max_num_offsets == 1):
-        raise absent_error("'ListOffsetsRequest.ListOffsetsPartition.max_num_offsets'", v)
+        raise absent_error('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', v)
     out += _S3.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
 
 
 def _w_ListOffsetsRequest_ListOffsetsPartition_3(o: _ListOffsetsRequest_ListOffsetsPartition, out: bytearray, v: int) -> None:
     if not (o.max_num_offsets == 1):
-        raise absent_error("'ListOffsetsRequest.ListOffsetsPartition.max_num_offsets'", v)
+        raise absent_error('ListOffsetsRequest.ListOffsetsPartition.max_num_offsets', v)
     out += _S3.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -264,33 +264,33 @@ def _r_ListOffsetsRequest_ListOffsetsPartition_3(buf: memoryview, pos: int, v: i
 def _w_ListOffsetsRequest_ListOffsetsTopic_0(o: _ListOffsetsRequest_ListOffsetsTopic, out: bytearray, v: int) -> None:
     w_str(out, o.name, False, 'ListOffsetsRequest.ListOffsetsTopic.name', v)
     w_count(out, o.partitions, False, 'ListOffsetsRequest.ListOffsetsTopic.partitions', v)
-    w = _w_ListOffsetsRequest_ListOffsetsPartition_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_ListOffsetsRequest_ListOffsetsPartition_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_ListOffsetsRequest_ListOffsetsTopic_1(o: _ListOffsetsRequest_ListOffsetsTopic, out: bytearray, v: int) -> None:
     w_str(out, o.name, False, 'ListOffsetsRequest.ListOffsetsTopic.name', v)
     w_count(out, o.partitions, False, 'ListOffsetsRequest.ListOffsetsTopic.partitions', v)
-    w = _w_ListOffsetsRequest_ListOffsetsPartition_1
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_ListOffsetsRequest_ListOffsetsPartition_1
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_ListOffsetsRequest_ListOffsetsTopic_2(o: _ListOffsetsRequest_ListOffsetsTopic, out: bytearray, v: int) -> None:
     w_str(out, o.name, False, 'ListOffsetsRequest.ListOffsetsTopic.name', v)
     w_count(out, o.partitions, False, 'ListOffsetsRequest.ListOffsetsTopic.partitions', v)
-    w = _w_ListOffsetsRequest_ListOffsetsPartition_2
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_ListOffsetsRequest_ListOffsetsPartition_2
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_ListOffsetsRequest_ListOffsetsTopic_3(o: _ListOffsetsRequest_ListOffsetsTopic, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'ListOffsetsRequest.ListOffsetsTopic.name', v)
     w_ccount(out, o.partitions, False, 'ListOffsetsRequest.ListOffsetsTopic.partitions', v)
-    w = _w_ListOffsetsRequest_ListOffsetsPartition_3
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_ListOffsetsRequest_ListOffsetsPartition_3
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -301,12 +301,12 @@ def _r_ListOffsetsRequest_ListOffsetsTopic_0(buf: memoryview, pos: int, v: int) 
     o = _new(_ListOffsetsRequest_ListOffsetsTopic)
     o.name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsRequest_ListOffsetsPartition_0
+    a_partitions = []
+    r_partitions = _r_ListOffsetsRequest_ListOffsetsPartition_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -315,12 +315,12 @@ def _r_ListOffsetsRequest_ListOffsetsTopic_1(buf: memoryview, pos: int, v: int) 
     o = _new(_ListOffsetsRequest_ListOffsetsTopic)
     o.name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsRequest_ListOffsetsPartition_1
+    a_partitions = []
+    r_partitions = _r_ListOffsetsRequest_ListOffsetsPartition_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -329,12 +329,12 @@ def _r_ListOffsetsRequest_ListOffsetsTopic_2(buf: memoryview, pos: int, v: int) 
     o = _new(_ListOffsetsRequest_ListOffsetsTopic)
     o.name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsRequest_ListOffsetsPartition_2
+    a_partitions = []
+    r_partitions = _r_ListOffsetsRequest_ListOffsetsPartition_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -348,12 +348,12 @@ def _r_ListOffsetsRequest_ListOffsetsTopic_3(buf: memoryview, pos: int, v: int) 
     else:
         o.name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsRequest_ListOffsetsPartition_3
+    a_partitions = []
+    r_partitions = _r_ListOffsetsRequest_ListOffsetsPartition_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -370,46 +370,46 @@ def _r_ListOffsetsRequest_ListOffsetsTopic_3(buf: memoryview, pos: int, v: int) 
 
 def _w_ListOffsetsRequest_0(o: _ListOffsetsRequest, out: bytearray, v: int) -> None:
     if not (o.isolation_level == 0):
-        raise absent_error("'ListOffsetsRequest.isolation_level'", v)
+        raise absent_error('ListOffsetsRequest.isolation_level', v)
     out += I32.pack(o.replica_id)
     w_count(out, o.topics, False, 'ListOffsetsRequest.topics', v)
-    w = _w_ListOffsetsRequest_ListOffsetsTopic_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_ListOffsetsRequest_ListOffsetsTopic_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
 
 
 def _w_ListOffsetsRequest_1(o: _ListOffsetsRequest, out: bytearray, v: int) -> None:
     if not (o.isolation_level == 0):
-        raise absent_error("'ListOffsetsRequest.isolation_level'", v)
+        raise absent_error('ListOffsetsRequest.isolation_level', v)
     out += I32.pack(o.replica_id)
     w_count(out, o.topics, False, 'ListOffsetsRequest.topics', v)
-    w = _w_ListOffsetsRequest_ListOffsetsTopic_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_ListOffsetsRequest_ListOffsetsTopic_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
 
 
 def _w_ListOffsetsRequest_2(o: _ListOffsetsRequest, out: bytearray, v: int) -> None:
     out += _S4.pack(o.replica_id, o.isolation_level)
     w_count(out, o.topics, False, 'ListOffsetsRequest.topics', v)
-    w = _w_ListOffsetsRequest_ListOffsetsTopic_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_ListOffsetsRequest_ListOffsetsTopic_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
 
 
 def _w_ListOffsetsRequest_3(o: _ListOffsetsRequest, out: bytearray, v: int) -> None:
     out += _S4.pack(o.replica_id, o.isolation_level)
     w_count(out, o.topics, False, 'ListOffsetsRequest.topics', v)
-    w = _w_ListOffsetsRequest_ListOffsetsTopic_2
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_ListOffsetsRequest_ListOffsetsTopic_2
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
 
 
 def _w_ListOffsetsRequest_4(o: _ListOffsetsRequest, out: bytearray, v: int) -> None:
     out += _S4.pack(o.replica_id, o.isolation_level)
     w_ccount(out, o.topics, False, 'ListOffsetsRequest.topics', v)
-    w = _w_ListOffsetsRequest_ListOffsetsTopic_3
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_ListOffsetsRequest_ListOffsetsTopic_3
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -422,12 +422,12 @@ def _r_ListOffsetsRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOff
     pos += 4
     o.isolation_level = 0
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsRequest_ListOffsetsTopic_0
+    a_topics = []
+    r_topics = _r_ListOffsetsRequest_ListOffsetsTopic_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -438,12 +438,12 @@ def _r_ListOffsetsRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOff
     pos += 4
     o.isolation_level = 0
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsRequest_ListOffsetsTopic_1
+    a_topics = []
+    r_topics = _r_ListOffsetsRequest_ListOffsetsTopic_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -453,12 +453,12 @@ def _r_ListOffsetsRequest_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOff
     (o.replica_id, o.isolation_level,) = _S4.unpack_from(buf, pos)
     pos += 5
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsRequest_ListOffsetsTopic_1
+    a_topics = []
+    r_topics = _r_ListOffsetsRequest_ListOffsetsTopic_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -468,12 +468,12 @@ def _r_ListOffsetsRequest_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOff
     (o.replica_id, o.isolation_level,) = _S4.unpack_from(buf, pos)
     pos += 5
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsRequest_ListOffsetsTopic_2
+    a_topics = []
+    r_topics = _r_ListOffsetsRequest_ListOffsetsTopic_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -483,12 +483,12 @@ def _r_ListOffsetsRequest_4(buf: memoryview, pos: int, v: int) -> tuple[_ListOff
     (o.replica_id, o.isolation_level,) = _S4.unpack_from(buf, pos)
     pos += 5
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsRequest_ListOffsetsTopic_3
+    a_topics = []
+    r_topics = _r_ListOffsetsRequest_ListOffsetsTopic_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

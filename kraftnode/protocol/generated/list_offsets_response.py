@@ -192,30 +192,30 @@ def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_0(o: _ListOffsetsRespons
     w_count(out, o.old_style_offsets, False, 'ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', v)
     out += struct.pack('>%dq' % len(o.old_style_offsets), *o.old_style_offsets)
     if not (o.timestamp == -1):
-        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.timestamp'", v)
+        raise absent_error('ListOffsetsResponse.ListOffsetsPartitionResponse.timestamp', v)
     if not (o.offset == -1):
-        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.offset'", v)
+        raise absent_error('ListOffsetsResponse.ListOffsetsPartitionResponse.offset', v)
     if not (o.leader_epoch == -1):
-        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch'", v)
+        raise absent_error('ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch', v)
 
 
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_1(o: _ListOffsetsResponse_ListOffsetsPartitionResponse, out: bytearray, v: int) -> None:
     if not ((o.old_style_offsets is not None and len(o.old_style_offsets) == 0)):
-        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets'", v)
+        raise absent_error('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', v)
     if not (o.leader_epoch == -1):
-        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch'", v)
+        raise absent_error('ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch', v)
     out += _S1.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_2(o: _ListOffsetsResponse_ListOffsetsPartitionResponse, out: bytearray, v: int) -> None:
     if not ((o.old_style_offsets is not None and len(o.old_style_offsets) == 0)):
-        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets'", v)
+        raise absent_error('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', v)
     out += _S3.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
 
 
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_3(o: _ListOffsetsResponse_ListOffsetsPartitionResponse, out: bytearray, v: int) -> None:
     if not ((o.old_style_offsets is not None and len(o.old_style_offsets) == 0)):
-        raise absent_error("'ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets'", v)
+        raise absent_error('ListOffsetsResponse.ListOffsetsPartitionResponse.old_style_offsets', v)
     out += _S3.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -284,33 +284,33 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_3(buf: memoryview, pos: 
 def _w_ListOffsetsResponse_ListOffsetsTopicResponse_0(o: _ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray, v: int) -> None:
     w_str(out, o.name, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.name', v)
     w_count(out, o.partitions, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.partitions', v)
-    w = _w_ListOffsetsResponse_ListOffsetsPartitionResponse_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_ListOffsetsResponse_ListOffsetsPartitionResponse_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_ListOffsetsResponse_ListOffsetsTopicResponse_1(o: _ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray, v: int) -> None:
     w_str(out, o.name, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.name', v)
     w_count(out, o.partitions, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.partitions', v)
-    w = _w_ListOffsetsResponse_ListOffsetsPartitionResponse_1
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_ListOffsetsResponse_ListOffsetsPartitionResponse_1
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_ListOffsetsResponse_ListOffsetsTopicResponse_2(o: _ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray, v: int) -> None:
     w_str(out, o.name, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.name', v)
     w_count(out, o.partitions, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.partitions', v)
-    w = _w_ListOffsetsResponse_ListOffsetsPartitionResponse_2
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_ListOffsetsResponse_ListOffsetsPartitionResponse_2
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
 
 
 def _w_ListOffsetsResponse_ListOffsetsTopicResponse_3(o: _ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.name', v)
     w_ccount(out, o.partitions, False, 'ListOffsetsResponse.ListOffsetsTopicResponse.partitions', v)
-    w = _w_ListOffsetsResponse_ListOffsetsPartitionResponse_3
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_ListOffsetsResponse_ListOffsetsPartitionResponse_3
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -321,12 +321,12 @@ def _r_ListOffsetsResponse_ListOffsetsTopicResponse_0(buf: memoryview, pos: int,
     o = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
     o.name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_0
+    a_partitions = []
+    r_partitions = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -335,12 +335,12 @@ def _r_ListOffsetsResponse_ListOffsetsTopicResponse_1(buf: memoryview, pos: int,
     o = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
     o.name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_1
+    a_partitions = []
+    r_partitions = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -349,12 +349,12 @@ def _r_ListOffsetsResponse_ListOffsetsTopicResponse_2(buf: memoryview, pos: int,
     o = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
     o.name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_2
+    a_partitions = []
+    r_partitions = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -368,12 +368,12 @@ def _r_ListOffsetsResponse_ListOffsetsTopicResponse_3(buf: memoryview, pos: int,
     else:
         o.name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_3
+    a_partitions = []
+    r_partitions = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -390,40 +390,40 @@ def _r_ListOffsetsResponse_ListOffsetsTopicResponse_3(buf: memoryview, pos: int,
 
 def _w_ListOffsetsResponse_0(o: _ListOffsetsResponse, out: bytearray, v: int) -> None:
     w_count(out, o.topics, False, 'ListOffsetsResponse.topics', v)
-    w = _w_ListOffsetsResponse_ListOffsetsTopicResponse_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_ListOffsetsResponse_ListOffsetsTopicResponse_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
 
 
 def _w_ListOffsetsResponse_1(o: _ListOffsetsResponse, out: bytearray, v: int) -> None:
     w_count(out, o.topics, False, 'ListOffsetsResponse.topics', v)
-    w = _w_ListOffsetsResponse_ListOffsetsTopicResponse_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_ListOffsetsResponse_ListOffsetsTopicResponse_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
 
 
 def _w_ListOffsetsResponse_2(o: _ListOffsetsResponse, out: bytearray, v: int) -> None:
     out += I32.pack(o.throttle_time_ms)
     w_count(out, o.topics, False, 'ListOffsetsResponse.topics', v)
-    w = _w_ListOffsetsResponse_ListOffsetsTopicResponse_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_ListOffsetsResponse_ListOffsetsTopicResponse_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
 
 
 def _w_ListOffsetsResponse_3(o: _ListOffsetsResponse, out: bytearray, v: int) -> None:
     out += I32.pack(o.throttle_time_ms)
     w_count(out, o.topics, False, 'ListOffsetsResponse.topics', v)
-    w = _w_ListOffsetsResponse_ListOffsetsTopicResponse_2
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_ListOffsetsResponse_ListOffsetsTopicResponse_2
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
 
 
 def _w_ListOffsetsResponse_4(o: _ListOffsetsResponse, out: bytearray, v: int) -> None:
     out += I32.pack(o.throttle_time_ms)
     w_ccount(out, o.topics, False, 'ListOffsetsResponse.topics', v)
-    w = _w_ListOffsetsResponse_ListOffsetsTopicResponse_3
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_ListOffsetsResponse_ListOffsetsTopicResponse_3
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -434,12 +434,12 @@ def _r_ListOffsetsResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOf
     o = _new(_ListOffsetsResponse)
     o.throttle_time_ms = 0
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsResponse_ListOffsetsTopicResponse_0
+    a_topics = []
+    r_topics = _r_ListOffsetsResponse_ListOffsetsTopicResponse_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -448,12 +448,12 @@ def _r_ListOffsetsResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOf
     o = _new(_ListOffsetsResponse)
     o.throttle_time_ms = 0
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsResponse_ListOffsetsTopicResponse_1
+    a_topics = []
+    r_topics = _r_ListOffsetsResponse_ListOffsetsTopicResponse_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -463,12 +463,12 @@ def _r_ListOffsetsResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOf
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsResponse_ListOffsetsTopicResponse_1
+    a_topics = []
+    r_topics = _r_ListOffsetsResponse_ListOffsetsTopicResponse_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -478,12 +478,12 @@ def _r_ListOffsetsResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOf
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsResponse_ListOffsetsTopicResponse_2
+    a_topics = []
+    r_topics = _r_ListOffsetsResponse_ListOffsetsTopicResponse_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -493,12 +493,12 @@ def _r_ListOffsetsResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_ListOf
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ListOffsetsResponse_ListOffsetsTopicResponse_3
+    a_topics = []
+    r_topics = _r_ListOffsetsResponse_ListOffsetsTopicResponse_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

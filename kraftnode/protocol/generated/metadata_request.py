@@ -232,59 +232,60 @@ def _r_MetadataRequest_MetadataRequestTopic_2(buf: memoryview, pos: int, v: int)
 
 def _w_MetadataRequest_0(o: _MetadataRequest, out: bytearray, v: int) -> None:
     w_count(out, o.topics, False, 'MetadataRequest.topics', v)
-    w = _w_MetadataRequest_MetadataRequestTopic_0
-    for e in o.topics:
-        w(e, out, v)
+    if o.topics is not None:
+        w_topics = _w_MetadataRequest_MetadataRequestTopic_0
+        for e_topics in o.topics:
+            w_topics(e_topics, out, v)
     if not (o.allow_auto_topic_creation == True):
-        raise absent_error("'MetadataRequest.allow_auto_topic_creation'", v)
+        raise absent_error('MetadataRequest.allow_auto_topic_creation', v)
     if not (o.include_cluster_authorized_operations == False):
-        raise absent_error("'MetadataRequest.include_cluster_authorized_operations'", v)
+        raise absent_error('MetadataRequest.include_cluster_authorized_operations', v)
     if not (o.include_topic_authorized_operations == False):
-        raise absent_error("'MetadataRequest.include_topic_authorized_operations'", v)
+        raise absent_error('MetadataRequest.include_topic_authorized_operations', v)
 
 
 def _w_MetadataRequest_1(o: _MetadataRequest, out: bytearray, v: int) -> None:
     w_count(out, o.topics, True, 'MetadataRequest.topics', v)
     if o.topics is not None:
-        w = _w_MetadataRequest_MetadataRequestTopic_0
-        for e in o.topics:
-            w(e, out, v)
+        w_topics = _w_MetadataRequest_MetadataRequestTopic_0
+        for e_topics in o.topics:
+            w_topics(e_topics, out, v)
     if not (o.allow_auto_topic_creation == True):
-        raise absent_error("'MetadataRequest.allow_auto_topic_creation'", v)
+        raise absent_error('MetadataRequest.allow_auto_topic_creation', v)
     if not (o.include_cluster_authorized_operations == False):
-        raise absent_error("'MetadataRequest.include_cluster_authorized_operations'", v)
+        raise absent_error('MetadataRequest.include_cluster_authorized_operations', v)
     if not (o.include_topic_authorized_operations == False):
-        raise absent_error("'MetadataRequest.include_topic_authorized_operations'", v)
+        raise absent_error('MetadataRequest.include_topic_authorized_operations', v)
 
 
 def _w_MetadataRequest_2(o: _MetadataRequest, out: bytearray, v: int) -> None:
     w_count(out, o.topics, True, 'MetadataRequest.topics', v)
     if o.topics is not None:
-        w = _w_MetadataRequest_MetadataRequestTopic_0
-        for e in o.topics:
-            w(e, out, v)
+        w_topics = _w_MetadataRequest_MetadataRequestTopic_0
+        for e_topics in o.topics:
+            w_topics(e_topics, out, v)
     if not (o.include_cluster_authorized_operations == False):
-        raise absent_error("'MetadataRequest.include_cluster_authorized_operations'", v)
+        raise absent_error('MetadataRequest.include_cluster_authorized_operations', v)
     if not (o.include_topic_authorized_operations == False):
-        raise absent_error("'MetadataRequest.include_topic_authorized_operations'", v)
+        raise absent_error('MetadataRequest.include_topic_authorized_operations', v)
     out.append(1 if o.allow_auto_topic_creation else 0)
 
 
 def _w_MetadataRequest_3(o: _MetadataRequest, out: bytearray, v: int) -> None:
     w_count(out, o.topics, True, 'MetadataRequest.topics', v)
     if o.topics is not None:
-        w = _w_MetadataRequest_MetadataRequestTopic_0
-        for e in o.topics:
-            w(e, out, v)
+        w_topics = _w_MetadataRequest_MetadataRequestTopic_0
+        for e_topics in o.topics:
+            w_topics(e_topics, out, v)
     out += _S0.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
 
 
 def _w_MetadataRequest_4(o: _MetadataRequest, out: bytearray, v: int) -> None:
     w_ccount(out, o.topics, True, 'MetadataRequest.topics', v)
     if o.topics is not None:
-        w = _w_MetadataRequest_MetadataRequestTopic_1
-        for e in o.topics:
-            w(e, out, v)
+        w_topics = _w_MetadataRequest_MetadataRequestTopic_1
+        for e_topics in o.topics:
+            w_topics(e_topics, out, v)
     out += _S0.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -295,9 +296,9 @@ def _w_MetadataRequest_4(o: _MetadataRequest, out: bytearray, v: int) -> None:
 def _w_MetadataRequest_5(o: _MetadataRequest, out: bytearray, v: int) -> None:
     w_ccount(out, o.topics, True, 'MetadataRequest.topics', v)
     if o.topics is not None:
-        w = _w_MetadataRequest_MetadataRequestTopic_2
-        for e in o.topics:
-            w(e, out, v)
+        w_topics = _w_MetadataRequest_MetadataRequestTopic_2
+        for e_topics in o.topics:
+            w_topics(e_topics, out, v)
     out += _S0.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -308,11 +309,11 @@ def _w_MetadataRequest_5(o: _MetadataRequest, out: bytearray, v: int) -> None:
 def _w_MetadataRequest_6(o: _MetadataRequest, out: bytearray, v: int) -> None:
     w_ccount(out, o.topics, True, 'MetadataRequest.topics', v)
     if o.topics is not None:
-        w = _w_MetadataRequest_MetadataRequestTopic_2
-        for e in o.topics:
-            w(e, out, v)
+        w_topics = _w_MetadataRequest_MetadataRequestTopic_2
+        for e_topics in o.topics:
+            w_topics(e_topics, out, v)
     if not (o.include_cluster_authorized_operations == False):
-        raise absent_error("'MetadataRequest.include_cluster_authorized_operations'", v)
+        raise absent_error('MetadataRequest.include_cluster_authorized_operations', v)
     out += _S1.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -323,12 +324,12 @@ def _w_MetadataRequest_6(o: _MetadataRequest, out: bytearray, v: int) -> None:
 def _r_MetadataRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
     o = _new(_MetadataRequest)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataRequest_MetadataRequestTopic_0
+    a_topics = []
+    r_topics = _r_MetadataRequest_MetadataRequestTopic_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.allow_auto_topic_creation = True
     o.include_cluster_authorized_operations = False
     o.include_topic_authorized_operations = False
@@ -342,12 +343,12 @@ def _r_MetadataRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRe
     if n < 0:
         o.topics = None
     else:
-        a = []
-        r = _r_MetadataRequest_MetadataRequestTopic_0
+        a_topics = []
+        r_topics = _r_MetadataRequest_MetadataRequestTopic_0
         for _ in range(n):
-            e, pos = r(buf, pos, v)
-            a.append(e)
-        o.topics = a
+            e_topics, pos = r_topics(buf, pos, v)
+            a_topics.append(e_topics)
+        o.topics = a_topics
     o.allow_auto_topic_creation = True
     o.include_cluster_authorized_operations = False
     o.include_topic_authorized_operations = False
@@ -361,12 +362,12 @@ def _r_MetadataRequest_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRe
     if n < 0:
         o.topics = None
     else:
-        a = []
-        r = _r_MetadataRequest_MetadataRequestTopic_0
+        a_topics = []
+        r_topics = _r_MetadataRequest_MetadataRequestTopic_0
         for _ in range(n):
-            e, pos = r(buf, pos, v)
-            a.append(e)
-        o.topics = a
+            e_topics, pos = r_topics(buf, pos, v)
+            a_topics.append(e_topics)
+        o.topics = a_topics
     o.allow_auto_topic_creation = buf[pos] != 0
     pos += 1
     o.include_cluster_authorized_operations = False
@@ -381,12 +382,12 @@ def _r_MetadataRequest_3(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRe
     if n < 0:
         o.topics = None
     else:
-        a = []
-        r = _r_MetadataRequest_MetadataRequestTopic_0
+        a_topics = []
+        r_topics = _r_MetadataRequest_MetadataRequestTopic_0
         for _ in range(n):
-            e, pos = r(buf, pos, v)
-            a.append(e)
-        o.topics = a
+            e_topics, pos = r_topics(buf, pos, v)
+            a_topics.append(e_topics)
+        o.topics = a_topics
     (o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 3
     o.unknown_tagged_fields = None
@@ -399,12 +400,12 @@ def _r_MetadataRequest_4(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRe
     if n < 0:
         o.topics = None
     else:
-        a = []
-        r = _r_MetadataRequest_MetadataRequestTopic_1
+        a_topics = []
+        r_topics = _r_MetadataRequest_MetadataRequestTopic_1
         for _ in range(n):
-            e, pos = r(buf, pos, v)
-            a.append(e)
-        o.topics = a
+            e_topics, pos = r_topics(buf, pos, v)
+            a_topics.append(e_topics)
+        o.topics = a_topics
     (o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 3
     o.unknown_tagged_fields = None
@@ -427,12 +428,12 @@ def _r_MetadataRequest_5(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRe
     if n < 0:
         o.topics = None
     else:
-        a = []
-        r = _r_MetadataRequest_MetadataRequestTopic_2
+        a_topics = []
+        r_topics = _r_MetadataRequest_MetadataRequestTopic_2
         for _ in range(n):
-            e, pos = r(buf, pos, v)
-            a.append(e)
-        o.topics = a
+            e_topics, pos = r_topics(buf, pos, v)
+            a_topics.append(e_topics)
+        o.topics = a_topics
     (o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 3
     o.unknown_tagged_fields = None
@@ -455,12 +456,12 @@ def _r_MetadataRequest_6(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRe
     if n < 0:
         o.topics = None
     else:
-        a = []
-        r = _r_MetadataRequest_MetadataRequestTopic_2
+        a_topics = []
+        r_topics = _r_MetadataRequest_MetadataRequestTopic_2
         for _ in range(n):
-            e, pos = r(buf, pos, v)
-            a.append(e)
-        o.topics = a
+            e_topics, pos = r_topics(buf, pos, v)
+            a_topics.append(e_topics)
+        o.topics = a_topics
     o.allow_auto_topic_creation = buf[pos] != 0
     pos += 1
     o.include_cluster_authorized_operations = False

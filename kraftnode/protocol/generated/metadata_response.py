@@ -365,11 +365,11 @@ def _w_MetadataResponse_MetadataResponseTopic_0(o: _MetadataResponse_MetadataRes
     out += I16.pack(o.error_code)
     w_str(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
     w_count(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
-    w = _w_MetadataResponse_MetadataResponsePartition_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_MetadataResponse_MetadataResponsePartition_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if not (o.topic_authorized_operations == -2147483648):
-        raise absent_error("'MetadataResponse.MetadataResponseTopic.topic_authorized_operations'", v)
+        raise absent_error('MetadataResponse.MetadataResponseTopic.topic_authorized_operations', v)
 
 
 def _w_MetadataResponse_MetadataResponseTopic_1(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
@@ -377,11 +377,11 @@ def _w_MetadataResponse_MetadataResponseTopic_1(o: _MetadataResponse_MetadataRes
     w_str(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
     out.append(1 if o.is_internal else 0)
     w_count(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
-    w = _w_MetadataResponse_MetadataResponsePartition_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_MetadataResponse_MetadataResponsePartition_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if not (o.topic_authorized_operations == -2147483648):
-        raise absent_error("'MetadataResponse.MetadataResponseTopic.topic_authorized_operations'", v)
+        raise absent_error('MetadataResponse.MetadataResponseTopic.topic_authorized_operations', v)
 
 
 def _w_MetadataResponse_MetadataResponseTopic_2(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
@@ -389,11 +389,11 @@ def _w_MetadataResponse_MetadataResponseTopic_2(o: _MetadataResponse_MetadataRes
     w_str(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
     out.append(1 if o.is_internal else 0)
     w_count(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
-    w = _w_MetadataResponse_MetadataResponsePartition_1
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_MetadataResponse_MetadataResponsePartition_1
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if not (o.topic_authorized_operations == -2147483648):
-        raise absent_error("'MetadataResponse.MetadataResponseTopic.topic_authorized_operations'", v)
+        raise absent_error('MetadataResponse.MetadataResponseTopic.topic_authorized_operations', v)
 
 
 def _w_MetadataResponse_MetadataResponseTopic_3(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
@@ -401,11 +401,11 @@ def _w_MetadataResponse_MetadataResponseTopic_3(o: _MetadataResponse_MetadataRes
     w_str(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
     out.append(1 if o.is_internal else 0)
     w_count(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
-    w = _w_MetadataResponse_MetadataResponsePartition_2
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_MetadataResponse_MetadataResponsePartition_2
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if not (o.topic_authorized_operations == -2147483648):
-        raise absent_error("'MetadataResponse.MetadataResponseTopic.topic_authorized_operations'", v)
+        raise absent_error('MetadataResponse.MetadataResponseTopic.topic_authorized_operations', v)
 
 
 def _w_MetadataResponse_MetadataResponseTopic_4(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
@@ -413,9 +413,9 @@ def _w_MetadataResponse_MetadataResponseTopic_4(o: _MetadataResponse_MetadataRes
     w_str(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
     out.append(1 if o.is_internal else 0)
     w_count(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
-    w = _w_MetadataResponse_MetadataResponsePartition_2
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_MetadataResponse_MetadataResponsePartition_2
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     out += I32.pack(o.topic_authorized_operations)
 
 
@@ -424,9 +424,9 @@ def _w_MetadataResponse_MetadataResponseTopic_5(o: _MetadataResponse_MetadataRes
     w_cstr(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
     out.append(1 if o.is_internal else 0)
     w_ccount(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
-    w = _w_MetadataResponse_MetadataResponsePartition_3
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_MetadataResponse_MetadataResponsePartition_3
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     out += I32.pack(o.topic_authorized_operations)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -439,9 +439,9 @@ def _w_MetadataResponse_MetadataResponseTopic_6(o: _MetadataResponse_MetadataRes
     w_cstr(out, o.name, False, 'MetadataResponse.MetadataResponseTopic.name', v)
     out += _S2.pack(o.topic_id.bytes, o.is_internal)
     w_ccount(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
-    w = _w_MetadataResponse_MetadataResponsePartition_3
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_MetadataResponse_MetadataResponsePartition_3
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     out += I32.pack(o.topic_authorized_operations)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -454,9 +454,9 @@ def _w_MetadataResponse_MetadataResponseTopic_7(o: _MetadataResponse_MetadataRes
     w_cstr(out, o.name, True, 'MetadataResponse.MetadataResponseTopic.name', v)
     out += _S2.pack(o.topic_id.bytes, o.is_internal)
     w_ccount(out, o.partitions, False, 'MetadataResponse.MetadataResponseTopic.partitions', v)
-    w = _w_MetadataResponse_MetadataResponsePartition_3
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_MetadataResponse_MetadataResponsePartition_3
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     out += I32.pack(o.topic_authorized_operations)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -472,12 +472,12 @@ def _r_MetadataResponse_MetadataResponseTopic_0(buf: memoryview, pos: int, v: in
     o.topic_id = ZERO_UUID
     o.is_internal = False
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponsePartition_0
+    a_partitions = []
+    r_partitions = _r_MetadataResponse_MetadataResponsePartition_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.topic_authorized_operations = -2147483648
     o.unknown_tagged_fields = None
     return o, pos
@@ -492,12 +492,12 @@ def _r_MetadataResponse_MetadataResponseTopic_1(buf: memoryview, pos: int, v: in
     o.is_internal = buf[pos] != 0
     pos += 1
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponsePartition_0
+    a_partitions = []
+    r_partitions = _r_MetadataResponse_MetadataResponsePartition_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.topic_authorized_operations = -2147483648
     o.unknown_tagged_fields = None
     return o, pos
@@ -512,12 +512,12 @@ def _r_MetadataResponse_MetadataResponseTopic_2(buf: memoryview, pos: int, v: in
     o.is_internal = buf[pos] != 0
     pos += 1
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponsePartition_1
+    a_partitions = []
+    r_partitions = _r_MetadataResponse_MetadataResponsePartition_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.topic_authorized_operations = -2147483648
     o.unknown_tagged_fields = None
     return o, pos
@@ -532,12 +532,12 @@ def _r_MetadataResponse_MetadataResponseTopic_3(buf: memoryview, pos: int, v: in
     o.is_internal = buf[pos] != 0
     pos += 1
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponsePartition_2
+    a_partitions = []
+    r_partitions = _r_MetadataResponse_MetadataResponsePartition_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.topic_authorized_operations = -2147483648
     o.unknown_tagged_fields = None
     return o, pos
@@ -552,12 +552,12 @@ def _r_MetadataResponse_MetadataResponseTopic_4(buf: memoryview, pos: int, v: in
     o.is_internal = buf[pos] != 0
     pos += 1
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponsePartition_2
+    a_partitions = []
+    r_partitions = _r_MetadataResponse_MetadataResponsePartition_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     (o.topic_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None
@@ -578,12 +578,12 @@ def _r_MetadataResponse_MetadataResponseTopic_5(buf: memoryview, pos: int, v: in
     o.is_internal = buf[pos] != 0
     pos += 1
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponsePartition_3
+    a_partitions = []
+    r_partitions = _r_MetadataResponse_MetadataResponsePartition_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     (o.topic_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None
@@ -614,12 +614,12 @@ def _r_MetadataResponse_MetadataResponseTopic_6(buf: memoryview, pos: int, v: in
     pos += 17
     o.topic_id = uuid_from_bytes(_u0)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponsePartition_3
+    a_partitions = []
+    r_partitions = _r_MetadataResponse_MetadataResponsePartition_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     (o.topic_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None
@@ -650,12 +650,12 @@ def _r_MetadataResponse_MetadataResponseTopic_7(buf: memoryview, pos: int, v: in
     pos += 17
     o.topic_id = uuid_from_bytes(_u0)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponsePartition_3
+    a_partitions = []
+    r_partitions = _r_MetadataResponse_MetadataResponsePartition_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     (o.topic_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None
@@ -754,121 +754,121 @@ def _r_MetadataResponse_MetadataResponseBroker_2(buf: memoryview, pos: int, v: i
 
 def _w_MetadataResponse_0(o: _MetadataResponse, out: bytearray, v: int) -> None:
     w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
-    w = _w_MetadataResponse_MetadataResponseBroker_0
-    for e in o.brokers:
-        w(e, out, v)
+    w_brokers = _w_MetadataResponse_MetadataResponseBroker_0
+    for e_brokers in o.brokers:
+        w_brokers(e_brokers, out, v)
     w_count(out, o.topics, False, 'MetadataResponse.topics', v)
-    w = _w_MetadataResponse_MetadataResponseTopic_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_MetadataResponse_MetadataResponseTopic_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not (o.cluster_authorized_operations == -2147483648):
-        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+        raise absent_error('MetadataResponse.cluster_authorized_operations', v)
 
 
 def _w_MetadataResponse_1(o: _MetadataResponse, out: bytearray, v: int) -> None:
     w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
-    w = _w_MetadataResponse_MetadataResponseBroker_1
-    for e in o.brokers:
-        w(e, out, v)
+    w_brokers = _w_MetadataResponse_MetadataResponseBroker_1
+    for e_brokers in o.brokers:
+        w_brokers(e_brokers, out, v)
     out += I32.pack(o.controller_id)
     w_count(out, o.topics, False, 'MetadataResponse.topics', v)
-    w = _w_MetadataResponse_MetadataResponseTopic_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_MetadataResponse_MetadataResponseTopic_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not (o.cluster_authorized_operations == -2147483648):
-        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+        raise absent_error('MetadataResponse.cluster_authorized_operations', v)
 
 
 def _w_MetadataResponse_2(o: _MetadataResponse, out: bytearray, v: int) -> None:
     w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
-    w = _w_MetadataResponse_MetadataResponseBroker_1
-    for e in o.brokers:
-        w(e, out, v)
+    w_brokers = _w_MetadataResponse_MetadataResponseBroker_1
+    for e_brokers in o.brokers:
+        w_brokers(e_brokers, out, v)
     w_str(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
     out += I32.pack(o.controller_id)
     w_count(out, o.topics, False, 'MetadataResponse.topics', v)
-    w = _w_MetadataResponse_MetadataResponseTopic_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_MetadataResponse_MetadataResponseTopic_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not (o.cluster_authorized_operations == -2147483648):
-        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+        raise absent_error('MetadataResponse.cluster_authorized_operations', v)
 
 
 def _w_MetadataResponse_3(o: _MetadataResponse, out: bytearray, v: int) -> None:
     out += I32.pack(o.throttle_time_ms)
     w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
-    w = _w_MetadataResponse_MetadataResponseBroker_1
-    for e in o.brokers:
-        w(e, out, v)
+    w_brokers = _w_MetadataResponse_MetadataResponseBroker_1
+    for e_brokers in o.brokers:
+        w_brokers(e_brokers, out, v)
     w_str(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
     out += I32.pack(o.controller_id)
     w_count(out, o.topics, False, 'MetadataResponse.topics', v)
-    w = _w_MetadataResponse_MetadataResponseTopic_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_MetadataResponse_MetadataResponseTopic_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not (o.cluster_authorized_operations == -2147483648):
-        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+        raise absent_error('MetadataResponse.cluster_authorized_operations', v)
 
 
 def _w_MetadataResponse_4(o: _MetadataResponse, out: bytearray, v: int) -> None:
     out += I32.pack(o.throttle_time_ms)
     w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
-    w = _w_MetadataResponse_MetadataResponseBroker_1
-    for e in o.brokers:
-        w(e, out, v)
+    w_brokers = _w_MetadataResponse_MetadataResponseBroker_1
+    for e_brokers in o.brokers:
+        w_brokers(e_brokers, out, v)
     w_str(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
     out += I32.pack(o.controller_id)
     w_count(out, o.topics, False, 'MetadataResponse.topics', v)
-    w = _w_MetadataResponse_MetadataResponseTopic_2
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_MetadataResponse_MetadataResponseTopic_2
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not (o.cluster_authorized_operations == -2147483648):
-        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+        raise absent_error('MetadataResponse.cluster_authorized_operations', v)
 
 
 def _w_MetadataResponse_5(o: _MetadataResponse, out: bytearray, v: int) -> None:
     out += I32.pack(o.throttle_time_ms)
     w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
-    w = _w_MetadataResponse_MetadataResponseBroker_1
-    for e in o.brokers:
-        w(e, out, v)
+    w_brokers = _w_MetadataResponse_MetadataResponseBroker_1
+    for e_brokers in o.brokers:
+        w_brokers(e_brokers, out, v)
     w_str(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
     out += I32.pack(o.controller_id)
     w_count(out, o.topics, False, 'MetadataResponse.topics', v)
-    w = _w_MetadataResponse_MetadataResponseTopic_3
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_MetadataResponse_MetadataResponseTopic_3
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not (o.cluster_authorized_operations == -2147483648):
-        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+        raise absent_error('MetadataResponse.cluster_authorized_operations', v)
 
 
 def _w_MetadataResponse_6(o: _MetadataResponse, out: bytearray, v: int) -> None:
     out += I32.pack(o.throttle_time_ms)
     w_count(out, o.brokers, False, 'MetadataResponse.brokers', v)
-    w = _w_MetadataResponse_MetadataResponseBroker_1
-    for e in o.brokers:
-        w(e, out, v)
+    w_brokers = _w_MetadataResponse_MetadataResponseBroker_1
+    for e_brokers in o.brokers:
+        w_brokers(e_brokers, out, v)
     w_str(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
     out += I32.pack(o.controller_id)
     w_count(out, o.topics, False, 'MetadataResponse.topics', v)
-    w = _w_MetadataResponse_MetadataResponseTopic_4
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_MetadataResponse_MetadataResponseTopic_4
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     out += I32.pack(o.cluster_authorized_operations)
 
 
 def _w_MetadataResponse_7(o: _MetadataResponse, out: bytearray, v: int) -> None:
     out += I32.pack(o.throttle_time_ms)
     w_ccount(out, o.brokers, False, 'MetadataResponse.brokers', v)
-    w = _w_MetadataResponse_MetadataResponseBroker_2
-    for e in o.brokers:
-        w(e, out, v)
+    w_brokers = _w_MetadataResponse_MetadataResponseBroker_2
+    for e_brokers in o.brokers:
+        w_brokers(e_brokers, out, v)
     w_cstr(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
     out += I32.pack(o.controller_id)
     w_ccount(out, o.topics, False, 'MetadataResponse.topics', v)
-    w = _w_MetadataResponse_MetadataResponseTopic_5
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_MetadataResponse_MetadataResponseTopic_5
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     out += I32.pack(o.cluster_authorized_operations)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -879,15 +879,15 @@ def _w_MetadataResponse_7(o: _MetadataResponse, out: bytearray, v: int) -> None:
 def _w_MetadataResponse_8(o: _MetadataResponse, out: bytearray, v: int) -> None:
     out += I32.pack(o.throttle_time_ms)
     w_ccount(out, o.brokers, False, 'MetadataResponse.brokers', v)
-    w = _w_MetadataResponse_MetadataResponseBroker_2
-    for e in o.brokers:
-        w(e, out, v)
+    w_brokers = _w_MetadataResponse_MetadataResponseBroker_2
+    for e_brokers in o.brokers:
+        w_brokers(e_brokers, out, v)
     w_cstr(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
     out += I32.pack(o.controller_id)
     w_ccount(out, o.topics, False, 'MetadataResponse.topics', v)
-    w = _w_MetadataResponse_MetadataResponseTopic_6
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_MetadataResponse_MetadataResponseTopic_6
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     out += I32.pack(o.cluster_authorized_operations)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -898,17 +898,17 @@ def _w_MetadataResponse_8(o: _MetadataResponse, out: bytearray, v: int) -> None:
 def _w_MetadataResponse_9(o: _MetadataResponse, out: bytearray, v: int) -> None:
     out += I32.pack(o.throttle_time_ms)
     w_ccount(out, o.brokers, False, 'MetadataResponse.brokers', v)
-    w = _w_MetadataResponse_MetadataResponseBroker_2
-    for e in o.brokers:
-        w(e, out, v)
+    w_brokers = _w_MetadataResponse_MetadataResponseBroker_2
+    for e_brokers in o.brokers:
+        w_brokers(e_brokers, out, v)
     w_cstr(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
     out += I32.pack(o.controller_id)
     w_ccount(out, o.topics, False, 'MetadataResponse.topics', v)
-    w = _w_MetadataResponse_MetadataResponseTopic_6
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_MetadataResponse_MetadataResponseTopic_6
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not (o.cluster_authorized_operations == -2147483648):
-        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+        raise absent_error('MetadataResponse.cluster_authorized_operations', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -918,17 +918,17 @@ def _w_MetadataResponse_9(o: _MetadataResponse, out: bytearray, v: int) -> None:
 def _w_MetadataResponse_10(o: _MetadataResponse, out: bytearray, v: int) -> None:
     out += I32.pack(o.throttle_time_ms)
     w_ccount(out, o.brokers, False, 'MetadataResponse.brokers', v)
-    w = _w_MetadataResponse_MetadataResponseBroker_2
-    for e in o.brokers:
-        w(e, out, v)
+    w_brokers = _w_MetadataResponse_MetadataResponseBroker_2
+    for e_brokers in o.brokers:
+        w_brokers(e_brokers, out, v)
     w_cstr(out, o.cluster_id, True, 'MetadataResponse.cluster_id', v)
     out += I32.pack(o.controller_id)
     w_ccount(out, o.topics, False, 'MetadataResponse.topics', v)
-    w = _w_MetadataResponse_MetadataResponseTopic_7
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_MetadataResponse_MetadataResponseTopic_7
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if not (o.cluster_authorized_operations == -2147483648):
-        raise absent_error("'MetadataResponse.cluster_authorized_operations'", v)
+        raise absent_error('MetadataResponse.cluster_authorized_operations', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -939,21 +939,21 @@ def _r_MetadataResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataR
     o = _new(_MetadataResponse)
     o.throttle_time_ms = 0
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseBroker_0
+    a_brokers = []
+    r_brokers = _r_MetadataResponse_MetadataResponseBroker_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.brokers = a
+        e_brokers, pos = r_brokers(buf, pos, v)
+        a_brokers.append(e_brokers)
+    o.brokers = a_brokers
     o.cluster_id = None
     o.controller_id = -1
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseTopic_0
+    a_topics = []
+    r_topics = _r_MetadataResponse_MetadataResponseTopic_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.cluster_authorized_operations = -2147483648
     o.unknown_tagged_fields = None
     return o, pos
@@ -963,22 +963,22 @@ def _r_MetadataResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataR
     o = _new(_MetadataResponse)
     o.throttle_time_ms = 0
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseBroker_1
+    a_brokers = []
+    r_brokers = _r_MetadataResponse_MetadataResponseBroker_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.brokers = a
+        e_brokers, pos = r_brokers(buf, pos, v)
+        a_brokers.append(e_brokers)
+    o.brokers = a_brokers
     o.cluster_id = None
     (o.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseTopic_1
+    a_topics = []
+    r_topics = _r_MetadataResponse_MetadataResponseTopic_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.cluster_authorized_operations = -2147483648
     o.unknown_tagged_fields = None
     return o, pos
@@ -988,22 +988,22 @@ def _r_MetadataResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataR
     o = _new(_MetadataResponse)
     o.throttle_time_ms = 0
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseBroker_1
+    a_brokers = []
+    r_brokers = _r_MetadataResponse_MetadataResponseBroker_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.brokers = a
+        e_brokers, pos = r_brokers(buf, pos, v)
+        a_brokers.append(e_brokers)
+    o.brokers = a_brokers
     o.cluster_id, pos = r_str(buf, pos, True)
     (o.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseTopic_1
+    a_topics = []
+    r_topics = _r_MetadataResponse_MetadataResponseTopic_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.cluster_authorized_operations = -2147483648
     o.unknown_tagged_fields = None
     return o, pos
@@ -1014,22 +1014,22 @@ def _r_MetadataResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_MetadataR
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseBroker_1
+    a_brokers = []
+    r_brokers = _r_MetadataResponse_MetadataResponseBroker_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.brokers = a
+        e_brokers, pos = r_brokers(buf, pos, v)
+        a_brokers.append(e_brokers)
+    o.brokers = a_brokers
     o.cluster_id, pos = r_str(buf, pos, True)
     (o.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseTopic_1
+    a_topics = []
+    r_topics = _r_MetadataResponse_MetadataResponseTopic_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.cluster_authorized_operations = -2147483648
     o.unknown_tagged_fields = None
     return o, pos
@@ -1040,22 +1040,22 @@ def _r_MetadataResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_MetadataR
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseBroker_1
+    a_brokers = []
+    r_brokers = _r_MetadataResponse_MetadataResponseBroker_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.brokers = a
+        e_brokers, pos = r_brokers(buf, pos, v)
+        a_brokers.append(e_brokers)
+    o.brokers = a_brokers
     o.cluster_id, pos = r_str(buf, pos, True)
     (o.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseTopic_2
+    a_topics = []
+    r_topics = _r_MetadataResponse_MetadataResponseTopic_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.cluster_authorized_operations = -2147483648
     o.unknown_tagged_fields = None
     return o, pos
@@ -1066,22 +1066,22 @@ def _r_MetadataResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_MetadataR
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseBroker_1
+    a_brokers = []
+    r_brokers = _r_MetadataResponse_MetadataResponseBroker_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.brokers = a
+        e_brokers, pos = r_brokers(buf, pos, v)
+        a_brokers.append(e_brokers)
+    o.brokers = a_brokers
     o.cluster_id, pos = r_str(buf, pos, True)
     (o.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseTopic_3
+    a_topics = []
+    r_topics = _r_MetadataResponse_MetadataResponseTopic_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.cluster_authorized_operations = -2147483648
     o.unknown_tagged_fields = None
     return o, pos
@@ -1092,22 +1092,22 @@ def _r_MetadataResponse_6(buf: memoryview, pos: int, v: int) -> tuple[_MetadataR
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseBroker_1
+    a_brokers = []
+    r_brokers = _r_MetadataResponse_MetadataResponseBroker_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.brokers = a
+        e_brokers, pos = r_brokers(buf, pos, v)
+        a_brokers.append(e_brokers)
+    o.brokers = a_brokers
     o.cluster_id, pos = r_str(buf, pos, True)
     (o.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseTopic_4
+    a_topics = []
+    r_topics = _r_MetadataResponse_MetadataResponseTopic_4
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None
@@ -1119,12 +1119,12 @@ def _r_MetadataResponse_7(buf: memoryview, pos: int, v: int) -> tuple[_MetadataR
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseBroker_2
+    a_brokers = []
+    r_brokers = _r_MetadataResponse_MetadataResponseBroker_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.brokers = a
+        e_brokers, pos = r_brokers(buf, pos, v)
+        a_brokers.append(e_brokers)
+    o.brokers = a_brokers
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
@@ -1134,12 +1134,12 @@ def _r_MetadataResponse_7(buf: memoryview, pos: int, v: int) -> tuple[_MetadataR
     (o.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseTopic_5
+    a_topics = []
+    r_topics = _r_MetadataResponse_MetadataResponseTopic_5
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None
@@ -1161,12 +1161,12 @@ def _r_MetadataResponse_8(buf: memoryview, pos: int, v: int) -> tuple[_MetadataR
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseBroker_2
+    a_brokers = []
+    r_brokers = _r_MetadataResponse_MetadataResponseBroker_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.brokers = a
+        e_brokers, pos = r_brokers(buf, pos, v)
+        a_brokers.append(e_brokers)
+    o.brokers = a_brokers
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
@@ -1176,12 +1176,12 @@ def _r_MetadataResponse_8(buf: memoryview, pos: int, v: int) -> tuple[_MetadataR
     (o.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseTopic_6
+    a_topics = []
+    r_topics = _r_MetadataResponse_MetadataResponseTopic_6
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
     o.unknown_tagged_fields = None
@@ -1203,12 +1203,12 @@ def _r_MetadataResponse_9(buf: memoryview, pos: int, v: int) -> tuple[_MetadataR
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseBroker_2
+    a_brokers = []
+    r_brokers = _r_MetadataResponse_MetadataResponseBroker_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.brokers = a
+        e_brokers, pos = r_brokers(buf, pos, v)
+        a_brokers.append(e_brokers)
+    o.brokers = a_brokers
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
@@ -1218,12 +1218,12 @@ def _r_MetadataResponse_9(buf: memoryview, pos: int, v: int) -> tuple[_MetadataR
     (o.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseTopic_6
+    a_topics = []
+    r_topics = _r_MetadataResponse_MetadataResponseTopic_6
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.cluster_authorized_operations = -2147483648
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -1244,12 +1244,12 @@ def _r_MetadataResponse_10(buf: memoryview, pos: int, v: int) -> tuple[_Metadata
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseBroker_2
+    a_brokers = []
+    r_brokers = _r_MetadataResponse_MetadataResponseBroker_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.brokers = a
+        e_brokers, pos = r_brokers(buf, pos, v)
+        a_brokers.append(e_brokers)
+    o.brokers = a_brokers
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
@@ -1259,12 +1259,12 @@ def _r_MetadataResponse_10(buf: memoryview, pos: int, v: int) -> tuple[_Metadata
     (o.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_MetadataResponse_MetadataResponseTopic_7
+    a_topics = []
+    r_topics = _r_MetadataResponse_MetadataResponseTopic_7
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.cluster_authorized_operations = -2147483648
     o.unknown_tagged_fields = None
     if buf[pos] == 0:

@@ -222,17 +222,17 @@ def _r_ProduceRequest_PartitionProduceData_1(buf: memoryview, pos: int, v: int) 
 def _w_ProduceRequest_TopicProduceData_0(o: _ProduceRequest_TopicProduceData, out: bytearray, v: int) -> None:
     w_str(out, o.name, False, 'ProduceRequest.TopicProduceData.name', v)
     w_count(out, o.partition_data, False, 'ProduceRequest.TopicProduceData.partition_data', v)
-    w = _w_ProduceRequest_PartitionProduceData_0
-    for e in o.partition_data:
-        w(e, out, v)
+    w_partition_data = _w_ProduceRequest_PartitionProduceData_0
+    for e_partition_data in o.partition_data:
+        w_partition_data(e_partition_data, out, v)
 
 
 def _w_ProduceRequest_TopicProduceData_1(o: _ProduceRequest_TopicProduceData, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'ProduceRequest.TopicProduceData.name', v)
     w_ccount(out, o.partition_data, False, 'ProduceRequest.TopicProduceData.partition_data', v)
-    w = _w_ProduceRequest_PartitionProduceData_1
-    for e in o.partition_data:
-        w(e, out, v)
+    w_partition_data = _w_ProduceRequest_PartitionProduceData_1
+    for e_partition_data in o.partition_data:
+        w_partition_data(e_partition_data, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -243,12 +243,12 @@ def _r_ProduceRequest_TopicProduceData_0(buf: memoryview, pos: int, v: int) -> t
     o = _new(_ProduceRequest_TopicProduceData)
     o.name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ProduceRequest_PartitionProduceData_0
+    a_partition_data = []
+    r_partition_data = _r_ProduceRequest_PartitionProduceData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partition_data = a
+        e_partition_data, pos = r_partition_data(buf, pos, v)
+        a_partition_data.append(e_partition_data)
+    o.partition_data = a_partition_data
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -262,12 +262,12 @@ def _r_ProduceRequest_TopicProduceData_1(buf: memoryview, pos: int, v: int) -> t
     else:
         o.name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ProduceRequest_PartitionProduceData_1
+    a_partition_data = []
+    r_partition_data = _r_ProduceRequest_PartitionProduceData_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partition_data = a
+        e_partition_data, pos = r_partition_data(buf, pos, v)
+        a_partition_data.append(e_partition_data)
+    o.partition_data = a_partition_data
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -284,30 +284,30 @@ def _r_ProduceRequest_TopicProduceData_1(buf: memoryview, pos: int, v: int) -> t
 
 def _w_ProduceRequest_0(o: _ProduceRequest, out: bytearray, v: int) -> None:
     if not (o.transactional_id is None):
-        raise absent_error("'ProduceRequest.transactional_id'", v)
+        raise absent_error('ProduceRequest.transactional_id', v)
     out += _S0.pack(o.acks, o.timeout_ms)
     w_count(out, o.topic_data, False, 'ProduceRequest.topic_data', v)
-    w = _w_ProduceRequest_TopicProduceData_0
-    for e in o.topic_data:
-        w(e, out, v)
+    w_topic_data = _w_ProduceRequest_TopicProduceData_0
+    for e_topic_data in o.topic_data:
+        w_topic_data(e_topic_data, out, v)
 
 
 def _w_ProduceRequest_1(o: _ProduceRequest, out: bytearray, v: int) -> None:
     w_str(out, o.transactional_id, True, 'ProduceRequest.transactional_id', v)
     out += _S0.pack(o.acks, o.timeout_ms)
     w_count(out, o.topic_data, False, 'ProduceRequest.topic_data', v)
-    w = _w_ProduceRequest_TopicProduceData_0
-    for e in o.topic_data:
-        w(e, out, v)
+    w_topic_data = _w_ProduceRequest_TopicProduceData_0
+    for e_topic_data in o.topic_data:
+        w_topic_data(e_topic_data, out, v)
 
 
 def _w_ProduceRequest_2(o: _ProduceRequest, out: bytearray, v: int) -> None:
     w_cstr(out, o.transactional_id, True, 'ProduceRequest.transactional_id', v)
     out += _S0.pack(o.acks, o.timeout_ms)
     w_ccount(out, o.topic_data, False, 'ProduceRequest.topic_data', v)
-    w = _w_ProduceRequest_TopicProduceData_1
-    for e in o.topic_data:
-        w(e, out, v)
+    w_topic_data = _w_ProduceRequest_TopicProduceData_1
+    for e_topic_data in o.topic_data:
+        w_topic_data(e_topic_data, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -320,12 +320,12 @@ def _r_ProduceRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequ
     (o.acks, o.timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ProduceRequest_TopicProduceData_0
+    a_topic_data = []
+    r_topic_data = _r_ProduceRequest_TopicProduceData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topic_data = a
+        e_topic_data, pos = r_topic_data(buf, pos, v)
+        a_topic_data.append(e_topic_data)
+    o.topic_data = a_topic_data
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -336,12 +336,12 @@ def _r_ProduceRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequ
     (o.acks, o.timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ProduceRequest_TopicProduceData_0
+    a_topic_data = []
+    r_topic_data = _r_ProduceRequest_TopicProduceData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topic_data = a
+        e_topic_data, pos = r_topic_data(buf, pos, v)
+        a_topic_data.append(e_topic_data)
+    o.topic_data = a_topic_data
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -357,12 +357,12 @@ def _r_ProduceRequest_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequ
     (o.acks, o.timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ProduceRequest_TopicProduceData_1
+    a_topic_data = []
+    r_topic_data = _r_ProduceRequest_TopicProduceData_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topic_data = a
+        e_topic_data, pos = r_topic_data(buf, pos, v)
+        a_topic_data.append(e_topic_data)
+    o.topic_data = a_topic_data
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

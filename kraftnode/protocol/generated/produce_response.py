@@ -272,24 +272,24 @@ _ProduceResponse.__name__ = "ProduceResponse"
 
 def _w_ProduceResponse_NodeEndpoint_0(o: _ProduceResponse_NodeEndpoint, out: bytearray, v: int) -> None:
     if not (o.node_id == 0):
-        raise absent_error("'ProduceResponse.NodeEndpoint.node_id'", v)
+        raise absent_error('ProduceResponse.NodeEndpoint.node_id', v)
     if not (o.host == ''):
-        raise absent_error("'ProduceResponse.NodeEndpoint.host'", v)
+        raise absent_error('ProduceResponse.NodeEndpoint.host', v)
     if not (o.port == 0):
-        raise absent_error("'ProduceResponse.NodeEndpoint.port'", v)
+        raise absent_error('ProduceResponse.NodeEndpoint.port', v)
     if not (o.rack is None):
-        raise absent_error("'ProduceResponse.NodeEndpoint.rack'", v)
+        raise absent_error('ProduceResponse.NodeEndpoint.rack', v)
 
 
 def _w_ProduceResponse_NodeEndpoint_1(o: _ProduceResponse_NodeEndpoint, out: bytearray, v: int) -> None:
     if not (o.node_id == 0):
-        raise absent_error("'ProduceResponse.NodeEndpoint.node_id'", v)
+        raise absent_error('ProduceResponse.NodeEndpoint.node_id', v)
     if not (o.host == ''):
-        raise absent_error("'ProduceResponse.NodeEndpoint.host'", v)
+        raise absent_error('ProduceResponse.NodeEndpoint.host', v)
     if not (o.port == 0):
-        raise absent_error("'ProduceResponse.NodeEndpoint.port'", v)
+        raise absent_error('ProduceResponse.NodeEndpoint.port', v)
     if not (o.rack is None):
-        raise absent_error("'ProduceResponse.NodeEndpoint.rack'", v)
+        raise absent_error('ProduceResponse.NodeEndpoint.rack', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -371,16 +371,16 @@ def _r_ProduceResponse_NodeEndpoint_2(buf: memoryview, pos: int, v: int) -> tupl
 
 def _w_ProduceResponse_LeaderIdAndEpoch_0(o: _ProduceResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
     if not (o.leader_id == -1):
-        raise absent_error("'ProduceResponse.LeaderIdAndEpoch.leader_id'", v)
+        raise absent_error('ProduceResponse.LeaderIdAndEpoch.leader_id', v)
     if not (o.leader_epoch == -1):
-        raise absent_error("'ProduceResponse.LeaderIdAndEpoch.leader_epoch'", v)
+        raise absent_error('ProduceResponse.LeaderIdAndEpoch.leader_epoch', v)
 
 
 def _w_ProduceResponse_LeaderIdAndEpoch_1(o: _ProduceResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
     if not (o.leader_id == -1):
-        raise absent_error("'ProduceResponse.LeaderIdAndEpoch.leader_id'", v)
+        raise absent_error('ProduceResponse.LeaderIdAndEpoch.leader_id', v)
     if not (o.leader_epoch == -1):
-        raise absent_error("'ProduceResponse.LeaderIdAndEpoch.leader_epoch'", v)
+        raise absent_error('ProduceResponse.LeaderIdAndEpoch.leader_epoch', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -441,9 +441,9 @@ def _r_ProduceResponse_LeaderIdAndEpoch_2(buf: memoryview, pos: int, v: int) -> 
 
 def _w_ProduceResponse_BatchIndexAndErrorMessage_0(o: _ProduceResponse_BatchIndexAndErrorMessage, out: bytearray, v: int) -> None:
     if not (o.batch_index == 0):
-        raise absent_error("'ProduceResponse.BatchIndexAndErrorMessage.batch_index'", v)
+        raise absent_error('ProduceResponse.BatchIndexAndErrorMessage.batch_index', v)
     if not (o.batch_index_error_message is None):
-        raise absent_error("'ProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message'", v)
+        raise absent_error('ProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message', v)
 
 
 def _w_ProduceResponse_BatchIndexAndErrorMessage_1(o: _ProduceResponse_BatchIndexAndErrorMessage, out: bytearray, v: int) -> None:
@@ -504,53 +504,53 @@ def _r_ProduceResponse_BatchIndexAndErrorMessage_2(buf: memoryview, pos: int, v:
 def _w_ProduceResponse_PartitionProduceResponse_0(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
     out += _S1.pack(o.index, o.error_code, o.base_offset)
     if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
-        raise absent_error("'ProduceResponse.PartitionProduceResponse.current_leader'", v)
+        raise absent_error('ProduceResponse.PartitionProduceResponse.current_leader', v)
 
 
 def _w_ProduceResponse_PartitionProduceResponse_1(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
     out += _S2.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
     if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
-        raise absent_error("'ProduceResponse.PartitionProduceResponse.current_leader'", v)
+        raise absent_error('ProduceResponse.PartitionProduceResponse.current_leader', v)
 
 
 def _w_ProduceResponse_PartitionProduceResponse_2(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
-        raise absent_error("'ProduceResponse.PartitionProduceResponse.current_leader'", v)
+        raise absent_error('ProduceResponse.PartitionProduceResponse.current_leader', v)
 
 
 def _w_ProduceResponse_PartitionProduceResponse_3(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     w_count(out, o.record_errors, False, 'ProduceResponse.PartitionProduceResponse.record_errors', v)
-    w = _w_ProduceResponse_BatchIndexAndErrorMessage_1
-    for e in o.record_errors:
-        w(e, out, v)
+    w_record_errors = _w_ProduceResponse_BatchIndexAndErrorMessage_1
+    for e_record_errors in o.record_errors:
+        w_record_errors(e_record_errors, out, v)
     w_str(out, o.error_message, True, 'ProduceResponse.PartitionProduceResponse.error_message', v)
     if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
-        raise absent_error("'ProduceResponse.PartitionProduceResponse.current_leader'", v)
+        raise absent_error('ProduceResponse.PartitionProduceResponse.current_leader', v)
 
 
 def _w_ProduceResponse_PartitionProduceResponse_4(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     w_ccount(out, o.record_errors, False, 'ProduceResponse.PartitionProduceResponse.record_errors', v)
-    w = _w_ProduceResponse_BatchIndexAndErrorMessage_2
-    for e in o.record_errors:
-        w(e, out, v)
+    w_record_errors = _w_ProduceResponse_BatchIndexAndErrorMessage_2
+    for e_record_errors in o.record_errors:
+        w_record_errors(e_record_errors, out, v)
     w_cstr(out, o.error_message, True, 'ProduceResponse.PartitionProduceResponse.error_message', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
         out.append(0)
     if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
-        raise absent_error("'ProduceResponse.PartitionProduceResponse.current_leader'", v)
+        raise absent_error('ProduceResponse.PartitionProduceResponse.current_leader', v)
 
 
 def _w_ProduceResponse_PartitionProduceResponse_5(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     w_ccount(out, o.record_errors, False, 'ProduceResponse.PartitionProduceResponse.record_errors', v)
-    w = _w_ProduceResponse_BatchIndexAndErrorMessage_2
-    for e in o.record_errors:
-        w(e, out, v)
+    w_record_errors = _w_ProduceResponse_BatchIndexAndErrorMessage_2
+    for e_record_errors in o.record_errors:
+        w_record_errors(e_record_errors, out, v)
     w_cstr(out, o.error_message, True, 'ProduceResponse.PartitionProduceResponse.error_message', v)
     tagged: list[tuple[int, bytes]] = []
     if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
@@ -604,12 +604,12 @@ def _r_ProduceResponse_PartitionProduceResponse_3(buf: memoryview, pos: int, v: 
     (o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset,) = _S3.unpack_from(buf, pos)
     pos += 30
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_BatchIndexAndErrorMessage_1
+    a_record_errors = []
+    r_record_errors = _r_ProduceResponse_BatchIndexAndErrorMessage_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.record_errors = a
+        e_record_errors, pos = r_record_errors(buf, pos, v)
+        a_record_errors.append(e_record_errors)
+    o.record_errors = a_record_errors
     o.error_message, pos = r_str(buf, pos, True)
     o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
     o.unknown_tagged_fields = None
@@ -621,12 +621,12 @@ def _r_ProduceResponse_PartitionProduceResponse_4(buf: memoryview, pos: int, v: 
     (o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset,) = _S3.unpack_from(buf, pos)
     pos += 30
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_BatchIndexAndErrorMessage_2
+    a_record_errors = []
+    r_record_errors = _r_ProduceResponse_BatchIndexAndErrorMessage_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.record_errors = a
+        e_record_errors, pos = r_record_errors(buf, pos, v)
+        a_record_errors.append(e_record_errors)
+    o.record_errors = a_record_errors
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
@@ -653,12 +653,12 @@ def _r_ProduceResponse_PartitionProduceResponse_5(buf: memoryview, pos: int, v: 
     (o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset,) = _S3.unpack_from(buf, pos)
     pos += 30
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_BatchIndexAndErrorMessage_2
+    a_record_errors = []
+    r_record_errors = _r_ProduceResponse_BatchIndexAndErrorMessage_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.record_errors = a
+        e_record_errors, pos = r_record_errors(buf, pos, v)
+        a_record_errors.append(e_record_errors)
+    o.record_errors = a_record_errors
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
@@ -688,41 +688,41 @@ def _r_ProduceResponse_PartitionProduceResponse_5(buf: memoryview, pos: int, v: 
 def _w_ProduceResponse_TopicProduceResponse_0(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
     w_str(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
     w_count(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
-    w = _w_ProduceResponse_PartitionProduceResponse_0
-    for e in o.partition_responses:
-        w(e, out, v)
+    w_partition_responses = _w_ProduceResponse_PartitionProduceResponse_0
+    for e_partition_responses in o.partition_responses:
+        w_partition_responses(e_partition_responses, out, v)
 
 
 def _w_ProduceResponse_TopicProduceResponse_1(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
     w_str(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
     w_count(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
-    w = _w_ProduceResponse_PartitionProduceResponse_1
-    for e in o.partition_responses:
-        w(e, out, v)
+    w_partition_responses = _w_ProduceResponse_PartitionProduceResponse_1
+    for e_partition_responses in o.partition_responses:
+        w_partition_responses(e_partition_responses, out, v)
 
 
 def _w_ProduceResponse_TopicProduceResponse_2(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
     w_str(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
     w_count(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
-    w = _w_ProduceResponse_PartitionProduceResponse_2
-    for e in o.partition_responses:
-        w(e, out, v)
+    w_partition_responses = _w_ProduceResponse_PartitionProduceResponse_2
+    for e_partition_responses in o.partition_responses:
+        w_partition_responses(e_partition_responses, out, v)
 
 
 def _w_ProduceResponse_TopicProduceResponse_3(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
     w_str(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
     w_count(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
-    w = _w_ProduceResponse_PartitionProduceResponse_3
-    for e in o.partition_responses:
-        w(e, out, v)
+    w_partition_responses = _w_ProduceResponse_PartitionProduceResponse_3
+    for e_partition_responses in o.partition_responses:
+        w_partition_responses(e_partition_responses, out, v)
 
 
 def _w_ProduceResponse_TopicProduceResponse_4(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
     w_ccount(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
-    w = _w_ProduceResponse_PartitionProduceResponse_4
-    for e in o.partition_responses:
-        w(e, out, v)
+    w_partition_responses = _w_ProduceResponse_PartitionProduceResponse_4
+    for e_partition_responses in o.partition_responses:
+        w_partition_responses(e_partition_responses, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -732,9 +732,9 @@ def _w_ProduceResponse_TopicProduceResponse_4(o: _ProduceResponse_TopicProduceRe
 def _w_ProduceResponse_TopicProduceResponse_5(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
     w_cstr(out, o.name, False, 'ProduceResponse.TopicProduceResponse.name', v)
     w_ccount(out, o.partition_responses, False, 'ProduceResponse.TopicProduceResponse.partition_responses', v)
-    w = _w_ProduceResponse_PartitionProduceResponse_5
-    for e in o.partition_responses:
-        w(e, out, v)
+    w_partition_responses = _w_ProduceResponse_PartitionProduceResponse_5
+    for e_partition_responses in o.partition_responses:
+        w_partition_responses(e_partition_responses, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -745,12 +745,12 @@ def _r_ProduceResponse_TopicProduceResponse_0(buf: memoryview, pos: int, v: int)
     o = _new(_ProduceResponse_TopicProduceResponse)
     o.name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_PartitionProduceResponse_0
+    a_partition_responses = []
+    r_partition_responses = _r_ProduceResponse_PartitionProduceResponse_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partition_responses = a
+        e_partition_responses, pos = r_partition_responses(buf, pos, v)
+        a_partition_responses.append(e_partition_responses)
+    o.partition_responses = a_partition_responses
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -759,12 +759,12 @@ def _r_ProduceResponse_TopicProduceResponse_1(buf: memoryview, pos: int, v: int)
     o = _new(_ProduceResponse_TopicProduceResponse)
     o.name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_PartitionProduceResponse_1
+    a_partition_responses = []
+    r_partition_responses = _r_ProduceResponse_PartitionProduceResponse_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partition_responses = a
+        e_partition_responses, pos = r_partition_responses(buf, pos, v)
+        a_partition_responses.append(e_partition_responses)
+    o.partition_responses = a_partition_responses
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -773,12 +773,12 @@ def _r_ProduceResponse_TopicProduceResponse_2(buf: memoryview, pos: int, v: int)
     o = _new(_ProduceResponse_TopicProduceResponse)
     o.name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_PartitionProduceResponse_2
+    a_partition_responses = []
+    r_partition_responses = _r_ProduceResponse_PartitionProduceResponse_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partition_responses = a
+        e_partition_responses, pos = r_partition_responses(buf, pos, v)
+        a_partition_responses.append(e_partition_responses)
+    o.partition_responses = a_partition_responses
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -787,12 +787,12 @@ def _r_ProduceResponse_TopicProduceResponse_3(buf: memoryview, pos: int, v: int)
     o = _new(_ProduceResponse_TopicProduceResponse)
     o.name, pos = r_str(buf, pos, False)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_PartitionProduceResponse_3
+    a_partition_responses = []
+    r_partition_responses = _r_ProduceResponse_PartitionProduceResponse_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partition_responses = a
+        e_partition_responses, pos = r_partition_responses(buf, pos, v)
+        a_partition_responses.append(e_partition_responses)
+    o.partition_responses = a_partition_responses
     o.unknown_tagged_fields = None
     return o, pos
 
@@ -806,12 +806,12 @@ def _r_ProduceResponse_TopicProduceResponse_4(buf: memoryview, pos: int, v: int)
     else:
         o.name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_PartitionProduceResponse_4
+    a_partition_responses = []
+    r_partition_responses = _r_ProduceResponse_PartitionProduceResponse_4
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partition_responses = a
+        e_partition_responses, pos = r_partition_responses(buf, pos, v)
+        a_partition_responses.append(e_partition_responses)
+    o.partition_responses = a_partition_responses
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -835,12 +835,12 @@ def _r_ProduceResponse_TopicProduceResponse_5(buf: memoryview, pos: int, v: int)
     else:
         o.name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_PartitionProduceResponse_5
+    a_partition_responses = []
+    r_partition_responses = _r_ProduceResponse_PartitionProduceResponse_5
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partition_responses = a
+        e_partition_responses, pos = r_partition_responses(buf, pos, v)
+        a_partition_responses.append(e_partition_responses)
+    o.partition_responses = a_partition_responses
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -857,80 +857,80 @@ def _r_ProduceResponse_TopicProduceResponse_5(buf: memoryview, pos: int, v: int)
 
 def _w_ProduceResponse_0(o: _ProduceResponse, out: bytearray, v: int) -> None:
     w_count(out, o.responses, False, 'ProduceResponse.responses', v)
-    w = _w_ProduceResponse_TopicProduceResponse_0
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_ProduceResponse_TopicProduceResponse_0
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'ProduceResponse.node_endpoints'", v)
+        raise absent_error('ProduceResponse.node_endpoints', v)
 
 
 def _w_ProduceResponse_1(o: _ProduceResponse, out: bytearray, v: int) -> None:
     w_count(out, o.responses, False, 'ProduceResponse.responses', v)
-    w = _w_ProduceResponse_TopicProduceResponse_0
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_ProduceResponse_TopicProduceResponse_0
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     out += I32.pack(o.throttle_time_ms)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'ProduceResponse.node_endpoints'", v)
+        raise absent_error('ProduceResponse.node_endpoints', v)
 
 
 def _w_ProduceResponse_2(o: _ProduceResponse, out: bytearray, v: int) -> None:
     w_count(out, o.responses, False, 'ProduceResponse.responses', v)
-    w = _w_ProduceResponse_TopicProduceResponse_1
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_ProduceResponse_TopicProduceResponse_1
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     out += I32.pack(o.throttle_time_ms)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'ProduceResponse.node_endpoints'", v)
+        raise absent_error('ProduceResponse.node_endpoints', v)
 
 
 def _w_ProduceResponse_3(o: _ProduceResponse, out: bytearray, v: int) -> None:
     w_count(out, o.responses, False, 'ProduceResponse.responses', v)
-    w = _w_ProduceResponse_TopicProduceResponse_2
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_ProduceResponse_TopicProduceResponse_2
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     out += I32.pack(o.throttle_time_ms)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'ProduceResponse.node_endpoints'", v)
+        raise absent_error('ProduceResponse.node_endpoints', v)
 
 
 def _w_ProduceResponse_4(o: _ProduceResponse, out: bytearray, v: int) -> None:
     w_count(out, o.responses, False, 'ProduceResponse.responses', v)
-    w = _w_ProduceResponse_TopicProduceResponse_3
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_ProduceResponse_TopicProduceResponse_3
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     out += I32.pack(o.throttle_time_ms)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'ProduceResponse.node_endpoints'", v)
+        raise absent_error('ProduceResponse.node_endpoints', v)
 
 
 def _w_ProduceResponse_5(o: _ProduceResponse, out: bytearray, v: int) -> None:
     w_ccount(out, o.responses, False, 'ProduceResponse.responses', v)
-    w = _w_ProduceResponse_TopicProduceResponse_4
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_ProduceResponse_TopicProduceResponse_4
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     out += I32.pack(o.throttle_time_ms)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
         out.append(0)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'ProduceResponse.node_endpoints'", v)
+        raise absent_error('ProduceResponse.node_endpoints', v)
 
 
 def _w_ProduceResponse_6(o: _ProduceResponse, out: bytearray, v: int) -> None:
     w_ccount(out, o.responses, False, 'ProduceResponse.responses', v)
-    w = _w_ProduceResponse_TopicProduceResponse_5
-    for e in o.responses:
-        w(e, out, v)
+    w_responses = _w_ProduceResponse_TopicProduceResponse_5
+    for e_responses in o.responses:
+        w_responses(e_responses, out, v)
     out += I32.pack(o.throttle_time_ms)
     tagged: list[tuple[int, bytes]] = []
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
         t = bytearray()
         w_ccount(t, o.node_endpoints, False, 'ProduceResponse.node_endpoints', v)
-        w = _w_ProduceResponse_NodeEndpoint_2
-        for e in o.node_endpoints:
-            w(e, t, v)
+        w_node_endpoints = _w_ProduceResponse_NodeEndpoint_2
+        for e_node_endpoints in o.node_endpoints:
+            w_node_endpoints(e_node_endpoints, t, v)
         tagged.append((0, bytes(t)))
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
@@ -941,12 +941,12 @@ def _w_ProduceResponse_6(o: _ProduceResponse, out: bytearray, v: int) -> None:
 def _r_ProduceResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
     o = _new(_ProduceResponse)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_TopicProduceResponse_0
+    a_responses = []
+    r_responses = _r_ProduceResponse_TopicProduceResponse_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     o.throttle_time_ms = 0
     o.node_endpoints = []
     o.unknown_tagged_fields = None
@@ -956,12 +956,12 @@ def _r_ProduceResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRes
 def _r_ProduceResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
     o = _new(_ProduceResponse)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_TopicProduceResponse_0
+    a_responses = []
+    r_responses = _r_ProduceResponse_TopicProduceResponse_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     o.node_endpoints = []
@@ -972,12 +972,12 @@ def _r_ProduceResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRes
 def _r_ProduceResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
     o = _new(_ProduceResponse)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_TopicProduceResponse_1
+    a_responses = []
+    r_responses = _r_ProduceResponse_TopicProduceResponse_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     o.node_endpoints = []
@@ -988,12 +988,12 @@ def _r_ProduceResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRes
 def _r_ProduceResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
     o = _new(_ProduceResponse)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_TopicProduceResponse_2
+    a_responses = []
+    r_responses = _r_ProduceResponse_TopicProduceResponse_2
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     o.node_endpoints = []
@@ -1004,12 +1004,12 @@ def _r_ProduceResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRes
 def _r_ProduceResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
     o = _new(_ProduceResponse)
     n, pos = r_count(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_TopicProduceResponse_3
+    a_responses = []
+    r_responses = _r_ProduceResponse_TopicProduceResponse_3
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     o.node_endpoints = []
@@ -1020,12 +1020,12 @@ def _r_ProduceResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRes
 def _r_ProduceResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
     o = _new(_ProduceResponse)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_TopicProduceResponse_4
+    a_responses = []
+    r_responses = _r_ProduceResponse_TopicProduceResponse_4
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     o.node_endpoints = []
@@ -1046,12 +1046,12 @@ def _r_ProduceResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRes
 def _r_ProduceResponse_6(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
     o = _new(_ProduceResponse)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ProduceResponse_TopicProduceResponse_5
+    a_responses = []
+    r_responses = _r_ProduceResponse_TopicProduceResponse_5
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.responses = a
+        e_responses, pos = r_responses(buf, pos, v)
+        a_responses.append(e_responses)
+    o.responses = a_responses
     (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     o.node_endpoints = []
@@ -1064,12 +1064,12 @@ def _r_ProduceResponse_6(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRes
             tag, end, pos = r_tag_header(buf, pos)
             if tag == 0:
                 n, pos = r_ccount(buf, pos, False)
-                a = []
-                r = _r_ProduceResponse_NodeEndpoint_2
+                a_node_endpoints = []
+                r_node_endpoints = _r_ProduceResponse_NodeEndpoint_2
                 for _ in range(n):
-                    e, pos = r(buf, pos, v)
-                    a.append(e)
-                o.node_endpoints = a
+                    e_node_endpoints, pos = r_node_endpoints(buf, pos, v)
+                    a_node_endpoints.append(e_node_endpoints)
+                o.node_endpoints = a_node_endpoints
                 if pos != end:
                     raise DecodeError('tagged field ProduceResponse.node_endpoints has the wrong size')
             else:

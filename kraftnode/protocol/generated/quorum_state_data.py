@@ -172,7 +172,7 @@ def _w_QuorumStateData_Voter_0(o: _QuorumStateData_Voter, out: bytearray, v: int
 
 def _w_QuorumStateData_Voter_1(o: _QuorumStateData_Voter, out: bytearray, v: int) -> None:
     if not (o.voter_id == 0):
-        raise absent_error("'QuorumStateData.Voter.voter_id'", v)
+        raise absent_error('QuorumStateData.Voter.voter_id', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -217,13 +217,13 @@ def _r_QuorumStateData_Voter_1(buf: memoryview, pos: int, v: int) -> tuple[_Quor
 def _w_QuorumStateData_0(o: _QuorumStateData, out: bytearray, v: int) -> None:
     w_cstr(out, o.cluster_id, False, 'QuorumStateData.cluster_id', v)
     if not (o.voted_directory_id == ZERO_UUID):
-        raise absent_error("'QuorumStateData.voted_directory_id'", v)
+        raise absent_error('QuorumStateData.voted_directory_id', v)
     out += _S0.pack(o.leader_id, o.leader_epoch, o.voted_id, o.applied_offset)
     w_ccount(out, o.current_voters, True, 'QuorumStateData.current_voters', v)
     if o.current_voters is not None:
-        w = _w_QuorumStateData_Voter_0
-        for e in o.current_voters:
-            w(e, out, v)
+        w_current_voters = _w_QuorumStateData_Voter_0
+        for e_current_voters in o.current_voters:
+            w_current_voters(e_current_voters, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -232,11 +232,11 @@ def _w_QuorumStateData_0(o: _QuorumStateData, out: bytearray, v: int) -> None:
 
 def _w_QuorumStateData_1(o: _QuorumStateData, out: bytearray, v: int) -> None:
     if not (o.cluster_id == ''):
-        raise absent_error("'QuorumStateData.cluster_id'", v)
+        raise absent_error('QuorumStateData.cluster_id', v)
     if not (o.applied_offset == 0):
-        raise absent_error("'QuorumStateData.applied_offset'", v)
+        raise absent_error('QuorumStateData.applied_offset', v)
     if not ((o.current_voters is not None and len(o.current_voters) == 0)):
-        raise absent_error("'QuorumStateData.current_voters'", v)
+        raise absent_error('QuorumStateData.current_voters', v)
     out += _S2.pack(o.leader_id, o.leader_epoch, o.voted_id, o.voted_directory_id.bytes)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -261,12 +261,12 @@ def _r_QuorumStateData_0(buf: memoryview, pos: int, v: int) -> tuple[_QuorumStat
     if n < 0:
         o.current_voters = None
     else:
-        a = []
-        r = _r_QuorumStateData_Voter_0
+        a_current_voters = []
+        r_current_voters = _r_QuorumStateData_Voter_0
         for _ in range(n):
-            e, pos = r(buf, pos, v)
-            a.append(e)
-        o.current_voters = a
+            e_current_voters, pos = r_current_voters(buf, pos, v)
+            a_current_voters.append(e_current_voters)
+        o.current_voters = a_current_voters
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

@@ -127,8 +127,8 @@ _SaslHandshakeResponse.__name__ = "SaslHandshakeResponse"
 def _w_SaslHandshakeResponse_0(o: _SaslHandshakeResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
     w_count(out, o.mechanisms, False, 'SaslHandshakeResponse.mechanisms', v)
-    for e in o.mechanisms:
-        w_str(out, e, False, 'SaslHandshakeResponse.mechanisms', v)
+    for e_mechanisms in o.mechanisms:
+        w_str(out, e_mechanisms, False, 'SaslHandshakeResponse.mechanisms', v)
 
 
 def _r_SaslHandshakeResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_SaslHandshakeResponse, int]:
@@ -136,11 +136,11 @@ def _r_SaslHandshakeResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_Sasl
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
     n, pos = r_count(buf, pos, False)
-    a = []
+    a_mechanisms = []
     for _ in range(n):
-        e, pos = r_str(buf, pos, False)
-        a.append(e)
-    o.mechanisms = a
+        e_mechanisms, pos = r_str(buf, pos, False)
+        a_mechanisms.append(e_mechanisms)
+    o.mechanisms = a_mechanisms
     o.unknown_tagged_fields = None
     return o, pos
 

@@ -161,7 +161,7 @@ _UpdateFeaturesRequest.__name__ = "UpdateFeaturesRequest"
 def _w_UpdateFeaturesRequest_FeatureUpdateKey_0(o: _UpdateFeaturesRequest_FeatureUpdateKey, out: bytearray, v: int) -> None:
     w_cstr(out, o.feature, False, 'UpdateFeaturesRequest.FeatureUpdateKey.feature', v)
     if not (o.upgrade_type == 1):
-        raise absent_error("'UpdateFeaturesRequest.FeatureUpdateKey.upgrade_type'", v)
+        raise absent_error('UpdateFeaturesRequest.FeatureUpdateKey.upgrade_type', v)
     out += _S0.pack(o.max_version_level, o.allow_downgrade)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -172,7 +172,7 @@ def _w_UpdateFeaturesRequest_FeatureUpdateKey_0(o: _UpdateFeaturesRequest_Featur
 def _w_UpdateFeaturesRequest_FeatureUpdateKey_1(o: _UpdateFeaturesRequest_FeatureUpdateKey, out: bytearray, v: int) -> None:
     w_cstr(out, o.feature, False, 'UpdateFeaturesRequest.FeatureUpdateKey.feature', v)
     if not (o.allow_downgrade == False):
-        raise absent_error("'UpdateFeaturesRequest.FeatureUpdateKey.allow_downgrade'", v)
+        raise absent_error('UpdateFeaturesRequest.FeatureUpdateKey.allow_downgrade', v)
     out += _S1.pack(o.max_version_level, o.upgrade_type)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -235,11 +235,11 @@ def _r_UpdateFeaturesRequest_FeatureUpdateKey_1(buf: memoryview, pos: int, v: in
 def _w_UpdateFeaturesRequest_0(o: _UpdateFeaturesRequest, out: bytearray, v: int) -> None:
     out += I32.pack(o.timeout_ms)
     w_ccount(out, o.feature_updates, False, 'UpdateFeaturesRequest.feature_updates', v)
-    w = _w_UpdateFeaturesRequest_FeatureUpdateKey_0
-    for e in o.feature_updates:
-        w(e, out, v)
+    w_feature_updates = _w_UpdateFeaturesRequest_FeatureUpdateKey_0
+    for e_feature_updates in o.feature_updates:
+        w_feature_updates(e_feature_updates, out, v)
     if not (o.validate_only == False):
-        raise absent_error("'UpdateFeaturesRequest.validate_only'", v)
+        raise absent_error('UpdateFeaturesRequest.validate_only', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -249,9 +249,9 @@ def _w_UpdateFeaturesRequest_0(o: _UpdateFeaturesRequest, out: bytearray, v: int
 def _w_UpdateFeaturesRequest_1(o: _UpdateFeaturesRequest, out: bytearray, v: int) -> None:
     out += I32.pack(o.timeout_ms)
     w_ccount(out, o.feature_updates, False, 'UpdateFeaturesRequest.feature_updates', v)
-    w = _w_UpdateFeaturesRequest_FeatureUpdateKey_1
-    for e in o.feature_updates:
-        w(e, out, v)
+    w_feature_updates = _w_UpdateFeaturesRequest_FeatureUpdateKey_1
+    for e_feature_updates in o.feature_updates:
+        w_feature_updates(e_feature_updates, out, v)
     out.append(1 if o.validate_only else 0)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -264,12 +264,12 @@ def _r_UpdateFeaturesRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_Upda
     (o.timeout_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_UpdateFeaturesRequest_FeatureUpdateKey_0
+    a_feature_updates = []
+    r_feature_updates = _r_UpdateFeaturesRequest_FeatureUpdateKey_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.feature_updates = a
+        e_feature_updates, pos = r_feature_updates(buf, pos, v)
+        a_feature_updates.append(e_feature_updates)
+    o.feature_updates = a_feature_updates
     o.validate_only = False
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -290,12 +290,12 @@ def _r_UpdateFeaturesRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_Upda
     (o.timeout_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_UpdateFeaturesRequest_FeatureUpdateKey_1
+    a_feature_updates = []
+    r_feature_updates = _r_UpdateFeaturesRequest_FeatureUpdateKey_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.feature_updates = a
+        e_feature_updates, pos = r_feature_updates(buf, pos, v)
+        a_feature_updates.append(e_feature_updates)
+    o.feature_updates = a_feature_updates
     o.validate_only = buf[pos] != 0
     pos += 1
     o.unknown_tagged_fields = None

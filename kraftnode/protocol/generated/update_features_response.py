@@ -201,9 +201,9 @@ def _w_UpdateFeaturesResponse_0(o: _UpdateFeaturesResponse, out: bytearray, v: i
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     w_cstr(out, o.error_message, True, 'UpdateFeaturesResponse.error_message', v)
     w_ccount(out, o.results, False, 'UpdateFeaturesResponse.results', v)
-    w = _w_UpdateFeaturesResponse_UpdatableFeatureResult_0
-    for e in o.results:
-        w(e, out, v)
+    w_results = _w_UpdateFeaturesResponse_UpdatableFeatureResult_0
+    for e_results in o.results:
+        w_results(e_results, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -221,12 +221,12 @@ def _r_UpdateFeaturesResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_Upd
     else:
         o.error_message, pos = r_cstr(buf, pos, True)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_UpdateFeaturesResponse_UpdatableFeatureResult_0
+    a_results = []
+    r_results = _r_UpdateFeaturesResponse_UpdatableFeatureResult_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.results = a
+        e_results, pos = r_results(buf, pos, v)
+        a_results.append(e_results)
+    o.results = a_results
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

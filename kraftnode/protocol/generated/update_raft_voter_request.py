@@ -257,9 +257,9 @@ def _w_UpdateRaftVoterRequest_0(o: _UpdateRaftVoterRequest, out: bytearray, v: i
     w_cstr(out, o.cluster_id, True, 'UpdateRaftVoterRequest.cluster_id', v)
     out += _S1.pack(o.current_leader_epoch, o.voter_id, o.voter_directory_id.bytes)
     w_ccount(out, o.listeners, False, 'UpdateRaftVoterRequest.listeners', v)
-    w = _w_UpdateRaftVoterRequest_Listener_0
-    for e in o.listeners:
-        w(e, out, v)
+    w_listeners = _w_UpdateRaftVoterRequest_Listener_0
+    for e_listeners in o.listeners:
+        w_listeners(e_listeners, out, v)
     _w_UpdateRaftVoterRequest_KRaftVersionFeature_0(o.kraft_version_feature, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
@@ -279,12 +279,12 @@ def _r_UpdateRaftVoterRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_Upd
     pos += 24
     o.voter_directory_id = uuid_from_bytes(_u2)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_UpdateRaftVoterRequest_Listener_0
+    a_listeners = []
+    r_listeners = _r_UpdateRaftVoterRequest_Listener_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.listeners = a
+        e_listeners, pos = r_listeners(buf, pos, v)
+        a_listeners.append(e_listeners)
+    o.listeners = a_listeners
     o.kraft_version_feature, pos = _r_UpdateRaftVoterRequest_KRaftVersionFeature_0(buf, pos, v)
     o.unknown_tagged_fields = None
     if buf[pos] == 0:

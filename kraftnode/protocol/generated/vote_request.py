@@ -253,9 +253,9 @@ def _r_VoteRequest_PartitionData_1(buf: memoryview, pos: int, v: int) -> tuple[_
 def _w_VoteRequest_TopicData_0(o: _VoteRequest_TopicData, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic_name, False, 'VoteRequest.TopicData.topic_name', v)
     w_ccount(out, o.partitions, False, 'VoteRequest.TopicData.partitions', v)
-    w = _w_VoteRequest_PartitionData_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_VoteRequest_PartitionData_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -265,9 +265,9 @@ def _w_VoteRequest_TopicData_0(o: _VoteRequest_TopicData, out: bytearray, v: int
 def _w_VoteRequest_TopicData_1(o: _VoteRequest_TopicData, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic_name, False, 'VoteRequest.TopicData.topic_name', v)
     w_ccount(out, o.partitions, False, 'VoteRequest.TopicData.partitions', v)
-    w = _w_VoteRequest_PartitionData_1
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_VoteRequest_PartitionData_1
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -283,12 +283,12 @@ def _r_VoteRequest_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_Vote
     else:
         o.topic_name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_VoteRequest_PartitionData_0
+    a_partitions = []
+    r_partitions = _r_VoteRequest_PartitionData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -312,12 +312,12 @@ def _r_VoteRequest_TopicData_1(buf: memoryview, pos: int, v: int) -> tuple[_Vote
     else:
         o.topic_name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_VoteRequest_PartitionData_1
+    a_partitions = []
+    r_partitions = _r_VoteRequest_PartitionData_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -335,9 +335,9 @@ def _r_VoteRequest_TopicData_1(buf: memoryview, pos: int, v: int) -> tuple[_Vote
 def _w_VoteRequest_0(o: _VoteRequest, out: bytearray, v: int) -> None:
     w_cstr(out, o.cluster_id, True, 'VoteRequest.cluster_id', v)
     w_ccount(out, o.topics, False, 'VoteRequest.topics', v)
-    w = _w_VoteRequest_TopicData_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_VoteRequest_TopicData_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -348,9 +348,9 @@ def _w_VoteRequest_1(o: _VoteRequest, out: bytearray, v: int) -> None:
     w_cstr(out, o.cluster_id, True, 'VoteRequest.cluster_id', v)
     out += I32.pack(o.voter_id)
     w_ccount(out, o.topics, False, 'VoteRequest.topics', v)
-    w = _w_VoteRequest_TopicData_1
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_VoteRequest_TopicData_1
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -367,12 +367,12 @@ def _r_VoteRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_VoteRequest, i
         o.cluster_id, pos = r_cstr(buf, pos, True)
     o.voter_id = -1
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_VoteRequest_TopicData_0
+    a_topics = []
+    r_topics = _r_VoteRequest_TopicData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -398,12 +398,12 @@ def _r_VoteRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_VoteRequest, i
     (o.voter_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_VoteRequest_TopicData_1
+    a_topics = []
+    r_topics = _r_VoteRequest_TopicData_1
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

@@ -211,11 +211,11 @@ _VoteResponse.__name__ = "VoteResponse"
 
 def _w_VoteResponse_NodeEndpoint_0(o: _VoteResponse_NodeEndpoint, out: bytearray, v: int) -> None:
     if not (o.node_id == 0):
-        raise absent_error("'VoteResponse.NodeEndpoint.node_id'", v)
+        raise absent_error('VoteResponse.NodeEndpoint.node_id', v)
     if not (o.host == ''):
-        raise absent_error("'VoteResponse.NodeEndpoint.host'", v)
+        raise absent_error('VoteResponse.NodeEndpoint.host', v)
     if not (o.port == 0):
-        raise absent_error("'VoteResponse.NodeEndpoint.port'", v)
+        raise absent_error('VoteResponse.NodeEndpoint.port', v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -306,9 +306,9 @@ def _r_VoteResponse_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[
 def _w_VoteResponse_TopicData_0(o: _VoteResponse_TopicData, out: bytearray, v: int) -> None:
     w_cstr(out, o.topic_name, False, 'VoteResponse.TopicData.topic_name', v)
     w_ccount(out, o.partitions, False, 'VoteResponse.TopicData.partitions', v)
-    w = _w_VoteResponse_PartitionData_0
-    for e in o.partitions:
-        w(e, out, v)
+    w_partitions = _w_VoteResponse_PartitionData_0
+    for e_partitions in o.partitions:
+        w_partitions(e_partitions, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -324,12 +324,12 @@ def _r_VoteResponse_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_Vot
     else:
         o.topic_name, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_VoteResponse_PartitionData_0
+    a_partitions = []
+    r_partitions = _r_VoteResponse_PartitionData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.partitions = a
+        e_partitions, pos = r_partitions(buf, pos, v)
+        a_partitions.append(e_partitions)
+    o.partitions = a_partitions
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -347,30 +347,30 @@ def _r_VoteResponse_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_Vot
 def _w_VoteResponse_0(o: _VoteResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
     w_ccount(out, o.topics, False, 'VoteResponse.topics', v)
-    w = _w_VoteResponse_TopicData_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_VoteResponse_TopicData_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
         out.append(0)
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise absent_error("'VoteResponse.node_endpoints'", v)
+        raise absent_error('VoteResponse.node_endpoints', v)
 
 
 def _w_VoteResponse_1(o: _VoteResponse, out: bytearray, v: int) -> None:
     out += I16.pack(o.error_code)
     w_ccount(out, o.topics, False, 'VoteResponse.topics', v)
-    w = _w_VoteResponse_TopicData_0
-    for e in o.topics:
-        w(e, out, v)
+    w_topics = _w_VoteResponse_TopicData_0
+    for e_topics in o.topics:
+        w_topics(e_topics, out, v)
     tagged: list[tuple[int, bytes]] = []
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
         t = bytearray()
         w_ccount(t, o.node_endpoints, False, 'VoteResponse.node_endpoints', v)
-        w = _w_VoteResponse_NodeEndpoint_1
-        for e in o.node_endpoints:
-            w(e, t, v)
+        w_node_endpoints = _w_VoteResponse_NodeEndpoint_1
+        for e_node_endpoints in o.node_endpoints:
+            w_node_endpoints(e_node_endpoints, t, v)
         tagged.append((0, bytes(t)))
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
@@ -383,12 +383,12 @@ def _r_VoteResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse,
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_VoteResponse_TopicData_0
+    a_topics = []
+    r_topics = _r_VoteResponse_TopicData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -409,12 +409,12 @@ def _r_VoteResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse,
     (o.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_VoteResponse_TopicData_0
+    a_topics = []
+    r_topics = _r_VoteResponse_TopicData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.topics = a
+        e_topics, pos = r_topics(buf, pos, v)
+        a_topics.append(e_topics)
+    o.topics = a_topics
     o.node_endpoints = []
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -425,12 +425,12 @@ def _r_VoteResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse,
             tag, end, pos = r_tag_header(buf, pos)
             if tag == 0:
                 n, pos = r_ccount(buf, pos, False)
-                a = []
-                r = _r_VoteResponse_NodeEndpoint_1
+                a_node_endpoints = []
+                r_node_endpoints = _r_VoteResponse_NodeEndpoint_1
                 for _ in range(n):
-                    e, pos = r(buf, pos, v)
-                    a.append(e)
-                o.node_endpoints = a
+                    e_node_endpoints, pos = r_node_endpoints(buf, pos, v)
+                    a_node_endpoints.append(e_node_endpoints)
+                o.node_endpoints = a_node_endpoints
                 if pos != end:
                     raise DecodeError('tagged field VoteResponse.node_endpoints has the wrong size')
             else:

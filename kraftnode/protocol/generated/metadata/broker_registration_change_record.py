@@ -146,9 +146,9 @@ def _w_BrokerRegistrationChangeRecord_0(o: _BrokerRegistrationChangeRecord, out:
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
     if not (o.in_controlled_shutdown == 0):
-        raise absent_error("'BrokerRegistrationChangeRecord.in_controlled_shutdown'", v)
+        raise absent_error('BrokerRegistrationChangeRecord.in_controlled_shutdown', v)
     if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
-        raise absent_error("'BrokerRegistrationChangeRecord.log_dirs'", v)
+        raise absent_error('BrokerRegistrationChangeRecord.log_dirs', v)
 
 
 def _w_BrokerRegistrationChangeRecord_1(o: _BrokerRegistrationChangeRecord, out: bytearray, v: int) -> None:
@@ -167,7 +167,7 @@ def _w_BrokerRegistrationChangeRecord_1(o: _BrokerRegistrationChangeRecord, out:
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
     if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
-        raise absent_error("'BrokerRegistrationChangeRecord.log_dirs'", v)
+        raise absent_error('BrokerRegistrationChangeRecord.log_dirs', v)
 
 
 def _w_BrokerRegistrationChangeRecord_2(o: _BrokerRegistrationChangeRecord, out: bytearray, v: int) -> None:
@@ -184,8 +184,8 @@ def _w_BrokerRegistrationChangeRecord_2(o: _BrokerRegistrationChangeRecord, out:
     if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
         t = bytearray()
         w_ccount(t, o.log_dirs, False, 'BrokerRegistrationChangeRecord.log_dirs', v)
-        for e in o.log_dirs:
-            t += e.bytes
+        for e_log_dirs in o.log_dirs:
+            t += e_log_dirs.bytes
         tagged.append((2, bytes(t)))
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
@@ -278,11 +278,11 @@ def _r_BrokerRegistrationChangeRecord_2(buf: memoryview, pos: int, v: int) -> tu
                     raise DecodeError('tagged field BrokerRegistrationChangeRecord.in_controlled_shutdown has the wrong size')
             elif tag == 2:
                 n, pos = r_ccount(buf, pos, False)
-                a = []
+                a_log_dirs = []
                 for _ in range(n):
-                    e, pos = r_uuid(buf, pos)
-                    a.append(e)
-                o.log_dirs = a
+                    e_log_dirs, pos = r_uuid(buf, pos)
+                    a_log_dirs.append(e_log_dirs)
+                o.log_dirs = a_log_dirs
                 if pos != end:
                     raise DecodeError('tagged field BrokerRegistrationChangeRecord.log_dirs has the wrong size')
             else:

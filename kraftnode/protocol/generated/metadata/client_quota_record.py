@@ -193,9 +193,9 @@ def _r_ClientQuotaRecord_EntityData_0(buf: memoryview, pos: int, v: int) -> tupl
 
 def _w_ClientQuotaRecord_0(o: _ClientQuotaRecord, out: bytearray, v: int) -> None:
     w_ccount(out, o.entity, False, 'ClientQuotaRecord.entity', v)
-    w = _w_ClientQuotaRecord_EntityData_0
-    for e in o.entity:
-        w(e, out, v)
+    w_entity = _w_ClientQuotaRecord_EntityData_0
+    for e_entity in o.entity:
+        w_entity(e_entity, out, v)
     w_cstr(out, o.key, False, 'ClientQuotaRecord.key', v)
     out += _S0.pack(o.value, o.remove)
     if o.unknown_tagged_fields:
@@ -207,12 +207,12 @@ def _w_ClientQuotaRecord_0(o: _ClientQuotaRecord, out: bytearray, v: int) -> Non
 def _r_ClientQuotaRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_ClientQuotaRecord, int]:
     o = _new(_ClientQuotaRecord)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_ClientQuotaRecord_EntityData_0
+    a_entity = []
+    r_entity = _r_ClientQuotaRecord_EntityData_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.entity = a
+        e_entity, pos = r_entity(buf, pos, v)
+        a_entity.append(e_entity)
+    o.entity = a_entity
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.key = str(buf[pos + 1:pos + n], 'utf-8')

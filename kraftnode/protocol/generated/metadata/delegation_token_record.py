@@ -144,8 +144,8 @@ def _w_DelegationTokenRecord_0(o: _DelegationTokenRecord, out: bytearray, v: int
     w_cstr(out, o.owner, False, 'DelegationTokenRecord.owner', v)
     w_cstr(out, o.requester, False, 'DelegationTokenRecord.requester', v)
     w_ccount(out, o.renewers, False, 'DelegationTokenRecord.renewers', v)
-    for e in o.renewers:
-        w_cstr(out, e, False, 'DelegationTokenRecord.renewers', v)
+    for e_renewers in o.renewers:
+        w_cstr(out, e_renewers, False, 'DelegationTokenRecord.renewers', v)
     out += _S0.pack(o.issue_timestamp, o.max_timestamp, o.expiration_timestamp)
     w_cstr(out, o.token_id, False, 'DelegationTokenRecord.token_id', v)
     if o.unknown_tagged_fields:
@@ -169,16 +169,16 @@ def _r_DelegationTokenRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_Dele
     else:
         o.requester, pos = r_cstr(buf, pos, False)
     n, pos = r_ccount(buf, pos, False)
-    a = []
+    a_renewers = []
     for _ in range(n):
         n = buf[pos]
         if 0 < n < 0x80 and pos + n <= len(buf):
-            e = str(buf[pos + 1:pos + n], 'utf-8')
+            e_renewers = str(buf[pos + 1:pos + n], 'utf-8')
             pos += n
         else:
-            e, pos = r_cstr(buf, pos, False)
-        a.append(e)
-    o.renewers = a
+            e_renewers, pos = r_cstr(buf, pos, False)
+        a_renewers.append(e_renewers)
+    o.renewers = a_renewers
     (o.issue_timestamp, o.max_timestamp, o.expiration_timestamp,) = _S0.unpack_from(buf, pos)
     pos += 24
     n = buf[pos]

@@ -192,11 +192,11 @@ def _w_PartitionChangeRecord_0(o: _PartitionChangeRecord, out: bytearray, v: int
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
     if not (o.eligible_leader_replicas is None):
-        raise absent_error("'PartitionChangeRecord.eligible_leader_replicas'", v)
+        raise absent_error('PartitionChangeRecord.eligible_leader_replicas', v)
     if not (o.last_known_elr is None):
-        raise absent_error("'PartitionChangeRecord.last_known_elr'", v)
+        raise absent_error('PartitionChangeRecord.last_known_elr', v)
     if not (o.directories is None):
-        raise absent_error("'PartitionChangeRecord.directories'", v)
+        raise absent_error('PartitionChangeRecord.directories', v)
 
 
 def _w_PartitionChangeRecord_1(o: _PartitionChangeRecord, out: bytearray, v: int) -> None:
@@ -238,17 +238,17 @@ def _w_PartitionChangeRecord_1(o: _PartitionChangeRecord, out: bytearray, v: int
         t = bytearray()
         w_ccount(t, o.directories, True, 'PartitionChangeRecord.directories', v)
         if o.directories is not None:
-            for e in o.directories:
-                t += e.bytes
+            for e_directories in o.directories:
+                t += e_directories.bytes
         tagged.append((8, bytes(t)))
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
     if not (o.eligible_leader_replicas is None):
-        raise absent_error("'PartitionChangeRecord.eligible_leader_replicas'", v)
+        raise absent_error('PartitionChangeRecord.eligible_leader_replicas', v)
     if not (o.last_known_elr is None):
-        raise absent_error("'PartitionChangeRecord.last_known_elr'", v)
+        raise absent_error('PartitionChangeRecord.last_known_elr', v)
 
 
 def _w_PartitionChangeRecord_2(o: _PartitionChangeRecord, out: bytearray, v: int) -> None:
@@ -302,8 +302,8 @@ def _w_PartitionChangeRecord_2(o: _PartitionChangeRecord, out: bytearray, v: int
         t = bytearray()
         w_ccount(t, o.directories, True, 'PartitionChangeRecord.directories', v)
         if o.directories is not None:
-            for e in o.directories:
-                t += e.bytes
+            for e_directories in o.directories:
+                t += e_directories.bytes
         tagged.append((8, bytes(t)))
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
@@ -458,11 +458,11 @@ def _r_PartitionChangeRecord_1(buf: memoryview, pos: int, v: int) -> tuple[_Part
                 if n < 0:
                     o.directories = None
                 else:
-                    a = []
+                    a_directories = []
                     for _ in range(n):
-                        e, pos = r_uuid(buf, pos)
-                        a.append(e)
-                    o.directories = a
+                        e_directories, pos = r_uuid(buf, pos)
+                        a_directories.append(e_directories)
+                    o.directories = a_directories
                 if pos != end:
                     raise DecodeError('tagged field PartitionChangeRecord.directories has the wrong size')
             else:
@@ -563,11 +563,11 @@ def _r_PartitionChangeRecord_2(buf: memoryview, pos: int, v: int) -> tuple[_Part
                 if n < 0:
                     o.directories = None
                 else:
-                    a = []
+                    a_directories = []
                     for _ in range(n):
-                        e, pos = r_uuid(buf, pos)
-                        a.append(e)
-                    o.directories = a
+                        e_directories, pos = r_uuid(buf, pos)
+                        a_directories.append(e_directories)
+                    o.directories = a_directories
                 if pos != end:
                     raise DecodeError('tagged field PartitionChangeRecord.directories has the wrong size')
             else:

@@ -171,7 +171,7 @@ def _w_PartitionRecord_0(o: _PartitionRecord, out: bytearray, v: int) -> None:
     w_ccount(out, o.adding_replicas, False, 'PartitionRecord.adding_replicas', v)
     out += struct.pack('>%di' % len(o.adding_replicas), *o.adding_replicas)
     if not ((o.directories is not None and len(o.directories) == 0)):
-        raise absent_error("'PartitionRecord.directories'", v)
+        raise absent_error('PartitionRecord.directories', v)
     out += _S1.pack(o.leader, o.leader_epoch, o.partition_epoch)
     tagged: list[tuple[int, bytes]] = []
     if not (o.leader_recovery_state == 0):
@@ -183,9 +183,9 @@ def _w_PartitionRecord_0(o: _PartitionRecord, out: bytearray, v: int) -> None:
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
     if not (o.eligible_leader_replicas is None):
-        raise absent_error("'PartitionRecord.eligible_leader_replicas'", v)
+        raise absent_error('PartitionRecord.eligible_leader_replicas', v)
     if not (o.last_known_elr is None):
-        raise absent_error("'PartitionRecord.last_known_elr'", v)
+        raise absent_error('PartitionRecord.last_known_elr', v)
 
 
 def _w_PartitionRecord_1(o: _PartitionRecord, out: bytearray, v: int) -> None:
@@ -200,8 +200,8 @@ def _w_PartitionRecord_1(o: _PartitionRecord, out: bytearray, v: int) -> None:
     out += struct.pack('>%di' % len(o.adding_replicas), *o.adding_replicas)
     out += _S1.pack(o.leader, o.leader_epoch, o.partition_epoch)
     w_ccount(out, o.directories, False, 'PartitionRecord.directories', v)
-    for e in o.directories:
-        out += e.bytes
+    for e_directories in o.directories:
+        out += e_directories.bytes
     tagged: list[tuple[int, bytes]] = []
     if not (o.leader_recovery_state == 0):
         t = bytearray()
@@ -212,9 +212,9 @@ def _w_PartitionRecord_1(o: _PartitionRecord, out: bytearray, v: int) -> None:
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
     if not (o.eligible_leader_replicas is None):
-        raise absent_error("'PartitionRecord.eligible_leader_replicas'", v)
+        raise absent_error('PartitionRecord.eligible_leader_replicas', v)
     if not (o.last_known_elr is None):
-        raise absent_error("'PartitionRecord.last_known_elr'", v)
+        raise absent_error('PartitionRecord.last_known_elr', v)
 
 
 def _w_PartitionRecord_2(o: _PartitionRecord, out: bytearray, v: int) -> None:
@@ -229,8 +229,8 @@ def _w_PartitionRecord_2(o: _PartitionRecord, out: bytearray, v: int) -> None:
     out += struct.pack('>%di' % len(o.adding_replicas), *o.adding_replicas)
     out += _S1.pack(o.leader, o.leader_epoch, o.partition_epoch)
     w_ccount(out, o.directories, False, 'PartitionRecord.directories', v)
-    for e in o.directories:
-        out += e.bytes
+    for e_directories in o.directories:
+        out += e_directories.bytes
     tagged: list[tuple[int, bytes]] = []
     if not (o.leader_recovery_state == 0):
         t = bytearray()
@@ -322,11 +322,11 @@ def _r_PartitionRecord_1(buf: memoryview, pos: int, v: int) -> tuple[_PartitionR
     (o.leader_epoch, o.partition_epoch,) = _S2.unpack_from(buf, pos)
     pos += 8
     n, pos = r_ccount(buf, pos, False)
-    a = []
+    a_directories = []
     for _ in range(n):
-        e, pos = r_uuid(buf, pos)
-        a.append(e)
-    o.directories = a
+        e_directories, pos = r_uuid(buf, pos)
+        a_directories.append(e_directories)
+    o.directories = a_directories
     o.eligible_leader_replicas = None
     o.last_known_elr = None
     o.unknown_tagged_fields = None
@@ -372,11 +372,11 @@ def _r_PartitionRecord_2(buf: memoryview, pos: int, v: int) -> tuple[_PartitionR
     (o.leader_epoch, o.partition_epoch,) = _S2.unpack_from(buf, pos)
     pos += 8
     n, pos = r_ccount(buf, pos, False)
-    a = []
+    a_directories = []
     for _ in range(n):
-        e, pos = r_uuid(buf, pos)
-        a.append(e)
-    o.directories = a
+        e_directories, pos = r_uuid(buf, pos)
+        a_directories.append(e_directories)
+    o.directories = a_directories
     o.eligible_leader_replicas = None
     o.last_known_elr = None
     o.unknown_tagged_fields = None

@@ -284,40 +284,40 @@ def _r_RegisterBrokerRecord_BrokerEndpoint_0(buf: memoryview, pos: int, v: int) 
 
 def _w_RegisterBrokerRecord_0(o: _RegisterBrokerRecord, out: bytearray, v: int) -> None:
     if not (o.is_migrating_zk_broker == False):
-        raise absent_error("'RegisterBrokerRecord.is_migrating_zk_broker'", v)
+        raise absent_error('RegisterBrokerRecord.is_migrating_zk_broker', v)
     out += _S2.pack(o.broker_id, o.incarnation_id.bytes, o.broker_epoch)
     w_ccount(out, o.end_points, False, 'RegisterBrokerRecord.end_points', v)
-    w = _w_RegisterBrokerRecord_BrokerEndpoint_0
-    for e in o.end_points:
-        w(e, out, v)
+    w_end_points = _w_RegisterBrokerRecord_BrokerEndpoint_0
+    for e_end_points in o.end_points:
+        w_end_points(e_end_points, out, v)
     w_ccount(out, o.features, False, 'RegisterBrokerRecord.features', v)
-    w = _w_RegisterBrokerRecord_BrokerFeature_0
-    for e in o.features:
-        w(e, out, v)
+    w_features = _w_RegisterBrokerRecord_BrokerFeature_0
+    for e_features in o.features:
+        w_features(e_features, out, v)
     w_cstr(out, o.rack, True, 'RegisterBrokerRecord.rack', v)
     if not (o.in_controlled_shutdown == False):
-        raise absent_error("'RegisterBrokerRecord.in_controlled_shutdown'", v)
+        raise absent_error('RegisterBrokerRecord.in_controlled_shutdown', v)
     out.append(1 if o.fenced else 0)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
         out.append(0)
     if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
-        raise absent_error("'RegisterBrokerRecord.log_dirs'", v)
+        raise absent_error('RegisterBrokerRecord.log_dirs', v)
 
 
 def _w_RegisterBrokerRecord_1(o: _RegisterBrokerRecord, out: bytearray, v: int) -> None:
     if not (o.is_migrating_zk_broker == False):
-        raise absent_error("'RegisterBrokerRecord.is_migrating_zk_broker'", v)
+        raise absent_error('RegisterBrokerRecord.is_migrating_zk_broker', v)
     out += _S2.pack(o.broker_id, o.incarnation_id.bytes, o.broker_epoch)
     w_ccount(out, o.end_points, False, 'RegisterBrokerRecord.end_points', v)
-    w = _w_RegisterBrokerRecord_BrokerEndpoint_0
-    for e in o.end_points:
-        w(e, out, v)
+    w_end_points = _w_RegisterBrokerRecord_BrokerEndpoint_0
+    for e_end_points in o.end_points:
+        w_end_points(e_end_points, out, v)
     w_ccount(out, o.features, False, 'RegisterBrokerRecord.features', v)
-    w = _w_RegisterBrokerRecord_BrokerFeature_0
-    for e in o.features:
-        w(e, out, v)
+    w_features = _w_RegisterBrokerRecord_BrokerFeature_0
+    for e_features in o.features:
+        w_features(e_features, out, v)
     w_cstr(out, o.rack, True, 'RegisterBrokerRecord.rack', v)
     out += _S4.pack(o.fenced, o.in_controlled_shutdown)
     if o.unknown_tagged_fields:
@@ -325,19 +325,19 @@ def _w_RegisterBrokerRecord_1(o: _RegisterBrokerRecord, out: bytearray, v: int) 
     else:
         out.append(0)
     if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
-        raise absent_error("'RegisterBrokerRecord.log_dirs'", v)
+        raise absent_error('RegisterBrokerRecord.log_dirs', v)
 
 
 def _w_RegisterBrokerRecord_2(o: _RegisterBrokerRecord, out: bytearray, v: int) -> None:
     out += _S5.pack(o.broker_id, o.is_migrating_zk_broker, o.incarnation_id.bytes, o.broker_epoch)
     w_ccount(out, o.end_points, False, 'RegisterBrokerRecord.end_points', v)
-    w = _w_RegisterBrokerRecord_BrokerEndpoint_0
-    for e in o.end_points:
-        w(e, out, v)
+    w_end_points = _w_RegisterBrokerRecord_BrokerEndpoint_0
+    for e_end_points in o.end_points:
+        w_end_points(e_end_points, out, v)
     w_ccount(out, o.features, False, 'RegisterBrokerRecord.features', v)
-    w = _w_RegisterBrokerRecord_BrokerFeature_0
-    for e in o.features:
-        w(e, out, v)
+    w_features = _w_RegisterBrokerRecord_BrokerFeature_0
+    for e_features in o.features:
+        w_features(e_features, out, v)
     w_cstr(out, o.rack, True, 'RegisterBrokerRecord.rack', v)
     out += _S4.pack(o.fenced, o.in_controlled_shutdown)
     if o.unknown_tagged_fields:
@@ -345,27 +345,27 @@ def _w_RegisterBrokerRecord_2(o: _RegisterBrokerRecord, out: bytearray, v: int) 
     else:
         out.append(0)
     if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
-        raise absent_error("'RegisterBrokerRecord.log_dirs'", v)
+        raise absent_error('RegisterBrokerRecord.log_dirs', v)
 
 
 def _w_RegisterBrokerRecord_3(o: _RegisterBrokerRecord, out: bytearray, v: int) -> None:
     out += _S5.pack(o.broker_id, o.is_migrating_zk_broker, o.incarnation_id.bytes, o.broker_epoch)
     w_ccount(out, o.end_points, False, 'RegisterBrokerRecord.end_points', v)
-    w = _w_RegisterBrokerRecord_BrokerEndpoint_0
-    for e in o.end_points:
-        w(e, out, v)
+    w_end_points = _w_RegisterBrokerRecord_BrokerEndpoint_0
+    for e_end_points in o.end_points:
+        w_end_points(e_end_points, out, v)
     w_ccount(out, o.features, False, 'RegisterBrokerRecord.features', v)
-    w = _w_RegisterBrokerRecord_BrokerFeature_0
-    for e in o.features:
-        w(e, out, v)
+    w_features = _w_RegisterBrokerRecord_BrokerFeature_0
+    for e_features in o.features:
+        w_features(e_features, out, v)
     w_cstr(out, o.rack, True, 'RegisterBrokerRecord.rack', v)
     out += _S4.pack(o.fenced, o.in_controlled_shutdown)
     tagged: list[tuple[int, bytes]] = []
     if not ((o.log_dirs is not None and len(o.log_dirs) == 0)):
         t = bytearray()
         w_ccount(t, o.log_dirs, False, 'RegisterBrokerRecord.log_dirs', v)
-        for e in o.log_dirs:
-            t += e.bytes
+        for e_log_dirs in o.log_dirs:
+            t += e_log_dirs.bytes
         tagged.append((0, bytes(t)))
     if o.unknown_tagged_fields:
         tagged.extend(o.unknown_tagged_fields)
@@ -382,19 +382,19 @@ def _r_RegisterBrokerRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_Regis
     pos += 24
     o.incarnation_id = uuid_from_bytes(_u0)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_RegisterBrokerRecord_BrokerEndpoint_0
+    a_end_points = []
+    r_end_points = _r_RegisterBrokerRecord_BrokerEndpoint_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.end_points = a
+        e_end_points, pos = r_end_points(buf, pos, v)
+        a_end_points.append(e_end_points)
+    o.end_points = a_end_points
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_RegisterBrokerRecord_BrokerFeature_0
+    a_features = []
+    r_features = _r_RegisterBrokerRecord_BrokerFeature_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.features = a
+        e_features, pos = r_features(buf, pos, v)
+        a_features.append(e_features)
+    o.features = a_features
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.rack = str(buf[pos + 1:pos + n], 'utf-8')
@@ -428,19 +428,19 @@ def _r_RegisterBrokerRecord_1(buf: memoryview, pos: int, v: int) -> tuple[_Regis
     pos += 24
     o.incarnation_id = uuid_from_bytes(_u0)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_RegisterBrokerRecord_BrokerEndpoint_0
+    a_end_points = []
+    r_end_points = _r_RegisterBrokerRecord_BrokerEndpoint_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.end_points = a
+        e_end_points, pos = r_end_points(buf, pos, v)
+        a_end_points.append(e_end_points)
+    o.end_points = a_end_points
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_RegisterBrokerRecord_BrokerFeature_0
+    a_features = []
+    r_features = _r_RegisterBrokerRecord_BrokerFeature_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.features = a
+        e_features, pos = r_features(buf, pos, v)
+        a_features.append(e_features)
+    o.features = a_features
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.rack = str(buf[pos + 1:pos + n], 'utf-8')
@@ -470,19 +470,19 @@ def _r_RegisterBrokerRecord_2(buf: memoryview, pos: int, v: int) -> tuple[_Regis
     pos += 29
     o.incarnation_id = uuid_from_bytes(_u2)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_RegisterBrokerRecord_BrokerEndpoint_0
+    a_end_points = []
+    r_end_points = _r_RegisterBrokerRecord_BrokerEndpoint_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.end_points = a
+        e_end_points, pos = r_end_points(buf, pos, v)
+        a_end_points.append(e_end_points)
+    o.end_points = a_end_points
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_RegisterBrokerRecord_BrokerFeature_0
+    a_features = []
+    r_features = _r_RegisterBrokerRecord_BrokerFeature_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.features = a
+        e_features, pos = r_features(buf, pos, v)
+        a_features.append(e_features)
+    o.features = a_features
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.rack = str(buf[pos + 1:pos + n], 'utf-8')
@@ -512,19 +512,19 @@ def _r_RegisterBrokerRecord_3(buf: memoryview, pos: int, v: int) -> tuple[_Regis
     pos += 29
     o.incarnation_id = uuid_from_bytes(_u2)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_RegisterBrokerRecord_BrokerEndpoint_0
+    a_end_points = []
+    r_end_points = _r_RegisterBrokerRecord_BrokerEndpoint_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.end_points = a
+        e_end_points, pos = r_end_points(buf, pos, v)
+        a_end_points.append(e_end_points)
+    o.end_points = a_end_points
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_RegisterBrokerRecord_BrokerFeature_0
+    a_features = []
+    r_features = _r_RegisterBrokerRecord_BrokerFeature_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.features = a
+        e_features, pos = r_features(buf, pos, v)
+        a_features.append(e_features)
+    o.features = a_features
     n = buf[pos]
     if 0 < n < 0x80 and pos + n <= len(buf):
         o.rack = str(buf[pos + 1:pos + n], 'utf-8')
@@ -543,11 +543,11 @@ def _r_RegisterBrokerRecord_3(buf: memoryview, pos: int, v: int) -> tuple[_Regis
             tag, end, pos = r_tag_header(buf, pos)
             if tag == 0:
                 n, pos = r_ccount(buf, pos, False)
-                a = []
+                a_log_dirs = []
                 for _ in range(n):
-                    e, pos = r_uuid(buf, pos)
-                    a.append(e)
-                o.log_dirs = a
+                    e_log_dirs, pos = r_uuid(buf, pos)
+                    a_log_dirs.append(e_log_dirs)
+                o.log_dirs = a_log_dirs
                 if pos != end:
                     raise DecodeError('tagged field RegisterBrokerRecord.log_dirs has the wrong size')
             else:

@@ -267,13 +267,13 @@ def _r_RegisterControllerRecord_ControllerEndpoint_0(buf: memoryview, pos: int, 
 def _w_RegisterControllerRecord_0(o: _RegisterControllerRecord, out: bytearray, v: int) -> None:
     out += _S2.pack(o.controller_id, o.incarnation_id.bytes, o.zk_migration_ready)
     w_ccount(out, o.end_points, False, 'RegisterControllerRecord.end_points', v)
-    w = _w_RegisterControllerRecord_ControllerEndpoint_0
-    for e in o.end_points:
-        w(e, out, v)
+    w_end_points = _w_RegisterControllerRecord_ControllerEndpoint_0
+    for e_end_points in o.end_points:
+        w_end_points(e_end_points, out, v)
     w_ccount(out, o.features, False, 'RegisterControllerRecord.features', v)
-    w = _w_RegisterControllerRecord_ControllerFeature_0
-    for e in o.features:
-        w(e, out, v)
+    w_features = _w_RegisterControllerRecord_ControllerFeature_0
+    for e_features in o.features:
+        w_features(e_features, out, v)
     if o.unknown_tagged_fields:
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
@@ -286,19 +286,19 @@ def _r_RegisterControllerRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_R
     pos += 21
     o.incarnation_id = uuid_from_bytes(_u1)
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_RegisterControllerRecord_ControllerEndpoint_0
+    a_end_points = []
+    r_end_points = _r_RegisterControllerRecord_ControllerEndpoint_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.end_points = a
+        e_end_points, pos = r_end_points(buf, pos, v)
+        a_end_points.append(e_end_points)
+    o.end_points = a_end_points
     n, pos = r_ccount(buf, pos, False)
-    a = []
-    r = _r_RegisterControllerRecord_ControllerFeature_0
+    a_features = []
+    r_features = _r_RegisterControllerRecord_ControllerFeature_0
     for _ in range(n):
-        e, pos = r(buf, pos, v)
-        a.append(e)
-    o.features = a
+        e_features, pos = r_features(buf, pos, v)
+        a_features.append(e_features)
+    o.features = a_features
     o.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1

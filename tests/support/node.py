@@ -1,0 +1,95 @@
+"""Start real ``kraftnode`` processes on 127.0.0.1 for tests, and talk raw Kafka to them."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from kraftnode.protocol.framing import encode_request, parse_response
+from kraftnode.protocol.registry import SERVED
+from recordbatch.message import Message
+
+
+@dataclass
+class NodeProcess:
+    proc: subprocess.Popen[str]
+    port: int
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@contextmanager
+def running_node(tmp_path: Path, extra: str = "", node_id: int = 1) -> Iterator[NodeProcess]:
+    props = tmp_path / f"server-{node_id}.properties"
+    props.write_text(f"node.id={node_id}\nprocess.roles=controller\n"
+                     f"listeners=CONTROLLER://127.0.0.1:0\n{extra}")
+    log_path = tmp_path / f"node-{node_id}.log"
+    with log_path.open("w") as logf:
+        proc = subprocess.Popen([sys.executable, "-m", "kraftnode", "start", str(props)],
+                                stdout=subprocess.PIPE, stderr=logf, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 30
+        port = None
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            m = re.search(r"listening on \w+://127\.0\.0\.1:(\d+)", line)
+            if m:
+                port = int(m.group(1))
+                break
+        assert port is not None, f"node did not start: {log_path.read_text()}"
+        yield NodeProcess(proc, port, log_path)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def recv_frame(sock: socket.socket, timeout: float = 5.0) -> bytes | None:
+    """One size-prefixed frame, or None if the peer closed the connection."""
+    sock.settimeout(timeout)
+    head = _recv_exactly(sock, 4)
+    if head is None:
+        return None
+    size = int.from_bytes(head, "big", signed=True)
+    return _recv_exactly(sock, size)
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        try:
+            chunk = sock.recv(n - len(buf))
+        except ConnectionResetError:
+            return None
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def call(port: int, api_key: int, version: int, body: Message, correlation_id: int = 1,
+         client_id: str | None = "kraftnode-tests") -> tuple[int, Message]:
+    spec = SERVED[api_key]
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(encode_request(spec, version, correlation_id, client_id, body))
+        frame = recv_frame(s)
+        assert frame is not None, "connection closed"
+        return parse_response(spec, version, frame)
