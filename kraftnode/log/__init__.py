@@ -18,6 +18,15 @@ from kraftnode.log.metadata_log import (
     ReadInfo,
 )
 from kraftnode.log.quorum_state import QuorumStateData, QuorumStateError, QuorumStateStore
+from kraftnode.log.snapshot import (
+    SnapshotError,
+    SnapshotId,
+    SnapshotReader,
+    SnapshotWriter,
+    list_snapshots,
+    validate_snapshot,
+    write_snapshot,
+)
 
 __all__ = [
     "AppendInfo",
@@ -33,6 +42,13 @@ __all__ = [
     "QuorumStateError",
     "QuorumStateStore",
     "ReadInfo",
+    "SnapshotError",
+    "SnapshotId",
+    "SnapshotReader",
+    "SnapshotWriter",
+    "list_snapshots",
+    "validate_snapshot",
+    "write_snapshot",
     "read_meta_properties",
     "write_meta_properties",
 ]

@@ -32,7 +32,9 @@ from recordbatch.generated import (
 __all__ = [
     "SnapshotError",
     "SnapshotId",
+    "SnapshotReader",
     "SnapshotWriter",
+    "delete_snapshot",
     "list_snapshots",
     "read_snapshot_batches",
     "snapshot_file_name",
@@ -69,6 +71,16 @@ def snapshot_file_name(sid: SnapshotId) -> str:
 def parse_snapshot_file_name(name: str) -> SnapshotId | None:
     m = _NAME_RE.match(name)
     return SnapshotId(int(m.group(1)), int(m.group(2))) if m else None
+
+
+def delete_snapshot(partition_dir: str | os.PathLike[str], sid: SnapshotId) -> bool:
+    """Remove a snapshot file (and fsync the directory); False if it did not exist."""
+    try:
+        (Path(partition_dir) / snapshot_file_name(sid)).unlink()
+    except FileNotFoundError:
+        return False
+    fsync_dir(partition_dir)
+    return True
 
 
 def list_snapshots(partition_dir: str | os.PathLike[str], *, delete_partial: bool = False) -> list[SnapshotId]:
@@ -176,20 +188,52 @@ def write_snapshot(
         return w.freeze()
 
 
-def read_snapshot_batches(path: str | os.PathLike[str], *, max_bytes: int = 1 << 30) -> Iterator[BatchView]:
-    """Every batch of a snapshot file (the file is read whole, up to ``max_bytes``)."""
-    size = os.path.getsize(path)
-    if size > max_bytes:
-        raise SnapshotError(f"{path}: snapshot of {size} bytes exceeds the {max_bytes}-byte limit")
-    with open(path, "rb") as f:
-        data = f.read()
-    it = iter_batches(data, max_batch_bytes=MAX_SNAPSHOT_BATCH_BYTES)
-    try:
-        yield from it
-    except CorruptBatchError as e:
-        raise SnapshotError(f"{path}: {e}") from None
-    if it.position != len(data):
-        raise SnapshotError(f"{path}: {len(data) - it.position} trailing bytes after the last batch")
+class SnapshotReader:
+    """A frozen snapshot file: raw chunks (for FetchSnapshot) and batch iteration."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        sid = parse_snapshot_file_name(self.path.name)
+        self.id = sid
+        self._fd = os.open(self.path, os.O_RDONLY)
+        self.size = os.fstat(self._fd).st_size
+
+    def read(self, position: int, max_bytes: int) -> bytes:
+        """Raw bytes [position, position + max_bytes) (not cut at batch boundaries)."""
+        if position < 0 or position > self.size:
+            raise SnapshotError(f"{self.path}: position {position} outside [0, {self.size}]")
+        return os.pread(self._fd, max(0, min(max_bytes, self.size - position)), position)
+
+    def batches(self, *, window: int = 8 * 1024 * 1024) -> Iterator[BatchView]:
+        """Every batch, read window by window; trailing or impossible bytes raise SnapshotError."""
+        pos = 0
+        while pos < self.size:
+            buf = self.read(pos, max(window, MAX_SNAPSHOT_BATCH_BYTES))
+            it = iter_batches(buf, max_batch_bytes=MAX_SNAPSHOT_BATCH_BYTES)
+            try:
+                yield from it
+            except CorruptBatchError as e:
+                raise SnapshotError(f"{self.path}: {e}") from None
+            if it.position == 0:
+                raise SnapshotError(f"{self.path}: {self.size - pos} trailing bytes after the last batch")
+            pos += it.position
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> SnapshotReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_snapshot_batches(path: str | os.PathLike[str]) -> Iterator[BatchView]:
+    """Every batch of a snapshot file, streamed (see :class:`SnapshotReader`)."""
+    with SnapshotReader(path) as r:
+        yield from r.batches()
 
 
 def _control_type(view: BatchView, first: bool) -> int:

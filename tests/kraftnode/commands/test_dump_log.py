@@ -56,3 +56,22 @@ def test_segment_with_control_and_torn_tail(tmp_path: Path, capsys: pytest.Captu
 def test_missing_file_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["dump-log", str(tmp_path / "nope.log")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_snapshot_with_metadata_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kraftnode.log.metadata_records import encode_metadata_record
+    from kraftnode.log.snapshot import SnapshotId, write_snapshot
+    from kraftnode.protocol.generated.metadata import FeatureLevelRecord, NoOpRecord
+
+    values = [encode_metadata_record(FeatureLevelRecord(name="group.version", feature_level=1), 0),
+              encode_metadata_record(NoOpRecord(), 0)]
+    data = build_batch([Record(None, v, (), 9) for v in values])
+    p = write_snapshot(tmp_path, SnapshotId(5, 3), [data], last_contained_log_timestamp=8, now_ms=9)
+    assert main(["dump-log", str(p)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "Snapshot end offset: 5, epoch: 3"
+    assert "partitionLeaderEpoch: 3" in out[2]
+    assert out[5].endswith('payload: {"type":"FEATURE_LEVEL_RECORD","version":0,'
+                           '"data":{"name":"group.version","featureLevel":1}}')
+    assert out[6].endswith('payload: {"type":"NO_OP_RECORD","version":0,"data":{}}')
+    assert out[8].endswith('SnapshotFooter {"version":0}')

@@ -73,3 +73,33 @@ def test_validation_failures(tmp_path: Path) -> None:
         validate_snapshot(_raw(tmp_path, bytes(bad)))
     with pytest.raises(SnapshotError, match="no batches"):
         validate_snapshot(_raw(tmp_path, b""))
+
+
+def test_reader_chunks_reassemble_and_delete(tmp_path: Path) -> None:
+    from kraftnode.log.snapshot import SnapshotReader, delete_snapshot
+
+    path = write_snapshot(tmp_path, SnapshotId(10, 2), [batch(5, 1000)] * 4, last_contained_log_timestamp=1,
+                          now_ms=2)
+    with SnapshotReader(path) as r:
+        assert r.id == SnapshotId(10, 2)
+        chunks = []
+        pos = 0
+        while pos < r.size:
+            c = r.read(pos, 777)
+            chunks.append(c)
+            pos += len(c)
+        assert b"".join(chunks) == path.read_bytes()
+        assert r.read(r.size, 10) == b""
+        with pytest.raises(SnapshotError):
+            r.read(r.size + 1, 10)
+        assert len(list(r.batches(window=100))) == 6
+    # a receiver rebuilds it from chunks with a writer, then it validates
+    dest = tmp_path / "copy"
+    dest.mkdir()
+    with SnapshotWriter(dest, SnapshotId(10, 2)) as w:
+        for c in chunks:
+            w.append(c)
+        w.freeze()
+    assert validate_snapshot(dest / path.name) == 6
+    assert delete_snapshot(tmp_path, SnapshotId(10, 2)) and not path.exists()
+    assert not delete_snapshot(tmp_path, SnapshotId(10, 2))
