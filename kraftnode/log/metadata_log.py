@@ -552,8 +552,10 @@ class MetadataLog:
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding an offset >= ``offset``; returns the new end offset.
 
-        Kafka removes the whole batch that contains ``offset``.  The truncation is
-        fsynced before returning so truncated entries cannot reappear after a crash.
+        Kafka removes the whole batch that contains ``offset``.  If that batch begins
+        below the log start offset, the log restarts empty at ``offset`` instead (a log
+        never ends below its start).  The truncation is fsynced before returning so
+        truncated entries cannot reappear after a crash.
         """
         with self._exclusive(), self._lock:
             self._check_open()
@@ -561,6 +563,11 @@ class MetadataLog:
                 return self._segments[-1].next_offset
             if offset < self._start_offset:
                 raise LogError(f"cannot truncate to {offset}, below the log start offset {self._start_offset}")
+            i = bisect.bisect_right(self._bases, offset) - 1
+            found = self._segments[i].find_position(offset)
+            if found is not None and found[1] < self._start_offset:
+                self._truncate_fully_locked(offset)
+                return offset
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 seg = self._segments.pop()
                 self._bases.pop()
@@ -583,29 +590,40 @@ class MetadataLog:
         """Drop the whole log and restart it empty at ``offset`` (after installing a snapshot)."""
         with self._exclusive(), self._lock:
             self._check_open()
-            old = self._segments
-            if old[-1].base_offset == offset and len(old) == 1:
-                old[0].truncate_to(offset, self.config.max_batch_bytes)
-                new = old[0]
-            else:
-                new = self._new_segment(offset)
-                fsync_dir(self.dir)  # the new segment exists before the old ones go
-                for seg in reversed(old):
-                    if seg.base_offset != offset:
-                        seg.delete()
-            new.sync()
-            self._segments = [new]
-            self._bases = [offset]
-            self._dirty.clear()
-            fsync_dir(self.dir)
-            self._dir_dirty = False
-            self._start_offset = offset
-            self._recovery_point = offset
-            with self._flush_cv:
-                self._flushed_offset = offset
-            self._write_offset_checkpoint(LOG_START_OFFSET_FILE, offset)
-            self._write_offset_checkpoint(RECOVERY_POINT_FILE, offset)
-            self.epoch_cache.clear()
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        # Order matters for crashes: every intermediate state on disk must open as a
+        # consistent log. Newer segments go first (a plain tail truncation), then the
+        # segment at ``offset`` is emptied or created, then the older ones go.
+        old = self._segments
+        for seg in reversed(old):
+            if seg.base_offset > offset:
+                seg.delete()
+        fsync_dir(self.dir)
+        same = next((s for s in old if s.base_offset == offset), None)
+        if same is not None:
+            same.truncate_to(offset, self.config.max_batch_bytes)
+            new = same
+        else:
+            new = self._new_segment(offset)
+        new.sync()
+        fsync_dir(self.dir)
+        for seg in old:
+            if seg.base_offset < offset:
+                seg.delete()
+        fsync_dir(self.dir)
+        self._segments = [new]
+        self._bases = [offset]
+        self._dirty.clear()
+        self._dir_dirty = False
+        self._start_offset = offset
+        self._recovery_point = offset
+        with self._flush_cv:
+            self._flushed_offset = offset
+        self._write_offset_checkpoint(LOG_START_OFFSET_FILE, offset)
+        self._write_offset_checkpoint(RECOVERY_POINT_FILE, offset)
+        self.epoch_cache.clear()
 
     def advance_start_offset(self, offset: int) -> int:
         """Raise the log start offset to ``offset`` (a snapshot's end offset) and delete every
