@@ -33,7 +33,7 @@ def model_end_offset_for(entries: list[tuple[int, int]], epoch: int, end: int) -
 def check(log: MetadataLog, model: list[tuple[int, int, int, bytes]], start: int) -> None:
     end = model[-1][1] + 1 if model else start
     assert (log.start_offset, log.end_offset) == (start, end)
-    got = []
+    got: list[tuple[int, int, int, bytes]] = []
     off = start
     while off < end:
         for v in iter_batches(log.read(off, 700).records):
