@@ -306,3 +306,21 @@ def test_truncation_concurrent_with_group_commit_does_not_deadlock(open_log: Ope
         assert not t.is_alive(), "deadlock"
     assert not errors
     assert log.flush() == log.end_offset
+
+
+def test_segments_parse_with_kafka_python(open_log: Opener, tmp_path: Path) -> None:
+    """An independent implementation (kafka-python) reads our segment files batch by batch."""
+    from kafka.record import MemoryRecords
+
+    log = open_log()
+    for i in range(40):
+        log.append_as_leader(batch(2, 120, ts=5000 + i), epoch=1 + i // 10)
+    log.close()
+    seen = []
+    for seg in sorted((tmp_path / "__cluster_metadata-0").glob("*.log")):
+        mr = MemoryRecords(seg.read_bytes())
+        while (b := mr.next_batch()) is not None:
+            assert b.validate_crc()
+            seen.extend((r.offset, r.timestamp) for r in b)
+    assert [o for o, _ in seen] == list(range(80))
+    assert seen[2][1] == 5001
