@@ -23,6 +23,7 @@ cache, then fsyncs what it kept.  See ``docs/storage.md``.
 from __future__ import annotations
 
 import bisect
+import fcntl
 import logging
 import os
 import threading
@@ -67,6 +68,7 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+LOCK_FILE = ".lock"
 # KafkaRaftClient.MAX_BATCH_SIZE_BYTES: the largest batch the quorum writes or accepts.
 MAX_BATCH_SIZE_BYTES = 8 * 1024 * 1024
 INDEX_INTERVAL_BYTES_DEFAULT = 4096
@@ -152,10 +154,27 @@ class MetadataLog:
         self._closed = False
         self._failed: OSError | None = None
         self.truncated_on_open = 0  # bytes dropped by recovery, for operators and tests
-        self.dir.mkdir(parents=True, exist_ok=True)
-        ensure_partition_metadata(self.dir)
-        self.epoch_cache = self._load_epoch_cache()
-        self._open_segments()
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = self._lock_log_dir()
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            ensure_partition_metadata(self.dir)
+            self.epoch_cache = self._load_epoch_cache()
+            self._open_segments()
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+    def _lock_log_dir(self) -> int:
+        """Hold ``<log dir>/.lock`` as Kafka does, so two processes never share a log."""
+        fd = os.open(self.log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogError(f"{self.log_dir} is locked by another process (or another open log)") from None
+        return fd
+
 
     # ================================================================== opening / recovery
     def _load_epoch_cache(self) -> LeaderEpochCache:
@@ -665,6 +684,7 @@ class MetadataLog:
             for seg in self._segments:
                 seg.close()
             self._closed = True
+            os.close(self._lock_fd)
 
     def __enter__(self) -> MetadataLog:
         return self

@@ -324,3 +324,12 @@ def test_segments_parse_with_kafka_python(open_log: Opener, tmp_path: Path) -> N
             seen.extend((r.offset, r.timestamp) for r in b)
     assert [o for o, _ in seen] == list(range(80))
     assert seen[2][1] == 5001
+
+
+def test_log_dir_is_locked_while_open(open_log: Opener, tmp_path: Path) -> None:
+    log = open_log()
+    assert (tmp_path / ".lock").exists()
+    with pytest.raises(LogError, match="locked"):
+        MetadataLog(tmp_path, SMALL)
+    log.close()
+    MetadataLog(tmp_path, SMALL).close()
