@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -566,6 +566,23 @@ class MetadataLog:
                 if first is not None and (max_offset is None or first.next_offset <= max_offset):
                     cut = len(data)
             return ReadInfo(offset, memoryview(data)[:cut], seg.base_offset, pos)
+
+    def batches(self, from_offset: int, to_offset: int | None = None, *,
+                chunk_bytes: int = 1 << 20) -> Iterator[BatchView]:
+        """Every batch from the one containing ``from_offset`` up to ``to_offset`` (default:
+        the end offset at the time of the call), read ``chunk_bytes`` at a time.  For
+        scans such as finding control batches; the replication path uses :meth:`read`."""
+        stop = self.end_offset if to_offset is None else to_offset
+        offset = max(from_offset, self.start_offset)
+        while offset < stop:
+            info = self.read(offset, chunk_bytes)
+            if not len(info.records):
+                return
+            for v in iter_batches(info.records):
+                if v.base_offset >= stop:
+                    return
+                yield v
+                offset = v.next_offset
 
     # ================================================================== truncation / deletion
     def truncate_to(self, offset: int) -> int:

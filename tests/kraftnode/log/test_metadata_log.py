@@ -333,3 +333,14 @@ def test_log_dir_is_locked_while_open(open_log: Opener, tmp_path: Path) -> None:
         MetadataLog(tmp_path, SMALL)
     log.close()
     MetadataLog(tmp_path, SMALL).close()
+
+
+def test_batches_iterates_across_segments(open_log: Opener) -> None:
+    log = open_log()
+    for i in range(40):
+        log.append_as_leader(batch(3, 150), epoch=1 + i // 10)
+    assert len(log.segments()) > 2
+    got = [(v.base_offset, v.partition_leader_epoch) for v in log.batches(4)]
+    assert got[0] == (3, 1) and [b for b, _ in got] == list(range(3, 120, 3))
+    assert [v.base_offset for v in log.batches(0, 9)] == [0, 3, 6]
+    assert list(log.batches(120)) == []
