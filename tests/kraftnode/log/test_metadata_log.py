@@ -316,7 +316,7 @@ def test_segments_parse_with_kafka_python(open_log: Opener, tmp_path: Path) -> N
     for i in range(40):
         log.append_as_leader(batch(2, 120, ts=5000 + i), epoch=1 + i // 10)
     log.close()
-    seen = []
+    seen: list[tuple[int, int]] = []
     for seg in sorted((tmp_path / "__cluster_metadata-0").glob("*.log")):
         mr = MemoryRecords(seg.read_bytes())
         while (b := mr.next_batch()) is not None:
