@@ -153,6 +153,7 @@ class MetadataLog:
         self._recovery_point = 0
         self._closed = False
         self._failed: OSError | None = None
+        self._epoch_cache_lost = False
         self.truncated_on_open = 0  # bytes dropped by recovery, for operators and tests
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = self._lock_log_dir()
@@ -174,7 +175,6 @@ class MetadataLog:
             os.close(fd)
             raise LogError(f"{self.log_dir} is locked by another process (or another open log)") from None
         return fd
-
 
     # ================================================================== opening / recovery
     def _load_epoch_cache(self) -> LeaderEpochCache:
@@ -219,7 +219,7 @@ class MetadataLog:
                     (self.dir / n).unlink()
         stored_start = self._read_offset_checkpoint(LOG_START_OFFSET_FILE)
         rp = self._read_offset_checkpoint(RECOVERY_POINT_FILE)
-        if rp is None or getattr(self, "_epoch_cache_lost", False) or not (self.dir / "leader-epoch-checkpoint").exists():
+        if rp is None or self._epoch_cache_lost or not (self.dir / "leader-epoch-checkpoint").exists():
             rp = 0
         if not bases:
             bases = [max(stored_start or 0, 0)]
@@ -229,7 +229,15 @@ class MetadataLog:
         first_scan = max(0, bisect.bisect_right(bases, rp) - 1)
         kept: list[LogSegment] = []
         recovered: list[LogSegment] = []
-        scanned: list[BatchView] = []
+        # (epoch, base offset) at each epoch change of the re-scanned batches; views are
+        # not kept, so a re-scan holds one read window in memory, not the segment.
+        scanned: list[tuple[int, int]] = []
+
+        def note_epoch(v: BatchView) -> None:
+            e = v.partition_leader_epoch
+            if e >= 0 and (not scanned or scanned[-1][0] != e):
+                scanned.append((e, v.base_offset))
+
         rescan_start_offset: int | None = None
         cache_reset = False
         i = 0
@@ -245,7 +253,7 @@ class MetadataLog:
                 first_scan = i  # everything from here on is re-scanned
             if rescan_start_offset is None:
                 rescan_start_offset = seg.base_offset
-            dropped = seg.recover(self.config.max_batch_bytes, scanned.append)
+            dropped = seg.recover(self.config.max_batch_bytes, note_epoch)
             if dropped:
                 log.warning("truncated %d invalid bytes at the end of %s", dropped, seg.log_path.name)
                 self.truncated_on_open += dropped
@@ -278,9 +286,8 @@ class MetadataLog:
         changed = cache_reset
         changed |= cache.truncate_from_end(end if rescan_start_offset is None else rescan_start_offset,
                                            persist=False)
-        for v in scanned:
-            if v.partition_leader_epoch >= 0:
-                changed |= cache.assign(v.partition_leader_epoch, v.base_offset, persist=False)
+        for epoch, base in scanned:
+            changed |= cache.assign(epoch, base, persist=False)
         scanned.clear()
         first_base = kept[0].base_offset
         start = first_base if stored_start is None else max(first_base, min(stored_start, end))
