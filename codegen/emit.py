@@ -34,6 +34,13 @@ PY_TYPES = {
 }
 
 
+def view_mode(msg: MessageSpec) -> bool:
+    """Decode from a memoryview (records fields stay zero-copy; headers are parsed in
+    place at the front of a possibly large frame) rather than from bytes."""
+    return msg.type == "header" or any(
+        f.type == "records" for s in msg.all_structs() for f in s.fields)
+
+
 def inside(r: Versions | None, v: int) -> bool:
     return r is not None and r.lo <= v <= r.hi
 
@@ -127,6 +134,10 @@ class Emitter:
         self.w: dict[str, Layouts] = {}
         self.r: dict[str, Layouts] = {}
         self.v = msg.valid.lo
+        self.d = 0  # nesting depth of inlined struct reads
+        # Messages with records fields decode from a memoryview (zero-copy records);
+        # all others from bytes, where slices are cheaper.
+        self.view_mode = view_mode(msg)
 
     # -- helpers ------------------------------------------------------------
     def struct_const(self, fmt: str) -> str:
@@ -273,39 +284,59 @@ class Emitter:
         return lines or ["pass"]
 
     # -- reading -------------------------------------------------------------
+    # Nested struct reads are inlined into the parent's code down to this depth: a Python
+    # function call plus a returned tuple per element is most of a small struct's cost.
+    INLINE_DEPTH = 4
+
+    def L(self, name: str) -> str:  # noqa: N802 - a local variable name for this nesting depth
+        return f"{name}{self.d}"
+
     def read_value(self, s: StructSpec, f: FieldSpec, target: str, flex: bool) -> list[str]:
         nullable = self.nullable(f)
+        n = self.L("n")
         lines: list[str] = []
         if f.is_array:
-            fn = "r_ccount" if flex else "r_count"
-            lines.append(f"n, pos = {fn}(buf, pos, {nullable})")
+            if flex:
+                # inline the common case: a count below 127 in one byte, bounded by what remains
+                lines += [f"{n} = buf[pos] - 1", f"if 0 <= {n} < 0x7f and {n} < blen - pos:",
+                          "    pos += 1", "else:",
+                          f"    {n}, pos = r_ccount(buf, pos, {nullable})"]
+            else:
+                lines.append(f"{n}, pos = r_count(buf, pos, {nullable})")
             body: list[str] = []
             if f.elem_type in FIXED and f.elem_type != "float64":
                 _, size, ch = FIXED[f.elem_type]
-                body.append(f"{target} = list(struct.unpack_from('>%d{ch}' % n, buf, pos))")
-                body.append(f"pos += {size} * n")
+                body.append(f"{target} = list(struct.unpack_from('>%d{ch}' % {n}, buf, pos))")
+                body.append(f"pos += {size} * {n}")
             else:
-                a, e = f"a_{f.attr}", f"e_{f.attr}"
+                a, e = self.L(f"a_{s.name}_{f.attr}_"), self.L(f"e_{s.name}_{f.attr}_")
                 body.append(f"{a} = []")
-                if f.struct is not None:
-                    body.append(f"r_{f.attr} = {self.child_fn('r', f.struct)}")
-                body.append("for _ in range(n):")
-                if f.struct is not None:
-                    body.append(f"    {e}, pos = r_{f.attr}(buf, pos, v)")
+                if f.struct is not None and self.d < self.INLINE_DEPTH:
+                    body.append(f"for _ in range({n}):")
+                    body += ["    " + ln for ln in self.read_struct_inline(f.struct)]
+                    body.append(f"    {a}.append({self.obj(f.struct, self.d + 1)})")
+                elif f.struct is not None:
+                    r = self.L(f"r_{s.name}_{f.attr}_")
+                    body.append(f"{r} = {self.child_fn('r', f.struct)}")
+                    body.append(f"for _ in range({n}):")
+                    body.append(f"    {e}, pos = {r}(buf, pos, v)")
+                    body.append(f"    {a}.append({e})")
                 else:
+                    body.append(f"for _ in range({n}):")
                     body += ["    " + ln for ln in self._read_scalar(f.elem_type, e, flex, False)]
-                body.append(f"    {a}.append({e})")
+                    body.append(f"    {a}.append({e})")
                 body.append(f"{target} = {a}")
             if nullable:
-                lines += ["if n < 0:", f"    {target} = None", "else:"]
+                lines += [f"if {n} < 0:", f"    {target} = None", "else:"]
                 lines += ["    " + ln for ln in body]
             else:
                 lines += body
             return lines
         if f.struct is not None:
             fn = self.child_fn("r", f.struct)
+            m = self.L("m")
             if nullable:
-                lines += ["(m,) = I8.unpack_from(buf, pos)", "pos += 1", "if m < 0:",
+                lines += [f"({m},) = I8.unpack_from(buf, pos)", "pos += 1", f"if {m} < 0:",
                           f"    {target} = None", "else:", f"    {target}, pos = {fn}(buf, pos, v)"]
             else:
                 lines.append(f"{target}, pos = {fn}(buf, pos, v)")
@@ -324,33 +355,50 @@ class Emitter:
         call = f"{target}, pos = r_{'c' if flex else ''}{fn}(buf, pos, {nullable})"
         if t == "string" and flex:
             # inline the common case: a short, non-null compact string (1-byte length)
-            return ["n = buf[pos]", "if 0 < n < 0x80 and pos + n <= len(buf):",
-                    f"    {target} = str(buf[pos + 1:pos + n], 'utf-8')", "    pos += n",
-                    "else:", f"    {call}"]
+            n = self.L("n")
+            return [f"{n} = buf[pos]", f"if 0 < {n} < 0x80 and pos + {n} <= blen:",
+                    (f"    {target} = str(buf[pos + 1:pos + {n}], 'utf-8')" if self.view_mode
+                     else f"    {target} = buf[pos + 1:pos + {n}].decode()"),
+                    f"    pos += {n}", "else:", f"    {call}"]
         return [call]
 
-    def read_struct(self, s: StructSpec) -> list[str]:
-        lines: list[str] = [f"o = _new(_{s.func})"]
+    def read_struct_inline(self, s: StructSpec) -> list[str]:
+        """The body of ``s``'s reader for this version, reading into ``o<depth+1>``."""
+        self.d += 1
+        try:
+            return self.read_struct(s, inline=True)
+        finally:
+            self.d -= 1
+
+    def obj(self, s: StructSpec, depth: int) -> str:
+        """The local holding the struct being read (typed per struct, for mypy)."""
+        return "o0" if depth == 0 else f"o{depth}_{s.name}"
+
+    def read_struct(self, s: StructSpec, inline: bool = False) -> list[str]:
+        o = self.obj(s, self.d)
+        lines: list[str] = [f"{o} = _new(_{s.func})"]
         run: list[FieldSpec] = []
 
         def flush() -> None:
             if not run:
                 return
             if len(run) == 1:
-                lines.extend(self.read_value(s, run[0], f"o.{run[0].attr}", self.flex(run[0])))
+                lines.extend(self.read_value(s, run[0], f"{o}.{run[0].attr}", self.flex(run[0])))
             else:
                 fmt = ">" + "".join(PACKABLE[f.type][0] for f in run)
                 size = sum(PACKABLE[f.type][1] for f in run)
-                targets = [f"_u{i}" if f.type == "uuid" else f"o.{f.attr}" for i, f in enumerate(run)]
+                targets = [self.L(f"_u{i}_") if f.type == "uuid" else f"{o}.{f.attr}"
+                           for i, f in enumerate(run)]
                 lines.append(f"({', '.join(targets)},) = {self.struct_const(fmt)}.unpack_from(buf, pos)")
                 lines.append(f"pos += {size}")
                 for i, f in enumerate(run):
                     if f.type == "uuid":
-                        lines.append(f"o.{f.attr} = uuid_from_bytes(_u{i})")
+                        u = self.L(f"_u{i}_")
+                        lines.append(f"{o}.{f.attr} = _UUIDS.get({u}) or uuid_from_bytes({u})")
             run.clear()
 
         for f in s.fields:
-            target = f"o.{f.attr}"
+            target = f"{o}.{f.attr}"
             if self.packable(f):
                 run.append(f)
             elif self.regular_now(f):
@@ -360,32 +408,36 @@ class Emitter:
                 flush()
                 lines.append(f"{target} = {default_expr(f)}")
         flush()
-        lines.append("o.unknown_tagged_fields = None")
+        lines.append(f"{o}.unknown_tagged_fields = None")
         if self.flex():
             known = [f for f in s.tagged_fields if self.tagged_now(f)]
-            block = ["ntags, pos = read_uvarint(buf, pos)", "for _ in range(ntags):",
-                     "    tag, end, pos = r_tag_header(buf, pos)"]
+            ntags, tag, end = self.L("ntags"), self.L("tag"), self.L("end")
+            block = [f"{ntags}, pos = read_uvarint(buf, pos)", f"for _ in range({ntags}):",
+                     f"    {tag}, {end}, pos = r_tag_header(buf, pos)"]
             kw = "if"
             for f in known:
-                block.append(f"    {kw} tag == {f.tag}:")
+                block.append(f"    {kw} {tag} == {f.tag}:")
                 kw = "elif"
-                block += ["        " + ln for ln in self.read_value(s, f, f"o.{f.attr}", True)]
-                block.append("        if pos != end:")
+                block += ["        " + ln for ln in self.read_value(s, f, f"{o}.{f.attr}", True)]
+                block.append(f"        if pos != {end}:")
                 block.append(f"            raise DecodeError('tagged field {s.path}.{f.attr} has the wrong size')")
             ind = "    "
             if known:
                 block.append("    else:")
                 ind = "        "
-            block.append(f"{ind}if o.unknown_tagged_fields is None:")
-            block.append(f"{ind}    o.unknown_tagged_fields = []")
-            block.append(f"{ind}o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))")
-            block.append(f"{ind}pos = end")
+            block.append(f"{ind}if {o}.unknown_tagged_fields is None:")
+            block.append(f"{ind}    {o}.unknown_tagged_fields = []")
+            block.append(f"{ind}{o}.unknown_tagged_fields.append(({tag}, bytes(buf[pos:{end}])))")
+            block.append(f"{ind}pos = {end}")
             # fast path: most structs carry no tagged fields at all (a single 0 byte)
             lines.append("if buf[pos] == 0:")
             lines.append("    pos += 1")
             lines.append("else:")
             lines += ["    " + ln for ln in block]
-        lines.append("return o, pos")
+        if not inline:
+            lines.append(f"return {o}, pos")
+            if any("blen" in ln for ln in lines):
+                lines.insert(0, "blen = len(buf)")
         return lines
 
     # -- driver ----------------------------------------------------------------

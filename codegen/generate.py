@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jinja2
 
-from codegen.emit import Emitter, default_expr, py_type
+from codegen.emit import Emitter, default_expr, py_type, view_mode
 from codegen.schema import MessageSpec, Versions, load_all
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,6 +84,7 @@ def render_message(env: jinja2.Environment, msg: MessageSpec) -> str:
         types=types, defaults=defaults, write_layouts=em.w, read_layouts=em.r, vt=_vt,
         struct_consts={fmt: name for fmt, name in em.structs_fmt.items()},
         versions=list(range(msg.valid.lo, msg.valid.hi + 1)),
+        view_mode=view_mode(msg),
         source=msg.source.relative_to(REPO).as_posix(),
     )
 

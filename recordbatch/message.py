@@ -29,9 +29,9 @@ from recordbatch.wire import (
     uvarint,
 )
 
-Buf = memoryview
+Buf = bytes | memoryview  # what generated readers accept
 
-__all__ = ["FieldInfo", "Message", "DecodeError", "UnsupportedVersionError"]
+__all__ = ["Buf", "FieldInfo", "Message", "DecodeError", "UnsupportedVersionError"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +239,7 @@ def r_str(buf: Buf, pos: int, nullable: bool) -> tuple[Any, int]:
     if end > len(buf):
         raise DecodeError(f"string length {n} exceeds the remaining {len(buf) - pos} bytes")
     try:
-        return str(buf[pos:end], "utf-8"), end
+        return bytes(buf[pos:end]).decode(), end
     except UnicodeDecodeError:
         raise DecodeError("string is not valid UTF-8") from None
 
@@ -259,12 +259,12 @@ def r_cstr(buf: Buf, pos: int, nullable: bool) -> tuple[Any, int]:
     if end > len(buf):
         raise DecodeError(f"string length {n - 1} exceeds the remaining {len(buf) - pos} bytes")
     try:
-        return str(buf[pos:end], "utf-8"), end
+        return bytes(buf[pos:end]).decode(), end
     except UnicodeDecodeError:
         raise DecodeError("string is not valid UTF-8") from None
 
 
-def _r_blob32(buf: Buf, pos: int, nullable: bool) -> tuple[memoryview | None, int]:
+def _r_blob32(buf: Buf, pos: int, nullable: bool) -> tuple[Any, int]:
     if pos + 4 > len(buf):
         raise DecodeError("truncated bytes length")
     (n,) = I32.unpack_from(buf, pos)
@@ -279,7 +279,7 @@ def _r_blob32(buf: Buf, pos: int, nullable: bool) -> tuple[memoryview | None, in
     return buf[pos:end], end
 
 
-def _r_cblob(buf: Buf, pos: int, nullable: bool) -> tuple[memoryview | None, int]:
+def _r_cblob(buf: Buf, pos: int, nullable: bool) -> tuple[Any, int]:
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         if nullable:
@@ -416,6 +416,44 @@ def w_cstr(out: bytearray, s: str | None, nullable: bool, what: str, version: in
     out += b
 
 
+_DEFER_MIN = 64 * 1024
+
+
+class EncodeBuffer(bytearray):
+    """The buffer ``Message.encode`` writes into.
+
+    Large bytes/records payloads (a Fetch response's batches) are not copied into
+    it; their position is remembered and they are spliced in once, by
+    :meth:`result`.  So ``encode()`` copies a 1 MiB record set once, not twice.
+    """
+
+    __slots__ = ("deferred",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deferred: list[tuple[int, Any]] = []
+
+    def result(self) -> bytes:
+        if not self.deferred:
+            return bytes(self)
+        mv = memoryview(self)
+        parts: list[Any] = []
+        prev = 0
+        for pos, data in self.deferred:
+            parts.append(mv[prev:pos])
+            parts.append(data)
+            prev = pos
+        parts.append(mv[prev:])
+        return b"".join(parts)
+
+
+def _put_blob(out: bytearray, b: Any) -> None:
+    if len(b) >= _DEFER_MIN and type(out) is EncodeBuffer:
+        out.deferred.append((len(out), b))
+    else:
+        out += b
+
+
 def w_bytes(out: bytearray, b: Any, nullable: bool, what: str, version: int) -> None:
     if b is None:
         if not nullable:
@@ -423,7 +461,7 @@ def w_bytes(out: bytearray, b: Any, nullable: bool, what: str, version: int) -> 
         out += b"\xff\xff\xff\xff"
         return
     out += I32.pack(len(b))
-    out += b
+    _put_blob(out, b)
 
 
 def w_cbytes(out: bytearray, b: Any, nullable: bool, what: str, version: int) -> None:
@@ -433,7 +471,7 @@ def w_cbytes(out: bytearray, b: Any, nullable: bool, what: str, version: int) ->
         out.append(0)
         return
     out += uvarint(len(b) + 1)
-    out += b
+    _put_blob(out, b)
 
 
 def w_count(out: bytearray, items: Any, nullable: bool, what: str, version: int) -> None:

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -116,9 +121,9 @@ class _LeaderChangeMessage(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -129,18 +134,22 @@ class _LeaderChangeMessage(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> LeaderChangeMessage:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"LeaderChangeMessage v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[LeaderChangeMessage, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[LeaderChangeMessage, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 1:
             raise DecodeError(f"LeaderChangeMessage has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_LeaderChangeMessage[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_LeaderChangeMessage[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -173,42 +182,42 @@ def _w_LeaderChangeMessage_Voter_1(o: _LeaderChangeMessage_Voter, out: bytearray
         out.append(0)
 
 
-def _r_LeaderChangeMessage_Voter_0(buf: memoryview, pos: int, v: int) -> tuple[_LeaderChangeMessage_Voter, int]:
-    o = _new(_LeaderChangeMessage_Voter)
-    (o.voter_id,) = I32.unpack_from(buf, pos)
+def _r_LeaderChangeMessage_Voter_0(buf: bytes, pos: int, v: int) -> tuple[_LeaderChangeMessage_Voter, int]:
+    o0 = _new(_LeaderChangeMessage_Voter)
+    (o0.voter_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.voter_directory_id = ZERO_UUID
-    o.unknown_tagged_fields = None
+    o0.voter_directory_id = ZERO_UUID
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_LeaderChangeMessage_Voter_1(buf: memoryview, pos: int, v: int) -> tuple[_LeaderChangeMessage_Voter, int]:
-    o = _new(_LeaderChangeMessage_Voter)
-    (o.voter_id, _u1,) = _S0.unpack_from(buf, pos)
+def _r_LeaderChangeMessage_Voter_1(buf: bytes, pos: int, v: int) -> tuple[_LeaderChangeMessage_Voter, int]:
+    o0 = _new(_LeaderChangeMessage_Voter)
+    (o0.voter_id, _u1_0,) = _S0.unpack_from(buf, pos)
     pos += 20
-    o.voter_directory_id = uuid_from_bytes(_u1)
-    o.unknown_tagged_fields = None
+    o0.voter_directory_id = _UUIDS.get(_u1_0) or uuid_from_bytes(_u1_0)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_LeaderChangeMessage_0(o: _LeaderChangeMessage, out: bytearray, v: int) -> None:
@@ -243,68 +252,138 @@ def _w_LeaderChangeMessage_1(o: _LeaderChangeMessage, out: bytearray, v: int) ->
         out.append(0)
 
 
-def _r_LeaderChangeMessage_0(buf: memoryview, pos: int, v: int) -> tuple[_LeaderChangeMessage, int]:
-    o = _new(_LeaderChangeMessage)
-    (o.version_, o.leader_id,) = _S1.unpack_from(buf, pos)
+def _r_LeaderChangeMessage_0(buf: bytes, pos: int, v: int) -> tuple[_LeaderChangeMessage, int]:
+    blen = len(buf)
+    o0 = _new(_LeaderChangeMessage)
+    (o0.version_, o0.leader_id,) = _S1.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_ccount(buf, pos, False)
-    a_voters = []
-    r_voters = _r_LeaderChangeMessage_Voter_0
-    for _ in range(n):
-        e_voters, pos = r_voters(buf, pos, v)
-        a_voters.append(e_voters)
-    o.voters = a_voters
-    n, pos = r_ccount(buf, pos, False)
-    a_granting_voters = []
-    r_granting_voters = _r_LeaderChangeMessage_Voter_0
-    for _ in range(n):
-        e_granting_voters, pos = r_granting_voters(buf, pos, v)
-        a_granting_voters.append(e_granting_voters)
-    o.granting_voters = a_granting_voters
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_LeaderChangeMessage_voters_0 = []
+    for _ in range(n0):
+        o1_Voter = _new(_LeaderChangeMessage_Voter)
+        (o1_Voter.voter_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_Voter.voter_directory_id = ZERO_UUID
+        o1_Voter.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_Voter.unknown_tagged_fields is None:
+                    o1_Voter.unknown_tagged_fields = []
+                o1_Voter.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_LeaderChangeMessage_voters_0.append(o1_Voter)
+    o0.voters = a_LeaderChangeMessage_voters_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_LeaderChangeMessage_granting_voters_0 = []
+    for _ in range(n0):
+        o1_Voter = _new(_LeaderChangeMessage_Voter)
+        (o1_Voter.voter_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_Voter.voter_directory_id = ZERO_UUID
+        o1_Voter.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_Voter.unknown_tagged_fields is None:
+                    o1_Voter.unknown_tagged_fields = []
+                o1_Voter.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_LeaderChangeMessage_granting_voters_0.append(o1_Voter)
+    o0.granting_voters = a_LeaderChangeMessage_granting_voters_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_LeaderChangeMessage_1(buf: memoryview, pos: int, v: int) -> tuple[_LeaderChangeMessage, int]:
-    o = _new(_LeaderChangeMessage)
-    (o.version_, o.leader_id,) = _S1.unpack_from(buf, pos)
+def _r_LeaderChangeMessage_1(buf: bytes, pos: int, v: int) -> tuple[_LeaderChangeMessage, int]:
+    blen = len(buf)
+    o0 = _new(_LeaderChangeMessage)
+    (o0.version_, o0.leader_id,) = _S1.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_ccount(buf, pos, False)
-    a_voters = []
-    r_voters = _r_LeaderChangeMessage_Voter_1
-    for _ in range(n):
-        e_voters, pos = r_voters(buf, pos, v)
-        a_voters.append(e_voters)
-    o.voters = a_voters
-    n, pos = r_ccount(buf, pos, False)
-    a_granting_voters = []
-    r_granting_voters = _r_LeaderChangeMessage_Voter_1
-    for _ in range(n):
-        e_granting_voters, pos = r_granting_voters(buf, pos, v)
-        a_granting_voters.append(e_granting_voters)
-    o.granting_voters = a_granting_voters
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_LeaderChangeMessage_voters_0 = []
+    for _ in range(n0):
+        o1_Voter = _new(_LeaderChangeMessage_Voter)
+        (o1_Voter.voter_id, _u1_1,) = _S0.unpack_from(buf, pos)
+        pos += 20
+        o1_Voter.voter_directory_id = _UUIDS.get(_u1_1) or uuid_from_bytes(_u1_1)
+        o1_Voter.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_Voter.unknown_tagged_fields is None:
+                    o1_Voter.unknown_tagged_fields = []
+                o1_Voter.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_LeaderChangeMessage_voters_0.append(o1_Voter)
+    o0.voters = a_LeaderChangeMessage_voters_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_LeaderChangeMessage_granting_voters_0 = []
+    for _ in range(n0):
+        o1_Voter = _new(_LeaderChangeMessage_Voter)
+        (o1_Voter.voter_id, _u1_1,) = _S0.unpack_from(buf, pos)
+        pos += 20
+        o1_Voter.voter_directory_id = _UUIDS.get(_u1_1) or uuid_from_bytes(_u1_1)
+        o1_Voter.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_Voter.unknown_tagged_fields is None:
+                    o1_Voter.unknown_tagged_fields = []
+                o1_Voter.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_LeaderChangeMessage_granting_voters_0.append(o1_Voter)
+    o0.granting_voters = a_LeaderChangeMessage_granting_voters_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_LeaderChangeMessage = (_w_LeaderChangeMessage_0, _w_LeaderChangeMessage_1, )
 _R_LeaderChangeMessage = (_r_LeaderChangeMessage_0, _r_LeaderChangeMessage_1, )

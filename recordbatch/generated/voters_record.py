@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -161,9 +166,9 @@ class _VotersRecord(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -174,18 +179,22 @@ class _VotersRecord(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> VotersRecord:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"VotersRecord v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[VotersRecord, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[VotersRecord, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 0:
             raise DecodeError(f"VotersRecord has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_VotersRecord[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_VotersRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -212,22 +221,22 @@ def _w_VotersRecord_KRaftVersionFeature_0(o: _VotersRecord_KRaftVersionFeature, 
         out.append(0)
 
 
-def _r_VotersRecord_KRaftVersionFeature_0(buf: memoryview, pos: int, v: int) -> tuple[_VotersRecord_KRaftVersionFeature, int]:
-    o = _new(_VotersRecord_KRaftVersionFeature)
-    (o.min_supported_version, o.max_supported_version,) = _S0.unpack_from(buf, pos)
+def _r_VotersRecord_KRaftVersionFeature_0(buf: bytes, pos: int, v: int) -> tuple[_VotersRecord_KRaftVersionFeature, int]:
+    o0 = _new(_VotersRecord_KRaftVersionFeature)
+    (o0.min_supported_version, o0.max_supported_version,) = _S0.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_VotersRecord_Endpoint_0(o: _VotersRecord_Endpoint, out: bytearray, v: int) -> None:
@@ -240,34 +249,35 @@ def _w_VotersRecord_Endpoint_0(o: _VotersRecord_Endpoint, out: bytearray, v: int
         out.append(0)
 
 
-def _r_VotersRecord_Endpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_VotersRecord_Endpoint, int]:
-    o = _new(_VotersRecord_Endpoint)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_VotersRecord_Endpoint_0(buf: bytes, pos: int, v: int) -> tuple[_VotersRecord_Endpoint, int]:
+    blen = len(buf)
+    o0 = _new(_VotersRecord_Endpoint)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = U16.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port,) = U16.unpack_from(buf, pos)
     pos += 2
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_VotersRecord_Voter_0(o: _VotersRecord_Voter, out: bytearray, v: int) -> None:
@@ -283,31 +293,60 @@ def _w_VotersRecord_Voter_0(o: _VotersRecord_Voter, out: bytearray, v: int) -> N
         out.append(0)
 
 
-def _r_VotersRecord_Voter_0(buf: memoryview, pos: int, v: int) -> tuple[_VotersRecord_Voter, int]:
-    o = _new(_VotersRecord_Voter)
-    (o.voter_id, _u1,) = _S1.unpack_from(buf, pos)
+def _r_VotersRecord_Voter_0(buf: bytes, pos: int, v: int) -> tuple[_VotersRecord_Voter, int]:
+    blen = len(buf)
+    o0 = _new(_VotersRecord_Voter)
+    (o0.voter_id, _u1_0,) = _S1.unpack_from(buf, pos)
     pos += 20
-    o.voter_directory_id = uuid_from_bytes(_u1)
-    n, pos = r_ccount(buf, pos, False)
-    a_endpoints = []
-    r_endpoints = _r_VotersRecord_Endpoint_0
-    for _ in range(n):
-        e_endpoints, pos = r_endpoints(buf, pos, v)
-        a_endpoints.append(e_endpoints)
-    o.endpoints = a_endpoints
-    o.kraft_version_feature, pos = _r_VotersRecord_KRaftVersionFeature_0(buf, pos, v)
-    o.unknown_tagged_fields = None
+    o0.voter_directory_id = _UUIDS.get(_u1_0) or uuid_from_bytes(_u1_0)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_Voter_endpoints_0 = []
+    for _ in range(n0):
+        o1_Endpoint = _new(_VotersRecord_Endpoint)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_Endpoint.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_Endpoint.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_Endpoint.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_Endpoint.host, pos = r_cstr(buf, pos, False)
+        (o1_Endpoint.port,) = U16.unpack_from(buf, pos)
+        pos += 2
+        o1_Endpoint.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_Endpoint.unknown_tagged_fields is None:
+                    o1_Endpoint.unknown_tagged_fields = []
+                o1_Endpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_Voter_endpoints_0.append(o1_Endpoint)
+    o0.endpoints = a_Voter_endpoints_0
+    o0.kraft_version_feature, pos = _r_VotersRecord_KRaftVersionFeature_0(buf, pos, v)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_VotersRecord_0(o: _VotersRecord, out: bytearray, v: int) -> None:
@@ -322,29 +361,83 @@ def _w_VotersRecord_0(o: _VotersRecord, out: bytearray, v: int) -> None:
         out.append(0)
 
 
-def _r_VotersRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_VotersRecord, int]:
-    o = _new(_VotersRecord)
-    (o.version_,) = I16.unpack_from(buf, pos)
+def _r_VotersRecord_0(buf: bytes, pos: int, v: int) -> tuple[_VotersRecord, int]:
+    blen = len(buf)
+    o0 = _new(_VotersRecord)
+    (o0.version_,) = I16.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_ccount(buf, pos, False)
-    a_voters = []
-    r_voters = _r_VotersRecord_Voter_0
-    for _ in range(n):
-        e_voters, pos = r_voters(buf, pos, v)
-        a_voters.append(e_voters)
-    o.voters = a_voters
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_VotersRecord_voters_0 = []
+    for _ in range(n0):
+        o1_Voter = _new(_VotersRecord_Voter)
+        (o1_Voter.voter_id, _u1_1,) = _S1.unpack_from(buf, pos)
+        pos += 20
+        o1_Voter.voter_directory_id = _UUIDS.get(_u1_1) or uuid_from_bytes(_u1_1)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_Voter_endpoints_1 = []
+        for _ in range(n1):
+            o2_Endpoint = _new(_VotersRecord_Endpoint)
+            n2 = buf[pos]
+            if 0 < n2 < 0x80 and pos + n2 <= blen:
+                o2_Endpoint.name = buf[pos + 1:pos + n2].decode()
+                pos += n2
+            else:
+                o2_Endpoint.name, pos = r_cstr(buf, pos, False)
+            n2 = buf[pos]
+            if 0 < n2 < 0x80 and pos + n2 <= blen:
+                o2_Endpoint.host = buf[pos + 1:pos + n2].decode()
+                pos += n2
+            else:
+                o2_Endpoint.host, pos = r_cstr(buf, pos, False)
+            (o2_Endpoint.port,) = U16.unpack_from(buf, pos)
+            pos += 2
+            o2_Endpoint.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_Endpoint.unknown_tagged_fields is None:
+                        o2_Endpoint.unknown_tagged_fields = []
+                    o2_Endpoint.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_Voter_endpoints_1.append(o2_Endpoint)
+        o1_Voter.endpoints = a_Voter_endpoints_1
+        o1_Voter.kraft_version_feature, pos = _r_VotersRecord_KRaftVersionFeature_0(buf, pos, v)
+        o1_Voter.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_Voter.unknown_tagged_fields is None:
+                    o1_Voter.unknown_tagged_fields = []
+                o1_Voter.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_VotersRecord_voters_0.append(o1_Voter)
+    o0.voters = a_VotersRecord_voters_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_VotersRecord = (_w_VotersRecord_0, )
 _R_VotersRecord = (_r_VotersRecord_0, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -87,9 +92,9 @@ class _ApiVersionsRequest(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -100,18 +105,22 @@ class _ApiVersionsRequest(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ApiVersionsRequest:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"ApiVersionsRequest v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[ApiVersionsRequest, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[ApiVersionsRequest, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 4:
             raise DecodeError(f"ApiVersionsRequest has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_ApiVersionsRequest[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_ApiVersionsRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -137,40 +146,41 @@ def _w_ApiVersionsRequest_1(o: _ApiVersionsRequest, out: bytearray, v: int) -> N
         out.append(0)
 
 
-def _r_ApiVersionsRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsRequest, int]:
-    o = _new(_ApiVersionsRequest)
-    o.client_software_name = ''
-    o.client_software_version = ''
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ApiVersionsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_ApiVersionsRequest, int]:
+    o0 = _new(_ApiVersionsRequest)
+    o0.client_software_name = ''
+    o0.client_software_version = ''
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ApiVersionsRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsRequest, int]:
-    o = _new(_ApiVersionsRequest)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.client_software_name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_ApiVersionsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_ApiVersionsRequest, int]:
+    blen = len(buf)
+    o0 = _new(_ApiVersionsRequest)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.client_software_name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.client_software_name, pos = r_cstr(buf, pos, False)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.client_software_version = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+        o0.client_software_name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.client_software_version = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.client_software_version, pos = r_cstr(buf, pos, False)
-    o.unknown_tagged_fields = None
+        o0.client_software_version, pos = r_cstr(buf, pos, False)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_ApiVersionsRequest = (_w_ApiVersionsRequest_0, _w_ApiVersionsRequest_0, _w_ApiVersionsRequest_0, _w_ApiVersionsRequest_1, _w_ApiVersionsRequest_1, )
 _R_ApiVersionsRequest = (_r_ApiVersionsRequest_0, _r_ApiVersionsRequest_0, _r_ApiVersionsRequest_0, _r_ApiVersionsRequest_1, _r_ApiVersionsRequest_1, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -176,9 +181,9 @@ class _ApiVersionsResponse(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -189,18 +194,22 @@ class _ApiVersionsResponse(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ApiVersionsResponse:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"ApiVersionsResponse v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[ApiVersionsResponse, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[ApiVersionsResponse, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 4:
             raise DecodeError(f"ApiVersionsResponse has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_ApiVersionsResponse[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_ApiVersionsResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -237,37 +246,38 @@ def _w_ApiVersionsResponse_FinalizedFeatureKey_1(o: _ApiVersionsResponse_Finaliz
         out.append(0)
 
 
-def _r_ApiVersionsResponse_FinalizedFeatureKey_0(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_FinalizedFeatureKey, int]:
-    o = _new(_ApiVersionsResponse_FinalizedFeatureKey)
-    o.name = ''
-    o.max_version_level = 0
-    o.min_version_level = 0
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ApiVersionsResponse_FinalizedFeatureKey_0(buf: bytes, pos: int, v: int) -> tuple[_ApiVersionsResponse_FinalizedFeatureKey, int]:
+    o0 = _new(_ApiVersionsResponse_FinalizedFeatureKey)
+    o0.name = ''
+    o0.max_version_level = 0
+    o0.min_version_level = 0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ApiVersionsResponse_FinalizedFeatureKey_1(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_FinalizedFeatureKey, int]:
-    o = _new(_ApiVersionsResponse_FinalizedFeatureKey)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_ApiVersionsResponse_FinalizedFeatureKey_1(buf: bytes, pos: int, v: int) -> tuple[_ApiVersionsResponse_FinalizedFeatureKey, int]:
+    blen = len(buf)
+    o0 = _new(_ApiVersionsResponse_FinalizedFeatureKey)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    (o.max_version_level, o.min_version_level,) = _S0.unpack_from(buf, pos)
+        o0.name, pos = r_cstr(buf, pos, False)
+    (o0.max_version_level, o0.min_version_level,) = _S0.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ApiVersionsResponse_SupportedFeatureKey_0(o: _ApiVersionsResponse_SupportedFeatureKey, out: bytearray, v: int) -> None:
@@ -288,37 +298,38 @@ def _w_ApiVersionsResponse_SupportedFeatureKey_1(o: _ApiVersionsResponse_Support
         out.append(0)
 
 
-def _r_ApiVersionsResponse_SupportedFeatureKey_0(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_SupportedFeatureKey, int]:
-    o = _new(_ApiVersionsResponse_SupportedFeatureKey)
-    o.name = ''
-    o.min_version = 0
-    o.max_version = 0
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ApiVersionsResponse_SupportedFeatureKey_0(buf: bytes, pos: int, v: int) -> tuple[_ApiVersionsResponse_SupportedFeatureKey, int]:
+    o0 = _new(_ApiVersionsResponse_SupportedFeatureKey)
+    o0.name = ''
+    o0.min_version = 0
+    o0.max_version = 0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ApiVersionsResponse_SupportedFeatureKey_1(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_SupportedFeatureKey, int]:
-    o = _new(_ApiVersionsResponse_SupportedFeatureKey)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_ApiVersionsResponse_SupportedFeatureKey_1(buf: bytes, pos: int, v: int) -> tuple[_ApiVersionsResponse_SupportedFeatureKey, int]:
+    blen = len(buf)
+    o0 = _new(_ApiVersionsResponse_SupportedFeatureKey)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    (o.min_version, o.max_version,) = _S0.unpack_from(buf, pos)
+        o0.name, pos = r_cstr(buf, pos, False)
+    (o0.min_version, o0.max_version,) = _S0.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ApiVersionsResponse_ApiVersion_0(o: _ApiVersionsResponse_ApiVersion, out: bytearray, v: int) -> None:
@@ -333,30 +344,30 @@ def _w_ApiVersionsResponse_ApiVersion_1(o: _ApiVersionsResponse_ApiVersion, out:
         out.append(0)
 
 
-def _r_ApiVersionsResponse_ApiVersion_0(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_ApiVersion, int]:
-    o = _new(_ApiVersionsResponse_ApiVersion)
-    (o.api_key, o.min_version, o.max_version,) = _S1.unpack_from(buf, pos)
+def _r_ApiVersionsResponse_ApiVersion_0(buf: bytes, pos: int, v: int) -> tuple[_ApiVersionsResponse_ApiVersion, int]:
+    o0 = _new(_ApiVersionsResponse_ApiVersion)
+    (o0.api_key, o0.min_version, o0.max_version,) = _S1.unpack_from(buf, pos)
     pos += 6
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ApiVersionsResponse_ApiVersion_1(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse_ApiVersion, int]:
-    o = _new(_ApiVersionsResponse_ApiVersion)
-    (o.api_key, o.min_version, o.max_version,) = _S1.unpack_from(buf, pos)
+def _r_ApiVersionsResponse_ApiVersion_1(buf: bytes, pos: int, v: int) -> tuple[_ApiVersionsResponse_ApiVersion, int]:
+    o0 = _new(_ApiVersionsResponse_ApiVersion)
+    (o0.api_key, o0.min_version, o0.max_version,) = _S1.unpack_from(buf, pos)
     pos += 6
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ApiVersionsResponse_0(o: _ApiVersionsResponse, out: bytearray, v: int) -> None:
@@ -412,107 +423,172 @@ def _w_ApiVersionsResponse_2(o: _ApiVersionsResponse, out: bytearray, v: int) ->
     w_tagged(out, tagged)
 
 
-def _r_ApiVersionsResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse, int]:
-    o = _new(_ApiVersionsResponse)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_ApiVersionsResponse_0(buf: bytes, pos: int, v: int) -> tuple[_ApiVersionsResponse, int]:
+    o0 = _new(_ApiVersionsResponse)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, False)
-    a_api_keys = []
-    r_api_keys = _r_ApiVersionsResponse_ApiVersion_0
-    for _ in range(n):
-        e_api_keys, pos = r_api_keys(buf, pos, v)
-        a_api_keys.append(e_api_keys)
-    o.api_keys = a_api_keys
-    o.throttle_time_ms = 0
-    o.supported_features = []
-    o.finalized_features_epoch = -1
-    o.finalized_features = []
-    o.zk_migration_ready = False
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_ApiVersionsResponse_api_keys_0 = []
+    for _ in range(n0):
+        o1_ApiVersion = _new(_ApiVersionsResponse_ApiVersion)
+        (o1_ApiVersion.api_key, o1_ApiVersion.min_version, o1_ApiVersion.max_version,) = _S1.unpack_from(buf, pos)
+        pos += 6
+        o1_ApiVersion.unknown_tagged_fields = None
+        a_ApiVersionsResponse_api_keys_0.append(o1_ApiVersion)
+    o0.api_keys = a_ApiVersionsResponse_api_keys_0
+    o0.throttle_time_ms = 0
+    o0.supported_features = []
+    o0.finalized_features_epoch = -1
+    o0.finalized_features = []
+    o0.zk_migration_ready = False
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ApiVersionsResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse, int]:
-    o = _new(_ApiVersionsResponse)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_ApiVersionsResponse_1(buf: bytes, pos: int, v: int) -> tuple[_ApiVersionsResponse, int]:
+    o0 = _new(_ApiVersionsResponse)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, False)
-    a_api_keys = []
-    r_api_keys = _r_ApiVersionsResponse_ApiVersion_0
-    for _ in range(n):
-        e_api_keys, pos = r_api_keys(buf, pos, v)
-        a_api_keys.append(e_api_keys)
-    o.api_keys = a_api_keys
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    n0, pos = r_count(buf, pos, False)
+    a_ApiVersionsResponse_api_keys_0 = []
+    for _ in range(n0):
+        o1_ApiVersion = _new(_ApiVersionsResponse_ApiVersion)
+        (o1_ApiVersion.api_key, o1_ApiVersion.min_version, o1_ApiVersion.max_version,) = _S1.unpack_from(buf, pos)
+        pos += 6
+        o1_ApiVersion.unknown_tagged_fields = None
+        a_ApiVersionsResponse_api_keys_0.append(o1_ApiVersion)
+    o0.api_keys = a_ApiVersionsResponse_api_keys_0
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.supported_features = []
-    o.finalized_features_epoch = -1
-    o.finalized_features = []
-    o.zk_migration_ready = False
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.supported_features = []
+    o0.finalized_features_epoch = -1
+    o0.finalized_features = []
+    o0.zk_migration_ready = False
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ApiVersionsResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ApiVersionsResponse, int]:
-    o = _new(_ApiVersionsResponse)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_ApiVersionsResponse_2(buf: bytes, pos: int, v: int) -> tuple[_ApiVersionsResponse, int]:
+    blen = len(buf)
+    o0 = _new(_ApiVersionsResponse)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_ccount(buf, pos, False)
-    a_api_keys = []
-    r_api_keys = _r_ApiVersionsResponse_ApiVersion_1
-    for _ in range(n):
-        e_api_keys, pos = r_api_keys(buf, pos, v)
-        a_api_keys.append(e_api_keys)
-    o.api_keys = a_api_keys
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_ApiVersionsResponse_api_keys_0 = []
+    for _ in range(n0):
+        o1_ApiVersion = _new(_ApiVersionsResponse_ApiVersion)
+        (o1_ApiVersion.api_key, o1_ApiVersion.min_version, o1_ApiVersion.max_version,) = _S1.unpack_from(buf, pos)
+        pos += 6
+        o1_ApiVersion.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ApiVersion.unknown_tagged_fields is None:
+                    o1_ApiVersion.unknown_tagged_fields = []
+                o1_ApiVersion.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_ApiVersionsResponse_api_keys_0.append(o1_ApiVersion)
+    o0.api_keys = a_ApiVersionsResponse_api_keys_0
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.supported_features = []
-    o.finalized_features_epoch = -1
-    o.finalized_features = []
-    o.zk_migration_ready = False
-    o.unknown_tagged_fields = None
+    o0.supported_features = []
+    o0.finalized_features_epoch = -1
+    o0.finalized_features = []
+    o0.zk_migration_ready = False
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n, pos = r_ccount(buf, pos, False)
-                a_supported_features = []
-                r_supported_features = _r_ApiVersionsResponse_SupportedFeatureKey_1
-                for _ in range(n):
-                    e_supported_features, pos = r_supported_features(buf, pos, v)
-                    a_supported_features.append(e_supported_features)
-                o.supported_features = a_supported_features
-                if pos != end:
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
+                else:
+                    n0, pos = r_ccount(buf, pos, False)
+                a_ApiVersionsResponse_supported_features_0 = []
+                for _ in range(n0):
+                    o1_SupportedFeatureKey = _new(_ApiVersionsResponse_SupportedFeatureKey)
+                    n1 = buf[pos]
+                    if 0 < n1 < 0x80 and pos + n1 <= blen:
+                        o1_SupportedFeatureKey.name = buf[pos + 1:pos + n1].decode()
+                        pos += n1
+                    else:
+                        o1_SupportedFeatureKey.name, pos = r_cstr(buf, pos, False)
+                    (o1_SupportedFeatureKey.min_version, o1_SupportedFeatureKey.max_version,) = _S0.unpack_from(buf, pos)
+                    pos += 4
+                    o1_SupportedFeatureKey.unknown_tagged_fields = None
+                    if buf[pos] == 0:
+                        pos += 1
+                    else:
+                        ntags1, pos = read_uvarint(buf, pos)
+                        for _ in range(ntags1):
+                            tag1, end1, pos = r_tag_header(buf, pos)
+                            if o1_SupportedFeatureKey.unknown_tagged_fields is None:
+                                o1_SupportedFeatureKey.unknown_tagged_fields = []
+                            o1_SupportedFeatureKey.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                            pos = end1
+                    a_ApiVersionsResponse_supported_features_0.append(o1_SupportedFeatureKey)
+                o0.supported_features = a_ApiVersionsResponse_supported_features_0
+                if pos != end0:
                     raise DecodeError('tagged field ApiVersionsResponse.supported_features has the wrong size')
-            elif tag == 1:
-                (o.finalized_features_epoch,) = I64.unpack_from(buf, pos)
+            elif tag0 == 1:
+                (o0.finalized_features_epoch,) = I64.unpack_from(buf, pos)
                 pos += 8
-                if pos != end:
+                if pos != end0:
                     raise DecodeError('tagged field ApiVersionsResponse.finalized_features_epoch has the wrong size')
-            elif tag == 2:
-                n, pos = r_ccount(buf, pos, False)
-                a_finalized_features = []
-                r_finalized_features = _r_ApiVersionsResponse_FinalizedFeatureKey_1
-                for _ in range(n):
-                    e_finalized_features, pos = r_finalized_features(buf, pos, v)
-                    a_finalized_features.append(e_finalized_features)
-                o.finalized_features = a_finalized_features
-                if pos != end:
+            elif tag0 == 2:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
+                else:
+                    n0, pos = r_ccount(buf, pos, False)
+                a_ApiVersionsResponse_finalized_features_0 = []
+                for _ in range(n0):
+                    o1_FinalizedFeatureKey = _new(_ApiVersionsResponse_FinalizedFeatureKey)
+                    n1 = buf[pos]
+                    if 0 < n1 < 0x80 and pos + n1 <= blen:
+                        o1_FinalizedFeatureKey.name = buf[pos + 1:pos + n1].decode()
+                        pos += n1
+                    else:
+                        o1_FinalizedFeatureKey.name, pos = r_cstr(buf, pos, False)
+                    (o1_FinalizedFeatureKey.max_version_level, o1_FinalizedFeatureKey.min_version_level,) = _S0.unpack_from(buf, pos)
+                    pos += 4
+                    o1_FinalizedFeatureKey.unknown_tagged_fields = None
+                    if buf[pos] == 0:
+                        pos += 1
+                    else:
+                        ntags1, pos = read_uvarint(buf, pos)
+                        for _ in range(ntags1):
+                            tag1, end1, pos = r_tag_header(buf, pos)
+                            if o1_FinalizedFeatureKey.unknown_tagged_fields is None:
+                                o1_FinalizedFeatureKey.unknown_tagged_fields = []
+                            o1_FinalizedFeatureKey.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                            pos = end1
+                    a_ApiVersionsResponse_finalized_features_0.append(o1_FinalizedFeatureKey)
+                o0.finalized_features = a_ApiVersionsResponse_finalized_features_0
+                if pos != end0:
                     raise DecodeError('tagged field ApiVersionsResponse.finalized_features has the wrong size')
-            elif tag == 3:
-                o.zk_migration_ready = buf[pos] != 0
+            elif tag0 == 3:
+                o0.zk_migration_ready = buf[pos] != 0
                 pos += 1
-                if pos != end:
+                if pos != end0:
                     raise DecodeError('tagged field ApiVersionsResponse.zk_migration_ready has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 _W_ApiVersionsResponse = (_w_ApiVersionsResponse_0, _w_ApiVersionsResponse_1, _w_ApiVersionsResponse_1, _w_ApiVersionsResponse_2, _w_ApiVersionsResponse_2, )
 _R_ApiVersionsResponse = (_r_ApiVersionsResponse_0, _r_ApiVersionsResponse_1, _r_ApiVersionsResponse_1, _r_ApiVersionsResponse_2, _r_ApiVersionsResponse_2, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -168,9 +173,9 @@ class _BeginQuorumEpochRequest(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -181,18 +186,22 @@ class _BeginQuorumEpochRequest(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> BeginQuorumEpochRequest:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"BeginQuorumEpochRequest v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[BeginQuorumEpochRequest, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[BeginQuorumEpochRequest, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 1:
             raise DecodeError(f"BeginQuorumEpochRequest has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_BeginQuorumEpochRequest[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_BeginQuorumEpochRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -230,43 +239,44 @@ def _w_BeginQuorumEpochRequest_LeaderEndpoint_1(o: _BeginQuorumEpochRequest_Lead
         out.append(0)
 
 
-def _r_BeginQuorumEpochRequest_LeaderEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_LeaderEndpoint, int]:
-    o = _new(_BeginQuorumEpochRequest_LeaderEndpoint)
-    o.name = ''
-    o.host = ''
-    o.port = 0
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_BeginQuorumEpochRequest_LeaderEndpoint_0(buf: bytes, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_LeaderEndpoint, int]:
+    o0 = _new(_BeginQuorumEpochRequest_LeaderEndpoint)
+    o0.name = ''
+    o0.host = ''
+    o0.port = 0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_BeginQuorumEpochRequest_LeaderEndpoint_1(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_LeaderEndpoint, int]:
-    o = _new(_BeginQuorumEpochRequest_LeaderEndpoint)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_BeginQuorumEpochRequest_LeaderEndpoint_1(buf: bytes, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_LeaderEndpoint, int]:
+    blen = len(buf)
+    o0 = _new(_BeginQuorumEpochRequest_LeaderEndpoint)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = U16.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port,) = U16.unpack_from(buf, pos)
     pos += 2
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_BeginQuorumEpochRequest_PartitionData_0(o: _BeginQuorumEpochRequest_PartitionData, out: bytearray, v: int) -> None:
@@ -281,34 +291,34 @@ def _w_BeginQuorumEpochRequest_PartitionData_1(o: _BeginQuorumEpochRequest_Parti
         out.append(0)
 
 
-def _r_BeginQuorumEpochRequest_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_PartitionData, int]:
-    o = _new(_BeginQuorumEpochRequest_PartitionData)
-    (o.partition_index,) = I32.unpack_from(buf, pos)
+def _r_BeginQuorumEpochRequest_PartitionData_0(buf: bytes, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_PartitionData, int]:
+    o0 = _new(_BeginQuorumEpochRequest_PartitionData)
+    (o0.partition_index,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.voter_directory_id = ZERO_UUID
-    (o.leader_id, o.leader_epoch,) = _S1.unpack_from(buf, pos)
+    o0.voter_directory_id = ZERO_UUID
+    (o0.leader_id, o0.leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 8
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_BeginQuorumEpochRequest_PartitionData_1(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_PartitionData, int]:
-    o = _new(_BeginQuorumEpochRequest_PartitionData)
-    (o.partition_index, _u1, o.leader_id, o.leader_epoch,) = _S2.unpack_from(buf, pos)
+def _r_BeginQuorumEpochRequest_PartitionData_1(buf: bytes, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_PartitionData, int]:
+    o0 = _new(_BeginQuorumEpochRequest_PartitionData)
+    (o0.partition_index, _u1_0, o0.leader_id, o0.leader_epoch,) = _S2.unpack_from(buf, pos)
     pos += 28
-    o.voter_directory_id = uuid_from_bytes(_u1)
-    o.unknown_tagged_fields = None
+    o0.voter_directory_id = _UUIDS.get(_u1_0) or uuid_from_bytes(_u1_0)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_BeginQuorumEpochRequest_TopicData_0(o: _BeginQuorumEpochRequest_TopicData, out: bytearray, v: int) -> None:
@@ -331,47 +341,70 @@ def _w_BeginQuorumEpochRequest_TopicData_1(o: _BeginQuorumEpochRequest_TopicData
         out.append(0)
 
 
-def _r_BeginQuorumEpochRequest_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_TopicData, int]:
-    o = _new(_BeginQuorumEpochRequest_TopicData)
-    o.topic_name, pos = r_str(buf, pos, False)
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_BeginQuorumEpochRequest_PartitionData_0
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_BeginQuorumEpochRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_TopicData, int]:
+    o0 = _new(_BeginQuorumEpochRequest_TopicData)
+    o0.topic_name, pos = r_str(buf, pos, False)
+    n0, pos = r_count(buf, pos, False)
+    a_TopicData_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_BeginQuorumEpochRequest_PartitionData)
+        (o1_PartitionData.partition_index,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_PartitionData.voter_directory_id = ZERO_UUID
+        (o1_PartitionData.leader_id, o1_PartitionData.leader_epoch,) = _S1.unpack_from(buf, pos)
+        pos += 8
+        o1_PartitionData.unknown_tagged_fields = None
+        a_TopicData_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_TopicData_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_BeginQuorumEpochRequest_TopicData_1(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_TopicData, int]:
-    o = _new(_BeginQuorumEpochRequest_TopicData)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_BeginQuorumEpochRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_TopicData, int]:
+    blen = len(buf)
+    o0 = _new(_BeginQuorumEpochRequest_TopicData)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.topic_name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_BeginQuorumEpochRequest_PartitionData_1
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.topic_name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicData_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_BeginQuorumEpochRequest_PartitionData)
+        (o1_PartitionData.partition_index, _u1_1, o1_PartitionData.leader_id, o1_PartitionData.leader_epoch,) = _S2.unpack_from(buf, pos)
+        pos += 28
+        o1_PartitionData.voter_directory_id = _UUIDS.get(_u1_1) or uuid_from_bytes(_u1_1)
+        o1_PartitionData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_PartitionData.unknown_tagged_fields is None:
+                    o1_PartitionData.unknown_tagged_fields = []
+                o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_TopicData_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_TopicData_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_BeginQuorumEpochRequest_0(o: _BeginQuorumEpochRequest, out: bytearray, v: int) -> None:
@@ -399,58 +432,144 @@ def _w_BeginQuorumEpochRequest_1(o: _BeginQuorumEpochRequest, out: bytearray, v:
         out.append(0)
 
 
-def _r_BeginQuorumEpochRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest, int]:
-    o = _new(_BeginQuorumEpochRequest)
-    o.cluster_id, pos = r_str(buf, pos, True)
-    o.voter_id = -1
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_BeginQuorumEpochRequest_TopicData_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.leader_endpoints = []
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_BeginQuorumEpochRequest_0(buf: bytes, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest, int]:
+    o0 = _new(_BeginQuorumEpochRequest)
+    o0.cluster_id, pos = r_str(buf, pos, True)
+    o0.voter_id = -1
+    n0, pos = r_count(buf, pos, False)
+    a_BeginQuorumEpochRequest_topics_0 = []
+    for _ in range(n0):
+        o1_TopicData = _new(_BeginQuorumEpochRequest_TopicData)
+        o1_TopicData.topic_name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_TopicData_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_BeginQuorumEpochRequest_PartitionData)
+            (o2_PartitionData.partition_index,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_PartitionData.voter_directory_id = ZERO_UUID
+            (o2_PartitionData.leader_id, o2_PartitionData.leader_epoch,) = _S1.unpack_from(buf, pos)
+            pos += 8
+            o2_PartitionData.unknown_tagged_fields = None
+            a_TopicData_partitions_1.append(o2_PartitionData)
+        o1_TopicData.partitions = a_TopicData_partitions_1
+        o1_TopicData.unknown_tagged_fields = None
+        a_BeginQuorumEpochRequest_topics_0.append(o1_TopicData)
+    o0.topics = a_BeginQuorumEpochRequest_topics_0
+    o0.leader_endpoints = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_BeginQuorumEpochRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest, int]:
-    o = _new(_BeginQuorumEpochRequest)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_BeginQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest, int]:
+    blen = len(buf)
+    o0 = _new(_BeginQuorumEpochRequest)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.cluster_id, pos = r_cstr(buf, pos, True)
-    (o.voter_id,) = I32.unpack_from(buf, pos)
+        o0.cluster_id, pos = r_cstr(buf, pos, True)
+    (o0.voter_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_BeginQuorumEpochRequest_TopicData_1
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    n, pos = r_ccount(buf, pos, False)
-    a_leader_endpoints = []
-    r_leader_endpoints = _r_BeginQuorumEpochRequest_LeaderEndpoint_1
-    for _ in range(n):
-        e_leader_endpoints, pos = r_leader_endpoints(buf, pos, v)
-        a_leader_endpoints.append(e_leader_endpoints)
-    o.leader_endpoints = a_leader_endpoints
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_BeginQuorumEpochRequest_topics_0 = []
+    for _ in range(n0):
+        o1_TopicData = _new(_BeginQuorumEpochRequest_TopicData)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicData_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_BeginQuorumEpochRequest_PartitionData)
+            (o2_PartitionData.partition_index, _u1_2, o2_PartitionData.leader_id, o2_PartitionData.leader_epoch,) = _S2.unpack_from(buf, pos)
+            pos += 28
+            o2_PartitionData.voter_directory_id = _UUIDS.get(_u1_2) or uuid_from_bytes(_u1_2)
+            o2_PartitionData.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_PartitionData.unknown_tagged_fields is None:
+                        o2_PartitionData.unknown_tagged_fields = []
+                    o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_TopicData_partitions_1.append(o2_PartitionData)
+        o1_TopicData.partitions = a_TopicData_partitions_1
+        o1_TopicData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicData.unknown_tagged_fields is None:
+                    o1_TopicData.unknown_tagged_fields = []
+                o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_BeginQuorumEpochRequest_topics_0.append(o1_TopicData)
+    o0.topics = a_BeginQuorumEpochRequest_topics_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_BeginQuorumEpochRequest_leader_endpoints_0 = []
+    for _ in range(n0):
+        o1_LeaderEndpoint = _new(_BeginQuorumEpochRequest_LeaderEndpoint)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_LeaderEndpoint.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_LeaderEndpoint.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_LeaderEndpoint.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_LeaderEndpoint.host, pos = r_cstr(buf, pos, False)
+        (o1_LeaderEndpoint.port,) = U16.unpack_from(buf, pos)
+        pos += 2
+        o1_LeaderEndpoint.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_LeaderEndpoint.unknown_tagged_fields is None:
+                    o1_LeaderEndpoint.unknown_tagged_fields = []
+                o1_LeaderEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_BeginQuorumEpochRequest_leader_endpoints_0.append(o1_LeaderEndpoint)
+    o0.leader_endpoints = a_BeginQuorumEpochRequest_leader_endpoints_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_BeginQuorumEpochRequest = (_w_BeginQuorumEpochRequest_0, _w_BeginQuorumEpochRequest_1, )
 _R_BeginQuorumEpochRequest = (_r_BeginQuorumEpochRequest_0, _r_BeginQuorumEpochRequest_1, )

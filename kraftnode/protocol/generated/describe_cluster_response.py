@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -133,9 +138,9 @@ class _DescribeClusterResponse(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -146,18 +151,22 @@ class _DescribeClusterResponse(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DescribeClusterResponse:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"DescribeClusterResponse v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[DescribeClusterResponse, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[DescribeClusterResponse, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 1:
             raise DecodeError(f"DescribeClusterResponse has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_DescribeClusterResponse[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_DescribeClusterResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -183,36 +192,37 @@ def _w_DescribeClusterResponse_DescribeClusterBroker_0(o: _DescribeClusterRespon
         out.append(0)
 
 
-def _r_DescribeClusterResponse_DescribeClusterBroker_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeClusterResponse_DescribeClusterBroker, int]:
-    o = _new(_DescribeClusterResponse_DescribeClusterBroker)
-    (o.broker_id,) = I32.unpack_from(buf, pos)
+def _r_DescribeClusterResponse_DescribeClusterBroker_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeClusterResponse_DescribeClusterBroker, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeClusterResponse_DescribeClusterBroker)
+    (o0.broker_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = I32.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port,) = I32.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.rack = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.rack, pos = r_cstr(buf, pos, True)
-    o.unknown_tagged_fields = None
+        o0.rack, pos = r_cstr(buf, pos, True)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_DescribeClusterResponse_0(o: _DescribeClusterResponse, out: bytearray, v: int) -> None:
@@ -250,89 +260,151 @@ def _w_DescribeClusterResponse_1(o: _DescribeClusterResponse, out: bytearray, v:
         out.append(0)
 
 
-def _r_DescribeClusterResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeClusterResponse, int]:
-    o = _new(_DescribeClusterResponse)
-    (o.throttle_time_ms, o.error_code,) = _S0.unpack_from(buf, pos)
+def _r_DescribeClusterResponse_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeClusterResponse, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeClusterResponse)
+    (o0.throttle_time_ms, o0.error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.error_message = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.error_message, pos = r_cstr(buf, pos, True)
-    o.endpoint_type = 1
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+        o0.error_message, pos = r_cstr(buf, pos, True)
+    o0.endpoint_type = 1
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.cluster_id, pos = r_cstr(buf, pos, False)
-    (o.controller_id,) = I32.unpack_from(buf, pos)
+        o0.cluster_id, pos = r_cstr(buf, pos, False)
+    (o0.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_brokers = []
-    r_brokers = _r_DescribeClusterResponse_DescribeClusterBroker_0
-    for _ in range(n):
-        e_brokers, pos = r_brokers(buf, pos, v)
-        a_brokers.append(e_brokers)
-    o.brokers = a_brokers
-    (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_DescribeClusterResponse_brokers_0 = []
+    for _ in range(n0):
+        o1_DescribeClusterBroker = _new(_DescribeClusterResponse_DescribeClusterBroker)
+        (o1_DescribeClusterBroker.broker_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_DescribeClusterBroker.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_DescribeClusterBroker.host, pos = r_cstr(buf, pos, False)
+        (o1_DescribeClusterBroker.port,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_DescribeClusterBroker.rack = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_DescribeClusterBroker.rack, pos = r_cstr(buf, pos, True)
+        o1_DescribeClusterBroker.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_DescribeClusterBroker.unknown_tagged_fields is None:
+                    o1_DescribeClusterBroker.unknown_tagged_fields = []
+                o1_DescribeClusterBroker.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_DescribeClusterResponse_brokers_0.append(o1_DescribeClusterBroker)
+    o0.brokers = a_DescribeClusterResponse_brokers_0
+    (o0.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_DescribeClusterResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeClusterResponse, int]:
-    o = _new(_DescribeClusterResponse)
-    (o.throttle_time_ms, o.error_code,) = _S0.unpack_from(buf, pos)
+def _r_DescribeClusterResponse_1(buf: bytes, pos: int, v: int) -> tuple[_DescribeClusterResponse, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeClusterResponse)
+    (o0.throttle_time_ms, o0.error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.error_message = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.error_message, pos = r_cstr(buf, pos, True)
-    (o.endpoint_type,) = I8.unpack_from(buf, pos)
+        o0.error_message, pos = r_cstr(buf, pos, True)
+    (o0.endpoint_type,) = I8.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.cluster_id, pos = r_cstr(buf, pos, False)
-    (o.controller_id,) = I32.unpack_from(buf, pos)
+        o0.cluster_id, pos = r_cstr(buf, pos, False)
+    (o0.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_brokers = []
-    r_brokers = _r_DescribeClusterResponse_DescribeClusterBroker_0
-    for _ in range(n):
-        e_brokers, pos = r_brokers(buf, pos, v)
-        a_brokers.append(e_brokers)
-    o.brokers = a_brokers
-    (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_DescribeClusterResponse_brokers_0 = []
+    for _ in range(n0):
+        o1_DescribeClusterBroker = _new(_DescribeClusterResponse_DescribeClusterBroker)
+        (o1_DescribeClusterBroker.broker_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_DescribeClusterBroker.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_DescribeClusterBroker.host, pos = r_cstr(buf, pos, False)
+        (o1_DescribeClusterBroker.port,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_DescribeClusterBroker.rack = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_DescribeClusterBroker.rack, pos = r_cstr(buf, pos, True)
+        o1_DescribeClusterBroker.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_DescribeClusterBroker.unknown_tagged_fields is None:
+                    o1_DescribeClusterBroker.unknown_tagged_fields = []
+                o1_DescribeClusterBroker.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_DescribeClusterResponse_brokers_0.append(o1_DescribeClusterBroker)
+    o0.brokers = a_DescribeClusterResponse_brokers_0
+    (o0.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_DescribeClusterResponse = (_w_DescribeClusterResponse_0, _w_DescribeClusterResponse_1, )
 _R_DescribeClusterResponse = (_r_DescribeClusterResponse_0, _r_DescribeClusterResponse_1, )

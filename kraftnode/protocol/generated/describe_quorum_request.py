@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -123,9 +128,9 @@ class _DescribeQuorumRequest(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -136,18 +141,22 @@ class _DescribeQuorumRequest(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DescribeQuorumRequest:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"DescribeQuorumRequest v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[DescribeQuorumRequest, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[DescribeQuorumRequest, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 2:
             raise DecodeError(f"DescribeQuorumRequest has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_DescribeQuorumRequest[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_DescribeQuorumRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -172,22 +181,22 @@ def _w_DescribeQuorumRequest_PartitionData_0(o: _DescribeQuorumRequest_Partition
         out.append(0)
 
 
-def _r_DescribeQuorumRequest_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumRequest_PartitionData, int]:
-    o = _new(_DescribeQuorumRequest_PartitionData)
-    (o.partition_index,) = I32.unpack_from(buf, pos)
+def _r_DescribeQuorumRequest_PartitionData_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumRequest_PartitionData, int]:
+    o0 = _new(_DescribeQuorumRequest_PartitionData)
+    (o0.partition_index,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_DescribeQuorumRequest_TopicData_0(o: _DescribeQuorumRequest_TopicData, out: bytearray, v: int) -> None:
@@ -202,33 +211,50 @@ def _w_DescribeQuorumRequest_TopicData_0(o: _DescribeQuorumRequest_TopicData, ou
         out.append(0)
 
 
-def _r_DescribeQuorumRequest_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumRequest_TopicData, int]:
-    o = _new(_DescribeQuorumRequest_TopicData)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_DescribeQuorumRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumRequest_TopicData, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeQuorumRequest_TopicData)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.topic_name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_DescribeQuorumRequest_PartitionData_0
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.topic_name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicData_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_DescribeQuorumRequest_PartitionData)
+        (o1_PartitionData.partition_index,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_PartitionData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_PartitionData.unknown_tagged_fields is None:
+                    o1_PartitionData.unknown_tagged_fields = []
+                o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_TopicData_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_TopicData_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_DescribeQuorumRequest_0(o: _DescribeQuorumRequest, out: bytearray, v: int) -> None:
@@ -242,27 +268,71 @@ def _w_DescribeQuorumRequest_0(o: _DescribeQuorumRequest, out: bytearray, v: int
         out.append(0)
 
 
-def _r_DescribeQuorumRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumRequest, int]:
-    o = _new(_DescribeQuorumRequest)
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_DescribeQuorumRequest_TopicData_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.unknown_tagged_fields = None
+def _r_DescribeQuorumRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumRequest, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeQuorumRequest)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_DescribeQuorumRequest_topics_0 = []
+    for _ in range(n0):
+        o1_TopicData = _new(_DescribeQuorumRequest_TopicData)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicData_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_DescribeQuorumRequest_PartitionData)
+            (o2_PartitionData.partition_index,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_PartitionData.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_PartitionData.unknown_tagged_fields is None:
+                        o2_PartitionData.unknown_tagged_fields = []
+                    o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_TopicData_partitions_1.append(o2_PartitionData)
+        o1_TopicData.partitions = a_TopicData_partitions_1
+        o1_TopicData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicData.unknown_tagged_fields is None:
+                    o1_TopicData.unknown_tagged_fields = []
+                o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_DescribeQuorumRequest_topics_0.append(o1_TopicData)
+    o0.topics = a_DescribeQuorumRequest_topics_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_DescribeQuorumRequest = (_w_DescribeQuorumRequest_0, _w_DescribeQuorumRequest_0, _w_DescribeQuorumRequest_0, )
 _R_DescribeQuorumRequest = (_r_DescribeQuorumRequest_0, _r_DescribeQuorumRequest_0, _r_DescribeQuorumRequest_0, )

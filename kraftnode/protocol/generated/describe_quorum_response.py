@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -235,9 +240,9 @@ class _DescribeQuorumResponse(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -248,18 +253,22 @@ class _DescribeQuorumResponse(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DescribeQuorumResponse:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"DescribeQuorumResponse v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[DescribeQuorumResponse, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[DescribeQuorumResponse, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 2:
             raise DecodeError(f"DescribeQuorumResponse has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_DescribeQuorumResponse[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_DescribeQuorumResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -305,53 +314,54 @@ def _w_DescribeQuorumResponse_Listener_1(o: _DescribeQuorumResponse_Listener, ou
         out.append(0)
 
 
-def _r_DescribeQuorumResponse_Listener_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Listener, int]:
-    o = _new(_DescribeQuorumResponse_Listener)
-    o.name = ''
-    o.host = ''
-    o.port = 0
-    o.unknown_tagged_fields = None
+def _r_DescribeQuorumResponse_Listener_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Listener, int]:
+    o0 = _new(_DescribeQuorumResponse_Listener)
+    o0.name = ''
+    o0.host = ''
+    o0.port = 0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_DescribeQuorumResponse_Listener_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Listener, int]:
-    o = _new(_DescribeQuorumResponse_Listener)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_DescribeQuorumResponse_Listener_1(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Listener, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeQuorumResponse_Listener)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = U16.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port,) = U16.unpack_from(buf, pos)
     pos += 2
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_DescribeQuorumResponse_Node_0(o: _DescribeQuorumResponse_Node, out: bytearray, v: int) -> None:
@@ -377,47 +387,76 @@ def _w_DescribeQuorumResponse_Node_1(o: _DescribeQuorumResponse_Node, out: bytea
         out.append(0)
 
 
-def _r_DescribeQuorumResponse_Node_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Node, int]:
-    o = _new(_DescribeQuorumResponse_Node)
-    o.node_id = 0
-    o.listeners = []
-    o.unknown_tagged_fields = None
+def _r_DescribeQuorumResponse_Node_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Node, int]:
+    o0 = _new(_DescribeQuorumResponse_Node)
+    o0.node_id = 0
+    o0.listeners = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_DescribeQuorumResponse_Node_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Node, int]:
-    o = _new(_DescribeQuorumResponse_Node)
-    (o.node_id,) = I32.unpack_from(buf, pos)
+def _r_DescribeQuorumResponse_Node_1(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse_Node, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeQuorumResponse_Node)
+    (o0.node_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_listeners = []
-    r_listeners = _r_DescribeQuorumResponse_Listener_1
-    for _ in range(n):
-        e_listeners, pos = r_listeners(buf, pos, v)
-        a_listeners.append(e_listeners)
-    o.listeners = a_listeners
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_Node_listeners_0 = []
+    for _ in range(n0):
+        o1_Listener = _new(_DescribeQuorumResponse_Listener)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_Listener.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_Listener.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_Listener.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_Listener.host, pos = r_cstr(buf, pos, False)
+        (o1_Listener.port,) = U16.unpack_from(buf, pos)
+        pos += 2
+        o1_Listener.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_Listener.unknown_tagged_fields is None:
+                    o1_Listener.unknown_tagged_fields = []
+                o1_Listener.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_Node_listeners_0.append(o1_Listener)
+    o0.listeners = a_Node_listeners_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_DescribeQuorumResponse_ReplicaState_0(o: _DescribeQuorumResponse_ReplicaState, out: bytearray, v: int) -> None:
@@ -448,67 +487,67 @@ def _w_DescribeQuorumResponse_ReplicaState_2(o: _DescribeQuorumResponse_ReplicaS
         out.append(0)
 
 
-def _r_DescribeQuorumResponse_ReplicaState_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_ReplicaState, int]:
-    o = _new(_DescribeQuorumResponse_ReplicaState)
-    (o.replica_id,) = I32.unpack_from(buf, pos)
+def _r_DescribeQuorumResponse_ReplicaState_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse_ReplicaState, int]:
+    o0 = _new(_DescribeQuorumResponse_ReplicaState)
+    (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.replica_directory_id = ZERO_UUID
-    (o.log_end_offset,) = I64.unpack_from(buf, pos)
+    o0.replica_directory_id = ZERO_UUID
+    (o0.log_end_offset,) = I64.unpack_from(buf, pos)
     pos += 8
-    o.last_fetch_timestamp = -1
-    o.last_caught_up_timestamp = -1
-    o.unknown_tagged_fields = None
+    o0.last_fetch_timestamp = -1
+    o0.last_caught_up_timestamp = -1
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_DescribeQuorumResponse_ReplicaState_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_ReplicaState, int]:
-    o = _new(_DescribeQuorumResponse_ReplicaState)
-    (o.replica_id,) = I32.unpack_from(buf, pos)
+def _r_DescribeQuorumResponse_ReplicaState_1(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse_ReplicaState, int]:
+    o0 = _new(_DescribeQuorumResponse_ReplicaState)
+    (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.replica_directory_id = ZERO_UUID
-    (o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp,) = _S2.unpack_from(buf, pos)
+    o0.replica_directory_id = ZERO_UUID
+    (o0.log_end_offset, o0.last_fetch_timestamp, o0.last_caught_up_timestamp,) = _S2.unpack_from(buf, pos)
     pos += 24
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_DescribeQuorumResponse_ReplicaState_2(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_ReplicaState, int]:
-    o = _new(_DescribeQuorumResponse_ReplicaState)
-    (o.replica_id, _u1, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp,) = _S3.unpack_from(buf, pos)
+def _r_DescribeQuorumResponse_ReplicaState_2(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse_ReplicaState, int]:
+    o0 = _new(_DescribeQuorumResponse_ReplicaState)
+    (o0.replica_id, _u1_0, o0.log_end_offset, o0.last_fetch_timestamp, o0.last_caught_up_timestamp,) = _S3.unpack_from(buf, pos)
     pos += 44
-    o.replica_directory_id = uuid_from_bytes(_u1)
-    o.unknown_tagged_fields = None
+    o0.replica_directory_id = _UUIDS.get(_u1_0) or uuid_from_bytes(_u1_0)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_DescribeQuorumResponse_PartitionData_0(o: _DescribeQuorumResponse_PartitionData, out: bytearray, v: int) -> None:
@@ -561,114 +600,231 @@ def _w_DescribeQuorumResponse_PartitionData_2(o: _DescribeQuorumResponse_Partiti
         out.append(0)
 
 
-def _r_DescribeQuorumResponse_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_PartitionData, int]:
-    o = _new(_DescribeQuorumResponse_PartitionData)
-    (o.partition_index, o.error_code,) = _S5.unpack_from(buf, pos)
+def _r_DescribeQuorumResponse_PartitionData_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse_PartitionData, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeQuorumResponse_PartitionData)
+    (o0.partition_index, o0.error_code,) = _S5.unpack_from(buf, pos)
     pos += 6
-    o.error_message = ''
-    (o.leader_id, o.leader_epoch, o.high_watermark,) = _S6.unpack_from(buf, pos)
+    o0.error_message = ''
+    (o0.leader_id, o0.leader_epoch, o0.high_watermark,) = _S6.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_ccount(buf, pos, False)
-    a_current_voters = []
-    r_current_voters = _r_DescribeQuorumResponse_ReplicaState_0
-    for _ in range(n):
-        e_current_voters, pos = r_current_voters(buf, pos, v)
-        a_current_voters.append(e_current_voters)
-    o.current_voters = a_current_voters
-    n, pos = r_ccount(buf, pos, False)
-    a_observers = []
-    r_observers = _r_DescribeQuorumResponse_ReplicaState_0
-    for _ in range(n):
-        e_observers, pos = r_observers(buf, pos, v)
-        a_observers.append(e_observers)
-    o.observers = a_observers
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_PartitionData_current_voters_0 = []
+    for _ in range(n0):
+        o1_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+        (o1_ReplicaState.replica_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_ReplicaState.replica_directory_id = ZERO_UUID
+        (o1_ReplicaState.log_end_offset,) = I64.unpack_from(buf, pos)
+        pos += 8
+        o1_ReplicaState.last_fetch_timestamp = -1
+        o1_ReplicaState.last_caught_up_timestamp = -1
+        o1_ReplicaState.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ReplicaState.unknown_tagged_fields is None:
+                    o1_ReplicaState.unknown_tagged_fields = []
+                o1_ReplicaState.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_PartitionData_current_voters_0.append(o1_ReplicaState)
+    o0.current_voters = a_PartitionData_current_voters_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_PartitionData_observers_0 = []
+    for _ in range(n0):
+        o1_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+        (o1_ReplicaState.replica_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_ReplicaState.replica_directory_id = ZERO_UUID
+        (o1_ReplicaState.log_end_offset,) = I64.unpack_from(buf, pos)
+        pos += 8
+        o1_ReplicaState.last_fetch_timestamp = -1
+        o1_ReplicaState.last_caught_up_timestamp = -1
+        o1_ReplicaState.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ReplicaState.unknown_tagged_fields is None:
+                    o1_ReplicaState.unknown_tagged_fields = []
+                o1_ReplicaState.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_PartitionData_observers_0.append(o1_ReplicaState)
+    o0.observers = a_PartitionData_observers_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_DescribeQuorumResponse_PartitionData_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_PartitionData, int]:
-    o = _new(_DescribeQuorumResponse_PartitionData)
-    (o.partition_index, o.error_code,) = _S5.unpack_from(buf, pos)
+def _r_DescribeQuorumResponse_PartitionData_1(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse_PartitionData, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeQuorumResponse_PartitionData)
+    (o0.partition_index, o0.error_code,) = _S5.unpack_from(buf, pos)
     pos += 6
-    o.error_message = ''
-    (o.leader_id, o.leader_epoch, o.high_watermark,) = _S6.unpack_from(buf, pos)
+    o0.error_message = ''
+    (o0.leader_id, o0.leader_epoch, o0.high_watermark,) = _S6.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_ccount(buf, pos, False)
-    a_current_voters = []
-    r_current_voters = _r_DescribeQuorumResponse_ReplicaState_1
-    for _ in range(n):
-        e_current_voters, pos = r_current_voters(buf, pos, v)
-        a_current_voters.append(e_current_voters)
-    o.current_voters = a_current_voters
-    n, pos = r_ccount(buf, pos, False)
-    a_observers = []
-    r_observers = _r_DescribeQuorumResponse_ReplicaState_1
-    for _ in range(n):
-        e_observers, pos = r_observers(buf, pos, v)
-        a_observers.append(e_observers)
-    o.observers = a_observers
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_PartitionData_current_voters_0 = []
+    for _ in range(n0):
+        o1_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+        (o1_ReplicaState.replica_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_ReplicaState.replica_directory_id = ZERO_UUID
+        (o1_ReplicaState.log_end_offset, o1_ReplicaState.last_fetch_timestamp, o1_ReplicaState.last_caught_up_timestamp,) = _S2.unpack_from(buf, pos)
+        pos += 24
+        o1_ReplicaState.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ReplicaState.unknown_tagged_fields is None:
+                    o1_ReplicaState.unknown_tagged_fields = []
+                o1_ReplicaState.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_PartitionData_current_voters_0.append(o1_ReplicaState)
+    o0.current_voters = a_PartitionData_current_voters_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_PartitionData_observers_0 = []
+    for _ in range(n0):
+        o1_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+        (o1_ReplicaState.replica_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_ReplicaState.replica_directory_id = ZERO_UUID
+        (o1_ReplicaState.log_end_offset, o1_ReplicaState.last_fetch_timestamp, o1_ReplicaState.last_caught_up_timestamp,) = _S2.unpack_from(buf, pos)
+        pos += 24
+        o1_ReplicaState.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ReplicaState.unknown_tagged_fields is None:
+                    o1_ReplicaState.unknown_tagged_fields = []
+                o1_ReplicaState.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_PartitionData_observers_0.append(o1_ReplicaState)
+    o0.observers = a_PartitionData_observers_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_DescribeQuorumResponse_PartitionData_2(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_PartitionData, int]:
-    o = _new(_DescribeQuorumResponse_PartitionData)
-    (o.partition_index, o.error_code,) = _S5.unpack_from(buf, pos)
+def _r_DescribeQuorumResponse_PartitionData_2(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse_PartitionData, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeQuorumResponse_PartitionData)
+    (o0.partition_index, o0.error_code,) = _S5.unpack_from(buf, pos)
     pos += 6
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.error_message = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.error_message, pos = r_cstr(buf, pos, True)
-    (o.leader_id, o.leader_epoch, o.high_watermark,) = _S6.unpack_from(buf, pos)
+        o0.error_message, pos = r_cstr(buf, pos, True)
+    (o0.leader_id, o0.leader_epoch, o0.high_watermark,) = _S6.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_ccount(buf, pos, False)
-    a_current_voters = []
-    r_current_voters = _r_DescribeQuorumResponse_ReplicaState_2
-    for _ in range(n):
-        e_current_voters, pos = r_current_voters(buf, pos, v)
-        a_current_voters.append(e_current_voters)
-    o.current_voters = a_current_voters
-    n, pos = r_ccount(buf, pos, False)
-    a_observers = []
-    r_observers = _r_DescribeQuorumResponse_ReplicaState_2
-    for _ in range(n):
-        e_observers, pos = r_observers(buf, pos, v)
-        a_observers.append(e_observers)
-    o.observers = a_observers
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_PartitionData_current_voters_0 = []
+    for _ in range(n0):
+        o1_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+        (o1_ReplicaState.replica_id, _u1_1, o1_ReplicaState.log_end_offset, o1_ReplicaState.last_fetch_timestamp, o1_ReplicaState.last_caught_up_timestamp,) = _S3.unpack_from(buf, pos)
+        pos += 44
+        o1_ReplicaState.replica_directory_id = _UUIDS.get(_u1_1) or uuid_from_bytes(_u1_1)
+        o1_ReplicaState.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ReplicaState.unknown_tagged_fields is None:
+                    o1_ReplicaState.unknown_tagged_fields = []
+                o1_ReplicaState.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_PartitionData_current_voters_0.append(o1_ReplicaState)
+    o0.current_voters = a_PartitionData_current_voters_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_PartitionData_observers_0 = []
+    for _ in range(n0):
+        o1_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+        (o1_ReplicaState.replica_id, _u1_1, o1_ReplicaState.log_end_offset, o1_ReplicaState.last_fetch_timestamp, o1_ReplicaState.last_caught_up_timestamp,) = _S3.unpack_from(buf, pos)
+        pos += 44
+        o1_ReplicaState.replica_directory_id = _UUIDS.get(_u1_1) or uuid_from_bytes(_u1_1)
+        o1_ReplicaState.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ReplicaState.unknown_tagged_fields is None:
+                    o1_ReplicaState.unknown_tagged_fields = []
+                o1_ReplicaState.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_PartitionData_observers_0.append(o1_ReplicaState)
+    o0.observers = a_PartitionData_observers_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_DescribeQuorumResponse_TopicData_0(o: _DescribeQuorumResponse_TopicData, out: bytearray, v: int) -> None:
@@ -707,91 +863,312 @@ def _w_DescribeQuorumResponse_TopicData_2(o: _DescribeQuorumResponse_TopicData, 
         out.append(0)
 
 
-def _r_DescribeQuorumResponse_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_TopicData, int]:
-    o = _new(_DescribeQuorumResponse_TopicData)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_DescribeQuorumResponse_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse_TopicData, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeQuorumResponse_TopicData)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.topic_name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_DescribeQuorumResponse_PartitionData_0
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.topic_name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicData_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_DescribeQuorumResponse_PartitionData)
+        (o1_PartitionData.partition_index, o1_PartitionData.error_code,) = _S5.unpack_from(buf, pos)
+        pos += 6
+        o1_PartitionData.error_message = ''
+        (o1_PartitionData.leader_id, o1_PartitionData.leader_epoch, o1_PartitionData.high_watermark,) = _S6.unpack_from(buf, pos)
+        pos += 16
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_PartitionData_current_voters_1 = []
+        for _ in range(n1):
+            o2_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+            (o2_ReplicaState.replica_id,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_ReplicaState.replica_directory_id = ZERO_UUID
+            (o2_ReplicaState.log_end_offset,) = I64.unpack_from(buf, pos)
+            pos += 8
+            o2_ReplicaState.last_fetch_timestamp = -1
+            o2_ReplicaState.last_caught_up_timestamp = -1
+            o2_ReplicaState.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_ReplicaState.unknown_tagged_fields is None:
+                        o2_ReplicaState.unknown_tagged_fields = []
+                    o2_ReplicaState.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_PartitionData_current_voters_1.append(o2_ReplicaState)
+        o1_PartitionData.current_voters = a_PartitionData_current_voters_1
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_PartitionData_observers_1 = []
+        for _ in range(n1):
+            o2_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+            (o2_ReplicaState.replica_id,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_ReplicaState.replica_directory_id = ZERO_UUID
+            (o2_ReplicaState.log_end_offset,) = I64.unpack_from(buf, pos)
+            pos += 8
+            o2_ReplicaState.last_fetch_timestamp = -1
+            o2_ReplicaState.last_caught_up_timestamp = -1
+            o2_ReplicaState.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_ReplicaState.unknown_tagged_fields is None:
+                        o2_ReplicaState.unknown_tagged_fields = []
+                    o2_ReplicaState.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_PartitionData_observers_1.append(o2_ReplicaState)
+        o1_PartitionData.observers = a_PartitionData_observers_1
+        o1_PartitionData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_PartitionData.unknown_tagged_fields is None:
+                    o1_PartitionData.unknown_tagged_fields = []
+                o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_TopicData_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_TopicData_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_DescribeQuorumResponse_TopicData_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_TopicData, int]:
-    o = _new(_DescribeQuorumResponse_TopicData)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_DescribeQuorumResponse_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse_TopicData, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeQuorumResponse_TopicData)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.topic_name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_DescribeQuorumResponse_PartitionData_1
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.topic_name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicData_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_DescribeQuorumResponse_PartitionData)
+        (o1_PartitionData.partition_index, o1_PartitionData.error_code,) = _S5.unpack_from(buf, pos)
+        pos += 6
+        o1_PartitionData.error_message = ''
+        (o1_PartitionData.leader_id, o1_PartitionData.leader_epoch, o1_PartitionData.high_watermark,) = _S6.unpack_from(buf, pos)
+        pos += 16
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_PartitionData_current_voters_1 = []
+        for _ in range(n1):
+            o2_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+            (o2_ReplicaState.replica_id,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_ReplicaState.replica_directory_id = ZERO_UUID
+            (o2_ReplicaState.log_end_offset, o2_ReplicaState.last_fetch_timestamp, o2_ReplicaState.last_caught_up_timestamp,) = _S2.unpack_from(buf, pos)
+            pos += 24
+            o2_ReplicaState.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_ReplicaState.unknown_tagged_fields is None:
+                        o2_ReplicaState.unknown_tagged_fields = []
+                    o2_ReplicaState.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_PartitionData_current_voters_1.append(o2_ReplicaState)
+        o1_PartitionData.current_voters = a_PartitionData_current_voters_1
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_PartitionData_observers_1 = []
+        for _ in range(n1):
+            o2_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+            (o2_ReplicaState.replica_id,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_ReplicaState.replica_directory_id = ZERO_UUID
+            (o2_ReplicaState.log_end_offset, o2_ReplicaState.last_fetch_timestamp, o2_ReplicaState.last_caught_up_timestamp,) = _S2.unpack_from(buf, pos)
+            pos += 24
+            o2_ReplicaState.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_ReplicaState.unknown_tagged_fields is None:
+                        o2_ReplicaState.unknown_tagged_fields = []
+                    o2_ReplicaState.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_PartitionData_observers_1.append(o2_ReplicaState)
+        o1_PartitionData.observers = a_PartitionData_observers_1
+        o1_PartitionData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_PartitionData.unknown_tagged_fields is None:
+                    o1_PartitionData.unknown_tagged_fields = []
+                o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_TopicData_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_TopicData_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_DescribeQuorumResponse_TopicData_2(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse_TopicData, int]:
-    o = _new(_DescribeQuorumResponse_TopicData)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_DescribeQuorumResponse_TopicData_2(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse_TopicData, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeQuorumResponse_TopicData)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.topic_name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_DescribeQuorumResponse_PartitionData_2
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.topic_name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicData_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_DescribeQuorumResponse_PartitionData)
+        (o1_PartitionData.partition_index, o1_PartitionData.error_code,) = _S5.unpack_from(buf, pos)
+        pos += 6
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_PartitionData.error_message = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_PartitionData.error_message, pos = r_cstr(buf, pos, True)
+        (o1_PartitionData.leader_id, o1_PartitionData.leader_epoch, o1_PartitionData.high_watermark,) = _S6.unpack_from(buf, pos)
+        pos += 16
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_PartitionData_current_voters_1 = []
+        for _ in range(n1):
+            o2_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+            (o2_ReplicaState.replica_id, _u1_2, o2_ReplicaState.log_end_offset, o2_ReplicaState.last_fetch_timestamp, o2_ReplicaState.last_caught_up_timestamp,) = _S3.unpack_from(buf, pos)
+            pos += 44
+            o2_ReplicaState.replica_directory_id = _UUIDS.get(_u1_2) or uuid_from_bytes(_u1_2)
+            o2_ReplicaState.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_ReplicaState.unknown_tagged_fields is None:
+                        o2_ReplicaState.unknown_tagged_fields = []
+                    o2_ReplicaState.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_PartitionData_current_voters_1.append(o2_ReplicaState)
+        o1_PartitionData.current_voters = a_PartitionData_current_voters_1
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_PartitionData_observers_1 = []
+        for _ in range(n1):
+            o2_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+            (o2_ReplicaState.replica_id, _u1_2, o2_ReplicaState.log_end_offset, o2_ReplicaState.last_fetch_timestamp, o2_ReplicaState.last_caught_up_timestamp,) = _S3.unpack_from(buf, pos)
+            pos += 44
+            o2_ReplicaState.replica_directory_id = _UUIDS.get(_u1_2) or uuid_from_bytes(_u1_2)
+            o2_ReplicaState.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_ReplicaState.unknown_tagged_fields is None:
+                        o2_ReplicaState.unknown_tagged_fields = []
+                    o2_ReplicaState.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_PartitionData_observers_1.append(o2_ReplicaState)
+        o1_PartitionData.observers = a_PartitionData_observers_1
+        o1_PartitionData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_PartitionData.unknown_tagged_fields is None:
+                    o1_PartitionData.unknown_tagged_fields = []
+                o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_TopicData_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_TopicData_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_DescribeQuorumResponse_0(o: _DescribeQuorumResponse, out: bytearray, v: int) -> None:
@@ -839,96 +1216,449 @@ def _w_DescribeQuorumResponse_2(o: _DescribeQuorumResponse, out: bytearray, v: i
         out.append(0)
 
 
-def _r_DescribeQuorumResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse, int]:
-    o = _new(_DescribeQuorumResponse)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_DescribeQuorumResponse_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeQuorumResponse)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    o.error_message = ''
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_DescribeQuorumResponse_TopicData_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.nodes = []
-    o.unknown_tagged_fields = None
+    o0.error_message = ''
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_DescribeQuorumResponse_topics_0 = []
+    for _ in range(n0):
+        o1_TopicData = _new(_DescribeQuorumResponse_TopicData)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicData_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_DescribeQuorumResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code,) = _S5.unpack_from(buf, pos)
+            pos += 6
+            o2_PartitionData.error_message = ''
+            (o2_PartitionData.leader_id, o2_PartitionData.leader_epoch, o2_PartitionData.high_watermark,) = _S6.unpack_from(buf, pos)
+            pos += 16
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            a_PartitionData_current_voters_2 = []
+            for _ in range(n2):
+                o3_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+                (o3_ReplicaState.replica_id,) = I32.unpack_from(buf, pos)
+                pos += 4
+                o3_ReplicaState.replica_directory_id = ZERO_UUID
+                (o3_ReplicaState.log_end_offset,) = I64.unpack_from(buf, pos)
+                pos += 8
+                o3_ReplicaState.last_fetch_timestamp = -1
+                o3_ReplicaState.last_caught_up_timestamp = -1
+                o3_ReplicaState.unknown_tagged_fields = None
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    ntags3, pos = read_uvarint(buf, pos)
+                    for _ in range(ntags3):
+                        tag3, end3, pos = r_tag_header(buf, pos)
+                        if o3_ReplicaState.unknown_tagged_fields is None:
+                            o3_ReplicaState.unknown_tagged_fields = []
+                        o3_ReplicaState.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
+                        pos = end3
+                a_PartitionData_current_voters_2.append(o3_ReplicaState)
+            o2_PartitionData.current_voters = a_PartitionData_current_voters_2
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            a_PartitionData_observers_2 = []
+            for _ in range(n2):
+                o3_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+                (o3_ReplicaState.replica_id,) = I32.unpack_from(buf, pos)
+                pos += 4
+                o3_ReplicaState.replica_directory_id = ZERO_UUID
+                (o3_ReplicaState.log_end_offset,) = I64.unpack_from(buf, pos)
+                pos += 8
+                o3_ReplicaState.last_fetch_timestamp = -1
+                o3_ReplicaState.last_caught_up_timestamp = -1
+                o3_ReplicaState.unknown_tagged_fields = None
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    ntags3, pos = read_uvarint(buf, pos)
+                    for _ in range(ntags3):
+                        tag3, end3, pos = r_tag_header(buf, pos)
+                        if o3_ReplicaState.unknown_tagged_fields is None:
+                            o3_ReplicaState.unknown_tagged_fields = []
+                        o3_ReplicaState.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
+                        pos = end3
+                a_PartitionData_observers_2.append(o3_ReplicaState)
+            o2_PartitionData.observers = a_PartitionData_observers_2
+            o2_PartitionData.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_PartitionData.unknown_tagged_fields is None:
+                        o2_PartitionData.unknown_tagged_fields = []
+                    o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_TopicData_partitions_1.append(o2_PartitionData)
+        o1_TopicData.partitions = a_TopicData_partitions_1
+        o1_TopicData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicData.unknown_tagged_fields is None:
+                    o1_TopicData.unknown_tagged_fields = []
+                o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_DescribeQuorumResponse_topics_0.append(o1_TopicData)
+    o0.topics = a_DescribeQuorumResponse_topics_0
+    o0.nodes = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_DescribeQuorumResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse, int]:
-    o = _new(_DescribeQuorumResponse)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_DescribeQuorumResponse_1(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeQuorumResponse)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    o.error_message = ''
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_DescribeQuorumResponse_TopicData_1
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.nodes = []
-    o.unknown_tagged_fields = None
+    o0.error_message = ''
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_DescribeQuorumResponse_topics_0 = []
+    for _ in range(n0):
+        o1_TopicData = _new(_DescribeQuorumResponse_TopicData)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicData_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_DescribeQuorumResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code,) = _S5.unpack_from(buf, pos)
+            pos += 6
+            o2_PartitionData.error_message = ''
+            (o2_PartitionData.leader_id, o2_PartitionData.leader_epoch, o2_PartitionData.high_watermark,) = _S6.unpack_from(buf, pos)
+            pos += 16
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            a_PartitionData_current_voters_2 = []
+            for _ in range(n2):
+                o3_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+                (o3_ReplicaState.replica_id,) = I32.unpack_from(buf, pos)
+                pos += 4
+                o3_ReplicaState.replica_directory_id = ZERO_UUID
+                (o3_ReplicaState.log_end_offset, o3_ReplicaState.last_fetch_timestamp, o3_ReplicaState.last_caught_up_timestamp,) = _S2.unpack_from(buf, pos)
+                pos += 24
+                o3_ReplicaState.unknown_tagged_fields = None
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    ntags3, pos = read_uvarint(buf, pos)
+                    for _ in range(ntags3):
+                        tag3, end3, pos = r_tag_header(buf, pos)
+                        if o3_ReplicaState.unknown_tagged_fields is None:
+                            o3_ReplicaState.unknown_tagged_fields = []
+                        o3_ReplicaState.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
+                        pos = end3
+                a_PartitionData_current_voters_2.append(o3_ReplicaState)
+            o2_PartitionData.current_voters = a_PartitionData_current_voters_2
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            a_PartitionData_observers_2 = []
+            for _ in range(n2):
+                o3_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+                (o3_ReplicaState.replica_id,) = I32.unpack_from(buf, pos)
+                pos += 4
+                o3_ReplicaState.replica_directory_id = ZERO_UUID
+                (o3_ReplicaState.log_end_offset, o3_ReplicaState.last_fetch_timestamp, o3_ReplicaState.last_caught_up_timestamp,) = _S2.unpack_from(buf, pos)
+                pos += 24
+                o3_ReplicaState.unknown_tagged_fields = None
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    ntags3, pos = read_uvarint(buf, pos)
+                    for _ in range(ntags3):
+                        tag3, end3, pos = r_tag_header(buf, pos)
+                        if o3_ReplicaState.unknown_tagged_fields is None:
+                            o3_ReplicaState.unknown_tagged_fields = []
+                        o3_ReplicaState.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
+                        pos = end3
+                a_PartitionData_observers_2.append(o3_ReplicaState)
+            o2_PartitionData.observers = a_PartitionData_observers_2
+            o2_PartitionData.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_PartitionData.unknown_tagged_fields is None:
+                        o2_PartitionData.unknown_tagged_fields = []
+                    o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_TopicData_partitions_1.append(o2_PartitionData)
+        o1_TopicData.partitions = a_TopicData_partitions_1
+        o1_TopicData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicData.unknown_tagged_fields is None:
+                    o1_TopicData.unknown_tagged_fields = []
+                o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_DescribeQuorumResponse_topics_0.append(o1_TopicData)
+    o0.topics = a_DescribeQuorumResponse_topics_0
+    o0.nodes = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_DescribeQuorumResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_DescribeQuorumResponse, int]:
-    o = _new(_DescribeQuorumResponse)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_DescribeQuorumResponse_2(buf: bytes, pos: int, v: int) -> tuple[_DescribeQuorumResponse, int]:
+    blen = len(buf)
+    o0 = _new(_DescribeQuorumResponse)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.error_message = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.error_message, pos = r_cstr(buf, pos, True)
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_DescribeQuorumResponse_TopicData_2
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    n, pos = r_ccount(buf, pos, False)
-    a_nodes = []
-    r_nodes = _r_DescribeQuorumResponse_Node_1
-    for _ in range(n):
-        e_nodes, pos = r_nodes(buf, pos, v)
-        a_nodes.append(e_nodes)
-    o.nodes = a_nodes
-    o.unknown_tagged_fields = None
+        o0.error_message, pos = r_cstr(buf, pos, True)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_DescribeQuorumResponse_topics_0 = []
+    for _ in range(n0):
+        o1_TopicData = _new(_DescribeQuorumResponse_TopicData)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicData_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_DescribeQuorumResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code,) = _S5.unpack_from(buf, pos)
+            pos += 6
+            n2 = buf[pos]
+            if 0 < n2 < 0x80 and pos + n2 <= blen:
+                o2_PartitionData.error_message = buf[pos + 1:pos + n2].decode()
+                pos += n2
+            else:
+                o2_PartitionData.error_message, pos = r_cstr(buf, pos, True)
+            (o2_PartitionData.leader_id, o2_PartitionData.leader_epoch, o2_PartitionData.high_watermark,) = _S6.unpack_from(buf, pos)
+            pos += 16
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            a_PartitionData_current_voters_2 = []
+            for _ in range(n2):
+                o3_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+                (o3_ReplicaState.replica_id, _u1_3, o3_ReplicaState.log_end_offset, o3_ReplicaState.last_fetch_timestamp, o3_ReplicaState.last_caught_up_timestamp,) = _S3.unpack_from(buf, pos)
+                pos += 44
+                o3_ReplicaState.replica_directory_id = _UUIDS.get(_u1_3) or uuid_from_bytes(_u1_3)
+                o3_ReplicaState.unknown_tagged_fields = None
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    ntags3, pos = read_uvarint(buf, pos)
+                    for _ in range(ntags3):
+                        tag3, end3, pos = r_tag_header(buf, pos)
+                        if o3_ReplicaState.unknown_tagged_fields is None:
+                            o3_ReplicaState.unknown_tagged_fields = []
+                        o3_ReplicaState.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
+                        pos = end3
+                a_PartitionData_current_voters_2.append(o3_ReplicaState)
+            o2_PartitionData.current_voters = a_PartitionData_current_voters_2
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            a_PartitionData_observers_2 = []
+            for _ in range(n2):
+                o3_ReplicaState = _new(_DescribeQuorumResponse_ReplicaState)
+                (o3_ReplicaState.replica_id, _u1_3, o3_ReplicaState.log_end_offset, o3_ReplicaState.last_fetch_timestamp, o3_ReplicaState.last_caught_up_timestamp,) = _S3.unpack_from(buf, pos)
+                pos += 44
+                o3_ReplicaState.replica_directory_id = _UUIDS.get(_u1_3) or uuid_from_bytes(_u1_3)
+                o3_ReplicaState.unknown_tagged_fields = None
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    ntags3, pos = read_uvarint(buf, pos)
+                    for _ in range(ntags3):
+                        tag3, end3, pos = r_tag_header(buf, pos)
+                        if o3_ReplicaState.unknown_tagged_fields is None:
+                            o3_ReplicaState.unknown_tagged_fields = []
+                        o3_ReplicaState.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
+                        pos = end3
+                a_PartitionData_observers_2.append(o3_ReplicaState)
+            o2_PartitionData.observers = a_PartitionData_observers_2
+            o2_PartitionData.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_PartitionData.unknown_tagged_fields is None:
+                        o2_PartitionData.unknown_tagged_fields = []
+                    o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_TopicData_partitions_1.append(o2_PartitionData)
+        o1_TopicData.partitions = a_TopicData_partitions_1
+        o1_TopicData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicData.unknown_tagged_fields is None:
+                    o1_TopicData.unknown_tagged_fields = []
+                o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_DescribeQuorumResponse_topics_0.append(o1_TopicData)
+    o0.topics = a_DescribeQuorumResponse_topics_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_DescribeQuorumResponse_nodes_0 = []
+    for _ in range(n0):
+        o1_Node = _new(_DescribeQuorumResponse_Node)
+        (o1_Node.node_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_Node_listeners_1 = []
+        for _ in range(n1):
+            o2_Listener = _new(_DescribeQuorumResponse_Listener)
+            n2 = buf[pos]
+            if 0 < n2 < 0x80 and pos + n2 <= blen:
+                o2_Listener.name = buf[pos + 1:pos + n2].decode()
+                pos += n2
+            else:
+                o2_Listener.name, pos = r_cstr(buf, pos, False)
+            n2 = buf[pos]
+            if 0 < n2 < 0x80 and pos + n2 <= blen:
+                o2_Listener.host = buf[pos + 1:pos + n2].decode()
+                pos += n2
+            else:
+                o2_Listener.host, pos = r_cstr(buf, pos, False)
+            (o2_Listener.port,) = U16.unpack_from(buf, pos)
+            pos += 2
+            o2_Listener.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_Listener.unknown_tagged_fields is None:
+                        o2_Listener.unknown_tagged_fields = []
+                    o2_Listener.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_Node_listeners_1.append(o2_Listener)
+        o1_Node.listeners = a_Node_listeners_1
+        o1_Node.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_Node.unknown_tagged_fields is None:
+                    o1_Node.unknown_tagged_fields = []
+                o1_Node.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_DescribeQuorumResponse_nodes_0.append(o1_Node)
+    o0.nodes = a_DescribeQuorumResponse_nodes_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_DescribeQuorumResponse = (_w_DescribeQuorumResponse_0, _w_DescribeQuorumResponse_1, _w_DescribeQuorumResponse_2, )
 _R_DescribeQuorumResponse = (_r_DescribeQuorumResponse_0, _r_DescribeQuorumResponse_1, _r_DescribeQuorumResponse_2, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -188,9 +193,9 @@ class _EndQuorumEpochRequest(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -201,18 +206,22 @@ class _EndQuorumEpochRequest(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> EndQuorumEpochRequest:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"EndQuorumEpochRequest v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[EndQuorumEpochRequest, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[EndQuorumEpochRequest, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 1:
             raise DecodeError(f"EndQuorumEpochRequest has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_EndQuorumEpochRequest[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_EndQuorumEpochRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -252,43 +261,44 @@ def _w_EndQuorumEpochRequest_LeaderEndpoint_1(o: _EndQuorumEpochRequest_LeaderEn
         out.append(0)
 
 
-def _r_EndQuorumEpochRequest_LeaderEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_LeaderEndpoint, int]:
-    o = _new(_EndQuorumEpochRequest_LeaderEndpoint)
-    o.name = ''
-    o.host = ''
-    o.port = 0
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_EndQuorumEpochRequest_LeaderEndpoint_0(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_LeaderEndpoint, int]:
+    o0 = _new(_EndQuorumEpochRequest_LeaderEndpoint)
+    o0.name = ''
+    o0.host = ''
+    o0.port = 0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_EndQuorumEpochRequest_LeaderEndpoint_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_LeaderEndpoint, int]:
-    o = _new(_EndQuorumEpochRequest_LeaderEndpoint)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_EndQuorumEpochRequest_LeaderEndpoint_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_LeaderEndpoint, int]:
+    blen = len(buf)
+    o0 = _new(_EndQuorumEpochRequest_LeaderEndpoint)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = U16.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port,) = U16.unpack_from(buf, pos)
     pos += 2
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_EndQuorumEpochRequest_ReplicaInfo_0(o: _EndQuorumEpochRequest_ReplicaInfo, out: bytearray, v: int) -> None:
@@ -306,31 +316,31 @@ def _w_EndQuorumEpochRequest_ReplicaInfo_1(o: _EndQuorumEpochRequest_ReplicaInfo
         out.append(0)
 
 
-def _r_EndQuorumEpochRequest_ReplicaInfo_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_ReplicaInfo, int]:
-    o = _new(_EndQuorumEpochRequest_ReplicaInfo)
-    o.candidate_id = 0
-    o.candidate_directory_id = ZERO_UUID
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_EndQuorumEpochRequest_ReplicaInfo_0(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_ReplicaInfo, int]:
+    o0 = _new(_EndQuorumEpochRequest_ReplicaInfo)
+    o0.candidate_id = 0
+    o0.candidate_directory_id = ZERO_UUID
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_EndQuorumEpochRequest_ReplicaInfo_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_ReplicaInfo, int]:
-    o = _new(_EndQuorumEpochRequest_ReplicaInfo)
-    (o.candidate_id, _u1,) = _S0.unpack_from(buf, pos)
+def _r_EndQuorumEpochRequest_ReplicaInfo_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_ReplicaInfo, int]:
+    o0 = _new(_EndQuorumEpochRequest_ReplicaInfo)
+    (o0.candidate_id, _u1_0,) = _S0.unpack_from(buf, pos)
     pos += 20
-    o.candidate_directory_id = uuid_from_bytes(_u1)
-    o.unknown_tagged_fields = None
+    o0.candidate_directory_id = _UUIDS.get(_u1_0) or uuid_from_bytes(_u1_0)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_EndQuorumEpochRequest_PartitionData_0(o: _EndQuorumEpochRequest_PartitionData, out: bytearray, v: int) -> None:
@@ -351,42 +361,60 @@ def _w_EndQuorumEpochRequest_PartitionData_1(o: _EndQuorumEpochRequest_Partition
         out.append(0)
 
 
-def _r_EndQuorumEpochRequest_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_PartitionData, int]:
-    o = _new(_EndQuorumEpochRequest_PartitionData)
-    (o.partition_index, o.leader_id, o.leader_epoch,) = _S1.unpack_from(buf, pos)
+def _r_EndQuorumEpochRequest_PartitionData_0(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_PartitionData, int]:
+    o0 = _new(_EndQuorumEpochRequest_PartitionData)
+    (o0.partition_index, o0.leader_id, o0.leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 12
-    n, pos = r_count(buf, pos, False)
-    o.preferred_successors = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    o.preferred_candidates = []
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    o0.preferred_successors = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    o0.preferred_candidates = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_EndQuorumEpochRequest_PartitionData_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_PartitionData, int]:
-    o = _new(_EndQuorumEpochRequest_PartitionData)
-    (o.partition_index, o.leader_id, o.leader_epoch,) = _S1.unpack_from(buf, pos)
+def _r_EndQuorumEpochRequest_PartitionData_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_PartitionData, int]:
+    blen = len(buf)
+    o0 = _new(_EndQuorumEpochRequest_PartitionData)
+    (o0.partition_index, o0.leader_id, o0.leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 12
-    o.preferred_successors = []
-    n, pos = r_ccount(buf, pos, False)
-    a_preferred_candidates = []
-    r_preferred_candidates = _r_EndQuorumEpochRequest_ReplicaInfo_1
-    for _ in range(n):
-        e_preferred_candidates, pos = r_preferred_candidates(buf, pos, v)
-        a_preferred_candidates.append(e_preferred_candidates)
-    o.preferred_candidates = a_preferred_candidates
-    o.unknown_tagged_fields = None
+    o0.preferred_successors = []
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_PartitionData_preferred_candidates_0 = []
+    for _ in range(n0):
+        o1_ReplicaInfo = _new(_EndQuorumEpochRequest_ReplicaInfo)
+        (o1_ReplicaInfo.candidate_id, _u1_1,) = _S0.unpack_from(buf, pos)
+        pos += 20
+        o1_ReplicaInfo.candidate_directory_id = _UUIDS.get(_u1_1) or uuid_from_bytes(_u1_1)
+        o1_ReplicaInfo.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ReplicaInfo.unknown_tagged_fields is None:
+                    o1_ReplicaInfo.unknown_tagged_fields = []
+                o1_ReplicaInfo.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_PartitionData_preferred_candidates_0.append(o1_ReplicaInfo)
+    o0.preferred_candidates = a_PartitionData_preferred_candidates_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_EndQuorumEpochRequest_TopicData_0(o: _EndQuorumEpochRequest_TopicData, out: bytearray, v: int) -> None:
@@ -409,47 +437,95 @@ def _w_EndQuorumEpochRequest_TopicData_1(o: _EndQuorumEpochRequest_TopicData, ou
         out.append(0)
 
 
-def _r_EndQuorumEpochRequest_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_TopicData, int]:
-    o = _new(_EndQuorumEpochRequest_TopicData)
-    o.topic_name, pos = r_str(buf, pos, False)
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_EndQuorumEpochRequest_PartitionData_0
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_EndQuorumEpochRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_TopicData, int]:
+    o0 = _new(_EndQuorumEpochRequest_TopicData)
+    o0.topic_name, pos = r_str(buf, pos, False)
+    n0, pos = r_count(buf, pos, False)
+    a_TopicData_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_EndQuorumEpochRequest_PartitionData)
+        (o1_PartitionData.partition_index, o1_PartitionData.leader_id, o1_PartitionData.leader_epoch,) = _S1.unpack_from(buf, pos)
+        pos += 12
+        n1, pos = r_count(buf, pos, False)
+        o1_PartitionData.preferred_successors = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_PartitionData.preferred_candidates = []
+        o1_PartitionData.unknown_tagged_fields = None
+        a_TopicData_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_TopicData_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_EndQuorumEpochRequest_TopicData_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_TopicData, int]:
-    o = _new(_EndQuorumEpochRequest_TopicData)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_EndQuorumEpochRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_TopicData, int]:
+    blen = len(buf)
+    o0 = _new(_EndQuorumEpochRequest_TopicData)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.topic_name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_EndQuorumEpochRequest_PartitionData_1
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.topic_name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicData_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_EndQuorumEpochRequest_PartitionData)
+        (o1_PartitionData.partition_index, o1_PartitionData.leader_id, o1_PartitionData.leader_epoch,) = _S1.unpack_from(buf, pos)
+        pos += 12
+        o1_PartitionData.preferred_successors = []
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_PartitionData_preferred_candidates_1 = []
+        for _ in range(n1):
+            o2_ReplicaInfo = _new(_EndQuorumEpochRequest_ReplicaInfo)
+            (o2_ReplicaInfo.candidate_id, _u1_2,) = _S0.unpack_from(buf, pos)
+            pos += 20
+            o2_ReplicaInfo.candidate_directory_id = _UUIDS.get(_u1_2) or uuid_from_bytes(_u1_2)
+            o2_ReplicaInfo.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_ReplicaInfo.unknown_tagged_fields is None:
+                        o2_ReplicaInfo.unknown_tagged_fields = []
+                    o2_ReplicaInfo.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_PartitionData_preferred_candidates_1.append(o2_ReplicaInfo)
+        o1_PartitionData.preferred_candidates = a_PartitionData_preferred_candidates_1
+        o1_PartitionData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_PartitionData.unknown_tagged_fields is None:
+                    o1_PartitionData.unknown_tagged_fields = []
+                o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_TopicData_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_TopicData_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_EndQuorumEpochRequest_0(o: _EndQuorumEpochRequest, out: bytearray, v: int) -> None:
@@ -476,55 +552,166 @@ def _w_EndQuorumEpochRequest_1(o: _EndQuorumEpochRequest, out: bytearray, v: int
         out.append(0)
 
 
-def _r_EndQuorumEpochRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest, int]:
-    o = _new(_EndQuorumEpochRequest)
-    o.cluster_id, pos = r_str(buf, pos, True)
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_EndQuorumEpochRequest_TopicData_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.leader_endpoints = []
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_EndQuorumEpochRequest_0(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest, int]:
+    o0 = _new(_EndQuorumEpochRequest)
+    o0.cluster_id, pos = r_str(buf, pos, True)
+    n0, pos = r_count(buf, pos, False)
+    a_EndQuorumEpochRequest_topics_0 = []
+    for _ in range(n0):
+        o1_TopicData = _new(_EndQuorumEpochRequest_TopicData)
+        o1_TopicData.topic_name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_TopicData_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_EndQuorumEpochRequest_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.leader_id, o2_PartitionData.leader_epoch,) = _S1.unpack_from(buf, pos)
+            pos += 12
+            n2, pos = r_count(buf, pos, False)
+            o2_PartitionData.preferred_successors = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            o2_PartitionData.preferred_candidates = []
+            o2_PartitionData.unknown_tagged_fields = None
+            a_TopicData_partitions_1.append(o2_PartitionData)
+        o1_TopicData.partitions = a_TopicData_partitions_1
+        o1_TopicData.unknown_tagged_fields = None
+        a_EndQuorumEpochRequest_topics_0.append(o1_TopicData)
+    o0.topics = a_EndQuorumEpochRequest_topics_0
+    o0.leader_endpoints = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_EndQuorumEpochRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_EndQuorumEpochRequest, int]:
-    o = _new(_EndQuorumEpochRequest)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest, int]:
+    blen = len(buf)
+    o0 = _new(_EndQuorumEpochRequest)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.cluster_id, pos = r_cstr(buf, pos, True)
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_EndQuorumEpochRequest_TopicData_1
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    n, pos = r_ccount(buf, pos, False)
-    a_leader_endpoints = []
-    r_leader_endpoints = _r_EndQuorumEpochRequest_LeaderEndpoint_1
-    for _ in range(n):
-        e_leader_endpoints, pos = r_leader_endpoints(buf, pos, v)
-        a_leader_endpoints.append(e_leader_endpoints)
-    o.leader_endpoints = a_leader_endpoints
-    o.unknown_tagged_fields = None
+        o0.cluster_id, pos = r_cstr(buf, pos, True)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_EndQuorumEpochRequest_topics_0 = []
+    for _ in range(n0):
+        o1_TopicData = _new(_EndQuorumEpochRequest_TopicData)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicData_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_EndQuorumEpochRequest_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.leader_id, o2_PartitionData.leader_epoch,) = _S1.unpack_from(buf, pos)
+            pos += 12
+            o2_PartitionData.preferred_successors = []
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            a_PartitionData_preferred_candidates_2 = []
+            for _ in range(n2):
+                o3_ReplicaInfo = _new(_EndQuorumEpochRequest_ReplicaInfo)
+                (o3_ReplicaInfo.candidate_id, _u1_3,) = _S0.unpack_from(buf, pos)
+                pos += 20
+                o3_ReplicaInfo.candidate_directory_id = _UUIDS.get(_u1_3) or uuid_from_bytes(_u1_3)
+                o3_ReplicaInfo.unknown_tagged_fields = None
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    ntags3, pos = read_uvarint(buf, pos)
+                    for _ in range(ntags3):
+                        tag3, end3, pos = r_tag_header(buf, pos)
+                        if o3_ReplicaInfo.unknown_tagged_fields is None:
+                            o3_ReplicaInfo.unknown_tagged_fields = []
+                        o3_ReplicaInfo.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
+                        pos = end3
+                a_PartitionData_preferred_candidates_2.append(o3_ReplicaInfo)
+            o2_PartitionData.preferred_candidates = a_PartitionData_preferred_candidates_2
+            o2_PartitionData.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_PartitionData.unknown_tagged_fields is None:
+                        o2_PartitionData.unknown_tagged_fields = []
+                    o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_TopicData_partitions_1.append(o2_PartitionData)
+        o1_TopicData.partitions = a_TopicData_partitions_1
+        o1_TopicData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicData.unknown_tagged_fields is None:
+                    o1_TopicData.unknown_tagged_fields = []
+                o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_EndQuorumEpochRequest_topics_0.append(o1_TopicData)
+    o0.topics = a_EndQuorumEpochRequest_topics_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_EndQuorumEpochRequest_leader_endpoints_0 = []
+    for _ in range(n0):
+        o1_LeaderEndpoint = _new(_EndQuorumEpochRequest_LeaderEndpoint)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_LeaderEndpoint.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_LeaderEndpoint.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_LeaderEndpoint.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_LeaderEndpoint.host, pos = r_cstr(buf, pos, False)
+        (o1_LeaderEndpoint.port,) = U16.unpack_from(buf, pos)
+        pos += 2
+        o1_LeaderEndpoint.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_LeaderEndpoint.unknown_tagged_fields is None:
+                    o1_LeaderEndpoint.unknown_tagged_fields = []
+                o1_LeaderEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_EndQuorumEpochRequest_leader_endpoints_0.append(o1_LeaderEndpoint)
+    o0.leader_endpoints = a_EndQuorumEpochRequest_leader_endpoints_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_EndQuorumEpochRequest = (_w_EndQuorumEpochRequest_0, _w_EndQuorumEpochRequest_1, )
 _R_EndQuorumEpochRequest = (_r_EndQuorumEpochRequest_0, _r_EndQuorumEpochRequest_1, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -236,9 +241,9 @@ class _FetchRequest(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -249,18 +254,22 @@ class _FetchRequest(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FetchRequest:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"FetchRequest v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[FetchRequest, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[FetchRequest, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 17:
             raise DecodeError(f"FetchRequest has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_FetchRequest[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_FetchRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -312,71 +321,81 @@ def _w_FetchRequest_ForgottenTopic_3(o: _FetchRequest_ForgottenTopic, out: bytea
         out.append(0)
 
 
-def _r_FetchRequest_ForgottenTopic_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
-    o = _new(_FetchRequest_ForgottenTopic)
-    o.topic = ''
-    o.topic_id = ZERO_UUID
-    o.partitions = []
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchRequest_ForgottenTopic_0(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
+    o0 = _new(_FetchRequest_ForgottenTopic)
+    o0.topic = ''
+    o0.topic_id = ZERO_UUID
+    o0.partitions = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_ForgottenTopic_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
-    o = _new(_FetchRequest_ForgottenTopic)
-    o.topic, pos = r_str(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    n, pos = r_count(buf, pos, False)
-    o.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchRequest_ForgottenTopic_1(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
+    o0 = _new(_FetchRequest_ForgottenTopic)
+    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    n0, pos = r_count(buf, pos, False)
+    o0.partitions = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_ForgottenTopic_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
-    o = _new(_FetchRequest_ForgottenTopic)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.topic = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_FetchRequest_ForgottenTopic_2(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
+    blen = len(buf)
+    o0 = _new(_FetchRequest_ForgottenTopic)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.topic = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.topic, pos = r_cstr(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    n, pos = r_ccount(buf, pos, False)
-    o.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    o.unknown_tagged_fields = None
+        o0.topic, pos = r_cstr(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    o0.partitions = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_FetchRequest_ForgottenTopic_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
-    o = _new(_FetchRequest_ForgottenTopic)
-    o.topic = ''
-    o.topic_id, pos = r_uuid(buf, pos)
-    n, pos = r_ccount(buf, pos, False)
-    o.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    o.unknown_tagged_fields = None
+def _r_FetchRequest_ForgottenTopic_3(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
+    blen = len(buf)
+    o0 = _new(_FetchRequest_ForgottenTopic)
+    o0.topic = ''
+    o0.topic_id, pos = r_uuid(buf, pos)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    o0.partitions = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchRequest_FetchPartition_0(o: _FetchRequest_FetchPartition, out: bytearray, v: int) -> None:
@@ -418,90 +437,90 @@ def _w_FetchRequest_FetchPartition_4(o: _FetchRequest_FetchPartition, out: bytea
     w_tagged(out, tagged)
 
 
-def _r_FetchRequest_FetchPartition_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
-    o = _new(_FetchRequest_FetchPartition)
-    (o.partition,) = I32.unpack_from(buf, pos)
+def _r_FetchRequest_FetchPartition_0(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
+    o0 = _new(_FetchRequest_FetchPartition)
+    (o0.partition,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.current_leader_epoch = -1
-    (o.fetch_offset,) = I64.unpack_from(buf, pos)
+    o0.current_leader_epoch = -1
+    (o0.fetch_offset,) = I64.unpack_from(buf, pos)
     pos += 8
-    o.last_fetched_epoch = -1
-    o.log_start_offset = -1
-    (o.partition_max_bytes,) = I32.unpack_from(buf, pos)
+    o0.last_fetched_epoch = -1
+    o0.log_start_offset = -1
+    (o0.partition_max_bytes,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.replica_directory_id = ZERO_UUID
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.replica_directory_id = ZERO_UUID
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_FetchPartition_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
-    o = _new(_FetchRequest_FetchPartition)
-    (o.partition,) = I32.unpack_from(buf, pos)
+def _r_FetchRequest_FetchPartition_1(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
+    o0 = _new(_FetchRequest_FetchPartition)
+    (o0.partition,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.current_leader_epoch = -1
-    (o.fetch_offset,) = I64.unpack_from(buf, pos)
+    o0.current_leader_epoch = -1
+    (o0.fetch_offset,) = I64.unpack_from(buf, pos)
     pos += 8
-    o.last_fetched_epoch = -1
-    (o.log_start_offset, o.partition_max_bytes,) = _S2.unpack_from(buf, pos)
+    o0.last_fetched_epoch = -1
+    (o0.log_start_offset, o0.partition_max_bytes,) = _S2.unpack_from(buf, pos)
     pos += 12
-    o.replica_directory_id = ZERO_UUID
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.replica_directory_id = ZERO_UUID
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_FetchPartition_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
-    o = _new(_FetchRequest_FetchPartition)
-    (o.partition, o.current_leader_epoch, o.fetch_offset,) = _S4.unpack_from(buf, pos)
+def _r_FetchRequest_FetchPartition_2(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
+    o0 = _new(_FetchRequest_FetchPartition)
+    (o0.partition, o0.current_leader_epoch, o0.fetch_offset,) = _S4.unpack_from(buf, pos)
     pos += 16
-    o.last_fetched_epoch = -1
-    (o.log_start_offset, o.partition_max_bytes,) = _S2.unpack_from(buf, pos)
+    o0.last_fetched_epoch = -1
+    (o0.log_start_offset, o0.partition_max_bytes,) = _S2.unpack_from(buf, pos)
     pos += 12
-    o.replica_directory_id = ZERO_UUID
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.replica_directory_id = ZERO_UUID
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_FetchPartition_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
-    o = _new(_FetchRequest_FetchPartition)
-    (o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes,) = _S5.unpack_from(buf, pos)
+def _r_FetchRequest_FetchPartition_3(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
+    o0 = _new(_FetchRequest_FetchPartition)
+    (o0.partition, o0.current_leader_epoch, o0.fetch_offset, o0.last_fetched_epoch, o0.log_start_offset, o0.partition_max_bytes,) = _S5.unpack_from(buf, pos)
     pos += 32
-    o.replica_directory_id = ZERO_UUID
-    o.unknown_tagged_fields = None
+    o0.replica_directory_id = ZERO_UUID
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_FetchRequest_FetchPartition_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
-    o = _new(_FetchRequest_FetchPartition)
-    (o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes,) = _S5.unpack_from(buf, pos)
+def _r_FetchRequest_FetchPartition_4(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchPartition, int]:
+    o0 = _new(_FetchRequest_FetchPartition)
+    (o0.partition, o0.current_leader_epoch, o0.fetch_offset, o0.last_fetched_epoch, o0.log_start_offset, o0.partition_max_bytes,) = _S5.unpack_from(buf, pos)
     pos += 32
-    o.replica_directory_id = ZERO_UUID
-    o.unknown_tagged_fields = None
+    o0.replica_directory_id = ZERO_UUID
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                o.replica_directory_id, pos = r_uuid(buf, pos)
-                if pos != end:
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                o0.replica_directory_id, pos = r_uuid(buf, pos)
+                if pos != end0:
                     raise DecodeError('tagged field FetchRequest.FetchPartition.replica_directory_id has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 
 def _w_FetchRequest_FetchTopic_0(o: _FetchRequest_FetchTopic, out: bytearray, v: int) -> None:
@@ -564,129 +583,213 @@ def _w_FetchRequest_FetchTopic_5(o: _FetchRequest_FetchTopic, out: bytearray, v:
         out.append(0)
 
 
-def _r_FetchRequest_FetchTopic_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
-    o = _new(_FetchRequest_FetchTopic)
-    o.topic, pos = r_str(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchRequest_FetchPartition_0
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchRequest_FetchTopic_0(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
+    o0 = _new(_FetchRequest_FetchTopic)
+    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    n0, pos = r_count(buf, pos, False)
+    a_FetchTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_FetchPartition = _new(_FetchRequest_FetchPartition)
+        (o1_FetchPartition.partition,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_FetchPartition.current_leader_epoch = -1
+        (o1_FetchPartition.fetch_offset,) = I64.unpack_from(buf, pos)
+        pos += 8
+        o1_FetchPartition.last_fetched_epoch = -1
+        o1_FetchPartition.log_start_offset = -1
+        (o1_FetchPartition.partition_max_bytes,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_FetchPartition.replica_directory_id = ZERO_UUID
+        o1_FetchPartition.unknown_tagged_fields = None
+        a_FetchTopic_partitions_0.append(o1_FetchPartition)
+    o0.partitions = a_FetchTopic_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_FetchTopic_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
-    o = _new(_FetchRequest_FetchTopic)
-    o.topic, pos = r_str(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchRequest_FetchPartition_1
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchRequest_FetchTopic_1(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
+    o0 = _new(_FetchRequest_FetchTopic)
+    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    n0, pos = r_count(buf, pos, False)
+    a_FetchTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_FetchPartition = _new(_FetchRequest_FetchPartition)
+        (o1_FetchPartition.partition,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_FetchPartition.current_leader_epoch = -1
+        (o1_FetchPartition.fetch_offset,) = I64.unpack_from(buf, pos)
+        pos += 8
+        o1_FetchPartition.last_fetched_epoch = -1
+        (o1_FetchPartition.log_start_offset, o1_FetchPartition.partition_max_bytes,) = _S2.unpack_from(buf, pos)
+        pos += 12
+        o1_FetchPartition.replica_directory_id = ZERO_UUID
+        o1_FetchPartition.unknown_tagged_fields = None
+        a_FetchTopic_partitions_0.append(o1_FetchPartition)
+    o0.partitions = a_FetchTopic_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_FetchTopic_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
-    o = _new(_FetchRequest_FetchTopic)
-    o.topic, pos = r_str(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchRequest_FetchPartition_2
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchRequest_FetchTopic_2(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
+    o0 = _new(_FetchRequest_FetchTopic)
+    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    n0, pos = r_count(buf, pos, False)
+    a_FetchTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_FetchPartition = _new(_FetchRequest_FetchPartition)
+        (o1_FetchPartition.partition, o1_FetchPartition.current_leader_epoch, o1_FetchPartition.fetch_offset,) = _S4.unpack_from(buf, pos)
+        pos += 16
+        o1_FetchPartition.last_fetched_epoch = -1
+        (o1_FetchPartition.log_start_offset, o1_FetchPartition.partition_max_bytes,) = _S2.unpack_from(buf, pos)
+        pos += 12
+        o1_FetchPartition.replica_directory_id = ZERO_UUID
+        o1_FetchPartition.unknown_tagged_fields = None
+        a_FetchTopic_partitions_0.append(o1_FetchPartition)
+    o0.partitions = a_FetchTopic_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_FetchTopic_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
-    o = _new(_FetchRequest_FetchTopic)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.topic = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_FetchRequest_FetchTopic_3(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
+    blen = len(buf)
+    o0 = _new(_FetchRequest_FetchTopic)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.topic = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.topic, pos = r_cstr(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchRequest_FetchPartition_3
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.topic, pos = r_cstr(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_FetchPartition = _new(_FetchRequest_FetchPartition)
+        (o1_FetchPartition.partition, o1_FetchPartition.current_leader_epoch, o1_FetchPartition.fetch_offset, o1_FetchPartition.last_fetched_epoch, o1_FetchPartition.log_start_offset, o1_FetchPartition.partition_max_bytes,) = _S5.unpack_from(buf, pos)
+        pos += 32
+        o1_FetchPartition.replica_directory_id = ZERO_UUID
+        o1_FetchPartition.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_FetchPartition.unknown_tagged_fields is None:
+                    o1_FetchPartition.unknown_tagged_fields = []
+                o1_FetchPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchTopic_partitions_0.append(o1_FetchPartition)
+    o0.partitions = a_FetchTopic_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_FetchRequest_FetchTopic_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
-    o = _new(_FetchRequest_FetchTopic)
-    o.topic = ''
-    o.topic_id, pos = r_uuid(buf, pos)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchRequest_FetchPartition_3
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+def _r_FetchRequest_FetchTopic_4(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
+    blen = len(buf)
+    o0 = _new(_FetchRequest_FetchTopic)
+    o0.topic = ''
+    o0.topic_id, pos = r_uuid(buf, pos)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_FetchPartition = _new(_FetchRequest_FetchPartition)
+        (o1_FetchPartition.partition, o1_FetchPartition.current_leader_epoch, o1_FetchPartition.fetch_offset, o1_FetchPartition.last_fetched_epoch, o1_FetchPartition.log_start_offset, o1_FetchPartition.partition_max_bytes,) = _S5.unpack_from(buf, pos)
+        pos += 32
+        o1_FetchPartition.replica_directory_id = ZERO_UUID
+        o1_FetchPartition.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_FetchPartition.unknown_tagged_fields is None:
+                    o1_FetchPartition.unknown_tagged_fields = []
+                o1_FetchPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchTopic_partitions_0.append(o1_FetchPartition)
+    o0.partitions = a_FetchTopic_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_FetchRequest_FetchTopic_5(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
-    o = _new(_FetchRequest_FetchTopic)
-    o.topic = ''
-    o.topic_id, pos = r_uuid(buf, pos)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchRequest_FetchPartition_4
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+def _r_FetchRequest_FetchTopic_5(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
+    blen = len(buf)
+    o0 = _new(_FetchRequest_FetchTopic)
+    o0.topic = ''
+    o0.topic_id, pos = r_uuid(buf, pos)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_FetchPartition = _new(_FetchRequest_FetchPartition)
+        (o1_FetchPartition.partition, o1_FetchPartition.current_leader_epoch, o1_FetchPartition.fetch_offset, o1_FetchPartition.last_fetched_epoch, o1_FetchPartition.log_start_offset, o1_FetchPartition.partition_max_bytes,) = _S5.unpack_from(buf, pos)
+        pos += 32
+        o1_FetchPartition.replica_directory_id = ZERO_UUID
+        o1_FetchPartition.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if tag1 == 0:
+                    o1_FetchPartition.replica_directory_id, pos = r_uuid(buf, pos)
+                    if pos != end1:
+                        raise DecodeError('tagged field FetchRequest.FetchPartition.replica_directory_id has the wrong size')
+                else:
+                    if o1_FetchPartition.unknown_tagged_fields is None:
+                        o1_FetchPartition.unknown_tagged_fields = []
+                    o1_FetchPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
+        a_FetchTopic_partitions_0.append(o1_FetchPartition)
+    o0.partitions = a_FetchTopic_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchRequest_ReplicaState_0(o: _FetchRequest_ReplicaState, out: bytearray, v: int) -> None:
@@ -715,48 +818,48 @@ def _w_FetchRequest_ReplicaState_2(o: _FetchRequest_ReplicaState, out: bytearray
         out.append(0)
 
 
-def _r_FetchRequest_ReplicaState_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ReplicaState, int]:
-    o = _new(_FetchRequest_ReplicaState)
-    o.replica_id = -1
-    o.replica_epoch = -1
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchRequest_ReplicaState_0(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_ReplicaState, int]:
+    o0 = _new(_FetchRequest_ReplicaState)
+    o0.replica_id = -1
+    o0.replica_epoch = -1
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_ReplicaState_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ReplicaState, int]:
-    o = _new(_FetchRequest_ReplicaState)
-    o.replica_id = -1
-    o.replica_epoch = -1
-    o.unknown_tagged_fields = None
+def _r_FetchRequest_ReplicaState_1(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_ReplicaState, int]:
+    o0 = _new(_FetchRequest_ReplicaState)
+    o0.replica_id = -1
+    o0.replica_epoch = -1
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_FetchRequest_ReplicaState_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest_ReplicaState, int]:
-    o = _new(_FetchRequest_ReplicaState)
-    (o.replica_id, o.replica_epoch,) = _S6.unpack_from(buf, pos)
+def _r_FetchRequest_ReplicaState_2(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_ReplicaState, int]:
+    o0 = _new(_FetchRequest_ReplicaState)
+    (o0.replica_id, o0.replica_epoch,) = _S6.unpack_from(buf, pos)
     pos += 12
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchRequest_0(o: _FetchRequest, out: bytearray, v: int) -> None:
@@ -954,394 +1057,803 @@ def _w_FetchRequest_10(o: _FetchRequest, out: bytearray, v: int) -> None:
     w_tagged(out, tagged)
 
 
-def _r_FetchRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
-    o = _new(_FetchRequest)
-    o.cluster_id = None
-    (o.replica_id,) = I32.unpack_from(buf, pos)
+def _r_FetchRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o0 = _new(_FetchRequest)
+    o0.cluster_id = None
+    (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.replica_state = _FetchRequest_ReplicaState()
-    (o.max_wait_ms, o.min_bytes,) = _S8.unpack_from(buf, pos)
+    o0.replica_state = _FetchRequest_ReplicaState()
+    (o0.max_wait_ms, o0.min_bytes,) = _S8.unpack_from(buf, pos)
     pos += 8
-    o.max_bytes = 2147483647
-    o.isolation_level = 0
-    o.session_id = 0
-    o.session_epoch = -1
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchRequest_FetchTopic_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.forgotten_topics_data = []
-    o.rack_id = ''
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.max_bytes = 2147483647
+    o0.isolation_level = 0
+    o0.session_id = 0
+    o0.session_epoch = -1
+    n0, pos = r_count(buf, pos, False)
+    a_FetchRequest_topics_0 = []
+    for _ in range(n0):
+        o1_FetchTopic = _new(_FetchRequest_FetchTopic)
+        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        a_FetchTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_FetchPartition = _new(_FetchRequest_FetchPartition)
+            (o2_FetchPartition.partition,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_FetchPartition.current_leader_epoch = -1
+            (o2_FetchPartition.fetch_offset,) = I64.unpack_from(buf, pos)
+            pos += 8
+            o2_FetchPartition.last_fetched_epoch = -1
+            o2_FetchPartition.log_start_offset = -1
+            (o2_FetchPartition.partition_max_bytes,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_FetchPartition.replica_directory_id = ZERO_UUID
+            o2_FetchPartition.unknown_tagged_fields = None
+            a_FetchTopic_partitions_1.append(o2_FetchPartition)
+        o1_FetchTopic.partitions = a_FetchTopic_partitions_1
+        o1_FetchTopic.unknown_tagged_fields = None
+        a_FetchRequest_topics_0.append(o1_FetchTopic)
+    o0.topics = a_FetchRequest_topics_0
+    o0.forgotten_topics_data = []
+    o0.rack_id = ''
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
-    o = _new(_FetchRequest)
-    o.cluster_id = None
-    (o.replica_id,) = I32.unpack_from(buf, pos)
+def _r_FetchRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o0 = _new(_FetchRequest)
+    o0.cluster_id = None
+    (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.replica_state = _FetchRequest_ReplicaState()
-    (o.max_wait_ms, o.min_bytes, o.max_bytes,) = _S7.unpack_from(buf, pos)
+    o0.replica_state = _FetchRequest_ReplicaState()
+    (o0.max_wait_ms, o0.min_bytes, o0.max_bytes,) = _S7.unpack_from(buf, pos)
     pos += 12
-    o.isolation_level = 0
-    o.session_id = 0
-    o.session_epoch = -1
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchRequest_FetchTopic_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.forgotten_topics_data = []
-    o.rack_id = ''
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.isolation_level = 0
+    o0.session_id = 0
+    o0.session_epoch = -1
+    n0, pos = r_count(buf, pos, False)
+    a_FetchRequest_topics_0 = []
+    for _ in range(n0):
+        o1_FetchTopic = _new(_FetchRequest_FetchTopic)
+        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        a_FetchTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_FetchPartition = _new(_FetchRequest_FetchPartition)
+            (o2_FetchPartition.partition,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_FetchPartition.current_leader_epoch = -1
+            (o2_FetchPartition.fetch_offset,) = I64.unpack_from(buf, pos)
+            pos += 8
+            o2_FetchPartition.last_fetched_epoch = -1
+            o2_FetchPartition.log_start_offset = -1
+            (o2_FetchPartition.partition_max_bytes,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_FetchPartition.replica_directory_id = ZERO_UUID
+            o2_FetchPartition.unknown_tagged_fields = None
+            a_FetchTopic_partitions_1.append(o2_FetchPartition)
+        o1_FetchTopic.partitions = a_FetchTopic_partitions_1
+        o1_FetchTopic.unknown_tagged_fields = None
+        a_FetchRequest_topics_0.append(o1_FetchTopic)
+    o0.topics = a_FetchRequest_topics_0
+    o0.forgotten_topics_data = []
+    o0.rack_id = ''
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
-    o = _new(_FetchRequest)
-    o.cluster_id = None
-    (o.replica_id,) = I32.unpack_from(buf, pos)
+def _r_FetchRequest_2(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o0 = _new(_FetchRequest)
+    o0.cluster_id = None
+    (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.replica_state = _FetchRequest_ReplicaState()
-    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level,) = _S11.unpack_from(buf, pos)
+    o0.replica_state = _FetchRequest_ReplicaState()
+    (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level,) = _S11.unpack_from(buf, pos)
     pos += 13
-    o.session_id = 0
-    o.session_epoch = -1
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchRequest_FetchTopic_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.forgotten_topics_data = []
-    o.rack_id = ''
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.session_id = 0
+    o0.session_epoch = -1
+    n0, pos = r_count(buf, pos, False)
+    a_FetchRequest_topics_0 = []
+    for _ in range(n0):
+        o1_FetchTopic = _new(_FetchRequest_FetchTopic)
+        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        a_FetchTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_FetchPartition = _new(_FetchRequest_FetchPartition)
+            (o2_FetchPartition.partition,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_FetchPartition.current_leader_epoch = -1
+            (o2_FetchPartition.fetch_offset,) = I64.unpack_from(buf, pos)
+            pos += 8
+            o2_FetchPartition.last_fetched_epoch = -1
+            o2_FetchPartition.log_start_offset = -1
+            (o2_FetchPartition.partition_max_bytes,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_FetchPartition.replica_directory_id = ZERO_UUID
+            o2_FetchPartition.unknown_tagged_fields = None
+            a_FetchTopic_partitions_1.append(o2_FetchPartition)
+        o1_FetchTopic.partitions = a_FetchTopic_partitions_1
+        o1_FetchTopic.unknown_tagged_fields = None
+        a_FetchRequest_topics_0.append(o1_FetchTopic)
+    o0.topics = a_FetchRequest_topics_0
+    o0.forgotten_topics_data = []
+    o0.rack_id = ''
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
-    o = _new(_FetchRequest)
-    o.cluster_id = None
-    (o.replica_id,) = I32.unpack_from(buf, pos)
+def _r_FetchRequest_3(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o0 = _new(_FetchRequest)
+    o0.cluster_id = None
+    (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.replica_state = _FetchRequest_ReplicaState()
-    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level,) = _S11.unpack_from(buf, pos)
+    o0.replica_state = _FetchRequest_ReplicaState()
+    (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level,) = _S11.unpack_from(buf, pos)
     pos += 13
-    o.session_id = 0
-    o.session_epoch = -1
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchRequest_FetchTopic_1
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.forgotten_topics_data = []
-    o.rack_id = ''
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.session_id = 0
+    o0.session_epoch = -1
+    n0, pos = r_count(buf, pos, False)
+    a_FetchRequest_topics_0 = []
+    for _ in range(n0):
+        o1_FetchTopic = _new(_FetchRequest_FetchTopic)
+        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        a_FetchTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_FetchPartition = _new(_FetchRequest_FetchPartition)
+            (o2_FetchPartition.partition,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_FetchPartition.current_leader_epoch = -1
+            (o2_FetchPartition.fetch_offset,) = I64.unpack_from(buf, pos)
+            pos += 8
+            o2_FetchPartition.last_fetched_epoch = -1
+            (o2_FetchPartition.log_start_offset, o2_FetchPartition.partition_max_bytes,) = _S2.unpack_from(buf, pos)
+            pos += 12
+            o2_FetchPartition.replica_directory_id = ZERO_UUID
+            o2_FetchPartition.unknown_tagged_fields = None
+            a_FetchTopic_partitions_1.append(o2_FetchPartition)
+        o1_FetchTopic.partitions = a_FetchTopic_partitions_1
+        o1_FetchTopic.unknown_tagged_fields = None
+        a_FetchRequest_topics_0.append(o1_FetchTopic)
+    o0.topics = a_FetchRequest_topics_0
+    o0.forgotten_topics_data = []
+    o0.rack_id = ''
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
-    o = _new(_FetchRequest)
-    o.cluster_id = None
-    (o.replica_id,) = I32.unpack_from(buf, pos)
+def _r_FetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o0 = _new(_FetchRequest)
+    o0.cluster_id = None
+    (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.replica_state = _FetchRequest_ReplicaState()
-    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+    o0.replica_state = _FetchRequest_ReplicaState()
+    (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level, o0.session_id, o0.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchRequest_FetchTopic_1
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    n, pos = r_count(buf, pos, False)
-    a_forgotten_topics_data = []
-    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_1
-    for _ in range(n):
-        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
-        a_forgotten_topics_data.append(e_forgotten_topics_data)
-    o.forgotten_topics_data = a_forgotten_topics_data
-    o.rack_id = ''
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_FetchRequest_topics_0 = []
+    for _ in range(n0):
+        o1_FetchTopic = _new(_FetchRequest_FetchTopic)
+        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        a_FetchTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_FetchPartition = _new(_FetchRequest_FetchPartition)
+            (o2_FetchPartition.partition,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_FetchPartition.current_leader_epoch = -1
+            (o2_FetchPartition.fetch_offset,) = I64.unpack_from(buf, pos)
+            pos += 8
+            o2_FetchPartition.last_fetched_epoch = -1
+            (o2_FetchPartition.log_start_offset, o2_FetchPartition.partition_max_bytes,) = _S2.unpack_from(buf, pos)
+            pos += 12
+            o2_FetchPartition.replica_directory_id = ZERO_UUID
+            o2_FetchPartition.unknown_tagged_fields = None
+            a_FetchTopic_partitions_1.append(o2_FetchPartition)
+        o1_FetchTopic.partitions = a_FetchTopic_partitions_1
+        o1_FetchTopic.unknown_tagged_fields = None
+        a_FetchRequest_topics_0.append(o1_FetchTopic)
+    o0.topics = a_FetchRequest_topics_0
+    n0, pos = r_count(buf, pos, False)
+    a_FetchRequest_forgotten_topics_data_0 = []
+    for _ in range(n0):
+        o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
+        o1_ForgottenTopic.topic, pos = r_str(buf, pos, False)
+        o1_ForgottenTopic.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        o1_ForgottenTopic.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_ForgottenTopic.unknown_tagged_fields = None
+        a_FetchRequest_forgotten_topics_data_0.append(o1_ForgottenTopic)
+    o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
+    o0.rack_id = ''
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_5(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
-    o = _new(_FetchRequest)
-    o.cluster_id = None
-    (o.replica_id,) = I32.unpack_from(buf, pos)
+def _r_FetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o0 = _new(_FetchRequest)
+    o0.cluster_id = None
+    (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.replica_state = _FetchRequest_ReplicaState()
-    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+    o0.replica_state = _FetchRequest_ReplicaState()
+    (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level, o0.session_id, o0.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchRequest_FetchTopic_2
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    n, pos = r_count(buf, pos, False)
-    a_forgotten_topics_data = []
-    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_1
-    for _ in range(n):
-        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
-        a_forgotten_topics_data.append(e_forgotten_topics_data)
-    o.forgotten_topics_data = a_forgotten_topics_data
-    o.rack_id = ''
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_FetchRequest_topics_0 = []
+    for _ in range(n0):
+        o1_FetchTopic = _new(_FetchRequest_FetchTopic)
+        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        a_FetchTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_FetchPartition = _new(_FetchRequest_FetchPartition)
+            (o2_FetchPartition.partition, o2_FetchPartition.current_leader_epoch, o2_FetchPartition.fetch_offset,) = _S4.unpack_from(buf, pos)
+            pos += 16
+            o2_FetchPartition.last_fetched_epoch = -1
+            (o2_FetchPartition.log_start_offset, o2_FetchPartition.partition_max_bytes,) = _S2.unpack_from(buf, pos)
+            pos += 12
+            o2_FetchPartition.replica_directory_id = ZERO_UUID
+            o2_FetchPartition.unknown_tagged_fields = None
+            a_FetchTopic_partitions_1.append(o2_FetchPartition)
+        o1_FetchTopic.partitions = a_FetchTopic_partitions_1
+        o1_FetchTopic.unknown_tagged_fields = None
+        a_FetchRequest_topics_0.append(o1_FetchTopic)
+    o0.topics = a_FetchRequest_topics_0
+    n0, pos = r_count(buf, pos, False)
+    a_FetchRequest_forgotten_topics_data_0 = []
+    for _ in range(n0):
+        o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
+        o1_ForgottenTopic.topic, pos = r_str(buf, pos, False)
+        o1_ForgottenTopic.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        o1_ForgottenTopic.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_ForgottenTopic.unknown_tagged_fields = None
+        a_FetchRequest_forgotten_topics_data_0.append(o1_ForgottenTopic)
+    o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
+    o0.rack_id = ''
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_6(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
-    o = _new(_FetchRequest)
-    o.cluster_id = None
-    (o.replica_id,) = I32.unpack_from(buf, pos)
+def _r_FetchRequest_6(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    o0 = _new(_FetchRequest)
+    o0.cluster_id = None
+    (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.replica_state = _FetchRequest_ReplicaState()
-    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+    o0.replica_state = _FetchRequest_ReplicaState()
+    (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level, o0.session_id, o0.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchRequest_FetchTopic_2
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    n, pos = r_count(buf, pos, False)
-    a_forgotten_topics_data = []
-    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_1
-    for _ in range(n):
-        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
-        a_forgotten_topics_data.append(e_forgotten_topics_data)
-    o.forgotten_topics_data = a_forgotten_topics_data
-    o.rack_id, pos = r_str(buf, pos, False)
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_FetchRequest_topics_0 = []
+    for _ in range(n0):
+        o1_FetchTopic = _new(_FetchRequest_FetchTopic)
+        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        a_FetchTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_FetchPartition = _new(_FetchRequest_FetchPartition)
+            (o2_FetchPartition.partition, o2_FetchPartition.current_leader_epoch, o2_FetchPartition.fetch_offset,) = _S4.unpack_from(buf, pos)
+            pos += 16
+            o2_FetchPartition.last_fetched_epoch = -1
+            (o2_FetchPartition.log_start_offset, o2_FetchPartition.partition_max_bytes,) = _S2.unpack_from(buf, pos)
+            pos += 12
+            o2_FetchPartition.replica_directory_id = ZERO_UUID
+            o2_FetchPartition.unknown_tagged_fields = None
+            a_FetchTopic_partitions_1.append(o2_FetchPartition)
+        o1_FetchTopic.partitions = a_FetchTopic_partitions_1
+        o1_FetchTopic.unknown_tagged_fields = None
+        a_FetchRequest_topics_0.append(o1_FetchTopic)
+    o0.topics = a_FetchRequest_topics_0
+    n0, pos = r_count(buf, pos, False)
+    a_FetchRequest_forgotten_topics_data_0 = []
+    for _ in range(n0):
+        o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
+        o1_ForgottenTopic.topic, pos = r_str(buf, pos, False)
+        o1_ForgottenTopic.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        o1_ForgottenTopic.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_ForgottenTopic.unknown_tagged_fields = None
+        a_FetchRequest_forgotten_topics_data_0.append(o1_ForgottenTopic)
+    o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
+    o0.rack_id, pos = r_str(buf, pos, False)
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchRequest_7(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
-    o = _new(_FetchRequest)
-    o.cluster_id = None
-    (o.replica_id,) = I32.unpack_from(buf, pos)
+def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    blen = len(buf)
+    o0 = _new(_FetchRequest)
+    o0.cluster_id = None
+    (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.replica_state = _FetchRequest_ReplicaState()
-    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+    o0.replica_state = _FetchRequest_ReplicaState()
+    (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level, o0.session_id, o0.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchRequest_FetchTopic_3
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    n, pos = r_ccount(buf, pos, False)
-    a_forgotten_topics_data = []
-    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_2
-    for _ in range(n):
-        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
-        a_forgotten_topics_data.append(e_forgotten_topics_data)
-    o.forgotten_topics_data = a_forgotten_topics_data
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.rack_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.rack_id, pos = r_cstr(buf, pos, False)
-    o.unknown_tagged_fields = None
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchRequest_topics_0 = []
+    for _ in range(n0):
+        o1_FetchTopic = _new(_FetchRequest_FetchTopic)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_FetchTopic.topic = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_FetchTopic.topic, pos = r_cstr(buf, pos, False)
+        o1_FetchTopic.topic_id = ZERO_UUID
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_FetchTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_FetchPartition = _new(_FetchRequest_FetchPartition)
+            (o2_FetchPartition.partition, o2_FetchPartition.current_leader_epoch, o2_FetchPartition.fetch_offset, o2_FetchPartition.last_fetched_epoch, o2_FetchPartition.log_start_offset, o2_FetchPartition.partition_max_bytes,) = _S5.unpack_from(buf, pos)
+            pos += 32
+            o2_FetchPartition.replica_directory_id = ZERO_UUID
+            o2_FetchPartition.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_FetchPartition.unknown_tagged_fields is None:
+                        o2_FetchPartition.unknown_tagged_fields = []
+                    o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_FetchTopic_partitions_1.append(o2_FetchPartition)
+        o1_FetchTopic.partitions = a_FetchTopic_partitions_1
+        o1_FetchTopic.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_FetchTopic.unknown_tagged_fields is None:
+                    o1_FetchTopic.unknown_tagged_fields = []
+                o1_FetchTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchRequest_topics_0.append(o1_FetchTopic)
+    o0.topics = a_FetchRequest_topics_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchRequest_forgotten_topics_data_0 = []
+    for _ in range(n0):
+        o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_ForgottenTopic.topic = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_ForgottenTopic.topic, pos = r_cstr(buf, pos, False)
+        o1_ForgottenTopic.topic_id = ZERO_UUID
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        o1_ForgottenTopic.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_ForgottenTopic.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ForgottenTopic.unknown_tagged_fields is None:
+                    o1_ForgottenTopic.unknown_tagged_fields = []
+                o1_ForgottenTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchRequest_forgotten_topics_data_0.append(o1_ForgottenTopic)
+    o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.rack_id, pos = r_cstr(buf, pos, False)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n = buf[pos]
-                if 0 < n < 0x80 and pos + n <= len(buf):
-                    o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-                    pos += n
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos]
+                if 0 < n0 < 0x80 and pos + n0 <= blen:
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    pos += n0
                 else:
-                    o.cluster_id, pos = r_cstr(buf, pos, True)
-                if pos != end:
+                    o0.cluster_id, pos = r_cstr(buf, pos, True)
+                if pos != end0:
                     raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 
-def _r_FetchRequest_8(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
-    o = _new(_FetchRequest)
-    o.cluster_id = None
-    (o.replica_id,) = I32.unpack_from(buf, pos)
+def _r_FetchRequest_8(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    blen = len(buf)
+    o0 = _new(_FetchRequest)
+    o0.cluster_id = None
+    (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.replica_state = _FetchRequest_ReplicaState()
-    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+    o0.replica_state = _FetchRequest_ReplicaState()
+    (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level, o0.session_id, o0.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchRequest_FetchTopic_4
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    n, pos = r_ccount(buf, pos, False)
-    a_forgotten_topics_data = []
-    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_3
-    for _ in range(n):
-        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
-        a_forgotten_topics_data.append(e_forgotten_topics_data)
-    o.forgotten_topics_data = a_forgotten_topics_data
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.rack_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.rack_id, pos = r_cstr(buf, pos, False)
-    o.unknown_tagged_fields = None
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchRequest_topics_0 = []
+    for _ in range(n0):
+        o1_FetchTopic = _new(_FetchRequest_FetchTopic)
+        o1_FetchTopic.topic = ''
+        o1_FetchTopic.topic_id, pos = r_uuid(buf, pos)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_FetchTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_FetchPartition = _new(_FetchRequest_FetchPartition)
+            (o2_FetchPartition.partition, o2_FetchPartition.current_leader_epoch, o2_FetchPartition.fetch_offset, o2_FetchPartition.last_fetched_epoch, o2_FetchPartition.log_start_offset, o2_FetchPartition.partition_max_bytes,) = _S5.unpack_from(buf, pos)
+            pos += 32
+            o2_FetchPartition.replica_directory_id = ZERO_UUID
+            o2_FetchPartition.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_FetchPartition.unknown_tagged_fields is None:
+                        o2_FetchPartition.unknown_tagged_fields = []
+                    o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_FetchTopic_partitions_1.append(o2_FetchPartition)
+        o1_FetchTopic.partitions = a_FetchTopic_partitions_1
+        o1_FetchTopic.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_FetchTopic.unknown_tagged_fields is None:
+                    o1_FetchTopic.unknown_tagged_fields = []
+                o1_FetchTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchRequest_topics_0.append(o1_FetchTopic)
+    o0.topics = a_FetchRequest_topics_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchRequest_forgotten_topics_data_0 = []
+    for _ in range(n0):
+        o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
+        o1_ForgottenTopic.topic = ''
+        o1_ForgottenTopic.topic_id, pos = r_uuid(buf, pos)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        o1_ForgottenTopic.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_ForgottenTopic.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ForgottenTopic.unknown_tagged_fields is None:
+                    o1_ForgottenTopic.unknown_tagged_fields = []
+                o1_ForgottenTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchRequest_forgotten_topics_data_0.append(o1_ForgottenTopic)
+    o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.rack_id, pos = r_cstr(buf, pos, False)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n = buf[pos]
-                if 0 < n < 0x80 and pos + n <= len(buf):
-                    o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-                    pos += n
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos]
+                if 0 < n0 < 0x80 and pos + n0 <= blen:
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    pos += n0
                 else:
-                    o.cluster_id, pos = r_cstr(buf, pos, True)
-                if pos != end:
+                    o0.cluster_id, pos = r_cstr(buf, pos, True)
+                if pos != end0:
                     raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 
-def _r_FetchRequest_9(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
-    o = _new(_FetchRequest)
-    o.cluster_id = None
-    o.replica_id = -1
-    o.replica_state = _FetchRequest_ReplicaState()
-    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+def _r_FetchRequest_9(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    blen = len(buf)
+    o0 = _new(_FetchRequest)
+    o0.cluster_id = None
+    o0.replica_id = -1
+    o0.replica_state = _FetchRequest_ReplicaState()
+    (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level, o0.session_id, o0.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchRequest_FetchTopic_4
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    n, pos = r_ccount(buf, pos, False)
-    a_forgotten_topics_data = []
-    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_3
-    for _ in range(n):
-        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
-        a_forgotten_topics_data.append(e_forgotten_topics_data)
-    o.forgotten_topics_data = a_forgotten_topics_data
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.rack_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.rack_id, pos = r_cstr(buf, pos, False)
-    o.unknown_tagged_fields = None
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchRequest_topics_0 = []
+    for _ in range(n0):
+        o1_FetchTopic = _new(_FetchRequest_FetchTopic)
+        o1_FetchTopic.topic = ''
+        o1_FetchTopic.topic_id, pos = r_uuid(buf, pos)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_FetchTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_FetchPartition = _new(_FetchRequest_FetchPartition)
+            (o2_FetchPartition.partition, o2_FetchPartition.current_leader_epoch, o2_FetchPartition.fetch_offset, o2_FetchPartition.last_fetched_epoch, o2_FetchPartition.log_start_offset, o2_FetchPartition.partition_max_bytes,) = _S5.unpack_from(buf, pos)
+            pos += 32
+            o2_FetchPartition.replica_directory_id = ZERO_UUID
+            o2_FetchPartition.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_FetchPartition.unknown_tagged_fields is None:
+                        o2_FetchPartition.unknown_tagged_fields = []
+                    o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_FetchTopic_partitions_1.append(o2_FetchPartition)
+        o1_FetchTopic.partitions = a_FetchTopic_partitions_1
+        o1_FetchTopic.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_FetchTopic.unknown_tagged_fields is None:
+                    o1_FetchTopic.unknown_tagged_fields = []
+                o1_FetchTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchRequest_topics_0.append(o1_FetchTopic)
+    o0.topics = a_FetchRequest_topics_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchRequest_forgotten_topics_data_0 = []
+    for _ in range(n0):
+        o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
+        o1_ForgottenTopic.topic = ''
+        o1_ForgottenTopic.topic_id, pos = r_uuid(buf, pos)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        o1_ForgottenTopic.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_ForgottenTopic.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ForgottenTopic.unknown_tagged_fields is None:
+                    o1_ForgottenTopic.unknown_tagged_fields = []
+                o1_ForgottenTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchRequest_forgotten_topics_data_0.append(o1_ForgottenTopic)
+    o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.rack_id, pos = r_cstr(buf, pos, False)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n = buf[pos]
-                if 0 < n < 0x80 and pos + n <= len(buf):
-                    o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-                    pos += n
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos]
+                if 0 < n0 < 0x80 and pos + n0 <= blen:
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    pos += n0
                 else:
-                    o.cluster_id, pos = r_cstr(buf, pos, True)
-                if pos != end:
+                    o0.cluster_id, pos = r_cstr(buf, pos, True)
+                if pos != end0:
                     raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
-            elif tag == 1:
-                o.replica_state, pos = _r_FetchRequest_ReplicaState_2(buf, pos, v)
-                if pos != end:
+            elif tag0 == 1:
+                o0.replica_state, pos = _r_FetchRequest_ReplicaState_2(buf, pos, v)
+                if pos != end0:
                     raise DecodeError('tagged field FetchRequest.replica_state has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 
-def _r_FetchRequest_10(buf: memoryview, pos: int, v: int) -> tuple[_FetchRequest, int]:
-    o = _new(_FetchRequest)
-    o.cluster_id = None
-    o.replica_id = -1
-    o.replica_state = _FetchRequest_ReplicaState()
-    (o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch,) = _S13.unpack_from(buf, pos)
+def _r_FetchRequest_10(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]:
+    blen = len(buf)
+    o0 = _new(_FetchRequest)
+    o0.cluster_id = None
+    o0.replica_id = -1
+    o0.replica_state = _FetchRequest_ReplicaState()
+    (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level, o0.session_id, o0.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchRequest_FetchTopic_5
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    n, pos = r_ccount(buf, pos, False)
-    a_forgotten_topics_data = []
-    r_forgotten_topics_data = _r_FetchRequest_ForgottenTopic_3
-    for _ in range(n):
-        e_forgotten_topics_data, pos = r_forgotten_topics_data(buf, pos, v)
-        a_forgotten_topics_data.append(e_forgotten_topics_data)
-    o.forgotten_topics_data = a_forgotten_topics_data
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.rack_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.rack_id, pos = r_cstr(buf, pos, False)
-    o.unknown_tagged_fields = None
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchRequest_topics_0 = []
+    for _ in range(n0):
+        o1_FetchTopic = _new(_FetchRequest_FetchTopic)
+        o1_FetchTopic.topic = ''
+        o1_FetchTopic.topic_id, pos = r_uuid(buf, pos)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_FetchTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_FetchPartition = _new(_FetchRequest_FetchPartition)
+            (o2_FetchPartition.partition, o2_FetchPartition.current_leader_epoch, o2_FetchPartition.fetch_offset, o2_FetchPartition.last_fetched_epoch, o2_FetchPartition.log_start_offset, o2_FetchPartition.partition_max_bytes,) = _S5.unpack_from(buf, pos)
+            pos += 32
+            o2_FetchPartition.replica_directory_id = ZERO_UUID
+            o2_FetchPartition.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if tag2 == 0:
+                        o2_FetchPartition.replica_directory_id, pos = r_uuid(buf, pos)
+                        if pos != end2:
+                            raise DecodeError('tagged field FetchRequest.FetchPartition.replica_directory_id has the wrong size')
+                    else:
+                        if o2_FetchPartition.unknown_tagged_fields is None:
+                            o2_FetchPartition.unknown_tagged_fields = []
+                        o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
+            a_FetchTopic_partitions_1.append(o2_FetchPartition)
+        o1_FetchTopic.partitions = a_FetchTopic_partitions_1
+        o1_FetchTopic.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_FetchTopic.unknown_tagged_fields is None:
+                    o1_FetchTopic.unknown_tagged_fields = []
+                o1_FetchTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchRequest_topics_0.append(o1_FetchTopic)
+    o0.topics = a_FetchRequest_topics_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchRequest_forgotten_topics_data_0 = []
+    for _ in range(n0):
+        o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
+        o1_ForgottenTopic.topic = ''
+        o1_ForgottenTopic.topic_id, pos = r_uuid(buf, pos)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        o1_ForgottenTopic.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_ForgottenTopic.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ForgottenTopic.unknown_tagged_fields is None:
+                    o1_ForgottenTopic.unknown_tagged_fields = []
+                o1_ForgottenTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchRequest_forgotten_topics_data_0.append(o1_ForgottenTopic)
+    o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.rack_id, pos = r_cstr(buf, pos, False)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n = buf[pos]
-                if 0 < n < 0x80 and pos + n <= len(buf):
-                    o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-                    pos += n
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos]
+                if 0 < n0 < 0x80 and pos + n0 <= blen:
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    pos += n0
                 else:
-                    o.cluster_id, pos = r_cstr(buf, pos, True)
-                if pos != end:
+                    o0.cluster_id, pos = r_cstr(buf, pos, True)
+                if pos != end0:
                     raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
-            elif tag == 1:
-                o.replica_state, pos = _r_FetchRequest_ReplicaState_2(buf, pos, v)
-                if pos != end:
+            elif tag0 == 1:
+                o0.replica_state, pos = _r_FetchRequest_ReplicaState_2(buf, pos, v)
+                if pos != end0:
                     raise DecodeError('tagged field FetchRequest.replica_state has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 _W_FetchRequest = (_w_FetchRequest_0, _w_FetchRequest_0, _w_FetchRequest_0, _w_FetchRequest_1, _w_FetchRequest_2, _w_FetchRequest_3, _w_FetchRequest_3, _w_FetchRequest_4, _w_FetchRequest_4, _w_FetchRequest_5, _w_FetchRequest_5, _w_FetchRequest_6, _w_FetchRequest_7, _w_FetchRequest_8, _w_FetchRequest_8, _w_FetchRequest_9, _w_FetchRequest_9, _w_FetchRequest_10, )
 _R_FetchRequest = (_r_FetchRequest_0, _r_FetchRequest_0, _r_FetchRequest_0, _r_FetchRequest_1, _r_FetchRequest_2, _r_FetchRequest_3, _r_FetchRequest_3, _r_FetchRequest_4, _r_FetchRequest_4, _r_FetchRequest_5, _r_FetchRequest_5, _r_FetchRequest_6, _r_FetchRequest_7, _r_FetchRequest_8, _r_FetchRequest_8, _r_FetchRequest_9, _r_FetchRequest_9, _r_FetchRequest_10, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -287,9 +292,9 @@ class _FetchResponse(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -300,14 +305,15 @@ class _FetchResponse(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FetchResponse:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # records fields stay zero-copy views of the caller's buffer
+        buf: Buf = data if isinstance(data, memoryview) else memoryview(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"FetchResponse v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[FetchResponse, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[FetchResponse, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 17:
             raise DecodeError(f"FetchResponse has no version {version}")
@@ -375,66 +381,67 @@ def _w_FetchResponse_NodeEndpoint_2(o: _FetchResponse_NodeEndpoint, out: bytearr
         out.append(0)
 
 
-def _r_FetchResponse_NodeEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_NodeEndpoint, int]:
-    o = _new(_FetchResponse_NodeEndpoint)
-    o.node_id = 0
-    o.host = ''
-    o.port = 0
-    o.rack = None
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchResponse_NodeEndpoint_0(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_NodeEndpoint, int]:
+    o0 = _new(_FetchResponse_NodeEndpoint)
+    o0.node_id = 0
+    o0.host = ''
+    o0.port = 0
+    o0.rack = None
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_NodeEndpoint_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_NodeEndpoint, int]:
-    o = _new(_FetchResponse_NodeEndpoint)
-    o.node_id = 0
-    o.host = ''
-    o.port = 0
-    o.rack = None
-    o.unknown_tagged_fields = None
+def _r_FetchResponse_NodeEndpoint_1(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_NodeEndpoint, int]:
+    o0 = _new(_FetchResponse_NodeEndpoint)
+    o0.node_id = 0
+    o0.host = ''
+    o0.port = 0
+    o0.rack = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_FetchResponse_NodeEndpoint_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_NodeEndpoint, int]:
-    o = _new(_FetchResponse_NodeEndpoint)
-    (o.node_id,) = I32.unpack_from(buf, pos)
+def _r_FetchResponse_NodeEndpoint_2(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_NodeEndpoint, int]:
+    blen = len(buf)
+    o0 = _new(_FetchResponse_NodeEndpoint)
+    (o0.node_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = str(buf[pos + 1:pos + n0], 'utf-8')
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = I32.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port,) = I32.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.rack = str(buf[pos + 1:pos + n0], 'utf-8')
+        pos += n0
     else:
-        o.rack, pos = r_cstr(buf, pos, True)
-    o.unknown_tagged_fields = None
+        o0.rack, pos = r_cstr(buf, pos, True)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchResponse_AbortedTransaction_0(o: _FetchResponse_AbortedTransaction, out: bytearray, v: int) -> None:
@@ -456,38 +463,38 @@ def _w_FetchResponse_AbortedTransaction_2(o: _FetchResponse_AbortedTransaction, 
         out.append(0)
 
 
-def _r_FetchResponse_AbortedTransaction_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_AbortedTransaction, int]:
-    o = _new(_FetchResponse_AbortedTransaction)
-    o.producer_id = 0
-    o.first_offset = 0
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchResponse_AbortedTransaction_0(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_AbortedTransaction, int]:
+    o0 = _new(_FetchResponse_AbortedTransaction)
+    o0.producer_id = 0
+    o0.first_offset = 0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_AbortedTransaction_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_AbortedTransaction, int]:
-    o = _new(_FetchResponse_AbortedTransaction)
-    (o.producer_id, o.first_offset,) = _S0.unpack_from(buf, pos)
+def _r_FetchResponse_AbortedTransaction_1(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_AbortedTransaction, int]:
+    o0 = _new(_FetchResponse_AbortedTransaction)
+    (o0.producer_id, o0.first_offset,) = _S0.unpack_from(buf, pos)
     pos += 16
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_AbortedTransaction_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_AbortedTransaction, int]:
-    o = _new(_FetchResponse_AbortedTransaction)
-    (o.producer_id, o.first_offset,) = _S0.unpack_from(buf, pos)
+def _r_FetchResponse_AbortedTransaction_2(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_AbortedTransaction, int]:
+    o0 = _new(_FetchResponse_AbortedTransaction)
+    (o0.producer_id, o0.first_offset,) = _S0.unpack_from(buf, pos)
     pos += 16
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchResponse_SnapshotId_0(o: _FetchResponse_SnapshotId, out: bytearray, v: int) -> None:
@@ -502,30 +509,30 @@ def _w_FetchResponse_SnapshotId_1(o: _FetchResponse_SnapshotId, out: bytearray, 
         out.append(0)
 
 
-def _r_FetchResponse_SnapshotId_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_SnapshotId, int]:
-    o = _new(_FetchResponse_SnapshotId)
-    (o.end_offset, o.epoch,) = _S1.unpack_from(buf, pos)
+def _r_FetchResponse_SnapshotId_0(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_SnapshotId, int]:
+    o0 = _new(_FetchResponse_SnapshotId)
+    (o0.end_offset, o0.epoch,) = _S1.unpack_from(buf, pos)
     pos += 12
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_SnapshotId_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_SnapshotId, int]:
-    o = _new(_FetchResponse_SnapshotId)
-    (o.end_offset, o.epoch,) = _S1.unpack_from(buf, pos)
+def _r_FetchResponse_SnapshotId_1(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_SnapshotId, int]:
+    o0 = _new(_FetchResponse_SnapshotId)
+    (o0.end_offset, o0.epoch,) = _S1.unpack_from(buf, pos)
     pos += 12
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchResponse_LeaderIdAndEpoch_0(o: _FetchResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
@@ -543,30 +550,30 @@ def _w_FetchResponse_LeaderIdAndEpoch_1(o: _FetchResponse_LeaderIdAndEpoch, out:
         out.append(0)
 
 
-def _r_FetchResponse_LeaderIdAndEpoch_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_LeaderIdAndEpoch, int]:
-    o = _new(_FetchResponse_LeaderIdAndEpoch)
-    o.leader_id = -1
-    o.leader_epoch = -1
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchResponse_LeaderIdAndEpoch_0(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_LeaderIdAndEpoch, int]:
+    o0 = _new(_FetchResponse_LeaderIdAndEpoch)
+    o0.leader_id = -1
+    o0.leader_epoch = -1
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_LeaderIdAndEpoch_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_LeaderIdAndEpoch, int]:
-    o = _new(_FetchResponse_LeaderIdAndEpoch)
-    (o.leader_id, o.leader_epoch,) = _S2.unpack_from(buf, pos)
+def _r_FetchResponse_LeaderIdAndEpoch_1(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_LeaderIdAndEpoch, int]:
+    o0 = _new(_FetchResponse_LeaderIdAndEpoch)
+    (o0.leader_id, o0.leader_epoch,) = _S2.unpack_from(buf, pos)
     pos += 8
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchResponse_EpochEndOffset_0(o: _FetchResponse_EpochEndOffset, out: bytearray, v: int) -> None:
@@ -584,30 +591,30 @@ def _w_FetchResponse_EpochEndOffset_1(o: _FetchResponse_EpochEndOffset, out: byt
         out.append(0)
 
 
-def _r_FetchResponse_EpochEndOffset_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_EpochEndOffset, int]:
-    o = _new(_FetchResponse_EpochEndOffset)
-    o.epoch = -1
-    o.end_offset = -1
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchResponse_EpochEndOffset_0(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_EpochEndOffset, int]:
+    o0 = _new(_FetchResponse_EpochEndOffset)
+    o0.epoch = -1
+    o0.end_offset = -1
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_EpochEndOffset_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_EpochEndOffset, int]:
-    o = _new(_FetchResponse_EpochEndOffset)
-    (o.epoch, o.end_offset,) = _S3.unpack_from(buf, pos)
+def _r_FetchResponse_EpochEndOffset_1(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_EpochEndOffset, int]:
+    o0 = _new(_FetchResponse_EpochEndOffset)
+    (o0.epoch, o0.end_offset,) = _S3.unpack_from(buf, pos)
     pos += 12
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchResponse_PartitionData_0(o: _FetchResponse_PartitionData, out: bytearray, v: int) -> None:
@@ -704,138 +711,161 @@ def _w_FetchResponse_PartitionData_4(o: _FetchResponse_PartitionData, out: bytea
     w_tagged(out, tagged)
 
 
-def _r_FetchResponse_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
-    o = _new(_FetchResponse_PartitionData)
-    (o.partition_index, o.error_code, o.high_watermark,) = _S4.unpack_from(buf, pos)
+def _r_FetchResponse_PartitionData_0(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
+    o0 = _new(_FetchResponse_PartitionData)
+    (o0.partition_index, o0.error_code, o0.high_watermark,) = _S4.unpack_from(buf, pos)
     pos += 14
-    o.last_stable_offset = -1
-    o.log_start_offset = -1
-    o.diverging_epoch = _FetchResponse_EpochEndOffset()
-    o.current_leader = _FetchResponse_LeaderIdAndEpoch()
-    o.snapshot_id = _FetchResponse_SnapshotId()
-    o.aborted_transactions = []
-    o.preferred_read_replica = -1
-    o.records, pos = r_records(buf, pos, True)
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.last_stable_offset = -1
+    o0.log_start_offset = -1
+    o0.diverging_epoch = _FetchResponse_EpochEndOffset()
+    o0.current_leader = _FetchResponse_LeaderIdAndEpoch()
+    o0.snapshot_id = _FetchResponse_SnapshotId()
+    o0.aborted_transactions = []
+    o0.preferred_read_replica = -1
+    o0.records, pos = r_records(buf, pos, True)
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_PartitionData_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
-    o = _new(_FetchResponse_PartitionData)
-    (o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset,) = _S5.unpack_from(buf, pos)
+def _r_FetchResponse_PartitionData_1(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
+    o0 = _new(_FetchResponse_PartitionData)
+    (o0.partition_index, o0.error_code, o0.high_watermark, o0.last_stable_offset,) = _S5.unpack_from(buf, pos)
     pos += 22
-    o.log_start_offset = -1
-    o.diverging_epoch = _FetchResponse_EpochEndOffset()
-    o.current_leader = _FetchResponse_LeaderIdAndEpoch()
-    o.snapshot_id = _FetchResponse_SnapshotId()
-    n, pos = r_count(buf, pos, True)
-    if n < 0:
-        o.aborted_transactions = None
+    o0.log_start_offset = -1
+    o0.diverging_epoch = _FetchResponse_EpochEndOffset()
+    o0.current_leader = _FetchResponse_LeaderIdAndEpoch()
+    o0.snapshot_id = _FetchResponse_SnapshotId()
+    n0, pos = r_count(buf, pos, True)
+    if n0 < 0:
+        o0.aborted_transactions = None
     else:
-        a_aborted_transactions = []
-        r_aborted_transactions = _r_FetchResponse_AbortedTransaction_1
-        for _ in range(n):
-            e_aborted_transactions, pos = r_aborted_transactions(buf, pos, v)
-            a_aborted_transactions.append(e_aborted_transactions)
-        o.aborted_transactions = a_aborted_transactions
-    o.preferred_read_replica = -1
-    o.records, pos = r_records(buf, pos, True)
-    o.unknown_tagged_fields = None
-    return o, pos
+        a_PartitionData_aborted_transactions_0 = []
+        for _ in range(n0):
+            o1_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+            (o1_AbortedTransaction.producer_id, o1_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+            pos += 16
+            o1_AbortedTransaction.unknown_tagged_fields = None
+            a_PartitionData_aborted_transactions_0.append(o1_AbortedTransaction)
+        o0.aborted_transactions = a_PartitionData_aborted_transactions_0
+    o0.preferred_read_replica = -1
+    o0.records, pos = r_records(buf, pos, True)
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_PartitionData_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
-    o = _new(_FetchResponse_PartitionData)
-    (o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset,) = _S6.unpack_from(buf, pos)
+def _r_FetchResponse_PartitionData_2(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
+    o0 = _new(_FetchResponse_PartitionData)
+    (o0.partition_index, o0.error_code, o0.high_watermark, o0.last_stable_offset, o0.log_start_offset,) = _S6.unpack_from(buf, pos)
     pos += 30
-    o.diverging_epoch = _FetchResponse_EpochEndOffset()
-    o.current_leader = _FetchResponse_LeaderIdAndEpoch()
-    o.snapshot_id = _FetchResponse_SnapshotId()
-    n, pos = r_count(buf, pos, True)
-    if n < 0:
-        o.aborted_transactions = None
+    o0.diverging_epoch = _FetchResponse_EpochEndOffset()
+    o0.current_leader = _FetchResponse_LeaderIdAndEpoch()
+    o0.snapshot_id = _FetchResponse_SnapshotId()
+    n0, pos = r_count(buf, pos, True)
+    if n0 < 0:
+        o0.aborted_transactions = None
     else:
-        a_aborted_transactions = []
-        r_aborted_transactions = _r_FetchResponse_AbortedTransaction_1
-        for _ in range(n):
-            e_aborted_transactions, pos = r_aborted_transactions(buf, pos, v)
-            a_aborted_transactions.append(e_aborted_transactions)
-        o.aborted_transactions = a_aborted_transactions
-    o.preferred_read_replica = -1
-    o.records, pos = r_records(buf, pos, True)
-    o.unknown_tagged_fields = None
-    return o, pos
+        a_PartitionData_aborted_transactions_0 = []
+        for _ in range(n0):
+            o1_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+            (o1_AbortedTransaction.producer_id, o1_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+            pos += 16
+            o1_AbortedTransaction.unknown_tagged_fields = None
+            a_PartitionData_aborted_transactions_0.append(o1_AbortedTransaction)
+        o0.aborted_transactions = a_PartitionData_aborted_transactions_0
+    o0.preferred_read_replica = -1
+    o0.records, pos = r_records(buf, pos, True)
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_PartitionData_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
-    o = _new(_FetchResponse_PartitionData)
-    (o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset,) = _S6.unpack_from(buf, pos)
+def _r_FetchResponse_PartitionData_3(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
+    o0 = _new(_FetchResponse_PartitionData)
+    (o0.partition_index, o0.error_code, o0.high_watermark, o0.last_stable_offset, o0.log_start_offset,) = _S6.unpack_from(buf, pos)
     pos += 30
-    o.diverging_epoch = _FetchResponse_EpochEndOffset()
-    o.current_leader = _FetchResponse_LeaderIdAndEpoch()
-    o.snapshot_id = _FetchResponse_SnapshotId()
-    n, pos = r_count(buf, pos, True)
-    if n < 0:
-        o.aborted_transactions = None
+    o0.diverging_epoch = _FetchResponse_EpochEndOffset()
+    o0.current_leader = _FetchResponse_LeaderIdAndEpoch()
+    o0.snapshot_id = _FetchResponse_SnapshotId()
+    n0, pos = r_count(buf, pos, True)
+    if n0 < 0:
+        o0.aborted_transactions = None
     else:
-        a_aborted_transactions = []
-        r_aborted_transactions = _r_FetchResponse_AbortedTransaction_1
-        for _ in range(n):
-            e_aborted_transactions, pos = r_aborted_transactions(buf, pos, v)
-            a_aborted_transactions.append(e_aborted_transactions)
-        o.aborted_transactions = a_aborted_transactions
-    (o.preferred_read_replica,) = I32.unpack_from(buf, pos)
+        a_PartitionData_aborted_transactions_0 = []
+        for _ in range(n0):
+            o1_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+            (o1_AbortedTransaction.producer_id, o1_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+            pos += 16
+            o1_AbortedTransaction.unknown_tagged_fields = None
+            a_PartitionData_aborted_transactions_0.append(o1_AbortedTransaction)
+        o0.aborted_transactions = a_PartitionData_aborted_transactions_0
+    (o0.preferred_read_replica,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.records, pos = r_records(buf, pos, True)
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.records, pos = r_records(buf, pos, True)
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_PartitionData_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
-    o = _new(_FetchResponse_PartitionData)
-    (o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset,) = _S6.unpack_from(buf, pos)
+def _r_FetchResponse_PartitionData_4(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_PartitionData, int]:
+    blen = len(buf)
+    o0 = _new(_FetchResponse_PartitionData)
+    (o0.partition_index, o0.error_code, o0.high_watermark, o0.last_stable_offset, o0.log_start_offset,) = _S6.unpack_from(buf, pos)
     pos += 30
-    o.diverging_epoch = _FetchResponse_EpochEndOffset()
-    o.current_leader = _FetchResponse_LeaderIdAndEpoch()
-    o.snapshot_id = _FetchResponse_SnapshotId()
-    n, pos = r_ccount(buf, pos, True)
-    if n < 0:
-        o.aborted_transactions = None
+    o0.diverging_epoch = _FetchResponse_EpochEndOffset()
+    o0.current_leader = _FetchResponse_LeaderIdAndEpoch()
+    o0.snapshot_id = _FetchResponse_SnapshotId()
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        a_aborted_transactions = []
-        r_aborted_transactions = _r_FetchResponse_AbortedTransaction_2
-        for _ in range(n):
-            e_aborted_transactions, pos = r_aborted_transactions(buf, pos, v)
-            a_aborted_transactions.append(e_aborted_transactions)
-        o.aborted_transactions = a_aborted_transactions
-    (o.preferred_read_replica,) = I32.unpack_from(buf, pos)
+        n0, pos = r_ccount(buf, pos, True)
+    if n0 < 0:
+        o0.aborted_transactions = None
+    else:
+        a_PartitionData_aborted_transactions_0 = []
+        for _ in range(n0):
+            o1_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+            (o1_AbortedTransaction.producer_id, o1_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+            pos += 16
+            o1_AbortedTransaction.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags1, pos = read_uvarint(buf, pos)
+                for _ in range(ntags1):
+                    tag1, end1, pos = r_tag_header(buf, pos)
+                    if o1_AbortedTransaction.unknown_tagged_fields is None:
+                        o1_AbortedTransaction.unknown_tagged_fields = []
+                    o1_AbortedTransaction.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
+            a_PartitionData_aborted_transactions_0.append(o1_AbortedTransaction)
+        o0.aborted_transactions = a_PartitionData_aborted_transactions_0
+    (o0.preferred_read_replica,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.records, pos = r_crecords(buf, pos, True)
-    o.unknown_tagged_fields = None
+    o0.records, pos = r_crecords(buf, pos, True)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                o.diverging_epoch, pos = _r_FetchResponse_EpochEndOffset_1(buf, pos, v)
-                if pos != end:
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                o0.diverging_epoch, pos = _r_FetchResponse_EpochEndOffset_1(buf, pos, v)
+                if pos != end0:
                     raise DecodeError('tagged field FetchResponse.PartitionData.diverging_epoch has the wrong size')
-            elif tag == 1:
-                o.current_leader, pos = _r_FetchResponse_LeaderIdAndEpoch_1(buf, pos, v)
-                if pos != end:
+            elif tag0 == 1:
+                o0.current_leader, pos = _r_FetchResponse_LeaderIdAndEpoch_1(buf, pos, v)
+                if pos != end0:
                     raise DecodeError('tagged field FetchResponse.PartitionData.current_leader has the wrong size')
-            elif tag == 2:
-                o.snapshot_id, pos = _r_FetchResponse_SnapshotId_1(buf, pos, v)
-                if pos != end:
+            elif tag0 == 2:
+                o0.snapshot_id, pos = _r_FetchResponse_SnapshotId_1(buf, pos, v)
+                if pos != end0:
                     raise DecodeError('tagged field FetchResponse.PartitionData.snapshot_id has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 
 def _w_FetchResponse_FetchableTopicResponse_0(o: _FetchResponse_FetchableTopicResponse, out: bytearray, v: int) -> None:
@@ -894,119 +924,312 @@ def _w_FetchResponse_FetchableTopicResponse_5(o: _FetchResponse_FetchableTopicRe
         out.append(0)
 
 
-def _r_FetchResponse_FetchableTopicResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
-    o = _new(_FetchResponse_FetchableTopicResponse)
-    o.topic, pos = r_str(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchResponse_PartitionData_0
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchResponse_FetchableTopicResponse_0(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
+    o0 = _new(_FetchResponse_FetchableTopicResponse)
+    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    n0, pos = r_count(buf, pos, False)
+    a_FetchableTopicResponse_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_FetchResponse_PartitionData)
+        (o1_PartitionData.partition_index, o1_PartitionData.error_code, o1_PartitionData.high_watermark,) = _S4.unpack_from(buf, pos)
+        pos += 14
+        o1_PartitionData.last_stable_offset = -1
+        o1_PartitionData.log_start_offset = -1
+        o1_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+        o1_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+        o1_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+        o1_PartitionData.aborted_transactions = []
+        o1_PartitionData.preferred_read_replica = -1
+        o1_PartitionData.records, pos = r_records(buf, pos, True)
+        o1_PartitionData.unknown_tagged_fields = None
+        a_FetchableTopicResponse_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_FetchableTopicResponse_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_FetchableTopicResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
-    o = _new(_FetchResponse_FetchableTopicResponse)
-    o.topic, pos = r_str(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchResponse_PartitionData_1
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchResponse_FetchableTopicResponse_1(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
+    o0 = _new(_FetchResponse_FetchableTopicResponse)
+    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    n0, pos = r_count(buf, pos, False)
+    a_FetchableTopicResponse_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_FetchResponse_PartitionData)
+        (o1_PartitionData.partition_index, o1_PartitionData.error_code, o1_PartitionData.high_watermark, o1_PartitionData.last_stable_offset,) = _S5.unpack_from(buf, pos)
+        pos += 22
+        o1_PartitionData.log_start_offset = -1
+        o1_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+        o1_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+        o1_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+        n1, pos = r_count(buf, pos, True)
+        if n1 < 0:
+            o1_PartitionData.aborted_transactions = None
+        else:
+            a_PartitionData_aborted_transactions_1 = []
+            for _ in range(n1):
+                o2_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+                (o2_AbortedTransaction.producer_id, o2_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+                pos += 16
+                o2_AbortedTransaction.unknown_tagged_fields = None
+                a_PartitionData_aborted_transactions_1.append(o2_AbortedTransaction)
+            o1_PartitionData.aborted_transactions = a_PartitionData_aborted_transactions_1
+        o1_PartitionData.preferred_read_replica = -1
+        o1_PartitionData.records, pos = r_records(buf, pos, True)
+        o1_PartitionData.unknown_tagged_fields = None
+        a_FetchableTopicResponse_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_FetchableTopicResponse_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_FetchableTopicResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
-    o = _new(_FetchResponse_FetchableTopicResponse)
-    o.topic, pos = r_str(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchResponse_PartitionData_2
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchResponse_FetchableTopicResponse_2(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
+    o0 = _new(_FetchResponse_FetchableTopicResponse)
+    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    n0, pos = r_count(buf, pos, False)
+    a_FetchableTopicResponse_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_FetchResponse_PartitionData)
+        (o1_PartitionData.partition_index, o1_PartitionData.error_code, o1_PartitionData.high_watermark, o1_PartitionData.last_stable_offset, o1_PartitionData.log_start_offset,) = _S6.unpack_from(buf, pos)
+        pos += 30
+        o1_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+        o1_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+        o1_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+        n1, pos = r_count(buf, pos, True)
+        if n1 < 0:
+            o1_PartitionData.aborted_transactions = None
+        else:
+            a_PartitionData_aborted_transactions_1 = []
+            for _ in range(n1):
+                o2_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+                (o2_AbortedTransaction.producer_id, o2_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+                pos += 16
+                o2_AbortedTransaction.unknown_tagged_fields = None
+                a_PartitionData_aborted_transactions_1.append(o2_AbortedTransaction)
+            o1_PartitionData.aborted_transactions = a_PartitionData_aborted_transactions_1
+        o1_PartitionData.preferred_read_replica = -1
+        o1_PartitionData.records, pos = r_records(buf, pos, True)
+        o1_PartitionData.unknown_tagged_fields = None
+        a_FetchableTopicResponse_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_FetchableTopicResponse_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_FetchableTopicResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
-    o = _new(_FetchResponse_FetchableTopicResponse)
-    o.topic, pos = r_str(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchResponse_PartitionData_3
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchResponse_FetchableTopicResponse_3(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
+    o0 = _new(_FetchResponse_FetchableTopicResponse)
+    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    n0, pos = r_count(buf, pos, False)
+    a_FetchableTopicResponse_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_FetchResponse_PartitionData)
+        (o1_PartitionData.partition_index, o1_PartitionData.error_code, o1_PartitionData.high_watermark, o1_PartitionData.last_stable_offset, o1_PartitionData.log_start_offset,) = _S6.unpack_from(buf, pos)
+        pos += 30
+        o1_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+        o1_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+        o1_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+        n1, pos = r_count(buf, pos, True)
+        if n1 < 0:
+            o1_PartitionData.aborted_transactions = None
+        else:
+            a_PartitionData_aborted_transactions_1 = []
+            for _ in range(n1):
+                o2_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+                (o2_AbortedTransaction.producer_id, o2_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+                pos += 16
+                o2_AbortedTransaction.unknown_tagged_fields = None
+                a_PartitionData_aborted_transactions_1.append(o2_AbortedTransaction)
+            o1_PartitionData.aborted_transactions = a_PartitionData_aborted_transactions_1
+        (o1_PartitionData.preferred_read_replica,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_PartitionData.records, pos = r_records(buf, pos, True)
+        o1_PartitionData.unknown_tagged_fields = None
+        a_FetchableTopicResponse_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_FetchableTopicResponse_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_FetchableTopicResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
-    o = _new(_FetchResponse_FetchableTopicResponse)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.topic = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_FetchResponse_FetchableTopicResponse_4(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
+    blen = len(buf)
+    o0 = _new(_FetchResponse_FetchableTopicResponse)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.topic = str(buf[pos + 1:pos + n0], 'utf-8')
+        pos += n0
     else:
-        o.topic, pos = r_cstr(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchResponse_PartitionData_4
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.topic, pos = r_cstr(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchableTopicResponse_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_FetchResponse_PartitionData)
+        (o1_PartitionData.partition_index, o1_PartitionData.error_code, o1_PartitionData.high_watermark, o1_PartitionData.last_stable_offset, o1_PartitionData.log_start_offset,) = _S6.unpack_from(buf, pos)
+        pos += 30
+        o1_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+        o1_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+        o1_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, True)
+        if n1 < 0:
+            o1_PartitionData.aborted_transactions = None
+        else:
+            a_PartitionData_aborted_transactions_1 = []
+            for _ in range(n1):
+                o2_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+                (o2_AbortedTransaction.producer_id, o2_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+                pos += 16
+                o2_AbortedTransaction.unknown_tagged_fields = None
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    ntags2, pos = read_uvarint(buf, pos)
+                    for _ in range(ntags2):
+                        tag2, end2, pos = r_tag_header(buf, pos)
+                        if o2_AbortedTransaction.unknown_tagged_fields is None:
+                            o2_AbortedTransaction.unknown_tagged_fields = []
+                        o2_AbortedTransaction.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
+                a_PartitionData_aborted_transactions_1.append(o2_AbortedTransaction)
+            o1_PartitionData.aborted_transactions = a_PartitionData_aborted_transactions_1
+        (o1_PartitionData.preferred_read_replica,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_PartitionData.records, pos = r_crecords(buf, pos, True)
+        o1_PartitionData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if tag1 == 0:
+                    o1_PartitionData.diverging_epoch, pos = _r_FetchResponse_EpochEndOffset_1(buf, pos, v)
+                    if pos != end1:
+                        raise DecodeError('tagged field FetchResponse.PartitionData.diverging_epoch has the wrong size')
+                elif tag1 == 1:
+                    o1_PartitionData.current_leader, pos = _r_FetchResponse_LeaderIdAndEpoch_1(buf, pos, v)
+                    if pos != end1:
+                        raise DecodeError('tagged field FetchResponse.PartitionData.current_leader has the wrong size')
+                elif tag1 == 2:
+                    o1_PartitionData.snapshot_id, pos = _r_FetchResponse_SnapshotId_1(buf, pos, v)
+                    if pos != end1:
+                        raise DecodeError('tagged field FetchResponse.PartitionData.snapshot_id has the wrong size')
+                else:
+                    if o1_PartitionData.unknown_tagged_fields is None:
+                        o1_PartitionData.unknown_tagged_fields = []
+                    o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
+        a_FetchableTopicResponse_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_FetchableTopicResponse_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_FetchResponse_FetchableTopicResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
-    o = _new(_FetchResponse_FetchableTopicResponse)
-    o.topic = ''
-    o.topic_id, pos = r_uuid(buf, pos)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchResponse_PartitionData_4
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+def _r_FetchResponse_FetchableTopicResponse_5(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse_FetchableTopicResponse, int]:
+    blen = len(buf)
+    o0 = _new(_FetchResponse_FetchableTopicResponse)
+    o0.topic = ''
+    o0.topic_id, pos = r_uuid(buf, pos)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchableTopicResponse_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_FetchResponse_PartitionData)
+        (o1_PartitionData.partition_index, o1_PartitionData.error_code, o1_PartitionData.high_watermark, o1_PartitionData.last_stable_offset, o1_PartitionData.log_start_offset,) = _S6.unpack_from(buf, pos)
+        pos += 30
+        o1_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+        o1_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+        o1_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, True)
+        if n1 < 0:
+            o1_PartitionData.aborted_transactions = None
+        else:
+            a_PartitionData_aborted_transactions_1 = []
+            for _ in range(n1):
+                o2_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+                (o2_AbortedTransaction.producer_id, o2_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+                pos += 16
+                o2_AbortedTransaction.unknown_tagged_fields = None
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    ntags2, pos = read_uvarint(buf, pos)
+                    for _ in range(ntags2):
+                        tag2, end2, pos = r_tag_header(buf, pos)
+                        if o2_AbortedTransaction.unknown_tagged_fields is None:
+                            o2_AbortedTransaction.unknown_tagged_fields = []
+                        o2_AbortedTransaction.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
+                a_PartitionData_aborted_transactions_1.append(o2_AbortedTransaction)
+            o1_PartitionData.aborted_transactions = a_PartitionData_aborted_transactions_1
+        (o1_PartitionData.preferred_read_replica,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_PartitionData.records, pos = r_crecords(buf, pos, True)
+        o1_PartitionData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if tag1 == 0:
+                    o1_PartitionData.diverging_epoch, pos = _r_FetchResponse_EpochEndOffset_1(buf, pos, v)
+                    if pos != end1:
+                        raise DecodeError('tagged field FetchResponse.PartitionData.diverging_epoch has the wrong size')
+                elif tag1 == 1:
+                    o1_PartitionData.current_leader, pos = _r_FetchResponse_LeaderIdAndEpoch_1(buf, pos, v)
+                    if pos != end1:
+                        raise DecodeError('tagged field FetchResponse.PartitionData.current_leader has the wrong size')
+                elif tag1 == 2:
+                    o1_PartitionData.snapshot_id, pos = _r_FetchResponse_SnapshotId_1(buf, pos, v)
+                    if pos != end1:
+                        raise DecodeError('tagged field FetchResponse.PartitionData.snapshot_id has the wrong size')
+                else:
+                    if o1_PartitionData.unknown_tagged_fields is None:
+                        o1_PartitionData.unknown_tagged_fields = []
+                    o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
+        a_FetchableTopicResponse_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_FetchableTopicResponse_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchResponse_0(o: _FetchResponse, out: bytearray, v: int) -> None:
@@ -1124,196 +1347,638 @@ def _w_FetchResponse_8(o: _FetchResponse, out: bytearray, v: int) -> None:
     w_tagged(out, tagged)
 
 
-def _r_FetchResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
-    o = _new(_FetchResponse)
-    o.throttle_time_ms = 0
-    o.error_code = 0
-    o.session_id = 0
-    n, pos = r_count(buf, pos, False)
-    a_responses = []
-    r_responses = _r_FetchResponse_FetchableTopicResponse_0
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_FetchResponse_0(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o0 = _new(_FetchResponse)
+    o0.throttle_time_ms = 0
+    o0.error_code = 0
+    o0.session_id = 0
+    n0, pos = r_count(buf, pos, False)
+    a_FetchResponse_responses_0 = []
+    for _ in range(n0):
+        o1_FetchableTopicResponse = _new(_FetchResponse_FetchableTopicResponse)
+        o1_FetchableTopicResponse.topic, pos = r_str(buf, pos, False)
+        o1_FetchableTopicResponse.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        a_FetchableTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_FetchResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code, o2_PartitionData.high_watermark,) = _S4.unpack_from(buf, pos)
+            pos += 14
+            o2_PartitionData.last_stable_offset = -1
+            o2_PartitionData.log_start_offset = -1
+            o2_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+            o2_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+            o2_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+            o2_PartitionData.aborted_transactions = []
+            o2_PartitionData.preferred_read_replica = -1
+            o2_PartitionData.records, pos = r_records(buf, pos, True)
+            o2_PartitionData.unknown_tagged_fields = None
+            a_FetchableTopicResponse_partitions_1.append(o2_PartitionData)
+        o1_FetchableTopicResponse.partitions = a_FetchableTopicResponse_partitions_1
+        o1_FetchableTopicResponse.unknown_tagged_fields = None
+        a_FetchResponse_responses_0.append(o1_FetchableTopicResponse)
+    o0.responses = a_FetchResponse_responses_0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
-    o = _new(_FetchResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_FetchResponse_1(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o0 = _new(_FetchResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.error_code = 0
-    o.session_id = 0
-    n, pos = r_count(buf, pos, False)
-    a_responses = []
-    r_responses = _r_FetchResponse_FetchableTopicResponse_0
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.error_code = 0
+    o0.session_id = 0
+    n0, pos = r_count(buf, pos, False)
+    a_FetchResponse_responses_0 = []
+    for _ in range(n0):
+        o1_FetchableTopicResponse = _new(_FetchResponse_FetchableTopicResponse)
+        o1_FetchableTopicResponse.topic, pos = r_str(buf, pos, False)
+        o1_FetchableTopicResponse.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        a_FetchableTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_FetchResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code, o2_PartitionData.high_watermark,) = _S4.unpack_from(buf, pos)
+            pos += 14
+            o2_PartitionData.last_stable_offset = -1
+            o2_PartitionData.log_start_offset = -1
+            o2_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+            o2_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+            o2_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+            o2_PartitionData.aborted_transactions = []
+            o2_PartitionData.preferred_read_replica = -1
+            o2_PartitionData.records, pos = r_records(buf, pos, True)
+            o2_PartitionData.unknown_tagged_fields = None
+            a_FetchableTopicResponse_partitions_1.append(o2_PartitionData)
+        o1_FetchableTopicResponse.partitions = a_FetchableTopicResponse_partitions_1
+        o1_FetchableTopicResponse.unknown_tagged_fields = None
+        a_FetchResponse_responses_0.append(o1_FetchableTopicResponse)
+    o0.responses = a_FetchResponse_responses_0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
-    o = _new(_FetchResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_FetchResponse_2(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o0 = _new(_FetchResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.error_code = 0
-    o.session_id = 0
-    n, pos = r_count(buf, pos, False)
-    a_responses = []
-    r_responses = _r_FetchResponse_FetchableTopicResponse_1
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.error_code = 0
+    o0.session_id = 0
+    n0, pos = r_count(buf, pos, False)
+    a_FetchResponse_responses_0 = []
+    for _ in range(n0):
+        o1_FetchableTopicResponse = _new(_FetchResponse_FetchableTopicResponse)
+        o1_FetchableTopicResponse.topic, pos = r_str(buf, pos, False)
+        o1_FetchableTopicResponse.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        a_FetchableTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_FetchResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code, o2_PartitionData.high_watermark, o2_PartitionData.last_stable_offset,) = _S5.unpack_from(buf, pos)
+            pos += 22
+            o2_PartitionData.log_start_offset = -1
+            o2_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+            o2_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+            o2_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+            n2, pos = r_count(buf, pos, True)
+            if n2 < 0:
+                o2_PartitionData.aborted_transactions = None
+            else:
+                a_PartitionData_aborted_transactions_2 = []
+                for _ in range(n2):
+                    o3_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+                    (o3_AbortedTransaction.producer_id, o3_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+                    pos += 16
+                    o3_AbortedTransaction.unknown_tagged_fields = None
+                    a_PartitionData_aborted_transactions_2.append(o3_AbortedTransaction)
+                o2_PartitionData.aborted_transactions = a_PartitionData_aborted_transactions_2
+            o2_PartitionData.preferred_read_replica = -1
+            o2_PartitionData.records, pos = r_records(buf, pos, True)
+            o2_PartitionData.unknown_tagged_fields = None
+            a_FetchableTopicResponse_partitions_1.append(o2_PartitionData)
+        o1_FetchableTopicResponse.partitions = a_FetchableTopicResponse_partitions_1
+        o1_FetchableTopicResponse.unknown_tagged_fields = None
+        a_FetchResponse_responses_0.append(o1_FetchableTopicResponse)
+    o0.responses = a_FetchResponse_responses_0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
-    o = _new(_FetchResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_FetchResponse_3(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o0 = _new(_FetchResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.error_code = 0
-    o.session_id = 0
-    n, pos = r_count(buf, pos, False)
-    a_responses = []
-    r_responses = _r_FetchResponse_FetchableTopicResponse_2
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.error_code = 0
+    o0.session_id = 0
+    n0, pos = r_count(buf, pos, False)
+    a_FetchResponse_responses_0 = []
+    for _ in range(n0):
+        o1_FetchableTopicResponse = _new(_FetchResponse_FetchableTopicResponse)
+        o1_FetchableTopicResponse.topic, pos = r_str(buf, pos, False)
+        o1_FetchableTopicResponse.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        a_FetchableTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_FetchResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code, o2_PartitionData.high_watermark, o2_PartitionData.last_stable_offset, o2_PartitionData.log_start_offset,) = _S6.unpack_from(buf, pos)
+            pos += 30
+            o2_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+            o2_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+            o2_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+            n2, pos = r_count(buf, pos, True)
+            if n2 < 0:
+                o2_PartitionData.aborted_transactions = None
+            else:
+                a_PartitionData_aborted_transactions_2 = []
+                for _ in range(n2):
+                    o3_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+                    (o3_AbortedTransaction.producer_id, o3_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+                    pos += 16
+                    o3_AbortedTransaction.unknown_tagged_fields = None
+                    a_PartitionData_aborted_transactions_2.append(o3_AbortedTransaction)
+                o2_PartitionData.aborted_transactions = a_PartitionData_aborted_transactions_2
+            o2_PartitionData.preferred_read_replica = -1
+            o2_PartitionData.records, pos = r_records(buf, pos, True)
+            o2_PartitionData.unknown_tagged_fields = None
+            a_FetchableTopicResponse_partitions_1.append(o2_PartitionData)
+        o1_FetchableTopicResponse.partitions = a_FetchableTopicResponse_partitions_1
+        o1_FetchableTopicResponse.unknown_tagged_fields = None
+        a_FetchResponse_responses_0.append(o1_FetchableTopicResponse)
+    o0.responses = a_FetchResponse_responses_0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
-    o = _new(_FetchResponse)
-    (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
+def _r_FetchResponse_4(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o0 = _new(_FetchResponse)
+    (o0.throttle_time_ms, o0.error_code, o0.session_id,) = _S7.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, False)
-    a_responses = []
-    r_responses = _r_FetchResponse_FetchableTopicResponse_2
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_FetchResponse_responses_0 = []
+    for _ in range(n0):
+        o1_FetchableTopicResponse = _new(_FetchResponse_FetchableTopicResponse)
+        o1_FetchableTopicResponse.topic, pos = r_str(buf, pos, False)
+        o1_FetchableTopicResponse.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        a_FetchableTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_FetchResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code, o2_PartitionData.high_watermark, o2_PartitionData.last_stable_offset, o2_PartitionData.log_start_offset,) = _S6.unpack_from(buf, pos)
+            pos += 30
+            o2_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+            o2_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+            o2_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+            n2, pos = r_count(buf, pos, True)
+            if n2 < 0:
+                o2_PartitionData.aborted_transactions = None
+            else:
+                a_PartitionData_aborted_transactions_2 = []
+                for _ in range(n2):
+                    o3_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+                    (o3_AbortedTransaction.producer_id, o3_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+                    pos += 16
+                    o3_AbortedTransaction.unknown_tagged_fields = None
+                    a_PartitionData_aborted_transactions_2.append(o3_AbortedTransaction)
+                o2_PartitionData.aborted_transactions = a_PartitionData_aborted_transactions_2
+            o2_PartitionData.preferred_read_replica = -1
+            o2_PartitionData.records, pos = r_records(buf, pos, True)
+            o2_PartitionData.unknown_tagged_fields = None
+            a_FetchableTopicResponse_partitions_1.append(o2_PartitionData)
+        o1_FetchableTopicResponse.partitions = a_FetchableTopicResponse_partitions_1
+        o1_FetchableTopicResponse.unknown_tagged_fields = None
+        a_FetchResponse_responses_0.append(o1_FetchableTopicResponse)
+    o0.responses = a_FetchResponse_responses_0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
-    o = _new(_FetchResponse)
-    (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
+def _r_FetchResponse_5(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    o0 = _new(_FetchResponse)
+    (o0.throttle_time_ms, o0.error_code, o0.session_id,) = _S7.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, False)
-    a_responses = []
-    r_responses = _r_FetchResponse_FetchableTopicResponse_3
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_FetchResponse_responses_0 = []
+    for _ in range(n0):
+        o1_FetchableTopicResponse = _new(_FetchResponse_FetchableTopicResponse)
+        o1_FetchableTopicResponse.topic, pos = r_str(buf, pos, False)
+        o1_FetchableTopicResponse.topic_id = ZERO_UUID
+        n1, pos = r_count(buf, pos, False)
+        a_FetchableTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_FetchResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code, o2_PartitionData.high_watermark, o2_PartitionData.last_stable_offset, o2_PartitionData.log_start_offset,) = _S6.unpack_from(buf, pos)
+            pos += 30
+            o2_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+            o2_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+            o2_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+            n2, pos = r_count(buf, pos, True)
+            if n2 < 0:
+                o2_PartitionData.aborted_transactions = None
+            else:
+                a_PartitionData_aborted_transactions_2 = []
+                for _ in range(n2):
+                    o3_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+                    (o3_AbortedTransaction.producer_id, o3_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+                    pos += 16
+                    o3_AbortedTransaction.unknown_tagged_fields = None
+                    a_PartitionData_aborted_transactions_2.append(o3_AbortedTransaction)
+                o2_PartitionData.aborted_transactions = a_PartitionData_aborted_transactions_2
+            (o2_PartitionData.preferred_read_replica,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_PartitionData.records, pos = r_records(buf, pos, True)
+            o2_PartitionData.unknown_tagged_fields = None
+            a_FetchableTopicResponse_partitions_1.append(o2_PartitionData)
+        o1_FetchableTopicResponse.partitions = a_FetchableTopicResponse_partitions_1
+        o1_FetchableTopicResponse.unknown_tagged_fields = None
+        a_FetchResponse_responses_0.append(o1_FetchableTopicResponse)
+    o0.responses = a_FetchResponse_responses_0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_FetchResponse_6(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
-    o = _new(_FetchResponse)
-    (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
+def _r_FetchResponse_6(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    blen = len(buf)
+    o0 = _new(_FetchResponse)
+    (o0.throttle_time_ms, o0.error_code, o0.session_id,) = _S7.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_ccount(buf, pos, False)
-    a_responses = []
-    r_responses = _r_FetchResponse_FetchableTopicResponse_4
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchResponse_responses_0 = []
+    for _ in range(n0):
+        o1_FetchableTopicResponse = _new(_FetchResponse_FetchableTopicResponse)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_FetchableTopicResponse.topic = str(buf[pos + 1:pos + n1], 'utf-8')
+            pos += n1
+        else:
+            o1_FetchableTopicResponse.topic, pos = r_cstr(buf, pos, False)
+        o1_FetchableTopicResponse.topic_id = ZERO_UUID
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_FetchableTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_FetchResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code, o2_PartitionData.high_watermark, o2_PartitionData.last_stable_offset, o2_PartitionData.log_start_offset,) = _S6.unpack_from(buf, pos)
+            pos += 30
+            o2_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+            o2_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+            o2_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, True)
+            if n2 < 0:
+                o2_PartitionData.aborted_transactions = None
+            else:
+                a_PartitionData_aborted_transactions_2 = []
+                for _ in range(n2):
+                    o3_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+                    (o3_AbortedTransaction.producer_id, o3_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+                    pos += 16
+                    o3_AbortedTransaction.unknown_tagged_fields = None
+                    if buf[pos] == 0:
+                        pos += 1
+                    else:
+                        ntags3, pos = read_uvarint(buf, pos)
+                        for _ in range(ntags3):
+                            tag3, end3, pos = r_tag_header(buf, pos)
+                            if o3_AbortedTransaction.unknown_tagged_fields is None:
+                                o3_AbortedTransaction.unknown_tagged_fields = []
+                            o3_AbortedTransaction.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
+                            pos = end3
+                    a_PartitionData_aborted_transactions_2.append(o3_AbortedTransaction)
+                o2_PartitionData.aborted_transactions = a_PartitionData_aborted_transactions_2
+            (o2_PartitionData.preferred_read_replica,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_PartitionData.records, pos = r_crecords(buf, pos, True)
+            o2_PartitionData.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if tag2 == 0:
+                        o2_PartitionData.diverging_epoch, pos = _r_FetchResponse_EpochEndOffset_1(buf, pos, v)
+                        if pos != end2:
+                            raise DecodeError('tagged field FetchResponse.PartitionData.diverging_epoch has the wrong size')
+                    elif tag2 == 1:
+                        o2_PartitionData.current_leader, pos = _r_FetchResponse_LeaderIdAndEpoch_1(buf, pos, v)
+                        if pos != end2:
+                            raise DecodeError('tagged field FetchResponse.PartitionData.current_leader has the wrong size')
+                    elif tag2 == 2:
+                        o2_PartitionData.snapshot_id, pos = _r_FetchResponse_SnapshotId_1(buf, pos, v)
+                        if pos != end2:
+                            raise DecodeError('tagged field FetchResponse.PartitionData.snapshot_id has the wrong size')
+                    else:
+                        if o2_PartitionData.unknown_tagged_fields is None:
+                            o2_PartitionData.unknown_tagged_fields = []
+                        o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
+            a_FetchableTopicResponse_partitions_1.append(o2_PartitionData)
+        o1_FetchableTopicResponse.partitions = a_FetchableTopicResponse_partitions_1
+        o1_FetchableTopicResponse.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_FetchableTopicResponse.unknown_tagged_fields is None:
+                    o1_FetchableTopicResponse.unknown_tagged_fields = []
+                o1_FetchableTopicResponse.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchResponse_responses_0.append(o1_FetchableTopicResponse)
+    o0.responses = a_FetchResponse_responses_0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_FetchResponse_7(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
-    o = _new(_FetchResponse)
-    (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
+def _r_FetchResponse_7(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    blen = len(buf)
+    o0 = _new(_FetchResponse)
+    (o0.throttle_time_ms, o0.error_code, o0.session_id,) = _S7.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_ccount(buf, pos, False)
-    a_responses = []
-    r_responses = _r_FetchResponse_FetchableTopicResponse_5
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchResponse_responses_0 = []
+    for _ in range(n0):
+        o1_FetchableTopicResponse = _new(_FetchResponse_FetchableTopicResponse)
+        o1_FetchableTopicResponse.topic = ''
+        o1_FetchableTopicResponse.topic_id, pos = r_uuid(buf, pos)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_FetchableTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_FetchResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code, o2_PartitionData.high_watermark, o2_PartitionData.last_stable_offset, o2_PartitionData.log_start_offset,) = _S6.unpack_from(buf, pos)
+            pos += 30
+            o2_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+            o2_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+            o2_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, True)
+            if n2 < 0:
+                o2_PartitionData.aborted_transactions = None
+            else:
+                a_PartitionData_aborted_transactions_2 = []
+                for _ in range(n2):
+                    o3_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+                    (o3_AbortedTransaction.producer_id, o3_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+                    pos += 16
+                    o3_AbortedTransaction.unknown_tagged_fields = None
+                    if buf[pos] == 0:
+                        pos += 1
+                    else:
+                        ntags3, pos = read_uvarint(buf, pos)
+                        for _ in range(ntags3):
+                            tag3, end3, pos = r_tag_header(buf, pos)
+                            if o3_AbortedTransaction.unknown_tagged_fields is None:
+                                o3_AbortedTransaction.unknown_tagged_fields = []
+                            o3_AbortedTransaction.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
+                            pos = end3
+                    a_PartitionData_aborted_transactions_2.append(o3_AbortedTransaction)
+                o2_PartitionData.aborted_transactions = a_PartitionData_aborted_transactions_2
+            (o2_PartitionData.preferred_read_replica,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_PartitionData.records, pos = r_crecords(buf, pos, True)
+            o2_PartitionData.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if tag2 == 0:
+                        o2_PartitionData.diverging_epoch, pos = _r_FetchResponse_EpochEndOffset_1(buf, pos, v)
+                        if pos != end2:
+                            raise DecodeError('tagged field FetchResponse.PartitionData.diverging_epoch has the wrong size')
+                    elif tag2 == 1:
+                        o2_PartitionData.current_leader, pos = _r_FetchResponse_LeaderIdAndEpoch_1(buf, pos, v)
+                        if pos != end2:
+                            raise DecodeError('tagged field FetchResponse.PartitionData.current_leader has the wrong size')
+                    elif tag2 == 2:
+                        o2_PartitionData.snapshot_id, pos = _r_FetchResponse_SnapshotId_1(buf, pos, v)
+                        if pos != end2:
+                            raise DecodeError('tagged field FetchResponse.PartitionData.snapshot_id has the wrong size')
+                    else:
+                        if o2_PartitionData.unknown_tagged_fields is None:
+                            o2_PartitionData.unknown_tagged_fields = []
+                        o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
+            a_FetchableTopicResponse_partitions_1.append(o2_PartitionData)
+        o1_FetchableTopicResponse.partitions = a_FetchableTopicResponse_partitions_1
+        o1_FetchableTopicResponse.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_FetchableTopicResponse.unknown_tagged_fields is None:
+                    o1_FetchableTopicResponse.unknown_tagged_fields = []
+                o1_FetchableTopicResponse.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchResponse_responses_0.append(o1_FetchableTopicResponse)
+    o0.responses = a_FetchResponse_responses_0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_FetchResponse_8(buf: memoryview, pos: int, v: int) -> tuple[_FetchResponse, int]:
-    o = _new(_FetchResponse)
-    (o.throttle_time_ms, o.error_code, o.session_id,) = _S7.unpack_from(buf, pos)
+def _r_FetchResponse_8(buf: Buf, pos: int, v: int) -> tuple[_FetchResponse, int]:
+    blen = len(buf)
+    o0 = _new(_FetchResponse)
+    (o0.throttle_time_ms, o0.error_code, o0.session_id,) = _S7.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_ccount(buf, pos, False)
-    a_responses = []
-    r_responses = _r_FetchResponse_FetchableTopicResponse_5
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchResponse_responses_0 = []
+    for _ in range(n0):
+        o1_FetchableTopicResponse = _new(_FetchResponse_FetchableTopicResponse)
+        o1_FetchableTopicResponse.topic = ''
+        o1_FetchableTopicResponse.topic_id, pos = r_uuid(buf, pos)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_FetchableTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_FetchResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code, o2_PartitionData.high_watermark, o2_PartitionData.last_stable_offset, o2_PartitionData.log_start_offset,) = _S6.unpack_from(buf, pos)
+            pos += 30
+            o2_PartitionData.diverging_epoch = _FetchResponse_EpochEndOffset()
+            o2_PartitionData.current_leader = _FetchResponse_LeaderIdAndEpoch()
+            o2_PartitionData.snapshot_id = _FetchResponse_SnapshotId()
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, True)
+            if n2 < 0:
+                o2_PartitionData.aborted_transactions = None
+            else:
+                a_PartitionData_aborted_transactions_2 = []
+                for _ in range(n2):
+                    o3_AbortedTransaction = _new(_FetchResponse_AbortedTransaction)
+                    (o3_AbortedTransaction.producer_id, o3_AbortedTransaction.first_offset,) = _S0.unpack_from(buf, pos)
+                    pos += 16
+                    o3_AbortedTransaction.unknown_tagged_fields = None
+                    if buf[pos] == 0:
+                        pos += 1
+                    else:
+                        ntags3, pos = read_uvarint(buf, pos)
+                        for _ in range(ntags3):
+                            tag3, end3, pos = r_tag_header(buf, pos)
+                            if o3_AbortedTransaction.unknown_tagged_fields is None:
+                                o3_AbortedTransaction.unknown_tagged_fields = []
+                            o3_AbortedTransaction.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
+                            pos = end3
+                    a_PartitionData_aborted_transactions_2.append(o3_AbortedTransaction)
+                o2_PartitionData.aborted_transactions = a_PartitionData_aborted_transactions_2
+            (o2_PartitionData.preferred_read_replica,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_PartitionData.records, pos = r_crecords(buf, pos, True)
+            o2_PartitionData.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if tag2 == 0:
+                        o2_PartitionData.diverging_epoch, pos = _r_FetchResponse_EpochEndOffset_1(buf, pos, v)
+                        if pos != end2:
+                            raise DecodeError('tagged field FetchResponse.PartitionData.diverging_epoch has the wrong size')
+                    elif tag2 == 1:
+                        o2_PartitionData.current_leader, pos = _r_FetchResponse_LeaderIdAndEpoch_1(buf, pos, v)
+                        if pos != end2:
+                            raise DecodeError('tagged field FetchResponse.PartitionData.current_leader has the wrong size')
+                    elif tag2 == 2:
+                        o2_PartitionData.snapshot_id, pos = _r_FetchResponse_SnapshotId_1(buf, pos, v)
+                        if pos != end2:
+                            raise DecodeError('tagged field FetchResponse.PartitionData.snapshot_id has the wrong size')
+                    else:
+                        if o2_PartitionData.unknown_tagged_fields is None:
+                            o2_PartitionData.unknown_tagged_fields = []
+                        o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
+            a_FetchableTopicResponse_partitions_1.append(o2_PartitionData)
+        o1_FetchableTopicResponse.partitions = a_FetchableTopicResponse_partitions_1
+        o1_FetchableTopicResponse.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_FetchableTopicResponse.unknown_tagged_fields is None:
+                    o1_FetchableTopicResponse.unknown_tagged_fields = []
+                o1_FetchableTopicResponse.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchResponse_responses_0.append(o1_FetchableTopicResponse)
+    o0.responses = a_FetchResponse_responses_0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n, pos = r_ccount(buf, pos, False)
-                a_node_endpoints = []
-                r_node_endpoints = _r_FetchResponse_NodeEndpoint_2
-                for _ in range(n):
-                    e_node_endpoints, pos = r_node_endpoints(buf, pos, v)
-                    a_node_endpoints.append(e_node_endpoints)
-                o.node_endpoints = a_node_endpoints
-                if pos != end:
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
+                else:
+                    n0, pos = r_ccount(buf, pos, False)
+                a_FetchResponse_node_endpoints_0 = []
+                for _ in range(n0):
+                    o1_NodeEndpoint = _new(_FetchResponse_NodeEndpoint)
+                    (o1_NodeEndpoint.node_id,) = I32.unpack_from(buf, pos)
+                    pos += 4
+                    n1 = buf[pos]
+                    if 0 < n1 < 0x80 and pos + n1 <= blen:
+                        o1_NodeEndpoint.host = str(buf[pos + 1:pos + n1], 'utf-8')
+                        pos += n1
+                    else:
+                        o1_NodeEndpoint.host, pos = r_cstr(buf, pos, False)
+                    (o1_NodeEndpoint.port,) = I32.unpack_from(buf, pos)
+                    pos += 4
+                    n1 = buf[pos]
+                    if 0 < n1 < 0x80 and pos + n1 <= blen:
+                        o1_NodeEndpoint.rack = str(buf[pos + 1:pos + n1], 'utf-8')
+                        pos += n1
+                    else:
+                        o1_NodeEndpoint.rack, pos = r_cstr(buf, pos, True)
+                    o1_NodeEndpoint.unknown_tagged_fields = None
+                    if buf[pos] == 0:
+                        pos += 1
+                    else:
+                        ntags1, pos = read_uvarint(buf, pos)
+                        for _ in range(ntags1):
+                            tag1, end1, pos = r_tag_header(buf, pos)
+                            if o1_NodeEndpoint.unknown_tagged_fields is None:
+                                o1_NodeEndpoint.unknown_tagged_fields = []
+                            o1_NodeEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                            pos = end1
+                    a_FetchResponse_node_endpoints_0.append(o1_NodeEndpoint)
+                o0.node_endpoints = a_FetchResponse_node_endpoints_0
+                if pos != end0:
                     raise DecodeError('tagged field FetchResponse.node_endpoints has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 _W_FetchResponse = (_w_FetchResponse_0, _w_FetchResponse_1, _w_FetchResponse_1, _w_FetchResponse_1, _w_FetchResponse_2, _w_FetchResponse_3, _w_FetchResponse_3, _w_FetchResponse_4, _w_FetchResponse_4, _w_FetchResponse_4, _w_FetchResponse_4, _w_FetchResponse_5, _w_FetchResponse_6, _w_FetchResponse_7, _w_FetchResponse_7, _w_FetchResponse_7, _w_FetchResponse_8, _w_FetchResponse_8, )
 _R_FetchResponse = (_r_FetchResponse_0, _r_FetchResponse_1, _r_FetchResponse_1, _r_FetchResponse_1, _r_FetchResponse_2, _r_FetchResponse_3, _r_FetchResponse_3, _r_FetchResponse_4, _r_FetchResponse_4, _r_FetchResponse_4, _r_FetchResponse_4, _r_FetchResponse_5, _r_FetchResponse_6, _r_FetchResponse_7, _r_FetchResponse_7, _r_FetchResponse_7, _r_FetchResponse_8, _r_FetchResponse_8, )

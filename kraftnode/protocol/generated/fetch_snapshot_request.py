@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -167,9 +172,9 @@ class _FetchSnapshotRequest(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -180,18 +185,22 @@ class _FetchSnapshotRequest(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FetchSnapshotRequest:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"FetchSnapshotRequest v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[FetchSnapshotRequest, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[FetchSnapshotRequest, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 1:
             raise DecodeError(f"FetchSnapshotRequest has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_FetchSnapshotRequest[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_FetchSnapshotRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -218,22 +227,22 @@ def _w_FetchSnapshotRequest_SnapshotId_0(o: _FetchSnapshotRequest_SnapshotId, ou
         out.append(0)
 
 
-def _r_FetchSnapshotRequest_SnapshotId_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest_SnapshotId, int]:
-    o = _new(_FetchSnapshotRequest_SnapshotId)
-    (o.end_offset, o.epoch,) = _S0.unpack_from(buf, pos)
+def _r_FetchSnapshotRequest_SnapshotId_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnapshotRequest_SnapshotId, int]:
+    o0 = _new(_FetchSnapshotRequest_SnapshotId)
+    (o0.end_offset, o0.epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchSnapshotRequest_PartitionSnapshot_0(o: _FetchSnapshotRequest_PartitionSnapshot, out: bytearray, v: int) -> None:
@@ -261,53 +270,53 @@ def _w_FetchSnapshotRequest_PartitionSnapshot_1(o: _FetchSnapshotRequest_Partiti
     w_tagged(out, tagged)
 
 
-def _r_FetchSnapshotRequest_PartitionSnapshot_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest_PartitionSnapshot, int]:
-    o = _new(_FetchSnapshotRequest_PartitionSnapshot)
-    (o.partition, o.current_leader_epoch,) = _S1.unpack_from(buf, pos)
+def _r_FetchSnapshotRequest_PartitionSnapshot_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnapshotRequest_PartitionSnapshot, int]:
+    o0 = _new(_FetchSnapshotRequest_PartitionSnapshot)
+    (o0.partition, o0.current_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 8
-    o.snapshot_id, pos = _r_FetchSnapshotRequest_SnapshotId_0(buf, pos, v)
-    (o.position,) = I64.unpack_from(buf, pos)
+    o0.snapshot_id, pos = _r_FetchSnapshotRequest_SnapshotId_0(buf, pos, v)
+    (o0.position,) = I64.unpack_from(buf, pos)
     pos += 8
-    o.replica_directory_id = ZERO_UUID
-    o.unknown_tagged_fields = None
+    o0.replica_directory_id = ZERO_UUID
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_FetchSnapshotRequest_PartitionSnapshot_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest_PartitionSnapshot, int]:
-    o = _new(_FetchSnapshotRequest_PartitionSnapshot)
-    (o.partition, o.current_leader_epoch,) = _S1.unpack_from(buf, pos)
+def _r_FetchSnapshotRequest_PartitionSnapshot_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnapshotRequest_PartitionSnapshot, int]:
+    o0 = _new(_FetchSnapshotRequest_PartitionSnapshot)
+    (o0.partition, o0.current_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 8
-    o.snapshot_id, pos = _r_FetchSnapshotRequest_SnapshotId_0(buf, pos, v)
-    (o.position,) = I64.unpack_from(buf, pos)
+    o0.snapshot_id, pos = _r_FetchSnapshotRequest_SnapshotId_0(buf, pos, v)
+    (o0.position,) = I64.unpack_from(buf, pos)
     pos += 8
-    o.replica_directory_id = ZERO_UUID
-    o.unknown_tagged_fields = None
+    o0.replica_directory_id = ZERO_UUID
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                o.replica_directory_id, pos = r_uuid(buf, pos)
-                if pos != end:
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                o0.replica_directory_id, pos = r_uuid(buf, pos)
+                if pos != end0:
                     raise DecodeError('tagged field FetchSnapshotRequest.PartitionSnapshot.replica_directory_id has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 
 def _w_FetchSnapshotRequest_TopicSnapshot_0(o: _FetchSnapshotRequest_TopicSnapshot, out: bytearray, v: int) -> None:
@@ -334,62 +343,109 @@ def _w_FetchSnapshotRequest_TopicSnapshot_1(o: _FetchSnapshotRequest_TopicSnapsh
         out.append(0)
 
 
-def _r_FetchSnapshotRequest_TopicSnapshot_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest_TopicSnapshot, int]:
-    o = _new(_FetchSnapshotRequest_TopicSnapshot)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_FetchSnapshotRequest_TopicSnapshot_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnapshotRequest_TopicSnapshot, int]:
+    blen = len(buf)
+    o0 = _new(_FetchSnapshotRequest_TopicSnapshot)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchSnapshotRequest_PartitionSnapshot_0
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicSnapshot_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionSnapshot = _new(_FetchSnapshotRequest_PartitionSnapshot)
+        (o1_PartitionSnapshot.partition, o1_PartitionSnapshot.current_leader_epoch,) = _S1.unpack_from(buf, pos)
+        pos += 8
+        o1_PartitionSnapshot.snapshot_id, pos = _r_FetchSnapshotRequest_SnapshotId_0(buf, pos, v)
+        (o1_PartitionSnapshot.position,) = I64.unpack_from(buf, pos)
+        pos += 8
+        o1_PartitionSnapshot.replica_directory_id = ZERO_UUID
+        o1_PartitionSnapshot.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_PartitionSnapshot.unknown_tagged_fields is None:
+                    o1_PartitionSnapshot.unknown_tagged_fields = []
+                o1_PartitionSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_TopicSnapshot_partitions_0.append(o1_PartitionSnapshot)
+    o0.partitions = a_TopicSnapshot_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_FetchSnapshotRequest_TopicSnapshot_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest_TopicSnapshot, int]:
-    o = _new(_FetchSnapshotRequest_TopicSnapshot)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_FetchSnapshotRequest_TopicSnapshot_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnapshotRequest_TopicSnapshot, int]:
+    blen = len(buf)
+    o0 = _new(_FetchSnapshotRequest_TopicSnapshot)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchSnapshotRequest_PartitionSnapshot_1
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicSnapshot_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionSnapshot = _new(_FetchSnapshotRequest_PartitionSnapshot)
+        (o1_PartitionSnapshot.partition, o1_PartitionSnapshot.current_leader_epoch,) = _S1.unpack_from(buf, pos)
+        pos += 8
+        o1_PartitionSnapshot.snapshot_id, pos = _r_FetchSnapshotRequest_SnapshotId_0(buf, pos, v)
+        (o1_PartitionSnapshot.position,) = I64.unpack_from(buf, pos)
+        pos += 8
+        o1_PartitionSnapshot.replica_directory_id = ZERO_UUID
+        o1_PartitionSnapshot.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if tag1 == 0:
+                    o1_PartitionSnapshot.replica_directory_id, pos = r_uuid(buf, pos)
+                    if pos != end1:
+                        raise DecodeError('tagged field FetchSnapshotRequest.PartitionSnapshot.replica_directory_id has the wrong size')
+                else:
+                    if o1_PartitionSnapshot.unknown_tagged_fields is None:
+                        o1_PartitionSnapshot.unknown_tagged_fields = []
+                    o1_PartitionSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
+        a_TopicSnapshot_partitions_0.append(o1_PartitionSnapshot)
+    o0.partitions = a_TopicSnapshot_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchSnapshotRequest_0(o: _FetchSnapshotRequest, out: bytearray, v: int) -> None:
@@ -426,76 +482,177 @@ def _w_FetchSnapshotRequest_1(o: _FetchSnapshotRequest, out: bytearray, v: int) 
     w_tagged(out, tagged)
 
 
-def _r_FetchSnapshotRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest, int]:
-    o = _new(_FetchSnapshotRequest)
-    o.cluster_id = None
-    (o.replica_id, o.max_bytes,) = _S1.unpack_from(buf, pos)
+def _r_FetchSnapshotRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnapshotRequest, int]:
+    blen = len(buf)
+    o0 = _new(_FetchSnapshotRequest)
+    o0.cluster_id = None
+    (o0.replica_id, o0.max_bytes,) = _S1.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchSnapshotRequest_TopicSnapshot_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchSnapshotRequest_topics_0 = []
+    for _ in range(n0):
+        o1_TopicSnapshot = _new(_FetchSnapshotRequest_TopicSnapshot)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicSnapshot.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_TopicSnapshot.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicSnapshot_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionSnapshot = _new(_FetchSnapshotRequest_PartitionSnapshot)
+            (o2_PartitionSnapshot.partition, o2_PartitionSnapshot.current_leader_epoch,) = _S1.unpack_from(buf, pos)
+            pos += 8
+            o2_PartitionSnapshot.snapshot_id, pos = _r_FetchSnapshotRequest_SnapshotId_0(buf, pos, v)
+            (o2_PartitionSnapshot.position,) = I64.unpack_from(buf, pos)
+            pos += 8
+            o2_PartitionSnapshot.replica_directory_id = ZERO_UUID
+            o2_PartitionSnapshot.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_PartitionSnapshot.unknown_tagged_fields is None:
+                        o2_PartitionSnapshot.unknown_tagged_fields = []
+                    o2_PartitionSnapshot.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_TopicSnapshot_partitions_1.append(o2_PartitionSnapshot)
+        o1_TopicSnapshot.partitions = a_TopicSnapshot_partitions_1
+        o1_TopicSnapshot.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicSnapshot.unknown_tagged_fields is None:
+                    o1_TopicSnapshot.unknown_tagged_fields = []
+                o1_TopicSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchSnapshotRequest_topics_0.append(o1_TopicSnapshot)
+    o0.topics = a_FetchSnapshotRequest_topics_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n = buf[pos]
-                if 0 < n < 0x80 and pos + n <= len(buf):
-                    o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-                    pos += n
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos]
+                if 0 < n0 < 0x80 and pos + n0 <= blen:
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    pos += n0
                 else:
-                    o.cluster_id, pos = r_cstr(buf, pos, True)
-                if pos != end:
+                    o0.cluster_id, pos = r_cstr(buf, pos, True)
+                if pos != end0:
                     raise DecodeError('tagged field FetchSnapshotRequest.cluster_id has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 
-def _r_FetchSnapshotRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotRequest, int]:
-    o = _new(_FetchSnapshotRequest)
-    o.cluster_id = None
-    (o.replica_id, o.max_bytes,) = _S1.unpack_from(buf, pos)
+def _r_FetchSnapshotRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnapshotRequest, int]:
+    blen = len(buf)
+    o0 = _new(_FetchSnapshotRequest)
+    o0.cluster_id = None
+    (o0.replica_id, o0.max_bytes,) = _S1.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchSnapshotRequest_TopicSnapshot_1
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchSnapshotRequest_topics_0 = []
+    for _ in range(n0):
+        o1_TopicSnapshot = _new(_FetchSnapshotRequest_TopicSnapshot)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicSnapshot.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_TopicSnapshot.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicSnapshot_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionSnapshot = _new(_FetchSnapshotRequest_PartitionSnapshot)
+            (o2_PartitionSnapshot.partition, o2_PartitionSnapshot.current_leader_epoch,) = _S1.unpack_from(buf, pos)
+            pos += 8
+            o2_PartitionSnapshot.snapshot_id, pos = _r_FetchSnapshotRequest_SnapshotId_0(buf, pos, v)
+            (o2_PartitionSnapshot.position,) = I64.unpack_from(buf, pos)
+            pos += 8
+            o2_PartitionSnapshot.replica_directory_id = ZERO_UUID
+            o2_PartitionSnapshot.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if tag2 == 0:
+                        o2_PartitionSnapshot.replica_directory_id, pos = r_uuid(buf, pos)
+                        if pos != end2:
+                            raise DecodeError('tagged field FetchSnapshotRequest.PartitionSnapshot.replica_directory_id has the wrong size')
+                    else:
+                        if o2_PartitionSnapshot.unknown_tagged_fields is None:
+                            o2_PartitionSnapshot.unknown_tagged_fields = []
+                        o2_PartitionSnapshot.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
+            a_TopicSnapshot_partitions_1.append(o2_PartitionSnapshot)
+        o1_TopicSnapshot.partitions = a_TopicSnapshot_partitions_1
+        o1_TopicSnapshot.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicSnapshot.unknown_tagged_fields is None:
+                    o1_TopicSnapshot.unknown_tagged_fields = []
+                o1_TopicSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchSnapshotRequest_topics_0.append(o1_TopicSnapshot)
+    o0.topics = a_FetchSnapshotRequest_topics_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n = buf[pos]
-                if 0 < n < 0x80 and pos + n <= len(buf):
-                    o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-                    pos += n
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos]
+                if 0 < n0 < 0x80 and pos + n0 <= blen:
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    pos += n0
                 else:
-                    o.cluster_id, pos = r_cstr(buf, pos, True)
-                if pos != end:
+                    o0.cluster_id, pos = r_cstr(buf, pos, True)
+                if pos != end0:
                     raise DecodeError('tagged field FetchSnapshotRequest.cluster_id has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 _W_FetchSnapshotRequest = (_w_FetchSnapshotRequest_0, _w_FetchSnapshotRequest_1, )
 _R_FetchSnapshotRequest = (_r_FetchSnapshotRequest_0, _r_FetchSnapshotRequest_1, )

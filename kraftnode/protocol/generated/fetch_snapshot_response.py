@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -220,9 +225,9 @@ class _FetchSnapshotResponse(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -233,14 +238,15 @@ class _FetchSnapshotResponse(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FetchSnapshotResponse:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # records fields stay zero-copy views of the caller's buffer
+        buf: Buf = data if isinstance(data, memoryview) else memoryview(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"FetchSnapshotResponse v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[FetchSnapshotResponse, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[FetchSnapshotResponse, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 1:
             raise DecodeError(f"FetchSnapshotResponse has no version {version}")
@@ -290,49 +296,50 @@ def _w_FetchSnapshotResponse_NodeEndpoint_1(o: _FetchSnapshotResponse_NodeEndpoi
         out.append(0)
 
 
-def _r_FetchSnapshotResponse_NodeEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_NodeEndpoint, int]:
-    o = _new(_FetchSnapshotResponse_NodeEndpoint)
-    o.node_id = 0
-    o.host = ''
-    o.port = 0
-    o.unknown_tagged_fields = None
+def _r_FetchSnapshotResponse_NodeEndpoint_0(buf: Buf, pos: int, v: int) -> tuple[_FetchSnapshotResponse_NodeEndpoint, int]:
+    o0 = _new(_FetchSnapshotResponse_NodeEndpoint)
+    o0.node_id = 0
+    o0.host = ''
+    o0.port = 0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_FetchSnapshotResponse_NodeEndpoint_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_NodeEndpoint, int]:
-    o = _new(_FetchSnapshotResponse_NodeEndpoint)
-    (o.node_id,) = I32.unpack_from(buf, pos)
+def _r_FetchSnapshotResponse_NodeEndpoint_1(buf: Buf, pos: int, v: int) -> tuple[_FetchSnapshotResponse_NodeEndpoint, int]:
+    blen = len(buf)
+    o0 = _new(_FetchSnapshotResponse_NodeEndpoint)
+    (o0.node_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = str(buf[pos + 1:pos + n0], 'utf-8')
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = U16.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port,) = U16.unpack_from(buf, pos)
     pos += 2
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchSnapshotResponse_LeaderIdAndEpoch_0(o: _FetchSnapshotResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
@@ -343,22 +350,22 @@ def _w_FetchSnapshotResponse_LeaderIdAndEpoch_0(o: _FetchSnapshotResponse_Leader
         out.append(0)
 
 
-def _r_FetchSnapshotResponse_LeaderIdAndEpoch_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_LeaderIdAndEpoch, int]:
-    o = _new(_FetchSnapshotResponse_LeaderIdAndEpoch)
-    (o.leader_id, o.leader_epoch,) = _S0.unpack_from(buf, pos)
+def _r_FetchSnapshotResponse_LeaderIdAndEpoch_0(buf: Buf, pos: int, v: int) -> tuple[_FetchSnapshotResponse_LeaderIdAndEpoch, int]:
+    o0 = _new(_FetchSnapshotResponse_LeaderIdAndEpoch)
+    (o0.leader_id, o0.leader_epoch,) = _S0.unpack_from(buf, pos)
     pos += 8
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchSnapshotResponse_SnapshotId_0(o: _FetchSnapshotResponse_SnapshotId, out: bytearray, v: int) -> None:
@@ -369,22 +376,22 @@ def _w_FetchSnapshotResponse_SnapshotId_0(o: _FetchSnapshotResponse_SnapshotId, 
         out.append(0)
 
 
-def _r_FetchSnapshotResponse_SnapshotId_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_SnapshotId, int]:
-    o = _new(_FetchSnapshotResponse_SnapshotId)
-    (o.end_offset, o.epoch,) = _S1.unpack_from(buf, pos)
+def _r_FetchSnapshotResponse_SnapshotId_0(buf: Buf, pos: int, v: int) -> tuple[_FetchSnapshotResponse_SnapshotId, int]:
+    o0 = _new(_FetchSnapshotResponse_SnapshotId)
+    (o0.end_offset, o0.epoch,) = _S1.unpack_from(buf, pos)
     pos += 12
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchSnapshotResponse_PartitionSnapshot_0(o: _FetchSnapshotResponse_PartitionSnapshot, out: bytearray, v: int) -> None:
@@ -403,32 +410,32 @@ def _w_FetchSnapshotResponse_PartitionSnapshot_0(o: _FetchSnapshotResponse_Parti
     w_tagged(out, tagged)
 
 
-def _r_FetchSnapshotResponse_PartitionSnapshot_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_PartitionSnapshot, int]:
-    o = _new(_FetchSnapshotResponse_PartitionSnapshot)
-    (o.index, o.error_code,) = _S2.unpack_from(buf, pos)
+def _r_FetchSnapshotResponse_PartitionSnapshot_0(buf: Buf, pos: int, v: int) -> tuple[_FetchSnapshotResponse_PartitionSnapshot, int]:
+    o0 = _new(_FetchSnapshotResponse_PartitionSnapshot)
+    (o0.index, o0.error_code,) = _S2.unpack_from(buf, pos)
     pos += 6
-    o.snapshot_id, pos = _r_FetchSnapshotResponse_SnapshotId_0(buf, pos, v)
-    o.current_leader = _FetchSnapshotResponse_LeaderIdAndEpoch()
-    (o.size, o.position,) = _S3.unpack_from(buf, pos)
+    o0.snapshot_id, pos = _r_FetchSnapshotResponse_SnapshotId_0(buf, pos, v)
+    o0.current_leader = _FetchSnapshotResponse_LeaderIdAndEpoch()
+    (o0.size, o0.position,) = _S3.unpack_from(buf, pos)
     pos += 16
-    o.unaligned_records, pos = r_crecords(buf, pos, False)
-    o.unknown_tagged_fields = None
+    o0.unaligned_records, pos = r_crecords(buf, pos, False)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                o.current_leader, pos = _r_FetchSnapshotResponse_LeaderIdAndEpoch_0(buf, pos, v)
-                if pos != end:
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                o0.current_leader, pos = _r_FetchSnapshotResponse_LeaderIdAndEpoch_0(buf, pos, v)
+                if pos != end0:
                     raise DecodeError('tagged field FetchSnapshotResponse.PartitionSnapshot.current_leader has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 
 def _w_FetchSnapshotResponse_TopicSnapshot_0(o: _FetchSnapshotResponse_TopicSnapshot, out: bytearray, v: int) -> None:
@@ -443,33 +450,60 @@ def _w_FetchSnapshotResponse_TopicSnapshot_0(o: _FetchSnapshotResponse_TopicSnap
         out.append(0)
 
 
-def _r_FetchSnapshotResponse_TopicSnapshot_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse_TopicSnapshot, int]:
-    o = _new(_FetchSnapshotResponse_TopicSnapshot)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_FetchSnapshotResponse_TopicSnapshot_0(buf: Buf, pos: int, v: int) -> tuple[_FetchSnapshotResponse_TopicSnapshot, int]:
+    blen = len(buf)
+    o0 = _new(_FetchSnapshotResponse_TopicSnapshot)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = str(buf[pos + 1:pos + n0], 'utf-8')
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_FetchSnapshotResponse_PartitionSnapshot_0
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicSnapshot_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionSnapshot = _new(_FetchSnapshotResponse_PartitionSnapshot)
+        (o1_PartitionSnapshot.index, o1_PartitionSnapshot.error_code,) = _S2.unpack_from(buf, pos)
+        pos += 6
+        o1_PartitionSnapshot.snapshot_id, pos = _r_FetchSnapshotResponse_SnapshotId_0(buf, pos, v)
+        o1_PartitionSnapshot.current_leader = _FetchSnapshotResponse_LeaderIdAndEpoch()
+        (o1_PartitionSnapshot.size, o1_PartitionSnapshot.position,) = _S3.unpack_from(buf, pos)
+        pos += 16
+        o1_PartitionSnapshot.unaligned_records, pos = r_crecords(buf, pos, False)
+        o1_PartitionSnapshot.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if tag1 == 0:
+                    o1_PartitionSnapshot.current_leader, pos = _r_FetchSnapshotResponse_LeaderIdAndEpoch_0(buf, pos, v)
+                    if pos != end1:
+                        raise DecodeError('tagged field FetchSnapshotResponse.PartitionSnapshot.current_leader has the wrong size')
+                else:
+                    if o1_PartitionSnapshot.unknown_tagged_fields is None:
+                        o1_PartitionSnapshot.unknown_tagged_fields = []
+                    o1_PartitionSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
+        a_TopicSnapshot_partitions_0.append(o1_PartitionSnapshot)
+    o0.partitions = a_TopicSnapshot_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_FetchSnapshotResponse_0(o: _FetchSnapshotResponse, out: bytearray, v: int) -> None:
@@ -506,67 +540,199 @@ def _w_FetchSnapshotResponse_1(o: _FetchSnapshotResponse, out: bytearray, v: int
     w_tagged(out, tagged)
 
 
-def _r_FetchSnapshotResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse, int]:
-    o = _new(_FetchSnapshotResponse)
-    (o.throttle_time_ms, o.error_code,) = _S2.unpack_from(buf, pos)
+def _r_FetchSnapshotResponse_0(buf: Buf, pos: int, v: int) -> tuple[_FetchSnapshotResponse, int]:
+    blen = len(buf)
+    o0 = _new(_FetchSnapshotResponse)
+    (o0.throttle_time_ms, o0.error_code,) = _S2.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchSnapshotResponse_TopicSnapshot_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchSnapshotResponse_topics_0 = []
+    for _ in range(n0):
+        o1_TopicSnapshot = _new(_FetchSnapshotResponse_TopicSnapshot)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicSnapshot.name = str(buf[pos + 1:pos + n1], 'utf-8')
+            pos += n1
+        else:
+            o1_TopicSnapshot.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicSnapshot_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionSnapshot = _new(_FetchSnapshotResponse_PartitionSnapshot)
+            (o2_PartitionSnapshot.index, o2_PartitionSnapshot.error_code,) = _S2.unpack_from(buf, pos)
+            pos += 6
+            o2_PartitionSnapshot.snapshot_id, pos = _r_FetchSnapshotResponse_SnapshotId_0(buf, pos, v)
+            o2_PartitionSnapshot.current_leader = _FetchSnapshotResponse_LeaderIdAndEpoch()
+            (o2_PartitionSnapshot.size, o2_PartitionSnapshot.position,) = _S3.unpack_from(buf, pos)
+            pos += 16
+            o2_PartitionSnapshot.unaligned_records, pos = r_crecords(buf, pos, False)
+            o2_PartitionSnapshot.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if tag2 == 0:
+                        o2_PartitionSnapshot.current_leader, pos = _r_FetchSnapshotResponse_LeaderIdAndEpoch_0(buf, pos, v)
+                        if pos != end2:
+                            raise DecodeError('tagged field FetchSnapshotResponse.PartitionSnapshot.current_leader has the wrong size')
+                    else:
+                        if o2_PartitionSnapshot.unknown_tagged_fields is None:
+                            o2_PartitionSnapshot.unknown_tagged_fields = []
+                        o2_PartitionSnapshot.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
+            a_TopicSnapshot_partitions_1.append(o2_PartitionSnapshot)
+        o1_TopicSnapshot.partitions = a_TopicSnapshot_partitions_1
+        o1_TopicSnapshot.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicSnapshot.unknown_tagged_fields is None:
+                    o1_TopicSnapshot.unknown_tagged_fields = []
+                o1_TopicSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchSnapshotResponse_topics_0.append(o1_TopicSnapshot)
+    o0.topics = a_FetchSnapshotResponse_topics_0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_FetchSnapshotResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_FetchSnapshotResponse, int]:
-    o = _new(_FetchSnapshotResponse)
-    (o.throttle_time_ms, o.error_code,) = _S2.unpack_from(buf, pos)
+def _r_FetchSnapshotResponse_1(buf: Buf, pos: int, v: int) -> tuple[_FetchSnapshotResponse, int]:
+    blen = len(buf)
+    o0 = _new(_FetchSnapshotResponse)
+    (o0.throttle_time_ms, o0.error_code,) = _S2.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_FetchSnapshotResponse_TopicSnapshot_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_FetchSnapshotResponse_topics_0 = []
+    for _ in range(n0):
+        o1_TopicSnapshot = _new(_FetchSnapshotResponse_TopicSnapshot)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicSnapshot.name = str(buf[pos + 1:pos + n1], 'utf-8')
+            pos += n1
+        else:
+            o1_TopicSnapshot.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicSnapshot_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionSnapshot = _new(_FetchSnapshotResponse_PartitionSnapshot)
+            (o2_PartitionSnapshot.index, o2_PartitionSnapshot.error_code,) = _S2.unpack_from(buf, pos)
+            pos += 6
+            o2_PartitionSnapshot.snapshot_id, pos = _r_FetchSnapshotResponse_SnapshotId_0(buf, pos, v)
+            o2_PartitionSnapshot.current_leader = _FetchSnapshotResponse_LeaderIdAndEpoch()
+            (o2_PartitionSnapshot.size, o2_PartitionSnapshot.position,) = _S3.unpack_from(buf, pos)
+            pos += 16
+            o2_PartitionSnapshot.unaligned_records, pos = r_crecords(buf, pos, False)
+            o2_PartitionSnapshot.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if tag2 == 0:
+                        o2_PartitionSnapshot.current_leader, pos = _r_FetchSnapshotResponse_LeaderIdAndEpoch_0(buf, pos, v)
+                        if pos != end2:
+                            raise DecodeError('tagged field FetchSnapshotResponse.PartitionSnapshot.current_leader has the wrong size')
+                    else:
+                        if o2_PartitionSnapshot.unknown_tagged_fields is None:
+                            o2_PartitionSnapshot.unknown_tagged_fields = []
+                        o2_PartitionSnapshot.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
+            a_TopicSnapshot_partitions_1.append(o2_PartitionSnapshot)
+        o1_TopicSnapshot.partitions = a_TopicSnapshot_partitions_1
+        o1_TopicSnapshot.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicSnapshot.unknown_tagged_fields is None:
+                    o1_TopicSnapshot.unknown_tagged_fields = []
+                o1_TopicSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_FetchSnapshotResponse_topics_0.append(o1_TopicSnapshot)
+    o0.topics = a_FetchSnapshotResponse_topics_0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n, pos = r_ccount(buf, pos, False)
-                a_node_endpoints = []
-                r_node_endpoints = _r_FetchSnapshotResponse_NodeEndpoint_1
-                for _ in range(n):
-                    e_node_endpoints, pos = r_node_endpoints(buf, pos, v)
-                    a_node_endpoints.append(e_node_endpoints)
-                o.node_endpoints = a_node_endpoints
-                if pos != end:
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
+                else:
+                    n0, pos = r_ccount(buf, pos, False)
+                a_FetchSnapshotResponse_node_endpoints_0 = []
+                for _ in range(n0):
+                    o1_NodeEndpoint = _new(_FetchSnapshotResponse_NodeEndpoint)
+                    (o1_NodeEndpoint.node_id,) = I32.unpack_from(buf, pos)
+                    pos += 4
+                    n1 = buf[pos]
+                    if 0 < n1 < 0x80 and pos + n1 <= blen:
+                        o1_NodeEndpoint.host = str(buf[pos + 1:pos + n1], 'utf-8')
+                        pos += n1
+                    else:
+                        o1_NodeEndpoint.host, pos = r_cstr(buf, pos, False)
+                    (o1_NodeEndpoint.port,) = U16.unpack_from(buf, pos)
+                    pos += 2
+                    o1_NodeEndpoint.unknown_tagged_fields = None
+                    if buf[pos] == 0:
+                        pos += 1
+                    else:
+                        ntags1, pos = read_uvarint(buf, pos)
+                        for _ in range(ntags1):
+                            tag1, end1, pos = r_tag_header(buf, pos)
+                            if o1_NodeEndpoint.unknown_tagged_fields is None:
+                                o1_NodeEndpoint.unknown_tagged_fields = []
+                            o1_NodeEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                            pos = end1
+                    a_FetchSnapshotResponse_node_endpoints_0.append(o1_NodeEndpoint)
+                o0.node_endpoints = a_FetchSnapshotResponse_node_endpoints_0
+                if pos != end0:
                     raise DecodeError('tagged field FetchSnapshotResponse.node_endpoints has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 _W_FetchSnapshotResponse = (_w_FetchSnapshotResponse_0, _w_FetchSnapshotResponse_1, )
 _R_FetchSnapshotResponse = (_r_FetchSnapshotResponse_0, _r_FetchSnapshotResponse_1, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -143,9 +148,9 @@ class _ListOffsetsRequest(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -156,18 +161,22 @@ class _ListOffsetsRequest(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ListOffsetsRequest:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"ListOffsetsRequest v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[ListOffsetsRequest, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[ListOffsetsRequest, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 9:
             raise DecodeError(f"ListOffsetsRequest has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_ListOffsetsRequest[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_ListOffsetsRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -210,55 +219,55 @@ def _w_ListOffsetsRequest_ListOffsetsPartition_3(o: _ListOffsetsRequest_ListOffs
         out.append(0)
 
 
-def _r_ListOffsetsRequest_ListOffsetsPartition_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsPartition, int]:
-    o = _new(_ListOffsetsRequest_ListOffsetsPartition)
-    (o.partition_index,) = I32.unpack_from(buf, pos)
+def _r_ListOffsetsRequest_ListOffsetsPartition_0(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsPartition, int]:
+    o0 = _new(_ListOffsetsRequest_ListOffsetsPartition)
+    (o0.partition_index,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.current_leader_epoch = -1
-    (o.timestamp, o.max_num_offsets,) = _S1.unpack_from(buf, pos)
+    o0.current_leader_epoch = -1
+    (o0.timestamp, o0.max_num_offsets,) = _S1.unpack_from(buf, pos)
     pos += 12
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsRequest_ListOffsetsPartition_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsPartition, int]:
-    o = _new(_ListOffsetsRequest_ListOffsetsPartition)
-    (o.partition_index,) = I32.unpack_from(buf, pos)
+def _r_ListOffsetsRequest_ListOffsetsPartition_1(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsPartition, int]:
+    o0 = _new(_ListOffsetsRequest_ListOffsetsPartition)
+    (o0.partition_index,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.current_leader_epoch = -1
-    (o.timestamp,) = I64.unpack_from(buf, pos)
+    o0.current_leader_epoch = -1
+    (o0.timestamp,) = I64.unpack_from(buf, pos)
     pos += 8
-    o.max_num_offsets = 1
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.max_num_offsets = 1
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsRequest_ListOffsetsPartition_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsPartition, int]:
-    o = _new(_ListOffsetsRequest_ListOffsetsPartition)
-    (o.partition_index, o.current_leader_epoch, o.timestamp,) = _S3.unpack_from(buf, pos)
+def _r_ListOffsetsRequest_ListOffsetsPartition_2(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsPartition, int]:
+    o0 = _new(_ListOffsetsRequest_ListOffsetsPartition)
+    (o0.partition_index, o0.current_leader_epoch, o0.timestamp,) = _S3.unpack_from(buf, pos)
     pos += 16
-    o.max_num_offsets = 1
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.max_num_offsets = 1
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsRequest_ListOffsetsPartition_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsPartition, int]:
-    o = _new(_ListOffsetsRequest_ListOffsetsPartition)
-    (o.partition_index, o.current_leader_epoch, o.timestamp,) = _S3.unpack_from(buf, pos)
+def _r_ListOffsetsRequest_ListOffsetsPartition_3(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsPartition, int]:
+    o0 = _new(_ListOffsetsRequest_ListOffsetsPartition)
+    (o0.partition_index, o0.current_leader_epoch, o0.timestamp,) = _S3.unpack_from(buf, pos)
     pos += 16
-    o.max_num_offsets = 1
-    o.unknown_tagged_fields = None
+    o0.max_num_offsets = 1
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ListOffsetsRequest_ListOffsetsTopic_0(o: _ListOffsetsRequest_ListOffsetsTopic, out: bytearray, v: int) -> None:
@@ -297,75 +306,107 @@ def _w_ListOffsetsRequest_ListOffsetsTopic_3(o: _ListOffsetsRequest_ListOffsetsT
         out.append(0)
 
 
-def _r_ListOffsetsRequest_ListOffsetsTopic_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
-    o = _new(_ListOffsetsRequest_ListOffsetsTopic)
-    o.name, pos = r_str(buf, pos, False)
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_ListOffsetsRequest_ListOffsetsPartition_0
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ListOffsetsRequest_ListOffsetsTopic_0(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
+    o0 = _new(_ListOffsetsRequest_ListOffsetsTopic)
+    o0.name, pos = r_str(buf, pos, False)
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
+        (o1_ListOffsetsPartition.partition_index,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_ListOffsetsPartition.current_leader_epoch = -1
+        (o1_ListOffsetsPartition.timestamp, o1_ListOffsetsPartition.max_num_offsets,) = _S1.unpack_from(buf, pos)
+        pos += 12
+        o1_ListOffsetsPartition.unknown_tagged_fields = None
+        a_ListOffsetsTopic_partitions_0.append(o1_ListOffsetsPartition)
+    o0.partitions = a_ListOffsetsTopic_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsRequest_ListOffsetsTopic_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
-    o = _new(_ListOffsetsRequest_ListOffsetsTopic)
-    o.name, pos = r_str(buf, pos, False)
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_ListOffsetsRequest_ListOffsetsPartition_1
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ListOffsetsRequest_ListOffsetsTopic_1(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
+    o0 = _new(_ListOffsetsRequest_ListOffsetsTopic)
+    o0.name, pos = r_str(buf, pos, False)
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
+        (o1_ListOffsetsPartition.partition_index,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_ListOffsetsPartition.current_leader_epoch = -1
+        (o1_ListOffsetsPartition.timestamp,) = I64.unpack_from(buf, pos)
+        pos += 8
+        o1_ListOffsetsPartition.max_num_offsets = 1
+        o1_ListOffsetsPartition.unknown_tagged_fields = None
+        a_ListOffsetsTopic_partitions_0.append(o1_ListOffsetsPartition)
+    o0.partitions = a_ListOffsetsTopic_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsRequest_ListOffsetsTopic_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
-    o = _new(_ListOffsetsRequest_ListOffsetsTopic)
-    o.name, pos = r_str(buf, pos, False)
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_ListOffsetsRequest_ListOffsetsPartition_2
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ListOffsetsRequest_ListOffsetsTopic_2(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
+    o0 = _new(_ListOffsetsRequest_ListOffsetsTopic)
+    o0.name, pos = r_str(buf, pos, False)
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
+        (o1_ListOffsetsPartition.partition_index, o1_ListOffsetsPartition.current_leader_epoch, o1_ListOffsetsPartition.timestamp,) = _S3.unpack_from(buf, pos)
+        pos += 16
+        o1_ListOffsetsPartition.max_num_offsets = 1
+        o1_ListOffsetsPartition.unknown_tagged_fields = None
+        a_ListOffsetsTopic_partitions_0.append(o1_ListOffsetsPartition)
+    o0.partitions = a_ListOffsetsTopic_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsRequest_ListOffsetsTopic_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
-    o = _new(_ListOffsetsRequest_ListOffsetsTopic)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_ListOffsetsRequest_ListOffsetsTopic_3(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
+    blen = len(buf)
+    o0 = _new(_ListOffsetsRequest_ListOffsetsTopic)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_ListOffsetsRequest_ListOffsetsPartition_3
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_ListOffsetsTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
+        (o1_ListOffsetsPartition.partition_index, o1_ListOffsetsPartition.current_leader_epoch, o1_ListOffsetsPartition.timestamp,) = _S3.unpack_from(buf, pos)
+        pos += 16
+        o1_ListOffsetsPartition.max_num_offsets = 1
+        o1_ListOffsetsPartition.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ListOffsetsPartition.unknown_tagged_fields is None:
+                    o1_ListOffsetsPartition.unknown_tagged_fields = []
+                o1_ListOffsetsPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_ListOffsetsTopic_partitions_0.append(o1_ListOffsetsPartition)
+    o0.partitions = a_ListOffsetsTopic_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ListOffsetsRequest_0(o: _ListOffsetsRequest, out: bytearray, v: int) -> None:
@@ -416,91 +457,188 @@ def _w_ListOffsetsRequest_4(o: _ListOffsetsRequest, out: bytearray, v: int) -> N
         out.append(0)
 
 
-def _r_ListOffsetsRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
-    o = _new(_ListOffsetsRequest)
-    (o.replica_id,) = I32.unpack_from(buf, pos)
+def _r_ListOffsetsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
+    o0 = _new(_ListOffsetsRequest)
+    (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.isolation_level = 0
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_ListOffsetsRequest_ListOffsetsTopic_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.isolation_level = 0
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsRequest_topics_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsTopic = _new(_ListOffsetsRequest_ListOffsetsTopic)
+        o1_ListOffsetsTopic.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_ListOffsetsTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
+            (o2_ListOffsetsPartition.partition_index,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_ListOffsetsPartition.current_leader_epoch = -1
+            (o2_ListOffsetsPartition.timestamp, o2_ListOffsetsPartition.max_num_offsets,) = _S1.unpack_from(buf, pos)
+            pos += 12
+            o2_ListOffsetsPartition.unknown_tagged_fields = None
+            a_ListOffsetsTopic_partitions_1.append(o2_ListOffsetsPartition)
+        o1_ListOffsetsTopic.partitions = a_ListOffsetsTopic_partitions_1
+        o1_ListOffsetsTopic.unknown_tagged_fields = None
+        a_ListOffsetsRequest_topics_0.append(o1_ListOffsetsTopic)
+    o0.topics = a_ListOffsetsRequest_topics_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
-    o = _new(_ListOffsetsRequest)
-    (o.replica_id,) = I32.unpack_from(buf, pos)
+def _r_ListOffsetsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
+    o0 = _new(_ListOffsetsRequest)
+    (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.isolation_level = 0
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_ListOffsetsRequest_ListOffsetsTopic_1
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.isolation_level = 0
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsRequest_topics_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsTopic = _new(_ListOffsetsRequest_ListOffsetsTopic)
+        o1_ListOffsetsTopic.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_ListOffsetsTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
+            (o2_ListOffsetsPartition.partition_index,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_ListOffsetsPartition.current_leader_epoch = -1
+            (o2_ListOffsetsPartition.timestamp,) = I64.unpack_from(buf, pos)
+            pos += 8
+            o2_ListOffsetsPartition.max_num_offsets = 1
+            o2_ListOffsetsPartition.unknown_tagged_fields = None
+            a_ListOffsetsTopic_partitions_1.append(o2_ListOffsetsPartition)
+        o1_ListOffsetsTopic.partitions = a_ListOffsetsTopic_partitions_1
+        o1_ListOffsetsTopic.unknown_tagged_fields = None
+        a_ListOffsetsRequest_topics_0.append(o1_ListOffsetsTopic)
+    o0.topics = a_ListOffsetsRequest_topics_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsRequest_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
-    o = _new(_ListOffsetsRequest)
-    (o.replica_id, o.isolation_level,) = _S4.unpack_from(buf, pos)
+def _r_ListOffsetsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
+    o0 = _new(_ListOffsetsRequest)
+    (o0.replica_id, o0.isolation_level,) = _S4.unpack_from(buf, pos)
     pos += 5
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_ListOffsetsRequest_ListOffsetsTopic_1
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsRequest_topics_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsTopic = _new(_ListOffsetsRequest_ListOffsetsTopic)
+        o1_ListOffsetsTopic.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_ListOffsetsTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
+            (o2_ListOffsetsPartition.partition_index,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_ListOffsetsPartition.current_leader_epoch = -1
+            (o2_ListOffsetsPartition.timestamp,) = I64.unpack_from(buf, pos)
+            pos += 8
+            o2_ListOffsetsPartition.max_num_offsets = 1
+            o2_ListOffsetsPartition.unknown_tagged_fields = None
+            a_ListOffsetsTopic_partitions_1.append(o2_ListOffsetsPartition)
+        o1_ListOffsetsTopic.partitions = a_ListOffsetsTopic_partitions_1
+        o1_ListOffsetsTopic.unknown_tagged_fields = None
+        a_ListOffsetsRequest_topics_0.append(o1_ListOffsetsTopic)
+    o0.topics = a_ListOffsetsRequest_topics_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsRequest_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
-    o = _new(_ListOffsetsRequest)
-    (o.replica_id, o.isolation_level,) = _S4.unpack_from(buf, pos)
+def _r_ListOffsetsRequest_3(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
+    o0 = _new(_ListOffsetsRequest)
+    (o0.replica_id, o0.isolation_level,) = _S4.unpack_from(buf, pos)
     pos += 5
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_ListOffsetsRequest_ListOffsetsTopic_2
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsRequest_topics_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsTopic = _new(_ListOffsetsRequest_ListOffsetsTopic)
+        o1_ListOffsetsTopic.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_ListOffsetsTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
+            (o2_ListOffsetsPartition.partition_index, o2_ListOffsetsPartition.current_leader_epoch, o2_ListOffsetsPartition.timestamp,) = _S3.unpack_from(buf, pos)
+            pos += 16
+            o2_ListOffsetsPartition.max_num_offsets = 1
+            o2_ListOffsetsPartition.unknown_tagged_fields = None
+            a_ListOffsetsTopic_partitions_1.append(o2_ListOffsetsPartition)
+        o1_ListOffsetsTopic.partitions = a_ListOffsetsTopic_partitions_1
+        o1_ListOffsetsTopic.unknown_tagged_fields = None
+        a_ListOffsetsRequest_topics_0.append(o1_ListOffsetsTopic)
+    o0.topics = a_ListOffsetsRequest_topics_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsRequest_4(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
-    o = _new(_ListOffsetsRequest)
-    (o.replica_id, o.isolation_level,) = _S4.unpack_from(buf, pos)
+def _r_ListOffsetsRequest_4(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest, int]:
+    blen = len(buf)
+    o0 = _new(_ListOffsetsRequest)
+    (o0.replica_id, o0.isolation_level,) = _S4.unpack_from(buf, pos)
     pos += 5
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_ListOffsetsRequest_ListOffsetsTopic_3
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_ListOffsetsRequest_topics_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsTopic = _new(_ListOffsetsRequest_ListOffsetsTopic)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_ListOffsetsTopic.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_ListOffsetsTopic.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_ListOffsetsTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
+            (o2_ListOffsetsPartition.partition_index, o2_ListOffsetsPartition.current_leader_epoch, o2_ListOffsetsPartition.timestamp,) = _S3.unpack_from(buf, pos)
+            pos += 16
+            o2_ListOffsetsPartition.max_num_offsets = 1
+            o2_ListOffsetsPartition.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_ListOffsetsPartition.unknown_tagged_fields is None:
+                        o2_ListOffsetsPartition.unknown_tagged_fields = []
+                    o2_ListOffsetsPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_ListOffsetsTopic_partitions_1.append(o2_ListOffsetsPartition)
+        o1_ListOffsetsTopic.partitions = a_ListOffsetsTopic_partitions_1
+        o1_ListOffsetsTopic.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ListOffsetsTopic.unknown_tagged_fields is None:
+                    o1_ListOffsetsTopic.unknown_tagged_fields = []
+                o1_ListOffsetsTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_ListOffsetsRequest_topics_0.append(o1_ListOffsetsTopic)
+    o0.topics = a_ListOffsetsRequest_topics_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_ListOffsetsRequest = (_w_ListOffsetsRequest_0, _w_ListOffsetsRequest_1, _w_ListOffsetsRequest_2, _w_ListOffsetsRequest_2, _w_ListOffsetsRequest_3, _w_ListOffsetsRequest_3, _w_ListOffsetsRequest_4, _w_ListOffsetsRequest_4, _w_ListOffsetsRequest_4, _w_ListOffsetsRequest_4, )
 _R_ListOffsetsRequest = (_r_ListOffsetsRequest_0, _r_ListOffsetsRequest_1, _r_ListOffsetsRequest_2, _r_ListOffsetsRequest_2, _r_ListOffsetsRequest_3, _r_ListOffsetsRequest_3, _r_ListOffsetsRequest_4, _r_ListOffsetsRequest_4, _r_ListOffsetsRequest_4, _r_ListOffsetsRequest_4, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -146,9 +151,9 @@ class _ListOffsetsResponse(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -159,18 +164,22 @@ class _ListOffsetsResponse(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ListOffsetsResponse:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"ListOffsetsResponse v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[ListOffsetsResponse, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[ListOffsetsResponse, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 9:
             raise DecodeError(f"ListOffsetsResponse has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_ListOffsetsResponse[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_ListOffsetsResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -223,62 +232,62 @@ def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_3(o: _ListOffsetsRespons
         out.append(0)
 
 
-def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsPartitionResponse, int]:
-    o = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
-    (o.partition_index, o.error_code,) = _S0.unpack_from(buf, pos)
+def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_0(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsPartitionResponse, int]:
+    o0 = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+    (o0.partition_index, o0.error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, False)
-    o.old_style_offsets = list(struct.unpack_from('>%dq' % n, buf, pos))
-    pos += 8 * n
-    o.timestamp = -1
-    o.offset = -1
-    o.leader_epoch = -1
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    o0.old_style_offsets = list(struct.unpack_from('>%dq' % n0, buf, pos))
+    pos += 8 * n0
+    o0.timestamp = -1
+    o0.offset = -1
+    o0.leader_epoch = -1
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsPartitionResponse, int]:
-    o = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
-    (o.partition_index, o.error_code,) = _S0.unpack_from(buf, pos)
+def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_1(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsPartitionResponse, int]:
+    o0 = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+    (o0.partition_index, o0.error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    o.old_style_offsets = []
-    (o.timestamp, o.offset,) = _S2.unpack_from(buf, pos)
+    o0.old_style_offsets = []
+    (o0.timestamp, o0.offset,) = _S2.unpack_from(buf, pos)
     pos += 16
-    o.leader_epoch = -1
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.leader_epoch = -1
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsPartitionResponse, int]:
-    o = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
-    (o.partition_index, o.error_code,) = _S0.unpack_from(buf, pos)
+def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_2(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsPartitionResponse, int]:
+    o0 = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+    (o0.partition_index, o0.error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    o.old_style_offsets = []
-    (o.timestamp, o.offset, o.leader_epoch,) = _S4.unpack_from(buf, pos)
+    o0.old_style_offsets = []
+    (o0.timestamp, o0.offset, o0.leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 20
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsPartitionResponse, int]:
-    o = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
-    (o.partition_index, o.error_code,) = _S0.unpack_from(buf, pos)
+def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_3(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsPartitionResponse, int]:
+    o0 = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+    (o0.partition_index, o0.error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    o.old_style_offsets = []
-    (o.timestamp, o.offset, o.leader_epoch,) = _S4.unpack_from(buf, pos)
+    o0.old_style_offsets = []
+    (o0.timestamp, o0.offset, o0.leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 20
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ListOffsetsResponse_ListOffsetsTopicResponse_0(o: _ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray, v: int) -> None:
@@ -317,75 +326,114 @@ def _w_ListOffsetsResponse_ListOffsetsTopicResponse_3(o: _ListOffsetsResponse_Li
         out.append(0)
 
 
-def _r_ListOffsetsResponse_ListOffsetsTopicResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsTopicResponse, int]:
-    o = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
-    o.name, pos = r_str(buf, pos, False)
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_0
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ListOffsetsResponse_ListOffsetsTopicResponse_0(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsTopicResponse, int]:
+    o0 = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
+    o0.name, pos = r_str(buf, pos, False)
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsTopicResponse_partitions_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsPartitionResponse = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+        (o1_ListOffsetsPartitionResponse.partition_index, o1_ListOffsetsPartitionResponse.error_code,) = _S0.unpack_from(buf, pos)
+        pos += 6
+        n1, pos = r_count(buf, pos, False)
+        o1_ListOffsetsPartitionResponse.old_style_offsets = list(struct.unpack_from('>%dq' % n1, buf, pos))
+        pos += 8 * n1
+        o1_ListOffsetsPartitionResponse.timestamp = -1
+        o1_ListOffsetsPartitionResponse.offset = -1
+        o1_ListOffsetsPartitionResponse.leader_epoch = -1
+        o1_ListOffsetsPartitionResponse.unknown_tagged_fields = None
+        a_ListOffsetsTopicResponse_partitions_0.append(o1_ListOffsetsPartitionResponse)
+    o0.partitions = a_ListOffsetsTopicResponse_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsResponse_ListOffsetsTopicResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsTopicResponse, int]:
-    o = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
-    o.name, pos = r_str(buf, pos, False)
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_1
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ListOffsetsResponse_ListOffsetsTopicResponse_1(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsTopicResponse, int]:
+    o0 = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
+    o0.name, pos = r_str(buf, pos, False)
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsTopicResponse_partitions_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsPartitionResponse = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+        (o1_ListOffsetsPartitionResponse.partition_index, o1_ListOffsetsPartitionResponse.error_code,) = _S0.unpack_from(buf, pos)
+        pos += 6
+        o1_ListOffsetsPartitionResponse.old_style_offsets = []
+        (o1_ListOffsetsPartitionResponse.timestamp, o1_ListOffsetsPartitionResponse.offset,) = _S2.unpack_from(buf, pos)
+        pos += 16
+        o1_ListOffsetsPartitionResponse.leader_epoch = -1
+        o1_ListOffsetsPartitionResponse.unknown_tagged_fields = None
+        a_ListOffsetsTopicResponse_partitions_0.append(o1_ListOffsetsPartitionResponse)
+    o0.partitions = a_ListOffsetsTopicResponse_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsResponse_ListOffsetsTopicResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsTopicResponse, int]:
-    o = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
-    o.name, pos = r_str(buf, pos, False)
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_2
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ListOffsetsResponse_ListOffsetsTopicResponse_2(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsTopicResponse, int]:
+    o0 = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
+    o0.name, pos = r_str(buf, pos, False)
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsTopicResponse_partitions_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsPartitionResponse = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+        (o1_ListOffsetsPartitionResponse.partition_index, o1_ListOffsetsPartitionResponse.error_code,) = _S0.unpack_from(buf, pos)
+        pos += 6
+        o1_ListOffsetsPartitionResponse.old_style_offsets = []
+        (o1_ListOffsetsPartitionResponse.timestamp, o1_ListOffsetsPartitionResponse.offset, o1_ListOffsetsPartitionResponse.leader_epoch,) = _S4.unpack_from(buf, pos)
+        pos += 20
+        o1_ListOffsetsPartitionResponse.unknown_tagged_fields = None
+        a_ListOffsetsTopicResponse_partitions_0.append(o1_ListOffsetsPartitionResponse)
+    o0.partitions = a_ListOffsetsTopicResponse_partitions_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsResponse_ListOffsetsTopicResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsTopicResponse, int]:
-    o = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_ListOffsetsResponse_ListOffsetsTopicResponse_3(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsResponse_ListOffsetsTopicResponse, int]:
+    blen = len(buf)
+    o0 = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_3
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_ListOffsetsTopicResponse_partitions_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsPartitionResponse = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+        (o1_ListOffsetsPartitionResponse.partition_index, o1_ListOffsetsPartitionResponse.error_code,) = _S0.unpack_from(buf, pos)
+        pos += 6
+        o1_ListOffsetsPartitionResponse.old_style_offsets = []
+        (o1_ListOffsetsPartitionResponse.timestamp, o1_ListOffsetsPartitionResponse.offset, o1_ListOffsetsPartitionResponse.leader_epoch,) = _S4.unpack_from(buf, pos)
+        pos += 20
+        o1_ListOffsetsPartitionResponse.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ListOffsetsPartitionResponse.unknown_tagged_fields is None:
+                    o1_ListOffsetsPartitionResponse.unknown_tagged_fields = []
+                o1_ListOffsetsPartitionResponse.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_ListOffsetsTopicResponse_partitions_0.append(o1_ListOffsetsPartitionResponse)
+    o0.partitions = a_ListOffsetsTopicResponse_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ListOffsetsResponse_0(o: _ListOffsetsResponse, out: bytearray, v: int) -> None:
@@ -430,87 +478,191 @@ def _w_ListOffsetsResponse_4(o: _ListOffsetsResponse, out: bytearray, v: int) ->
         out.append(0)
 
 
-def _r_ListOffsetsResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
-    o = _new(_ListOffsetsResponse)
-    o.throttle_time_ms = 0
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_ListOffsetsResponse_ListOffsetsTopicResponse_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ListOffsetsResponse_0(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
+    o0 = _new(_ListOffsetsResponse)
+    o0.throttle_time_ms = 0
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsResponse_topics_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsTopicResponse = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
+        o1_ListOffsetsTopicResponse.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_ListOffsetsTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_ListOffsetsPartitionResponse = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+            (o2_ListOffsetsPartitionResponse.partition_index, o2_ListOffsetsPartitionResponse.error_code,) = _S0.unpack_from(buf, pos)
+            pos += 6
+            n2, pos = r_count(buf, pos, False)
+            o2_ListOffsetsPartitionResponse.old_style_offsets = list(struct.unpack_from('>%dq' % n2, buf, pos))
+            pos += 8 * n2
+            o2_ListOffsetsPartitionResponse.timestamp = -1
+            o2_ListOffsetsPartitionResponse.offset = -1
+            o2_ListOffsetsPartitionResponse.leader_epoch = -1
+            o2_ListOffsetsPartitionResponse.unknown_tagged_fields = None
+            a_ListOffsetsTopicResponse_partitions_1.append(o2_ListOffsetsPartitionResponse)
+        o1_ListOffsetsTopicResponse.partitions = a_ListOffsetsTopicResponse_partitions_1
+        o1_ListOffsetsTopicResponse.unknown_tagged_fields = None
+        a_ListOffsetsResponse_topics_0.append(o1_ListOffsetsTopicResponse)
+    o0.topics = a_ListOffsetsResponse_topics_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
-    o = _new(_ListOffsetsResponse)
-    o.throttle_time_ms = 0
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_ListOffsetsResponse_ListOffsetsTopicResponse_1
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ListOffsetsResponse_1(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
+    o0 = _new(_ListOffsetsResponse)
+    o0.throttle_time_ms = 0
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsResponse_topics_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsTopicResponse = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
+        o1_ListOffsetsTopicResponse.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_ListOffsetsTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_ListOffsetsPartitionResponse = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+            (o2_ListOffsetsPartitionResponse.partition_index, o2_ListOffsetsPartitionResponse.error_code,) = _S0.unpack_from(buf, pos)
+            pos += 6
+            o2_ListOffsetsPartitionResponse.old_style_offsets = []
+            (o2_ListOffsetsPartitionResponse.timestamp, o2_ListOffsetsPartitionResponse.offset,) = _S2.unpack_from(buf, pos)
+            pos += 16
+            o2_ListOffsetsPartitionResponse.leader_epoch = -1
+            o2_ListOffsetsPartitionResponse.unknown_tagged_fields = None
+            a_ListOffsetsTopicResponse_partitions_1.append(o2_ListOffsetsPartitionResponse)
+        o1_ListOffsetsTopicResponse.partitions = a_ListOffsetsTopicResponse_partitions_1
+        o1_ListOffsetsTopicResponse.unknown_tagged_fields = None
+        a_ListOffsetsResponse_topics_0.append(o1_ListOffsetsTopicResponse)
+    o0.topics = a_ListOffsetsResponse_topics_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
-    o = _new(_ListOffsetsResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_ListOffsetsResponse_2(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
+    o0 = _new(_ListOffsetsResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_ListOffsetsResponse_ListOffsetsTopicResponse_1
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsResponse_topics_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsTopicResponse = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
+        o1_ListOffsetsTopicResponse.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_ListOffsetsTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_ListOffsetsPartitionResponse = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+            (o2_ListOffsetsPartitionResponse.partition_index, o2_ListOffsetsPartitionResponse.error_code,) = _S0.unpack_from(buf, pos)
+            pos += 6
+            o2_ListOffsetsPartitionResponse.old_style_offsets = []
+            (o2_ListOffsetsPartitionResponse.timestamp, o2_ListOffsetsPartitionResponse.offset,) = _S2.unpack_from(buf, pos)
+            pos += 16
+            o2_ListOffsetsPartitionResponse.leader_epoch = -1
+            o2_ListOffsetsPartitionResponse.unknown_tagged_fields = None
+            a_ListOffsetsTopicResponse_partitions_1.append(o2_ListOffsetsPartitionResponse)
+        o1_ListOffsetsTopicResponse.partitions = a_ListOffsetsTopicResponse_partitions_1
+        o1_ListOffsetsTopicResponse.unknown_tagged_fields = None
+        a_ListOffsetsResponse_topics_0.append(o1_ListOffsetsTopicResponse)
+    o0.topics = a_ListOffsetsResponse_topics_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
-    o = _new(_ListOffsetsResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_ListOffsetsResponse_3(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
+    o0 = _new(_ListOffsetsResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_ListOffsetsResponse_ListOffsetsTopicResponse_2
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_ListOffsetsResponse_topics_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsTopicResponse = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
+        o1_ListOffsetsTopicResponse.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_ListOffsetsTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_ListOffsetsPartitionResponse = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+            (o2_ListOffsetsPartitionResponse.partition_index, o2_ListOffsetsPartitionResponse.error_code,) = _S0.unpack_from(buf, pos)
+            pos += 6
+            o2_ListOffsetsPartitionResponse.old_style_offsets = []
+            (o2_ListOffsetsPartitionResponse.timestamp, o2_ListOffsetsPartitionResponse.offset, o2_ListOffsetsPartitionResponse.leader_epoch,) = _S4.unpack_from(buf, pos)
+            pos += 20
+            o2_ListOffsetsPartitionResponse.unknown_tagged_fields = None
+            a_ListOffsetsTopicResponse_partitions_1.append(o2_ListOffsetsPartitionResponse)
+        o1_ListOffsetsTopicResponse.partitions = a_ListOffsetsTopicResponse_partitions_1
+        o1_ListOffsetsTopicResponse.unknown_tagged_fields = None
+        a_ListOffsetsResponse_topics_0.append(o1_ListOffsetsTopicResponse)
+    o0.topics = a_ListOffsetsResponse_topics_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ListOffsetsResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
-    o = _new(_ListOffsetsResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_ListOffsetsResponse_4(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsResponse, int]:
+    blen = len(buf)
+    o0 = _new(_ListOffsetsResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_ListOffsetsResponse_ListOffsetsTopicResponse_3
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_ListOffsetsResponse_topics_0 = []
+    for _ in range(n0):
+        o1_ListOffsetsTopicResponse = _new(_ListOffsetsResponse_ListOffsetsTopicResponse)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_ListOffsetsTopicResponse.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_ListOffsetsTopicResponse.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_ListOffsetsTopicResponse_partitions_1 = []
+        for _ in range(n1):
+            o2_ListOffsetsPartitionResponse = _new(_ListOffsetsResponse_ListOffsetsPartitionResponse)
+            (o2_ListOffsetsPartitionResponse.partition_index, o2_ListOffsetsPartitionResponse.error_code,) = _S0.unpack_from(buf, pos)
+            pos += 6
+            o2_ListOffsetsPartitionResponse.old_style_offsets = []
+            (o2_ListOffsetsPartitionResponse.timestamp, o2_ListOffsetsPartitionResponse.offset, o2_ListOffsetsPartitionResponse.leader_epoch,) = _S4.unpack_from(buf, pos)
+            pos += 20
+            o2_ListOffsetsPartitionResponse.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_ListOffsetsPartitionResponse.unknown_tagged_fields is None:
+                        o2_ListOffsetsPartitionResponse.unknown_tagged_fields = []
+                    o2_ListOffsetsPartitionResponse.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_ListOffsetsTopicResponse_partitions_1.append(o2_ListOffsetsPartitionResponse)
+        o1_ListOffsetsTopicResponse.partitions = a_ListOffsetsTopicResponse_partitions_1
+        o1_ListOffsetsTopicResponse.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ListOffsetsTopicResponse.unknown_tagged_fields is None:
+                    o1_ListOffsetsTopicResponse.unknown_tagged_fields = []
+                o1_ListOffsetsTopicResponse.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_ListOffsetsResponse_topics_0.append(o1_ListOffsetsTopicResponse)
+    o0.topics = a_ListOffsetsResponse_topics_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_ListOffsetsResponse = (_w_ListOffsetsResponse_0, _w_ListOffsetsResponse_1, _w_ListOffsetsResponse_2, _w_ListOffsetsResponse_2, _w_ListOffsetsResponse_3, _w_ListOffsetsResponse_3, _w_ListOffsetsResponse_4, _w_ListOffsetsResponse_4, _w_ListOffsetsResponse_4, _w_ListOffsetsResponse_4, )
 _R_ListOffsetsResponse = (_r_ListOffsetsResponse_0, _r_ListOffsetsResponse_1, _r_ListOffsetsResponse_2, _r_ListOffsetsResponse_2, _r_ListOffsetsResponse_3, _r_ListOffsetsResponse_3, _r_ListOffsetsResponse_4, _r_ListOffsetsResponse_4, _r_ListOffsetsResponse_4, _r_ListOffsetsResponse_4, )

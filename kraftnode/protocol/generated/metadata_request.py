@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -116,9 +121,9 @@ class _MetadataRequest(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -129,18 +134,22 @@ class _MetadataRequest(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> MetadataRequest:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"MetadataRequest v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[MetadataRequest, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[MetadataRequest, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 12:
             raise DecodeError(f"MetadataRequest has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_MetadataRequest[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_MetadataRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -176,58 +185,60 @@ def _w_MetadataRequest_MetadataRequestTopic_2(o: _MetadataRequest_MetadataReques
         out.append(0)
 
 
-def _r_MetadataRequest_MetadataRequestTopic_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest_MetadataRequestTopic, int]:
-    o = _new(_MetadataRequest_MetadataRequestTopic)
-    o.topic_id = ZERO_UUID
-    o.name, pos = r_str(buf, pos, False)
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_MetadataRequest_MetadataRequestTopic_0(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest_MetadataRequestTopic, int]:
+    o0 = _new(_MetadataRequest_MetadataRequestTopic)
+    o0.topic_id = ZERO_UUID
+    o0.name, pos = r_str(buf, pos, False)
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataRequest_MetadataRequestTopic_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest_MetadataRequestTopic, int]:
-    o = _new(_MetadataRequest_MetadataRequestTopic)
-    o.topic_id = ZERO_UUID
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_MetadataRequest_MetadataRequestTopic_1(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest_MetadataRequestTopic, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataRequest_MetadataRequestTopic)
+    o0.topic_id = ZERO_UUID
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    o.unknown_tagged_fields = None
+        o0.name, pos = r_cstr(buf, pos, False)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_MetadataRequest_MetadataRequestTopic_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest_MetadataRequestTopic, int]:
-    o = _new(_MetadataRequest_MetadataRequestTopic)
-    o.topic_id, pos = r_uuid(buf, pos)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_MetadataRequest_MetadataRequestTopic_2(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest_MetadataRequestTopic, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataRequest_MetadataRequestTopic)
+    o0.topic_id, pos = r_uuid(buf, pos)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, True)
-    o.unknown_tagged_fields = None
+        o0.name, pos = r_cstr(buf, pos, True)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_MetadataRequest_0(o: _MetadataRequest, out: bytearray, v: int) -> None:
@@ -321,164 +332,238 @@ def _w_MetadataRequest_6(o: _MetadataRequest, out: bytearray, v: int) -> None:
         out.append(0)
 
 
-def _r_MetadataRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
-    o = _new(_MetadataRequest)
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_MetadataRequest_MetadataRequestTopic_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.allow_auto_topic_creation = True
-    o.include_cluster_authorized_operations = False
-    o.include_topic_authorized_operations = False
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_MetadataRequest_0(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    o0 = _new(_MetadataRequest)
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataRequest_topics_0 = []
+    for _ in range(n0):
+        o1_MetadataRequestTopic = _new(_MetadataRequest_MetadataRequestTopic)
+        o1_MetadataRequestTopic.topic_id = ZERO_UUID
+        o1_MetadataRequestTopic.name, pos = r_str(buf, pos, False)
+        o1_MetadataRequestTopic.unknown_tagged_fields = None
+        a_MetadataRequest_topics_0.append(o1_MetadataRequestTopic)
+    o0.topics = a_MetadataRequest_topics_0
+    o0.allow_auto_topic_creation = True
+    o0.include_cluster_authorized_operations = False
+    o0.include_topic_authorized_operations = False
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
-    o = _new(_MetadataRequest)
-    n, pos = r_count(buf, pos, True)
-    if n < 0:
-        o.topics = None
+def _r_MetadataRequest_1(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    o0 = _new(_MetadataRequest)
+    n0, pos = r_count(buf, pos, True)
+    if n0 < 0:
+        o0.topics = None
     else:
-        a_topics = []
-        r_topics = _r_MetadataRequest_MetadataRequestTopic_0
-        for _ in range(n):
-            e_topics, pos = r_topics(buf, pos, v)
-            a_topics.append(e_topics)
-        o.topics = a_topics
-    o.allow_auto_topic_creation = True
-    o.include_cluster_authorized_operations = False
-    o.include_topic_authorized_operations = False
-    o.unknown_tagged_fields = None
-    return o, pos
+        a_MetadataRequest_topics_0 = []
+        for _ in range(n0):
+            o1_MetadataRequestTopic = _new(_MetadataRequest_MetadataRequestTopic)
+            o1_MetadataRequestTopic.topic_id = ZERO_UUID
+            o1_MetadataRequestTopic.name, pos = r_str(buf, pos, False)
+            o1_MetadataRequestTopic.unknown_tagged_fields = None
+            a_MetadataRequest_topics_0.append(o1_MetadataRequestTopic)
+        o0.topics = a_MetadataRequest_topics_0
+    o0.allow_auto_topic_creation = True
+    o0.include_cluster_authorized_operations = False
+    o0.include_topic_authorized_operations = False
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataRequest_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
-    o = _new(_MetadataRequest)
-    n, pos = r_count(buf, pos, True)
-    if n < 0:
-        o.topics = None
+def _r_MetadataRequest_2(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    o0 = _new(_MetadataRequest)
+    n0, pos = r_count(buf, pos, True)
+    if n0 < 0:
+        o0.topics = None
     else:
-        a_topics = []
-        r_topics = _r_MetadataRequest_MetadataRequestTopic_0
-        for _ in range(n):
-            e_topics, pos = r_topics(buf, pos, v)
-            a_topics.append(e_topics)
-        o.topics = a_topics
-    o.allow_auto_topic_creation = buf[pos] != 0
+        a_MetadataRequest_topics_0 = []
+        for _ in range(n0):
+            o1_MetadataRequestTopic = _new(_MetadataRequest_MetadataRequestTopic)
+            o1_MetadataRequestTopic.topic_id = ZERO_UUID
+            o1_MetadataRequestTopic.name, pos = r_str(buf, pos, False)
+            o1_MetadataRequestTopic.unknown_tagged_fields = None
+            a_MetadataRequest_topics_0.append(o1_MetadataRequestTopic)
+        o0.topics = a_MetadataRequest_topics_0
+    o0.allow_auto_topic_creation = buf[pos] != 0
     pos += 1
-    o.include_cluster_authorized_operations = False
-    o.include_topic_authorized_operations = False
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.include_cluster_authorized_operations = False
+    o0.include_topic_authorized_operations = False
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataRequest_3(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
-    o = _new(_MetadataRequest)
-    n, pos = r_count(buf, pos, True)
-    if n < 0:
-        o.topics = None
+def _r_MetadataRequest_3(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    o0 = _new(_MetadataRequest)
+    n0, pos = r_count(buf, pos, True)
+    if n0 < 0:
+        o0.topics = None
     else:
-        a_topics = []
-        r_topics = _r_MetadataRequest_MetadataRequestTopic_0
-        for _ in range(n):
-            e_topics, pos = r_topics(buf, pos, v)
-            a_topics.append(e_topics)
-        o.topics = a_topics
-    (o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
+        a_MetadataRequest_topics_0 = []
+        for _ in range(n0):
+            o1_MetadataRequestTopic = _new(_MetadataRequest_MetadataRequestTopic)
+            o1_MetadataRequestTopic.topic_id = ZERO_UUID
+            o1_MetadataRequestTopic.name, pos = r_str(buf, pos, False)
+            o1_MetadataRequestTopic.unknown_tagged_fields = None
+            a_MetadataRequest_topics_0.append(o1_MetadataRequestTopic)
+        o0.topics = a_MetadataRequest_topics_0
+    (o0.allow_auto_topic_creation, o0.include_cluster_authorized_operations, o0.include_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 3
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataRequest_4(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
-    o = _new(_MetadataRequest)
-    n, pos = r_ccount(buf, pos, True)
-    if n < 0:
-        o.topics = None
+def _r_MetadataRequest_4(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataRequest)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        a_topics = []
-        r_topics = _r_MetadataRequest_MetadataRequestTopic_1
-        for _ in range(n):
-            e_topics, pos = r_topics(buf, pos, v)
-            a_topics.append(e_topics)
-        o.topics = a_topics
-    (o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
+        n0, pos = r_ccount(buf, pos, True)
+    if n0 < 0:
+        o0.topics = None
+    else:
+        a_MetadataRequest_topics_0 = []
+        for _ in range(n0):
+            o1_MetadataRequestTopic = _new(_MetadataRequest_MetadataRequestTopic)
+            o1_MetadataRequestTopic.topic_id = ZERO_UUID
+            n1 = buf[pos]
+            if 0 < n1 < 0x80 and pos + n1 <= blen:
+                o1_MetadataRequestTopic.name = buf[pos + 1:pos + n1].decode()
+                pos += n1
+            else:
+                o1_MetadataRequestTopic.name, pos = r_cstr(buf, pos, False)
+            o1_MetadataRequestTopic.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags1, pos = read_uvarint(buf, pos)
+                for _ in range(ntags1):
+                    tag1, end1, pos = r_tag_header(buf, pos)
+                    if o1_MetadataRequestTopic.unknown_tagged_fields is None:
+                        o1_MetadataRequestTopic.unknown_tagged_fields = []
+                    o1_MetadataRequestTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
+            a_MetadataRequest_topics_0.append(o1_MetadataRequestTopic)
+        o0.topics = a_MetadataRequest_topics_0
+    (o0.allow_auto_topic_creation, o0.include_cluster_authorized_operations, o0.include_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 3
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_MetadataRequest_5(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
-    o = _new(_MetadataRequest)
-    n, pos = r_ccount(buf, pos, True)
-    if n < 0:
-        o.topics = None
+def _r_MetadataRequest_5(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataRequest)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        a_topics = []
-        r_topics = _r_MetadataRequest_MetadataRequestTopic_2
-        for _ in range(n):
-            e_topics, pos = r_topics(buf, pos, v)
-            a_topics.append(e_topics)
-        o.topics = a_topics
-    (o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
+        n0, pos = r_ccount(buf, pos, True)
+    if n0 < 0:
+        o0.topics = None
+    else:
+        a_MetadataRequest_topics_0 = []
+        for _ in range(n0):
+            o1_MetadataRequestTopic = _new(_MetadataRequest_MetadataRequestTopic)
+            o1_MetadataRequestTopic.topic_id, pos = r_uuid(buf, pos)
+            n1 = buf[pos]
+            if 0 < n1 < 0x80 and pos + n1 <= blen:
+                o1_MetadataRequestTopic.name = buf[pos + 1:pos + n1].decode()
+                pos += n1
+            else:
+                o1_MetadataRequestTopic.name, pos = r_cstr(buf, pos, True)
+            o1_MetadataRequestTopic.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags1, pos = read_uvarint(buf, pos)
+                for _ in range(ntags1):
+                    tag1, end1, pos = r_tag_header(buf, pos)
+                    if o1_MetadataRequestTopic.unknown_tagged_fields is None:
+                        o1_MetadataRequestTopic.unknown_tagged_fields = []
+                    o1_MetadataRequestTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
+            a_MetadataRequest_topics_0.append(o1_MetadataRequestTopic)
+        o0.topics = a_MetadataRequest_topics_0
+    (o0.allow_auto_topic_creation, o0.include_cluster_authorized_operations, o0.include_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 3
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_MetadataRequest_6(buf: memoryview, pos: int, v: int) -> tuple[_MetadataRequest, int]:
-    o = _new(_MetadataRequest)
-    n, pos = r_ccount(buf, pos, True)
-    if n < 0:
-        o.topics = None
+def _r_MetadataRequest_6(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataRequest)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        a_topics = []
-        r_topics = _r_MetadataRequest_MetadataRequestTopic_2
-        for _ in range(n):
-            e_topics, pos = r_topics(buf, pos, v)
-            a_topics.append(e_topics)
-        o.topics = a_topics
-    o.allow_auto_topic_creation = buf[pos] != 0
+        n0, pos = r_ccount(buf, pos, True)
+    if n0 < 0:
+        o0.topics = None
+    else:
+        a_MetadataRequest_topics_0 = []
+        for _ in range(n0):
+            o1_MetadataRequestTopic = _new(_MetadataRequest_MetadataRequestTopic)
+            o1_MetadataRequestTopic.topic_id, pos = r_uuid(buf, pos)
+            n1 = buf[pos]
+            if 0 < n1 < 0x80 and pos + n1 <= blen:
+                o1_MetadataRequestTopic.name = buf[pos + 1:pos + n1].decode()
+                pos += n1
+            else:
+                o1_MetadataRequestTopic.name, pos = r_cstr(buf, pos, True)
+            o1_MetadataRequestTopic.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags1, pos = read_uvarint(buf, pos)
+                for _ in range(ntags1):
+                    tag1, end1, pos = r_tag_header(buf, pos)
+                    if o1_MetadataRequestTopic.unknown_tagged_fields is None:
+                        o1_MetadataRequestTopic.unknown_tagged_fields = []
+                    o1_MetadataRequestTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
+            a_MetadataRequest_topics_0.append(o1_MetadataRequestTopic)
+        o0.topics = a_MetadataRequest_topics_0
+    o0.allow_auto_topic_creation = buf[pos] != 0
     pos += 1
-    o.include_cluster_authorized_operations = False
-    o.include_topic_authorized_operations = buf[pos] != 0
+    o0.include_cluster_authorized_operations = False
+    o0.include_topic_authorized_operations = buf[pos] != 0
     pos += 1
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_MetadataRequest = (_w_MetadataRequest_0, _w_MetadataRequest_1, _w_MetadataRequest_1, _w_MetadataRequest_1, _w_MetadataRequest_2, _w_MetadataRequest_2, _w_MetadataRequest_2, _w_MetadataRequest_2, _w_MetadataRequest_3, _w_MetadataRequest_4, _w_MetadataRequest_5, _w_MetadataRequest_6, _w_MetadataRequest_6, )
 _R_MetadataRequest = (_r_MetadataRequest_0, _r_MetadataRequest_1, _r_MetadataRequest_1, _r_MetadataRequest_1, _r_MetadataRequest_2, _r_MetadataRequest_2, _r_MetadataRequest_2, _r_MetadataRequest_2, _r_MetadataRequest_3, _r_MetadataRequest_4, _r_MetadataRequest_5, _r_MetadataRequest_6, _r_MetadataRequest_6, )

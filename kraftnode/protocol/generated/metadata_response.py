@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -198,9 +203,9 @@ class _MetadataResponse(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -211,18 +216,22 @@ class _MetadataResponse(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> MetadataResponse:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"MetadataResponse v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[MetadataResponse, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[MetadataResponse, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 12:
             raise DecodeError(f"MetadataResponse has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_MetadataResponse[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_MetadataResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -283,82 +292,95 @@ def _w_MetadataResponse_MetadataResponsePartition_3(o: _MetadataResponse_Metadat
         out.append(0)
 
 
-def _r_MetadataResponse_MetadataResponsePartition_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponsePartition, int]:
-    o = _new(_MetadataResponse_MetadataResponsePartition)
-    (o.error_code, o.partition_index, o.leader_id,) = _S0.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponsePartition_0(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponsePartition, int]:
+    o0 = _new(_MetadataResponse_MetadataResponsePartition)
+    (o0.error_code, o0.partition_index, o0.leader_id,) = _S0.unpack_from(buf, pos)
     pos += 10
-    o.leader_epoch = -1
-    n, pos = r_count(buf, pos, False)
-    o.replica_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    n, pos = r_count(buf, pos, False)
-    o.isr_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    o.offline_replicas = []
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.leader_epoch = -1
+    n0, pos = r_count(buf, pos, False)
+    o0.replica_nodes = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    n0, pos = r_count(buf, pos, False)
+    o0.isr_nodes = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    o0.offline_replicas = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_MetadataResponsePartition_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponsePartition, int]:
-    o = _new(_MetadataResponse_MetadataResponsePartition)
-    (o.error_code, o.partition_index, o.leader_id,) = _S0.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponsePartition_1(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponsePartition, int]:
+    o0 = _new(_MetadataResponse_MetadataResponsePartition)
+    (o0.error_code, o0.partition_index, o0.leader_id,) = _S0.unpack_from(buf, pos)
     pos += 10
-    o.leader_epoch = -1
-    n, pos = r_count(buf, pos, False)
-    o.replica_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    n, pos = r_count(buf, pos, False)
-    o.isr_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    n, pos = r_count(buf, pos, False)
-    o.offline_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.leader_epoch = -1
+    n0, pos = r_count(buf, pos, False)
+    o0.replica_nodes = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    n0, pos = r_count(buf, pos, False)
+    o0.isr_nodes = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    n0, pos = r_count(buf, pos, False)
+    o0.offline_replicas = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_MetadataResponsePartition_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponsePartition, int]:
-    o = _new(_MetadataResponse_MetadataResponsePartition)
-    (o.error_code, o.partition_index, o.leader_id, o.leader_epoch,) = _S1.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponsePartition_2(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponsePartition, int]:
+    o0 = _new(_MetadataResponse_MetadataResponsePartition)
+    (o0.error_code, o0.partition_index, o0.leader_id, o0.leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 14
-    n, pos = r_count(buf, pos, False)
-    o.replica_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    n, pos = r_count(buf, pos, False)
-    o.isr_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    n, pos = r_count(buf, pos, False)
-    o.offline_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    o0.replica_nodes = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    n0, pos = r_count(buf, pos, False)
+    o0.isr_nodes = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    n0, pos = r_count(buf, pos, False)
+    o0.offline_replicas = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_MetadataResponsePartition_3(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponsePartition, int]:
-    o = _new(_MetadataResponse_MetadataResponsePartition)
-    (o.error_code, o.partition_index, o.leader_id, o.leader_epoch,) = _S1.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponsePartition_3(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponsePartition, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataResponse_MetadataResponsePartition)
+    (o0.error_code, o0.partition_index, o0.leader_id, o0.leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 14
-    n, pos = r_ccount(buf, pos, False)
-    o.replica_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    n, pos = r_ccount(buf, pos, False)
-    o.isr_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    n, pos = r_ccount(buf, pos, False)
-    o.offline_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-    pos += 4 * n
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    o0.replica_nodes = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    o0.isr_nodes = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    o0.offline_replicas = list(struct.unpack_from('>%di' % n0, buf, pos))
+    pos += 4 * n0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_MetadataResponse_MetadataResponseTopic_0(o: _MetadataResponse_MetadataResponseTopic, out: bytearray, v: int) -> None:
@@ -464,212 +486,380 @@ def _w_MetadataResponse_MetadataResponseTopic_7(o: _MetadataResponse_MetadataRes
         out.append(0)
 
 
-def _r_MetadataResponse_MetadataResponseTopic_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
-    o = _new(_MetadataResponse_MetadataResponseTopic)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponseTopic_0(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    o0 = _new(_MetadataResponse_MetadataResponseTopic)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    o.name, pos = r_str(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    o.is_internal = False
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_MetadataResponse_MetadataResponsePartition_0
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.topic_authorized_operations = -2147483648
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.name, pos = r_str(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    o0.is_internal = False
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponseTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+        (o1_MetadataResponsePartition.error_code, o1_MetadataResponsePartition.partition_index, o1_MetadataResponsePartition.leader_id,) = _S0.unpack_from(buf, pos)
+        pos += 10
+        o1_MetadataResponsePartition.leader_epoch = -1
+        n1, pos = r_count(buf, pos, False)
+        o1_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1, pos = r_count(buf, pos, False)
+        o1_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_MetadataResponsePartition.offline_replicas = []
+        o1_MetadataResponsePartition.unknown_tagged_fields = None
+        a_MetadataResponseTopic_partitions_0.append(o1_MetadataResponsePartition)
+    o0.partitions = a_MetadataResponseTopic_partitions_0
+    o0.topic_authorized_operations = -2147483648
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_MetadataResponseTopic_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
-    o = _new(_MetadataResponse_MetadataResponseTopic)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponseTopic_1(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    o0 = _new(_MetadataResponse_MetadataResponseTopic)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    o.name, pos = r_str(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    o.is_internal = buf[pos] != 0
+    o0.name, pos = r_str(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    o0.is_internal = buf[pos] != 0
     pos += 1
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_MetadataResponse_MetadataResponsePartition_0
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.topic_authorized_operations = -2147483648
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponseTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+        (o1_MetadataResponsePartition.error_code, o1_MetadataResponsePartition.partition_index, o1_MetadataResponsePartition.leader_id,) = _S0.unpack_from(buf, pos)
+        pos += 10
+        o1_MetadataResponsePartition.leader_epoch = -1
+        n1, pos = r_count(buf, pos, False)
+        o1_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1, pos = r_count(buf, pos, False)
+        o1_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_MetadataResponsePartition.offline_replicas = []
+        o1_MetadataResponsePartition.unknown_tagged_fields = None
+        a_MetadataResponseTopic_partitions_0.append(o1_MetadataResponsePartition)
+    o0.partitions = a_MetadataResponseTopic_partitions_0
+    o0.topic_authorized_operations = -2147483648
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_MetadataResponseTopic_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
-    o = _new(_MetadataResponse_MetadataResponseTopic)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponseTopic_2(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    o0 = _new(_MetadataResponse_MetadataResponseTopic)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    o.name, pos = r_str(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    o.is_internal = buf[pos] != 0
+    o0.name, pos = r_str(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    o0.is_internal = buf[pos] != 0
     pos += 1
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_MetadataResponse_MetadataResponsePartition_1
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.topic_authorized_operations = -2147483648
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponseTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+        (o1_MetadataResponsePartition.error_code, o1_MetadataResponsePartition.partition_index, o1_MetadataResponsePartition.leader_id,) = _S0.unpack_from(buf, pos)
+        pos += 10
+        o1_MetadataResponsePartition.leader_epoch = -1
+        n1, pos = r_count(buf, pos, False)
+        o1_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1, pos = r_count(buf, pos, False)
+        o1_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1, pos = r_count(buf, pos, False)
+        o1_MetadataResponsePartition.offline_replicas = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_MetadataResponsePartition.unknown_tagged_fields = None
+        a_MetadataResponseTopic_partitions_0.append(o1_MetadataResponsePartition)
+    o0.partitions = a_MetadataResponseTopic_partitions_0
+    o0.topic_authorized_operations = -2147483648
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_MetadataResponseTopic_3(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
-    o = _new(_MetadataResponse_MetadataResponseTopic)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponseTopic_3(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    o0 = _new(_MetadataResponse_MetadataResponseTopic)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    o.name, pos = r_str(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    o.is_internal = buf[pos] != 0
+    o0.name, pos = r_str(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    o0.is_internal = buf[pos] != 0
     pos += 1
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_MetadataResponse_MetadataResponsePartition_2
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.topic_authorized_operations = -2147483648
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponseTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+        (o1_MetadataResponsePartition.error_code, o1_MetadataResponsePartition.partition_index, o1_MetadataResponsePartition.leader_id, o1_MetadataResponsePartition.leader_epoch,) = _S1.unpack_from(buf, pos)
+        pos += 14
+        n1, pos = r_count(buf, pos, False)
+        o1_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1, pos = r_count(buf, pos, False)
+        o1_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1, pos = r_count(buf, pos, False)
+        o1_MetadataResponsePartition.offline_replicas = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_MetadataResponsePartition.unknown_tagged_fields = None
+        a_MetadataResponseTopic_partitions_0.append(o1_MetadataResponsePartition)
+    o0.partitions = a_MetadataResponseTopic_partitions_0
+    o0.topic_authorized_operations = -2147483648
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_MetadataResponseTopic_4(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
-    o = _new(_MetadataResponse_MetadataResponseTopic)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponseTopic_4(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    o0 = _new(_MetadataResponse_MetadataResponseTopic)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    o.name, pos = r_str(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    o.is_internal = buf[pos] != 0
+    o0.name, pos = r_str(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    o0.is_internal = buf[pos] != 0
     pos += 1
-    n, pos = r_count(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_MetadataResponse_MetadataResponsePartition_2
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    (o.topic_authorized_operations,) = I32.unpack_from(buf, pos)
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponseTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+        (o1_MetadataResponsePartition.error_code, o1_MetadataResponsePartition.partition_index, o1_MetadataResponsePartition.leader_id, o1_MetadataResponsePartition.leader_epoch,) = _S1.unpack_from(buf, pos)
+        pos += 14
+        n1, pos = r_count(buf, pos, False)
+        o1_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1, pos = r_count(buf, pos, False)
+        o1_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1, pos = r_count(buf, pos, False)
+        o1_MetadataResponsePartition.offline_replicas = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_MetadataResponsePartition.unknown_tagged_fields = None
+        a_MetadataResponseTopic_partitions_0.append(o1_MetadataResponsePartition)
+    o0.partitions = a_MetadataResponseTopic_partitions_0
+    (o0.topic_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_MetadataResponseTopic_5(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
-    o = _new(_MetadataResponse_MetadataResponseTopic)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponseTopic_5(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataResponse_MetadataResponseTopic)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    o.topic_id = ZERO_UUID
-    o.is_internal = buf[pos] != 0
+        o0.name, pos = r_cstr(buf, pos, False)
+    o0.topic_id = ZERO_UUID
+    o0.is_internal = buf[pos] != 0
     pos += 1
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_MetadataResponse_MetadataResponsePartition_3
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    (o.topic_authorized_operations,) = I32.unpack_from(buf, pos)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_MetadataResponseTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+        (o1_MetadataResponsePartition.error_code, o1_MetadataResponsePartition.partition_index, o1_MetadataResponsePartition.leader_id, o1_MetadataResponsePartition.leader_epoch,) = _S1.unpack_from(buf, pos)
+        pos += 14
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        o1_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        o1_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        o1_MetadataResponsePartition.offline_replicas = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_MetadataResponsePartition.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_MetadataResponsePartition.unknown_tagged_fields is None:
+                    o1_MetadataResponsePartition.unknown_tagged_fields = []
+                o1_MetadataResponsePartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_MetadataResponseTopic_partitions_0.append(o1_MetadataResponsePartition)
+    o0.partitions = a_MetadataResponseTopic_partitions_0
+    (o0.topic_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_MetadataResponse_MetadataResponseTopic_6(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
-    o = _new(_MetadataResponse_MetadataResponseTopic)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponseTopic_6(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataResponse_MetadataResponseTopic)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    (_u0, o.is_internal,) = _S2.unpack_from(buf, pos)
+        o0.name, pos = r_cstr(buf, pos, False)
+    (_u0_0, o0.is_internal,) = _S2.unpack_from(buf, pos)
     pos += 17
-    o.topic_id = uuid_from_bytes(_u0)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_MetadataResponse_MetadataResponsePartition_3
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    (o.topic_authorized_operations,) = I32.unpack_from(buf, pos)
+    o0.topic_id = _UUIDS.get(_u0_0) or uuid_from_bytes(_u0_0)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_MetadataResponseTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+        (o1_MetadataResponsePartition.error_code, o1_MetadataResponsePartition.partition_index, o1_MetadataResponsePartition.leader_id, o1_MetadataResponsePartition.leader_epoch,) = _S1.unpack_from(buf, pos)
+        pos += 14
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        o1_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        o1_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        o1_MetadataResponsePartition.offline_replicas = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_MetadataResponsePartition.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_MetadataResponsePartition.unknown_tagged_fields is None:
+                    o1_MetadataResponsePartition.unknown_tagged_fields = []
+                o1_MetadataResponsePartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_MetadataResponseTopic_partitions_0.append(o1_MetadataResponsePartition)
+    o0.partitions = a_MetadataResponseTopic_partitions_0
+    (o0.topic_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_MetadataResponse_MetadataResponseTopic_7(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
-    o = _new(_MetadataResponse_MetadataResponseTopic)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponseTopic_7(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseTopic, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataResponse_MetadataResponseTopic)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, True)
-    (_u0, o.is_internal,) = _S2.unpack_from(buf, pos)
+        o0.name, pos = r_cstr(buf, pos, True)
+    (_u0_0, o0.is_internal,) = _S2.unpack_from(buf, pos)
     pos += 17
-    o.topic_id = uuid_from_bytes(_u0)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_MetadataResponse_MetadataResponsePartition_3
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    (o.topic_authorized_operations,) = I32.unpack_from(buf, pos)
+    o0.topic_id = _UUIDS.get(_u0_0) or uuid_from_bytes(_u0_0)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_MetadataResponseTopic_partitions_0 = []
+    for _ in range(n0):
+        o1_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+        (o1_MetadataResponsePartition.error_code, o1_MetadataResponsePartition.partition_index, o1_MetadataResponsePartition.leader_id, o1_MetadataResponsePartition.leader_epoch,) = _S1.unpack_from(buf, pos)
+        pos += 14
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        o1_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        o1_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        o1_MetadataResponsePartition.offline_replicas = list(struct.unpack_from('>%di' % n1, buf, pos))
+        pos += 4 * n1
+        o1_MetadataResponsePartition.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_MetadataResponsePartition.unknown_tagged_fields is None:
+                    o1_MetadataResponsePartition.unknown_tagged_fields = []
+                o1_MetadataResponsePartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_MetadataResponseTopic_partitions_0.append(o1_MetadataResponsePartition)
+    o0.partitions = a_MetadataResponseTopic_partitions_0
+    (o0.topic_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_MetadataResponse_MetadataResponseBroker_0(o: _MetadataResponse_MetadataResponseBroker, out: bytearray, v: int) -> None:
@@ -696,60 +886,61 @@ def _w_MetadataResponse_MetadataResponseBroker_2(o: _MetadataResponse_MetadataRe
         out.append(0)
 
 
-def _r_MetadataResponse_MetadataResponseBroker_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseBroker, int]:
-    o = _new(_MetadataResponse_MetadataResponseBroker)
-    (o.node_id,) = I32.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponseBroker_0(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseBroker, int]:
+    o0 = _new(_MetadataResponse_MetadataResponseBroker)
+    (o0.node_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.host, pos = r_str(buf, pos, False)
-    (o.port,) = I32.unpack_from(buf, pos)
+    o0.host, pos = r_str(buf, pos, False)
+    (o0.port,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.rack = None
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.rack = None
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_MetadataResponseBroker_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseBroker, int]:
-    o = _new(_MetadataResponse_MetadataResponseBroker)
-    (o.node_id,) = I32.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponseBroker_1(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseBroker, int]:
+    o0 = _new(_MetadataResponse_MetadataResponseBroker)
+    (o0.node_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.host, pos = r_str(buf, pos, False)
-    (o.port,) = I32.unpack_from(buf, pos)
+    o0.host, pos = r_str(buf, pos, False)
+    (o0.port,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.rack, pos = r_str(buf, pos, True)
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.rack, pos = r_str(buf, pos, True)
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_MetadataResponseBroker_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseBroker, int]:
-    o = _new(_MetadataResponse_MetadataResponseBroker)
-    (o.node_id,) = I32.unpack_from(buf, pos)
+def _r_MetadataResponse_MetadataResponseBroker_2(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse_MetadataResponseBroker, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataResponse_MetadataResponseBroker)
+    (o0.node_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = I32.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port,) = I32.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.rack = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.rack, pos = r_cstr(buf, pos, True)
-    o.unknown_tagged_fields = None
+        o0.rack, pos = r_cstr(buf, pos, True)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_MetadataResponse_0(o: _MetadataResponse, out: bytearray, v: int) -> None:
@@ -935,349 +1126,971 @@ def _w_MetadataResponse_10(o: _MetadataResponse, out: bytearray, v: int) -> None
         out.append(0)
 
 
-def _r_MetadataResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
-    o = _new(_MetadataResponse)
-    o.throttle_time_ms = 0
-    n, pos = r_count(buf, pos, False)
-    a_brokers = []
-    r_brokers = _r_MetadataResponse_MetadataResponseBroker_0
-    for _ in range(n):
-        e_brokers, pos = r_brokers(buf, pos, v)
-        a_brokers.append(e_brokers)
-    o.brokers = a_brokers
-    o.cluster_id = None
-    o.controller_id = -1
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_MetadataResponse_MetadataResponseTopic_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.cluster_authorized_operations = -2147483648
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_MetadataResponse_0(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o0 = _new(_MetadataResponse)
+    o0.throttle_time_ms = 0
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_brokers_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseBroker = _new(_MetadataResponse_MetadataResponseBroker)
+        (o1_MetadataResponseBroker.node_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.host, pos = r_str(buf, pos, False)
+        (o1_MetadataResponseBroker.port,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.rack = None
+        o1_MetadataResponseBroker.unknown_tagged_fields = None
+        a_MetadataResponse_brokers_0.append(o1_MetadataResponseBroker)
+    o0.brokers = a_MetadataResponse_brokers_0
+    o0.cluster_id = None
+    o0.controller_id = -1
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_topics_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseTopic = _new(_MetadataResponse_MetadataResponseTopic)
+        (o1_MetadataResponseTopic.error_code,) = I16.unpack_from(buf, pos)
+        pos += 2
+        o1_MetadataResponseTopic.name, pos = r_str(buf, pos, False)
+        o1_MetadataResponseTopic.topic_id = ZERO_UUID
+        o1_MetadataResponseTopic.is_internal = False
+        n1, pos = r_count(buf, pos, False)
+        a_MetadataResponseTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+            (o2_MetadataResponsePartition.error_code, o2_MetadataResponsePartition.partition_index, o2_MetadataResponsePartition.leader_id,) = _S0.unpack_from(buf, pos)
+            pos += 10
+            o2_MetadataResponsePartition.leader_epoch = -1
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            o2_MetadataResponsePartition.offline_replicas = []
+            o2_MetadataResponsePartition.unknown_tagged_fields = None
+            a_MetadataResponseTopic_partitions_1.append(o2_MetadataResponsePartition)
+        o1_MetadataResponseTopic.partitions = a_MetadataResponseTopic_partitions_1
+        o1_MetadataResponseTopic.topic_authorized_operations = -2147483648
+        o1_MetadataResponseTopic.unknown_tagged_fields = None
+        a_MetadataResponse_topics_0.append(o1_MetadataResponseTopic)
+    o0.topics = a_MetadataResponse_topics_0
+    o0.cluster_authorized_operations = -2147483648
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
-    o = _new(_MetadataResponse)
-    o.throttle_time_ms = 0
-    n, pos = r_count(buf, pos, False)
-    a_brokers = []
-    r_brokers = _r_MetadataResponse_MetadataResponseBroker_1
-    for _ in range(n):
-        e_brokers, pos = r_brokers(buf, pos, v)
-        a_brokers.append(e_brokers)
-    o.brokers = a_brokers
-    o.cluster_id = None
-    (o.controller_id,) = I32.unpack_from(buf, pos)
+def _r_MetadataResponse_1(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o0 = _new(_MetadataResponse)
+    o0.throttle_time_ms = 0
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_brokers_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseBroker = _new(_MetadataResponse_MetadataResponseBroker)
+        (o1_MetadataResponseBroker.node_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.host, pos = r_str(buf, pos, False)
+        (o1_MetadataResponseBroker.port,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.rack, pos = r_str(buf, pos, True)
+        o1_MetadataResponseBroker.unknown_tagged_fields = None
+        a_MetadataResponse_brokers_0.append(o1_MetadataResponseBroker)
+    o0.brokers = a_MetadataResponse_brokers_0
+    o0.cluster_id = None
+    (o0.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_MetadataResponse_MetadataResponseTopic_1
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.cluster_authorized_operations = -2147483648
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_topics_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseTopic = _new(_MetadataResponse_MetadataResponseTopic)
+        (o1_MetadataResponseTopic.error_code,) = I16.unpack_from(buf, pos)
+        pos += 2
+        o1_MetadataResponseTopic.name, pos = r_str(buf, pos, False)
+        o1_MetadataResponseTopic.topic_id = ZERO_UUID
+        o1_MetadataResponseTopic.is_internal = buf[pos] != 0
+        pos += 1
+        n1, pos = r_count(buf, pos, False)
+        a_MetadataResponseTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+            (o2_MetadataResponsePartition.error_code, o2_MetadataResponsePartition.partition_index, o2_MetadataResponsePartition.leader_id,) = _S0.unpack_from(buf, pos)
+            pos += 10
+            o2_MetadataResponsePartition.leader_epoch = -1
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            o2_MetadataResponsePartition.offline_replicas = []
+            o2_MetadataResponsePartition.unknown_tagged_fields = None
+            a_MetadataResponseTopic_partitions_1.append(o2_MetadataResponsePartition)
+        o1_MetadataResponseTopic.partitions = a_MetadataResponseTopic_partitions_1
+        o1_MetadataResponseTopic.topic_authorized_operations = -2147483648
+        o1_MetadataResponseTopic.unknown_tagged_fields = None
+        a_MetadataResponse_topics_0.append(o1_MetadataResponseTopic)
+    o0.topics = a_MetadataResponse_topics_0
+    o0.cluster_authorized_operations = -2147483648
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
-    o = _new(_MetadataResponse)
-    o.throttle_time_ms = 0
-    n, pos = r_count(buf, pos, False)
-    a_brokers = []
-    r_brokers = _r_MetadataResponse_MetadataResponseBroker_1
-    for _ in range(n):
-        e_brokers, pos = r_brokers(buf, pos, v)
-        a_brokers.append(e_brokers)
-    o.brokers = a_brokers
-    o.cluster_id, pos = r_str(buf, pos, True)
-    (o.controller_id,) = I32.unpack_from(buf, pos)
+def _r_MetadataResponse_2(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o0 = _new(_MetadataResponse)
+    o0.throttle_time_ms = 0
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_brokers_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseBroker = _new(_MetadataResponse_MetadataResponseBroker)
+        (o1_MetadataResponseBroker.node_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.host, pos = r_str(buf, pos, False)
+        (o1_MetadataResponseBroker.port,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.rack, pos = r_str(buf, pos, True)
+        o1_MetadataResponseBroker.unknown_tagged_fields = None
+        a_MetadataResponse_brokers_0.append(o1_MetadataResponseBroker)
+    o0.brokers = a_MetadataResponse_brokers_0
+    o0.cluster_id, pos = r_str(buf, pos, True)
+    (o0.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_MetadataResponse_MetadataResponseTopic_1
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.cluster_authorized_operations = -2147483648
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_topics_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseTopic = _new(_MetadataResponse_MetadataResponseTopic)
+        (o1_MetadataResponseTopic.error_code,) = I16.unpack_from(buf, pos)
+        pos += 2
+        o1_MetadataResponseTopic.name, pos = r_str(buf, pos, False)
+        o1_MetadataResponseTopic.topic_id = ZERO_UUID
+        o1_MetadataResponseTopic.is_internal = buf[pos] != 0
+        pos += 1
+        n1, pos = r_count(buf, pos, False)
+        a_MetadataResponseTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+            (o2_MetadataResponsePartition.error_code, o2_MetadataResponsePartition.partition_index, o2_MetadataResponsePartition.leader_id,) = _S0.unpack_from(buf, pos)
+            pos += 10
+            o2_MetadataResponsePartition.leader_epoch = -1
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            o2_MetadataResponsePartition.offline_replicas = []
+            o2_MetadataResponsePartition.unknown_tagged_fields = None
+            a_MetadataResponseTopic_partitions_1.append(o2_MetadataResponsePartition)
+        o1_MetadataResponseTopic.partitions = a_MetadataResponseTopic_partitions_1
+        o1_MetadataResponseTopic.topic_authorized_operations = -2147483648
+        o1_MetadataResponseTopic.unknown_tagged_fields = None
+        a_MetadataResponse_topics_0.append(o1_MetadataResponseTopic)
+    o0.topics = a_MetadataResponse_topics_0
+    o0.cluster_authorized_operations = -2147483648
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
-    o = _new(_MetadataResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_MetadataResponse_3(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o0 = _new(_MetadataResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, False)
-    a_brokers = []
-    r_brokers = _r_MetadataResponse_MetadataResponseBroker_1
-    for _ in range(n):
-        e_brokers, pos = r_brokers(buf, pos, v)
-        a_brokers.append(e_brokers)
-    o.brokers = a_brokers
-    o.cluster_id, pos = r_str(buf, pos, True)
-    (o.controller_id,) = I32.unpack_from(buf, pos)
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_brokers_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseBroker = _new(_MetadataResponse_MetadataResponseBroker)
+        (o1_MetadataResponseBroker.node_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.host, pos = r_str(buf, pos, False)
+        (o1_MetadataResponseBroker.port,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.rack, pos = r_str(buf, pos, True)
+        o1_MetadataResponseBroker.unknown_tagged_fields = None
+        a_MetadataResponse_brokers_0.append(o1_MetadataResponseBroker)
+    o0.brokers = a_MetadataResponse_brokers_0
+    o0.cluster_id, pos = r_str(buf, pos, True)
+    (o0.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_MetadataResponse_MetadataResponseTopic_1
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.cluster_authorized_operations = -2147483648
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_topics_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseTopic = _new(_MetadataResponse_MetadataResponseTopic)
+        (o1_MetadataResponseTopic.error_code,) = I16.unpack_from(buf, pos)
+        pos += 2
+        o1_MetadataResponseTopic.name, pos = r_str(buf, pos, False)
+        o1_MetadataResponseTopic.topic_id = ZERO_UUID
+        o1_MetadataResponseTopic.is_internal = buf[pos] != 0
+        pos += 1
+        n1, pos = r_count(buf, pos, False)
+        a_MetadataResponseTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+            (o2_MetadataResponsePartition.error_code, o2_MetadataResponsePartition.partition_index, o2_MetadataResponsePartition.leader_id,) = _S0.unpack_from(buf, pos)
+            pos += 10
+            o2_MetadataResponsePartition.leader_epoch = -1
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            o2_MetadataResponsePartition.offline_replicas = []
+            o2_MetadataResponsePartition.unknown_tagged_fields = None
+            a_MetadataResponseTopic_partitions_1.append(o2_MetadataResponsePartition)
+        o1_MetadataResponseTopic.partitions = a_MetadataResponseTopic_partitions_1
+        o1_MetadataResponseTopic.topic_authorized_operations = -2147483648
+        o1_MetadataResponseTopic.unknown_tagged_fields = None
+        a_MetadataResponse_topics_0.append(o1_MetadataResponseTopic)
+    o0.topics = a_MetadataResponse_topics_0
+    o0.cluster_authorized_operations = -2147483648
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
-    o = _new(_MetadataResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_MetadataResponse_4(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o0 = _new(_MetadataResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, False)
-    a_brokers = []
-    r_brokers = _r_MetadataResponse_MetadataResponseBroker_1
-    for _ in range(n):
-        e_brokers, pos = r_brokers(buf, pos, v)
-        a_brokers.append(e_brokers)
-    o.brokers = a_brokers
-    o.cluster_id, pos = r_str(buf, pos, True)
-    (o.controller_id,) = I32.unpack_from(buf, pos)
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_brokers_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseBroker = _new(_MetadataResponse_MetadataResponseBroker)
+        (o1_MetadataResponseBroker.node_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.host, pos = r_str(buf, pos, False)
+        (o1_MetadataResponseBroker.port,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.rack, pos = r_str(buf, pos, True)
+        o1_MetadataResponseBroker.unknown_tagged_fields = None
+        a_MetadataResponse_brokers_0.append(o1_MetadataResponseBroker)
+    o0.brokers = a_MetadataResponse_brokers_0
+    o0.cluster_id, pos = r_str(buf, pos, True)
+    (o0.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_MetadataResponse_MetadataResponseTopic_2
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.cluster_authorized_operations = -2147483648
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_topics_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseTopic = _new(_MetadataResponse_MetadataResponseTopic)
+        (o1_MetadataResponseTopic.error_code,) = I16.unpack_from(buf, pos)
+        pos += 2
+        o1_MetadataResponseTopic.name, pos = r_str(buf, pos, False)
+        o1_MetadataResponseTopic.topic_id = ZERO_UUID
+        o1_MetadataResponseTopic.is_internal = buf[pos] != 0
+        pos += 1
+        n1, pos = r_count(buf, pos, False)
+        a_MetadataResponseTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+            (o2_MetadataResponsePartition.error_code, o2_MetadataResponsePartition.partition_index, o2_MetadataResponsePartition.leader_id,) = _S0.unpack_from(buf, pos)
+            pos += 10
+            o2_MetadataResponsePartition.leader_epoch = -1
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.offline_replicas = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            o2_MetadataResponsePartition.unknown_tagged_fields = None
+            a_MetadataResponseTopic_partitions_1.append(o2_MetadataResponsePartition)
+        o1_MetadataResponseTopic.partitions = a_MetadataResponseTopic_partitions_1
+        o1_MetadataResponseTopic.topic_authorized_operations = -2147483648
+        o1_MetadataResponseTopic.unknown_tagged_fields = None
+        a_MetadataResponse_topics_0.append(o1_MetadataResponseTopic)
+    o0.topics = a_MetadataResponse_topics_0
+    o0.cluster_authorized_operations = -2147483648
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
-    o = _new(_MetadataResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_MetadataResponse_5(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o0 = _new(_MetadataResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, False)
-    a_brokers = []
-    r_brokers = _r_MetadataResponse_MetadataResponseBroker_1
-    for _ in range(n):
-        e_brokers, pos = r_brokers(buf, pos, v)
-        a_brokers.append(e_brokers)
-    o.brokers = a_brokers
-    o.cluster_id, pos = r_str(buf, pos, True)
-    (o.controller_id,) = I32.unpack_from(buf, pos)
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_brokers_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseBroker = _new(_MetadataResponse_MetadataResponseBroker)
+        (o1_MetadataResponseBroker.node_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.host, pos = r_str(buf, pos, False)
+        (o1_MetadataResponseBroker.port,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.rack, pos = r_str(buf, pos, True)
+        o1_MetadataResponseBroker.unknown_tagged_fields = None
+        a_MetadataResponse_brokers_0.append(o1_MetadataResponseBroker)
+    o0.brokers = a_MetadataResponse_brokers_0
+    o0.cluster_id, pos = r_str(buf, pos, True)
+    (o0.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_MetadataResponse_MetadataResponseTopic_3
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.cluster_authorized_operations = -2147483648
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_topics_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseTopic = _new(_MetadataResponse_MetadataResponseTopic)
+        (o1_MetadataResponseTopic.error_code,) = I16.unpack_from(buf, pos)
+        pos += 2
+        o1_MetadataResponseTopic.name, pos = r_str(buf, pos, False)
+        o1_MetadataResponseTopic.topic_id = ZERO_UUID
+        o1_MetadataResponseTopic.is_internal = buf[pos] != 0
+        pos += 1
+        n1, pos = r_count(buf, pos, False)
+        a_MetadataResponseTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+            (o2_MetadataResponsePartition.error_code, o2_MetadataResponsePartition.partition_index, o2_MetadataResponsePartition.leader_id, o2_MetadataResponsePartition.leader_epoch,) = _S1.unpack_from(buf, pos)
+            pos += 14
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.offline_replicas = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            o2_MetadataResponsePartition.unknown_tagged_fields = None
+            a_MetadataResponseTopic_partitions_1.append(o2_MetadataResponsePartition)
+        o1_MetadataResponseTopic.partitions = a_MetadataResponseTopic_partitions_1
+        o1_MetadataResponseTopic.topic_authorized_operations = -2147483648
+        o1_MetadataResponseTopic.unknown_tagged_fields = None
+        a_MetadataResponse_topics_0.append(o1_MetadataResponseTopic)
+    o0.topics = a_MetadataResponse_topics_0
+    o0.cluster_authorized_operations = -2147483648
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_6(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
-    o = _new(_MetadataResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_MetadataResponse_6(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    o0 = _new(_MetadataResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, False)
-    a_brokers = []
-    r_brokers = _r_MetadataResponse_MetadataResponseBroker_1
-    for _ in range(n):
-        e_brokers, pos = r_brokers(buf, pos, v)
-        a_brokers.append(e_brokers)
-    o.brokers = a_brokers
-    o.cluster_id, pos = r_str(buf, pos, True)
-    (o.controller_id,) = I32.unpack_from(buf, pos)
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_brokers_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseBroker = _new(_MetadataResponse_MetadataResponseBroker)
+        (o1_MetadataResponseBroker.node_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.host, pos = r_str(buf, pos, False)
+        (o1_MetadataResponseBroker.port,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseBroker.rack, pos = r_str(buf, pos, True)
+        o1_MetadataResponseBroker.unknown_tagged_fields = None
+        a_MetadataResponse_brokers_0.append(o1_MetadataResponseBroker)
+    o0.brokers = a_MetadataResponse_brokers_0
+    o0.cluster_id, pos = r_str(buf, pos, True)
+    (o0.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, False)
-    a_topics = []
-    r_topics = _r_MetadataResponse_MetadataResponseTopic_4
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
+    n0, pos = r_count(buf, pos, False)
+    a_MetadataResponse_topics_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseTopic = _new(_MetadataResponse_MetadataResponseTopic)
+        (o1_MetadataResponseTopic.error_code,) = I16.unpack_from(buf, pos)
+        pos += 2
+        o1_MetadataResponseTopic.name, pos = r_str(buf, pos, False)
+        o1_MetadataResponseTopic.topic_id = ZERO_UUID
+        o1_MetadataResponseTopic.is_internal = buf[pos] != 0
+        pos += 1
+        n1, pos = r_count(buf, pos, False)
+        a_MetadataResponseTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+            (o2_MetadataResponsePartition.error_code, o2_MetadataResponsePartition.partition_index, o2_MetadataResponsePartition.leader_id, o2_MetadataResponsePartition.leader_epoch,) = _S1.unpack_from(buf, pos)
+            pos += 14
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2, pos = r_count(buf, pos, False)
+            o2_MetadataResponsePartition.offline_replicas = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            o2_MetadataResponsePartition.unknown_tagged_fields = None
+            a_MetadataResponseTopic_partitions_1.append(o2_MetadataResponsePartition)
+        o1_MetadataResponseTopic.partitions = a_MetadataResponseTopic_partitions_1
+        (o1_MetadataResponseTopic.topic_authorized_operations,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseTopic.unknown_tagged_fields = None
+        a_MetadataResponse_topics_0.append(o1_MetadataResponseTopic)
+    o0.topics = a_MetadataResponse_topics_0
+    (o0.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_MetadataResponse_7(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
-    o = _new(_MetadataResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_MetadataResponse_7(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_brokers = []
-    r_brokers = _r_MetadataResponse_MetadataResponseBroker_2
-    for _ in range(n):
-        e_brokers, pos = r_brokers(buf, pos, v)
-        a_brokers.append(e_brokers)
-    o.brokers = a_brokers
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.cluster_id, pos = r_cstr(buf, pos, True)
-    (o.controller_id,) = I32.unpack_from(buf, pos)
+        n0, pos = r_ccount(buf, pos, False)
+    a_MetadataResponse_brokers_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseBroker = _new(_MetadataResponse_MetadataResponseBroker)
+        (o1_MetadataResponseBroker.node_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_MetadataResponseBroker.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_MetadataResponseBroker.host, pos = r_cstr(buf, pos, False)
+        (o1_MetadataResponseBroker.port,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_MetadataResponseBroker.rack = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_MetadataResponseBroker.rack, pos = r_cstr(buf, pos, True)
+        o1_MetadataResponseBroker.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_MetadataResponseBroker.unknown_tagged_fields is None:
+                    o1_MetadataResponseBroker.unknown_tagged_fields = []
+                o1_MetadataResponseBroker.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_MetadataResponse_brokers_0.append(o1_MetadataResponseBroker)
+    o0.brokers = a_MetadataResponse_brokers_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.cluster_id, pos = r_cstr(buf, pos, True)
+    (o0.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_MetadataResponse_MetadataResponseTopic_5
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_MetadataResponse_topics_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseTopic = _new(_MetadataResponse_MetadataResponseTopic)
+        (o1_MetadataResponseTopic.error_code,) = I16.unpack_from(buf, pos)
+        pos += 2
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_MetadataResponseTopic.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_MetadataResponseTopic.name, pos = r_cstr(buf, pos, False)
+        o1_MetadataResponseTopic.topic_id = ZERO_UUID
+        o1_MetadataResponseTopic.is_internal = buf[pos] != 0
+        pos += 1
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_MetadataResponseTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+            (o2_MetadataResponsePartition.error_code, o2_MetadataResponsePartition.partition_index, o2_MetadataResponsePartition.leader_id, o2_MetadataResponsePartition.leader_epoch,) = _S1.unpack_from(buf, pos)
+            pos += 14
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            o2_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            o2_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            o2_MetadataResponsePartition.offline_replicas = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            o2_MetadataResponsePartition.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_MetadataResponsePartition.unknown_tagged_fields is None:
+                        o2_MetadataResponsePartition.unknown_tagged_fields = []
+                    o2_MetadataResponsePartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_MetadataResponseTopic_partitions_1.append(o2_MetadataResponsePartition)
+        o1_MetadataResponseTopic.partitions = a_MetadataResponseTopic_partitions_1
+        (o1_MetadataResponseTopic.topic_authorized_operations,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseTopic.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_MetadataResponseTopic.unknown_tagged_fields is None:
+                    o1_MetadataResponseTopic.unknown_tagged_fields = []
+                o1_MetadataResponseTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_MetadataResponse_topics_0.append(o1_MetadataResponseTopic)
+    o0.topics = a_MetadataResponse_topics_0
+    (o0.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_MetadataResponse_8(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
-    o = _new(_MetadataResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_MetadataResponse_8(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_brokers = []
-    r_brokers = _r_MetadataResponse_MetadataResponseBroker_2
-    for _ in range(n):
-        e_brokers, pos = r_brokers(buf, pos, v)
-        a_brokers.append(e_brokers)
-    o.brokers = a_brokers
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.cluster_id, pos = r_cstr(buf, pos, True)
-    (o.controller_id,) = I32.unpack_from(buf, pos)
+        n0, pos = r_ccount(buf, pos, False)
+    a_MetadataResponse_brokers_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseBroker = _new(_MetadataResponse_MetadataResponseBroker)
+        (o1_MetadataResponseBroker.node_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_MetadataResponseBroker.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_MetadataResponseBroker.host, pos = r_cstr(buf, pos, False)
+        (o1_MetadataResponseBroker.port,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_MetadataResponseBroker.rack = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_MetadataResponseBroker.rack, pos = r_cstr(buf, pos, True)
+        o1_MetadataResponseBroker.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_MetadataResponseBroker.unknown_tagged_fields is None:
+                    o1_MetadataResponseBroker.unknown_tagged_fields = []
+                o1_MetadataResponseBroker.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_MetadataResponse_brokers_0.append(o1_MetadataResponseBroker)
+    o0.brokers = a_MetadataResponse_brokers_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.cluster_id, pos = r_cstr(buf, pos, True)
+    (o0.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_MetadataResponse_MetadataResponseTopic_6
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    (o.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_MetadataResponse_topics_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseTopic = _new(_MetadataResponse_MetadataResponseTopic)
+        (o1_MetadataResponseTopic.error_code,) = I16.unpack_from(buf, pos)
+        pos += 2
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_MetadataResponseTopic.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_MetadataResponseTopic.name, pos = r_cstr(buf, pos, False)
+        (_u0_1, o1_MetadataResponseTopic.is_internal,) = _S2.unpack_from(buf, pos)
+        pos += 17
+        o1_MetadataResponseTopic.topic_id = _UUIDS.get(_u0_1) or uuid_from_bytes(_u0_1)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_MetadataResponseTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+            (o2_MetadataResponsePartition.error_code, o2_MetadataResponsePartition.partition_index, o2_MetadataResponsePartition.leader_id, o2_MetadataResponsePartition.leader_epoch,) = _S1.unpack_from(buf, pos)
+            pos += 14
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            o2_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            o2_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            o2_MetadataResponsePartition.offline_replicas = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            o2_MetadataResponsePartition.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_MetadataResponsePartition.unknown_tagged_fields is None:
+                        o2_MetadataResponsePartition.unknown_tagged_fields = []
+                    o2_MetadataResponsePartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_MetadataResponseTopic_partitions_1.append(o2_MetadataResponsePartition)
+        o1_MetadataResponseTopic.partitions = a_MetadataResponseTopic_partitions_1
+        (o1_MetadataResponseTopic.topic_authorized_operations,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseTopic.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_MetadataResponseTopic.unknown_tagged_fields is None:
+                    o1_MetadataResponseTopic.unknown_tagged_fields = []
+                o1_MetadataResponseTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_MetadataResponse_topics_0.append(o1_MetadataResponseTopic)
+    o0.topics = a_MetadataResponse_topics_0
+    (o0.cluster_authorized_operations,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_MetadataResponse_9(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
-    o = _new(_MetadataResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_MetadataResponse_9(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_brokers = []
-    r_brokers = _r_MetadataResponse_MetadataResponseBroker_2
-    for _ in range(n):
-        e_brokers, pos = r_brokers(buf, pos, v)
-        a_brokers.append(e_brokers)
-    o.brokers = a_brokers
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.cluster_id, pos = r_cstr(buf, pos, True)
-    (o.controller_id,) = I32.unpack_from(buf, pos)
+        n0, pos = r_ccount(buf, pos, False)
+    a_MetadataResponse_brokers_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseBroker = _new(_MetadataResponse_MetadataResponseBroker)
+        (o1_MetadataResponseBroker.node_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_MetadataResponseBroker.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_MetadataResponseBroker.host, pos = r_cstr(buf, pos, False)
+        (o1_MetadataResponseBroker.port,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_MetadataResponseBroker.rack = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_MetadataResponseBroker.rack, pos = r_cstr(buf, pos, True)
+        o1_MetadataResponseBroker.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_MetadataResponseBroker.unknown_tagged_fields is None:
+                    o1_MetadataResponseBroker.unknown_tagged_fields = []
+                o1_MetadataResponseBroker.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_MetadataResponse_brokers_0.append(o1_MetadataResponseBroker)
+    o0.brokers = a_MetadataResponse_brokers_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.cluster_id, pos = r_cstr(buf, pos, True)
+    (o0.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_MetadataResponse_MetadataResponseTopic_6
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.cluster_authorized_operations = -2147483648
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_MetadataResponse_topics_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseTopic = _new(_MetadataResponse_MetadataResponseTopic)
+        (o1_MetadataResponseTopic.error_code,) = I16.unpack_from(buf, pos)
+        pos += 2
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_MetadataResponseTopic.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_MetadataResponseTopic.name, pos = r_cstr(buf, pos, False)
+        (_u0_1, o1_MetadataResponseTopic.is_internal,) = _S2.unpack_from(buf, pos)
+        pos += 17
+        o1_MetadataResponseTopic.topic_id = _UUIDS.get(_u0_1) or uuid_from_bytes(_u0_1)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_MetadataResponseTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+            (o2_MetadataResponsePartition.error_code, o2_MetadataResponsePartition.partition_index, o2_MetadataResponsePartition.leader_id, o2_MetadataResponsePartition.leader_epoch,) = _S1.unpack_from(buf, pos)
+            pos += 14
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            o2_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            o2_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            o2_MetadataResponsePartition.offline_replicas = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            o2_MetadataResponsePartition.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_MetadataResponsePartition.unknown_tagged_fields is None:
+                        o2_MetadataResponsePartition.unknown_tagged_fields = []
+                    o2_MetadataResponsePartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_MetadataResponseTopic_partitions_1.append(o2_MetadataResponsePartition)
+        o1_MetadataResponseTopic.partitions = a_MetadataResponseTopic_partitions_1
+        (o1_MetadataResponseTopic.topic_authorized_operations,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseTopic.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_MetadataResponseTopic.unknown_tagged_fields is None:
+                    o1_MetadataResponseTopic.unknown_tagged_fields = []
+                o1_MetadataResponseTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_MetadataResponse_topics_0.append(o1_MetadataResponseTopic)
+    o0.topics = a_MetadataResponse_topics_0
+    o0.cluster_authorized_operations = -2147483648
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_MetadataResponse_10(buf: memoryview, pos: int, v: int) -> tuple[_MetadataResponse, int]:
-    o = _new(_MetadataResponse)
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_MetadataResponse_10(buf: bytes, pos: int, v: int) -> tuple[_MetadataResponse, int]:
+    blen = len(buf)
+    o0 = _new(_MetadataResponse)
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_brokers = []
-    r_brokers = _r_MetadataResponse_MetadataResponseBroker_2
-    for _ in range(n):
-        e_brokers, pos = r_brokers(buf, pos, v)
-        a_brokers.append(e_brokers)
-    o.brokers = a_brokers
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.cluster_id, pos = r_cstr(buf, pos, True)
-    (o.controller_id,) = I32.unpack_from(buf, pos)
+        n0, pos = r_ccount(buf, pos, False)
+    a_MetadataResponse_brokers_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseBroker = _new(_MetadataResponse_MetadataResponseBroker)
+        (o1_MetadataResponseBroker.node_id,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_MetadataResponseBroker.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_MetadataResponseBroker.host, pos = r_cstr(buf, pos, False)
+        (o1_MetadataResponseBroker.port,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_MetadataResponseBroker.rack = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_MetadataResponseBroker.rack, pos = r_cstr(buf, pos, True)
+        o1_MetadataResponseBroker.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_MetadataResponseBroker.unknown_tagged_fields is None:
+                    o1_MetadataResponseBroker.unknown_tagged_fields = []
+                o1_MetadataResponseBroker.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_MetadataResponse_brokers_0.append(o1_MetadataResponseBroker)
+    o0.brokers = a_MetadataResponse_brokers_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.cluster_id, pos = r_cstr(buf, pos, True)
+    (o0.controller_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_MetadataResponse_MetadataResponseTopic_7
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.cluster_authorized_operations = -2147483648
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_MetadataResponse_topics_0 = []
+    for _ in range(n0):
+        o1_MetadataResponseTopic = _new(_MetadataResponse_MetadataResponseTopic)
+        (o1_MetadataResponseTopic.error_code,) = I16.unpack_from(buf, pos)
+        pos += 2
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_MetadataResponseTopic.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_MetadataResponseTopic.name, pos = r_cstr(buf, pos, True)
+        (_u0_1, o1_MetadataResponseTopic.is_internal,) = _S2.unpack_from(buf, pos)
+        pos += 17
+        o1_MetadataResponseTopic.topic_id = _UUIDS.get(_u0_1) or uuid_from_bytes(_u0_1)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_MetadataResponseTopic_partitions_1 = []
+        for _ in range(n1):
+            o2_MetadataResponsePartition = _new(_MetadataResponse_MetadataResponsePartition)
+            (o2_MetadataResponsePartition.error_code, o2_MetadataResponsePartition.partition_index, o2_MetadataResponsePartition.leader_id, o2_MetadataResponsePartition.leader_epoch,) = _S1.unpack_from(buf, pos)
+            pos += 14
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            o2_MetadataResponsePartition.replica_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            o2_MetadataResponsePartition.isr_nodes = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            o2_MetadataResponsePartition.offline_replicas = list(struct.unpack_from('>%di' % n2, buf, pos))
+            pos += 4 * n2
+            o2_MetadataResponsePartition.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_MetadataResponsePartition.unknown_tagged_fields is None:
+                        o2_MetadataResponsePartition.unknown_tagged_fields = []
+                    o2_MetadataResponsePartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_MetadataResponseTopic_partitions_1.append(o2_MetadataResponsePartition)
+        o1_MetadataResponseTopic.partitions = a_MetadataResponseTopic_partitions_1
+        (o1_MetadataResponseTopic.topic_authorized_operations,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_MetadataResponseTopic.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_MetadataResponseTopic.unknown_tagged_fields is None:
+                    o1_MetadataResponseTopic.unknown_tagged_fields = []
+                o1_MetadataResponseTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_MetadataResponse_topics_0.append(o1_MetadataResponseTopic)
+    o0.topics = a_MetadataResponse_topics_0
+    o0.cluster_authorized_operations = -2147483648
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_MetadataResponse = (_w_MetadataResponse_0, _w_MetadataResponse_1, _w_MetadataResponse_2, _w_MetadataResponse_3, _w_MetadataResponse_3, _w_MetadataResponse_4, _w_MetadataResponse_4, _w_MetadataResponse_5, _w_MetadataResponse_6, _w_MetadataResponse_7, _w_MetadataResponse_8, _w_MetadataResponse_9, _w_MetadataResponse_10, )
 _R_MetadataResponse = (_r_MetadataResponse_0, _r_MetadataResponse_1, _r_MetadataResponse_2, _r_MetadataResponse_3, _r_MetadataResponse_3, _r_MetadataResponse_4, _r_MetadataResponse_4, _r_MetadataResponse_5, _r_MetadataResponse_6, _r_MetadataResponse_7, _r_MetadataResponse_8, _r_MetadataResponse_9, _r_MetadataResponse_10, )

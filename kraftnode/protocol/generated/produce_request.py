@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -136,9 +141,9 @@ class _ProduceRequest(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -149,14 +154,15 @@ class _ProduceRequest(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ProduceRequest:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # records fields stay zero-copy views of the caller's buffer
+        buf: Buf = data if isinstance(data, memoryview) else memoryview(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"ProduceRequest v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[ProduceRequest, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[ProduceRequest, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 11:
             raise DecodeError(f"ProduceRequest has no version {version}")
@@ -191,32 +197,32 @@ def _w_ProduceRequest_PartitionProduceData_1(o: _ProduceRequest_PartitionProduce
         out.append(0)
 
 
-def _r_ProduceRequest_PartitionProduceData_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest_PartitionProduceData, int]:
-    o = _new(_ProduceRequest_PartitionProduceData)
-    (o.index,) = I32.unpack_from(buf, pos)
+def _r_ProduceRequest_PartitionProduceData_0(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest_PartitionProduceData, int]:
+    o0 = _new(_ProduceRequest_PartitionProduceData)
+    (o0.index,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.records, pos = r_records(buf, pos, True)
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.records, pos = r_records(buf, pos, True)
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceRequest_PartitionProduceData_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest_PartitionProduceData, int]:
-    o = _new(_ProduceRequest_PartitionProduceData)
-    (o.index,) = I32.unpack_from(buf, pos)
+def _r_ProduceRequest_PartitionProduceData_1(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest_PartitionProduceData, int]:
+    o0 = _new(_ProduceRequest_PartitionProduceData)
+    (o0.index,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.records, pos = r_crecords(buf, pos, True)
-    o.unknown_tagged_fields = None
+    o0.records, pos = r_crecords(buf, pos, True)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ProduceRequest_TopicProduceData_0(o: _ProduceRequest_TopicProduceData, out: bytearray, v: int) -> None:
@@ -239,47 +245,68 @@ def _w_ProduceRequest_TopicProduceData_1(o: _ProduceRequest_TopicProduceData, ou
         out.append(0)
 
 
-def _r_ProduceRequest_TopicProduceData_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest_TopicProduceData, int]:
-    o = _new(_ProduceRequest_TopicProduceData)
-    o.name, pos = r_str(buf, pos, False)
-    n, pos = r_count(buf, pos, False)
-    a_partition_data = []
-    r_partition_data = _r_ProduceRequest_PartitionProduceData_0
-    for _ in range(n):
-        e_partition_data, pos = r_partition_data(buf, pos, v)
-        a_partition_data.append(e_partition_data)
-    o.partition_data = a_partition_data
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ProduceRequest_TopicProduceData_0(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest_TopicProduceData, int]:
+    o0 = _new(_ProduceRequest_TopicProduceData)
+    o0.name, pos = r_str(buf, pos, False)
+    n0, pos = r_count(buf, pos, False)
+    a_TopicProduceData_partition_data_0 = []
+    for _ in range(n0):
+        o1_PartitionProduceData = _new(_ProduceRequest_PartitionProduceData)
+        (o1_PartitionProduceData.index,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_PartitionProduceData.records, pos = r_records(buf, pos, True)
+        o1_PartitionProduceData.unknown_tagged_fields = None
+        a_TopicProduceData_partition_data_0.append(o1_PartitionProduceData)
+    o0.partition_data = a_TopicProduceData_partition_data_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceRequest_TopicProduceData_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest_TopicProduceData, int]:
-    o = _new(_ProduceRequest_TopicProduceData)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_ProduceRequest_TopicProduceData_1(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest_TopicProduceData, int]:
+    blen = len(buf)
+    o0 = _new(_ProduceRequest_TopicProduceData)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = str(buf[pos + 1:pos + n0], 'utf-8')
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partition_data = []
-    r_partition_data = _r_ProduceRequest_PartitionProduceData_1
-    for _ in range(n):
-        e_partition_data, pos = r_partition_data(buf, pos, v)
-        a_partition_data.append(e_partition_data)
-    o.partition_data = a_partition_data
-    o.unknown_tagged_fields = None
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicProduceData_partition_data_0 = []
+    for _ in range(n0):
+        o1_PartitionProduceData = _new(_ProduceRequest_PartitionProduceData)
+        (o1_PartitionProduceData.index,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_PartitionProduceData.records, pos = r_crecords(buf, pos, True)
+        o1_PartitionProduceData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_PartitionProduceData.unknown_tagged_fields is None:
+                    o1_PartitionProduceData.unknown_tagged_fields = []
+                o1_PartitionProduceData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_TopicProduceData_partition_data_0.append(o1_PartitionProduceData)
+    o0.partition_data = a_TopicProduceData_partition_data_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ProduceRequest_0(o: _ProduceRequest, out: bytearray, v: int) -> None:
@@ -314,67 +341,134 @@ def _w_ProduceRequest_2(o: _ProduceRequest, out: bytearray, v: int) -> None:
         out.append(0)
 
 
-def _r_ProduceRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest, int]:
-    o = _new(_ProduceRequest)
-    o.transactional_id = None
-    (o.acks, o.timeout_ms,) = _S0.unpack_from(buf, pos)
+def _r_ProduceRequest_0(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, int]:
+    o0 = _new(_ProduceRequest)
+    o0.transactional_id = None
+    (o0.acks, o0.timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, False)
-    a_topic_data = []
-    r_topic_data = _r_ProduceRequest_TopicProduceData_0
-    for _ in range(n):
-        e_topic_data, pos = r_topic_data(buf, pos, v)
-        a_topic_data.append(e_topic_data)
-    o.topic_data = a_topic_data
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_ProduceRequest_topic_data_0 = []
+    for _ in range(n0):
+        o1_TopicProduceData = _new(_ProduceRequest_TopicProduceData)
+        o1_TopicProduceData.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_TopicProduceData_partition_data_1 = []
+        for _ in range(n1):
+            o2_PartitionProduceData = _new(_ProduceRequest_PartitionProduceData)
+            (o2_PartitionProduceData.index,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_PartitionProduceData.records, pos = r_records(buf, pos, True)
+            o2_PartitionProduceData.unknown_tagged_fields = None
+            a_TopicProduceData_partition_data_1.append(o2_PartitionProduceData)
+        o1_TopicProduceData.partition_data = a_TopicProduceData_partition_data_1
+        o1_TopicProduceData.unknown_tagged_fields = None
+        a_ProduceRequest_topic_data_0.append(o1_TopicProduceData)
+    o0.topic_data = a_ProduceRequest_topic_data_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest, int]:
-    o = _new(_ProduceRequest)
-    o.transactional_id, pos = r_str(buf, pos, True)
-    (o.acks, o.timeout_ms,) = _S0.unpack_from(buf, pos)
+def _r_ProduceRequest_1(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, int]:
+    o0 = _new(_ProduceRequest)
+    o0.transactional_id, pos = r_str(buf, pos, True)
+    (o0.acks, o0.timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, False)
-    a_topic_data = []
-    r_topic_data = _r_ProduceRequest_TopicProduceData_0
-    for _ in range(n):
-        e_topic_data, pos = r_topic_data(buf, pos, v)
-        a_topic_data.append(e_topic_data)
-    o.topic_data = a_topic_data
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_ProduceRequest_topic_data_0 = []
+    for _ in range(n0):
+        o1_TopicProduceData = _new(_ProduceRequest_TopicProduceData)
+        o1_TopicProduceData.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_TopicProduceData_partition_data_1 = []
+        for _ in range(n1):
+            o2_PartitionProduceData = _new(_ProduceRequest_PartitionProduceData)
+            (o2_PartitionProduceData.index,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_PartitionProduceData.records, pos = r_records(buf, pos, True)
+            o2_PartitionProduceData.unknown_tagged_fields = None
+            a_TopicProduceData_partition_data_1.append(o2_PartitionProduceData)
+        o1_TopicProduceData.partition_data = a_TopicProduceData_partition_data_1
+        o1_TopicProduceData.unknown_tagged_fields = None
+        a_ProduceRequest_topic_data_0.append(o1_TopicProduceData)
+    o0.topic_data = a_ProduceRequest_topic_data_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceRequest_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceRequest, int]:
-    o = _new(_ProduceRequest)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.transactional_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_ProduceRequest_2(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, int]:
+    blen = len(buf)
+    o0 = _new(_ProduceRequest)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.transactional_id = str(buf[pos + 1:pos + n0], 'utf-8')
+        pos += n0
     else:
-        o.transactional_id, pos = r_cstr(buf, pos, True)
-    (o.acks, o.timeout_ms,) = _S0.unpack_from(buf, pos)
+        o0.transactional_id, pos = r_cstr(buf, pos, True)
+    (o0.acks, o0.timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_ccount(buf, pos, False)
-    a_topic_data = []
-    r_topic_data = _r_ProduceRequest_TopicProduceData_1
-    for _ in range(n):
-        e_topic_data, pos = r_topic_data(buf, pos, v)
-        a_topic_data.append(e_topic_data)
-    o.topic_data = a_topic_data
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_ProduceRequest_topic_data_0 = []
+    for _ in range(n0):
+        o1_TopicProduceData = _new(_ProduceRequest_TopicProduceData)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicProduceData.name = str(buf[pos + 1:pos + n1], 'utf-8')
+            pos += n1
+        else:
+            o1_TopicProduceData.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicProduceData_partition_data_1 = []
+        for _ in range(n1):
+            o2_PartitionProduceData = _new(_ProduceRequest_PartitionProduceData)
+            (o2_PartitionProduceData.index,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_PartitionProduceData.records, pos = r_crecords(buf, pos, True)
+            o2_PartitionProduceData.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_PartitionProduceData.unknown_tagged_fields is None:
+                        o2_PartitionProduceData.unknown_tagged_fields = []
+                    o2_PartitionProduceData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_TopicProduceData_partition_data_1.append(o2_PartitionProduceData)
+        o1_TopicProduceData.partition_data = a_TopicProduceData_partition_data_1
+        o1_TopicProduceData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicProduceData.unknown_tagged_fields is None:
+                    o1_TopicProduceData.unknown_tagged_fields = []
+                o1_TopicProduceData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_ProduceRequest_topic_data_0.append(o1_TopicProduceData)
+    o0.topic_data = a_ProduceRequest_topic_data_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_ProduceRequest = (_w_ProduceRequest_0, _w_ProduceRequest_0, _w_ProduceRequest_0, _w_ProduceRequest_1, _w_ProduceRequest_1, _w_ProduceRequest_1, _w_ProduceRequest_1, _w_ProduceRequest_1, _w_ProduceRequest_1, _w_ProduceRequest_2, _w_ProduceRequest_2, _w_ProduceRequest_2, )
 _R_ProduceRequest = (_r_ProduceRequest_0, _r_ProduceRequest_0, _r_ProduceRequest_0, _r_ProduceRequest_1, _r_ProduceRequest_1, _r_ProduceRequest_1, _r_ProduceRequest_1, _r_ProduceRequest_1, _r_ProduceRequest_1, _r_ProduceRequest_2, _r_ProduceRequest_2, _r_ProduceRequest_2, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -223,9 +228,9 @@ class _ProduceResponse(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -236,18 +241,22 @@ class _ProduceResponse(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ProduceResponse:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"ProduceResponse v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[ProduceResponse, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[ProduceResponse, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 11:
             raise DecodeError(f"ProduceResponse has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_ProduceResponse[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_ProduceResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -307,66 +316,67 @@ def _w_ProduceResponse_NodeEndpoint_2(o: _ProduceResponse_NodeEndpoint, out: byt
         out.append(0)
 
 
-def _r_ProduceResponse_NodeEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_NodeEndpoint, int]:
-    o = _new(_ProduceResponse_NodeEndpoint)
-    o.node_id = 0
-    o.host = ''
-    o.port = 0
-    o.rack = None
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ProduceResponse_NodeEndpoint_0(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_NodeEndpoint, int]:
+    o0 = _new(_ProduceResponse_NodeEndpoint)
+    o0.node_id = 0
+    o0.host = ''
+    o0.port = 0
+    o0.rack = None
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_NodeEndpoint_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_NodeEndpoint, int]:
-    o = _new(_ProduceResponse_NodeEndpoint)
-    o.node_id = 0
-    o.host = ''
-    o.port = 0
-    o.rack = None
-    o.unknown_tagged_fields = None
+def _r_ProduceResponse_NodeEndpoint_1(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_NodeEndpoint, int]:
+    o0 = _new(_ProduceResponse_NodeEndpoint)
+    o0.node_id = 0
+    o0.host = ''
+    o0.port = 0
+    o0.rack = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_ProduceResponse_NodeEndpoint_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_NodeEndpoint, int]:
-    o = _new(_ProduceResponse_NodeEndpoint)
-    (o.node_id,) = I32.unpack_from(buf, pos)
+def _r_ProduceResponse_NodeEndpoint_2(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_NodeEndpoint, int]:
+    blen = len(buf)
+    o0 = _new(_ProduceResponse_NodeEndpoint)
+    (o0.node_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = I32.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port,) = I32.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.rack = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.rack, pos = r_cstr(buf, pos, True)
-    o.unknown_tagged_fields = None
+        o0.rack, pos = r_cstr(buf, pos, True)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ProduceResponse_LeaderIdAndEpoch_0(o: _ProduceResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
@@ -395,48 +405,48 @@ def _w_ProduceResponse_LeaderIdAndEpoch_2(o: _ProduceResponse_LeaderIdAndEpoch, 
         out.append(0)
 
 
-def _r_ProduceResponse_LeaderIdAndEpoch_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_LeaderIdAndEpoch, int]:
-    o = _new(_ProduceResponse_LeaderIdAndEpoch)
-    o.leader_id = -1
-    o.leader_epoch = -1
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ProduceResponse_LeaderIdAndEpoch_0(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_LeaderIdAndEpoch, int]:
+    o0 = _new(_ProduceResponse_LeaderIdAndEpoch)
+    o0.leader_id = -1
+    o0.leader_epoch = -1
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_LeaderIdAndEpoch_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_LeaderIdAndEpoch, int]:
-    o = _new(_ProduceResponse_LeaderIdAndEpoch)
-    o.leader_id = -1
-    o.leader_epoch = -1
-    o.unknown_tagged_fields = None
+def _r_ProduceResponse_LeaderIdAndEpoch_1(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_LeaderIdAndEpoch, int]:
+    o0 = _new(_ProduceResponse_LeaderIdAndEpoch)
+    o0.leader_id = -1
+    o0.leader_epoch = -1
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_ProduceResponse_LeaderIdAndEpoch_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_LeaderIdAndEpoch, int]:
-    o = _new(_ProduceResponse_LeaderIdAndEpoch)
-    (o.leader_id, o.leader_epoch,) = _S0.unpack_from(buf, pos)
+def _r_ProduceResponse_LeaderIdAndEpoch_2(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_LeaderIdAndEpoch, int]:
+    o0 = _new(_ProduceResponse_LeaderIdAndEpoch)
+    (o0.leader_id, o0.leader_epoch,) = _S0.unpack_from(buf, pos)
     pos += 8
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ProduceResponse_BatchIndexAndErrorMessage_0(o: _ProduceResponse_BatchIndexAndErrorMessage, out: bytearray, v: int) -> None:
@@ -460,45 +470,46 @@ def _w_ProduceResponse_BatchIndexAndErrorMessage_2(o: _ProduceResponse_BatchInde
         out.append(0)
 
 
-def _r_ProduceResponse_BatchIndexAndErrorMessage_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_BatchIndexAndErrorMessage, int]:
-    o = _new(_ProduceResponse_BatchIndexAndErrorMessage)
-    o.batch_index = 0
-    o.batch_index_error_message = None
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ProduceResponse_BatchIndexAndErrorMessage_0(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_BatchIndexAndErrorMessage, int]:
+    o0 = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+    o0.batch_index = 0
+    o0.batch_index_error_message = None
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_BatchIndexAndErrorMessage_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_BatchIndexAndErrorMessage, int]:
-    o = _new(_ProduceResponse_BatchIndexAndErrorMessage)
-    (o.batch_index,) = I32.unpack_from(buf, pos)
+def _r_ProduceResponse_BatchIndexAndErrorMessage_1(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_BatchIndexAndErrorMessage, int]:
+    o0 = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+    (o0.batch_index,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.batch_index_error_message, pos = r_str(buf, pos, True)
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.batch_index_error_message, pos = r_str(buf, pos, True)
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_BatchIndexAndErrorMessage_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_BatchIndexAndErrorMessage, int]:
-    o = _new(_ProduceResponse_BatchIndexAndErrorMessage)
-    (o.batch_index,) = I32.unpack_from(buf, pos)
+def _r_ProduceResponse_BatchIndexAndErrorMessage_2(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_BatchIndexAndErrorMessage, int]:
+    blen = len(buf)
+    o0 = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+    (o0.batch_index,) = I32.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.batch_index_error_message = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.batch_index_error_message = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.batch_index_error_message, pos = r_cstr(buf, pos, True)
-    o.unknown_tagged_fields = None
+        o0.batch_index_error_message, pos = r_cstr(buf, pos, True)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ProduceResponse_PartitionProduceResponse_0(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
@@ -563,126 +574,175 @@ def _w_ProduceResponse_PartitionProduceResponse_5(o: _ProduceResponse_PartitionP
     w_tagged(out, tagged)
 
 
-def _r_ProduceResponse_PartitionProduceResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
-    o = _new(_ProduceResponse_PartitionProduceResponse)
-    (o.index, o.error_code, o.base_offset,) = _S1.unpack_from(buf, pos)
+def _r_ProduceResponse_PartitionProduceResponse_0(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
+    o0 = _new(_ProduceResponse_PartitionProduceResponse)
+    (o0.index, o0.error_code, o0.base_offset,) = _S1.unpack_from(buf, pos)
     pos += 14
-    o.log_append_time_ms = -1
-    o.log_start_offset = -1
-    o.record_errors = []
-    o.error_message = None
-    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.log_append_time_ms = -1
+    o0.log_start_offset = -1
+    o0.record_errors = []
+    o0.error_message = None
+    o0.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_PartitionProduceResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
-    o = _new(_ProduceResponse_PartitionProduceResponse)
-    (o.index, o.error_code, o.base_offset, o.log_append_time_ms,) = _S2.unpack_from(buf, pos)
+def _r_ProduceResponse_PartitionProduceResponse_1(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
+    o0 = _new(_ProduceResponse_PartitionProduceResponse)
+    (o0.index, o0.error_code, o0.base_offset, o0.log_append_time_ms,) = _S2.unpack_from(buf, pos)
     pos += 22
-    o.log_start_offset = -1
-    o.record_errors = []
-    o.error_message = None
-    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.log_start_offset = -1
+    o0.record_errors = []
+    o0.error_message = None
+    o0.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_PartitionProduceResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
-    o = _new(_ProduceResponse_PartitionProduceResponse)
-    (o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset,) = _S3.unpack_from(buf, pos)
+def _r_ProduceResponse_PartitionProduceResponse_2(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
+    o0 = _new(_ProduceResponse_PartitionProduceResponse)
+    (o0.index, o0.error_code, o0.base_offset, o0.log_append_time_ms, o0.log_start_offset,) = _S3.unpack_from(buf, pos)
     pos += 30
-    o.record_errors = []
-    o.error_message = None
-    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.record_errors = []
+    o0.error_message = None
+    o0.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_PartitionProduceResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
-    o = _new(_ProduceResponse_PartitionProduceResponse)
-    (o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset,) = _S3.unpack_from(buf, pos)
+def _r_ProduceResponse_PartitionProduceResponse_3(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
+    o0 = _new(_ProduceResponse_PartitionProduceResponse)
+    (o0.index, o0.error_code, o0.base_offset, o0.log_append_time_ms, o0.log_start_offset,) = _S3.unpack_from(buf, pos)
     pos += 30
-    n, pos = r_count(buf, pos, False)
-    a_record_errors = []
-    r_record_errors = _r_ProduceResponse_BatchIndexAndErrorMessage_1
-    for _ in range(n):
-        e_record_errors, pos = r_record_errors(buf, pos, v)
-        a_record_errors.append(e_record_errors)
-    o.record_errors = a_record_errors
-    o.error_message, pos = r_str(buf, pos, True)
-    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_PartitionProduceResponse_record_errors_0 = []
+    for _ in range(n0):
+        o1_BatchIndexAndErrorMessage = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+        (o1_BatchIndexAndErrorMessage.batch_index,) = I32.unpack_from(buf, pos)
+        pos += 4
+        o1_BatchIndexAndErrorMessage.batch_index_error_message, pos = r_str(buf, pos, True)
+        o1_BatchIndexAndErrorMessage.unknown_tagged_fields = None
+        a_PartitionProduceResponse_record_errors_0.append(o1_BatchIndexAndErrorMessage)
+    o0.record_errors = a_PartitionProduceResponse_record_errors_0
+    o0.error_message, pos = r_str(buf, pos, True)
+    o0.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_PartitionProduceResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
-    o = _new(_ProduceResponse_PartitionProduceResponse)
-    (o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset,) = _S3.unpack_from(buf, pos)
+def _r_ProduceResponse_PartitionProduceResponse_4(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
+    blen = len(buf)
+    o0 = _new(_ProduceResponse_PartitionProduceResponse)
+    (o0.index, o0.error_code, o0.base_offset, o0.log_append_time_ms, o0.log_start_offset,) = _S3.unpack_from(buf, pos)
     pos += 30
-    n, pos = r_ccount(buf, pos, False)
-    a_record_errors = []
-    r_record_errors = _r_ProduceResponse_BatchIndexAndErrorMessage_2
-    for _ in range(n):
-        e_record_errors, pos = r_record_errors(buf, pos, v)
-        a_record_errors.append(e_record_errors)
-    o.record_errors = a_record_errors
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.error_message, pos = r_cstr(buf, pos, True)
-    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
-    o.unknown_tagged_fields = None
+        n0, pos = r_ccount(buf, pos, False)
+    a_PartitionProduceResponse_record_errors_0 = []
+    for _ in range(n0):
+        o1_BatchIndexAndErrorMessage = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+        (o1_BatchIndexAndErrorMessage.batch_index,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BatchIndexAndErrorMessage.batch_index_error_message = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BatchIndexAndErrorMessage.batch_index_error_message, pos = r_cstr(buf, pos, True)
+        o1_BatchIndexAndErrorMessage.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_BatchIndexAndErrorMessage.unknown_tagged_fields is None:
+                    o1_BatchIndexAndErrorMessage.unknown_tagged_fields = []
+                o1_BatchIndexAndErrorMessage.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_PartitionProduceResponse_record_errors_0.append(o1_BatchIndexAndErrorMessage)
+    o0.record_errors = a_PartitionProduceResponse_record_errors_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.error_message = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.error_message, pos = r_cstr(buf, pos, True)
+    o0.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_ProduceResponse_PartitionProduceResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
-    o = _new(_ProduceResponse_PartitionProduceResponse)
-    (o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset,) = _S3.unpack_from(buf, pos)
+def _r_ProduceResponse_PartitionProduceResponse_5(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_PartitionProduceResponse, int]:
+    blen = len(buf)
+    o0 = _new(_ProduceResponse_PartitionProduceResponse)
+    (o0.index, o0.error_code, o0.base_offset, o0.log_append_time_ms, o0.log_start_offset,) = _S3.unpack_from(buf, pos)
     pos += 30
-    n, pos = r_ccount(buf, pos, False)
-    a_record_errors = []
-    r_record_errors = _r_ProduceResponse_BatchIndexAndErrorMessage_2
-    for _ in range(n):
-        e_record_errors, pos = r_record_errors(buf, pos, v)
-        a_record_errors.append(e_record_errors)
-    o.record_errors = a_record_errors
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.error_message, pos = r_cstr(buf, pos, True)
-    o.current_leader = _ProduceResponse_LeaderIdAndEpoch()
-    o.unknown_tagged_fields = None
+        n0, pos = r_ccount(buf, pos, False)
+    a_PartitionProduceResponse_record_errors_0 = []
+    for _ in range(n0):
+        o1_BatchIndexAndErrorMessage = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+        (o1_BatchIndexAndErrorMessage.batch_index,) = I32.unpack_from(buf, pos)
+        pos += 4
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BatchIndexAndErrorMessage.batch_index_error_message = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BatchIndexAndErrorMessage.batch_index_error_message, pos = r_cstr(buf, pos, True)
+        o1_BatchIndexAndErrorMessage.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_BatchIndexAndErrorMessage.unknown_tagged_fields is None:
+                    o1_BatchIndexAndErrorMessage.unknown_tagged_fields = []
+                o1_BatchIndexAndErrorMessage.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_PartitionProduceResponse_record_errors_0.append(o1_BatchIndexAndErrorMessage)
+    o0.record_errors = a_PartitionProduceResponse_record_errors_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.error_message = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.error_message, pos = r_cstr(buf, pos, True)
+    o0.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                o.current_leader, pos = _r_ProduceResponse_LeaderIdAndEpoch_2(buf, pos, v)
-                if pos != end:
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                o0.current_leader, pos = _r_ProduceResponse_LeaderIdAndEpoch_2(buf, pos, v)
+                if pos != end0:
                     raise DecodeError('tagged field ProduceResponse.PartitionProduceResponse.current_leader has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 
 def _w_ProduceResponse_TopicProduceResponse_0(o: _ProduceResponse_TopicProduceResponse, out: bytearray, v: int) -> None:
@@ -741,118 +801,261 @@ def _w_ProduceResponse_TopicProduceResponse_5(o: _ProduceResponse_TopicProduceRe
         out.append(0)
 
 
-def _r_ProduceResponse_TopicProduceResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
-    o = _new(_ProduceResponse_TopicProduceResponse)
-    o.name, pos = r_str(buf, pos, False)
-    n, pos = r_count(buf, pos, False)
-    a_partition_responses = []
-    r_partition_responses = _r_ProduceResponse_PartitionProduceResponse_0
-    for _ in range(n):
-        e_partition_responses, pos = r_partition_responses(buf, pos, v)
-        a_partition_responses.append(e_partition_responses)
-    o.partition_responses = a_partition_responses
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ProduceResponse_TopicProduceResponse_0(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
+    o0 = _new(_ProduceResponse_TopicProduceResponse)
+    o0.name, pos = r_str(buf, pos, False)
+    n0, pos = r_count(buf, pos, False)
+    a_TopicProduceResponse_partition_responses_0 = []
+    for _ in range(n0):
+        o1_PartitionProduceResponse = _new(_ProduceResponse_PartitionProduceResponse)
+        (o1_PartitionProduceResponse.index, o1_PartitionProduceResponse.error_code, o1_PartitionProduceResponse.base_offset,) = _S1.unpack_from(buf, pos)
+        pos += 14
+        o1_PartitionProduceResponse.log_append_time_ms = -1
+        o1_PartitionProduceResponse.log_start_offset = -1
+        o1_PartitionProduceResponse.record_errors = []
+        o1_PartitionProduceResponse.error_message = None
+        o1_PartitionProduceResponse.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+        o1_PartitionProduceResponse.unknown_tagged_fields = None
+        a_TopicProduceResponse_partition_responses_0.append(o1_PartitionProduceResponse)
+    o0.partition_responses = a_TopicProduceResponse_partition_responses_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_TopicProduceResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
-    o = _new(_ProduceResponse_TopicProduceResponse)
-    o.name, pos = r_str(buf, pos, False)
-    n, pos = r_count(buf, pos, False)
-    a_partition_responses = []
-    r_partition_responses = _r_ProduceResponse_PartitionProduceResponse_1
-    for _ in range(n):
-        e_partition_responses, pos = r_partition_responses(buf, pos, v)
-        a_partition_responses.append(e_partition_responses)
-    o.partition_responses = a_partition_responses
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ProduceResponse_TopicProduceResponse_1(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
+    o0 = _new(_ProduceResponse_TopicProduceResponse)
+    o0.name, pos = r_str(buf, pos, False)
+    n0, pos = r_count(buf, pos, False)
+    a_TopicProduceResponse_partition_responses_0 = []
+    for _ in range(n0):
+        o1_PartitionProduceResponse = _new(_ProduceResponse_PartitionProduceResponse)
+        (o1_PartitionProduceResponse.index, o1_PartitionProduceResponse.error_code, o1_PartitionProduceResponse.base_offset, o1_PartitionProduceResponse.log_append_time_ms,) = _S2.unpack_from(buf, pos)
+        pos += 22
+        o1_PartitionProduceResponse.log_start_offset = -1
+        o1_PartitionProduceResponse.record_errors = []
+        o1_PartitionProduceResponse.error_message = None
+        o1_PartitionProduceResponse.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+        o1_PartitionProduceResponse.unknown_tagged_fields = None
+        a_TopicProduceResponse_partition_responses_0.append(o1_PartitionProduceResponse)
+    o0.partition_responses = a_TopicProduceResponse_partition_responses_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_TopicProduceResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
-    o = _new(_ProduceResponse_TopicProduceResponse)
-    o.name, pos = r_str(buf, pos, False)
-    n, pos = r_count(buf, pos, False)
-    a_partition_responses = []
-    r_partition_responses = _r_ProduceResponse_PartitionProduceResponse_2
-    for _ in range(n):
-        e_partition_responses, pos = r_partition_responses(buf, pos, v)
-        a_partition_responses.append(e_partition_responses)
-    o.partition_responses = a_partition_responses
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ProduceResponse_TopicProduceResponse_2(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
+    o0 = _new(_ProduceResponse_TopicProduceResponse)
+    o0.name, pos = r_str(buf, pos, False)
+    n0, pos = r_count(buf, pos, False)
+    a_TopicProduceResponse_partition_responses_0 = []
+    for _ in range(n0):
+        o1_PartitionProduceResponse = _new(_ProduceResponse_PartitionProduceResponse)
+        (o1_PartitionProduceResponse.index, o1_PartitionProduceResponse.error_code, o1_PartitionProduceResponse.base_offset, o1_PartitionProduceResponse.log_append_time_ms, o1_PartitionProduceResponse.log_start_offset,) = _S3.unpack_from(buf, pos)
+        pos += 30
+        o1_PartitionProduceResponse.record_errors = []
+        o1_PartitionProduceResponse.error_message = None
+        o1_PartitionProduceResponse.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+        o1_PartitionProduceResponse.unknown_tagged_fields = None
+        a_TopicProduceResponse_partition_responses_0.append(o1_PartitionProduceResponse)
+    o0.partition_responses = a_TopicProduceResponse_partition_responses_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_TopicProduceResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
-    o = _new(_ProduceResponse_TopicProduceResponse)
-    o.name, pos = r_str(buf, pos, False)
-    n, pos = r_count(buf, pos, False)
-    a_partition_responses = []
-    r_partition_responses = _r_ProduceResponse_PartitionProduceResponse_3
-    for _ in range(n):
-        e_partition_responses, pos = r_partition_responses(buf, pos, v)
-        a_partition_responses.append(e_partition_responses)
-    o.partition_responses = a_partition_responses
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ProduceResponse_TopicProduceResponse_3(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
+    o0 = _new(_ProduceResponse_TopicProduceResponse)
+    o0.name, pos = r_str(buf, pos, False)
+    n0, pos = r_count(buf, pos, False)
+    a_TopicProduceResponse_partition_responses_0 = []
+    for _ in range(n0):
+        o1_PartitionProduceResponse = _new(_ProduceResponse_PartitionProduceResponse)
+        (o1_PartitionProduceResponse.index, o1_PartitionProduceResponse.error_code, o1_PartitionProduceResponse.base_offset, o1_PartitionProduceResponse.log_append_time_ms, o1_PartitionProduceResponse.log_start_offset,) = _S3.unpack_from(buf, pos)
+        pos += 30
+        n1, pos = r_count(buf, pos, False)
+        a_PartitionProduceResponse_record_errors_1 = []
+        for _ in range(n1):
+            o2_BatchIndexAndErrorMessage = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+            (o2_BatchIndexAndErrorMessage.batch_index,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o2_BatchIndexAndErrorMessage.batch_index_error_message, pos = r_str(buf, pos, True)
+            o2_BatchIndexAndErrorMessage.unknown_tagged_fields = None
+            a_PartitionProduceResponse_record_errors_1.append(o2_BatchIndexAndErrorMessage)
+        o1_PartitionProduceResponse.record_errors = a_PartitionProduceResponse_record_errors_1
+        o1_PartitionProduceResponse.error_message, pos = r_str(buf, pos, True)
+        o1_PartitionProduceResponse.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+        o1_PartitionProduceResponse.unknown_tagged_fields = None
+        a_TopicProduceResponse_partition_responses_0.append(o1_PartitionProduceResponse)
+    o0.partition_responses = a_TopicProduceResponse_partition_responses_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_TopicProduceResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
-    o = _new(_ProduceResponse_TopicProduceResponse)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_ProduceResponse_TopicProduceResponse_4(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
+    blen = len(buf)
+    o0 = _new(_ProduceResponse_TopicProduceResponse)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partition_responses = []
-    r_partition_responses = _r_ProduceResponse_PartitionProduceResponse_4
-    for _ in range(n):
-        e_partition_responses, pos = r_partition_responses(buf, pos, v)
-        a_partition_responses.append(e_partition_responses)
-    o.partition_responses = a_partition_responses
-    o.unknown_tagged_fields = None
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicProduceResponse_partition_responses_0 = []
+    for _ in range(n0):
+        o1_PartitionProduceResponse = _new(_ProduceResponse_PartitionProduceResponse)
+        (o1_PartitionProduceResponse.index, o1_PartitionProduceResponse.error_code, o1_PartitionProduceResponse.base_offset, o1_PartitionProduceResponse.log_append_time_ms, o1_PartitionProduceResponse.log_start_offset,) = _S3.unpack_from(buf, pos)
+        pos += 30
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_PartitionProduceResponse_record_errors_1 = []
+        for _ in range(n1):
+            o2_BatchIndexAndErrorMessage = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+            (o2_BatchIndexAndErrorMessage.batch_index,) = I32.unpack_from(buf, pos)
+            pos += 4
+            n2 = buf[pos]
+            if 0 < n2 < 0x80 and pos + n2 <= blen:
+                o2_BatchIndexAndErrorMessage.batch_index_error_message = buf[pos + 1:pos + n2].decode()
+                pos += n2
+            else:
+                o2_BatchIndexAndErrorMessage.batch_index_error_message, pos = r_cstr(buf, pos, True)
+            o2_BatchIndexAndErrorMessage.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_BatchIndexAndErrorMessage.unknown_tagged_fields is None:
+                        o2_BatchIndexAndErrorMessage.unknown_tagged_fields = []
+                    o2_BatchIndexAndErrorMessage.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_PartitionProduceResponse_record_errors_1.append(o2_BatchIndexAndErrorMessage)
+        o1_PartitionProduceResponse.record_errors = a_PartitionProduceResponse_record_errors_1
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_PartitionProduceResponse.error_message = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_PartitionProduceResponse.error_message, pos = r_cstr(buf, pos, True)
+        o1_PartitionProduceResponse.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+        o1_PartitionProduceResponse.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_PartitionProduceResponse.unknown_tagged_fields is None:
+                    o1_PartitionProduceResponse.unknown_tagged_fields = []
+                o1_PartitionProduceResponse.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_TopicProduceResponse_partition_responses_0.append(o1_PartitionProduceResponse)
+    o0.partition_responses = a_TopicProduceResponse_partition_responses_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_ProduceResponse_TopicProduceResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
-    o = _new(_ProduceResponse_TopicProduceResponse)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_ProduceResponse_TopicProduceResponse_5(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse_TopicProduceResponse, int]:
+    blen = len(buf)
+    o0 = _new(_ProduceResponse_TopicProduceResponse)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partition_responses = []
-    r_partition_responses = _r_ProduceResponse_PartitionProduceResponse_5
-    for _ in range(n):
-        e_partition_responses, pos = r_partition_responses(buf, pos, v)
-        a_partition_responses.append(e_partition_responses)
-    o.partition_responses = a_partition_responses
-    o.unknown_tagged_fields = None
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicProduceResponse_partition_responses_0 = []
+    for _ in range(n0):
+        o1_PartitionProduceResponse = _new(_ProduceResponse_PartitionProduceResponse)
+        (o1_PartitionProduceResponse.index, o1_PartitionProduceResponse.error_code, o1_PartitionProduceResponse.base_offset, o1_PartitionProduceResponse.log_append_time_ms, o1_PartitionProduceResponse.log_start_offset,) = _S3.unpack_from(buf, pos)
+        pos += 30
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_PartitionProduceResponse_record_errors_1 = []
+        for _ in range(n1):
+            o2_BatchIndexAndErrorMessage = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+            (o2_BatchIndexAndErrorMessage.batch_index,) = I32.unpack_from(buf, pos)
+            pos += 4
+            n2 = buf[pos]
+            if 0 < n2 < 0x80 and pos + n2 <= blen:
+                o2_BatchIndexAndErrorMessage.batch_index_error_message = buf[pos + 1:pos + n2].decode()
+                pos += n2
+            else:
+                o2_BatchIndexAndErrorMessage.batch_index_error_message, pos = r_cstr(buf, pos, True)
+            o2_BatchIndexAndErrorMessage.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_BatchIndexAndErrorMessage.unknown_tagged_fields is None:
+                        o2_BatchIndexAndErrorMessage.unknown_tagged_fields = []
+                    o2_BatchIndexAndErrorMessage.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_PartitionProduceResponse_record_errors_1.append(o2_BatchIndexAndErrorMessage)
+        o1_PartitionProduceResponse.record_errors = a_PartitionProduceResponse_record_errors_1
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_PartitionProduceResponse.error_message = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_PartitionProduceResponse.error_message, pos = r_cstr(buf, pos, True)
+        o1_PartitionProduceResponse.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+        o1_PartitionProduceResponse.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if tag1 == 0:
+                    o1_PartitionProduceResponse.current_leader, pos = _r_ProduceResponse_LeaderIdAndEpoch_2(buf, pos, v)
+                    if pos != end1:
+                        raise DecodeError('tagged field ProduceResponse.PartitionProduceResponse.current_leader has the wrong size')
+                else:
+                    if o1_PartitionProduceResponse.unknown_tagged_fields is None:
+                        o1_PartitionProduceResponse.unknown_tagged_fields = []
+                    o1_PartitionProduceResponse.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
+        a_TopicProduceResponse_partition_responses_0.append(o1_PartitionProduceResponse)
+    o0.partition_responses = a_TopicProduceResponse_partition_responses_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ProduceResponse_0(o: _ProduceResponse, out: bytearray, v: int) -> None:
@@ -938,146 +1141,420 @@ def _w_ProduceResponse_6(o: _ProduceResponse, out: bytearray, v: int) -> None:
     w_tagged(out, tagged)
 
 
-def _r_ProduceResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
-    o = _new(_ProduceResponse)
-    n, pos = r_count(buf, pos, False)
-    a_responses = []
-    r_responses = _r_ProduceResponse_TopicProduceResponse_0
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    o.throttle_time_ms = 0
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_ProduceResponse_0(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    o0 = _new(_ProduceResponse)
+    n0, pos = r_count(buf, pos, False)
+    a_ProduceResponse_responses_0 = []
+    for _ in range(n0):
+        o1_TopicProduceResponse = _new(_ProduceResponse_TopicProduceResponse)
+        o1_TopicProduceResponse.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_TopicProduceResponse_partition_responses_1 = []
+        for _ in range(n1):
+            o2_PartitionProduceResponse = _new(_ProduceResponse_PartitionProduceResponse)
+            (o2_PartitionProduceResponse.index, o2_PartitionProduceResponse.error_code, o2_PartitionProduceResponse.base_offset,) = _S1.unpack_from(buf, pos)
+            pos += 14
+            o2_PartitionProduceResponse.log_append_time_ms = -1
+            o2_PartitionProduceResponse.log_start_offset = -1
+            o2_PartitionProduceResponse.record_errors = []
+            o2_PartitionProduceResponse.error_message = None
+            o2_PartitionProduceResponse.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+            o2_PartitionProduceResponse.unknown_tagged_fields = None
+            a_TopicProduceResponse_partition_responses_1.append(o2_PartitionProduceResponse)
+        o1_TopicProduceResponse.partition_responses = a_TopicProduceResponse_partition_responses_1
+        o1_TopicProduceResponse.unknown_tagged_fields = None
+        a_ProduceResponse_responses_0.append(o1_TopicProduceResponse)
+    o0.responses = a_ProduceResponse_responses_0
+    o0.throttle_time_ms = 0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
-    o = _new(_ProduceResponse)
-    n, pos = r_count(buf, pos, False)
-    a_responses = []
-    r_responses = _r_ProduceResponse_TopicProduceResponse_0
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_ProduceResponse_1(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    o0 = _new(_ProduceResponse)
+    n0, pos = r_count(buf, pos, False)
+    a_ProduceResponse_responses_0 = []
+    for _ in range(n0):
+        o1_TopicProduceResponse = _new(_ProduceResponse_TopicProduceResponse)
+        o1_TopicProduceResponse.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_TopicProduceResponse_partition_responses_1 = []
+        for _ in range(n1):
+            o2_PartitionProduceResponse = _new(_ProduceResponse_PartitionProduceResponse)
+            (o2_PartitionProduceResponse.index, o2_PartitionProduceResponse.error_code, o2_PartitionProduceResponse.base_offset,) = _S1.unpack_from(buf, pos)
+            pos += 14
+            o2_PartitionProduceResponse.log_append_time_ms = -1
+            o2_PartitionProduceResponse.log_start_offset = -1
+            o2_PartitionProduceResponse.record_errors = []
+            o2_PartitionProduceResponse.error_message = None
+            o2_PartitionProduceResponse.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+            o2_PartitionProduceResponse.unknown_tagged_fields = None
+            a_TopicProduceResponse_partition_responses_1.append(o2_PartitionProduceResponse)
+        o1_TopicProduceResponse.partition_responses = a_TopicProduceResponse_partition_responses_1
+        o1_TopicProduceResponse.unknown_tagged_fields = None
+        a_ProduceResponse_responses_0.append(o1_TopicProduceResponse)
+    o0.responses = a_ProduceResponse_responses_0
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_2(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
-    o = _new(_ProduceResponse)
-    n, pos = r_count(buf, pos, False)
-    a_responses = []
-    r_responses = _r_ProduceResponse_TopicProduceResponse_1
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_ProduceResponse_2(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    o0 = _new(_ProduceResponse)
+    n0, pos = r_count(buf, pos, False)
+    a_ProduceResponse_responses_0 = []
+    for _ in range(n0):
+        o1_TopicProduceResponse = _new(_ProduceResponse_TopicProduceResponse)
+        o1_TopicProduceResponse.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_TopicProduceResponse_partition_responses_1 = []
+        for _ in range(n1):
+            o2_PartitionProduceResponse = _new(_ProduceResponse_PartitionProduceResponse)
+            (o2_PartitionProduceResponse.index, o2_PartitionProduceResponse.error_code, o2_PartitionProduceResponse.base_offset, o2_PartitionProduceResponse.log_append_time_ms,) = _S2.unpack_from(buf, pos)
+            pos += 22
+            o2_PartitionProduceResponse.log_start_offset = -1
+            o2_PartitionProduceResponse.record_errors = []
+            o2_PartitionProduceResponse.error_message = None
+            o2_PartitionProduceResponse.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+            o2_PartitionProduceResponse.unknown_tagged_fields = None
+            a_TopicProduceResponse_partition_responses_1.append(o2_PartitionProduceResponse)
+        o1_TopicProduceResponse.partition_responses = a_TopicProduceResponse_partition_responses_1
+        o1_TopicProduceResponse.unknown_tagged_fields = None
+        a_ProduceResponse_responses_0.append(o1_TopicProduceResponse)
+    o0.responses = a_ProduceResponse_responses_0
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_3(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
-    o = _new(_ProduceResponse)
-    n, pos = r_count(buf, pos, False)
-    a_responses = []
-    r_responses = _r_ProduceResponse_TopicProduceResponse_2
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_ProduceResponse_3(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    o0 = _new(_ProduceResponse)
+    n0, pos = r_count(buf, pos, False)
+    a_ProduceResponse_responses_0 = []
+    for _ in range(n0):
+        o1_TopicProduceResponse = _new(_ProduceResponse_TopicProduceResponse)
+        o1_TopicProduceResponse.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_TopicProduceResponse_partition_responses_1 = []
+        for _ in range(n1):
+            o2_PartitionProduceResponse = _new(_ProduceResponse_PartitionProduceResponse)
+            (o2_PartitionProduceResponse.index, o2_PartitionProduceResponse.error_code, o2_PartitionProduceResponse.base_offset, o2_PartitionProduceResponse.log_append_time_ms, o2_PartitionProduceResponse.log_start_offset,) = _S3.unpack_from(buf, pos)
+            pos += 30
+            o2_PartitionProduceResponse.record_errors = []
+            o2_PartitionProduceResponse.error_message = None
+            o2_PartitionProduceResponse.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+            o2_PartitionProduceResponse.unknown_tagged_fields = None
+            a_TopicProduceResponse_partition_responses_1.append(o2_PartitionProduceResponse)
+        o1_TopicProduceResponse.partition_responses = a_TopicProduceResponse_partition_responses_1
+        o1_TopicProduceResponse.unknown_tagged_fields = None
+        a_ProduceResponse_responses_0.append(o1_TopicProduceResponse)
+    o0.responses = a_ProduceResponse_responses_0
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_4(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
-    o = _new(_ProduceResponse)
-    n, pos = r_count(buf, pos, False)
-    a_responses = []
-    r_responses = _r_ProduceResponse_TopicProduceResponse_3
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_ProduceResponse_4(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    o0 = _new(_ProduceResponse)
+    n0, pos = r_count(buf, pos, False)
+    a_ProduceResponse_responses_0 = []
+    for _ in range(n0):
+        o1_TopicProduceResponse = _new(_ProduceResponse_TopicProduceResponse)
+        o1_TopicProduceResponse.name, pos = r_str(buf, pos, False)
+        n1, pos = r_count(buf, pos, False)
+        a_TopicProduceResponse_partition_responses_1 = []
+        for _ in range(n1):
+            o2_PartitionProduceResponse = _new(_ProduceResponse_PartitionProduceResponse)
+            (o2_PartitionProduceResponse.index, o2_PartitionProduceResponse.error_code, o2_PartitionProduceResponse.base_offset, o2_PartitionProduceResponse.log_append_time_ms, o2_PartitionProduceResponse.log_start_offset,) = _S3.unpack_from(buf, pos)
+            pos += 30
+            n2, pos = r_count(buf, pos, False)
+            a_PartitionProduceResponse_record_errors_2 = []
+            for _ in range(n2):
+                o3_BatchIndexAndErrorMessage = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+                (o3_BatchIndexAndErrorMessage.batch_index,) = I32.unpack_from(buf, pos)
+                pos += 4
+                o3_BatchIndexAndErrorMessage.batch_index_error_message, pos = r_str(buf, pos, True)
+                o3_BatchIndexAndErrorMessage.unknown_tagged_fields = None
+                a_PartitionProduceResponse_record_errors_2.append(o3_BatchIndexAndErrorMessage)
+            o2_PartitionProduceResponse.record_errors = a_PartitionProduceResponse_record_errors_2
+            o2_PartitionProduceResponse.error_message, pos = r_str(buf, pos, True)
+            o2_PartitionProduceResponse.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+            o2_PartitionProduceResponse.unknown_tagged_fields = None
+            a_TopicProduceResponse_partition_responses_1.append(o2_PartitionProduceResponse)
+        o1_TopicProduceResponse.partition_responses = a_TopicProduceResponse_partition_responses_1
+        o1_TopicProduceResponse.unknown_tagged_fields = None
+        a_ProduceResponse_responses_0.append(o1_TopicProduceResponse)
+    o0.responses = a_ProduceResponse_responses_0
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ProduceResponse_5(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
-    o = _new(_ProduceResponse)
-    n, pos = r_ccount(buf, pos, False)
-    a_responses = []
-    r_responses = _r_ProduceResponse_TopicProduceResponse_4
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_ProduceResponse_5(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    blen = len(buf)
+    o0 = _new(_ProduceResponse)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_ProduceResponse_responses_0 = []
+    for _ in range(n0):
+        o1_TopicProduceResponse = _new(_ProduceResponse_TopicProduceResponse)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicProduceResponse.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_TopicProduceResponse.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicProduceResponse_partition_responses_1 = []
+        for _ in range(n1):
+            o2_PartitionProduceResponse = _new(_ProduceResponse_PartitionProduceResponse)
+            (o2_PartitionProduceResponse.index, o2_PartitionProduceResponse.error_code, o2_PartitionProduceResponse.base_offset, o2_PartitionProduceResponse.log_append_time_ms, o2_PartitionProduceResponse.log_start_offset,) = _S3.unpack_from(buf, pos)
+            pos += 30
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            a_PartitionProduceResponse_record_errors_2 = []
+            for _ in range(n2):
+                o3_BatchIndexAndErrorMessage = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+                (o3_BatchIndexAndErrorMessage.batch_index,) = I32.unpack_from(buf, pos)
+                pos += 4
+                n3 = buf[pos]
+                if 0 < n3 < 0x80 and pos + n3 <= blen:
+                    o3_BatchIndexAndErrorMessage.batch_index_error_message = buf[pos + 1:pos + n3].decode()
+                    pos += n3
+                else:
+                    o3_BatchIndexAndErrorMessage.batch_index_error_message, pos = r_cstr(buf, pos, True)
+                o3_BatchIndexAndErrorMessage.unknown_tagged_fields = None
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    ntags3, pos = read_uvarint(buf, pos)
+                    for _ in range(ntags3):
+                        tag3, end3, pos = r_tag_header(buf, pos)
+                        if o3_BatchIndexAndErrorMessage.unknown_tagged_fields is None:
+                            o3_BatchIndexAndErrorMessage.unknown_tagged_fields = []
+                        o3_BatchIndexAndErrorMessage.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
+                        pos = end3
+                a_PartitionProduceResponse_record_errors_2.append(o3_BatchIndexAndErrorMessage)
+            o2_PartitionProduceResponse.record_errors = a_PartitionProduceResponse_record_errors_2
+            n2 = buf[pos]
+            if 0 < n2 < 0x80 and pos + n2 <= blen:
+                o2_PartitionProduceResponse.error_message = buf[pos + 1:pos + n2].decode()
+                pos += n2
+            else:
+                o2_PartitionProduceResponse.error_message, pos = r_cstr(buf, pos, True)
+            o2_PartitionProduceResponse.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+            o2_PartitionProduceResponse.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_PartitionProduceResponse.unknown_tagged_fields is None:
+                        o2_PartitionProduceResponse.unknown_tagged_fields = []
+                    o2_PartitionProduceResponse.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_TopicProduceResponse_partition_responses_1.append(o2_PartitionProduceResponse)
+        o1_TopicProduceResponse.partition_responses = a_TopicProduceResponse_partition_responses_1
+        o1_TopicProduceResponse.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicProduceResponse.unknown_tagged_fields is None:
+                    o1_TopicProduceResponse.unknown_tagged_fields = []
+                o1_TopicProduceResponse.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_ProduceResponse_responses_0.append(o1_TopicProduceResponse)
+    o0.responses = a_ProduceResponse_responses_0
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_ProduceResponse_6(buf: memoryview, pos: int, v: int) -> tuple[_ProduceResponse, int]:
-    o = _new(_ProduceResponse)
-    n, pos = r_ccount(buf, pos, False)
-    a_responses = []
-    r_responses = _r_ProduceResponse_TopicProduceResponse_5
-    for _ in range(n):
-        e_responses, pos = r_responses(buf, pos, v)
-        a_responses.append(e_responses)
-    o.responses = a_responses
-    (o.throttle_time_ms,) = I32.unpack_from(buf, pos)
+def _r_ProduceResponse_6(buf: bytes, pos: int, v: int) -> tuple[_ProduceResponse, int]:
+    blen = len(buf)
+    o0 = _new(_ProduceResponse)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_ProduceResponse_responses_0 = []
+    for _ in range(n0):
+        o1_TopicProduceResponse = _new(_ProduceResponse_TopicProduceResponse)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicProduceResponse.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_TopicProduceResponse.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicProduceResponse_partition_responses_1 = []
+        for _ in range(n1):
+            o2_PartitionProduceResponse = _new(_ProduceResponse_PartitionProduceResponse)
+            (o2_PartitionProduceResponse.index, o2_PartitionProduceResponse.error_code, o2_PartitionProduceResponse.base_offset, o2_PartitionProduceResponse.log_append_time_ms, o2_PartitionProduceResponse.log_start_offset,) = _S3.unpack_from(buf, pos)
+            pos += 30
+            n2 = buf[pos] - 1
+            if 0 <= n2 < 0x7f and n2 < blen - pos:
+                pos += 1
+            else:
+                n2, pos = r_ccount(buf, pos, False)
+            a_PartitionProduceResponse_record_errors_2 = []
+            for _ in range(n2):
+                o3_BatchIndexAndErrorMessage = _new(_ProduceResponse_BatchIndexAndErrorMessage)
+                (o3_BatchIndexAndErrorMessage.batch_index,) = I32.unpack_from(buf, pos)
+                pos += 4
+                n3 = buf[pos]
+                if 0 < n3 < 0x80 and pos + n3 <= blen:
+                    o3_BatchIndexAndErrorMessage.batch_index_error_message = buf[pos + 1:pos + n3].decode()
+                    pos += n3
+                else:
+                    o3_BatchIndexAndErrorMessage.batch_index_error_message, pos = r_cstr(buf, pos, True)
+                o3_BatchIndexAndErrorMessage.unknown_tagged_fields = None
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    ntags3, pos = read_uvarint(buf, pos)
+                    for _ in range(ntags3):
+                        tag3, end3, pos = r_tag_header(buf, pos)
+                        if o3_BatchIndexAndErrorMessage.unknown_tagged_fields is None:
+                            o3_BatchIndexAndErrorMessage.unknown_tagged_fields = []
+                        o3_BatchIndexAndErrorMessage.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
+                        pos = end3
+                a_PartitionProduceResponse_record_errors_2.append(o3_BatchIndexAndErrorMessage)
+            o2_PartitionProduceResponse.record_errors = a_PartitionProduceResponse_record_errors_2
+            n2 = buf[pos]
+            if 0 < n2 < 0x80 and pos + n2 <= blen:
+                o2_PartitionProduceResponse.error_message = buf[pos + 1:pos + n2].decode()
+                pos += n2
+            else:
+                o2_PartitionProduceResponse.error_message, pos = r_cstr(buf, pos, True)
+            o2_PartitionProduceResponse.current_leader = _ProduceResponse_LeaderIdAndEpoch()
+            o2_PartitionProduceResponse.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if tag2 == 0:
+                        o2_PartitionProduceResponse.current_leader, pos = _r_ProduceResponse_LeaderIdAndEpoch_2(buf, pos, v)
+                        if pos != end2:
+                            raise DecodeError('tagged field ProduceResponse.PartitionProduceResponse.current_leader has the wrong size')
+                    else:
+                        if o2_PartitionProduceResponse.unknown_tagged_fields is None:
+                            o2_PartitionProduceResponse.unknown_tagged_fields = []
+                        o2_PartitionProduceResponse.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
+            a_TopicProduceResponse_partition_responses_1.append(o2_PartitionProduceResponse)
+        o1_TopicProduceResponse.partition_responses = a_TopicProduceResponse_partition_responses_1
+        o1_TopicProduceResponse.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicProduceResponse.unknown_tagged_fields is None:
+                    o1_TopicProduceResponse.unknown_tagged_fields = []
+                o1_TopicProduceResponse.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_ProduceResponse_responses_0.append(o1_TopicProduceResponse)
+    o0.responses = a_ProduceResponse_responses_0
+    (o0.throttle_time_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n, pos = r_ccount(buf, pos, False)
-                a_node_endpoints = []
-                r_node_endpoints = _r_ProduceResponse_NodeEndpoint_2
-                for _ in range(n):
-                    e_node_endpoints, pos = r_node_endpoints(buf, pos, v)
-                    a_node_endpoints.append(e_node_endpoints)
-                o.node_endpoints = a_node_endpoints
-                if pos != end:
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
+                else:
+                    n0, pos = r_ccount(buf, pos, False)
+                a_ProduceResponse_node_endpoints_0 = []
+                for _ in range(n0):
+                    o1_NodeEndpoint = _new(_ProduceResponse_NodeEndpoint)
+                    (o1_NodeEndpoint.node_id,) = I32.unpack_from(buf, pos)
+                    pos += 4
+                    n1 = buf[pos]
+                    if 0 < n1 < 0x80 and pos + n1 <= blen:
+                        o1_NodeEndpoint.host = buf[pos + 1:pos + n1].decode()
+                        pos += n1
+                    else:
+                        o1_NodeEndpoint.host, pos = r_cstr(buf, pos, False)
+                    (o1_NodeEndpoint.port,) = I32.unpack_from(buf, pos)
+                    pos += 4
+                    n1 = buf[pos]
+                    if 0 < n1 < 0x80 and pos + n1 <= blen:
+                        o1_NodeEndpoint.rack = buf[pos + 1:pos + n1].decode()
+                        pos += n1
+                    else:
+                        o1_NodeEndpoint.rack, pos = r_cstr(buf, pos, True)
+                    o1_NodeEndpoint.unknown_tagged_fields = None
+                    if buf[pos] == 0:
+                        pos += 1
+                    else:
+                        ntags1, pos = read_uvarint(buf, pos)
+                        for _ in range(ntags1):
+                            tag1, end1, pos = r_tag_header(buf, pos)
+                            if o1_NodeEndpoint.unknown_tagged_fields is None:
+                                o1_NodeEndpoint.unknown_tagged_fields = []
+                            o1_NodeEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                            pos = end1
+                    a_ProduceResponse_node_endpoints_0.append(o1_NodeEndpoint)
+                o0.node_endpoints = a_ProduceResponse_node_endpoints_0
+                if pos != end0:
                     raise DecodeError('tagged field ProduceResponse.node_endpoints has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 _W_ProduceResponse = (_w_ProduceResponse_0, _w_ProduceResponse_1, _w_ProduceResponse_2, _w_ProduceResponse_2, _w_ProduceResponse_2, _w_ProduceResponse_3, _w_ProduceResponse_3, _w_ProduceResponse_3, _w_ProduceResponse_4, _w_ProduceResponse_5, _w_ProduceResponse_6, _w_ProduceResponse_6, )
 _R_ProduceResponse = (_r_ProduceResponse_0, _r_ProduceResponse_1, _r_ProduceResponse_2, _r_ProduceResponse_2, _r_ProduceResponse_2, _r_ProduceResponse_3, _r_ProduceResponse_3, _r_ProduceResponse_3, _r_ProduceResponse_4, _r_ProduceResponse_5, _r_ProduceResponse_6, _r_ProduceResponse_6, )

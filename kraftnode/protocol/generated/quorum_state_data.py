@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -123,9 +128,9 @@ class _QuorumStateData(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -136,18 +141,22 @@ class _QuorumStateData(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> QuorumStateData:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"QuorumStateData v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[QuorumStateData, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[QuorumStateData, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 1:
             raise DecodeError(f"QuorumStateData has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_QuorumStateData[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_QuorumStateData[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -179,39 +188,39 @@ def _w_QuorumStateData_Voter_1(o: _QuorumStateData_Voter, out: bytearray, v: int
         out.append(0)
 
 
-def _r_QuorumStateData_Voter_0(buf: memoryview, pos: int, v: int) -> tuple[_QuorumStateData_Voter, int]:
-    o = _new(_QuorumStateData_Voter)
-    (o.voter_id,) = I32.unpack_from(buf, pos)
+def _r_QuorumStateData_Voter_0(buf: bytes, pos: int, v: int) -> tuple[_QuorumStateData_Voter, int]:
+    o0 = _new(_QuorumStateData_Voter)
+    (o0.voter_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_QuorumStateData_Voter_1(buf: memoryview, pos: int, v: int) -> tuple[_QuorumStateData_Voter, int]:
-    o = _new(_QuorumStateData_Voter)
-    o.voter_id = 0
-    o.unknown_tagged_fields = None
+def _r_QuorumStateData_Voter_1(buf: bytes, pos: int, v: int) -> tuple[_QuorumStateData_Voter, int]:
+    o0 = _new(_QuorumStateData_Voter)
+    o0.voter_id = 0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_QuorumStateData_0(o: _QuorumStateData, out: bytearray, v: int) -> None:
@@ -244,63 +253,80 @@ def _w_QuorumStateData_1(o: _QuorumStateData, out: bytearray, v: int) -> None:
         out.append(0)
 
 
-def _r_QuorumStateData_0(buf: memoryview, pos: int, v: int) -> tuple[_QuorumStateData, int]:
-    o = _new(_QuorumStateData)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_QuorumStateData_0(buf: bytes, pos: int, v: int) -> tuple[_QuorumStateData, int]:
+    blen = len(buf)
+    o0 = _new(_QuorumStateData)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.cluster_id, pos = r_cstr(buf, pos, False)
-    (o.leader_id, o.leader_epoch, o.voted_id,) = _S1.unpack_from(buf, pos)
+        o0.cluster_id, pos = r_cstr(buf, pos, False)
+    (o0.leader_id, o0.leader_epoch, o0.voted_id,) = _S1.unpack_from(buf, pos)
     pos += 12
-    o.voted_directory_id = ZERO_UUID
-    (o.applied_offset,) = I64.unpack_from(buf, pos)
+    o0.voted_directory_id = ZERO_UUID
+    (o0.applied_offset,) = I64.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_ccount(buf, pos, True)
-    if n < 0:
-        o.current_voters = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        a_current_voters = []
-        r_current_voters = _r_QuorumStateData_Voter_0
-        for _ in range(n):
-            e_current_voters, pos = r_current_voters(buf, pos, v)
-            a_current_voters.append(e_current_voters)
-        o.current_voters = a_current_voters
-    o.unknown_tagged_fields = None
+        n0, pos = r_ccount(buf, pos, True)
+    if n0 < 0:
+        o0.current_voters = None
+    else:
+        a_QuorumStateData_current_voters_0 = []
+        for _ in range(n0):
+            o1_Voter = _new(_QuorumStateData_Voter)
+            (o1_Voter.voter_id,) = I32.unpack_from(buf, pos)
+            pos += 4
+            o1_Voter.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags1, pos = read_uvarint(buf, pos)
+                for _ in range(ntags1):
+                    tag1, end1, pos = r_tag_header(buf, pos)
+                    if o1_Voter.unknown_tagged_fields is None:
+                        o1_Voter.unknown_tagged_fields = []
+                    o1_Voter.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
+            a_QuorumStateData_current_voters_0.append(o1_Voter)
+        o0.current_voters = a_QuorumStateData_current_voters_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_QuorumStateData_1(buf: memoryview, pos: int, v: int) -> tuple[_QuorumStateData, int]:
-    o = _new(_QuorumStateData)
-    o.cluster_id = ''
-    (o.leader_id, o.leader_epoch, o.voted_id, _u3,) = _S2.unpack_from(buf, pos)
+def _r_QuorumStateData_1(buf: bytes, pos: int, v: int) -> tuple[_QuorumStateData, int]:
+    o0 = _new(_QuorumStateData)
+    o0.cluster_id = ''
+    (o0.leader_id, o0.leader_epoch, o0.voted_id, _u3_0,) = _S2.unpack_from(buf, pos)
     pos += 28
-    o.voted_directory_id = uuid_from_bytes(_u3)
-    o.applied_offset = 0
-    o.current_voters = []
-    o.unknown_tagged_fields = None
+    o0.voted_directory_id = _UUIDS.get(_u3_0) or uuid_from_bytes(_u3_0)
+    o0.applied_offset = 0
+    o0.current_voters = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_QuorumStateData = (_w_QuorumStateData_0, _w_QuorumStateData_1, )
 _R_QuorumStateData = (_r_QuorumStateData_0, _r_QuorumStateData_1, )

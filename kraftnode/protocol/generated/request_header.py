@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -94,9 +99,9 @@ class _RequestHeader(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -107,14 +112,15 @@ class _RequestHeader(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> RequestHeader:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # records fields stay zero-copy views of the caller's buffer
+        buf: Buf = data if isinstance(data, memoryview) else memoryview(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"RequestHeader v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[RequestHeader, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[RequestHeader, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 2:
             raise DecodeError(f"RequestHeader has no version {version}")
@@ -149,41 +155,41 @@ def _w_RequestHeader_2(o: _RequestHeader, out: bytearray, v: int) -> None:
         out.append(0)
 
 
-def _r_RequestHeader_0(buf: memoryview, pos: int, v: int) -> tuple[_RequestHeader, int]:
-    o = _new(_RequestHeader)
-    (o.request_api_key, o.request_api_version, o.correlation_id,) = _S0.unpack_from(buf, pos)
+def _r_RequestHeader_0(buf: Buf, pos: int, v: int) -> tuple[_RequestHeader, int]:
+    o0 = _new(_RequestHeader)
+    (o0.request_api_key, o0.request_api_version, o0.correlation_id,) = _S0.unpack_from(buf, pos)
     pos += 8
-    o.client_id = ''
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.client_id = ''
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_RequestHeader_1(buf: memoryview, pos: int, v: int) -> tuple[_RequestHeader, int]:
-    o = _new(_RequestHeader)
-    (o.request_api_key, o.request_api_version, o.correlation_id,) = _S0.unpack_from(buf, pos)
+def _r_RequestHeader_1(buf: Buf, pos: int, v: int) -> tuple[_RequestHeader, int]:
+    o0 = _new(_RequestHeader)
+    (o0.request_api_key, o0.request_api_version, o0.correlation_id,) = _S0.unpack_from(buf, pos)
     pos += 8
-    o.client_id, pos = r_str(buf, pos, True)
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.client_id, pos = r_str(buf, pos, True)
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_RequestHeader_2(buf: memoryview, pos: int, v: int) -> tuple[_RequestHeader, int]:
-    o = _new(_RequestHeader)
-    (o.request_api_key, o.request_api_version, o.correlation_id,) = _S0.unpack_from(buf, pos)
+def _r_RequestHeader_2(buf: Buf, pos: int, v: int) -> tuple[_RequestHeader, int]:
+    o0 = _new(_RequestHeader)
+    (o0.request_api_key, o0.request_api_version, o0.correlation_id,) = _S0.unpack_from(buf, pos)
     pos += 8
-    o.client_id, pos = r_str(buf, pos, True)
-    o.unknown_tagged_fields = None
+    o0.client_id, pos = r_str(buf, pos, True)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_RequestHeader = (_w_RequestHeader_0, _w_RequestHeader_1, _w_RequestHeader_2, )
 _R_RequestHeader = (_r_RequestHeader_0, _r_RequestHeader_1, _r_RequestHeader_2, )

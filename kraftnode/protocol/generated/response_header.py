@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -84,9 +89,9 @@ class _ResponseHeader(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -97,14 +102,15 @@ class _ResponseHeader(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ResponseHeader:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # records fields stay zero-copy views of the caller's buffer
+        buf: Buf = data if isinstance(data, memoryview) else memoryview(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"ResponseHeader v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[ResponseHeader, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[ResponseHeader, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 1:
             raise DecodeError(f"ResponseHeader has no version {version}")
@@ -133,30 +139,30 @@ def _w_ResponseHeader_1(o: _ResponseHeader, out: bytearray, v: int) -> None:
         out.append(0)
 
 
-def _r_ResponseHeader_0(buf: memoryview, pos: int, v: int) -> tuple[_ResponseHeader, int]:
-    o = _new(_ResponseHeader)
-    (o.correlation_id,) = I32.unpack_from(buf, pos)
+def _r_ResponseHeader_0(buf: Buf, pos: int, v: int) -> tuple[_ResponseHeader, int]:
+    o0 = _new(_ResponseHeader)
+    (o0.correlation_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
-    return o, pos
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 
-def _r_ResponseHeader_1(buf: memoryview, pos: int, v: int) -> tuple[_ResponseHeader, int]:
-    o = _new(_ResponseHeader)
-    (o.correlation_id,) = I32.unpack_from(buf, pos)
+def _r_ResponseHeader_1(buf: Buf, pos: int, v: int) -> tuple[_ResponseHeader, int]:
+    o0 = _new(_ResponseHeader)
+    (o0.correlation_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_ResponseHeader = (_w_ResponseHeader_0, _w_ResponseHeader_1, )
 _R_ResponseHeader = (_r_ResponseHeader_0, _r_ResponseHeader_1, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -84,9 +89,9 @@ class _SaslHandshakeRequest(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -97,18 +102,22 @@ class _SaslHandshakeRequest(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> SaslHandshakeRequest:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"SaslHandshakeRequest v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[SaslHandshakeRequest, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[SaslHandshakeRequest, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 1:
             raise DecodeError(f"SaslHandshakeRequest has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_SaslHandshakeRequest[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_SaslHandshakeRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -125,11 +134,11 @@ def _w_SaslHandshakeRequest_0(o: _SaslHandshakeRequest, out: bytearray, v: int) 
     w_str(out, o.mechanism, False, 'SaslHandshakeRequest.mechanism', v)
 
 
-def _r_SaslHandshakeRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_SaslHandshakeRequest, int]:
-    o = _new(_SaslHandshakeRequest)
-    o.mechanism, pos = r_str(buf, pos, False)
-    o.unknown_tagged_fields = None
-    return o, pos
+def _r_SaslHandshakeRequest_0(buf: bytes, pos: int, v: int) -> tuple[_SaslHandshakeRequest, int]:
+    o0 = _new(_SaslHandshakeRequest)
+    o0.mechanism, pos = r_str(buf, pos, False)
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 _W_SaslHandshakeRequest = (_w_SaslHandshakeRequest_0, _w_SaslHandshakeRequest_0, )
 _R_SaslHandshakeRequest = (_r_SaslHandshakeRequest_0, _r_SaslHandshakeRequest_0, )

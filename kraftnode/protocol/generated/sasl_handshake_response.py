@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -87,9 +92,9 @@ class _SaslHandshakeResponse(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -100,18 +105,22 @@ class _SaslHandshakeResponse(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> SaslHandshakeResponse:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"SaslHandshakeResponse v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[SaslHandshakeResponse, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[SaslHandshakeResponse, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 1:
             raise DecodeError(f"SaslHandshakeResponse has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_SaslHandshakeResponse[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_SaslHandshakeResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -131,18 +140,18 @@ def _w_SaslHandshakeResponse_0(o: _SaslHandshakeResponse, out: bytearray, v: int
         w_str(out, e_mechanisms, False, 'SaslHandshakeResponse.mechanisms', v)
 
 
-def _r_SaslHandshakeResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_SaslHandshakeResponse, int]:
-    o = _new(_SaslHandshakeResponse)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_SaslHandshakeResponse_0(buf: bytes, pos: int, v: int) -> tuple[_SaslHandshakeResponse, int]:
+    o0 = _new(_SaslHandshakeResponse)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, False)
-    a_mechanisms = []
-    for _ in range(n):
-        e_mechanisms, pos = r_str(buf, pos, False)
-        a_mechanisms.append(e_mechanisms)
-    o.mechanisms = a_mechanisms
-    o.unknown_tagged_fields = None
-    return o, pos
+    n0, pos = r_count(buf, pos, False)
+    a_SaslHandshakeResponse_mechanisms_0 = []
+    for _ in range(n0):
+        e_SaslHandshakeResponse_mechanisms_0, pos = r_str(buf, pos, False)
+        a_SaslHandshakeResponse_mechanisms_0.append(e_SaslHandshakeResponse_mechanisms_0)
+    o0.mechanisms = a_SaslHandshakeResponse_mechanisms_0
+    o0.unknown_tagged_fields = None
+    return o0, pos
 
 _W_SaslHandshakeResponse = (_w_SaslHandshakeResponse_0, _w_SaslHandshakeResponse_0, )
 _R_SaslHandshakeResponse = (_r_SaslHandshakeResponse_0, _r_SaslHandshakeResponse_0, )

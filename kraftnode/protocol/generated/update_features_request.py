@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -119,9 +124,9 @@ class _UpdateFeaturesRequest(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -132,18 +137,22 @@ class _UpdateFeaturesRequest(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> UpdateFeaturesRequest:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"UpdateFeaturesRequest v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[UpdateFeaturesRequest, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[UpdateFeaturesRequest, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 1:
             raise DecodeError(f"UpdateFeaturesRequest has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_UpdateFeaturesRequest[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_UpdateFeaturesRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -180,56 +189,58 @@ def _w_UpdateFeaturesRequest_FeatureUpdateKey_1(o: _UpdateFeaturesRequest_Featur
         out.append(0)
 
 
-def _r_UpdateFeaturesRequest_FeatureUpdateKey_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesRequest_FeatureUpdateKey, int]:
-    o = _new(_UpdateFeaturesRequest_FeatureUpdateKey)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.feature = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_UpdateFeaturesRequest_FeatureUpdateKey_0(buf: bytes, pos: int, v: int) -> tuple[_UpdateFeaturesRequest_FeatureUpdateKey, int]:
+    blen = len(buf)
+    o0 = _new(_UpdateFeaturesRequest_FeatureUpdateKey)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.feature = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.feature, pos = r_cstr(buf, pos, False)
-    (o.max_version_level, o.allow_downgrade,) = _S0.unpack_from(buf, pos)
+        o0.feature, pos = r_cstr(buf, pos, False)
+    (o0.max_version_level, o0.allow_downgrade,) = _S0.unpack_from(buf, pos)
     pos += 3
-    o.upgrade_type = 1
-    o.unknown_tagged_fields = None
+    o0.upgrade_type = 1
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_UpdateFeaturesRequest_FeatureUpdateKey_1(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesRequest_FeatureUpdateKey, int]:
-    o = _new(_UpdateFeaturesRequest_FeatureUpdateKey)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.feature = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_UpdateFeaturesRequest_FeatureUpdateKey_1(buf: bytes, pos: int, v: int) -> tuple[_UpdateFeaturesRequest_FeatureUpdateKey, int]:
+    blen = len(buf)
+    o0 = _new(_UpdateFeaturesRequest_FeatureUpdateKey)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.feature = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.feature, pos = r_cstr(buf, pos, False)
-    (o.max_version_level,) = I16.unpack_from(buf, pos)
+        o0.feature, pos = r_cstr(buf, pos, False)
+    (o0.max_version_level,) = I16.unpack_from(buf, pos)
     pos += 2
-    o.allow_downgrade = False
-    (o.upgrade_type,) = I8.unpack_from(buf, pos)
+    o0.allow_downgrade = False
+    (o0.upgrade_type,) = I8.unpack_from(buf, pos)
     pos += 1
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_UpdateFeaturesRequest_0(o: _UpdateFeaturesRequest, out: bytearray, v: int) -> None:
@@ -259,57 +270,107 @@ def _w_UpdateFeaturesRequest_1(o: _UpdateFeaturesRequest, out: bytearray, v: int
         out.append(0)
 
 
-def _r_UpdateFeaturesRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesRequest, int]:
-    o = _new(_UpdateFeaturesRequest)
-    (o.timeout_ms,) = I32.unpack_from(buf, pos)
+def _r_UpdateFeaturesRequest_0(buf: bytes, pos: int, v: int) -> tuple[_UpdateFeaturesRequest, int]:
+    blen = len(buf)
+    o0 = _new(_UpdateFeaturesRequest)
+    (o0.timeout_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_feature_updates = []
-    r_feature_updates = _r_UpdateFeaturesRequest_FeatureUpdateKey_0
-    for _ in range(n):
-        e_feature_updates, pos = r_feature_updates(buf, pos, v)
-        a_feature_updates.append(e_feature_updates)
-    o.feature_updates = a_feature_updates
-    o.validate_only = False
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_UpdateFeaturesRequest_feature_updates_0 = []
+    for _ in range(n0):
+        o1_FeatureUpdateKey = _new(_UpdateFeaturesRequest_FeatureUpdateKey)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_FeatureUpdateKey.feature = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_FeatureUpdateKey.feature, pos = r_cstr(buf, pos, False)
+        (o1_FeatureUpdateKey.max_version_level, o1_FeatureUpdateKey.allow_downgrade,) = _S0.unpack_from(buf, pos)
+        pos += 3
+        o1_FeatureUpdateKey.upgrade_type = 1
+        o1_FeatureUpdateKey.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_FeatureUpdateKey.unknown_tagged_fields is None:
+                    o1_FeatureUpdateKey.unknown_tagged_fields = []
+                o1_FeatureUpdateKey.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_UpdateFeaturesRequest_feature_updates_0.append(o1_FeatureUpdateKey)
+    o0.feature_updates = a_UpdateFeaturesRequest_feature_updates_0
+    o0.validate_only = False
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_UpdateFeaturesRequest_1(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesRequest, int]:
-    o = _new(_UpdateFeaturesRequest)
-    (o.timeout_ms,) = I32.unpack_from(buf, pos)
+def _r_UpdateFeaturesRequest_1(buf: bytes, pos: int, v: int) -> tuple[_UpdateFeaturesRequest, int]:
+    blen = len(buf)
+    o0 = _new(_UpdateFeaturesRequest)
+    (o0.timeout_ms,) = I32.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_ccount(buf, pos, False)
-    a_feature_updates = []
-    r_feature_updates = _r_UpdateFeaturesRequest_FeatureUpdateKey_1
-    for _ in range(n):
-        e_feature_updates, pos = r_feature_updates(buf, pos, v)
-        a_feature_updates.append(e_feature_updates)
-    o.feature_updates = a_feature_updates
-    o.validate_only = buf[pos] != 0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_UpdateFeaturesRequest_feature_updates_0 = []
+    for _ in range(n0):
+        o1_FeatureUpdateKey = _new(_UpdateFeaturesRequest_FeatureUpdateKey)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_FeatureUpdateKey.feature = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_FeatureUpdateKey.feature, pos = r_cstr(buf, pos, False)
+        (o1_FeatureUpdateKey.max_version_level,) = I16.unpack_from(buf, pos)
+        pos += 2
+        o1_FeatureUpdateKey.allow_downgrade = False
+        (o1_FeatureUpdateKey.upgrade_type,) = I8.unpack_from(buf, pos)
+        pos += 1
+        o1_FeatureUpdateKey.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_FeatureUpdateKey.unknown_tagged_fields is None:
+                    o1_FeatureUpdateKey.unknown_tagged_fields = []
+                o1_FeatureUpdateKey.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_UpdateFeaturesRequest_feature_updates_0.append(o1_FeatureUpdateKey)
+    o0.feature_updates = a_UpdateFeaturesRequest_feature_updates_0
+    o0.validate_only = buf[pos] != 0
     pos += 1
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_UpdateFeaturesRequest = (_w_UpdateFeaturesRequest_0, _w_UpdateFeaturesRequest_1, )
 _R_UpdateFeaturesRequest = (_r_UpdateFeaturesRequest_0, _r_UpdateFeaturesRequest_1, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -118,9 +123,9 @@ class _UpdateFeaturesResponse(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -131,18 +136,22 @@ class _UpdateFeaturesResponse(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> UpdateFeaturesResponse:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"UpdateFeaturesResponse v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[UpdateFeaturesResponse, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[UpdateFeaturesResponse, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 1:
             raise DecodeError(f"UpdateFeaturesResponse has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_UpdateFeaturesResponse[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_UpdateFeaturesResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -167,34 +176,35 @@ def _w_UpdateFeaturesResponse_UpdatableFeatureResult_0(o: _UpdateFeaturesRespons
         out.append(0)
 
 
-def _r_UpdateFeaturesResponse_UpdatableFeatureResult_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesResponse_UpdatableFeatureResult, int]:
-    o = _new(_UpdateFeaturesResponse_UpdatableFeatureResult)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.feature = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_UpdateFeaturesResponse_UpdatableFeatureResult_0(buf: bytes, pos: int, v: int) -> tuple[_UpdateFeaturesResponse_UpdatableFeatureResult, int]:
+    blen = len(buf)
+    o0 = _new(_UpdateFeaturesResponse_UpdatableFeatureResult)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.feature = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.feature, pos = r_cstr(buf, pos, False)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+        o0.feature, pos = r_cstr(buf, pos, False)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.error_message = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.error_message, pos = r_cstr(buf, pos, True)
-    o.unknown_tagged_fields = None
+        o0.error_message, pos = r_cstr(buf, pos, True)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_UpdateFeaturesResponse_0(o: _UpdateFeaturesResponse, out: bytearray, v: int) -> None:
@@ -210,35 +220,64 @@ def _w_UpdateFeaturesResponse_0(o: _UpdateFeaturesResponse, out: bytearray, v: i
         out.append(0)
 
 
-def _r_UpdateFeaturesResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateFeaturesResponse, int]:
-    o = _new(_UpdateFeaturesResponse)
-    (o.throttle_time_ms, o.error_code,) = _S0.unpack_from(buf, pos)
+def _r_UpdateFeaturesResponse_0(buf: bytes, pos: int, v: int) -> tuple[_UpdateFeaturesResponse, int]:
+    blen = len(buf)
+    o0 = _new(_UpdateFeaturesResponse)
+    (o0.throttle_time_ms, o0.error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.error_message = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.error_message = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.error_message, pos = r_cstr(buf, pos, True)
-    n, pos = r_ccount(buf, pos, False)
-    a_results = []
-    r_results = _r_UpdateFeaturesResponse_UpdatableFeatureResult_0
-    for _ in range(n):
-        e_results, pos = r_results(buf, pos, v)
-        a_results.append(e_results)
-    o.results = a_results
-    o.unknown_tagged_fields = None
+        o0.error_message, pos = r_cstr(buf, pos, True)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_UpdateFeaturesResponse_results_0 = []
+    for _ in range(n0):
+        o1_UpdatableFeatureResult = _new(_UpdateFeaturesResponse_UpdatableFeatureResult)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_UpdatableFeatureResult.feature = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_UpdatableFeatureResult.feature, pos = r_cstr(buf, pos, False)
+        (o1_UpdatableFeatureResult.error_code,) = I16.unpack_from(buf, pos)
+        pos += 2
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_UpdatableFeatureResult.error_message = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_UpdatableFeatureResult.error_message, pos = r_cstr(buf, pos, True)
+        o1_UpdatableFeatureResult.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_UpdatableFeatureResult.unknown_tagged_fields is None:
+                    o1_UpdatableFeatureResult.unknown_tagged_fields = []
+                o1_UpdatableFeatureResult.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_UpdateFeaturesResponse_results_0.append(o1_UpdatableFeatureResult)
+    o0.results = a_UpdateFeaturesResponse_results_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_UpdateFeaturesResponse = (_w_UpdateFeaturesResponse_0, _w_UpdateFeaturesResponse_0, )
 _R_UpdateFeaturesResponse = (_r_UpdateFeaturesResponse_0, _r_UpdateFeaturesResponse_0, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -146,9 +151,9 @@ class _UpdateRaftVoterRequest(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -159,18 +164,22 @@ class _UpdateRaftVoterRequest(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> UpdateRaftVoterRequest:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"UpdateRaftVoterRequest v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[UpdateRaftVoterRequest, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[UpdateRaftVoterRequest, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 0:
             raise DecodeError(f"UpdateRaftVoterRequest has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_UpdateRaftVoterRequest[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_UpdateRaftVoterRequest[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -195,22 +204,22 @@ def _w_UpdateRaftVoterRequest_KRaftVersionFeature_0(o: _UpdateRaftVoterRequest_K
         out.append(0)
 
 
-def _r_UpdateRaftVoterRequest_KRaftVersionFeature_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterRequest_KRaftVersionFeature, int]:
-    o = _new(_UpdateRaftVoterRequest_KRaftVersionFeature)
-    (o.min_supported_version, o.max_supported_version,) = _S0.unpack_from(buf, pos)
+def _r_UpdateRaftVoterRequest_KRaftVersionFeature_0(buf: bytes, pos: int, v: int) -> tuple[_UpdateRaftVoterRequest_KRaftVersionFeature, int]:
+    o0 = _new(_UpdateRaftVoterRequest_KRaftVersionFeature)
+    (o0.min_supported_version, o0.max_supported_version,) = _S0.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_UpdateRaftVoterRequest_Listener_0(o: _UpdateRaftVoterRequest_Listener, out: bytearray, v: int) -> None:
@@ -223,34 +232,35 @@ def _w_UpdateRaftVoterRequest_Listener_0(o: _UpdateRaftVoterRequest_Listener, ou
         out.append(0)
 
 
-def _r_UpdateRaftVoterRequest_Listener_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterRequest_Listener, int]:
-    o = _new(_UpdateRaftVoterRequest_Listener)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_UpdateRaftVoterRequest_Listener_0(buf: bytes, pos: int, v: int) -> tuple[_UpdateRaftVoterRequest_Listener, int]:
+    blen = len(buf)
+    o0 = _new(_UpdateRaftVoterRequest_Listener)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = U16.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port,) = U16.unpack_from(buf, pos)
     pos += 2
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_UpdateRaftVoterRequest_0(o: _UpdateRaftVoterRequest, out: bytearray, v: int) -> None:
@@ -267,37 +277,66 @@ def _w_UpdateRaftVoterRequest_0(o: _UpdateRaftVoterRequest, out: bytearray, v: i
         out.append(0)
 
 
-def _r_UpdateRaftVoterRequest_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterRequest, int]:
-    o = _new(_UpdateRaftVoterRequest)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.cluster_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_UpdateRaftVoterRequest_0(buf: bytes, pos: int, v: int) -> tuple[_UpdateRaftVoterRequest, int]:
+    blen = len(buf)
+    o0 = _new(_UpdateRaftVoterRequest)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.cluster_id, pos = r_cstr(buf, pos, True)
-    (o.current_leader_epoch, o.voter_id, _u2,) = _S1.unpack_from(buf, pos)
+        o0.cluster_id, pos = r_cstr(buf, pos, True)
+    (o0.current_leader_epoch, o0.voter_id, _u2_0,) = _S1.unpack_from(buf, pos)
     pos += 24
-    o.voter_directory_id = uuid_from_bytes(_u2)
-    n, pos = r_ccount(buf, pos, False)
-    a_listeners = []
-    r_listeners = _r_UpdateRaftVoterRequest_Listener_0
-    for _ in range(n):
-        e_listeners, pos = r_listeners(buf, pos, v)
-        a_listeners.append(e_listeners)
-    o.listeners = a_listeners
-    o.kraft_version_feature, pos = _r_UpdateRaftVoterRequest_KRaftVersionFeature_0(buf, pos, v)
-    o.unknown_tagged_fields = None
+    o0.voter_directory_id = _UUIDS.get(_u2_0) or uuid_from_bytes(_u2_0)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_UpdateRaftVoterRequest_listeners_0 = []
+    for _ in range(n0):
+        o1_Listener = _new(_UpdateRaftVoterRequest_Listener)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_Listener.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_Listener.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_Listener.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_Listener.host, pos = r_cstr(buf, pos, False)
+        (o1_Listener.port,) = U16.unpack_from(buf, pos)
+        pos += 2
+        o1_Listener.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_Listener.unknown_tagged_fields is None:
+                    o1_Listener.unknown_tagged_fields = []
+                o1_Listener.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_UpdateRaftVoterRequest_listeners_0.append(o1_Listener)
+    o0.listeners = a_UpdateRaftVoterRequest_listeners_0
+    o0.kraft_version_feature, pos = _r_UpdateRaftVoterRequest_KRaftVersionFeature_0(buf, pos, v)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_UpdateRaftVoterRequest = (_w_UpdateRaftVoterRequest_0, )
 _R_UpdateRaftVoterRequest = (_r_UpdateRaftVoterRequest_0, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -119,9 +124,9 @@ class _UpdateRaftVoterResponse(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -132,18 +137,22 @@ class _UpdateRaftVoterResponse(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> UpdateRaftVoterResponse:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"UpdateRaftVoterResponse v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[UpdateRaftVoterResponse, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[UpdateRaftVoterResponse, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 0:
             raise DecodeError(f"UpdateRaftVoterResponse has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_UpdateRaftVoterResponse[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_UpdateRaftVoterResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -168,30 +177,31 @@ def _w_UpdateRaftVoterResponse_CurrentLeader_0(o: _UpdateRaftVoterResponse_Curre
         out.append(0)
 
 
-def _r_UpdateRaftVoterResponse_CurrentLeader_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterResponse_CurrentLeader, int]:
-    o = _new(_UpdateRaftVoterResponse_CurrentLeader)
-    (o.leader_id, o.leader_epoch,) = _S0.unpack_from(buf, pos)
+def _r_UpdateRaftVoterResponse_CurrentLeader_0(buf: bytes, pos: int, v: int) -> tuple[_UpdateRaftVoterResponse_CurrentLeader, int]:
+    blen = len(buf)
+    o0 = _new(_UpdateRaftVoterResponse_CurrentLeader)
+    (o0.leader_id, o0.leader_epoch,) = _S0.unpack_from(buf, pos)
     pos += 8
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = I32.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_UpdateRaftVoterResponse_0(o: _UpdateRaftVoterResponse, out: bytearray, v: int) -> None:
@@ -207,28 +217,28 @@ def _w_UpdateRaftVoterResponse_0(o: _UpdateRaftVoterResponse, out: bytearray, v:
     w_tagged(out, tagged)
 
 
-def _r_UpdateRaftVoterResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_UpdateRaftVoterResponse, int]:
-    o = _new(_UpdateRaftVoterResponse)
-    (o.throttle_time_ms, o.error_code,) = _S1.unpack_from(buf, pos)
+def _r_UpdateRaftVoterResponse_0(buf: bytes, pos: int, v: int) -> tuple[_UpdateRaftVoterResponse, int]:
+    o0 = _new(_UpdateRaftVoterResponse)
+    (o0.throttle_time_ms, o0.error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    o.current_leader = _UpdateRaftVoterResponse_CurrentLeader()
-    o.unknown_tagged_fields = None
+    o0.current_leader = _UpdateRaftVoterResponse_CurrentLeader()
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                o.current_leader, pos = _r_UpdateRaftVoterResponse_CurrentLeader_0(buf, pos, v)
-                if pos != end:
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                o0.current_leader, pos = _r_UpdateRaftVoterResponse_CurrentLeader_0(buf, pos, v)
+                if pos != end0:
                     raise DecodeError('tagged field UpdateRaftVoterResponse.current_leader has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 _W_UpdateRaftVoterResponse = (_w_UpdateRaftVoterResponse_0, )
 _R_UpdateRaftVoterResponse = (_r_UpdateRaftVoterResponse_0, )

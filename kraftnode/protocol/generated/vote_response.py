@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -166,9 +171,9 @@ class _VoteResponse(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -179,18 +184,22 @@ class _VoteResponse(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> VoteResponse:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"VoteResponse v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[VoteResponse, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[VoteResponse, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 1:
             raise DecodeError(f"VoteResponse has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_VoteResponse[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_VoteResponse[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -232,49 +241,50 @@ def _w_VoteResponse_NodeEndpoint_1(o: _VoteResponse_NodeEndpoint, out: bytearray
         out.append(0)
 
 
-def _r_VoteResponse_NodeEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse_NodeEndpoint, int]:
-    o = _new(_VoteResponse_NodeEndpoint)
-    o.node_id = 0
-    o.host = ''
-    o.port = 0
-    o.unknown_tagged_fields = None
+def _r_VoteResponse_NodeEndpoint_0(buf: bytes, pos: int, v: int) -> tuple[_VoteResponse_NodeEndpoint, int]:
+    o0 = _new(_VoteResponse_NodeEndpoint)
+    o0.node_id = 0
+    o0.host = ''
+    o0.port = 0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_VoteResponse_NodeEndpoint_1(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse_NodeEndpoint, int]:
-    o = _new(_VoteResponse_NodeEndpoint)
-    (o.node_id,) = I32.unpack_from(buf, pos)
+def _r_VoteResponse_NodeEndpoint_1(buf: bytes, pos: int, v: int) -> tuple[_VoteResponse_NodeEndpoint, int]:
+    blen = len(buf)
+    o0 = _new(_VoteResponse_NodeEndpoint)
+    (o0.node_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port,) = U16.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port,) = U16.unpack_from(buf, pos)
     pos += 2
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_VoteResponse_PartitionData_0(o: _VoteResponse_PartitionData, out: bytearray, v: int) -> None:
@@ -285,22 +295,22 @@ def _w_VoteResponse_PartitionData_0(o: _VoteResponse_PartitionData, out: bytearr
         out.append(0)
 
 
-def _r_VoteResponse_PartitionData_0(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse_PartitionData, int]:
-    o = _new(_VoteResponse_PartitionData)
-    (o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.vote_granted,) = _S0.unpack_from(buf, pos)
+def _r_VoteResponse_PartitionData_0(buf: bytes, pos: int, v: int) -> tuple[_VoteResponse_PartitionData, int]:
+    o0 = _new(_VoteResponse_PartitionData)
+    (o0.partition_index, o0.error_code, o0.leader_id, o0.leader_epoch, o0.vote_granted,) = _S0.unpack_from(buf, pos)
     pos += 15
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_VoteResponse_TopicData_0(o: _VoteResponse_TopicData, out: bytearray, v: int) -> None:
@@ -315,33 +325,50 @@ def _w_VoteResponse_TopicData_0(o: _VoteResponse_TopicData, out: bytearray, v: i
         out.append(0)
 
 
-def _r_VoteResponse_TopicData_0(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse_TopicData, int]:
-    o = _new(_VoteResponse_TopicData)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.topic_name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_VoteResponse_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[_VoteResponse_TopicData, int]:
+    blen = len(buf)
+    o0 = _new(_VoteResponse_TopicData)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.topic_name, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_partitions = []
-    r_partitions = _r_VoteResponse_PartitionData_0
-    for _ in range(n):
-        e_partitions, pos = r_partitions(buf, pos, v)
-        a_partitions.append(e_partitions)
-    o.partitions = a_partitions
-    o.unknown_tagged_fields = None
+        o0.topic_name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicData_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionData = _new(_VoteResponse_PartitionData)
+        (o1_PartitionData.partition_index, o1_PartitionData.error_code, o1_PartitionData.leader_id, o1_PartitionData.leader_epoch, o1_PartitionData.vote_granted,) = _S0.unpack_from(buf, pos)
+        pos += 15
+        o1_PartitionData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_PartitionData.unknown_tagged_fields is None:
+                    o1_PartitionData.unknown_tagged_fields = []
+                o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_TopicData_partitions_0.append(o1_PartitionData)
+    o0.partitions = a_TopicData_partitions_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_VoteResponse_0(o: _VoteResponse, out: bytearray, v: int) -> None:
@@ -378,67 +405,179 @@ def _w_VoteResponse_1(o: _VoteResponse, out: bytearray, v: int) -> None:
     w_tagged(out, tagged)
 
 
-def _r_VoteResponse_0(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse, int]:
-    o = _new(_VoteResponse)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_VoteResponse_0(buf: bytes, pos: int, v: int) -> tuple[_VoteResponse, int]:
+    blen = len(buf)
+    o0 = _new(_VoteResponse)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_VoteResponse_TopicData_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_VoteResponse_topics_0 = []
+    for _ in range(n0):
+        o1_TopicData = _new(_VoteResponse_TopicData)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicData_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_VoteResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code, o2_PartitionData.leader_id, o2_PartitionData.leader_epoch, o2_PartitionData.vote_granted,) = _S0.unpack_from(buf, pos)
+            pos += 15
+            o2_PartitionData.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_PartitionData.unknown_tagged_fields is None:
+                        o2_PartitionData.unknown_tagged_fields = []
+                    o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_TopicData_partitions_1.append(o2_PartitionData)
+        o1_TopicData.partitions = a_TopicData_partitions_1
+        o1_TopicData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicData.unknown_tagged_fields is None:
+                    o1_TopicData.unknown_tagged_fields = []
+                o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_VoteResponse_topics_0.append(o1_TopicData)
+    o0.topics = a_VoteResponse_topics_0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_VoteResponse_1(buf: memoryview, pos: int, v: int) -> tuple[_VoteResponse, int]:
-    o = _new(_VoteResponse)
-    (o.error_code,) = I16.unpack_from(buf, pos)
+def _r_VoteResponse_1(buf: bytes, pos: int, v: int) -> tuple[_VoteResponse, int]:
+    blen = len(buf)
+    o0 = _new(_VoteResponse)
+    (o0.error_code,) = I16.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_ccount(buf, pos, False)
-    a_topics = []
-    r_topics = _r_VoteResponse_TopicData_0
-    for _ in range(n):
-        e_topics, pos = r_topics(buf, pos, v)
-        a_topics.append(e_topics)
-    o.topics = a_topics
-    o.node_endpoints = []
-    o.unknown_tagged_fields = None
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_VoteResponse_topics_0 = []
+    for _ in range(n0):
+        o1_TopicData = _new(_VoteResponse_TopicData)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos] - 1
+        if 0 <= n1 < 0x7f and n1 < blen - pos:
+            pos += 1
+        else:
+            n1, pos = r_ccount(buf, pos, False)
+        a_TopicData_partitions_1 = []
+        for _ in range(n1):
+            o2_PartitionData = _new(_VoteResponse_PartitionData)
+            (o2_PartitionData.partition_index, o2_PartitionData.error_code, o2_PartitionData.leader_id, o2_PartitionData.leader_epoch, o2_PartitionData.vote_granted,) = _S0.unpack_from(buf, pos)
+            pos += 15
+            o2_PartitionData.unknown_tagged_fields = None
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                ntags2, pos = read_uvarint(buf, pos)
+                for _ in range(ntags2):
+                    tag2, end2, pos = r_tag_header(buf, pos)
+                    if o2_PartitionData.unknown_tagged_fields is None:
+                        o2_PartitionData.unknown_tagged_fields = []
+                    o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                    pos = end2
+            a_TopicData_partitions_1.append(o2_PartitionData)
+        o1_TopicData.partitions = a_TopicData_partitions_1
+        o1_TopicData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_TopicData.unknown_tagged_fields is None:
+                    o1_TopicData.unknown_tagged_fields = []
+                o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_VoteResponse_topics_0.append(o1_TopicData)
+    o0.topics = a_VoteResponse_topics_0
+    o0.node_endpoints = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n, pos = r_ccount(buf, pos, False)
-                a_node_endpoints = []
-                r_node_endpoints = _r_VoteResponse_NodeEndpoint_1
-                for _ in range(n):
-                    e_node_endpoints, pos = r_node_endpoints(buf, pos, v)
-                    a_node_endpoints.append(e_node_endpoints)
-                o.node_endpoints = a_node_endpoints
-                if pos != end:
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
+                else:
+                    n0, pos = r_ccount(buf, pos, False)
+                a_VoteResponse_node_endpoints_0 = []
+                for _ in range(n0):
+                    o1_NodeEndpoint = _new(_VoteResponse_NodeEndpoint)
+                    (o1_NodeEndpoint.node_id,) = I32.unpack_from(buf, pos)
+                    pos += 4
+                    n1 = buf[pos]
+                    if 0 < n1 < 0x80 and pos + n1 <= blen:
+                        o1_NodeEndpoint.host = buf[pos + 1:pos + n1].decode()
+                        pos += n1
+                    else:
+                        o1_NodeEndpoint.host, pos = r_cstr(buf, pos, False)
+                    (o1_NodeEndpoint.port,) = U16.unpack_from(buf, pos)
+                    pos += 2
+                    o1_NodeEndpoint.unknown_tagged_fields = None
+                    if buf[pos] == 0:
+                        pos += 1
+                    else:
+                        ntags1, pos = read_uvarint(buf, pos)
+                        for _ in range(ntags1):
+                            tag1, end1, pos = r_tag_header(buf, pos)
+                            if o1_NodeEndpoint.unknown_tagged_fields is None:
+                                o1_NodeEndpoint.unknown_tagged_fields = []
+                            o1_NodeEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                            pos = end1
+                    a_VoteResponse_node_endpoints_0.append(o1_NodeEndpoint)
+                o0.node_endpoints = a_VoteResponse_node_endpoints_0
+                if pos != end0:
                     raise DecodeError('tagged field VoteResponse.node_endpoints has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 _W_VoteResponse = (_w_VoteResponse_0, _w_VoteResponse_1, )
 _R_VoteResponse = (_r_VoteResponse_0, _r_VoteResponse_1, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -84,9 +89,9 @@ class _AbortTransactionRecord(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -97,18 +102,22 @@ class _AbortTransactionRecord(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> AbortTransactionRecord:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"AbortTransactionRecord v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[AbortTransactionRecord, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[AbortTransactionRecord, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 0:
             raise DecodeError(f"AbortTransactionRecord has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_AbortTransactionRecord[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_AbortTransactionRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -133,31 +142,32 @@ def _w_AbortTransactionRecord_0(o: _AbortTransactionRecord, out: bytearray, v: i
     w_tagged(out, tagged)
 
 
-def _r_AbortTransactionRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_AbortTransactionRecord, int]:
-    o = _new(_AbortTransactionRecord)
-    o.reason = None
-    o.unknown_tagged_fields = None
+def _r_AbortTransactionRecord_0(buf: bytes, pos: int, v: int) -> tuple[_AbortTransactionRecord, int]:
+    blen = len(buf)
+    o0 = _new(_AbortTransactionRecord)
+    o0.reason = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n = buf[pos]
-                if 0 < n < 0x80 and pos + n <= len(buf):
-                    o.reason = str(buf[pos + 1:pos + n], 'utf-8')
-                    pos += n
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos]
+                if 0 < n0 < 0x80 and pos + n0 <= blen:
+                    o0.reason = buf[pos + 1:pos + n0].decode()
+                    pos += n0
                 else:
-                    o.reason, pos = r_cstr(buf, pos, True)
-                if pos != end:
+                    o0.reason, pos = r_cstr(buf, pos, True)
+                if pos != end0:
                     raise DecodeError('tagged field AbortTransactionRecord.reason has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 _W_AbortTransactionRecord = (_w_AbortTransactionRecord_0, )
 _R_AbortTransactionRecord = (_r_AbortTransactionRecord_0, )

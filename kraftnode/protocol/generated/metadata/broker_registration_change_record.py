@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -97,9 +102,9 @@ class _BrokerRegistrationChangeRecord(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -110,18 +115,22 @@ class _BrokerRegistrationChangeRecord(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> BrokerRegistrationChangeRecord:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"BrokerRegistrationChangeRecord v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[BrokerRegistrationChangeRecord, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[BrokerRegistrationChangeRecord, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 2:
             raise DecodeError(f"BrokerRegistrationChangeRecord has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_BrokerRegistrationChangeRecord[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_BrokerRegistrationChangeRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -193,104 +202,109 @@ def _w_BrokerRegistrationChangeRecord_2(o: _BrokerRegistrationChangeRecord, out:
     w_tagged(out, tagged)
 
 
-def _r_BrokerRegistrationChangeRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_BrokerRegistrationChangeRecord, int]:
-    o = _new(_BrokerRegistrationChangeRecord)
-    (o.broker_id, o.broker_epoch,) = _S0.unpack_from(buf, pos)
+def _r_BrokerRegistrationChangeRecord_0(buf: bytes, pos: int, v: int) -> tuple[_BrokerRegistrationChangeRecord, int]:
+    o0 = _new(_BrokerRegistrationChangeRecord)
+    (o0.broker_id, o0.broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    o.fenced = 0
-    o.in_controlled_shutdown = 0
-    o.log_dirs = []
-    o.unknown_tagged_fields = None
+    o0.fenced = 0
+    o0.in_controlled_shutdown = 0
+    o0.log_dirs = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                (o.fenced,) = I8.unpack_from(buf, pos)
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                (o0.fenced,) = I8.unpack_from(buf, pos)
                 pos += 1
-                if pos != end:
+                if pos != end0:
                     raise DecodeError('tagged field BrokerRegistrationChangeRecord.fenced has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 
-def _r_BrokerRegistrationChangeRecord_1(buf: memoryview, pos: int, v: int) -> tuple[_BrokerRegistrationChangeRecord, int]:
-    o = _new(_BrokerRegistrationChangeRecord)
-    (o.broker_id, o.broker_epoch,) = _S0.unpack_from(buf, pos)
+def _r_BrokerRegistrationChangeRecord_1(buf: bytes, pos: int, v: int) -> tuple[_BrokerRegistrationChangeRecord, int]:
+    o0 = _new(_BrokerRegistrationChangeRecord)
+    (o0.broker_id, o0.broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    o.fenced = 0
-    o.in_controlled_shutdown = 0
-    o.log_dirs = []
-    o.unknown_tagged_fields = None
+    o0.fenced = 0
+    o0.in_controlled_shutdown = 0
+    o0.log_dirs = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                (o.fenced,) = I8.unpack_from(buf, pos)
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                (o0.fenced,) = I8.unpack_from(buf, pos)
                 pos += 1
-                if pos != end:
+                if pos != end0:
                     raise DecodeError('tagged field BrokerRegistrationChangeRecord.fenced has the wrong size')
-            elif tag == 1:
-                (o.in_controlled_shutdown,) = I8.unpack_from(buf, pos)
+            elif tag0 == 1:
+                (o0.in_controlled_shutdown,) = I8.unpack_from(buf, pos)
                 pos += 1
-                if pos != end:
+                if pos != end0:
                     raise DecodeError('tagged field BrokerRegistrationChangeRecord.in_controlled_shutdown has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 
-def _r_BrokerRegistrationChangeRecord_2(buf: memoryview, pos: int, v: int) -> tuple[_BrokerRegistrationChangeRecord, int]:
-    o = _new(_BrokerRegistrationChangeRecord)
-    (o.broker_id, o.broker_epoch,) = _S0.unpack_from(buf, pos)
+def _r_BrokerRegistrationChangeRecord_2(buf: bytes, pos: int, v: int) -> tuple[_BrokerRegistrationChangeRecord, int]:
+    blen = len(buf)
+    o0 = _new(_BrokerRegistrationChangeRecord)
+    (o0.broker_id, o0.broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    o.fenced = 0
-    o.in_controlled_shutdown = 0
-    o.log_dirs = []
-    o.unknown_tagged_fields = None
+    o0.fenced = 0
+    o0.in_controlled_shutdown = 0
+    o0.log_dirs = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                (o.fenced,) = I8.unpack_from(buf, pos)
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                (o0.fenced,) = I8.unpack_from(buf, pos)
                 pos += 1
-                if pos != end:
+                if pos != end0:
                     raise DecodeError('tagged field BrokerRegistrationChangeRecord.fenced has the wrong size')
-            elif tag == 1:
-                (o.in_controlled_shutdown,) = I8.unpack_from(buf, pos)
+            elif tag0 == 1:
+                (o0.in_controlled_shutdown,) = I8.unpack_from(buf, pos)
                 pos += 1
-                if pos != end:
+                if pos != end0:
                     raise DecodeError('tagged field BrokerRegistrationChangeRecord.in_controlled_shutdown has the wrong size')
-            elif tag == 2:
-                n, pos = r_ccount(buf, pos, False)
-                a_log_dirs = []
-                for _ in range(n):
-                    e_log_dirs, pos = r_uuid(buf, pos)
-                    a_log_dirs.append(e_log_dirs)
-                o.log_dirs = a_log_dirs
-                if pos != end:
+            elif tag0 == 2:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
+                else:
+                    n0, pos = r_ccount(buf, pos, False)
+                a_BrokerRegistrationChangeRecord_log_dirs_0 = []
+                for _ in range(n0):
+                    e_BrokerRegistrationChangeRecord_log_dirs_0, pos = r_uuid(buf, pos)
+                    a_BrokerRegistrationChangeRecord_log_dirs_0.append(e_BrokerRegistrationChangeRecord_log_dirs_0)
+                o0.log_dirs = a_BrokerRegistrationChangeRecord_log_dirs_0
+                if pos != end0:
                     raise DecodeError('tagged field BrokerRegistrationChangeRecord.log_dirs has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 _W_BrokerRegistrationChangeRecord = (_w_BrokerRegistrationChangeRecord_0, _w_BrokerRegistrationChangeRecord_1, _w_BrokerRegistrationChangeRecord_2, )
 _R_BrokerRegistrationChangeRecord = (_r_BrokerRegistrationChangeRecord_0, _r_BrokerRegistrationChangeRecord_1, _r_BrokerRegistrationChangeRecord_2, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -115,9 +120,9 @@ class _ClientQuotaRecord(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -128,18 +133,22 @@ class _ClientQuotaRecord(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ClientQuotaRecord:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"ClientQuotaRecord v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[ClientQuotaRecord, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[ClientQuotaRecord, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 0:
             raise DecodeError(f"ClientQuotaRecord has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_ClientQuotaRecord[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_ClientQuotaRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -163,32 +172,33 @@ def _w_ClientQuotaRecord_EntityData_0(o: _ClientQuotaRecord_EntityData, out: byt
         out.append(0)
 
 
-def _r_ClientQuotaRecord_EntityData_0(buf: memoryview, pos: int, v: int) -> tuple[_ClientQuotaRecord_EntityData, int]:
-    o = _new(_ClientQuotaRecord_EntityData)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.entity_type = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_ClientQuotaRecord_EntityData_0(buf: bytes, pos: int, v: int) -> tuple[_ClientQuotaRecord_EntityData, int]:
+    blen = len(buf)
+    o0 = _new(_ClientQuotaRecord_EntityData)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.entity_type = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.entity_type, pos = r_cstr(buf, pos, False)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.entity_name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+        o0.entity_type, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.entity_name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.entity_name, pos = r_cstr(buf, pos, True)
-    o.unknown_tagged_fields = None
+        o0.entity_name, pos = r_cstr(buf, pos, True)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_ClientQuotaRecord_0(o: _ClientQuotaRecord, out: bytearray, v: int) -> None:
@@ -204,35 +214,62 @@ def _w_ClientQuotaRecord_0(o: _ClientQuotaRecord, out: bytearray, v: int) -> Non
         out.append(0)
 
 
-def _r_ClientQuotaRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_ClientQuotaRecord, int]:
-    o = _new(_ClientQuotaRecord)
-    n, pos = r_ccount(buf, pos, False)
-    a_entity = []
-    r_entity = _r_ClientQuotaRecord_EntityData_0
-    for _ in range(n):
-        e_entity, pos = r_entity(buf, pos, v)
-        a_entity.append(e_entity)
-    o.entity = a_entity
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.key = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_ClientQuotaRecord_0(buf: bytes, pos: int, v: int) -> tuple[_ClientQuotaRecord, int]:
+    blen = len(buf)
+    o0 = _new(_ClientQuotaRecord)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.key, pos = r_cstr(buf, pos, False)
-    (o.value, o.remove,) = _S0.unpack_from(buf, pos)
+        n0, pos = r_ccount(buf, pos, False)
+    a_ClientQuotaRecord_entity_0 = []
+    for _ in range(n0):
+        o1_EntityData = _new(_ClientQuotaRecord_EntityData)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_EntityData.entity_type = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_EntityData.entity_type, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_EntityData.entity_name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_EntityData.entity_name, pos = r_cstr(buf, pos, True)
+        o1_EntityData.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_EntityData.unknown_tagged_fields is None:
+                    o1_EntityData.unknown_tagged_fields = []
+                o1_EntityData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_ClientQuotaRecord_entity_0.append(o1_EntityData)
+    o0.entity = a_ClientQuotaRecord_entity_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.key = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.key, pos = r_cstr(buf, pos, False)
+    (o0.value, o0.remove,) = _S0.unpack_from(buf, pos)
     pos += 9
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_ClientQuotaRecord = (_w_ClientQuotaRecord_0, )
 _R_ClientQuotaRecord = (_r_ClientQuotaRecord_0, )

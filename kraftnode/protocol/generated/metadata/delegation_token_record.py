@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -103,9 +108,9 @@ class _DelegationTokenRecord(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -116,18 +121,22 @@ class _DelegationTokenRecord(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DelegationTokenRecord:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"DelegationTokenRecord v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[DelegationTokenRecord, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[DelegationTokenRecord, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 0:
             raise DecodeError(f"DelegationTokenRecord has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_DelegationTokenRecord[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_DelegationTokenRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -154,51 +163,56 @@ def _w_DelegationTokenRecord_0(o: _DelegationTokenRecord, out: bytearray, v: int
         out.append(0)
 
 
-def _r_DelegationTokenRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_DelegationTokenRecord, int]:
-    o = _new(_DelegationTokenRecord)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.owner = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_DelegationTokenRecord_0(buf: bytes, pos: int, v: int) -> tuple[_DelegationTokenRecord, int]:
+    blen = len(buf)
+    o0 = _new(_DelegationTokenRecord)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.owner = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.owner, pos = r_cstr(buf, pos, False)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.requester = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+        o0.owner, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.requester = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.requester, pos = r_cstr(buf, pos, False)
-    n, pos = r_ccount(buf, pos, False)
-    a_renewers = []
-    for _ in range(n):
-        n = buf[pos]
-        if 0 < n < 0x80 and pos + n <= len(buf):
-            e_renewers = str(buf[pos + 1:pos + n], 'utf-8')
-            pos += n
+        o0.requester, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_DelegationTokenRecord_renewers_0 = []
+    for _ in range(n0):
+        n0 = buf[pos]
+        if 0 < n0 < 0x80 and pos + n0 <= blen:
+            e_DelegationTokenRecord_renewers_0 = buf[pos + 1:pos + n0].decode()
+            pos += n0
         else:
-            e_renewers, pos = r_cstr(buf, pos, False)
-        a_renewers.append(e_renewers)
-    o.renewers = a_renewers
-    (o.issue_timestamp, o.max_timestamp, o.expiration_timestamp,) = _S0.unpack_from(buf, pos)
+            e_DelegationTokenRecord_renewers_0, pos = r_cstr(buf, pos, False)
+        a_DelegationTokenRecord_renewers_0.append(e_DelegationTokenRecord_renewers_0)
+    o0.renewers = a_DelegationTokenRecord_renewers_0
+    (o0.issue_timestamp, o0.max_timestamp, o0.expiration_timestamp,) = _S0.unpack_from(buf, pos)
     pos += 24
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.token_id = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.token_id = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.token_id, pos = r_cstr(buf, pos, False)
-    o.unknown_tagged_fields = None
+        o0.token_id, pos = r_cstr(buf, pos, False)
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_DelegationTokenRecord = (_w_DelegationTokenRecord_0, )
 _R_DelegationTokenRecord = (_r_DelegationTokenRecord_0, )

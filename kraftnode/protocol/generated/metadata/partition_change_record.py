@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -115,9 +120,9 @@ class _PartitionChangeRecord(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -128,18 +133,22 @@ class _PartitionChangeRecord(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> PartitionChangeRecord:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"PartitionChangeRecord v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[PartitionChangeRecord, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[PartitionChangeRecord, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 2:
             raise DecodeError(f"PartitionChangeRecord has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_PartitionChangeRecord[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_PartitionChangeRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -311,271 +320,338 @@ def _w_PartitionChangeRecord_2(o: _PartitionChangeRecord, out: bytearray, v: int
     w_tagged(out, tagged)
 
 
-def _r_PartitionChangeRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_PartitionChangeRecord, int]:
-    o = _new(_PartitionChangeRecord)
-    (o.partition_id, _u1,) = _S0.unpack_from(buf, pos)
+def _r_PartitionChangeRecord_0(buf: bytes, pos: int, v: int) -> tuple[_PartitionChangeRecord, int]:
+    blen = len(buf)
+    o0 = _new(_PartitionChangeRecord)
+    (o0.partition_id, _u1_0,) = _S0.unpack_from(buf, pos)
     pos += 20
-    o.topic_id = uuid_from_bytes(_u1)
-    o.isr = None
-    o.leader = -2
-    o.replicas = None
-    o.removing_replicas = None
-    o.adding_replicas = None
-    o.leader_recovery_state = -1
-    o.directories = None
-    o.eligible_leader_replicas = None
-    o.last_known_elr = None
-    o.unknown_tagged_fields = None
+    o0.topic_id = _UUIDS.get(_u1_0) or uuid_from_bytes(_u1_0)
+    o0.isr = None
+    o0.leader = -2
+    o0.replicas = None
+    o0.removing_replicas = None
+    o0.adding_replicas = None
+    o0.leader_recovery_state = -1
+    o0.directories = None
+    o0.eligible_leader_replicas = None
+    o0.last_known_elr = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.isr = None
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.isr = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.isr = None
+                else:
+                    o0.isr = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.isr has the wrong size')
-            elif tag == 1:
-                (o.leader,) = I32.unpack_from(buf, pos)
+            elif tag0 == 1:
+                (o0.leader,) = I32.unpack_from(buf, pos)
                 pos += 4
-                if pos != end:
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.leader has the wrong size')
-            elif tag == 2:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.replicas = None
+            elif tag0 == 2:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.replicas = None
+                else:
+                    o0.replicas = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.replicas has the wrong size')
-            elif tag == 3:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.removing_replicas = None
+            elif tag0 == 3:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.removing_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.removing_replicas = None
+                else:
+                    o0.removing_replicas = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.removing_replicas has the wrong size')
-            elif tag == 4:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.adding_replicas = None
+            elif tag0 == 4:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.adding_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.adding_replicas = None
+                else:
+                    o0.adding_replicas = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.adding_replicas has the wrong size')
-            elif tag == 5:
-                (o.leader_recovery_state,) = I8.unpack_from(buf, pos)
+            elif tag0 == 5:
+                (o0.leader_recovery_state,) = I8.unpack_from(buf, pos)
                 pos += 1
-                if pos != end:
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.leader_recovery_state has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 
-def _r_PartitionChangeRecord_1(buf: memoryview, pos: int, v: int) -> tuple[_PartitionChangeRecord, int]:
-    o = _new(_PartitionChangeRecord)
-    (o.partition_id, _u1,) = _S0.unpack_from(buf, pos)
+def _r_PartitionChangeRecord_1(buf: bytes, pos: int, v: int) -> tuple[_PartitionChangeRecord, int]:
+    blen = len(buf)
+    o0 = _new(_PartitionChangeRecord)
+    (o0.partition_id, _u1_0,) = _S0.unpack_from(buf, pos)
     pos += 20
-    o.topic_id = uuid_from_bytes(_u1)
-    o.isr = None
-    o.leader = -2
-    o.replicas = None
-    o.removing_replicas = None
-    o.adding_replicas = None
-    o.leader_recovery_state = -1
-    o.directories = None
-    o.eligible_leader_replicas = None
-    o.last_known_elr = None
-    o.unknown_tagged_fields = None
+    o0.topic_id = _UUIDS.get(_u1_0) or uuid_from_bytes(_u1_0)
+    o0.isr = None
+    o0.leader = -2
+    o0.replicas = None
+    o0.removing_replicas = None
+    o0.adding_replicas = None
+    o0.leader_recovery_state = -1
+    o0.directories = None
+    o0.eligible_leader_replicas = None
+    o0.last_known_elr = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.isr = None
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.isr = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.isr = None
+                else:
+                    o0.isr = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.isr has the wrong size')
-            elif tag == 1:
-                (o.leader,) = I32.unpack_from(buf, pos)
+            elif tag0 == 1:
+                (o0.leader,) = I32.unpack_from(buf, pos)
                 pos += 4
-                if pos != end:
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.leader has the wrong size')
-            elif tag == 2:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.replicas = None
+            elif tag0 == 2:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.replicas = None
+                else:
+                    o0.replicas = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.replicas has the wrong size')
-            elif tag == 3:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.removing_replicas = None
+            elif tag0 == 3:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.removing_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.removing_replicas = None
+                else:
+                    o0.removing_replicas = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.removing_replicas has the wrong size')
-            elif tag == 4:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.adding_replicas = None
+            elif tag0 == 4:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.adding_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.adding_replicas = None
+                else:
+                    o0.adding_replicas = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.adding_replicas has the wrong size')
-            elif tag == 5:
-                (o.leader_recovery_state,) = I8.unpack_from(buf, pos)
+            elif tag0 == 5:
+                (o0.leader_recovery_state,) = I8.unpack_from(buf, pos)
                 pos += 1
-                if pos != end:
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.leader_recovery_state has the wrong size')
-            elif tag == 8:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.directories = None
+            elif tag0 == 8:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    a_directories = []
-                    for _ in range(n):
-                        e_directories, pos = r_uuid(buf, pos)
-                        a_directories.append(e_directories)
-                    o.directories = a_directories
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.directories = None
+                else:
+                    a_PartitionChangeRecord_directories_0 = []
+                    for _ in range(n0):
+                        e_PartitionChangeRecord_directories_0, pos = r_uuid(buf, pos)
+                        a_PartitionChangeRecord_directories_0.append(e_PartitionChangeRecord_directories_0)
+                    o0.directories = a_PartitionChangeRecord_directories_0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.directories has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 
-def _r_PartitionChangeRecord_2(buf: memoryview, pos: int, v: int) -> tuple[_PartitionChangeRecord, int]:
-    o = _new(_PartitionChangeRecord)
-    (o.partition_id, _u1,) = _S0.unpack_from(buf, pos)
+def _r_PartitionChangeRecord_2(buf: bytes, pos: int, v: int) -> tuple[_PartitionChangeRecord, int]:
+    blen = len(buf)
+    o0 = _new(_PartitionChangeRecord)
+    (o0.partition_id, _u1_0,) = _S0.unpack_from(buf, pos)
     pos += 20
-    o.topic_id = uuid_from_bytes(_u1)
-    o.isr = None
-    o.leader = -2
-    o.replicas = None
-    o.removing_replicas = None
-    o.adding_replicas = None
-    o.leader_recovery_state = -1
-    o.directories = None
-    o.eligible_leader_replicas = None
-    o.last_known_elr = None
-    o.unknown_tagged_fields = None
+    o0.topic_id = _UUIDS.get(_u1_0) or uuid_from_bytes(_u1_0)
+    o0.isr = None
+    o0.leader = -2
+    o0.replicas = None
+    o0.removing_replicas = None
+    o0.adding_replicas = None
+    o0.leader_recovery_state = -1
+    o0.directories = None
+    o0.eligible_leader_replicas = None
+    o0.last_known_elr = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.isr = None
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.isr = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.isr = None
+                else:
+                    o0.isr = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.isr has the wrong size')
-            elif tag == 1:
-                (o.leader,) = I32.unpack_from(buf, pos)
+            elif tag0 == 1:
+                (o0.leader,) = I32.unpack_from(buf, pos)
                 pos += 4
-                if pos != end:
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.leader has the wrong size')
-            elif tag == 2:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.replicas = None
+            elif tag0 == 2:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.replicas = None
+                else:
+                    o0.replicas = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.replicas has the wrong size')
-            elif tag == 3:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.removing_replicas = None
+            elif tag0 == 3:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.removing_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.removing_replicas = None
+                else:
+                    o0.removing_replicas = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.removing_replicas has the wrong size')
-            elif tag == 4:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.adding_replicas = None
+            elif tag0 == 4:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.adding_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.adding_replicas = None
+                else:
+                    o0.adding_replicas = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.adding_replicas has the wrong size')
-            elif tag == 5:
-                (o.leader_recovery_state,) = I8.unpack_from(buf, pos)
+            elif tag0 == 5:
+                (o0.leader_recovery_state,) = I8.unpack_from(buf, pos)
                 pos += 1
-                if pos != end:
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.leader_recovery_state has the wrong size')
-            elif tag == 6:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.eligible_leader_replicas = None
+            elif tag0 == 6:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.eligible_leader_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.eligible_leader_replicas = None
+                else:
+                    o0.eligible_leader_replicas = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.eligible_leader_replicas has the wrong size')
-            elif tag == 7:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.last_known_elr = None
+            elif tag0 == 7:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    o.last_known_elr = list(struct.unpack_from('>%di' % n, buf, pos))
-                    pos += 4 * n
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.last_known_elr = None
+                else:
+                    o0.last_known_elr = list(struct.unpack_from('>%di' % n0, buf, pos))
+                    pos += 4 * n0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.last_known_elr has the wrong size')
-            elif tag == 8:
-                n, pos = r_ccount(buf, pos, True)
-                if n < 0:
-                    o.directories = None
+            elif tag0 == 8:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
                 else:
-                    a_directories = []
-                    for _ in range(n):
-                        e_directories, pos = r_uuid(buf, pos)
-                        a_directories.append(e_directories)
-                    o.directories = a_directories
-                if pos != end:
+                    n0, pos = r_ccount(buf, pos, True)
+                if n0 < 0:
+                    o0.directories = None
+                else:
+                    a_PartitionChangeRecord_directories_0 = []
+                    for _ in range(n0):
+                        e_PartitionChangeRecord_directories_0, pos = r_uuid(buf, pos)
+                        a_PartitionChangeRecord_directories_0.append(e_PartitionChangeRecord_directories_0)
+                    o0.directories = a_PartitionChangeRecord_directories_0
+                if pos != end0:
                     raise DecodeError('tagged field PartitionChangeRecord.directories has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 _W_PartitionChangeRecord = (_w_PartitionChangeRecord_0, _w_PartitionChangeRecord_1, _w_PartitionChangeRecord_2, )
 _R_PartitionChangeRecord = (_r_PartitionChangeRecord_0, _r_PartitionChangeRecord_1, _r_PartitionChangeRecord_2, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -168,9 +173,9 @@ class _RegisterBrokerRecord(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -181,18 +186,22 @@ class _RegisterBrokerRecord(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> RegisterBrokerRecord:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"RegisterBrokerRecord v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[RegisterBrokerRecord, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[RegisterBrokerRecord, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 3:
             raise DecodeError(f"RegisterBrokerRecord has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_RegisterBrokerRecord[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_RegisterBrokerRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -218,28 +227,29 @@ def _w_RegisterBrokerRecord_BrokerFeature_0(o: _RegisterBrokerRecord_BrokerFeatu
         out.append(0)
 
 
-def _r_RegisterBrokerRecord_BrokerFeature_0(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord_BrokerFeature, int]:
-    o = _new(_RegisterBrokerRecord_BrokerFeature)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_RegisterBrokerRecord_BrokerFeature_0(buf: bytes, pos: int, v: int) -> tuple[_RegisterBrokerRecord_BrokerFeature, int]:
+    blen = len(buf)
+    o0 = _new(_RegisterBrokerRecord_BrokerFeature)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    (o.min_supported_version, o.max_supported_version,) = _S0.unpack_from(buf, pos)
+        o0.name, pos = r_cstr(buf, pos, False)
+    (o0.min_supported_version, o0.max_supported_version,) = _S0.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_RegisterBrokerRecord_BrokerEndpoint_0(o: _RegisterBrokerRecord_BrokerEndpoint, out: bytearray, v: int) -> None:
@@ -252,34 +262,35 @@ def _w_RegisterBrokerRecord_BrokerEndpoint_0(o: _RegisterBrokerRecord_BrokerEndp
         out.append(0)
 
 
-def _r_RegisterBrokerRecord_BrokerEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord_BrokerEndpoint, int]:
-    o = _new(_RegisterBrokerRecord_BrokerEndpoint)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_RegisterBrokerRecord_BrokerEndpoint_0(buf: bytes, pos: int, v: int) -> tuple[_RegisterBrokerRecord_BrokerEndpoint, int]:
+    blen = len(buf)
+    o0 = _new(_RegisterBrokerRecord_BrokerEndpoint)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port, o.security_protocol,) = _S1.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port, o0.security_protocol,) = _S1.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_RegisterBrokerRecord_0(o: _RegisterBrokerRecord, out: bytearray, v: int) -> None:
@@ -373,189 +384,397 @@ def _w_RegisterBrokerRecord_3(o: _RegisterBrokerRecord, out: bytearray, v: int) 
     w_tagged(out, tagged)
 
 
-def _r_RegisterBrokerRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord, int]:
-    o = _new(_RegisterBrokerRecord)
-    (o.broker_id,) = I32.unpack_from(buf, pos)
+def _r_RegisterBrokerRecord_0(buf: bytes, pos: int, v: int) -> tuple[_RegisterBrokerRecord, int]:
+    blen = len(buf)
+    o0 = _new(_RegisterBrokerRecord)
+    (o0.broker_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.is_migrating_zk_broker = False
-    (_u0, o.broker_epoch,) = _S3.unpack_from(buf, pos)
+    o0.is_migrating_zk_broker = False
+    (_u0_0, o0.broker_epoch,) = _S3.unpack_from(buf, pos)
     pos += 24
-    o.incarnation_id = uuid_from_bytes(_u0)
-    n, pos = r_ccount(buf, pos, False)
-    a_end_points = []
-    r_end_points = _r_RegisterBrokerRecord_BrokerEndpoint_0
-    for _ in range(n):
-        e_end_points, pos = r_end_points(buf, pos, v)
-        a_end_points.append(e_end_points)
-    o.end_points = a_end_points
-    n, pos = r_ccount(buf, pos, False)
-    a_features = []
-    r_features = _r_RegisterBrokerRecord_BrokerFeature_0
-    for _ in range(n):
-        e_features, pos = r_features(buf, pos, v)
-        a_features.append(e_features)
-    o.features = a_features
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    o0.incarnation_id = _UUIDS.get(_u0_0) or uuid_from_bytes(_u0_0)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.rack, pos = r_cstr(buf, pos, True)
-    o.fenced = buf[pos] != 0
+        n0, pos = r_ccount(buf, pos, False)
+    a_RegisterBrokerRecord_end_points_0 = []
+    for _ in range(n0):
+        o1_BrokerEndpoint = _new(_RegisterBrokerRecord_BrokerEndpoint)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BrokerEndpoint.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BrokerEndpoint.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BrokerEndpoint.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BrokerEndpoint.host, pos = r_cstr(buf, pos, False)
+        (o1_BrokerEndpoint.port, o1_BrokerEndpoint.security_protocol,) = _S1.unpack_from(buf, pos)
+        pos += 4
+        o1_BrokerEndpoint.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_BrokerEndpoint.unknown_tagged_fields is None:
+                    o1_BrokerEndpoint.unknown_tagged_fields = []
+                o1_BrokerEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_RegisterBrokerRecord_end_points_0.append(o1_BrokerEndpoint)
+    o0.end_points = a_RegisterBrokerRecord_end_points_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_RegisterBrokerRecord_features_0 = []
+    for _ in range(n0):
+        o1_BrokerFeature = _new(_RegisterBrokerRecord_BrokerFeature)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BrokerFeature.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BrokerFeature.name, pos = r_cstr(buf, pos, False)
+        (o1_BrokerFeature.min_supported_version, o1_BrokerFeature.max_supported_version,) = _S0.unpack_from(buf, pos)
+        pos += 4
+        o1_BrokerFeature.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_BrokerFeature.unknown_tagged_fields is None:
+                    o1_BrokerFeature.unknown_tagged_fields = []
+                o1_BrokerFeature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_RegisterBrokerRecord_features_0.append(o1_BrokerFeature)
+    o0.features = a_RegisterBrokerRecord_features_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.rack = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.rack, pos = r_cstr(buf, pos, True)
+    o0.fenced = buf[pos] != 0
     pos += 1
-    o.in_controlled_shutdown = False
-    o.log_dirs = []
-    o.unknown_tagged_fields = None
+    o0.in_controlled_shutdown = False
+    o0.log_dirs = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_RegisterBrokerRecord_1(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord, int]:
-    o = _new(_RegisterBrokerRecord)
-    (o.broker_id,) = I32.unpack_from(buf, pos)
+def _r_RegisterBrokerRecord_1(buf: bytes, pos: int, v: int) -> tuple[_RegisterBrokerRecord, int]:
+    blen = len(buf)
+    o0 = _new(_RegisterBrokerRecord)
+    (o0.broker_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o.is_migrating_zk_broker = False
-    (_u0, o.broker_epoch,) = _S3.unpack_from(buf, pos)
+    o0.is_migrating_zk_broker = False
+    (_u0_0, o0.broker_epoch,) = _S3.unpack_from(buf, pos)
     pos += 24
-    o.incarnation_id = uuid_from_bytes(_u0)
-    n, pos = r_ccount(buf, pos, False)
-    a_end_points = []
-    r_end_points = _r_RegisterBrokerRecord_BrokerEndpoint_0
-    for _ in range(n):
-        e_end_points, pos = r_end_points(buf, pos, v)
-        a_end_points.append(e_end_points)
-    o.end_points = a_end_points
-    n, pos = r_ccount(buf, pos, False)
-    a_features = []
-    r_features = _r_RegisterBrokerRecord_BrokerFeature_0
-    for _ in range(n):
-        e_features, pos = r_features(buf, pos, v)
-        a_features.append(e_features)
-    o.features = a_features
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    o0.incarnation_id = _UUIDS.get(_u0_0) or uuid_from_bytes(_u0_0)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.rack, pos = r_cstr(buf, pos, True)
-    (o.fenced, o.in_controlled_shutdown,) = _S4.unpack_from(buf, pos)
+        n0, pos = r_ccount(buf, pos, False)
+    a_RegisterBrokerRecord_end_points_0 = []
+    for _ in range(n0):
+        o1_BrokerEndpoint = _new(_RegisterBrokerRecord_BrokerEndpoint)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BrokerEndpoint.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BrokerEndpoint.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BrokerEndpoint.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BrokerEndpoint.host, pos = r_cstr(buf, pos, False)
+        (o1_BrokerEndpoint.port, o1_BrokerEndpoint.security_protocol,) = _S1.unpack_from(buf, pos)
+        pos += 4
+        o1_BrokerEndpoint.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_BrokerEndpoint.unknown_tagged_fields is None:
+                    o1_BrokerEndpoint.unknown_tagged_fields = []
+                o1_BrokerEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_RegisterBrokerRecord_end_points_0.append(o1_BrokerEndpoint)
+    o0.end_points = a_RegisterBrokerRecord_end_points_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_RegisterBrokerRecord_features_0 = []
+    for _ in range(n0):
+        o1_BrokerFeature = _new(_RegisterBrokerRecord_BrokerFeature)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BrokerFeature.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BrokerFeature.name, pos = r_cstr(buf, pos, False)
+        (o1_BrokerFeature.min_supported_version, o1_BrokerFeature.max_supported_version,) = _S0.unpack_from(buf, pos)
+        pos += 4
+        o1_BrokerFeature.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_BrokerFeature.unknown_tagged_fields is None:
+                    o1_BrokerFeature.unknown_tagged_fields = []
+                o1_BrokerFeature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_RegisterBrokerRecord_features_0.append(o1_BrokerFeature)
+    o0.features = a_RegisterBrokerRecord_features_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.rack = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.rack, pos = r_cstr(buf, pos, True)
+    (o0.fenced, o0.in_controlled_shutdown,) = _S4.unpack_from(buf, pos)
     pos += 2
-    o.log_dirs = []
-    o.unknown_tagged_fields = None
+    o0.log_dirs = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_RegisterBrokerRecord_2(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord, int]:
-    o = _new(_RegisterBrokerRecord)
-    (o.broker_id, o.is_migrating_zk_broker, _u2, o.broker_epoch,) = _S5.unpack_from(buf, pos)
+def _r_RegisterBrokerRecord_2(buf: bytes, pos: int, v: int) -> tuple[_RegisterBrokerRecord, int]:
+    blen = len(buf)
+    o0 = _new(_RegisterBrokerRecord)
+    (o0.broker_id, o0.is_migrating_zk_broker, _u2_0, o0.broker_epoch,) = _S5.unpack_from(buf, pos)
     pos += 29
-    o.incarnation_id = uuid_from_bytes(_u2)
-    n, pos = r_ccount(buf, pos, False)
-    a_end_points = []
-    r_end_points = _r_RegisterBrokerRecord_BrokerEndpoint_0
-    for _ in range(n):
-        e_end_points, pos = r_end_points(buf, pos, v)
-        a_end_points.append(e_end_points)
-    o.end_points = a_end_points
-    n, pos = r_ccount(buf, pos, False)
-    a_features = []
-    r_features = _r_RegisterBrokerRecord_BrokerFeature_0
-    for _ in range(n):
-        e_features, pos = r_features(buf, pos, v)
-        a_features.append(e_features)
-    o.features = a_features
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    o0.incarnation_id = _UUIDS.get(_u2_0) or uuid_from_bytes(_u2_0)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.rack, pos = r_cstr(buf, pos, True)
-    (o.fenced, o.in_controlled_shutdown,) = _S4.unpack_from(buf, pos)
+        n0, pos = r_ccount(buf, pos, False)
+    a_RegisterBrokerRecord_end_points_0 = []
+    for _ in range(n0):
+        o1_BrokerEndpoint = _new(_RegisterBrokerRecord_BrokerEndpoint)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BrokerEndpoint.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BrokerEndpoint.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BrokerEndpoint.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BrokerEndpoint.host, pos = r_cstr(buf, pos, False)
+        (o1_BrokerEndpoint.port, o1_BrokerEndpoint.security_protocol,) = _S1.unpack_from(buf, pos)
+        pos += 4
+        o1_BrokerEndpoint.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_BrokerEndpoint.unknown_tagged_fields is None:
+                    o1_BrokerEndpoint.unknown_tagged_fields = []
+                o1_BrokerEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_RegisterBrokerRecord_end_points_0.append(o1_BrokerEndpoint)
+    o0.end_points = a_RegisterBrokerRecord_end_points_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_RegisterBrokerRecord_features_0 = []
+    for _ in range(n0):
+        o1_BrokerFeature = _new(_RegisterBrokerRecord_BrokerFeature)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BrokerFeature.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BrokerFeature.name, pos = r_cstr(buf, pos, False)
+        (o1_BrokerFeature.min_supported_version, o1_BrokerFeature.max_supported_version,) = _S0.unpack_from(buf, pos)
+        pos += 4
+        o1_BrokerFeature.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_BrokerFeature.unknown_tagged_fields is None:
+                    o1_BrokerFeature.unknown_tagged_fields = []
+                o1_BrokerFeature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_RegisterBrokerRecord_features_0.append(o1_BrokerFeature)
+    o0.features = a_RegisterBrokerRecord_features_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.rack = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.rack, pos = r_cstr(buf, pos, True)
+    (o0.fenced, o0.in_controlled_shutdown,) = _S4.unpack_from(buf, pos)
     pos += 2
-    o.log_dirs = []
-    o.unknown_tagged_fields = None
+    o0.log_dirs = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
-def _r_RegisterBrokerRecord_3(buf: memoryview, pos: int, v: int) -> tuple[_RegisterBrokerRecord, int]:
-    o = _new(_RegisterBrokerRecord)
-    (o.broker_id, o.is_migrating_zk_broker, _u2, o.broker_epoch,) = _S5.unpack_from(buf, pos)
+def _r_RegisterBrokerRecord_3(buf: bytes, pos: int, v: int) -> tuple[_RegisterBrokerRecord, int]:
+    blen = len(buf)
+    o0 = _new(_RegisterBrokerRecord)
+    (o0.broker_id, o0.is_migrating_zk_broker, _u2_0, o0.broker_epoch,) = _S5.unpack_from(buf, pos)
     pos += 29
-    o.incarnation_id = uuid_from_bytes(_u2)
-    n, pos = r_ccount(buf, pos, False)
-    a_end_points = []
-    r_end_points = _r_RegisterBrokerRecord_BrokerEndpoint_0
-    for _ in range(n):
-        e_end_points, pos = r_end_points(buf, pos, v)
-        a_end_points.append(e_end_points)
-    o.end_points = a_end_points
-    n, pos = r_ccount(buf, pos, False)
-    a_features = []
-    r_features = _r_RegisterBrokerRecord_BrokerFeature_0
-    for _ in range(n):
-        e_features, pos = r_features(buf, pos, v)
-        a_features.append(e_features)
-    o.features = a_features
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.rack = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+    o0.incarnation_id = _UUIDS.get(_u2_0) or uuid_from_bytes(_u2_0)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
     else:
-        o.rack, pos = r_cstr(buf, pos, True)
-    (o.fenced, o.in_controlled_shutdown,) = _S4.unpack_from(buf, pos)
+        n0, pos = r_ccount(buf, pos, False)
+    a_RegisterBrokerRecord_end_points_0 = []
+    for _ in range(n0):
+        o1_BrokerEndpoint = _new(_RegisterBrokerRecord_BrokerEndpoint)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BrokerEndpoint.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BrokerEndpoint.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BrokerEndpoint.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BrokerEndpoint.host, pos = r_cstr(buf, pos, False)
+        (o1_BrokerEndpoint.port, o1_BrokerEndpoint.security_protocol,) = _S1.unpack_from(buf, pos)
+        pos += 4
+        o1_BrokerEndpoint.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_BrokerEndpoint.unknown_tagged_fields is None:
+                    o1_BrokerEndpoint.unknown_tagged_fields = []
+                o1_BrokerEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_RegisterBrokerRecord_end_points_0.append(o1_BrokerEndpoint)
+    o0.end_points = a_RegisterBrokerRecord_end_points_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_RegisterBrokerRecord_features_0 = []
+    for _ in range(n0):
+        o1_BrokerFeature = _new(_RegisterBrokerRecord_BrokerFeature)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_BrokerFeature.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_BrokerFeature.name, pos = r_cstr(buf, pos, False)
+        (o1_BrokerFeature.min_supported_version, o1_BrokerFeature.max_supported_version,) = _S0.unpack_from(buf, pos)
+        pos += 4
+        o1_BrokerFeature.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_BrokerFeature.unknown_tagged_fields is None:
+                    o1_BrokerFeature.unknown_tagged_fields = []
+                o1_BrokerFeature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_RegisterBrokerRecord_features_0.append(o1_BrokerFeature)
+    o0.features = a_RegisterBrokerRecord_features_0
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.rack = buf[pos + 1:pos + n0].decode()
+        pos += n0
+    else:
+        o0.rack, pos = r_cstr(buf, pos, True)
+    (o0.fenced, o0.in_controlled_shutdown,) = _S4.unpack_from(buf, pos)
     pos += 2
-    o.log_dirs = []
-    o.unknown_tagged_fields = None
+    o0.log_dirs = []
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if tag == 0:
-                n, pos = r_ccount(buf, pos, False)
-                a_log_dirs = []
-                for _ in range(n):
-                    e_log_dirs, pos = r_uuid(buf, pos)
-                    a_log_dirs.append(e_log_dirs)
-                o.log_dirs = a_log_dirs
-                if pos != end:
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if tag0 == 0:
+                n0 = buf[pos] - 1
+                if 0 <= n0 < 0x7f and n0 < blen - pos:
+                    pos += 1
+                else:
+                    n0, pos = r_ccount(buf, pos, False)
+                a_RegisterBrokerRecord_log_dirs_0 = []
+                for _ in range(n0):
+                    e_RegisterBrokerRecord_log_dirs_0, pos = r_uuid(buf, pos)
+                    a_RegisterBrokerRecord_log_dirs_0.append(e_RegisterBrokerRecord_log_dirs_0)
+                o0.log_dirs = a_RegisterBrokerRecord_log_dirs_0
+                if pos != end0:
                     raise DecodeError('tagged field RegisterBrokerRecord.log_dirs has the wrong size')
             else:
-                if o.unknown_tagged_fields is None:
-                    o.unknown_tagged_fields = []
-                o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
-    return o, pos
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
+    return o0, pos
 
 _W_RegisterBrokerRecord = (_w_RegisterBrokerRecord_0, _w_RegisterBrokerRecord_1, _w_RegisterBrokerRecord_2, _w_RegisterBrokerRecord_3, )
 _R_RegisterBrokerRecord = (_r_RegisterBrokerRecord_0, _r_RegisterBrokerRecord_1, _r_RegisterBrokerRecord_2, _r_RegisterBrokerRecord_3, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -150,9 +155,9 @@ class _RegisterControllerRecord(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -163,18 +168,22 @@ class _RegisterControllerRecord(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> RegisterControllerRecord:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"RegisterControllerRecord v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[RegisterControllerRecord, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[RegisterControllerRecord, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 0:
             raise DecodeError(f"RegisterControllerRecord has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_RegisterControllerRecord[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_RegisterControllerRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -200,28 +209,29 @@ def _w_RegisterControllerRecord_ControllerFeature_0(o: _RegisterControllerRecord
         out.append(0)
 
 
-def _r_RegisterControllerRecord_ControllerFeature_0(buf: memoryview, pos: int, v: int) -> tuple[_RegisterControllerRecord_ControllerFeature, int]:
-    o = _new(_RegisterControllerRecord_ControllerFeature)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_RegisterControllerRecord_ControllerFeature_0(buf: bytes, pos: int, v: int) -> tuple[_RegisterControllerRecord_ControllerFeature, int]:
+    blen = len(buf)
+    o0 = _new(_RegisterControllerRecord_ControllerFeature)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    (o.min_supported_version, o.max_supported_version,) = _S0.unpack_from(buf, pos)
+        o0.name, pos = r_cstr(buf, pos, False)
+    (o0.min_supported_version, o0.max_supported_version,) = _S0.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_RegisterControllerRecord_ControllerEndpoint_0(o: _RegisterControllerRecord_ControllerEndpoint, out: bytearray, v: int) -> None:
@@ -234,34 +244,35 @@ def _w_RegisterControllerRecord_ControllerEndpoint_0(o: _RegisterControllerRecor
         out.append(0)
 
 
-def _r_RegisterControllerRecord_ControllerEndpoint_0(buf: memoryview, pos: int, v: int) -> tuple[_RegisterControllerRecord_ControllerEndpoint, int]:
-    o = _new(_RegisterControllerRecord_ControllerEndpoint)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_RegisterControllerRecord_ControllerEndpoint_0(buf: bytes, pos: int, v: int) -> tuple[_RegisterControllerRecord_ControllerEndpoint, int]:
+    blen = len(buf)
+    o0 = _new(_RegisterControllerRecord_ControllerEndpoint)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.host = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+        o0.name, pos = r_cstr(buf, pos, False)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.host = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.host, pos = r_cstr(buf, pos, False)
-    (o.port, o.security_protocol,) = _S1.unpack_from(buf, pos)
+        o0.host, pos = r_cstr(buf, pos, False)
+    (o0.port, o0.security_protocol,) = _S1.unpack_from(buf, pos)
     pos += 4
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 
 def _w_RegisterControllerRecord_0(o: _RegisterControllerRecord, out: bytearray, v: int) -> None:
@@ -280,37 +291,88 @@ def _w_RegisterControllerRecord_0(o: _RegisterControllerRecord, out: bytearray, 
         out.append(0)
 
 
-def _r_RegisterControllerRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_RegisterControllerRecord, int]:
-    o = _new(_RegisterControllerRecord)
-    (o.controller_id, _u1, o.zk_migration_ready,) = _S2.unpack_from(buf, pos)
+def _r_RegisterControllerRecord_0(buf: bytes, pos: int, v: int) -> tuple[_RegisterControllerRecord, int]:
+    blen = len(buf)
+    o0 = _new(_RegisterControllerRecord)
+    (o0.controller_id, _u1_0, o0.zk_migration_ready,) = _S2.unpack_from(buf, pos)
     pos += 21
-    o.incarnation_id = uuid_from_bytes(_u1)
-    n, pos = r_ccount(buf, pos, False)
-    a_end_points = []
-    r_end_points = _r_RegisterControllerRecord_ControllerEndpoint_0
-    for _ in range(n):
-        e_end_points, pos = r_end_points(buf, pos, v)
-        a_end_points.append(e_end_points)
-    o.end_points = a_end_points
-    n, pos = r_ccount(buf, pos, False)
-    a_features = []
-    r_features = _r_RegisterControllerRecord_ControllerFeature_0
-    for _ in range(n):
-        e_features, pos = r_features(buf, pos, v)
-        a_features.append(e_features)
-    o.features = a_features
-    o.unknown_tagged_fields = None
+    o0.incarnation_id = _UUIDS.get(_u1_0) or uuid_from_bytes(_u1_0)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_RegisterControllerRecord_end_points_0 = []
+    for _ in range(n0):
+        o1_ControllerEndpoint = _new(_RegisterControllerRecord_ControllerEndpoint)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_ControllerEndpoint.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_ControllerEndpoint.name, pos = r_cstr(buf, pos, False)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_ControllerEndpoint.host = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_ControllerEndpoint.host, pos = r_cstr(buf, pos, False)
+        (o1_ControllerEndpoint.port, o1_ControllerEndpoint.security_protocol,) = _S1.unpack_from(buf, pos)
+        pos += 4
+        o1_ControllerEndpoint.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ControllerEndpoint.unknown_tagged_fields is None:
+                    o1_ControllerEndpoint.unknown_tagged_fields = []
+                o1_ControllerEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_RegisterControllerRecord_end_points_0.append(o1_ControllerEndpoint)
+    o0.end_points = a_RegisterControllerRecord_end_points_0
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_RegisterControllerRecord_features_0 = []
+    for _ in range(n0):
+        o1_ControllerFeature = _new(_RegisterControllerRecord_ControllerFeature)
+        n1 = buf[pos]
+        if 0 < n1 < 0x80 and pos + n1 <= blen:
+            o1_ControllerFeature.name = buf[pos + 1:pos + n1].decode()
+            pos += n1
+        else:
+            o1_ControllerFeature.name, pos = r_cstr(buf, pos, False)
+        (o1_ControllerFeature.min_supported_version, o1_ControllerFeature.max_supported_version,) = _S0.unpack_from(buf, pos)
+        pos += 4
+        o1_ControllerFeature.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, end1, pos = r_tag_header(buf, pos)
+                if o1_ControllerFeature.unknown_tagged_fields is None:
+                    o1_ControllerFeature.unknown_tagged_fields = []
+                o1_ControllerFeature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                pos = end1
+        a_RegisterControllerRecord_features_0.append(o1_ControllerFeature)
+    o0.features = a_RegisterControllerRecord_features_0
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_RegisterControllerRecord = (_w_RegisterControllerRecord_0, )
 _R_RegisterControllerRecord = (_r_RegisterControllerRecord_0, )

@@ -9,6 +9,8 @@ import uuid
 from typing import Any, ClassVar
 
 from recordbatch.message import (
+    Buf,
+    EncodeBuffer,
     FieldInfo,
     Message,
     absent_error,
@@ -23,6 +25,9 @@ from recordbatch.message import (
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
+)
+from recordbatch.message import (
+    _UUID_CACHE as _UUIDS,
     w_bytes,
     w_cbytes,
     w_ccount,
@@ -87,9 +92,9 @@ class _RemoveUserScramCredentialRecord(Message):
 
     def encode(self, version: int) -> bytes:
         """Encode this message as ``version``; raises UnsupportedVersionError if it cannot be."""
-        out = bytearray()
+        out = EncodeBuffer()
         self.encode_into(out, version)
-        return bytes(out)
+        return out.result()
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append the encoding to ``out`` (saves a copy when framing)."""
@@ -100,18 +105,22 @@ class _RemoveUserScramCredentialRecord(Message):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> RemoveUserScramCredentialRecord:
         """Decode exactly ``data`` as ``version``; any malformation raises DecodeError."""
-        buf = data if isinstance(data, memoryview) else memoryview(data)
+        # nothing to keep zero-copy: one memcpy into bytes makes every field read cheaper
+        buf: Buf = data if type(data) is bytes else bytes(data)
         o, pos = cls.decode_from(buf, 0, version)
         if pos != len(buf):
             raise DecodeError(f"RemoveUserScramCredentialRecord v{version}: {len(buf) - pos} trailing bytes")
         return o
 
     @classmethod
-    def decode_from(cls, buf: memoryview, pos: int, version: int) -> tuple[RemoveUserScramCredentialRecord, int]:
+    def decode_from(cls, buf: Buf, pos: int, version: int) -> tuple[RemoveUserScramCredentialRecord, int]:
         """Decode starting at ``pos``; return (message, position after it)."""
         if not 0 <= version <= 0:
             raise DecodeError(f"RemoveUserScramCredentialRecord has no version {version}")
         try:
+            if type(buf) is not bytes:  # this codec reads from bytes: copy what remains once
+                o, end = _R_RemoveUserScramCredentialRecord[version - 0](bytes(buf[pos:]), 0, version)
+                return o, pos + end
             return _R_RemoveUserScramCredentialRecord[version - 0](buf, pos, version)
         except DecodeError:
             raise
@@ -133,28 +142,29 @@ def _w_RemoveUserScramCredentialRecord_0(o: _RemoveUserScramCredentialRecord, ou
         out.append(0)
 
 
-def _r_RemoveUserScramCredentialRecord_0(buf: memoryview, pos: int, v: int) -> tuple[_RemoveUserScramCredentialRecord, int]:
-    o = _new(_RemoveUserScramCredentialRecord)
-    n = buf[pos]
-    if 0 < n < 0x80 and pos + n <= len(buf):
-        o.name = str(buf[pos + 1:pos + n], 'utf-8')
-        pos += n
+def _r_RemoveUserScramCredentialRecord_0(buf: bytes, pos: int, v: int) -> tuple[_RemoveUserScramCredentialRecord, int]:
+    blen = len(buf)
+    o0 = _new(_RemoveUserScramCredentialRecord)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode()
+        pos += n0
     else:
-        o.name, pos = r_cstr(buf, pos, False)
-    (o.mechanism,) = I8.unpack_from(buf, pos)
+        o0.name, pos = r_cstr(buf, pos, False)
+    (o0.mechanism,) = I8.unpack_from(buf, pos)
     pos += 1
-    o.unknown_tagged_fields = None
+    o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
-        ntags, pos = read_uvarint(buf, pos)
-        for _ in range(ntags):
-            tag, end, pos = r_tag_header(buf, pos)
-            if o.unknown_tagged_fields is None:
-                o.unknown_tagged_fields = []
-            o.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-            pos = end
-    return o, pos
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, end0, pos = r_tag_header(buf, pos)
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
 
 _W_RemoveUserScramCredentialRecord = (_w_RemoveUserScramCredentialRecord_0, )
 _R_RemoveUserScramCredentialRecord = (_r_RemoveUserScramCredentialRecord_0, )

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The project's test command (README): installs what it needs, then runs every check.
+# Extra arguments go to pytest, e.g. `tools/test.sh tests/recordbatch -x`.
+set -euo pipefail
+source "$(dirname "$0")/_venv.sh"
+
+if ! command -v kcat >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 \
+      || echo "warning: could not install kcat; its interop test will skip (fail under CI)"
+  else
+    echo "note: kcat is not installed; its interop test will skip"
+  fi
+fi
+
+echo "== codegen --check"; .venv/bin/python -m codegen --check
+echo "== ruff";            .venv/bin/ruff check codegen kraftnode recordbatch tests tools
+echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server codegen
+echo "== pytest"
+set +e
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: that is a failure"
+  exit 1
+fi
+exit "$rc"
