@@ -1,0 +1,209 @@
+"""``kraftnode quorum --bootstrap-controller HOST:PORT describe --status|--replication``.
+
+Prints exactly what Kafka 3.9's ``kafka-metadata-quorum.sh`` prints for the same
+quorum: it asks a bootstrap controller for the cluster (DescribeCluster with
+EndpointType 2, which names the active controller), then asks the active
+controller DescribeQuorum, as the Java Admin client does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraftnode.cli import UsageError
+from kraftnode.protocol import (
+    DescribeClusterRequest,
+    DescribeQuorumRequest,
+    Errors,
+)
+from kraftnode.protocol.registry import DESCRIBE_CLUSTER, DESCRIBE_QUORUM
+from kraftnode.quorum_client import ClientError, call
+from recordbatch.wire import ZERO_UUID, uuid_to_base64
+
+NAME = "quorum"
+HELP = "describe a KRaft quorum, like kafka-metadata-quorum.sh"
+
+METADATA_TOPIC = "__cluster_metadata"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    conn = p.add_mutually_exclusive_group(required=True)
+    conn.add_argument("--bootstrap-controller", help="comma-separated host:port controllers")
+    conn.add_argument("--bootstrap-server", help="comma-separated host:port (served the same way)")
+    sub = p.add_subparsers(dest="quorum_command", metavar="describe", parser_class=type(p))
+    sub.required = True
+    d = sub.add_parser("describe", help="describe the metadata quorum")
+    d.add_argument("--status", action="store_true", help="a short summary of the quorum status")
+    d.add_argument("--replication", action="store_true", help="replication detail per replica")
+    d.add_argument("--human-readable", action="store_true",
+                   help="with --replication: timestamps as 'N ms ago'")
+
+
+@dataclass
+class ReplicaInfo:
+    replica_id: int
+    directory_id: Any
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+
+
+@dataclass
+class QuorumInfo:
+    cluster_id: str
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: list[ReplicaInfo]
+    observers: list[ReplicaInfo]
+    endpoints: dict[int, list[str]] = field(default_factory=dict)
+
+
+def _parse_servers(text: str) -> list[tuple[str, int]]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        host, sep, port = part.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise UsageError(f"invalid bootstrap address {part!r}: expected host:port")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def fetch_quorum_info(servers: list[tuple[str, int]], endpoint_type: int) -> QuorumInfo:
+    last_error = "no bootstrap server answered"
+    for host, port in servers:
+        try:
+            _, dc = call(host, port, DESCRIBE_CLUSTER, 1, DescribeClusterRequest(
+                include_cluster_authorized_operations=False, endpoint_type=endpoint_type))
+        except ClientError as e:
+            last_error = str(e)
+            continue
+        if dc.error_code != Errors.NONE:  # type: ignore[attr-defined]
+            last_error = f"DescribeCluster failed: {Errors(dc.error_code).name}"  # type: ignore[attr-defined]
+            continue
+        brokers = {b.broker_id: (b.host, b.port) for b in dc.brokers}  # type: ignore[attr-defined]
+        leader = dc.controller_id  # type: ignore[attr-defined]
+        targets = [brokers[leader]] if leader in brokers else []
+        targets += [hp for hp in brokers.values() if hp not in targets] + [(host, port)]
+        for th, tp in targets:
+            try:
+                info = _describe_quorum(th, tp)
+            except ClientError as e:
+                last_error = str(e)
+                continue
+            if info is None:
+                last_error = "no controller answered DescribeQuorum as leader"
+                continue
+            info.cluster_id = dc.cluster_id  # type: ignore[attr-defined]
+            return info
+    raise UsageError(last_error)
+
+
+def _describe_quorum(host: str, port: int) -> QuorumInfo | None:
+    req = DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
+        topic_name=METADATA_TOPIC, partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)])])
+    _, resp = call(host, port, DESCRIBE_QUORUM, 2, req)
+    if resp.error_code != Errors.NONE:  # type: ignore[attr-defined]
+        return None
+    part = resp.topics[0].partitions[0]  # type: ignore[attr-defined]
+    if part.error_code != Errors.NONE:
+        return None
+
+    def replicas(states: Sequence[Any]) -> list[ReplicaInfo]:
+        return [ReplicaInfo(s.replica_id, s.replica_directory_id, s.log_end_offset,
+                            s.last_fetch_timestamp, s.last_caught_up_timestamp) for s in states]
+
+    endpoints = {n.node_id: [f"{lst.name}://{_host(lst.host)}:{lst.port}" for lst in n.listeners]
+                 for n in resp.nodes}  # type: ignore[attr-defined]
+    return QuorumInfo("", part.leader_id, part.leader_epoch, part.high_watermark,
+                      replicas(part.current_voters), replicas(part.observers), endpoints)
+
+
+def _host(h: str) -> str:
+    return f"[{h}]" if ":" in h else h
+
+
+def _node_json(info: QuorumInfo, r: ReplicaInfo) -> str:
+    s = f'{{"id": {r.replica_id}'
+    if r.directory_id != ZERO_UUID:
+        s += f', "directoryId": "{uuid_to_base64(r.directory_id)}"'
+    eps = info.endpoints.get(r.replica_id, [])
+    if eps:
+        s += ', "endpoints": [' + ", ".join(f'"{e}"' for e in eps) + "]"
+    return s + "}"
+
+
+def format_status(info: QuorumInfo) -> str:
+    leader = next((v for v in info.voters if v.replica_id == info.leader_id), None)
+    if leader is None:
+        raise UsageError(f"leader {info.leader_id} is not among the voters")
+    lagging = min(info.voters, key=lambda v: v.log_end_offset)
+    max_lag = leader.log_end_offset - lagging.log_end_offset
+    if lagging is leader:
+        lag_ms = 0
+    elif leader.last_caught_up_timestamp != -1 and lagging.last_caught_up_timestamp != -1:
+        lag_ms = leader.last_caught_up_timestamp - lagging.last_caught_up_timestamp
+    else:
+        lag_ms = -1
+    voters = "[" + ", ".join(_node_json(info, v) for v in info.voters) + "]"
+    observers = "[" + ", ".join(_node_json(info, o) for o in info.observers) + "]"
+    return (f"ClusterId:              {info.cluster_id}\n"
+            f"LeaderId:               {info.leader_id}\n"
+            f"LeaderEpoch:            {info.leader_epoch}\n"
+            f"HighWatermark:          {info.high_watermark}\n"
+            f"MaxFollowerLag:         {max_lag}\n"
+            f"MaxFollowerLagTimeMs:   {lag_ms}\n"
+            f"CurrentVoters:          {voters}\n"
+            f"CurrentObservers:       {observers}\n")
+
+
+def format_replication(info: QuorumInfo, human_readable: bool = False,
+                       now_ms: int | None = None) -> str:
+    leader = next((v for v in info.voters if v.replica_id == info.leader_id), None)
+    if leader is None:
+        raise UsageError(f"leader {info.leader_id} is not among the voters")
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+
+    def ts(value: int) -> str:
+        if value == -1:
+            return "-1"
+        return f"{now - value} ms ago" if human_readable else str(value)
+
+    rows = []
+    groups = [([leader], "Leader"),
+              ([v for v in info.voters if v.replica_id != info.leader_id], "Follower"),
+              (info.observers, "Observer")]
+    for replicas, status in groups:
+        for r in replicas:
+            rows.append([str(r.replica_id), uuid_to_base64(r.directory_id), str(r.log_end_offset),
+                         str(leader.log_end_offset - r.log_end_offset),
+                         ts(r.last_fetch_timestamp), ts(r.last_caught_up_timestamp), status])
+    headers = ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+               "LastCaughtUpTimestamp", "Status"]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    # Kafka's ToolsUtils.prettyPrintTable: left-aligned, padded, each cell followed by a tab
+    lines = ["".join(c.ljust(w) + "\t" for c, w in zip(row, widths, strict=True))
+             for row in [headers, *rows]]
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.status and args.replication:
+        raise UsageError("Only one of --status or --replication should be specified with describe sub-command")
+    if not (args.status or args.replication):
+        raise UsageError("One of --status or --replication must be specified with describe sub-command")
+    if args.human_readable and args.status:
+        raise UsageError("The option --human-readable is only supported along with --replication")
+    servers = _parse_servers(args.bootstrap_controller or args.bootstrap_server)
+    info = fetch_quorum_info(servers, 2 if args.bootstrap_controller else 1)
+    if args.status:
+        print(format_status(info), end="")
+    else:
+        print(format_replication(info, args.human_readable), end="")
+    return 0
