@@ -1,0 +1,150 @@
+"""Benchmark the ``kraft-log`` Spark source: rows/s reading segments into a DataFrame.
+
+Generates N records with V-byte values (default 5,000,000 x 100 B) into a metadata
+log with ``MetadataLog`` + ``build_batch`` (batches of ``--batch-records``,
+segments of ``--segment-mb`` so Spark gets one input partition per segment),
+then, in the same run and over the same files:
+
+* spark: ``spark.read.format("kraft-log").load(dir)`` -> groupBy(epoch) with count,
+  sum(length(value)), max(offset) -> collect, on ``--master`` (default local[*]);
+* single: one Python process decoding every file with ``kraftnode.spark.decode``
+  (the same decoder, no Spark) and computing the same aggregate with pyarrow.
+
+Prints the median wall time and rows/s of each over ``--repeat`` runs and their
+ratio, and checks that both aggregates agree.  Spark start-up (session creation)
+is excluded; every Spark run includes planning, file discovery, decoding on the
+workers, Arrow transfer to the JVM and the aggregation.
+
+    .venv/bin/python tools/bench/spark_read.py [--records N] [--compression none|lz4|zstd|...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kraftnode.log import LogConfig, MetadataLog
+from recordbatch import Record, build_batch
+
+
+def generate(log_dir: Path, records: int, value_bytes: int, batch_records: int, compression: str,
+             segment_mb: int) -> int:
+    config = LogConfig(segment_bytes=segment_mb * 1024 * 1024, segment_min_bytes=1)
+    value = (bytes(range(256)) * (value_bytes // 256 + 1))[:value_bytes]
+    written = 0
+    epoch = 1
+    with MetadataLog(log_dir, config) as log:
+        while written < records:
+            n = min(batch_records, records - written)
+            batch = build_batch([Record(None, value, (), timestamp=1_700_000_000_000 + written + i)
+                                 for i in range(n)], compression=compression)
+            if written and written % (records // 4 + 1) < batch_records:
+                epoch += 1  # a few leader epochs, so the aggregate has groups
+            log.append_as_leader(batch, epoch)
+            written += n
+        log.flush()
+    return written
+
+
+def spark_run(spark: Any, path: str) -> tuple[float, list[tuple[int, int, int, int]]]:
+    from pyspark.sql import functions as F
+
+    t = time.perf_counter()
+    df = spark.read.format("kraft-log").option("decodeRecords", "true").load(path)
+    rows = (df.groupBy("partition_leader_epoch")
+            .agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes"), F.max("offset").alias("last"))
+            .collect())
+    dt = time.perf_counter() - t
+    out = sorted((r["partition_leader_epoch"], r["n"], r["bytes"], r["last"]) for r in rows)
+    return dt, out
+
+
+def single_run(path: str) -> tuple[float, list[tuple[int, int, int, int]]]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from kraftnode.spark.decode import decode_file
+    from kraftnode.spark.paths import discover
+
+    t = time.perf_counter()
+    acc: dict[int, list[int]] = {}
+    for f in discover([path]):
+        for b in decode_file(f.path, replica=f.replica, file_type=f.file_type):
+            tab = pa.Table.from_batches([b]).select(["partition_leader_epoch", "offset", "value"])
+            tab = tab.append_column("vlen", pc.binary_length(tab["value"]))
+            g = tab.group_by("partition_leader_epoch").aggregate(
+                [("offset", "count"), ("vlen", "sum"), ("offset", "max")])
+            for e, n, s, m in zip(*(g[c].to_pylist() for c in
+                                    ("partition_leader_epoch", "offset_count", "vlen_sum", "offset_max")),
+                                  strict=True):
+                a = acc.setdefault(e, [0, 0, -1])
+                a[0] += n
+                a[1] += s
+                a[2] = max(a[2], m)
+    dt = time.perf_counter() - t
+    return dt, sorted((e, a[0], a[1], a[2]) for e, a in acc.items())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=5_000_000)
+    ap.add_argument("--value-bytes", type=int, default=100)
+    ap.add_argument("--batch-records", type=int, default=1000)
+    ap.add_argument("--compression", default="none")
+    ap.add_argument("--segment-mb", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--master", default="local[*]")
+    ap.add_argument("--dir", help="where to generate the log (default: a temporary directory)")
+    args = ap.parse_args(argv)
+
+    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kraft-spark-bench-"))
+    try:
+        log_dir = root / "metadata"
+        t = time.perf_counter()
+        n = generate(log_dir, args.records, args.value_bytes, args.batch_records, args.compression,
+                     args.segment_mb)
+        files = sorted((log_dir / "__cluster_metadata-0").glob("*.log"))
+        size = sum(f.stat().st_size for f in files)
+        print(f"generated {n:,} records of {args.value_bytes} B ({args.compression}, "
+              f"{args.batch_records}/batch) in {len(files)} segments, {size / 1e6:.0f} MB, "
+              f"in {time.perf_counter() - t:.1f} s", flush=True)
+
+        from kraftnode.spark import local_session
+
+        spark = local_session(args.master, "kraftnode-bench")
+        try:
+            spark_run(spark, str(log_dir))  # warm-up: JVM JIT, worker start-up
+            spark_times, single_times = [], []
+            spark_out = single_out = None
+            for i in range(args.repeat):
+                dt, spark_out = spark_run(spark, str(log_dir))
+                spark_times.append(dt)
+                dt2, single_out = single_run(str(log_dir))
+                single_times.append(dt2)
+                print(f"  run {i + 1}: spark {dt:.2f} s ({n / dt:,.0f} rows/s), "
+                      f"single process {dt2:.2f} s ({n / dt2:,.0f} rows/s)", flush=True)
+        finally:
+            spark.stop()
+        if spark_out != single_out:
+            print(f"MISMATCH: spark {spark_out} != single {single_out}", file=sys.stderr)
+            return 1
+        sm, pm = statistics.median(spark_times), statistics.median(single_times)
+        print(f"spark ({args.master}, {os.cpu_count()} cores): median {sm:.2f} s = {n / sm:,.0f} rows/s")
+        print(f"single-process decode:           median {pm:.2f} s = {n / pm:,.0f} rows/s")
+        print(f"ratio spark / single: {pm / sm:.2f}x   aggregate (epoch, rows, value bytes, last offset): "
+              f"{spark_out}")
+        return 0
+    finally:
+        if not args.dir:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
