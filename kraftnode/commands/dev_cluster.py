@@ -52,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
     ports = _free_ports(args.nodes)
     voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
     procs: list[subprocess.Popen[str]] = []
+    from kraftnode.log.uuids import random_uuid
+    from recordbatch.wire import uuid_to_base64
+
+    cluster_id = uuid_to_base64(random_uuid())
     try:
         for i, port in enumerate(ports):
             node_id = i + 1
@@ -63,14 +67,20 @@ def run(args: argparse.Namespace) -> int:
                 f"listeners=CONTROLLER://127.0.0.1:{port}\n"
                 f"controller.listener.names=CONTROLLER\n"
                 f"controller.quorum.voters={voters}\n"
-                f"metadata.log.dir={node_dir / 'metadata'}\n"
+                f"log.dirs={node_dir / 'metadata'}\n"
             )
+            fmt = subprocess.run(
+                [sys.executable, "-m", "kraftnode", "format", "--config", str(props),
+                 "--cluster-id", cluster_id, "--ignore-formatted"],
+                capture_output=True, text=True)
+            if fmt.returncode != 0:
+                raise UsageError(f"formatting node {node_id} failed: {fmt.stderr.strip()}")
             log = (node_dir / "node.log").open("w")
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "kraftnode", "start", str(props)],
                 stdout=log, stderr=subprocess.STDOUT, text=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"}))
-        print(f"kraftnode dev cluster in {root}")
+        print(f"kraftnode dev cluster {cluster_id} in {root}")
         for i, port in enumerate(ports):
             print(f"  node {i + 1}: CONTROLLER://127.0.0.1:{port}  "
                   f"(config {root / f'node{i + 1}' / 'server.properties'}, log node.log)")
@@ -109,16 +119,28 @@ def _wait_listening(ports: list[int], root: Path, timeout: float = 30.0) -> None
                 time.sleep(0.1)
 
 
-def _print_status(ports: list[int]) -> None:
-    """What the nodes answer right now (grows into the quorum status with the raft node)."""
-    from kraftnode.protocol import ApiVersionsRequest
-    from kraftnode.protocol.registry import API_VERSIONS
-    from kraftnode.quorum_client import call
+def _print_status(ports: list[int], timeout: float = 30.0) -> None:
+    """Wait for a leader, then print the quorum as kafka-metadata-quorum.sh would."""
+    from kraftnode.commands.quorum import fetch_quorum_info, format_replication, format_status
 
-    for i, port in enumerate(ports):
-        _, resp = call("127.0.0.1", port, API_VERSIONS, 3, ApiVersionsRequest(
-            client_software_name="kraftnode-dev-cluster", client_software_version="0.1.0"))
-        print(f"  node {i + 1}: answers ApiVersions with {len(resp.api_keys)} APIs")  # type: ignore[attr-defined]
+    servers = [("127.0.0.1", p) for p in ports]
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            info = fetch_quorum_info(servers, 2)
+            if info.leader_id >= 0:
+                break
+        except UsageError:
+            pass
+        if time.monotonic() > deadline:
+            print("  no leader elected yet; see the node logs")
+            return
+        time.sleep(0.2)
+    print()
+    print(format_status(info), end="")
+    print()
+    print(format_replication(info), end="")
+    print()
 
 
 def _wait(procs: list[subprocess.Popen[str]], deadline: float | None) -> None:

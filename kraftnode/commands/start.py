@@ -8,7 +8,7 @@ import logging
 import anyio
 
 from kraftnode.cli import UsageError
-from kraftnode.config import ConfigError, ServerConfig
+from kraftnode.config import ConfigError
 
 NAME = "start"
 HELP = "start a node from a Kafka-style server.properties file"
@@ -19,20 +19,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kraftnode.server.node import run_node
+    from kraftnode.server import node_config
+    from kraftnode.server.node import StartupError, run_node
 
-    try:
-        config = ServerConfig.load(args.config)
-        config.node_id  # noqa: B018 - validate early, with the key named in the error
-        listeners = config.listeners
-    except ConfigError as e:
-        raise UsageError(str(e)) from None
-    if not listeners:
-        raise UsageError(f"{args.config}: 'listeners' names no listener")
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s [%(name)s] %(message)s")
     try:
-        anyio.run(run_node, config)
+        cfg = node_config.load(args.config)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    try:
+        anyio.run(run_node, cfg)
+    except StartupError as e:
+        raise UsageError(str(e)) from None
     except KeyboardInterrupt:
         pass
     return 0

@@ -1,54 +1,127 @@
-"""A running node: listeners plus the handlers behind them.
+"""A running node: the on-disk log, the Raft core and its driver, and the listeners.
 
-This is the process ``kraftnode start`` runs.  Today it serves the protocol
-layer (ApiVersions negotiation); the raft-backed handlers plug into
-:class:`NodeHandlers` as they arrive, so the command and the listener stay the same.
+``kraftnode start server.properties`` runs :func:`run_node`.  The metadata log dir
+must have been formatted (``kraftnode format``), as Kafka requires: that is where
+the cluster id and this node's directory id come from.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import signal
+from pathlib import Path
 
 import anyio
 
-from kraftnode.config import ServerConfig
-from kraftnode.protocol.framing import FrameError, Request
-from kraftnode.protocol.registry import API_VERSIONS
+from kraftnode.config import ConfigError
+from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
+from kraftnode.log.metadata_log import METADATA_PARTITION_DIR, LogError, MetadataLog
+from kraftnode.log.quorum_state import QuorumStateError, QuorumStateStore
+from kraftnode.raft.config import RaftConfig
+from kraftnode.raft.node import RaftNode
+from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.server import api_versions
-from kraftnode.server.network import KafkaListener, Reply
+from kraftnode.server.handlers import NodeHandlers, NodeIdentity
+from kraftnode.server.network import KafkaListener, ServerLimits
+from kraftnode.server.node_config import NodeConfig
+from kraftnode.server.peer_client import PeerPool
+from kraftnode.server.raft_driver import RaftDriver, now_ms, quorum_state_to_election
+from kraftnode.server.raft_log import DiskRaftLog
 
 log = logging.getLogger("kraftnode.node")
 
 
-class NodeHandlers:
-    """Routes parsed requests to the code that answers them."""
-
-    def __init__(self, features: api_versions.FeatureView | None = None) -> None:
-        self.features = features or api_versions.FeatureView()
-
-    async def __call__(self, request: Request, peer: str) -> Reply | None:
-        if request.spec.key == API_VERSIONS:
-            body, version = api_versions.answer(request, self.features)
-            sw = ""
-            if request.body is not None and request.api_version >= 3:
-                sw = f" ({request.body.client_software_name} {request.body.client_software_version})"  # type: ignore[attr-defined]
-            log.info("ApiVersions v%d from %s%s: answered v%d, error %d",
-                     request.api_version, peer, sw, version, body.error_code)
-            return Reply(body, version)
-        raise FrameError(f"{request.spec.name} v{request.api_version} is not served by this node yet")
+class StartupError(Exception):
+    """The node cannot start; the message says why (printed as one line, exit 2)."""
 
 
-async def run_node(config: ServerConfig) -> None:
-    handlers = NodeHandlers()
-    async with anyio.create_task_group() as tg:
-        for lst in config.listeners:
-            host = lst.host or "0.0.0.0"
-            listener = KafkaListener(host, lst.port, handlers)
-            port = await tg.start(listener.serve)
-            print(f"node {config.node_id} listening on {lst.name}://{host}:{port}", flush=True)
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for sig in signals:
-                log.info("received %s, shutting down", signal.Signals(sig).name)
-                tg.cancel_scope.cancel()
-                break
+def open_storage(cfg: NodeConfig) -> tuple[str, object, MetadataLog, QuorumStateStore]:
+    root = Path(cfg.metadata_log_dir)
+    try:
+        meta = read_meta_properties(root)
+    except MetaPropertiesError as e:
+        raise StartupError(str(e)) from None
+    if meta is None:
+        raise StartupError(f"{root} is not formatted: run `kraftnode format --config {cfg.source} "
+                           f"--cluster-id ID` first")
+    if meta.node_id != cfg.node_id:
+        raise StartupError(f"stored node.id {meta.node_id} in {root / 'meta.properties'} does not "
+                           f"match the configured node.id {cfg.node_id}")
+    try:
+        mlog = MetadataLog(root, cfg.log_config)
+    except (LogError, OSError) as e:
+        raise StartupError(f"cannot open the metadata log in {root}: {e}") from None
+    store = QuorumStateStore(root / METADATA_PARTITION_DIR)
+    return meta.cluster_id, meta.directory_id, mlog, store
+
+
+async def run_node(cfg: NodeConfig) -> None:
+    cluster_id, directory_id, mlog, store = open_storage(cfg)
+    try:
+        try:
+            election = quorum_state_to_election(store.read())
+        except QuorumStateError as e:
+            raise StartupError(str(e)) from None
+        rlog = DiskRaftLog(mlog, mlog.dir)
+        listener = cfg.controller_listener
+        static = VoterSet.static({v.node_id: [Endpoint(listener, v.host, v.port)]
+                                  for v in cfg.static_voters}) if cfg.static_voters else VoterSet.of([])
+        kraft_version = 0 if cfg.static_voters else 1
+        raft_cfg = RaftConfig(
+            cluster_id=cluster_id, election_timeout_ms=cfg.election_timeout_ms,
+            election_backoff_max_ms=cfg.election_backoff_max_ms, fetch_timeout_ms=cfg.fetch_timeout_ms,
+            request_timeout_ms=cfg.request_timeout_ms, retry_backoff_ms=cfg.retry_backoff_ms,
+            listener_name=listener)
+        node = RaftNode(
+            cfg.node_id, directory_id if kraft_version == 1 else None, raft_cfg, rlog, election,  # type: ignore[arg-type]
+            static, random.Random(), now_ms(),
+            local_endpoints=(Endpoint(listener, cfg.advertised_host, cfg.advertised_port),),
+            bootstrap_servers=[-1 - i for i in range(len(cfg.bootstrap_servers))])
+        async with anyio.create_task_group() as tg:
+            pool = PeerPool(tg, f"raft-client-{cfg.node_id}", cfg.request_timeout_ms / 1000,
+                            cfg.retry_backoff_ms / 1000, max(cfg.retry_backoff_ms, 1000) / 1000)
+            driver = RaftDriver(node, rlog, store, pool,
+                                {v.node_id: (v.host, v.port) for v in cfg.static_voters},
+                                cfg.bootstrap_servers, kraft_version, cfg.request_timeout_ms / 1000)
+            handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), driver,
+                                    api_versions.FeatureView())
+            limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
+            for lst in cfg.listeners:
+                host = lst.host or "0.0.0.0"
+                port = await tg.start(KafkaListener(host, lst.port, handlers, limits).serve)
+                print(f"node {cfg.node_id} listening on {lst.name}://{host}:{port}", flush=True)
+            tg.start_soon(driver.run, tg)
+            log.info("node %d started: cluster %s, %s quorum, log end offset %d", cfg.node_id,
+                     cluster_id, "static" if kraft_version == 0 else "dynamic", rlog.end_offset)
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async def watch_fatal() -> None:
+                    while driver.fatal is None:
+                        await anyio.sleep(0.2)
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(watch_fatal)
+                async for sig in signals:
+                    log.info("received %s: shutting down", signal.Signals(sig).name)
+                    await _graceful_shutdown(driver)
+                    tg.cancel_scope.cancel()
+                    break
+    finally:
+        mlog.close()
+
+
+async def _graceful_shutdown(driver: RaftDriver) -> None:
+    """A leader resigns first (EndQuorumEpoch) so a successor is elected at once."""
+    if driver.node.is_leader:
+        log.info("resigning leadership of epoch %d", driver.node.epoch)
+        await driver.resign()
+        with anyio.move_on_after(0.5):
+            await anyio.sleep(0.3)  # let the EndQuorumEpoch requests leave
+    driver.stop()
+
+
+def start(cfg: NodeConfig) -> None:
+    anyio.run(run_node, cfg)
+
+
+__all__ = ["ConfigError", "StartupError", "run_node", "start"]

@@ -1,0 +1,453 @@
+"""Request handlers: turn parsed wire requests into core events or log reads, and back.
+
+Raft RPCs go through the core (:class:`RaftDriver`); the application APIs (Produce,
+consumer Fetch, ListOffsets, Metadata) are our extension and read or append to the
+same log; the admin APIs (DescribeCluster, DescribeQuorum) report the core's view.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from kraftnode.protocol import Errors
+from kraftnode.protocol import generated as w
+from kraftnode.protocol.framing import FrameError, Request
+from kraftnode.protocol.registry import (
+    ADD_RAFT_VOTER,
+    API_VERSIONS,
+    BEGIN_QUORUM_EPOCH,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_QUORUM,
+    END_QUORUM_EPOCH,
+    FETCH,
+    FETCH_SNAPSHOT,
+    LIST_OFFSETS,
+    METADATA,
+    PRODUCE,
+    REMOVE_RAFT_VOTER,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    UPDATE_FEATURES,
+    UPDATE_RAFT_VOTER,
+    VOTE,
+)
+from kraftnode.raft.actions import AppendCompleted
+from kraftnode.server import api_versions
+from kraftnode.server import raft_wire as rw
+from kraftnode.server.network import Reply
+from kraftnode.server.raft_driver import RaftDriver, now_ms
+from kraftnode.server.raft_log import RawBatches
+from recordbatch import CorruptBatchError, iter_batches
+from recordbatch.wire import ZERO_UUID
+
+log = logging.getLogger("kraftnode.handlers")
+
+TOPIC = rw.METADATA_TOPIC
+TOPIC_ID = rw.METADATA_TOPIC_ID
+
+
+@dataclass(frozen=True)
+class NodeIdentity:
+    node_id: int
+    cluster_id: str
+    listener_name: str
+
+
+class NodeHandlers:
+    """Routes parsed requests to the code that answers them."""
+
+    def __init__(self, ident: NodeIdentity, driver: RaftDriver,
+                 features: api_versions.FeatureView) -> None:
+        self.ident = ident
+        self.driver = driver
+        self.features = features
+
+    # ---------------------------------------------------------------- helpers
+    @property
+    def core(self) -> Any:
+        return self.driver.node
+
+    def _voter_endpoints(self) -> dict[int, tuple[str, int]]:
+        """Each voter's endpoint on our controller listener (the address clients use)."""
+        out: dict[int, tuple[str, int]] = {}
+        for node in self.core.voters:
+            ep = node.endpoint(self.ident.listener_name) or node.endpoint()
+            if ep is not None:
+                out[node.key.id] = (ep.host, ep.port)
+            elif node.key.id in self.driver.addresses:
+                out[node.key.id] = self.driver.addresses[node.key.id]
+        return out
+
+    def _leader(self) -> tuple[int, int]:
+        return self.core.leader_id, self.core.epoch
+
+    async def __call__(self, request: Request, peer: str) -> Reply | None:
+        key = request.spec.key
+        v = request.api_version
+        body: Any = request.body
+        if key == API_VERSIONS:
+            resp, rv = api_versions.answer(request, self._features())
+            return Reply(resp, rv)
+        handler = self._handlers.get(key)
+        if handler is None:
+            raise FrameError(f"{request.spec.name} is not served")
+        result = await handler(self, body, v)
+        return None if result is None else Reply(result, v)
+
+    def _features(self) -> api_versions.FeatureView:
+        f = self.features
+        f.finalized = {"metadata.version": api_versions.METADATA_VERSION_3_9,
+                       "kraft.version": self.driver.kraft_version}
+        f.finalized_epoch = max(self.driver.high_watermark - 1, -1)
+        return f
+
+    # ---------------------------------------------------------------- raft RPCs
+    async def _vote(self, q: w.VoteRequest, v: int) -> w.VoteResponse:
+        r = rw.vote_request_from_wire(q)
+        if r is None:
+            return w.VoteResponse(error_code=Errors.INVALID_REQUEST)
+        return rw.vote_response_to_wire(await self.driver.call(r), v)  # type: ignore[arg-type]
+
+    async def _begin(self, q: w.BeginQuorumEpochRequest, v: int) -> w.BeginQuorumEpochResponse:
+        r = rw.begin_request_from_wire(q)
+        if r is None:
+            return w.BeginQuorumEpochResponse(error_code=Errors.INVALID_REQUEST)
+        return rw.begin_response_to_wire(await self.driver.call(r), v)  # type: ignore[arg-type]
+
+    async def _end(self, q: w.EndQuorumEpochRequest, v: int) -> w.EndQuorumEpochResponse:
+        r = rw.end_request_from_wire(q, v)
+        if r is None:
+            return w.EndQuorumEpochResponse(error_code=Errors.INVALID_REQUEST)
+        return rw.end_response_to_wire(await self.driver.call(r), v)  # type: ignore[arg-type]
+
+    async def _fetch_snapshot(self, q: w.FetchSnapshotRequest, v: int) -> w.FetchSnapshotResponse:
+        r = rw.fetch_snapshot_request_from_wire(q)
+        if r is None:
+            return w.FetchSnapshotResponse(error_code=Errors.INVALID_REQUEST)
+        return rw.fetch_snapshot_response_to_wire(await self.driver.call(r), v)  # type: ignore[arg-type]
+
+    async def _fetch(self, q: w.FetchRequest, v: int) -> w.FetchResponse:
+        replica = rw.fetch_replica_id(q, v)
+        if replica >= 0:  # a raft replica (voter or observer)
+            r = rw.fetch_request_from_wire(q, v)
+            if r is None:
+                return w.FetchResponse(error_code=Errors.INVALID_REQUEST)
+            return rw.fetch_response_to_wire(await self.driver.call(r), v)  # type: ignore[arg-type]
+        return await self._consumer_fetch(q, v)
+
+    # ---------------------------------------------------------------- consumers
+    async def _consumer_fetch(self, q: w.FetchRequest, v: int) -> w.FetchResponse:
+        """A consumer (ReplicaId -1) reads committed records: up to the high watermark."""
+        deadline = time.monotonic() + max(0, q.max_wait_ms) / 1000
+        while True:
+            resp, got = self._consumer_fetch_once(q, v)
+            if got >= max(q.min_bytes, 1) or time.monotonic() >= deadline or not self.core.is_leader:
+                return resp
+            with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
+                await self.driver.hw_changed.wait()
+
+    def _consumer_fetch_once(self, q: w.FetchRequest, v: int) -> tuple[w.FetchResponse, int]:
+        leader, epoch = self._leader()
+        total = 0
+        topics = []
+        budget = q.max_bytes if q.max_bytes > 0 else 0x7FFFFFFF
+        for t in q.topics:
+            ours = (t.topic_id == TOPIC_ID) if v >= 13 else (t.topic == TOPIC)
+            parts = []
+            for p in t.partitions:
+                pd = w.FetchResponse.PartitionData(partition_index=p.partition, high_watermark=-1,
+                                                   last_stable_offset=-1, log_start_offset=-1,
+                                                   records=None)
+                if not ours or p.partition != 0:
+                    pd.error_code = Errors.UNKNOWN_TOPIC_ID if v >= 13 else Errors.UNKNOWN_TOPIC_OR_PARTITION
+                elif not self.core.is_leader:
+                    pd.error_code = Errors.NOT_LEADER_OR_FOLLOWER
+                    if v >= 12:
+                        pd.current_leader = w.FetchResponse.LeaderIdAndEpoch(leader_id=leader,
+                                                                             leader_epoch=epoch)
+                elif v >= 9 and p.current_leader_epoch >= 0 and p.current_leader_epoch != epoch:
+                    pd.error_code = (Errors.FENCED_LEADER_EPOCH if p.current_leader_epoch < epoch
+                                     else Errors.UNKNOWN_LEADER_EPOCH)
+                else:
+                    hw = self.driver.high_watermark
+                    lso = self.driver.log.start_offset
+                    pd.high_watermark = hw
+                    pd.last_stable_offset = hw
+                    pd.log_start_offset = lso
+                    if not lso <= p.fetch_offset <= hw:
+                        pd.error_code = Errors.OFFSET_OUT_OF_RANGE
+                    elif p.fetch_offset < hw and budget > 0:
+                        limit = min(budget, p.partition_max_bytes) if p.partition_max_bytes > 0 else budget
+                        info = self.driver.log.log.read(p.fetch_offset, limit, max_offset=hw,
+                                                        min_one_batch=total == 0)
+                        pd.records = info.records
+                        total += len(info.records)
+                        budget -= len(info.records)
+                    else:
+                        pd.records = b""
+                parts.append(pd)
+            topics.append(w.FetchResponse.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id,
+                                                                 partitions=parts))
+        endpoints = []
+        if v >= 16 and any(pd.error_code == Errors.NOT_LEADER_OR_FOLLOWER
+                           for t in topics for pd in t.partitions):
+            ep = self._voter_endpoints().get(leader)
+            if ep is not None:
+                endpoints.append(w.FetchResponse.NodeEndpoint(node_id=leader, host=ep[0], port=ep[1]))
+        return w.FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics,
+                               node_endpoints=endpoints), total
+
+    async def _list_offsets(self, q: w.ListOffsetsRequest, v: int) -> w.ListOffsetsResponse:
+        leader, epoch = self._leader()
+        out = []
+        for t in q.topics:
+            parts = []
+            for p in t.partitions:
+                rp = w.ListOffsetsResponse.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
+                if t.name != TOPIC or p.partition_index != 0:
+                    rp.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                elif not self.core.is_leader:
+                    rp.error_code = Errors.NOT_LEADER_OR_FOLLOWER
+                elif v >= 4 and p.current_leader_epoch >= 0 and p.current_leader_epoch != epoch:
+                    rp.error_code = (Errors.FENCED_LEADER_EPOCH if p.current_leader_epoch < epoch
+                                     else Errors.UNKNOWN_LEADER_EPOCH)
+                else:
+                    rp.offset, rp.timestamp = self._offset_for(p.timestamp)
+                    rp.leader_epoch = epoch if rp.offset >= 0 else -1
+                parts.append(rp)
+            out.append(w.ListOffsetsResponse.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+        return w.ListOffsetsResponse(throttle_time_ms=0, topics=out)
+
+    def _offset_for(self, ts: int) -> tuple[int, int]:
+        hw = self.driver.high_watermark
+        log_ = self.driver.log.log
+        if ts == -2:   # EARLIEST
+            return log_.start_offset, -1
+        if ts in (-1, -4):  # LATEST (and LATEST_TIERED: nothing is tiered): the high watermark
+            return hw, -1
+        if ts == -3:   # MAX_TIMESTAMP among committed records
+            best = (-1, -1)
+            for b in log_.batches(log_.start_offset, hw):
+                if b.max_timestamp > best[1] and not b.is_control:
+                    for r in b.records():
+                        if r.timestamp == b.max_timestamp:
+                            best = (r.offset, r.timestamp)
+                            break
+            return best
+        for b in log_.batches(log_.start_offset, hw):   # first record with timestamp >= ts
+            if b.max_timestamp >= ts and not b.is_control:
+                for r in b.records():
+                    if r.timestamp >= ts and r.offset < hw:
+                        return r.offset, r.timestamp
+        return -1, -1
+
+    # ---------------------------------------------------------------- produce
+    async def _produce(self, q: w.ProduceRequest, v: int) -> w.ProduceResponse | None:
+        leader, epoch = self._leader()
+        responses = []
+        waiters: list[tuple[Any, Any, int, int]] = []
+        if q.acks not in (-1, 0, 1):
+            code: int | None = Errors.INVALID_REQUIRED_ACKS
+        elif q.transactional_id is not None:
+            code = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        else:
+            code = None
+        for t in q.topic_data:
+            parts = []
+            for p in t.partition_data:
+                pr = w.ProduceResponse.PartitionProduceResponse(index=p.index, base_offset=-1,
+                                                                log_append_time_ms=-1, log_start_offset=-1)
+                parts.append(pr)
+                if code is not None:
+                    pr.error_code = code
+                elif t.name != TOPIC or p.index != 0:
+                    pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                elif not self.core.is_leader:
+                    pr.error_code = Errors.NOT_LEADER_OR_FOLLOWER
+                    if v >= 10:
+                        pr.current_leader = w.ProduceResponse.LeaderIdAndEpoch(leader_id=leader,
+                                                                               leader_epoch=epoch)
+                else:
+                    err, count = _validate_produce_records(p.records)
+                    if err is not None:
+                        pr.error_code, pr.error_message = err
+                        continue
+                    base = self.driver.log.end_offset
+                    _, waiter = self.driver.append_nowait([RawBatches(p.records or b"")])
+                    pr.base_offset = base
+                    pr.log_start_offset = self.driver.log.start_offset
+                    waiters.append((pr, waiter, base, count))
+            responses.append(w.ProduceResponse.TopicProduceResponse(name=t.name, partition_responses=parts))
+        if q.acks == -1 and waiters:
+            with anyio.move_on_after(max(q.timeout_ms, 0) / 1000):
+                for _, waiter, _, _ in waiters:
+                    await waiter.done.wait()
+            for pr, waiter, _base, count in waiters:
+                done: AppendCompleted | None = waiter.value
+                if done is None:
+                    pr.error_code = Errors.REQUEST_TIMED_OUT
+                elif done.error_code:
+                    pr.error_code = done.error_code
+                    pr.base_offset = -1
+                else:
+                    pr.base_offset = done.last_offset - count + 1
+        elif waiters:
+            await anyio.sleep(0)  # let the driver see the append before we answer (acks=1)
+            for pr, waiter, _, _ in waiters:
+                done = waiter.value
+                if done is not None and done.error_code:
+                    pr.error_code = done.error_code
+                    pr.base_offset = -1
+        if q.acks == 0:
+            return None
+        endpoints = []
+        if v >= 10 and any(pr.error_code == Errors.NOT_LEADER_OR_FOLLOWER
+                           for t in responses for pr in t.partition_responses):
+            ep = self._voter_endpoints().get(leader)
+            if ep is not None:
+                endpoints.append(w.ProduceResponse.NodeEndpoint(node_id=leader, host=ep[0], port=ep[1]))
+        return w.ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=endpoints)
+
+    # ---------------------------------------------------------------- metadata
+    async def _metadata(self, q: w.MetadataRequest, v: int) -> w.MetadataResponse:
+        leader, epoch = self._leader()
+        eps = self._voter_endpoints()
+        brokers = [w.MetadataResponse.MetadataResponseBroker(node_id=i, host=h, port=p, rack=None)
+                   for i, (h, p) in sorted(eps.items())]
+        voter_ids = sorted(self.core.voters.ids)
+        ours = w.MetadataResponse.MetadataResponseTopic(
+            error_code=0, name=TOPIC, topic_id=TOPIC_ID, is_internal=False,
+            topic_authorized_operations=-2147483648,
+            partitions=[w.MetadataResponse.MetadataResponsePartition(
+                error_code=0 if leader >= 0 else Errors.LEADER_NOT_AVAILABLE, partition_index=0,
+                leader_id=leader, leader_epoch=epoch, replica_nodes=voter_ids, isr_nodes=voter_ids,
+                offline_replicas=[])])
+        topics = []
+        if q.topics is None:
+            topics = [ours]
+        else:
+            for t in q.topics:
+                if t.name == TOPIC or (t.name is None and t.topic_id == TOPIC_ID):
+                    topics.append(ours)
+                else:
+                    topics.append(w.MetadataResponse.MetadataResponseTopic(
+                        error_code=Errors.UNKNOWN_TOPIC_ID if t.name is None else Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                        name=t.name, topic_id=t.topic_id if t.name is None else ZERO_UUID,
+                        is_internal=False, partitions=[], topic_authorized_operations=-2147483648))
+        return w.MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=self.ident.cluster_id,
+                                  controller_id=leader, topics=topics)
+
+    # ---------------------------------------------------------------- admin
+    async def _describe_cluster(self, q: w.DescribeClusterRequest, v: int) -> w.DescribeClusterResponse:
+        et = q.endpoint_type if v >= 1 else 1
+        if et not in (1, 2):
+            return w.DescribeClusterResponse(error_code=Errors.UNSUPPORTED_ENDPOINT_TYPE,
+                                             error_message=f"unsupported endpoint type {et}",
+                                             endpoint_type=et, cluster_id=self.ident.cluster_id)
+        eps = self._voter_endpoints()
+        leader, _ = self._leader()
+        return w.DescribeClusterResponse(
+            throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=et,
+            cluster_id=self.ident.cluster_id, controller_id=leader,
+            brokers=[w.DescribeClusterResponse.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=None)
+                     for i, (h, p) in sorted(eps.items())],
+            cluster_authorized_operations=-2147483648)
+
+    async def _describe_quorum(self, q: w.DescribeQuorumRequest, v: int) -> w.DescribeQuorumResponse:
+        p = rw._single_partition(q.topics)
+        if p is None or p.partition_index != 0:
+            return w.DescribeQuorumResponse(error_code=Errors.INVALID_REQUEST,
+                                            error_message="only __cluster_metadata-0 is described")
+        d = self.core.describe_quorum(now_ms())
+        R = w.DescribeQuorumResponse.ReplicaState
+
+        def rs(x: Any) -> Any:
+            return R(replica_id=x.replica_id, replica_directory_id=x.replica_directory_id or ZERO_UUID,
+                     log_end_offset=x.log_end_offset, last_fetch_timestamp=x.last_fetch_timestamp,
+                     last_caught_up_timestamp=x.last_caught_up_timestamp)
+
+        part = w.DescribeQuorumResponse.PartitionData(
+            partition_index=0, error_code=d.error_code, leader_id=d.leader_id,
+            leader_epoch=d.leader_epoch, high_watermark=d.high_watermark,
+            current_voters=[rs(x) for x in d.current_voters], observers=[rs(x) for x in d.observers])
+        if d.error_code:
+            part.error_message = Errors(d.error_code).name if v >= 2 else None
+        nodes = []
+        if v >= 2 and not d.error_code:
+            for node_id, endpoints in sorted(d.nodes.items()):
+                nodes.append(w.DescribeQuorumResponse.Node(node_id=node_id, listeners=[
+                    w.DescribeQuorumResponse.Listener(name=e.name, host=e.host, port=e.port)
+                    for e in endpoints]))
+        return w.DescribeQuorumResponse(error_code=0, topics=[w.DescribeQuorumResponse.TopicData(
+            topic_name=TOPIC, partitions=[part])], nodes=nodes)
+
+    async def _update_features(self, q: w.UpdateFeaturesRequest, v: int) -> w.UpdateFeaturesResponse:
+        if not self.core.is_leader:
+            return w.UpdateFeaturesResponse(error_code=Errors.NOT_CONTROLLER)
+        results = []
+        for f in q.feature_updates:
+            current = self._features().finalized.get(f.feature)
+            if current == f.max_version_level:
+                code, msg = 0, None
+            else:
+                code, msg = Errors.INVALID_UPDATE_VERSION, f"changing {f.feature} is not supported by this node"
+            results.append(w.UpdateFeaturesResponse.UpdatableFeatureResult(
+                feature=f.feature, error_code=code, error_message=msg))
+        return w.UpdateFeaturesResponse(throttle_time_ms=0, error_code=0, results=results)
+
+    async def _voter_change(self, q: Any, v: int) -> Any:
+        """Add/Remove/UpdateRaftVoter (KIP-853): reconfiguration is a later milestone."""
+        cls = {w.AddRaftVoterRequest: w.AddRaftVoterResponse,
+               w.RemoveRaftVoterRequest: w.RemoveRaftVoterResponse,
+               w.UpdateRaftVoterRequest: w.UpdateRaftVoterResponse}[type(q)]
+        if not self.core.is_leader:
+            return cls(error_code=Errors.NOT_LEADER_OR_FOLLOWER)
+        resp = cls(error_code=Errors.UNSUPPORTED_VERSION)
+        if hasattr(resp, "error_message"):
+            resp.error_message = "voter changes are not supported by this node yet"
+        return resp
+
+    async def _sasl_handshake(self, q: Any, v: int) -> w.SaslHandshakeResponse:
+        return w.SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE, mechanisms=[])
+
+    async def _sasl_authenticate(self, q: Any, v: int) -> w.SaslAuthenticateResponse:
+        return w.SaslAuthenticateResponse(
+            error_code=Errors.ILLEGAL_SASL_STATE,
+            error_message="SaslAuthenticate request received after successful authentication",
+            auth_bytes=b"")
+
+    _handlers: dict[int, Any] = {
+        VOTE: _vote, BEGIN_QUORUM_EPOCH: _begin, END_QUORUM_EPOCH: _end, FETCH: _fetch,
+        FETCH_SNAPSHOT: _fetch_snapshot, LIST_OFFSETS: _list_offsets, PRODUCE: _produce,
+        METADATA: _metadata, DESCRIBE_CLUSTER: _describe_cluster, DESCRIBE_QUORUM: _describe_quorum,
+        UPDATE_FEATURES: _update_features, ADD_RAFT_VOTER: _voter_change,
+        REMOVE_RAFT_VOTER: _voter_change, UPDATE_RAFT_VOTER: _voter_change,
+        SASL_HANDSHAKE: _sasl_handshake, SASL_AUTHENTICATE: _sasl_authenticate,
+    }
+
+
+def _validate_produce_records(records: Any) -> tuple[tuple[int, str] | None, int]:
+    """Check a producer's batches before they touch the log; return (error, record count)."""
+    if records is None or len(records) == 0:
+        return (Errors.INVALID_RECORD, "no records"), 0
+    count = 0
+    try:
+        it = iter_batches(records)
+        for b in it:
+            b.validate()
+            if b.is_control:
+                return (Errors.INVALID_RECORD, "producers may not write control batches"), 0
+            count += b.records_count
+        if it.incomplete or it.position != len(records):
+            return (Errors.CORRUPT_MESSAGE, "records end with a partial batch"), 0
+    except CorruptBatchError as e:
+        return (Errors.CORRUPT_MESSAGE, str(e)), 0
+    if count == 0:
+        return (Errors.INVALID_RECORD, "no records"), 0
+    return None, count
