@@ -151,11 +151,16 @@ def _wait(procs: list[subprocess.Popen[str]], deadline: float | None) -> None:
         stop = True
 
     signal.signal(signal.SIGTERM, on_term)
+    reported: set[int] = set()
     while not stop:
         if deadline is not None and time.monotonic() > deadline:
             return
         for i, p in enumerate(procs):
-            if p.poll() is not None:
-                print(f"node {i + 1} exited with code {p.returncode}; stopping the cluster")
-                return
+            if p.poll() is not None and i not in reported:
+                reported.add(i)
+                print(f"node {i + 1} exited with code {p.returncode}; the others keep running",
+                      flush=True)
+        if len(reported) == len(procs):
+            print("every node has exited")
+            return
         time.sleep(0.2)

@@ -219,7 +219,8 @@ class NodeHandlers:
                                      else Errors.UNKNOWN_LEADER_EPOCH)
                 else:
                     rp.offset, rp.timestamp = self._offset_for(p.timestamp)
-                    rp.leader_epoch = epoch if rp.offset >= 0 else -1
+                    if v >= 4:
+                        rp.leader_epoch = epoch if rp.offset >= 0 else -1
                 parts.append(rp)
             out.append(w.ListOffsetsResponse.ListOffsetsTopicResponse(name=t.name, partitions=parts))
         return w.ListOffsetsResponse(throttle_time_ms=0, topics=out)

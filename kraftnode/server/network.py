@@ -100,3 +100,6 @@ class KafkaListener:
             except (FrameError, DecodeError) as e:
                 log.warning("closing connection from %s: %s", peer, e)
                 return
+            except Exception:  # noqa: BLE001 - a bug in one handler must not take the node down
+                log.exception("internal error serving %s; closing its connection", peer)
+                return

@@ -1,0 +1,126 @@
+"""Real multi-process quorums on 127.0.0.1 for tests: format, start, kill -9, restart."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kraftnode.cli import UsageError
+from kraftnode.commands.quorum import QuorumInfo, fetch_quorum_info
+
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+
+
+def free_ports(n: int) -> list[int]:
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@dataclass
+class Cluster:
+    root: Path
+    n: int
+    extra: str = ""
+    ports: list[int] = field(default_factory=list)
+    procs: dict[int, subprocess.Popen[bytes] | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.ports = free_ports(self.n)
+        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in zip(self.ids, self.ports, strict=True))
+        for i, port in zip(self.ids, self.ports, strict=True):
+            d = self.root / f"node{i}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "server.properties").write_text(
+                f"node.id={i}\nprocess.roles=controller\n"
+                f"listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n"
+                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{self.extra}")
+            subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+                            str(d / "server.properties"), "--cluster-id", CLUSTER_ID],
+                           check=True, capture_output=True)
+
+    @property
+    def ids(self) -> list[int]:
+        return list(range(1, self.n + 1))
+
+    def port(self, i: int) -> int:
+        return self.ports[i - 1]
+
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def start(self, i: int) -> None:
+        d = self.root / f"node{i}"
+        logf = (d / "node.log").open("ab")
+        self.procs[i] = subprocess.Popen(
+            [sys.executable, "-m", "kraftnode", "start", str(d / "server.properties")],
+            stdout=logf, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def start_all(self) -> None:
+        for i in self.ids:
+            self.start(i)
+
+    def kill(self, i: int) -> None:
+        p = self.procs.get(i)
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+        self.procs[i] = None
+
+    def stop(self, i: int, timeout: float = 10) -> None:
+        p = self.procs.get(i)
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs[i] = None
+
+    def running(self) -> list[int]:
+        return [i for i, p in self.procs.items() if p is not None and p.poll() is None]
+
+    def close(self) -> None:
+        for i in list(self.procs):
+            self.kill(i)
+
+    def log(self, i: int) -> str:
+        return (self.root / f"node{i}" / "node.log").read_text(errors="replace")
+
+    def quorum(self, among: list[int] | None = None) -> QuorumInfo | None:
+        servers = [("127.0.0.1", self.port(i)) for i in (among or self.running())]
+        try:
+            info = fetch_quorum_info(servers, 2)
+        except UsageError:
+            return None
+        return info if info.leader_id >= 0 else None
+
+    def wait_for_leader(self, timeout: float = 20, exclude: int | None = None,
+                        min_epoch: int = 0) -> QuorumInfo:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            info = self.quorum()
+            if info is not None and info.leader_id != exclude and info.leader_epoch >= min_epoch \
+                    and info.leader_id in self.running():
+                return info
+            time.sleep(0.05)
+        raise AssertionError(f"no leader within {timeout}s; logs:\n" +
+                             "\n".join(self.log(i)[-2000:] for i in self.ids))
+
+
+def log_lines(text: str, pattern: str) -> list[str]:
+    return [ln for ln in text.splitlines() if re.search(pattern, ln)]
