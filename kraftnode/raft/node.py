@@ -191,7 +191,11 @@ class RaftNode:
         elif isinstance(st, Leader):
             times.append(st.tracker.check_quorum_deadline)
             times.extend(p.deadline for p in self._parked)
-            times.extend(st.tracker.next_begin_quorum_ms.values())
+            # A resend blocked by an in-flight request or a backoff waits for that instead.
+            times.extend(
+                t for rid, t in st.tracker.next_begin_quorum_ms.items()
+                if rid not in self._inflight and rid not in self._backoff_until
+            )
         elif isinstance(st, Resigned):
             times.append(st.election_deadline)
         return min(times) if times else None
@@ -396,7 +400,22 @@ class RaftNode:
         self._actions.append(StateChanged(st.name, st.epoch, st.leader_id, self.is_voter))
 
     def _become_unattached(self, epoch: int, now_ms: int) -> None:
-        self._transition(Unattached(epoch, self._election_deadline_or_none(now_ms)), now_ms)
+        """Move to a higher epoch without a leader.
+
+        As Kafka does, a voter that was already waiting for an election
+        (unattached, voted, candidate) keeps its running election timer:
+        otherwise a lagging voter that keeps starting elections it cannot win
+        would reset everybody's timer forever and nobody else could run.
+        """
+        st = self.state
+        deadline: int | None
+        if not self.is_voter:
+            deadline = None
+        elif isinstance(st, Unattached | Voted | Candidate) and st.election_deadline is not None:
+            deadline = st.election_deadline
+        else:
+            deadline = self._election_deadline(now_ms)
+        self._transition(Unattached(epoch, deadline), now_ms)
 
     def _become_follower(self, epoch: int, leader_id: int, endpoints: tuple[Endpoint, ...], now_ms: int) -> None:
         if not endpoints:
@@ -487,7 +506,10 @@ class RaftNode:
     def _send(self, destination: int, request: Request, now_ms: int, fetch_offset: int = -1) -> None:
         corr = self._next_correlation
         self._next_correlation += 1
-        self._inflight[destination] = _InFlight(corr, now_ms + self.config.request_timeout_ms, fetch_offset)
+        timeout = self.config.request_timeout_ms
+        if isinstance(request, FetchRequest):
+            timeout += request.max_wait_ms  # a long-poll may legitimately be held that long
+        self._inflight[destination] = _InFlight(corr, now_ms + timeout, fetch_offset)
         endpoints = self.voters.endpoints_of(destination)
         st = self.state
         if isinstance(st, Follower) and destination == st.leader_id and st.leader_endpoints:
@@ -857,8 +879,21 @@ class RaftNode:
             return  # an answer to a position we no longer hold
         st.fetch_deadline = now_ms + self.config.fetch_timeout_ms
         if resp.diverging_epoch is not None:
-            if plants.SKIP_DIVERGENCE_TRUNCATION not in self.plants:
-                self._truncate_to_diverging(resp.diverging_epoch)
+            if plants.SKIP_DIVERGENCE_TRUNCATION in self.plants:
+                # Planted bug: keep the divergent tail and trust the leader's HW anyway.
+                self._set_high_watermark(min(resp.high_watermark, self.log.end_offset), now_ms)
+                return
+            if resp.diverging_epoch.end_offset < self.high_watermark:
+                self._failed = True
+                self._actions.append(FatalError(
+                    errors.INVALID_REQUEST,
+                    f"leader {source} asked to truncate to {resp.diverging_epoch.end_offset}, "
+                    f"below the high watermark {self.high_watermark}",
+                ))
+                return
+            # The HW is only adopted once our log is known to match the leader's.
+            self._truncate_to_diverging(resp.diverging_epoch)
+            return
         elif resp.snapshot_id is not None:
             # Snapshot transfer is not implemented yet: keep retrying slowly.
             self._backoff(source, now_ms)

@@ -1,0 +1,1 @@
+"""Discrete-event simulation of kraftnode's Raft core under faults."""

@@ -1,0 +1,484 @@
+"""The discrete-event simulator and its invariant checks.
+
+One run = one seed: N voters plus observers, a network that delays, loses,
+duplicates and reorders messages and can be partitioned (also in one direction
+only), crashes that keep flushed state only (optionally in the middle of a node's
+action list, e.g. after a reply but before the fsync it depended on), restarts,
+random client appends and graceful resignations. After the fault phase the
+network heals and every node restarts; the cluster must then converge.
+
+Safety invariants are checked after every event; see :meth:`Simulation.check`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import uuid
+from dataclasses import dataclass, field
+
+from kraftnode.raft import errors
+from kraftnode.raft.actions import (
+    AppendCompleted,
+    FatalError,
+    FlushLog,
+    HighWatermarkAdvanced,
+    PersistElectionState,
+    SendRequest,
+    SendResponse,
+    StateChanged,
+)
+from kraftnode.raft.config import RaftConfig
+from kraftnode.raft.election import ElectionState
+from kraftnode.raft.messages import Request, Response
+from kraftnode.raft.node import RaftNode
+from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
+from tests.simulation.model import FaultProfile, SimLog, describe
+
+FAULT_PHASE_MS = 8_000
+LIVENESS_BOUND_MS = 30_000
+
+
+class Violation(Exception):
+    """An invariant failed; the message says which and where."""
+
+
+@dataclass
+class SimNode:
+    node_id: int
+    is_voter: bool
+    directory_id: uuid.UUID
+    log: SimLog = field(default_factory=SimLog)
+    persisted: ElectionState = field(default_factory=lambda: ElectionState(0))
+    core: RaftNode | None = None
+    incarnation: int = 0
+    last_hw: int = 0
+    verified: int = 0  # committed offsets already compared with the global record
+    leader_checked_epoch: int = -1
+    tick_at: int | None = None
+    handles: dict[int, tuple[object, ...]] = field(default_factory=dict)
+
+
+@dataclass
+class Result:
+    seed: int
+    ok: bool
+    message: str
+    events: int
+    sim_ms: int
+    committed: int
+    elections: int
+
+
+class Simulation:
+    def __init__(self, seed: int, voters: int = 3, observers: int = 1, plant: str | None = None) -> None:
+        self.seed = seed
+        self.rng = random.Random(f"kraftnode-sim-{seed}-{voters}-{observers}")
+        self.profile = FaultProfile.draw(self.rng)
+        self.plants = frozenset([plant]) if plant else frozenset()
+        self.now = 0
+        self.events = 0
+        self._queue: list[tuple[int, int, str, tuple[object, ...]]] = []
+        self._seq = 0
+        self.nodes: dict[int, SimNode] = {}
+        for i in range(1, voters + observers + 1):
+            self.nodes[i] = SimNode(i, i <= voters, uuid.UUID(int=self.rng.getrandbits(128)))
+        self.voter_set = VoterSet.of(
+            VoterNode(ReplicaKey(n.node_id, n.directory_id), (Endpoint("CONTROLLER", f"n{n.node_id}", 9093),))
+            for n in self.nodes.values() if n.is_voter
+        )
+        self.config = RaftConfig(cluster_id="sim-cluster", request_timeout_ms=self.profile.request_timeout_ms,
+                                 fetch_max_bytes=self.profile.fetch_max_bytes)
+        self.blocked: set[tuple[int, int]] = set()
+        self._requests: dict[int, tuple[int, int, int, int]] = {}  # rid -> (src, src inc, corr, dst)
+        self._next_rid = 1
+        self._next_record = 1
+        self.faults_on = True
+        # Global history.
+        self.committed: list[tuple[int, object]] = []
+        self.commit_epoch: list[int] = []
+        self.leaders: dict[int, int] = {}
+        self.acked: dict[int, object] = {}
+        self.elections = 0
+        for node in self.nodes.values():
+            self._start(node)
+
+    # ------------------------------------------------------------ plumbing
+    def _schedule(self, at: int, kind: str, data: tuple[object, ...]) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (at, self._seq, kind, data))
+
+    def _start(self, node: SimNode) -> None:
+        node.incarnation += 1
+        node.last_hw = 0
+        node.verified = 0
+        node.leader_checked_epoch = -1
+        node.handles = {}
+        rng = random.Random(f"{self.seed}-{node.node_id}-{node.incarnation}")
+        node.log.on_truncate = lambda offset, n=node: self._on_truncate(n, offset)
+        node.core = RaftNode(
+            node.node_id, node.directory_id, self.config, node.log, node.persisted, self.voter_set, rng,
+            self.now, bootstrap_servers=sorted(self.voter_set.ids), plant=self.plants,
+        )
+        node.core.tick(self.now)
+        self._drain(node)
+
+    def _on_truncate(self, node: SimNode, offset: int) -> None:
+        if node.core is not None and offset < node.core.high_watermark:
+            raise Violation(f"node {node.node_id} truncates to {offset} below its high watermark "
+                            f"{node.core.high_watermark}")
+
+    def _crash(self, node: SimNode) -> None:
+        if node.core is None:
+            return
+        node.core = None
+        node.tick_at = None
+        unflushed = sum(1 for b in node.log.batches if b.base_offset >= node.log.flushed_offset)
+        node.log.on_truncate = None
+        node.log.crash(self.rng.randint(0, unflushed) if unflushed and self.rng.random() < 0.5 else 0)
+        self._schedule(self.now + self.rng.randint(20, self.profile.restart_delay_max_ms), "restart",
+                       (node.node_id,))
+
+    def _delay(self) -> int:
+        p = self.profile
+        d = p.delay_min_ms + self.rng.randrange(p.delay_jitter_ms + 1)
+        if p.long_delay_p and self.rng.random() < p.long_delay_p:
+            d += self.rng.randint(200, 1200)
+        return d
+
+    def _transmit(self, src: int, dst: int, kind: str, data: tuple[object, ...]) -> None:
+        if (src, dst) in self.blocked:
+            return
+        p = self.profile
+        if self.faults_on and p.loss and self.rng.random() < p.loss:
+            return
+        self._schedule(self.now + self._delay(), kind, data)
+        if self.faults_on and p.duplicate and self.rng.random() < p.duplicate:
+            self._schedule(self.now + self._delay(), kind, data)
+
+    def _drain(self, node: SimNode) -> None:
+        """Execute the node's actions in order, maybe crashing part-way (before an fsync)."""
+        core = node.core
+        assert core is not None
+        actions = core.take_actions()
+        cut = len(actions)
+        if (self.faults_on and self.profile.mid_action_crash_p and actions
+                and any(isinstance(a, PersistElectionState | FlushLog) for a in actions)
+                and self.rng.random() < self.profile.mid_action_crash_p):
+            cut = self.rng.randrange(len(actions))
+        for action in actions[:cut]:
+            if isinstance(action, SendRequest):
+                rid = self._next_rid
+                self._next_rid += 1
+                dst = action.destination
+                entry = (node.node_id, node.incarnation, action.correlation_id, dst)
+                self._requests[rid] = entry
+                if (node.node_id, dst) in self.blocked:
+                    continue
+                if self.faults_on and self.profile.loss and self.rng.random() < self.profile.loss:
+                    continue
+                self._schedule(self.now + self._delay(), "request", (dst, rid, action.request))
+                if self.faults_on and self.profile.duplicate and self.rng.random() < self.profile.duplicate:
+                    # A duplicate is a second inbound request with its own id.
+                    dup = self._next_rid
+                    self._next_rid += 1
+                    self._requests[dup] = entry
+                    self._schedule(self.now + self._delay(), "request", (dst, dup, action.request))
+            elif isinstance(action, SendResponse):
+                entry = self._requests.pop(action.request_id, None)
+                if entry is None:
+                    raise Violation(f"node {node.node_id} answered unknown/duplicate request {action.request_id}")
+                src, inc, corr, _ = entry
+                self._transmit(node.node_id, src, "response", (src, inc, node.node_id, corr, action.response))
+            elif isinstance(action, PersistElectionState):
+                node.persisted = action.state
+            elif isinstance(action, FlushLog):
+                node.log.flush()
+            elif isinstance(action, AppendCompleted):
+                records = node.handles.pop(action.handle, ())
+                if action.error_code == errors.NONE:
+                    first = action.last_offset - len(records) + 1
+                    for i, rec in enumerate(records):
+                        self.acked[first + i] = rec
+                        self._check_acked(first + i)
+            elif isinstance(action, StateChanged):
+                if action.state == "candidate":
+                    self.elections += 1
+            elif isinstance(action, FatalError):
+                raise Violation(f"node {node.node_id} fatal: {action.message}")
+            elif isinstance(action, HighWatermarkAdvanced):
+                pass
+        if cut < len(actions):
+            self._crash(node)
+            return
+        self._reschedule_tick(node)
+
+    def _reschedule_tick(self, node: SimNode) -> None:
+        core = node.core
+        if core is None:
+            return
+        deadline = core.next_deadline_ms()
+        if deadline is None:
+            node.tick_at = None
+            return
+        deadline = max(deadline, self.now)
+        if node.tick_at is None or deadline != node.tick_at:
+            node.tick_at = deadline
+            self._schedule(deadline, "tick", (node.node_id, deadline))
+
+    # --------------------------------------------------------------- faults
+    def _schedule_faults(self) -> None:
+        p = self.profile
+        t = 0
+        while True:
+            t += self.rng.randint(p.append_interval_ms // 2, p.append_interval_ms * 3 // 2)
+            if t >= FAULT_PHASE_MS:
+                break
+            self._schedule(t, "append", ())
+        for interval, kind in ((p.crash_interval_ms, "crash"), (p.partition_interval_ms, "partition"),
+                               (p.resign_interval_ms, "resign")):
+            if interval is None:
+                continue
+            t = 0
+            while True:
+                t += self.rng.randint(interval // 2, interval * 3 // 2)
+                if t >= FAULT_PHASE_MS:
+                    break
+                self._schedule(t, kind, ())
+        self._schedule(FAULT_PHASE_MS, "heal", ())
+
+    def _partition(self) -> None:
+        ids = sorted(self.nodes)
+        kind = self.rng.randrange(3)
+        self.blocked = set()
+        if kind == 0:  # isolate one node
+            victim = self.rng.choice(ids)
+            for o in ids:
+                if o != victim:
+                    self.blocked.update({(victim, o), (o, victim)})
+        elif kind == 1:  # split in two groups
+            group = set(self.rng.sample(ids, self.rng.randint(1, len(ids) // 2)))
+            for a in ids:
+                for b in ids:
+                    if (a in group) != (b in group):
+                        self.blocked.add((a, b))
+        else:  # asymmetric: some one-way links
+            for _ in range(self.rng.randint(1, len(ids))):
+                a, b = self.rng.sample(ids, 2)
+                self.blocked.add((a, b))
+        self._schedule(self.now + self.rng.randint(300, 3000), "unpartition", ())
+
+    # ---------------------------------------------------------------- run
+    def run(self) -> Result:
+        self._schedule_faults()
+        end = FAULT_PHASE_MS + LIVENESS_BOUND_MS
+        try:
+            while self._queue:
+                at, _, kind, data = heapq.heappop(self._queue)
+                if at > end:
+                    break
+                self.now = at
+                if self._step(kind, data):
+                    self.events += 1
+                    self.check()
+                if not self.faults_on and self.converged():
+                    return Result(self.seed, True, "ok", self.events, self.now, len(self.committed), self.elections)
+            raise Violation(f"liveness: no convergence within {LIVENESS_BOUND_MS} ms after faults stopped "
+                            f"({self.status()})")
+        except Violation as exc:
+            return Result(self.seed, False, f"t={self.now}ms: {exc}", self.events, self.now,
+                          len(self.committed), self.elections)
+
+    def _step(self, kind: str, data: tuple[object, ...]) -> bool:
+        if kind == "tick":
+            nid, at = data
+            node = self.nodes[nid]  # type: ignore[index]
+            if node.core is None or node.tick_at != at:
+                return False
+            node.tick_at = None
+            node.core.tick(self.now)
+            self._drain(node)
+        elif kind == "request":
+            dst, rid, request = data
+            node = self.nodes.get(dst)  # type: ignore[call-overload]
+            if node is None or node.core is None or rid not in self._requests:
+                return False
+            src = self._requests[rid][0]
+            if (src, dst) in self.blocked:
+                return False
+            assert isinstance(request, Request.__args__)  # type: ignore[attr-defined]
+            node.core.handle_request(rid, request, self.now)
+            self._drain(node)
+        elif kind == "response":
+            dst, inc, src, corr, response = data
+            node = self.nodes[dst]  # type: ignore[index]
+            if node.core is None or node.incarnation != inc or (src, dst) in self.blocked:
+                return False
+            node.core.handle_response(src, corr, response, self.now)  # type: ignore[arg-type]
+            self._drain(node)
+        elif kind == "append":
+            self._client_append()
+        elif kind == "crash":
+            alive = [n for n in self.nodes.values() if n.core is not None]
+            if alive:
+                self._crash(self.rng.choice(alive))
+        elif kind == "restart":
+            node = self.nodes[data[0]]  # type: ignore[index]
+            if node.core is None:
+                self._start(node)
+        elif kind == "partition":
+            self._partition()
+        elif kind == "unpartition":
+            if self.faults_on:
+                self.blocked = set()
+        elif kind == "resign":
+            for node in self.nodes.values():
+                if node.core is not None and node.core.is_leader:
+                    node.core.resign(self.now)
+                    self._drain(node)
+        elif kind == "heal":
+            self.faults_on = False
+            self.blocked = set()
+            for node in self.nodes.values():
+                if node.core is None:
+                    self._start(node)
+        return True
+
+    def _client_append(self) -> None:
+        alive = [n for n in self.nodes.values() if n.core is not None]
+        if not alive:
+            return
+        leaders = [n for n in alive if n.core is not None and n.core.is_leader]
+        node = self.rng.choice(leaders) if leaders and self.rng.random() < 0.9 else self.rng.choice(alive)
+        records = []
+        for _ in range(self.profile.records_per_append):
+            records.append(self._next_record)
+            self._next_record += 1
+        assert node.core is not None
+        handle = node.core.append(records, self.now)
+        node.handles[handle] = tuple(records)
+        self._drain(node)
+
+    # ----------------------------------------------------------- invariants
+    def _check_acked(self, offset: int) -> None:
+        if offset < len(self.committed) and offset in self.acked:
+            if self.committed[offset][1] != self.acked[offset]:
+                raise Violation(f"acknowledged record {self.acked[offset]!r} at offset {offset} was lost: "
+                                f"committed entry is {self.committed[offset]!r}")
+
+    def check(self) -> None:
+        """Safety invariants, after every event."""
+        for node in self.nodes.values():
+            core = node.core
+            if core is None:
+                continue
+            hw = core.high_watermark
+            log = node.log
+            if hw > log.end_offset:
+                raise Violation(f"node {node.node_id}: high watermark {hw} > log end {log.end_offset}")
+            if hw < node.last_hw:
+                raise Violation(f"node {node.node_id}: high watermark went back {node.last_hw} -> {hw}")
+            node.last_hw = hw
+            # Committed prefix: compare with (or extend) the global committed record.
+            for offset in range(node.verified, hw):
+                entry = log.entry(offset)
+                assert entry is not None
+                if offset < len(self.committed):
+                    if self.committed[offset] != entry:
+                        raise Violation(
+                            f"node {node.node_id} (epoch {core.epoch}) has {entry!r} at committed offset "
+                            f"{offset}, but {self.committed[offset]!r} was committed (epoch "
+                            f"{self.commit_epoch[offset]})")
+                else:
+                    self.committed.append(entry)
+                    self.commit_epoch.append(core.epoch)
+                    self._check_new_commit_on_leaders(offset)
+                    self._check_acked(offset)
+            node.verified = max(node.verified, hw)
+            if core.is_leader:
+                owner = self.leaders.setdefault(core.epoch, node.node_id)
+                if owner != node.node_id:
+                    raise Violation(f"two leaders in epoch {core.epoch}: nodes {owner} and {node.node_id}")
+                if node.leader_checked_epoch != core.epoch:
+                    node.leader_checked_epoch = core.epoch
+                    self._check_leader_complete(node)
+        self._check_log_matching()
+
+    def _check_leader_complete(self, node: SimNode) -> None:
+        assert node.core is not None
+        epoch = node.core.epoch
+        for offset, entry in enumerate(self.committed):
+            if self.commit_epoch[offset] <= epoch and node.log.entry(offset) != entry:
+                raise Violation(f"leader {node.node_id} of epoch {epoch} lacks committed offset {offset} "
+                                f"{entry!r} (has {node.log.entry(offset)!r})")
+
+    def _check_new_commit_on_leaders(self, offset: int) -> None:
+        entry = self.committed[offset]
+        for node in self.nodes.values():
+            core = node.core
+            if core is not None and core.is_leader and core.epoch >= self.commit_epoch[offset]:
+                if node.log.entry(offset) != entry:
+                    raise Violation(f"leader {node.node_id} of epoch {core.epoch} lacks committed offset "
+                                    f"{offset} {entry!r}")
+
+    def _check_log_matching(self) -> None:
+        logs = [n for n in self.nodes.values()]
+        for i, a in enumerate(logs):
+            for b in logs[i + 1:]:
+                key = (a.log.version, b.log.version)
+                cache = self._matched.get((a.node_id, b.node_id))
+                if cache == key:
+                    continue
+                self._matched[(a.node_id, b.node_id)] = key
+                la, lb = a.log, b.log
+                short, other = (la, lb) if la.end_offset <= lb.end_offset else (lb, la)
+                for idx in range(len(short.batches) - 1, -1, -1):
+                    batch = short.batches[idx]
+                    j = other.index_of_base(batch.base_offset)
+                    if j is None or other.batches[j].epoch != batch.epoch:
+                        continue
+                    if other.hashes[j] != short.hashes[idx]:
+                        raise Violation(f"log matching: nodes {a.node_id} and {b.node_id} both have epoch "
+                                        f"{batch.epoch} at offset {batch.base_offset} but different prefixes")
+                    break
+
+    _matched: dict[tuple[int, int], tuple[int, int]] = {}
+
+    # ------------------------------------------------------------ liveness
+    def converged(self) -> bool:
+        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
+        if len(leaders) != 1:
+            return False
+        leader = leaders[0]
+        assert leader.core is not None
+        epoch, hw = leader.core.epoch, leader.core.high_watermark
+        if hw != leader.log.end_offset:
+            return False
+        for node in self.nodes.values():
+            core = node.core
+            if core is None or core.epoch != epoch or core.leader_id != leader.node_id:
+                return False
+            if core.high_watermark != hw or node.log.end_offset != hw:
+                return False
+        return True
+
+    def status(self) -> str:
+        parts = []
+        for node in self.nodes.values():
+            core = node.core
+            if core is None:
+                parts.append(f"{node.node_id}:down")
+            else:
+                parts.append(f"{node.node_id}:{core.state_name}/e{core.epoch}/L{core.leader_id}/"
+                             f"hw{core.high_watermark}/end{node.log.end_offset}")
+        return " ".join(parts)
+
+
+def run_seed(seed: int, voters: int = 3, observers: int = 1, plant: str | None = None) -> Result:
+    sim = Simulation(seed, voters, observers, plant)
+    sim._matched = {}
+    return sim.run()
+
+
+def profile_of(seed: int, voters: int = 3, observers: int = 1) -> str:
+    return describe(Simulation(seed, voters, observers).profile)
