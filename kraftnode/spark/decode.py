@@ -118,6 +118,10 @@ def _record_size(r: Any, base_offset: int, base_ts: int) -> int:
 class _FileDecoder:
     def __init__(self, path: str, replica: int | None, file_type: str, options: DecodeOptions) -> None:
         self.path = path
+        # The file column: the file name when the replica is known (replica + name
+        # identify a file; a full path repeated on millions of rows is most of the bytes
+        # Spark has to move), the full path otherwise.  Errors always name the full path.
+        self.label = os.path.basename(path) if replica is not None else path
         self.replica = replica
         self.file_type = file_type
         self.options = options
@@ -126,7 +130,7 @@ class _FileDecoder:
     def _batch_common(self, b: _Batch) -> dict[str, Any]:
         codec = b.attributes & L.COMPRESSION_MASK
         return dict(
-            replica=self.replica, file=self.path, file_type=self.file_type, position=b.position,
+            replica=self.replica, file=self.label, file_type=self.file_type, position=b.position,
             batch_base_offset=b.base_offset, batch_last_offset=b.base_offset + b.last_offset_delta,
             partition_leader_epoch=b.epoch, compression=_CODECS[min(codec, 5)].as_py(),
             is_control=bool(b.attributes & L.CONTROL_MASK), producer_id=b.producer_id,
@@ -134,7 +138,7 @@ class _FileDecoder:
         )
 
     def error_row(self, rows: _Rows, position: int, message: str, **known: Any) -> None:
-        values = {"replica": self.replica, "file": self.path, "file_type": self.file_type,
+        values = {"replica": self.replica, "file": self.label, "file_type": self.file_type,
                   "position": position, **known, "error": f"{self.path}: {message}"}
         rows.add(**values)
 
@@ -228,7 +232,7 @@ class _FileDecoder:
         cols: dict[str, pa.Array] = {}
         cols["replica"] = (pa.nulls(n, pa.int32()) if self.replica is None
                            else pa.repeat(pa.scalar(self.replica, pa.int32()), n))
-        cols["file"] = pa.repeat(pa.scalar(self.path, pa.string()), n)
+        cols["file"] = pa.repeat(pa.scalar(self.label, pa.string()), n)
         cols["file_type"] = pa.repeat(pa.scalar(self.file_type, pa.string()), n)
         cols["position"] = per_batch((bt.position for bt in batches), np.int64)
         cols["offset"] = pa.array(chunk.offset)

@@ -11,7 +11,12 @@ import json
 from typing import Any, Final
 
 from kraftnode.log.metadata_records import RECORD_CLASSES, decode_metadata_record, record_type_name
-from recordbatch.control import ControlType, EndTransactionMarker, decode_control_record, parse_control_key
+from recordbatch.control import (
+    ControlType,
+    EndTransactionMarker,
+    decode_control_record,
+    parse_control_key,
+)
 from recordbatch.errors import CorruptBatchError
 from recordbatch.wire import DecodeError
 

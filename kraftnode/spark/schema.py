@@ -19,7 +19,7 @@ HEADER_TYPE: Final = pa.struct([pa.field("key", pa.string()), pa.field("value", 
 # (name, arrow type, Spark DDL type, meaning)
 _COLUMNS: Final = [
     ("replica", pa.int32(), "INT", "node.id of the replica (meta.properties, else the path)"),
-    ("file", pa.string(), "STRING", "the segment or snapshot file"),
+    ("file", pa.string(), "STRING", "file name (full path when the replica is unknown)"),
     ("file_type", pa.string(), "STRING", "segment | snapshot | bootstrap"),
     ("position", pa.int64(), "BIGINT", "byte position of the batch in the file"),
     ("offset", pa.int64(), "BIGINT", "record offset"),
