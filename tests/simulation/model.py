@@ -70,6 +70,8 @@ class FaultProfile:
     request_timeout_ms: int
     fetch_max_bytes: int
     records_per_append: int
+    election_timeout_ms: int
+    fetch_timeout_ms: int
 
     @staticmethod
     def draw(rng: random.Random) -> FaultProfile:
@@ -89,7 +91,11 @@ class FaultProfile:
             request_timeout_ms=rng.choice([300, 1000, 2000]),
             fetch_max_bytes=rng.choice([150, 600, 1 << 20]),
             records_per_append=rng.choice([1, 3]),
+            election_timeout_ms=0,
+            fetch_timeout_ms=0,
         )
+        election, fetch = rng.choice([(1000, 2000), (500, 1000), (300, 600)])
+        profile = dataclasses.replace(profile, election_timeout_ms=election, fetch_timeout_ms=fetch)
         if profile.fetch_max_bytes < 200:
             # One batch per fetch: keep the offered load below what can be replicated,
             # so the cluster can catch up within the liveness bound.

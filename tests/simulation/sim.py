@@ -28,14 +28,15 @@ from kraftnode.raft.actions import (
     SendResponse,
     StateChanged,
 )
+from kraftnode.raft.batches import KRaftVersionControlRecord, VotersControlRecord
 from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
-from kraftnode.raft.messages import Request, Response
+from kraftnode.raft.messages import Request
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 from tests.simulation.model import FaultProfile, SimLog, describe
 
-FAULT_PHASE_MS = 8_000
+FAULT_PHASE_MS = 12_000
 LIVENESS_BOUND_MS = 30_000
 
 
@@ -83,12 +84,30 @@ class Simulation:
         self.nodes: dict[int, SimNode] = {}
         for i in range(1, voters + observers + 1):
             self.nodes[i] = SimNode(i, i <= voters, uuid.UUID(int=self.rng.getrandbits(128)))
-        self.voter_set = VoterSet.of(
-            VoterNode(ReplicaKey(n.node_id, n.directory_id), (Endpoint("CONTROLLER", f"n{n.node_id}", 9093),))
+        # Half the seeds run a static quorum (kraft.version 0: controller.quorum.voters, no
+        # directory ids); the other half a dynamic one (kraft.version 1: the voter set,
+        # with directory ids, comes from a bootstrap control batch at the start of the log).
+        self.dynamic = self.rng.random() < 0.5
+        voters_set = VoterSet.of(
+            VoterNode(ReplicaKey(n.node_id, n.directory_id if self.dynamic else None),
+                      (Endpoint("CONTROLLER", f"n{n.node_id}", 9093),), 0, 1 if self.dynamic else 0)
             for n in self.nodes.values() if n.is_voter
         )
-        self.config = RaftConfig(cluster_id="sim-cluster", request_timeout_ms=self.profile.request_timeout_ms,
-                                 fetch_max_bytes=self.profile.fetch_max_bytes)
+        if self.dynamic:
+            self.voter_set = VoterSet()
+            for n in self.nodes.values():
+                n.log.append_as_leader(
+                    [KRaftVersionControlRecord(1), VotersControlRecord(voters_set)], 0, is_control=True)
+                n.log.flush()
+        else:
+            self.voter_set = voters_set
+        self.expected_voters = voters_set
+        p = self.profile
+        self.config = RaftConfig(
+            cluster_id="sim-cluster", request_timeout_ms=p.request_timeout_ms, fetch_max_bytes=p.fetch_max_bytes,
+            election_timeout_ms=p.election_timeout_ms, fetch_timeout_ms=p.fetch_timeout_ms,
+            fetch_max_wait_ms=min(500, p.fetch_timeout_ms // 4),
+        )
         self.blocked: set[tuple[int, int]] = set()
         self._requests: dict[int, tuple[int, int, int, int]] = {}  # rid -> (src, src inc, corr, dst)
         self._next_rid = 1
@@ -118,7 +137,7 @@ class Simulation:
         node.log.on_truncate = lambda offset, n=node: self._on_truncate(n, offset)
         node.core = RaftNode(
             node.node_id, node.directory_id, self.config, node.log, node.persisted, self.voter_set, rng,
-            self.now, bootstrap_servers=sorted(self.voter_set.ids), plant=self.plants,
+            self.now, bootstrap_servers=sorted(self.expected_voters.ids), plant=self.plants,
         )
         node.core.tick(self.now)
         self._drain(node)
@@ -161,6 +180,13 @@ class Simulation:
         core = node.core
         assert core is not None
         actions = core.take_actions()
+        for action in actions:
+            # Leadership counts from the core's decision, even if the node crashes
+            # before the driver executes the rest of the list.
+            if isinstance(action, StateChanged) and action.state == "leader":
+                owner = self.leaders.setdefault(action.epoch, node.node_id)
+                if owner != node.node_id:
+                    raise Violation(f"two leaders in epoch {action.epoch}: nodes {owner} and {node.node_id}")
         cut = len(actions)
         if (self.faults_on and self.profile.mid_action_crash_p and actions
                 and any(isinstance(a, PersistElectionState | FlushLog) for a in actions)
@@ -379,6 +405,8 @@ class Simulation:
             if hw < node.last_hw:
                 raise Violation(f"node {node.node_id}: high watermark went back {node.last_hw} -> {hw}")
             node.last_hw = hw
+            if core.voters != self.expected_voters:
+                raise Violation(f"node {node.node_id} lost the voter set: {core.voters}")
             # Committed prefix: compare with (or extend) the global committed record.
             for offset in range(node.verified, hw):
                 entry = log.entry(offset)
