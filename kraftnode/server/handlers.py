@@ -26,6 +26,7 @@ from kraftnode.protocol.registry import (
     END_QUORUM_EPOCH,
     FETCH,
     FETCH_SNAPSHOT,
+    INIT_PRODUCER_ID,
     LIST_OFFSETS,
     METADATA,
     PRODUCE,
@@ -40,6 +41,7 @@ from kraftnode.raft.actions import AppendCompleted
 from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.network import Reply
+from kraftnode.server.producers import ProducerIds
 from kraftnode.server.raft_driver import RaftDriver, now_ms
 from kraftnode.server.raft_log import RawBatches
 from recordbatch import CorruptBatchError, iter_batches
@@ -66,6 +68,7 @@ class NodeHandlers:
         self.ident = ident
         self.driver = driver
         self.features = features
+        self.producers = ProducerIds(ident.node_id)
 
     # ---------------------------------------------------------------- helpers
     @property
@@ -92,6 +95,11 @@ class NodeHandlers:
         body: Any = request.body
         if key == API_VERSIONS:
             resp, rv = api_versions.answer(request, self._features())
+            sw = ""
+            if request.body is not None and v >= 3:
+                sw = f" ({body.client_software_name} {body.client_software_version})"
+            log.info("ApiVersions v%d from %s%s: answered v%d, error %d", v, peer, sw, rv,
+                     resp.error_code)
             return Reply(resp, rv)
         handler = self._handlers.get(key)
         if handler is None:
@@ -275,11 +283,20 @@ class NodeHandlers:
                         pr.current_leader = w.ProduceResponse.LeaderIdAndEpoch(leader_id=leader,
                                                                                leader_epoch=epoch)
                 else:
-                    err, count = _validate_produce_records(p.records)
+                    err, count, views = _validate_produce_records(p.records)
                     if err is not None:
                         pr.error_code, pr.error_message = err
                         continue
+                    dup_code, dup_base = self.producers.check(views[0], views[-1])
+                    if dup_code:
+                        pr.error_code = dup_code
+                        continue
+                    if dup_base is not None:  # a retry of a batch we already have
+                        pr.base_offset = dup_base
+                        pr.log_start_offset = self.driver.log.start_offset
+                        continue
                     base = self.driver.log.end_offset
+                    self.producers.record(views[0], views[-1], base)
                     _, waiter = self.driver.append_nowait([RawBatches(p.records or b"")])
                     pr.base_offset = base
                     pr.log_start_offset = self.driver.log.start_offset
@@ -366,6 +383,10 @@ class NodeHandlers:
             return w.DescribeQuorumResponse(error_code=Errors.INVALID_REQUEST,
                                             error_message="only __cluster_metadata-0 is described")
         d = self.core.describe_quorum(now_ms())
+        if d.error_code == Errors.NOT_LEADER_OR_FOLLOWER and d.leader_id >= 0:
+            forwarded = await self._forward_to_leader(d.leader_id, q, v)
+            if forwarded is not None:
+                return forwarded  # type: ignore[no-any-return]
         R = w.DescribeQuorumResponse.ReplicaState
 
         def rs(x: Any) -> Any:
@@ -387,6 +408,23 @@ class NodeHandlers:
                     for e in endpoints]))
         return w.DescribeQuorumResponse(error_code=0, topics=[w.DescribeQuorumResponse.TopicData(
             topic_name=TOPIC, partitions=[part])], nodes=nodes)
+
+    async def _forward_to_leader(self, leader: int, q: Any, v: int) -> Any | None:
+        """Ask the leader on the client's behalf, as a Kafka broker forwards DescribeQuorum
+        to the active controller: clients such as kafka-python send it to any node."""
+        ep = self._voter_endpoints().get(leader)
+        if ep is None or leader == self.ident.node_id:
+            return None
+        from kraftnode.protocol.registry import DESCRIBE_QUORUM as DQ
+        from kraftnode.server.peer_client import PeerError
+
+        try:
+            _, resp = await self.driver.pool.request(("forward", leader), ep[0], ep[1], DQ,
+                                                     lambda _v: q, self.driver.request_timeout_s, v)
+        except PeerError as e:
+            log.info("could not forward DescribeQuorum to leader %d: %s", leader, e)
+            return None
+        return resp
 
     async def _update_features(self, q: w.UpdateFeaturesRequest, v: int) -> w.UpdateFeaturesResponse:
         if not self.core.is_leader:
@@ -414,6 +452,14 @@ class NodeHandlers:
             resp.error_message = "voter changes are not supported by this node yet"
         return resp
 
+    async def _init_producer_id(self, q: w.InitProducerIdRequest, v: int) -> w.InitProducerIdResponse:
+        if q.transactional_id is not None:
+            return w.InitProducerIdResponse(error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                            producer_id=-1, producer_epoch=-1)
+        pid, epoch = self.producers.allocate()
+        return w.InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid,
+                                        producer_epoch=epoch)
+
     async def _sasl_handshake(self, q: Any, v: int) -> w.SaslHandshakeResponse:
         return w.SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE, mechanisms=[])
 
@@ -430,25 +476,28 @@ class NodeHandlers:
         UPDATE_FEATURES: _update_features, ADD_RAFT_VOTER: _voter_change,
         REMOVE_RAFT_VOTER: _voter_change, UPDATE_RAFT_VOTER: _voter_change,
         SASL_HANDSHAKE: _sasl_handshake, SASL_AUTHENTICATE: _sasl_authenticate,
+        INIT_PRODUCER_ID: _init_producer_id,
     }
 
 
-def _validate_produce_records(records: Any) -> tuple[tuple[int, str] | None, int]:
-    """Check a producer's batches before they touch the log; return (error, record count)."""
+def _validate_produce_records(records: Any) -> tuple[tuple[int, str] | None, int, list[Any]]:
+    """Check a producer's batches before they touch the log; (error, record count, batches)."""
     if records is None or len(records) == 0:
-        return (Errors.INVALID_RECORD, "no records"), 0
+        return (Errors.INVALID_RECORD, "no records"), 0, []
     count = 0
+    views = []
     try:
         it = iter_batches(records)
         for b in it:
             b.validate()
             if b.is_control:
-                return (Errors.INVALID_RECORD, "producers may not write control batches"), 0
+                return (Errors.INVALID_RECORD, "producers may not write control batches"), 0, []
             count += b.records_count
+            views.append(b)
         if it.incomplete or it.position != len(records):
-            return (Errors.CORRUPT_MESSAGE, "records end with a partial batch"), 0
+            return (Errors.CORRUPT_MESSAGE, "records end with a partial batch"), 0, []
     except CorruptBatchError as e:
-        return (Errors.CORRUPT_MESSAGE, str(e)), 0
+        return (Errors.CORRUPT_MESSAGE, str(e)), 0, []
     if count == 0:
-        return (Errors.INVALID_RECORD, "no records"), 0
-    return None, count
+        return (Errors.INVALID_RECORD, "no records"), 0, []
+    return None, count, views

@@ -97,9 +97,15 @@ class PeerConnection:
         return hi
 
     async def request(self, api_key: int, build: Callable[[int], Message],
-                      timeout_s: float) -> tuple[int, Message]:
-        """Send ``build(version)`` at the best common version; return (version, response)."""
-        version = self.pick_version(api_key)
+                      timeout_s: float, version: int | None = None) -> tuple[int, Message]:
+        """Send ``build(version)`` at the best common version (or at ``version``, which the
+        peer must support); return (version, response)."""
+        best = self.pick_version(api_key)
+        if version is not None:
+            lo = max(SERVED[api_key].min_version, self.versions[api_key][0])
+            if not lo <= version <= best:
+                raise PeerError(f"{self.node} does not speak {SERVED[api_key].name} v{version}")
+        version = best if version is None else version
         return version, await self._request_at(api_key, version, build(version), timeout_s)
 
     async def _request_at(self, api_key: int, version: int, body: Message,
@@ -211,10 +217,10 @@ class PeerPool:
             return conn
 
     async def request(self, key: Any, host: str, port: int, api_key: int,
-                      build: Callable[[int], Message], timeout_s: float | None = None
-                      ) -> tuple[int, Message]:
+                      build: Callable[[int], Message], timeout_s: float | None = None,
+                      version: int | None = None) -> tuple[int, Message]:
         conn = await self.connection(key, host, port)
-        return await conn.request(api_key, build, timeout_s or self.request_timeout_s)
+        return await conn.request(api_key, build, timeout_s or self.request_timeout_s, version)
 
     async def close(self) -> None:
         for c in list(self._conns.values()):

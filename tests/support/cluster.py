@@ -122,5 +122,18 @@ class Cluster:
                              "\n".join(self.log(i)[-2000:] for i in self.ids))
 
 
+def wait_for_hw(cl: Cluster, at_least: int = 1, timeout: float = 20) -> QuorumInfo:
+    """Wait until the leader knows a high watermark of at least ``at_least``
+    (a new leader's is unknown, -1, until its LeaderChange commits)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = cl.wait_for_leader(timeout)
+        if info.high_watermark >= at_least:
+            return info
+        if time.monotonic() > deadline:
+            raise AssertionError(f"high watermark stuck at {info.high_watermark}")
+        time.sleep(0.05)
+
+
 def log_lines(text: str, pattern: str) -> list[str]:
     return [ln for ln in text.splitlines() if re.search(pattern, ln)]

@@ -31,9 +31,19 @@ class NodeProcess:
 
 @contextmanager
 def running_node(tmp_path: Path, extra: str = "", node_id: int = 1) -> Iterator[NodeProcess]:
+    """A formatted single-voter quorum of one `kraftnode start` process."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    free = s.getsockname()[1]
+    s.close()
     props = tmp_path / f"server-{node_id}.properties"
     props.write_text(f"node.id={node_id}\nprocess.roles=controller\n"
-                     f"listeners=CONTROLLER://127.0.0.1:0\n{extra}")
+                     f"listeners=CONTROLLER://127.0.0.1:{free}\ncontroller.listener.names=CONTROLLER\n"
+                     f"controller.quorum.voters={node_id}@127.0.0.1:{free}\n"
+                     f"log.dirs={tmp_path / f'meta-{node_id}'}\n{extra}")
+    subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
+                    "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qg", "--ignore-formatted"],
+                   check=True, capture_output=True)
     log_path = tmp_path / f"node-{node_id}.log"
     with log_path.open("w") as logf:
         proc = subprocess.Popen([sys.executable, "-m", "kraftnode", "start", str(props)],

@@ -17,6 +17,8 @@ from kraftnode.protocol.generated.fetch_request import FetchRequest
 from kraftnode.protocol.generated.fetch_response import FetchResponse
 from kraftnode.protocol.generated.fetch_snapshot_request import FetchSnapshotRequest
 from kraftnode.protocol.generated.fetch_snapshot_response import FetchSnapshotResponse
+from kraftnode.protocol.generated.init_producer_id_request import InitProducerIdRequest
+from kraftnode.protocol.generated.init_producer_id_response import InitProducerIdResponse
 from kraftnode.protocol.generated.list_offsets_request import ListOffsetsRequest
 from kraftnode.protocol.generated.list_offsets_response import ListOffsetsResponse
 from kraftnode.protocol.generated.metadata_request import MetadataRequest
@@ -56,6 +58,8 @@ __all__ = [
     "FetchResponse",
     "FetchSnapshotRequest",
     "FetchSnapshotResponse",
+    "InitProducerIdRequest",
+    "InitProducerIdResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
     "MetadataRequest",
