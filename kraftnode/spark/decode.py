@@ -137,9 +137,9 @@ class _FileDecoder:
             batch_crc=b.crc, batch_crc_valid=b.crc_ok, batch_size=b.size, batch_records=b.count,
         )
 
-    def error_row(self, rows: _Rows, position: int, message: str, **known: Any) -> None:
+    def error_row(self, rows: _Rows, message: str, **known: Any) -> None:
         values = {"replica": self.replica, "file": self.label, "file_type": self.file_type,
-                  "position": position, **known, "error": f"{self.path}: {message}"}
+                  **known, "error": f"{self.path}: {message}"}
         rows.add(**values)
 
     # ------------------------------------------------------------ reference path
@@ -158,12 +158,12 @@ class _FileDecoder:
             except (CorruptBatchError, DecodeError, StopIteration) as e:
                 problems.append(f"batch at byte {b.position} (offset {b.base_offset}) cannot be "
                                 f"decoded: {e or 'truncated'}")
-                self.error_row(rows, b.position, "; ".join(problems), **common)
+                self.error_row(rows, "; ".join(problems), **common)
                 continue
             error = f"{self.path}: " + "; ".join(problems) if problems else None
             if not recs:  # a header-only batch (compaction leaves them): no record, no row
                 if problems:
-                    self.error_row(rows, b.position, "; ".join(problems), **common)
+                    self.error_row(rows, "; ".join(problems), **common)
                 continue
             for r in recs:
                 rt: str | None = None
@@ -376,7 +376,7 @@ class _FileDecoder:
         yield from flush(run)
         if tail is not None:
             rows = _Rows()
-            self.error_row(rows, pos, tail)
+            self.error_row(rows, tail, position=pos)
             yield rows.to_batch()
 
 
