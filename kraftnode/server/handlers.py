@@ -41,7 +41,6 @@ from kraftnode.raft.actions import AppendCompleted
 from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.network import Reply
-from kraftnode.server.producers import ProducerIds
 from kraftnode.server.raft_driver import RaftDriver, now_ms
 from kraftnode.server.raft_log import RawBatches
 from recordbatch import CorruptBatchError, iter_batches
@@ -68,7 +67,7 @@ class NodeHandlers:
         self.ident = ident
         self.driver = driver
         self.features = features
-        self.producers = ProducerIds(ident.node_id)
+        self.producers = driver.producers
 
     # ---------------------------------------------------------------- helpers
     @property
@@ -296,7 +295,6 @@ class NodeHandlers:
                         pr.log_start_offset = self.driver.log.start_offset
                         continue
                     base = self.driver.log.end_offset
-                    self.producers.record(views[0], views[-1], base)
                     _, waiter = self.driver.append_nowait([RawBatches(p.records or b"")])
                     pr.base_offset = base
                     pr.log_start_offset = self.driver.log.start_offset

@@ -4,8 +4,9 @@ Kafka producers are idempotent by default (Java since 3.0, kafka-python 3.x), so
 they start with InitProducerId and then tag each batch with (producer id, epoch,
 sequence).  A retried batch must not be appended twice: the leader remembers the
 last five batches of each producer and answers a retry with the offset it already
-has.  The state lives in the leader's memory only; a new leader starts empty and
-accepts a producer's next sequence as given (documented in docs/server.md).
+has.  Every replica learns producer sequences from the batches it appends (and from
+the log's tail at start-up), so a newly elected leader recognises retries of writes
+its predecessor accepted; a producer it has never seen may start at any sequence.
 """
 
 from __future__ import annotations
@@ -34,6 +35,25 @@ class ProducerIds:
         # in the low bits keeps a restarted node from reusing its earlier ids
         self._next = (node_id << 40) | ((int(time.time()) & 0xFFFF) << 24)
         self._state: dict[int, _ProducerState] = {}
+
+    def observe(self, views: list[BatchView]) -> None:
+        """Learn producer sequences from batches appended to the log (leader or follower),
+        so that a newly elected leader already knows what every producer wrote."""
+        for v in views:
+            if v.producer_id >= 0 and v.base_sequence >= 0 and not v.is_control:
+                self.record(v, v, v.base_offset)
+
+    def truncate(self, offset: int) -> None:
+        """Forget batches at or above ``offset`` (the log was truncated there)."""
+        for pid in list(self._state):
+            st = self._state[pid]
+            kept = [e for e in st.recent if e[2] < offset]
+            if len(kept) != len(st.recent):
+                if not kept:
+                    del self._state[pid]
+                    continue
+                st.recent = deque(kept, maxlen=_RECENT)
+                st.last_seq = kept[-1][1]
 
     def allocate(self) -> tuple[int, int]:
         pid = self._next

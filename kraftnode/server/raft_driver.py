@@ -43,6 +43,7 @@ from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import ReplicaKey
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.peer_client import PeerError, PeerPool
+from kraftnode.server.producers import ProducerIds
 from kraftnode.server.raft_log import DiskRaftLog
 from recordbatch.wire import ZERO_UUID
 
@@ -91,6 +92,18 @@ class RaftDriver:
         self.bootstrap = list(bootstrap)
         self.kraft_version = kraft_version
         self.request_timeout_s = request_timeout_s
+        self.producers = ProducerIds(node.local_key.id)
+        log_.on_append = self.producers.observe
+        log_.on_truncate = self.producers.truncate
+        # learn the producers of the log's tail (the last 8 MiB) written before a restart
+        tail_start = log_.start_offset
+        scanned = 0
+        for base, _end, size in reversed(log_.log.segments()):
+            tail_start = base
+            scanned += size
+            if scanned > 8 * 1024 * 1024:
+                break
+        self.producers.observe([v for v in log_.log.batches(tail_start)])
         self.high_watermark = node.high_watermark
         self.hw_changed = anyio.Event()
         self.state_changed = anyio.Event()

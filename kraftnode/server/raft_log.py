@@ -137,9 +137,13 @@ def records_from_batches(batches: Sequence[Batch]) -> bytes | memoryview:
 class DiskRaftLog:
     """:class:`kraftnode.raft.log.RaftLog` over :class:`MetadataLog`."""
 
-    def __init__(self, log: MetadataLog, partition_dir: Path) -> None:
+    def __init__(self, log: MetadataLog, partition_dir: Path,
+                 on_append: Any = None, on_truncate: Any = None) -> None:
         self.log = log
         self.partition_dir = partition_dir
+        # observers of appended batch headers / truncations (producer state)
+        self.on_append = on_append
+        self.on_truncate = on_truncate
 
     @property
     def start_offset(self) -> int:
@@ -182,6 +186,8 @@ class DiskRaftLog:
                 parts.append(build_batch(loose, now_ms=now))
             data = parts
         info = self.log.append_as_leader(data, epoch)
+        if self.on_append is not None and not is_control:
+            self._notify(info.first_offset, info.last_offset)
         return Batch(info.first_offset, info.last_offset, epoch, tuple(records), is_control,
                      info.size_in_bytes)
 
@@ -190,11 +196,21 @@ class DiskRaftLog:
         if len(raws) != len(batches):
             raise TypeError("followers append batches parsed from Fetch responses")
         if raws:
-            self.log.append_as_follower(raws[0] if len(raws) == 1 else b"".join(raws))
+            info = self.log.append_as_follower(raws[0] if len(raws) == 1 else b"".join(raws))
+            if self.on_append is not None:
+                self._notify(info.first_offset, info.last_offset)
+
+    def _notify(self, first: int, last: int) -> None:
+        """Hand the headers of batches just appended to ``on_append`` (a cheap re-read
+        of what is in the page cache; no records are decoded)."""
+        views = [v for v in self.log.batches(first, last + 1)]
+        self.on_append(views)
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.log.end_offset:
             self.log.truncate_to(offset)
+            if self.on_truncate is not None:
+                self.on_truncate(offset)
 
     def read(self, from_offset: int, max_bytes: int) -> list[Batch]:
         span = self.log.read(from_offset, max_bytes).records
