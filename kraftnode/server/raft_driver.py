@@ -196,9 +196,10 @@ class RaftDriver:
                 w.value = a
                 w.done.set()
         elif isinstance(a, StateChanged):
-            log.info("became %s in epoch %d (leader %s)%s", a.state, a.epoch,
-                     a.leader_id if a.leader_id >= 0 else "unknown",
-                     "" if a.is_voter else " as an observer")
+            log.info("became %s in epoch %d (leader %s)%s; log end offset %d, high watermark %d",
+                     a.state, a.epoch, a.leader_id if a.leader_id >= 0 else "unknown",
+                     "" if a.is_voter else " as an observer", self.log.end_offset,
+                     self.high_watermark)
             self.state_changed.set()
             self.state_changed = anyio.Event()
         elif isinstance(a, FatalError):

@@ -7,6 +7,7 @@ batches are decoded (the core must see LeaderChange, Voters and KRaftVersion).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 from recordbatch import BatchView, Record, build_batch, iter_batches
 from recordbatch.control import build_kraft_control_batch, decode_control_record
 from recordbatch.generated import KRaftVersionRecord, LeaderChangeMessage, VotersRecord
+
+_log = logging.getLogger("kraftnode.log")
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +211,10 @@ class DiskRaftLog:
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.log.end_offset:
+            before = self.log.end_offset
             self.log.truncate_to(offset)
+            _log.info("truncated the log to offset %d (end offset was %d; the leader's log "
+                      "diverges there)", self.log.end_offset, before)
             if self.on_truncate is not None:
                 self.on_truncate(offset)
 
