@@ -72,10 +72,12 @@ class Result:
 
 
 class Simulation:
-    def __init__(self, seed: int, voters: int = 3, observers: int = 1, plant: str | None = None) -> None:
+    def __init__(self, seed: int, voters: int = 3, observers: int = 1, plant: str | None = None,
+                 profile: FaultProfile | None = None) -> None:
         self.seed = seed
         self.rng = random.Random(f"kraftnode-sim-{seed}-{voters}-{observers}")
-        self.profile = FaultProfile.draw(self.rng)
+        drawn = FaultProfile.draw(self.rng)
+        self.profile = profile if profile is not None else drawn
         self.plants = frozenset([plant]) if plant else frozenset()
         self.now = 0
         self.events = 0
