@@ -2,16 +2,6 @@
 
 from __future__ import annotations
 
-from rafttest_helpers import (
-    CONFIG,
-    elect,
-    make_node,
-    of_type,
-    requests_to,
-    sent,
-    voters,
-)
-
 from kraftnode.raft import errors
 from kraftnode.raft.actions import FlushLog, PersistElectionState, SendRequest, StateChanged
 from kraftnode.raft.batches import LeaderChangeRecord
@@ -26,6 +16,15 @@ from kraftnode.raft.messages import (
     VoteResponse,
 )
 from kraftnode.raft.voters import ReplicaKey
+from tests.kraftnode.raft.rafttest_helpers import (
+    CONFIG,
+    elect,
+    make_node,
+    of_type,
+    requests_to,
+    sent,
+    voters,
+)
 
 
 def test_election_timeout_is_jittered_within_one_to_two_timeouts() -> None:
@@ -102,7 +101,7 @@ def test_single_voter_leads_and_commits_alone() -> None:
 def test_higher_epoch_request_keeps_a_waiting_voters_timer() -> None:
     node = make_node(1)
     deadline = node.next_deadline_ms()
-    from rafttest_helpers import vote_request
+    from tests.kraftnode.raft.rafttest_helpers import vote_request
 
     log = MemoryRaftLog()
     log.append_as_leader(["a"], 3)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from rafttest_helpers import CONFIG, make_node, of_type, requests_to, sent
-
 from kraftnode.raft import errors, plants
 from kraftnode.raft.actions import FatalError, FlushLog, HighWatermarkAdvanced, SendRequest
 from kraftnode.raft.batches import Batch
@@ -18,6 +16,7 @@ from kraftnode.raft.messages import (
     FetchResponse,
 )
 from kraftnode.raft.voters import ReplicaKey
+from tests.kraftnode.raft.rafttest_helpers import CONFIG, make_node, of_type, requests_to, sent
 
 
 def _follower(log: MemoryRaftLog | None = None, epoch: int = 3, plant: frozenset[str] = frozenset()):  # type: ignore[no-untyped-def]

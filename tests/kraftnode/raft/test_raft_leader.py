@@ -2,18 +2,6 @@
 
 from __future__ import annotations
 
-from rafttest_helpers import (
-    CONFIG,
-    elect,
-    fetch_request,
-    fetch_responses,
-    make_node,
-    of_type,
-    requests_to,
-    sent,
-    voters,
-)
-
 from kraftnode.raft import errors, plants
 from kraftnode.raft.actions import AppendCompleted, HighWatermarkAdvanced
 from kraftnode.raft.election import ElectionState
@@ -25,6 +13,17 @@ from kraftnode.raft.messages import (
     EndQuorumEpochRequest,
 )
 from kraftnode.raft.voters import ReplicaKey
+from tests.kraftnode.raft.rafttest_helpers import (
+    CONFIG,
+    elect,
+    fetch_request,
+    fetch_responses,
+    make_node,
+    of_type,
+    requests_to,
+    sent,
+    voters,
+)
 
 
 def _leader_with_old_entries(plant: frozenset[str] = frozenset()):  # type: ignore[no-untyped-def]

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rafttest_helpers import elect, fetch_request, make_node
-
 from kraftnode.raft.batches import Batch
 from kraftnode.raft.listener import CommitDispatcher
+from tests.kraftnode.raft.rafttest_helpers import elect, fetch_request, make_node
 
 
 class Recorder:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-from rafttest_helpers import fetch_request, make_node, sent, voters
-
 from kraftnode.raft.batches import Batch, KRaftVersionControlRecord, VotersControlRecord
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.history import VoterSetHistory
@@ -17,6 +15,7 @@ from kraftnode.raft.messages import (
     FetchRequest,
     FetchResponse,
 )
+from tests.kraftnode.raft.rafttest_helpers import fetch_request, make_node, sent, voters
 
 
 def _log() -> MemoryRaftLog:

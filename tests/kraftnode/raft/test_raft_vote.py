@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from rafttest_helpers import CLUSTER, dir_id, make_node, of_type, responses, vote_request
-
 from kraftnode.raft import errors, plants
 from kraftnode.raft.actions import PersistElectionState, SendResponse
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.log import MemoryRaftLog
 from kraftnode.raft.messages import VoteResponse
 from kraftnode.raft.voters import ReplicaKey
+from tests.kraftnode.raft.rafttest_helpers import (
+    CLUSTER,
+    dir_id,
+    make_node,
+    of_type,
+    responses,
+    vote_request,
+)
 
 
 def _vote(node, request, now=5):  # type: ignore[no-untyped-def]
