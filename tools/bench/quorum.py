@@ -1,0 +1,732 @@
+"""Quorum benchmark: a 3-node kraftnode quorum beside etcd and ZooKeeper, in one run.
+
+Issue 6, "Must show" 4.  One invocation measures, back to back on the same machine:
+
+1. the physical floors (``../shared/bench/physical.py``): append + fdatasync latency
+   and the loopback TCP round trip;
+2. a 3-node kraftnode quorum on 127.0.0.1 (fsync is always on: group commit), written
+   to by confluent-kafka (librdkafka) with acks=all and 100-byte values to
+   ``__cluster_metadata-0``:
+     * 1 outstanding: produce one record, wait for its delivery report, repeat;
+       per-record commit latency p50/p99;
+     * 64 outstanding: a window of 64 undelivered records (produce while fewer than 64
+       are in flight, else poll for delivery reports); records/s;
+   in full mode three times, each on a freshly formatted quorum, reporting medians;
+3. the anchors (``../shared/bench/anchors.py``): 3-node etcd 3.4 and ZooKeeper 3.8
+   (and PySyncObj, a no-fsync speed reference), same value size and concurrency.
+
+Why one invocation: the machine is small and shared, so absolute figures drift from
+minute to minute; only figures taken side by side mean anything, and the targets are
+ratios: kraftnode records/s at 64 outstanding >= etcd's, and kraftnode p50 at 1
+outstanding <= 2x the floor (fsync p50 + loopback RTT p50).
+
+The shared bench directory is found at ``<checkout>/../shared/bench``; without it the
+run is kraftnode-only (no floors, no anchors) and says so.  The anchors need Debian's
+etcd-server, etcd-client and zookeeper packages and a venv at /tmp/benchvenv; both are
+set up on first use as anchors.py's header describes (apt-get needs root; without it
+the anchors are skipped with a message).
+
+Every process this script starts is stopped by PID in a ``finally`` block (SIGTERM,
+then SIGKILL); every wait and workload loop is bounded by a count and a deadline;
+every server listens on 127.0.0.1 only.
+
+Usage: python tools/bench/quorum.py [--quick] [--skip-anchors] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+# Run as a file, sys.path[0] is tools/bench; make the checkout's packages importable.
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import kraftnode  # noqa: E402
+from kraftnode.cli import UsageError  # noqa: E402
+from kraftnode.commands.quorum import fetch_quorum_info  # noqa: E402
+
+SHARED_BENCH = ROOT.parent / "shared" / "bench"
+BENCH_VENV = Path("/tmp/benchvenv")
+VENV_PACKAGES = ["grpcio==1.85.1", "kazoo==2.10.0", "pysyncobj==0.3.17", "crc32c==2.9.post0"]
+DEB_PACKAGES = ["etcd-server", "etcd-client", "zookeeper"]
+DEB_BINARIES = {"etcd": "/usr/bin/etcd", "zookeeper": "/usr/share/java/zookeeper.jar"}
+
+TOPIC = "__cluster_metadata"
+VALUE_SIZE = 100
+NODES = 3
+CLUSTER_ID = "UXVvcnVtQmVuY2hSdW4wMQ"   # any 16 bytes in base64; fixed so logs compare
+TARGET_RATIO_ETCD = 1.0
+TARGET_FLOOR_FACTOR = 2.0
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# librdkafka settings shared by both levels.  Nagle off (Kafka's Java client and the
+# server set TCP_NODELAY too); idempotence off, as the anchors' clients have none;
+# linger 0: a record goes out as soon as the client thread sees it.
+PRODUCER_BASE = {
+    "acks": "all",
+    "linger.ms": 0,
+    "enable.idempotence": False,
+    "socket.nagle.disable": True,
+    "message.timeout.ms": 30000,
+    "request.timeout.ms": 10000,
+}
+# At 64 outstanding, the client keeps up to this many produce requests in flight on
+# its one connection to the leader; each request carries whatever records queued up
+# meanwhile (librdkafka batches per partition), so the server sees both pipelining and
+# batches.  Chosen from a sweep on this box (see docs/bench.md).
+WINDOW_MAX_IN_FLIGHT = 5
+
+
+def log(msg: str) -> None:
+    print(f"[quorum-bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def pct(sorted_vals: list[float], q: float) -> float | None:
+    """Nearest-rank percentile, as anchors.py computes it (so the columns compare)."""
+    if not sorted_vals:
+        return None
+    k = max(0, min(len(sorted_vals) - 1, int(math.ceil(q * len(sorted_vals))) - 1))
+    return sorted_vals[k]
+
+
+# --------------------------------------------------------------------------- cpu meter
+
+
+def _proc_ticks(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        return int(rest[11]) + int(rest[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _host_ticks() -> tuple[int, int]:
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return sum(v[:8]) - idle, idle
+
+
+class CpuMeter:
+    """Cores used by the client and each server over a window, in anchors.py's format,
+    so a reader can tell whether the box (not one process) was the limit."""
+
+    def __init__(self, server_pids: list[int]) -> None:
+        self.server_pids = server_pids
+        self.result: dict[str, Any] = {}
+
+    def __enter__(self) -> CpuMeter:
+        self.t0 = time.perf_counter()
+        self.c0 = _proc_ticks(os.getpid())
+        self.s0 = [_proc_ticks(p) for p in self.server_pids]
+        self.h0 = _host_ticks()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        dt = max(time.perf_counter() - self.t0, 1e-9)
+
+        def cores(a: int | None, b: int | None) -> float | None:
+            return None if a is None or b is None else round((b - a) / CLK_TCK / dt, 2)
+
+        client = cores(self.c0, _proc_ticks(os.getpid()))
+        servers = [cores(a, _proc_ticks(p)) for a, p in zip(self.s0, self.server_pids,
+                                                            strict=True)]
+        h1 = _host_ticks()
+        busy, idle = h1[0] - self.h0[0], h1[1] - self.h0[1]
+        ncpu = os.cpu_count() or 1
+        host = round(ncpu * busy / max(busy + idle, 1), 2)
+        ours = sum(x for x in [client, *servers] if x is not None)
+        self.result = {"client": client, "servers": servers, "host_busy": host,
+                       "other": round(max(0.0, host - ours), 2), "host_cores": ncpu}
+
+
+# --------------------------------------------------------------------------- processes
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    logf: IO[bytes]
+
+
+@dataclass
+class Children:
+    """Processes started by this script; stopped by PID only (never by name)."""
+
+    items: list[Child] = field(default_factory=list)
+
+    def spawn(self, name: str, argv: list[str], log_path: Path, **kw: Any) -> subprocess.Popen[bytes]:
+        logf = log_path.open("ab")
+        try:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf,
+                                 stderr=subprocess.STDOUT, start_new_session=True, **kw)
+        except BaseException:
+            logf.close()
+            raise
+        self.items.append(Child(name, p, logf))
+        return p
+
+    def check_alive(self) -> None:
+        for c in self.items:
+            if c.proc.poll() is not None:
+                raise RuntimeError(f"{c.name} exited early (rc={c.proc.returncode}); "
+                                   f"see {c.logf.name}")
+
+    def stop(self, timeout: float = 15.0) -> None:
+        for c in self.items:
+            if c.proc.poll() is None:
+                c.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for c in self.items:
+            try:
+                c.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log(f"SIGKILL {c.name} pid={c.proc.pid}")
+                c.proc.kill()
+                c.proc.wait(timeout=10)
+            c.logf.close()
+        self.items = []
+
+
+def _free_ports(n: int) -> list[int]:
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@dataclass
+class Quorum:
+    """A freshly formatted kraftnode quorum on loopback, one ``kraftnode start`` each."""
+
+    root: Path
+    n: int = NODES
+    ports: list[int] = field(default_factory=list)
+    children: Children = field(default_factory=Children)
+
+    def start(self) -> None:
+        self.ports = _free_ports(self.n)
+        voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
+        env = {**os.environ, "PYTHONUNBUFFERED": "1",
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
+                                                           os.environ.get("PYTHONPATH")]))}
+        for i, port in enumerate(self.ports):
+            d = self.root / f"node{i + 1}"
+            d.mkdir(parents=True)
+            props = d / "server.properties"
+            props.write_text(
+                f"node.id={i + 1}\nprocess.roles=controller\n"
+                f"listeners=CONTROLLER://127.0.0.1:{port}\n"
+                f"controller.listener.names=CONTROLLER\n"
+                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n")
+            fmt = subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+                                  str(props), "--cluster-id", CLUSTER_ID],
+                                 capture_output=True, text=True, timeout=60, env=env)
+            if fmt.returncode != 0:
+                raise RuntimeError(f"kraftnode format failed: {fmt.stderr.strip()}")
+        for i in range(self.n):
+            d = self.root / f"node{i + 1}"
+            self.children.spawn(f"kraftnode node {i + 1}",
+                                [sys.executable, "-m", "kraftnode", "start",
+                                 str(d / "server.properties")],
+                                d / "node.log", env=env)
+
+    @property
+    def pids(self) -> list[int]:
+        return [c.proc.pid for c in self.children.items]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def wait_ready(self, timeout: float = 60.0) -> tuple[int, int]:
+        """Wait (bounded) for a leader whose high watermark is known; (leader id, pid)."""
+        servers = [("127.0.0.1", p) for p in self.ports]
+        deadline = time.monotonic() + timeout
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            self.children.check_alive()
+            try:
+                info = fetch_quorum_info(servers, 2)
+                if info.leader_id >= 1 and info.high_watermark >= 1:
+                    return info.leader_id, self.pids[info.leader_id - 1]
+                last = f"leader {info.leader_id}, high watermark {info.high_watermark}"
+            except UsageError as e:
+                last = str(e)
+            time.sleep(0.2)
+        raise TimeoutError(f"kraftnode quorum not ready in {timeout:.0f}s ({last}); "
+                           f"logs under {self.root}")
+
+    def stop(self) -> None:
+        self.children.stop()
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+@dataclass
+class Run:
+    """One measured run at one concurrency level."""
+
+    concurrency: int
+    lat: list[float]
+    seconds: float
+    errors: int
+    cpu: dict[str, Any]
+    config: dict[str, Any]
+
+    def summary(self) -> dict[str, Any]:
+        lat = sorted(self.lat)
+        ok = len(lat)
+        p50, p99 = pct(lat, 0.50), pct(lat, 0.99)
+        return {"concurrency": self.concurrency, "ops": ok, "seconds": round(self.seconds, 3),
+                "ops_per_s": round(ok / self.seconds, 1) if self.seconds > 0 else None,
+                "p50_ms": None if p50 is None else round(p50 * 1e3, 3),
+                "p99_ms": None if p99 is None else round(p99 * 1e3, 3),
+                "errors": self.errors, "cpu_cores": self.cpu, "producer": self.config}
+
+
+def _producer(bootstrap: str, extra: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    from confluent_kafka import Producer
+
+    conf = {**PRODUCER_BASE, **extra}
+    return Producer({"bootstrap.servers": bootstrap, **conf}), conf
+
+
+def _drive(producer: Any, conc: int, n: int, record: bool, max_seconds: float,
+           lat: list[float], errors: list[int]) -> None:
+    """Keep at most ``conc`` records undelivered; ``n`` records; stop at the deadline.
+
+    The latency of a record runs from ``produce()`` to its delivery report being
+    served in this thread: what an application waiting on the ack sees."""
+    value = b"v" * VALUE_SIZE
+    pc = time.perf_counter
+    inflight = [0]
+
+    def delivered(start: float, err: Any, _msg: Any) -> None:
+        inflight[0] -= 1
+        if err is not None:
+            errors[0] += 1
+        elif record:
+            lat.append(pc() - start)
+
+    deadline = time.monotonic() + max_seconds
+    for _ in range(n):
+        while inflight[0] >= conc and time.monotonic() < deadline:
+            producer.poll(1.0)
+        if time.monotonic() >= deadline:
+            break
+        inflight[0] += 1
+        producer.produce(TOPIC, value, partition=0, on_delivery=functools.partial(delivered, pc()))
+    drain_deadline = time.monotonic() + 30
+    while inflight[0] > 0 and time.monotonic() < drain_deadline:
+        producer.poll(1.0)
+    if inflight[0] > 0:
+        errors[0] += inflight[0]
+        log(f"{inflight[0]} record(s) still undelivered 30 s after the run; counted as errors")
+
+
+def measure(bootstrap: str, conc: int, ops: int, warm: int, max_seconds: float,
+            server_pids: list[int]) -> Run:
+    extra: dict[str, Any] = ({"max.in.flight.requests.per.connection": 1} if conc == 1 else
+                             {"max.in.flight.requests.per.connection": WINDOW_MAX_IN_FLIGHT})
+    producer, conf = _producer(bootstrap, extra)
+    try:
+        lat: list[float] = []
+        errors = [0]
+        _drive(producer, conc, warm, False, max_seconds, lat, errors)
+        if errors[0]:
+            log(f"warm-up at c={conc}: {errors[0]} error(s)")
+        errors = [0]
+        with CpuMeter(server_pids) as cpu:
+            t0 = time.perf_counter()
+            _drive(producer, conc, ops, True, max_seconds, lat, errors)
+            elapsed = time.perf_counter() - t0
+        conf["window"] = conc
+        return Run(conc, lat, elapsed, errors[0], cpu.result, conf)
+    finally:
+        producer.flush(10)
+
+
+def ops_for(args: argparse.Namespace, conc: int) -> tuple[int, int]:
+    n = args.ops1 if conc == 1 else args.opsn
+    if args.quick:
+        n //= 10
+    return max(1, n), max(10, min(500, n // 10))
+
+
+def run_kraftnode(args: argparse.Namespace, levels: list[int]) -> list[dict[str, Any]]:
+    """``args.repeats`` fresh quorums; every level on each; medians over the repeats."""
+    runs: dict[int, list[dict[str, Any]]] = {c: [] for c in levels}
+    for rep in range(args.repeats):
+        tmp = Path(tempfile.mkdtemp(prefix="quorum-bench-kraftnode-", dir=args.tmp))
+        q = Quorum(tmp)
+        try:
+            q.start()
+            leader, leader_pid = q.wait_ready()
+            log(f"kraftnode repeat {rep + 1}/{args.repeats}: leader node {leader} "
+                f"(pid {leader_pid}) on {q.bootstrap}")
+            for conc in levels:
+                ops, warm = ops_for(args, conc)
+                s = measure(q.bootstrap, conc, ops, warm, args.max_seconds, q.pids).summary()
+                q.children.check_alive()
+                s["repeat"] = rep + 1
+                s["leader_node"] = leader
+                runs[conc].append(s)
+                log(f"kraftnode c={conc}: {s['ops']} ops, {s['ops_per_s']} ops/s, "
+                    f"p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms, errors {s['errors']}")
+        finally:
+            q.stop()
+            if not args.keep:
+                shutil.rmtree(tmp, ignore_errors=True)
+    out = []
+    for conc in levels:
+        rs = runs[conc]
+
+        def med(key: str, rs: list[dict[str, Any]] = rs) -> float | None:
+            vals = [r[key] for r in rs if r[key] is not None]
+            return round(statistics.median(vals), 3) if vals else None
+
+        out.append({
+            "system": "kraftnode", "version": kraftnode.__version__, "nodes": NODES,
+            "concurrency": conc, "ops": sum(r["ops"] for r in rs),
+            "ops_per_s": med("ops_per_s"), "p50_ms": med("p50_ms"), "p99_ms": med("p99_ms"),
+            "errors": sum(r["errors"] for r in rs), "repeats": len(rs),
+            "aggregate": f"median of {len(rs)} fresh quorum(s)",
+            "durability": "fsync (group commit) on every voter; acks=all answers after commit",
+            "client": "confluent-kafka {} (librdkafka {})".format(*_ck_versions()),
+            "producer": rs[0]["producer"] if rs else None,
+            "value_bytes": VALUE_SIZE, "runs": rs,
+        })
+    return out
+
+
+def _ck_versions() -> tuple[str, str]:
+    import confluent_kafka
+
+    return confluent_kafka.version()[0], confluent_kafka.libversion()[0]
+
+
+# --------------------------------------------------------------------------- shared scripts
+
+
+def _stream_stderr(stream: IO[str]) -> threading.Thread:
+    def pump() -> None:
+        for line in stream:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    return t
+
+
+def run_script(argv: list[str], timeout: float, what: str) -> list[dict[str, Any]]:
+    """Run one of the shared scripts; its JSON lines from stdout, its stderr passed on.
+
+    The child gets its own session and is stopped by PID if this script is interrupted
+    or the deadline passes (the anchors stop their own servers on SIGTERM)."""
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert p.stderr is not None
+        pump = _stream_stderr(p.stderr)
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            log(f"{what} did not finish within {timeout:.0f}s; stopping it")
+            out = ""
+        pump.join(timeout=5)
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+    if p.returncode not in (0, None) and not out:
+        log(f"{what} exited with status {p.returncode}")
+    recs = []
+    for line in (out or "").splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                recs.append(json.loads(line))
+            except json.JSONDecodeError:
+                log(f"{what}: unparsable line {line[:120]!r}")
+    return recs
+
+
+def bench_python() -> str | None:
+    """The anchors' venv python, created as anchors.py's header says if missing."""
+    py = BENCH_VENV / "bin" / "python"
+    if py.exists():
+        return str(py)
+    base = shutil.which("python3.11") or (sys.executable if sys.version_info[:2] == (3, 11)
+                                          else None)
+    if base is None:
+        log("python3.11 not found: cannot create the anchors' venv")
+        return None
+    log(f"creating {BENCH_VENV} and installing {' '.join(VENV_PACKAGES)}")
+    try:
+        subprocess.run([base, "-m", "venv", str(BENCH_VENV)], check=True, timeout=300)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", *VENV_PACKAGES],
+                       check=True, timeout=900)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
+        log(f"could not set up {BENCH_VENV}: {e}")
+        return None
+    return str(py)
+
+
+def ensure_debian_packages(systems: list[str]) -> list[str]:
+    """The systems whose Debian packages are (now) installed."""
+    missing = [s for s in systems if s in DEB_BINARIES and not Path(DEB_BINARIES[s]).exists()]
+    if missing:
+        if os.geteuid() != 0 or shutil.which("apt-get") is None:
+            log(f"{', '.join(missing)} not installed and apt-get is not usable here "
+                f"(need root): install {' '.join(DEB_PACKAGES)} to get those anchors")
+        else:
+            log(f"installing {' '.join(DEB_PACKAGES)} with apt-get (once)")
+            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+            try:
+                subprocess.run(["apt-get", "update"], check=True, timeout=600, env=env,
+                               stdout=subprocess.DEVNULL)
+                subprocess.run(["apt-get", "install", "-y", "--no-install-recommends",
+                                *DEB_PACKAGES], check=True, timeout=1200, env=env,
+                               stdout=subprocess.DEVNULL)
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
+                log(f"apt-get failed: {e}")
+    return [s for s in systems if s not in DEB_BINARIES or Path(DEB_BINARIES[s]).exists()]
+
+
+def run_physical(args: argparse.Namespace, shared: Path) -> dict[str, dict[str, Any]]:
+    script = shared / "physical.py"
+    if not script.exists():
+        log(f"{script} not found: no physical floors")
+        return {}
+    py = str(BENCH_VENV / "bin" / "python") if (BENCH_VENV / "bin" / "python").exists() \
+        else sys.executable
+    argv = [py, str(script), "--dir", args.tmp or tempfile.gettempdir()]
+    if args.quick:
+        argv.append("--quick")
+    log("physical floors: " + " ".join(argv))
+    recs = run_script(argv, 600, "physical.py")
+    return {r["test"]: r for r in recs if "test" in r}
+
+
+def run_anchors(args: argparse.Namespace, shared: Path, levels: list[int]) -> list[dict[str, Any]]:
+    script = shared / "anchors.py"
+    if not script.exists():
+        log(f"{script} not found: no anchors")
+        return []
+    systems = ensure_debian_packages([s for s in args.anchors.split(",") if s])
+    py = bench_python()
+    if py is None or not systems:
+        return []
+    argv = [py, str(script), "--systems", ",".join(systems),
+            "--concurrency", ",".join(map(str, levels)),
+            "--ops1", str(args.ops1), "--opsn", str(args.opsn),
+            "--max-seconds", str(args.max_seconds)]
+    if args.quick:
+        argv.append("--quick")
+    if args.tmp:
+        argv += ["--tmp", args.tmp]
+    log("anchors: " + " ".join(argv))
+    return run_script(argv, 1800, "anchors.py")
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _row(rows: list[dict[str, Any]], system: str, conc: int) -> dict[str, Any] | None:
+    for r in rows:
+        if r.get("system") == system and r.get("concurrency") == conc:
+            return r
+    return None
+
+
+def checks(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    k64, e64 = _row(rows, "kraftnode", 64), _row(rows, "etcd", 64)
+    c: dict[str, Any] = {"check": "records/s at 64 outstanding vs etcd",
+                         "target": f">= {TARGET_RATIO_ETCD:.1f}x etcd"}
+    if k64 and e64 and k64.get("ops_per_s") and e64.get("ops_per_s"):
+        c["ratio"] = round(k64["ops_per_s"] / e64["ops_per_s"], 3)
+        c["detail"] = f"{k64['ops_per_s']:,.0f} vs {e64['ops_per_s']:,.0f} records/s"
+        c["ok"] = c["ratio"] >= TARGET_RATIO_ETCD
+    else:
+        c["ok"], c["detail"] = None, "n/a (no etcd figure in this run)"
+    out.append(c)
+    k1 = _row(rows, "kraftnode", 1)
+    fs, rtt = floors.get("fsync_4k_append"), floors.get("tcp_rtt_100b")
+    c = {"check": "p50 at 1 outstanding vs floor (fsync p50 + loopback RTT p50)",
+         "target": f"<= {TARGET_FLOOR_FACTOR:.0f}x floor"}
+    if k1 and k1.get("p50_ms") and fs and rtt:
+        floor = fs["p50_ms"] + rtt["p50_ms"]
+        c["floor_ms"] = round(floor, 4)
+        c["ratio"] = round(k1["p50_ms"] / floor, 3)
+        c["detail"] = (f"{k1['p50_ms']:.3f} ms vs floor {floor:.3f} ms "
+                       f"({fs['p50_ms']:.3f} fsync + {rtt['p50_ms']:.3f} RTT)")
+        c["ok"] = c["ratio"] <= TARGET_FLOOR_FACTOR
+    else:
+        c["ok"], c["detail"] = None, "n/a (no physical floors in this run)"
+    out.append(c)
+    return out
+
+
+def _fmt(v: Any, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
+                cks: list[dict[str, Any]], notes: list[str]) -> None:
+    print(f"kraftnode quorum benchmark -- {NODES} nodes on 127.0.0.1, {VALUE_SIZE}-byte values, "
+          f"python {platform.python_version()}, {os.cpu_count()} cores")
+    if floors:
+        print("\nfloors (physical.py):")
+        for name in ("fsync_4k_append", "fsync_4k_overwrite", "tcp_rtt_100b",
+                     "tcp_rtt_100b_same_cpu", "tcp_rtt_100b_cross_cpu"):
+            f = floors.get(name)
+            if f:
+                print(f"  {name:<24} p50 {f['p50_ms']:.3f} ms  p99 {f['p99_ms']:.3f} ms")
+    print()
+    hdr = f"{'system':<12} {'version':<26} {'outstanding':>11} {'ops/s':>9} {'p50 ms':>8} " \
+          f"{'p99 ms':>8}  durability"
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows:
+        if "error" in r:
+            print(f"{r.get('system', '?'):<12} FAILED: {r['error']}")
+            continue
+        ver = str(r.get("version", ""))[:26]
+        dur = str(r.get("durability", ""))
+        dur = "no fsync (speed reference only)" if r.get("system") == "pysyncobj" else \
+            dur.split(":")[0][:40]
+        print(f"{r['system']:<12} {ver:<26} {r['concurrency']:>11} "
+              f"{_fmt(r.get('ops_per_s'), ',.0f'):>9} {_fmt(r.get('p50_ms'), '.2f'):>8} "
+              f"{_fmt(r.get('p99_ms'), '.2f'):>8}  {dur}")
+    print("\ntargets:")
+    for c in cks:
+        verdict = {True: "MET", False: "MISSED", None: "n/a"}[c["ok"]]
+        ratio = f"{c['ratio']:.2f}x" if "ratio" in c else ""
+        print(f"  {c['check']}: {ratio} (target {c['target']}) {verdict} -- {c['detail']}")
+    for n in notes:
+        print(f"note: {n}")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help="10x fewer ops everywhere and one kraftnode repeat")
+    ap.add_argument("--skip-anchors", action="store_true", help="no etcd/ZooKeeper run")
+    ap.add_argument("--skip-physical", action="store_true", help="no physical floors")
+    ap.add_argument("--json", action="store_true",
+                    help="one JSON object per line (floors, rows, checks) instead of a table")
+    ap.add_argument("--anchors", default="etcd,zookeeper,pysyncobj",
+                    help="anchor systems (default etcd,zookeeper,pysyncobj)")
+    ap.add_argument("--concurrency", default="1,64", help="outstanding levels (default 1,64)")
+    ap.add_argument("--ops1", type=int, default=2000, help="ops at 1 outstanding (full mode)")
+    ap.add_argument("--opsn", type=int, default=20000, help="ops at >1 outstanding (full mode)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="kraftnode repeats, median reported (default 3; 1 with --quick)")
+    ap.add_argument("--max-seconds", type=float, default=120,
+                    help="cap on one measured run; it stops early and reports what it did")
+    ap.add_argument("--shared-dir", type=Path, default=SHARED_BENCH,
+                    help=f"where physical.py and anchors.py live (default {SHARED_BENCH})")
+    ap.add_argument("--tmp", default=None, help="parent dir for data dirs (default $TMPDIR)")
+    ap.add_argument("--keep", action="store_true", help="keep kraftnode data dirs and logs")
+    args = ap.parse_args(argv)
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 3
+    if not 1 <= args.repeats <= 20:
+        ap.error("--repeats must be between 1 and 20")
+    if args.ops1 < 1 or args.opsn < 1 or args.max_seconds <= 0:
+        ap.error("--ops1, --opsn and --max-seconds must be positive")
+    try:
+        args.levels = [int(x) for x in args.concurrency.split(",")]
+    except ValueError:
+        ap.error(f"--concurrency: expected numbers separated by commas, not {args.concurrency!r}")
+    if not all(1 <= c <= 10000 for c in args.levels):
+        ap.error("--concurrency levels must be between 1 and 10000")
+    return args
+
+
+@contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so the finally blocks stop every child."""
+    def on_term(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    old: Callable[..., Any] | int | None = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    shared: Path = args.shared_dir
+    notes: list[str] = []
+    if not (shared / "anchors.py").exists() and not (shared / "physical.py").exists():
+        msg = (f"shared bench scripts not found at {shared} (physical.py, anchors.py): "
+               "running kraftnode only -- no floors, no anchors, targets not checked")
+        log(msg)
+        notes.append(msg)
+    with _sigterm_as_exit():
+        floors = {} if args.skip_physical else run_physical(args, shared)
+        rows = run_kraftnode(args, args.levels)
+        anchors = [] if args.skip_anchors else run_anchors(args, shared, args.levels)
+    rows += anchors
+    cks = checks(rows, floors)
+    if args.skip_anchors:
+        notes.append("anchors skipped (--skip-anchors)")
+    if args.json:
+        for f in floors.values():
+            print(json.dumps({"kind": "floor", **f}))
+        for r in rows:
+            print(json.dumps({"kind": "row", **r}))
+        for c in cks:
+            print(json.dumps({"kind": "check", **c}))
+        for n in notes:
+            print(json.dumps({"kind": "note", "note": n}))
+    else:
+        print_table(rows, floors, cks, notes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
