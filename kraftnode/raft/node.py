@@ -631,6 +631,9 @@ class RaftNode:
         if not self._valid_voter_key(req.voter_id, req.voter_directory_id):
             self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_VOTER_KEY, False))
             return
+        if req.candidate_id < 0 or req.candidate_epoch < 0:
+            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_REQUEST, False))
+            return
         if req.candidate_epoch < self.epoch or req.last_offset < 0 or req.last_offset_epoch < 0:
             self._respond(request_id, self._vote_response(errors.NONE, errors.NONE, False))
             return

@@ -75,6 +75,7 @@ class Simulation:
     def __init__(self, seed: int, voters: int = 3, observers: int = 1, plant: str | None = None,
                  profile: FaultProfile | None = None) -> None:
         self.seed = seed
+        self._matched: dict[tuple[int, int], tuple[int, int]] = {}
         self.rng = random.Random(f"kraftnode-sim-{seed}-{voters}-{observers}")
         drawn = FaultProfile.draw(self.rng)
         self.profile = profile if profile is not None else drawn
@@ -472,8 +473,6 @@ class Simulation:
                                         f"{batch.epoch} at offset {batch.base_offset} but different prefixes")
                     break
 
-    _matched: dict[tuple[int, int], tuple[int, int]] = {}
-
     # ------------------------------------------------------------ liveness
     def converged(self) -> bool:
         leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
@@ -505,9 +504,7 @@ class Simulation:
 
 
 def run_seed(seed: int, voters: int = 3, observers: int = 1, plant: str | None = None) -> Result:
-    sim = Simulation(seed, voters, observers, plant)
-    sim._matched = {}
-    return sim.run()
+    return Simulation(seed, voters, observers, plant).run()
 
 
 def profile_of(seed: int, voters: int = 3, observers: int = 1) -> str:

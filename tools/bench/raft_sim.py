@@ -44,7 +44,6 @@ def main() -> int:
         return 2
     profile = healthy_profile(args.append_interval_ms, args.records_per_append, args.delay_ms)
     sim = Simulation(1, voters=3, observers=0, profile=profile)
-    sim._matched = {}
     end_ms = args.sim_seconds * 1000
     for t in range(args.append_interval_ms, end_ms, args.append_interval_ms):
         sim._schedule(t, "append", ())

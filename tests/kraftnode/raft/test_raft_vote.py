@@ -111,3 +111,10 @@ def test_planted_reply_before_persist_breaks_the_order() -> None:
     kinds = [type(a).__name__ for a in actions]
     assert kinds.index("SendResponse") < max(i for i, k in enumerate(kinds) if k == "PersistElectionState")
     assert CLUSTER
+
+
+def test_nonsense_candidate_is_invalid_request() -> None:
+    node = make_node(1)
+    resp, actions = _vote(node, vote_request(-3, epoch=1))
+    assert resp.partition_error_code == errors.INVALID_REQUEST and not resp.vote_granted
+    assert node.epoch == 0 and not of_type(actions, PersistElectionState)
