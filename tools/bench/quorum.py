@@ -80,21 +80,27 @@ TARGET_FLOOR_FACTOR = 2.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # librdkafka settings shared by both levels.  Nagle off (Kafka's Java client and the
-# server set TCP_NODELAY too); idempotence off, as the anchors' clients have none;
-# linger 0: a record goes out as soon as the client thread sees it.
+# server set TCP_NODELAY too); idempotence off, as the anchors' clients have none.
 PRODUCER_BASE = {
     "acks": "all",
-    "linger.ms": 0,
     "enable.idempotence": False,
     "socket.nagle.disable": True,
     "message.timeout.ms": 30000,
     "request.timeout.ms": 10000,
 }
-# At 64 outstanding, the client keeps up to this many produce requests in flight on
-# its one connection to the leader; each request carries whatever records queued up
-# meanwhile (librdkafka batches per partition), so the server sees both pipelining and
-# batches.  Chosen from a sweep on this box (see docs/bench.md).
-WINDOW_MAX_IN_FLIGHT = 5
+# Per-level settings.  1 outstanding: one request in flight, linger 0 (any linger
+# would be added to every record's latency).  64 outstanding: still one request in
+# flight per connection -- the server answers a connection's requests strictly one
+# at a time, as Kafka does, so pipelining only adds small requests that each wait
+# for a commit (a sweep here: 5 in flight at linger 0 ran ~3x slower) -- and
+# linger 1 ms: with linger 0 the client thread sends the first record it sees after
+# a delivery, so requests alternate between 1 record and the rest of the window,
+# and the 1-record commit rounds halve the rate (sweep: ~7,000 vs ~14,500 records/s).
+# librdkafka's own default linger is 5 ms.
+LEVEL_SETTINGS: dict[str, dict[str, Any]] = {
+    "one": {"max.in.flight.requests.per.connection": 1, "linger.ms": 0},
+    "window": {"max.in.flight.requests.per.connection": 1, "linger.ms": 1},
+}
 
 
 def log(msg: str) -> None:
@@ -356,8 +362,7 @@ def _drive(producer: Any, conc: int, n: int, record: bool, max_seconds: float,
 
 def measure(bootstrap: str, conc: int, ops: int, warm: int, max_seconds: float,
             server_pids: list[int]) -> Run:
-    extra: dict[str, Any] = ({"max.in.flight.requests.per.connection": 1} if conc == 1 else
-                             {"max.in.flight.requests.per.connection": WINDOW_MAX_IN_FLIGHT})
+    extra = LEVEL_SETTINGS["one" if conc == 1 else "window"]
     producer, conf = _producer(bootstrap, extra)
     try:
         lat: list[float] = []
@@ -383,9 +388,103 @@ def ops_for(args: argparse.Namespace, conc: int) -> tuple[int, int]:
     return max(1, n), max(10, min(500, n // 10))
 
 
+# --------------------------------------------------------------------------- profiling
+
+OWN_PACKAGES = ("kraftnode/", "recordbatch/")
+
+
+def find_py_spy() -> str | None:
+    found = shutil.which("py-spy")
+    if found:
+        return found
+    venv = BENCH_VENV / "bin" / "py-spy"
+    return str(venv) if venv.exists() else None
+
+
+@contextmanager
+def py_spy(pid: int, out: Path | None, rate: int = 200) -> Iterator[None]:
+    """Sample ``pid`` with py-spy while the block runs (collapsed stacks into ``out``).
+
+    py-spy stops on SIGINT and then writes its file; it is our child, stopped by PID."""
+    exe = find_py_spy() if out is not None else None
+    if out is None or exe is None:
+        yield
+        return
+    p = subprocess.Popen([exe, "record", "--pid", str(pid), "--format", "raw", "--rate",
+                          str(rate), "--full-filenames", "--nonblocking", "-o", str(out)],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        time.sleep(0.5)   # let it attach before the measured run starts
+        yield
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
+
+
+def _frame_name(frame: str) -> tuple[str, str]:
+    """'func (/abs/path/kraftnode/x.py:12)' -> ('kraftnode/x.py:func', path)."""
+    func, _, loc = frame.rpartition(" (")
+    path = loc.rstrip(")").rsplit(":", 1)[0]
+    rel = path
+    for pkg in OWN_PACKAGES:
+        i = path.rfind("/" + pkg)
+        if i >= 0:
+            rel = path[i + 1:]
+            break
+    else:
+        for marker in ("/site-packages/", "/lib/python3"):
+            i = path.rfind(marker)
+            if i >= 0:
+                rel = path[i + len(marker):]
+                break
+    return f"{rel}:{func}", rel
+
+
+def hotspots(raw: Path, top: int = 15) -> dict[str, Any]:
+    """Self and inclusive shares of the sampled (active) time, per function.
+
+    Self time says where the CPU burns; inclusive time of our own functions says which
+    of our code paths (handler, raft core, log, codec) the burn belongs to."""
+    self_t: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = [_frame_name(f) for f in stack.split(";") if " (" in f]
+        if not frames:
+            continue
+        leaf = frames[-1][0]
+        self_t[leaf] = self_t.get(leaf, 0) + n
+        for name in {name for name, rel in frames if rel.startswith(OWN_PACKAGES)}:
+            incl[name] = incl.get(name, 0) + n
+
+    def share(d: dict[str, int]) -> list[tuple[str, float]]:
+        return [(k, round(100 * v / total, 1))
+                for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:top]]
+
+    return {"samples": total, "self_pct": share(self_t), "inclusive_own_pct": share(incl)}
+
+
+# --------------------------------------------------------------------------- kraftnode runs
+
+
 def run_kraftnode(args: argparse.Namespace, levels: list[int]) -> list[dict[str, Any]]:
     """``args.repeats`` fresh quorums; every level on each; medians over the repeats."""
     runs: dict[int, list[dict[str, Any]]] = {c: [] for c in levels}
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        if find_py_spy() is None:
+            log("--profile: py-spy not found (pip install py-spy); not profiling")
     for rep in range(args.repeats):
         tmp = Path(tempfile.mkdtemp(prefix="quorum-bench-kraftnode-", dir=args.tmp))
         q = Quorum(tmp)
@@ -396,8 +495,14 @@ def run_kraftnode(args: argparse.Namespace, levels: list[int]) -> list[dict[str,
                 f"(pid {leader_pid}) on {q.bootstrap}")
             for conc in levels:
                 ops, warm = ops_for(args, conc)
-                s = measure(q.bootstrap, conc, ops, warm, args.max_seconds, q.pids).summary()
+                prof = (args.profile / f"leader-c{conc}-r{rep + 1}.txt"
+                        if args.profile is not None and find_py_spy() else None)
+                with py_spy(leader_pid, prof):
+                    s = measure(q.bootstrap, conc, ops, warm, args.max_seconds, q.pids).summary()
                 q.children.check_alive()
+                if prof is not None and prof.exists():
+                    s["profile"] = {"file": str(prof), **hotspots(prof)}
+                    s["profiled"] = "py-spy sampled the leader during this run (it costs CPU)"
                 s["repeat"] = rep + 1
                 s["leader_node"] = leader
                 runs[conc].append(s)
@@ -639,6 +744,19 @@ def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
         verdict = {True: "MET", False: "MISSED", None: "n/a"}[c["ok"]]
         ratio = f"{c['ratio']:.2f}x" if "ratio" in c else ""
         print(f"  {c['check']}: {ratio} (target {c['target']}) {verdict} -- {c['detail']}")
+    for r in rows:
+        for run in r.get("runs", []) if r.get("system") == "kraftnode" else []:
+            prof = run.get("profile")
+            if not prof:
+                continue
+            print(f"\nleader hotspots, c={run['concurrency']} repeat {run['repeat']} "
+                  f"({prof['samples']} active samples; {prof['file']}):")
+            print("  self time:")
+            for name, share in prof["self_pct"][:10]:
+                print(f"    {share:5.1f}%  {name}")
+            print("  inclusive, kraftnode/recordbatch functions:")
+            for name, share in prof["inclusive_own_pct"][:12]:
+                print(f"    {share:5.1f}%  {name}")
     for n in notes:
         print(f"note: {n}")
 
@@ -668,6 +786,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help=f"where physical.py and anchors.py live (default {SHARED_BENCH})")
     ap.add_argument("--tmp", default=None, help="parent dir for data dirs (default $TMPDIR)")
     ap.add_argument("--keep", action="store_true", help="keep kraftnode data dirs and logs")
+    ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                    help="sample the kraftnode leader with py-spy during each measured run; "
+                         "collapsed stacks and a hotspot summary go to DIR")
     args = ap.parse_args(argv)
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
