@@ -123,7 +123,7 @@ def write_sample_quorum(root: Path, records_per_epoch: int = 12, tail: int = 3) 
             w.add(_metadata_batch(i, epoch, w.next_offset, w.ts), holders)
 
     # epoch 1
-    q.voters_offsets.append(w.add(rb.build_kraft_control_batch(
+    q.voters_offsets.append(1 + w.add(rb.build_kraft_control_batch(  # [KRaftVersion @0, Voters @1]
         [KRaftVersionRecord(kraft_version=1), _voters(9093)], base_offset=0, partition_leader_epoch=1,
         timestamp=w.ts), everyone))
     leader_change(1, 1, [1, 2], everyone)

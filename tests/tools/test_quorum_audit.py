@@ -1,0 +1,148 @@
+"""The quorum audit on a real local Spark session: logs of a known history (a legal
+stale tail on a deposed leader), the same logs with a planted divergence (a modified
+copy of one replica's segment, detected and located at the right offset), and the
+logs of a real 3-node kraftnode quorum with a leader change."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from kraftnode.spark.audit import run_audit  # noqa: E402
+from tools.pipelines.sample_quorum import SampleQuorum, plant_divergence, write_sample_quorum  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from kraftnode.spark import local_session
+
+    yield local_session("local[2]", "kraftnode-tests", **{"spark.sql.shuffle.partitions": "2",
+                                                          "spark.default.parallelism": "2"})
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> SampleQuorum:
+    return write_sample_quorum(tmp_path_factory.mktemp("sample") / "q")
+
+
+def _pair(res: Any, a: int, b: int) -> dict[str, Any]:
+    return next(p for p in res.pairs if (p["replica_a"], p["replica_b"]) == (a, b))
+
+
+def test_audit_of_a_known_history(spark: Any, sample: SampleQuorum, tmp_path: Path) -> None:
+    res = run_audit(spark, [str(d) for d in sample.log_dirs.values()], tmp_path / "out")
+    assert res.ok and res.violations == []
+    assert res.replicas == [1, 2, 3]
+    assert res.committed_floor == sample.end_offsets[1]  # replicas 1 and 3 agree up to 1's end
+    p12 = _pair(res, 1, 2)
+    assert p12["first_divergence"] == sample.stale_tail[0]
+    assert (p12["epoch_a"], p12["epoch_b"]) == (3, 2)
+    assert p12["verdict"] == "legal uncommitted tail"
+    assert _pair(res, 1, 3)["verdict"] == "consistent" and _pair(res, 1, 3)["first_divergence"] is None
+    assert _pair(res, 2, 3)["first_divergence"] == sample.stale_tail[0]
+
+    lead = {r["epoch"]: r for r in res.leadership}
+    assert {e: r["leader"] for e, r in lead.items()} == sample.leaders
+    assert {e: r["granting_voters"] for e, r in lead.items()} == sample.granting
+    assert {e: r["start_offset"] for e, r in lead.items()} == sample.epoch_start
+    assert lead[1]["tenure_ms"] == lead[2]["start_time"] - lead[1]["start_time"] > 0
+
+    voters = [v for v in res.voters if v["control_type"] == "KRAFT_VOTERS"]
+    assert [v["offset"] for v in voters] == sample.voters_offsets
+    assert voters[0]["endpoints"][2] == "3@127.0.0.1:9093" and voters[1]["endpoints"][2] == "3@127.0.0.1:19093"
+    assert [v["kraft_version"] for v in res.voters if v["control_type"] == "KRAFT_VERSION"] == [1]
+
+    stats = {r["epoch"]: r for r in res.epochs}
+    assert set(stats) == {1, 2, 3}
+    assert all(r["compression_ratio"] > 0 and r["disk_bytes"] > 0 for r in stats.values())
+    assert sum(r["records"] for r in res.rate) == sum(r["records"] for r in stats.values())
+
+    html = res.report.read_text()
+    assert html.count("data:image/png;base64,") >= 3 and "legal uncommitted tail" in html
+    assert "<script" not in html and "http" not in html.split("<body>")[1]  # self-contained
+    leadership = spark.read.parquet(str(res.tables["leadership"])).orderBy("epoch").collect()
+    assert [r["leader"] for r in leadership] == [1, 2, 3]
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["violations"] == 0
+
+
+def test_planted_divergence_is_detected_at_its_offset(spark: Any, sample: SampleQuorum, tmp_path: Path) -> None:
+    root = tmp_path / "q"
+    shutil.copytree(sample.root, root)
+    target = sample.epoch_start[2] - 2  # a committed epoch-1 record every replica holds
+    plant_divergence(root / "node3" / "metadata", target)
+    res = run_audit(spark, [str(root)], tmp_path / "out")
+    assert not res.ok
+    assert {(v["offset"], v["replica"]) for v in res.violations} >= {(target, 3)}
+    assert min(v["offset"] for v in res.violations) == target
+    for a in (1, 2):
+        p = _pair(res, a, 3)
+        assert p["first_divergence"] == target
+        assert p["verdict"] == "SAFETY VIOLATION" and p["epoch_a"] == p["epoch_b"] == 1
+    assert _pair(res, 1, 2)["verdict"] == "legal uncommitted tail"
+    assert "SAFETY VIOLATION" in res.report.read_text()
+
+
+def test_cli_refuses_a_path_that_is_not_a_log_dir(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    r = subprocess.run([sys.executable, "-m", "kraftnode", "audit", str(tmp_path / "empty"), "--out",
+                        str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "not a metadata log dir" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_audit_of_a_real_three_node_quorum_with_a_leader_change(spark: Any, tmp_path: Path) -> None:
+    pytest.importorskip("confluent_kafka")
+    from confluent_kafka import Producer
+
+    from tests.support.cluster import Cluster
+
+    def produce(bootstrap: str, n: int, tag: str) -> list[int]:
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 20000})
+        offsets: list[int] = []
+        for i in range(n):
+            p.produce("__cluster_metadata", value=f"{tag}-{i}".encode() * 5, partition=0,
+                      on_delivery=lambda e, m: offsets.append(m.offset()) if e is None else None)
+        p.flush(25)
+        assert len(offsets) == n
+        return offsets
+
+    cl = Cluster(tmp_path / "cluster", 3)
+    try:
+        cl.start_all()
+        first = cl.wait_for_leader(30)
+        before = produce(cl.bootstrap(), 30, "before")
+        cl.kill(first.leader_id)  # kill -9 the leader: a new epoch, a new leader
+        second = cl.wait_for_leader(20, exclude=first.leader_id, min_epoch=first.leader_epoch + 1)
+        after = produce(cl.bootstrap(), 30, "after")
+        cl.start(first.leader_id)  # the old leader rejoins and catches up
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            q = cl.quorum()
+            if q is not None and all(v.log_end_offset > after[-1] for v in q.voters):
+                break
+            time.sleep(0.2)
+    finally:
+        for i in cl.ids:
+            cl.stop(i)
+    res = run_audit(spark, [str(tmp_path / "cluster")], tmp_path / "out")
+    assert res.replicas == [1, 2, 3]
+    assert res.ok, res.violations
+    epochs = {r["epoch"]: r["leader"] for r in res.leadership}
+    assert epochs[first.leader_epoch] == first.leader_id
+    assert epochs[second.leader_epoch] == second.leader_id != first.leader_id
+    assert res.committed_floor > after[-1]
+    assert all(p["verdict"] in ("consistent", "legal uncommitted tail") for p in res.pairs)
+    assert sum(r["records"] for r in res.epochs) >= len(before) + len(after)
