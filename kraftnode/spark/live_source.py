@@ -238,7 +238,8 @@ class KraftWriter(DataSourceWriter):
         sent = 0
         for row in iterator:
             d = row.asDict()
-            headers = [(h["key"], _bytes(h["value"])) for h in (d.get("headers") or [])]
+            headers: list[tuple[str, str | bytes | None]] = [
+                (str(h["key"]), _bytes(h["value"])) for h in (d.get("headers") or [])]
             while True:
                 try:
                     producer.produce(TOPIC, value=_bytes(d.get("value")), key=_bytes(d.get("key")),

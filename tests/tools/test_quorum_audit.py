@@ -114,7 +114,7 @@ def test_audit_of_a_real_three_node_quorum_with_a_leader_change(spark: Any, tmp_
         offsets: list[int] = []
         for i in range(n):
             p.produce("__cluster_metadata", value=f"{tag}-{i}".encode() * 5, partition=0,
-                      on_delivery=lambda e, m: offsets.append(m.offset()) if e is None else None)
+                      on_delivery=lambda e, m: offsets.append(m.offset() or 0) if e is None else None)
         p.flush(25)
         assert len(offsets) == n
         return offsets

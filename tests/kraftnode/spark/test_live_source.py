@@ -26,7 +26,7 @@ def produce(bootstrap: str, values: list[bytes]) -> list[int]:
     errors: list[Any] = []
     for v in values:
         p.produce(TOPIC, key=v, value=v, partition=0,
-                  on_delivery=lambda e, m: errors.append(e) if e else offsets.append(m.offset()))
+                  on_delivery=lambda e, m: errors.append(e) if e else offsets.append(m.offset() or 0))
     assert p.flush(30) == 0
     assert not errors
     return sorted(offsets)

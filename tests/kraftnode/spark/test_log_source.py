@@ -177,7 +177,7 @@ def test_spark_reads_one_partition_per_file_of_every_replica(spark: Any, tmp_pat
     q = write_sample_quorum(tmp_path / "q", records_per_epoch=40, tail=2)
     # a snapshot file too, so segments and snapshots come back side by side
     pdir = q.log_dirs[1] / "__cluster_metadata-0"
-    write_snapshot(pdir, SnapshotId(10, 1), [next(rb.iter_batches(_segments(q.log_dirs[1])[0].read_bytes())).buffer],
+    write_snapshot(pdir, SnapshotId(10, 1), [bytes(next(rb.iter_batches(_segments(q.log_dirs[1])[0].read_bytes())).buffer)],
                    last_contained_log_timestamp=1, now_ms=2)
     files = discover([str(tmp_path / "q")])
     df = spark.read.format("kraft-log").load(str(tmp_path / "q"))
