@@ -33,7 +33,7 @@ from kraftnode.raft.actions import (
     SendResponse,
     StateChanged,
 )
-from kraftnode.raft.batches import Batch, LeaderChangeRecord
+from kraftnode.raft.batches import Batch, ControlRecord, LeaderChangeRecord
 from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.history import VoterSetHistory
@@ -334,6 +334,27 @@ class RaftNode:
         self._poll(now_ms)
         return handle
 
+    def append_control(self, records: Sequence[ControlRecord], now_ms: int) -> int:
+        """Leader only: append a control batch (e.g. a VotersRecord); effective immediately.
+
+        Returns a handle completed like :meth:`append`. Used by voter-change RPCs.
+        """
+        handle = self._next_handle
+        self._next_handle += 1
+        st = self.state
+        if self._failed or not isinstance(st, Leader) or not records:
+            code = errors.NOT_LEADER_OR_FOLLOWER if records else errors.INVALID_REQUEST
+            self._actions.append(AppendCompleted(handle, -1, code))
+            return handle
+        batch = self.log.append_as_leader(list(records), st.epoch, is_control=True)
+        self._pending_appends.append((batch.last_offset, handle))
+        if self.history.observe([batch]):
+            self._voter_set_changed(now_ms)
+        self._flush_leader(st, now_ms)
+        self._complete_parked(now_ms)
+        self._poll(now_ms)
+        return handle
+
     def resign(self, now_ms: int) -> None:
         """Graceful shutdown: a leader resigns and asks the most caught-up voter to take over."""
         if isinstance(self.state, Leader):
@@ -446,7 +467,8 @@ class RaftNode:
         granting = tuple(n.key for n in voters if n.key.id in cand.granted)
         record = LeaderChangeRecord(self.local_key.id, tuple(voters.keys()), granting)
         batch = self.log.append_as_leader([record], cand.epoch, is_control=True)
-        self.history.observe([batch])
+        if self.history.observe([batch]):
+            self._voter_set_changed(now_ms)
         self._flush_leader(st, now_ms)
 
     def _resign(self, now_ms: int) -> None:
@@ -920,7 +942,7 @@ class RaftNode:
                 offset = local.offset
         offset = max(offset, 0)
         log.truncate_to(offset)
-        self.history.truncate_new_entries(log.end_offset)
+        self.history.truncate_new_entries(log.end_offset)  # followers only: no leader state to update
 
     def _append_as_follower(self, st: Follower, batches: Sequence[Batch]) -> bool:
         expected = self.log.end_offset
@@ -936,6 +958,13 @@ class RaftNode:
         self.history.observe(batches)
         self._actions.append(FlushLog(self.log.end_offset))
         return True
+
+    def _voter_set_changed(self, now_ms: int) -> None:
+        """A VotersRecord was appended or truncated away: the new set applies at once (KIP-853)."""
+        st = self.state
+        if isinstance(st, Leader):
+            st.tracker.update_voter_set(self.voters)
+            self._maybe_advance_high_watermark(st, now_ms)
 
     # ======================================================== high watermark
     def _flush_leader(self, st: Leader, now_ms: int) -> None:

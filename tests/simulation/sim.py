@@ -330,7 +330,13 @@ class Simulation:
         elif kind == "request":
             dst, rid, request = data
             node = self.nodes.get(dst)  # type: ignore[call-overload]
-            if node is None or node.core is None or rid not in self._requests:
+            if node is None or rid not in self._requests:
+                return False
+            if node.core is None:
+                # Connection refused: the sender learns quickly (unless the link is down).
+                src, inc, corr, _ = self._requests.pop(rid)
+                if (dst, src) not in self.blocked:
+                    self._schedule(self.now + self._delay(), "refused", (src, inc, dst, corr))
                 return False
             src = self._requests[rid][0]
             if (src, dst) in self.blocked:
@@ -344,6 +350,13 @@ class Simulation:
             if node.core is None or node.incarnation != inc or (src, dst) in self.blocked:
                 return False
             node.core.handle_response(src, corr, response, self.now)  # type: ignore[arg-type]
+            self._drain(node)
+        elif kind == "refused":
+            src, inc, dst, corr = data
+            node = self.nodes[src]  # type: ignore[index]
+            if node.core is None or node.incarnation != inc:
+                return False
+            node.core.request_failed(dst, corr, self.now)  # type: ignore[arg-type]
             self._drain(node)
         elif kind == "append":
             self._client_append()

@@ -219,3 +219,23 @@ def test_begin_quorum_epoch_is_resent_until_endorsed() -> None:
     node.tick(t + CONFIG.fetch_timeout_ms)
     assert node.is_leader
     assert not requests_to(node.take_actions(), BeginQuorumEpochRequest)
+
+
+def test_a_voters_record_takes_effect_on_the_leader_at_once() -> None:
+    from kraftnode.raft.batches import VotersControlRecord
+
+    node = make_node(1)
+    now = elect(node, 0)
+    node.take_actions()
+    end = node.log.end_offset
+    node.handle_request(1, fetch_request(2, 1, end, 1), now)
+    assert node.high_watermark == end
+    node.append_control([VotersControlRecord(voters(1, 2, 3, 4))], now + 1)
+    assert node.voters.ids == {1, 2, 3, 4}
+    actions = node.take_actions()
+    assert 4 in requests_to(actions, BeginQuorumEpochRequest)  # the new voter is told who leads
+    end = node.log.end_offset
+    node.handle_request(2, fetch_request(2, 1, end, 1), now + 2)
+    assert node.high_watermark < end  # 2 of 4 is not a majority any more
+    node.handle_request(3, fetch_request(3, 1, end, 1), now + 3)
+    assert node.high_watermark == end
