@@ -64,6 +64,7 @@ class AuditResult:
     invalid_count: int
     report: Path
     tables: dict[str, Path] = field(default_factory=dict)
+    rate_bucket_ms: int = 1000
 
     @property
     def ok(self) -> bool:
@@ -247,7 +248,7 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
     rows.unpersist()
 
     result = AuditResult(out, replicas, committed_floor, pairs, violations, leadership, voters, epochs, rate,
-                         invalid, invalid_count, out / "report.html", tables)
+                         invalid, invalid_count, out / "report.html", tables, int(bucket))
     result.report.write_text(_report_html(result, replica_rows, log_dirs), encoding="utf-8")
     (out / "summary.json").write_text(json.dumps({
         "replicas": replicas, "committed_floor": committed_floor, "violations": len(violations),
@@ -301,7 +302,8 @@ def _plots(res: AuditResult) -> dict[str, str]:
             ax.barh(r["leader"], max((r["tenure_ms"] or 0) / 1000, 0.05), left=start, height=0.6)
             ax.text(start, r["leader"] + 0.35, f"e{r['epoch']}", fontsize=8)
         ax.set_xlabel("seconds since the first LeaderChange")
-        ax.set_ylabel("leader")
+        ax.set_ylabel("leader (node id)")
+        ax.yaxis.get_major_locator().set_params(integer=True)
         ax.set_title("Leadership timeline (bar = tenure)")
         out["leadership"] = _png(fig)
     if res.epochs:
@@ -318,8 +320,10 @@ def _plots(res: AuditResult) -> dict[str, str]:
     if res.rate:
         fig, ax = plt.subplots(figsize=(9, 2.8))
         t0 = res.rate[0]["bucket_start"]
-        ax.step([(r["bucket_start"] - t0) / 1000 for r in res.rate], [r["records_per_s"] for r in res.rate],
-                where="post")
+        step = res.rate_bucket_ms
+        by_start = {r["bucket_start"]: r["records_per_s"] for r in res.rate}
+        starts = list(range(t0, res.rate[-1]["bucket_start"] + 2 * step, step))  # idle buckets show as 0
+        ax.step([(x - t0) / 1000 for x in starts], [by_start.get(x, 0) for x in starts], where="post")
         ax.set_xlabel("seconds since the first record")
         ax.set_ylabel("records/s")
         ax.set_title("Write rate")
