@@ -35,6 +35,7 @@ import io
 import json
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,9 +85,27 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
     tables: dict[str, Path] = {}
 
     def save(name: str, df: Any) -> None:
+        """Tables that can be as large as the log: written by Spark."""
         path = out / "tables" / name
         df.write.mode("overwrite").parquet(str(path))
         tables[name] = path
+
+    def save_collected(name: str, df: Any) -> list[dict[str, Any]]:
+        """Small tables (a row per epoch, pair, bucket...): collected once and written by
+        the driver, instead of computing them twice (one job to write, one to collect)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        collected = _rows(df)
+        schema = to_arrow_schema(df.schema)
+        path = out / "tables" / name
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(collected, schema=schema), path / "part-00000.parquet")
+        tables[name] = path
+        return collected
 
     rows = spark.read.format("kraft-log").load(log_dirs).cache()
     seg = rows.filter(F.col("file_type") == "segment")
@@ -161,7 +180,8 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
                     "first_divergence BIGINT, epoch_a INT, epoch_b INT, hash_a BIGINT, hash_b BIGINT, "
                     "verdict STRING, reason STRING")
     cols = [c.split(" ")[0] for c in pairs_schema.split(", ")]
-    save("pair_divergence", spark.createDataFrame([tuple(p.get(c) for c in cols) for p in pairs], pairs_schema))
+    save_collected("pair_divergence", spark.createDataFrame([tuple(p.get(c) for c in cols) for p in pairs],
+                                                            pairs_schema))
     disagreements = (entries.groupBy("offset")
                      .agg(F.countDistinct("epoch", "hash").alias("versions"),
                           F.sort_array(F.collect_list(F.struct("replica", "epoch", "hash"))).alias("entries"))
@@ -187,8 +207,7 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
                      .withColumn("end_time", F.coalesce(F.lead("start_time").over(ordered), F.lit(max_ts)))
                      .withColumn("tenure_ms", F.col("end_time") - F.col("start_time"))
                      .orderBy("epoch"))
-    save("leadership", leadership_df)
-    leadership = _rows(leadership_df)
+    leadership = save_collected("leadership", leadership_df)
 
     # ---------------------------------------------------------------- voter-set history
     vr = rows.filter(F.col("control_type").isin("KRAFT_VOTERS", "KRAFT_VERSION") & F.col("error").isNull())
@@ -202,8 +221,7 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
                          F.expr("transform(v, x -> concat(x.voterId, '@', x.endpoints[0].host, ':', "
                                 "x.endpoints[0].port))").alias("endpoints"))
                  .orderBy(F.when(F.col("file_type") == "segment", 1).otherwise(0), "offset", "control_type"))
-    save("voters_history", voters_df)
-    voters = _rows(voters_df)
+    voters = save_collected("voters_history", voters_df)
 
     # ---------------------------------------------------------------- per-epoch statistics, write rate
     uniq = entries.dropDuplicates(["offset", "epoch", "hash"])
@@ -215,8 +233,7 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
                  .withColumn("compression_ratio",
                              (F.col("record_bytes") + F.col("batches") * 61) / F.col("disk_bytes"))
                  .orderBy("epoch"))
-    save("epoch_stats", epochs_df)
-    epochs = _rows(epochs_df)
+    epochs = save_collected("epoch_stats", epochs_df)
     span = uniq.agg(F.min("timestamp"), F.max("timestamp")).first()
     bucket = max(1000, ((span[1] or 0) - (span[0] or 0)) // 60 // 1000 * 1000) if span[0] is not None else 1000
     rate_df = (uniq.groupBy((F.floor(F.col("timestamp") / bucket) * bucket).cast("long").alias("bucket_start"))
@@ -224,8 +241,7 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
                .withColumn("records_per_s", F.col("records") / (bucket / 1000.0))
                .withColumn("bytes_per_s", F.col("bytes") / (bucket / 1000.0))
                .orderBy("bucket_start"))
-    save("write_rate", rate_df)
-    rate = _rows(rate_df)
+    rate = save_collected("write_rate", rate_df)
 
     # ---------------------------------------------------------------- invalid rows
     invalid_df = rows.filter(F.col("error").isNotNull() | (F.col("record_error").isNotNull()
@@ -242,8 +258,7 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
         F.sum(F.when(F.col("error").isNotNull(), 1).otherwise(0)).alias("error_rows"),
         F.sum(F.when(~F.col("batch_crc_valid"), 1).otherwise(0)).alias("crc_invalid_rows"))
         .orderBy("replica", "file_type"))
-    save("replicas", replica_df)
-    replica_rows = _rows(replica_df)
+    replica_rows = save_collected("replicas", replica_df)
     entries.unpersist()
     rows.unpersist()
 
