@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 from kraftnode.raft.voters import ReplicaKey, VoterSet
 
+#: Observers that have not fetched for this long drop out of DescribeQuorum.
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+
 
 @dataclass(slots=True)
 class ReplicaProgress:
@@ -166,6 +169,13 @@ class LeaderState:
         if needed <= 0:
             return False
         return now_ms >= self.check_quorum_deadline
+
+    def clear_inactive_observers(self, now_ms: int) -> None:
+        """Forget observers that have not fetched for 5 minutes (Kafka's observer session)."""
+        stale = [k for k, p in self.observers.items()
+                 if p.last_fetch_timestamp < now_ms - OBSERVER_SESSION_TIMEOUT_MS]
+        for key in stale:
+            del self.observers[key]
 
     def voters_by_descending_offset(self) -> list[ReplicaKey]:
         """Other voters, most caught-up first: the preferred successors on resignation."""

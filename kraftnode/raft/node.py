@@ -206,6 +206,7 @@ class RaftNode:
         if not isinstance(st, Leader):
             return DescribeQuorumData(errors.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, -1)
         tracker = st.tracker
+        tracker.clear_inactive_observers(now_ms)
 
         def view(key: ReplicaKey, end: int, fetch_ts: int, caught_ts: int) -> ReplicaStateView:
             return ReplicaStateView(key.id, key.directory_id, end, fetch_ts, caught_ts)

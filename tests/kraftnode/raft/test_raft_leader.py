@@ -239,3 +239,13 @@ def test_a_voters_record_takes_effect_on_the_leader_at_once() -> None:
     assert node.high_watermark < end  # 2 of 4 is not a majority any more
     node.handle_request(3, fetch_request(3, 1, end, 1), now + 3)
     assert node.high_watermark == end
+
+
+def test_silent_observers_leave_describe_quorum_after_five_minutes() -> None:
+    node = make_node(1)
+    now = elect(node, 0)
+    node.handle_request(1, fetch_request(9, 1, 0, 0), now)
+    assert [o.replica_id for o in node.describe_quorum(now + 299_000).observers] == [9]
+    assert node.describe_quorum(now + 300_001).observers == ()
+    # Voters never expire.
+    assert {v.replica_id for v in node.describe_quorum(now + 300_001).current_voters} == {1, 2, 3}
