@@ -52,6 +52,17 @@ class VoterSetHistory:
                 offset += 1
         return changed
 
+    def load_snapshot(self, records: Iterable[object], snapshot_end_offset: int) -> None:
+        """Take the control records of a snapshot as in force just before its end offset."""
+        offset = max(snapshot_end_offset - 1, -1)
+        for record in records:
+            if isinstance(record, VotersControlRecord):
+                self._voter_offsets.append(offset)
+                self._voter_sets.append(record.voters)
+            elif isinstance(record, KRaftVersionControlRecord):
+                self._version_offsets.append(offset)
+                self._versions.append(record.kraft_version)
+
     def truncate_new_entries(self, end_offset: int) -> bool:
         """Forget values set at offsets >= ``end_offset``; True if the voter set changed."""
         i = bisect.bisect_left(self._voter_offsets, end_offset)

@@ -94,11 +94,12 @@ class RaftLog(Protocol):
 
 
 class MemoryRaftLog:
-    """An in-memory :class:`RaftLog` with an explicit durability point.
+    """An in-memory :class:`RaftLog` (and snapshot store) with an explicit durability point.
 
     ``flushed_offset`` is the end offset as of the last :meth:`flush`; the simulator
     uses :meth:`crash` to drop (part of) the unflushed tail, as a process crash
-    before fsync does.
+    before fsync does. :meth:`compact` turns a committed prefix into a snapshot
+    (the pickled batches, for tests only) and deletes it from the log.
     """
 
     def __init__(self) -> None:
@@ -107,33 +108,44 @@ class MemoryRaftLog:
         # (epoch, start offset) pairs, ascending.
         self._epochs: list[tuple[int, int]] = []
         self.flushed_offset = 0
+        self._start = 0
+        self.snapshot_id: OffsetAndEpoch | None = None
+        self.snapshot_batches: list[Batch] = []
+        self._snapshot_bytes = b""
+        self._download: tuple[OffsetAndEpoch, bytearray] | None = None
 
     # -- queries ------------------------------------------------------------
     @property
     def start_offset(self) -> int:
-        return 0
+        return self._start
 
     @property
     def end_offset(self) -> int:
-        return self.batches[-1].last_offset + 1 if self.batches else 0
+        return self.batches[-1].last_offset + 1 if self.batches else self._start
 
     @property
     def last_fetched_epoch(self) -> int:
-        return self.batches[-1].epoch if self.batches else 0
+        if self.batches:
+            return self.batches[-1].epoch
+        return self.snapshot_id.epoch if self.snapshot_id is not None else 0
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
-        epochs = self._epochs
-        if not epochs:
-            return OffsetAndEpoch(0, self.end_offset) if epoch >= 0 else UNDEFINED
         if epoch < 0:
             return UNDEFINED
+        epochs = self._epochs
+        if not epochs:
+            return OffsetAndEpoch(min(epoch, self.last_fetched_epoch), self.end_offset)
         latest_epoch = epochs[-1][0]
         if epoch >= latest_epoch:
             return OffsetAndEpoch(latest_epoch, self.end_offset)
         # First entry with epoch > requested.
-        i = bisect.bisect_right(epochs, (epoch, float("inf")))
+        i = bisect.bisect_right(epochs, epoch, key=lambda e: e[0])
         higher_start = epochs[i][1]
         if i == 0:
+            snap = self.snapshot_id
+            if snap is not None and epoch >= snap.epoch:
+                # Older than every epoch left in the log: the snapshot says where it ends.
+                return OffsetAndEpoch(snap.epoch, snap.offset)
             return OffsetAndEpoch(epoch, higher_start)
         return OffsetAndEpoch(epochs[i - 1][0], higher_start)
 
@@ -156,13 +168,18 @@ class MemoryRaftLog:
         return [b for b in self.batches if b.is_control and b.last_offset >= from_offset]
 
     def latest_snapshot_id(self) -> OffsetAndEpoch | None:
-        return None
+        return self.snapshot_id
 
     def latest_snapshot_control_records(self) -> Sequence[ControlRecord]:
-        return ()
+        return [r for b in self.snapshot_batches for r in b.control_records()]
 
     def batch_at(self, offset: int) -> Batch | None:
-        """The batch containing ``offset`` (for tests and invariant checks)."""
+        """The batch containing ``offset``, also inside the snapshot (for tests and checks)."""
+        if offset < self._start:
+            j = bisect.bisect_right(self.snapshot_batches, offset, key=lambda b: b.base_offset) - 1
+            if j >= 0 and self.snapshot_batches[j].last_offset >= offset:
+                return self.snapshot_batches[j]
+            return None
         i = bisect.bisect_right(self._bases, offset) - 1
         if i < 0 or i >= len(self.batches):
             return None
@@ -200,6 +217,8 @@ class MemoryRaftLog:
     def truncate_to(self, offset: int) -> None:
         if offset >= self.end_offset:
             return
+        if offset < self._start:
+            raise ValueError(f"cannot truncate to {offset}, below the log start {self._start}")
         i = bisect.bisect_left(self._bases, offset)
         # A batch straddling ``offset`` goes too (Kafka truncates whole batches).
         if i > 0 and self.batches[i - 1].last_offset >= offset:
@@ -217,6 +236,66 @@ class MemoryRaftLog:
     def crash(self, keep_unflushed_batches: int = 0) -> None:
         """Simulate a crash: the unflushed tail is lost except its first N batches."""
         i = bisect.bisect_left(self._bases, self.flushed_offset)
-        self.truncate_to(self.batches[min(i + keep_unflushed_batches, len(self.batches)) - 1].next_offset
-                         if i + keep_unflushed_batches > 0 and self.batches else 0)
+        keep = min(i + keep_unflushed_batches, len(self.batches))
+        self.truncate_to(self.batches[keep - 1].next_offset if keep > 0 else self._start)
         self.flushed_offset = self.end_offset
+
+    # -- snapshots (SnapshotStore) -------------------------------------------
+    def compact(self, offset: int) -> OffsetAndEpoch:
+        """Snapshot everything below ``offset`` (a batch boundary, committed) and delete it."""
+        import pickle
+
+        if offset <= self._start or offset > self.flushed_offset:
+            raise ValueError(f"cannot snapshot at {offset}: log holds {self._start}..{self.flushed_offset}")
+        i = bisect.bisect_left(self._bases, offset)
+        if i >= len(self._bases) + 1 or (i < len(self._bases) and self._bases[i] != offset) or (
+            i == len(self._bases) and self.end_offset != offset
+        ):
+            raise ValueError(f"{offset} is not a batch boundary")
+        removed = self.batches[:i]
+        epoch = removed[-1].epoch
+        self.snapshot_batches = self.snapshot_batches + removed
+        self.snapshot_id = OffsetAndEpoch(epoch, offset)
+        self._snapshot_bytes = pickle.dumps(self.snapshot_batches)
+        del self.batches[:i]
+        del self._bases[:i]
+        self._start = offset
+        # Keep the epoch covering the new start, starting there (as Kafka's epoch cache does).
+        kept = [(e, max(s, offset)) for j, (e, s) in enumerate(self._epochs)
+                if j + 1 == len(self._epochs) or self._epochs[j + 1][1] > offset]
+        self._epochs = kept if self.batches else []
+        return self.snapshot_id
+
+    def read_snapshot_chunk(
+        self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int
+    ) -> tuple[bytes, int] | None:
+        if snapshot_id != self.snapshot_id:
+            return None
+        data = self._snapshot_bytes
+        return data[position:position + max(1, max_bytes)], len(data)
+
+    def begin_snapshot_download(self, snapshot_id: OffsetAndEpoch) -> None:
+        self._download = (snapshot_id, bytearray())
+
+    def write_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int, data: bytes) -> None:
+        if self._download is None or self._download[0] != snapshot_id or position != len(self._download[1]):
+            raise ValueError("snapshot chunk out of order")
+        self._download[1].extend(data)
+
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch) -> Sequence[ControlRecord]:
+        import pickle
+
+        if self._download is None or self._download[0] != snapshot_id:
+            raise ValueError("no such snapshot download")
+        data = bytes(self._download[1])
+        self._download = None
+        batches: list[Batch] = pickle.loads(data)  # test-only format written by compact()
+        self.batches.clear()
+        self._bases.clear()
+        self._epochs.clear()
+        self.snapshot_batches = batches
+        self.snapshot_id = snapshot_id
+        self._snapshot_bytes = data
+        self._start = snapshot_id.offset
+        self.flushed_offset = self._start
+        return self.latest_snapshot_control_records()

@@ -59,6 +59,7 @@ from kraftnode.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from kraftnode.raft.snapshots import SnapshotStore
 from kraftnode.raft.states import (
     Candidate,
     EpochState,
@@ -106,6 +107,7 @@ class RaftNode:
         local_endpoints: tuple[Endpoint, ...] = (),
         bootstrap_servers: Sequence[int] = (),
         plant: frozenset[str] = frozenset(),
+        snapshots: SnapshotStore | None = None,
     ) -> None:
         self.local_key = ReplicaKey.of(local_id, local_directory_id)
         self.config = config
@@ -114,9 +116,8 @@ class RaftNode:
         self.local_endpoints = local_endpoints
         self.bootstrap_servers = list(bootstrap_servers)
         self.plants = plants.validate(plant)
-        self.history = VoterSetHistory(static_voters)
-        self.history.observe(_snapshot_batch(log))
-        self.history.observe(log.control_batches(log.start_offset))
+        self.snapshots = snapshots
+        self.history = self._load_history(static_voters)
         #: Exclusive: every offset below is committed. Never decreases.
         self.high_watermark = 0
         self._actions: list[Action] = []
@@ -302,6 +303,8 @@ class RaftNode:
             self._on_begin_quorum_epoch_response(source_id, response, now_ms)
         elif isinstance(response, EndQuorumEpochResponse):
             self._on_end_quorum_epoch_response(source_id, response, now_ms)
+        elif isinstance(response, FetchSnapshotResponse):
+            self._on_fetch_snapshot_response(source_id, response, now_ms)
         else:
             self._backoff(source_id, now_ms)
         self._poll(now_ms)
@@ -361,6 +364,15 @@ class RaftNode:
         if isinstance(self.state, Leader):
             self._resign(now_ms)
             self._poll(now_ms)
+
+    def _load_history(self, static_voters: VoterSet) -> VoterSetHistory:
+        """Voter set history from the latest snapshot and the control batches of the log."""
+        history = VoterSetHistory(static_voters)
+        snap = self.log.latest_snapshot_id()
+        if snap is not None:
+            history.load_snapshot(self.log.latest_snapshot_control_records(), snap.offset)
+        history.observe(self.log.control_batches(self.log.start_offset))
+        return history
 
     # ============================================================ transitions
     def _initial_state(self, election: ElectionState, now_ms: int) -> EpochState:
@@ -578,7 +590,14 @@ class RaftNode:
                     del tracker.next_begin_quorum_ms[rid]
         elif isinstance(st, Follower):
             if self._can_send(st.leader_id, now_ms):
-                self._send_fetch(st.leader_id, st.epoch, now_ms)
+                if st.snapshot is not None:
+                    snap_id, position = st.snapshot
+                    self._send(st.leader_id, FetchSnapshotRequest(
+                        cid, self.local_key.id, self.local_key.directory_id, st.epoch,
+                        SnapshotId(snap_id.offset, snap_id.epoch), position, self.config.fetch_max_bytes,
+                    ), now_ms)
+                else:
+                    self._send_fetch(st.leader_id, st.epoch, now_ms)
         elif isinstance(st, Unattached):
             if not self.is_voter and not self._inflight:
                 servers = self.bootstrap_servers or sorted(self.voters.ids)
@@ -868,16 +887,74 @@ class RaftNode:
             self._answer_fetch(p.request_id, p.request, now_ms)
 
     def _on_fetch_snapshot(self, request_id: int, req: FetchSnapshotRequest, now_ms: int) -> None:
-        """Snapshots are not served yet: answer with the leader check or SNAPSHOT_NOT_FOUND."""
-        error = self._validate_leader_epoch(req.current_leader_epoch)
+        """Serve a chunk of the leader's snapshot (KIP-630)."""
+
+        def answer(error: int, size: int = -1, position: int = -1, data: bytes = b"") -> None:
+            self._respond(request_id, FetchSnapshotResponse(
+                errors.NONE, error, req.snapshot_id, self._current_leader(), size, position, data,
+                self._leader_node_endpoints(),
+            ))
+
         if not self._cluster_ok(req.cluster_id):
-            error = errors.INCONSISTENT_CLUSTER_ID
-        elif error == errors.NONE:
-            error = errors.SNAPSHOT_NOT_FOUND
-        self._respond(request_id, FetchSnapshotResponse(
-            errors.NONE, error, req.snapshot_id, self._current_leader(),
-            node_endpoints=self._leader_node_endpoints(),
-        ))
+            self._respond(request_id, FetchSnapshotResponse(
+                errors.INCONSISTENT_CLUSTER_ID, errors.NONE, req.snapshot_id, self._current_leader()))
+            return
+        error = self._validate_leader_epoch(req.current_leader_epoch)
+        if error != errors.NONE:
+            answer(error)
+            return
+        st = self.state
+        assert isinstance(st, Leader)
+        st.tracker.record_voter_contact(ReplicaKey.of(req.replica_id, req.replica_directory_id), now_ms)
+        snap_id = OffsetAndEpoch(req.snapshot_id.epoch, req.snapshot_id.end_offset)
+        chunk = None
+        if self.snapshots is not None and req.position >= 0:
+            chunk = self.snapshots.read_snapshot_chunk(
+                snap_id, req.position, min(max(req.max_bytes, 1), self.config.fetch_max_bytes))
+        if chunk is None:
+            answer(errors.POSITION_OUT_OF_RANGE if req.position < 0 else errors.SNAPSHOT_NOT_FOUND)
+            return
+        data, size = chunk
+        if req.position > size:
+            answer(errors.POSITION_OUT_OF_RANGE)
+            return
+        answer(errors.NONE, size, req.position, data)
+
+    def _on_fetch_snapshot_response(self, source: int, resp: FetchSnapshotResponse, now_ms: int) -> None:
+        leader = resp.current_leader
+        endpoints = self._endpoints_from_nodes(leader.leader_id, resp.node_endpoints)
+        if self._maybe_handle_leader_info(leader.leader_id, leader.leader_epoch, endpoints, now_ms):
+            return
+        st = self.state
+        if not isinstance(st, Follower) or st.leader_id != source or st.snapshot is None:
+            self._backoff(source, now_ms)
+            return
+        snap_id, position = st.snapshot
+        if resp.error_code != errors.NONE or resp.partition_error_code != errors.NONE:
+            if resp.partition_error_code in (errors.SNAPSHOT_NOT_FOUND, errors.POSITION_OUT_OF_RANGE):
+                st.snapshot = None  # fetch again: the leader will name its current snapshot
+            self._backoff(source, now_ms)
+            return
+        got = resp.snapshot_id
+        data = resp.unaligned_records
+        if (got.end_offset, got.epoch) != (snap_id.offset, snap_id.epoch) or resp.position != position \
+                or resp.size < 0 or position + len(data) > resp.size or (not data and position < resp.size):
+            st.snapshot = None
+            self._backoff(source, now_ms)
+            return
+        assert self.snapshots is not None
+        st.fetch_deadline = now_ms + self.config.fetch_timeout_ms
+        self.snapshots.write_snapshot_chunk(snap_id, position, data)
+        position += len(data)
+        if position < resp.size:
+            st.snapshot = (snap_id, position)
+            return
+        st.snapshot = None
+        self.snapshots.install_snapshot(snap_id)
+        self.history = self._load_history(self.history.static_voters)
+        self._actions.append(FlushLog(self.log.end_offset))
+        # A snapshot holds committed data only.
+        self._set_high_watermark(snap_id.offset, now_ms)
 
     # --- Fetch (follower side)
     def _on_fetch_response(self, source: int, inflight: _InFlight, resp: FetchResponse, now_ms: int) -> None:
@@ -921,8 +998,15 @@ class RaftNode:
             self._truncate_to_diverging(resp.diverging_epoch)
             return
         elif resp.snapshot_id is not None:
-            # Snapshot transfer is not implemented yet: keep retrying slowly.
-            self._backoff(source, now_ms)
+            if self.snapshots is None:
+                self._backoff(source, now_ms)  # no snapshot support: keep retrying slowly
+                return
+            snap_id = OffsetAndEpoch(resp.snapshot_id.epoch, resp.snapshot_id.end_offset)
+            if snap_id.offset < self.high_watermark or snap_id.epoch > st.epoch:
+                self._backoff(source, now_ms)
+                return
+            self.snapshots.begin_snapshot_download(snap_id)
+            st.snapshot = (snap_id, 0)
             return
         elif resp.records:
             if not self._append_as_follower(st, resp.records):
@@ -994,13 +1078,3 @@ class RaftNode:
                     self._actions.append(AppendCompleted(handle, offset, errors.NONE))
         if isinstance(self.state, Leader):
             self._complete_parked(now_ms)
-
-
-def _snapshot_batch(log: RaftLog) -> list[Batch]:
-    """The latest snapshot's control records as a pseudo batch for the voter history."""
-    records = list(log.latest_snapshot_control_records())
-    snap = log.latest_snapshot_id()
-    if not records or snap is None:
-        return []
-    base = max(0, snap.offset - 1)
-    return [Batch(base, base + len(records) - 1, snap.epoch, tuple(records), True)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kraftnode.raft.leader import LeaderState
+from kraftnode.raft.log import OffsetAndEpoch
 from kraftnode.raft.voters import Endpoint, ReplicaKey
 
 
@@ -66,6 +67,8 @@ class Follower:
     leader_id: int
     leader_endpoints: tuple[Endpoint, ...]
     fetch_deadline: int
+    #: While downloading a snapshot: (snapshot id, next position).
+    snapshot: tuple[OffsetAndEpoch, int] | None = None
     name: str = "follower"
 
 

@@ -7,8 +7,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kraftnode.raft.batches import Batch
-from kraftnode.raft.log import MemoryRaftLog
+from kraftnode.raft.batches import Batch, ControlRecord
+from kraftnode.raft.log import MemoryRaftLog, OffsetAndEpoch
 
 
 class SimLog(MemoryRaftLog):
@@ -20,12 +20,37 @@ class SimLog(MemoryRaftLog):
         self.on_truncate: Callable[[int], None] | None = None
         self.version = 0
 
+    base_hash = 0  # chain value at the log start (the snapshot's prefix)
+
+    @staticmethod
+    def chain(prev: int, batch: Batch) -> int:
+        body = ("ctl",) if batch.is_control else tuple(batch.records)
+        return hash((prev, batch.base_offset, batch.last_offset, batch.epoch, body))
+
     def _push(self, batch: Batch) -> None:
         super()._push(batch)
-        prev = self.hashes[-1] if self.hashes else 0
-        body = ("ctl",) if batch.is_control else tuple(batch.records)
-        self.hashes.append(hash((prev, batch.base_offset, batch.last_offset, batch.epoch, body)))
+        prev = self.hashes[-1] if self.hashes else self.base_hash
+        self.hashes.append(self.chain(prev, batch))
         self.version += 1
+
+    def compact(self, offset: int) -> OffsetAndEpoch:
+        removed = sum(1 for b in self.batches if b.last_offset < offset)
+        snap = super().compact(offset)
+        if removed:
+            self.base_hash = self.hashes[removed - 1]
+            del self.hashes[:removed]
+        self.version += 1
+        return snap
+
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch) -> Sequence[ControlRecord]:
+        records = super().install_snapshot(snapshot_id)
+        h = 0
+        for batch in self.snapshot_batches:
+            h = self.chain(h, batch)
+        self.base_hash = h
+        self.hashes = []
+        self.version += 1
+        return records
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.end_offset and self.on_truncate is not None:
@@ -70,6 +95,7 @@ class FaultProfile:
     request_timeout_ms: int
     fetch_max_bytes: int
     records_per_append: int
+    snapshot_interval_ms: int | None
     election_timeout_ms: int
     fetch_timeout_ms: int
 
@@ -91,6 +117,7 @@ class FaultProfile:
             request_timeout_ms=rng.choice([300, 1000, 2000]),
             fetch_max_bytes=rng.choice([150, 600, 1 << 20]),
             records_per_append=rng.choice([1, 3]),
+            snapshot_interval_ms=rng.choice([None, 2000, 700]),
             election_timeout_ms=0,
             fetch_timeout_ms=0,
         )

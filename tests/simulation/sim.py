@@ -141,6 +141,7 @@ class Simulation:
         node.core = RaftNode(
             node.node_id, node.directory_id, self.config, node.log, node.persisted, self.voter_set, rng,
             self.now, bootstrap_servers=sorted(self.expected_voters.ids), plant=self.plants,
+            snapshots=node.log,
         )
         node.core.tick(self.now)
         self._drain(node)
@@ -265,7 +266,7 @@ class Simulation:
                 break
             self._schedule(t, "append", ())
         for interval, kind in ((p.crash_interval_ms, "crash"), (p.partition_interval_ms, "partition"),
-                               (p.resign_interval_ms, "resign")):
+                               (p.resign_interval_ms, "resign"), (p.snapshot_interval_ms, "snapshot")):
             if interval is None:
                 continue
             t = 0
@@ -378,6 +379,8 @@ class Simulation:
                 if node.core is not None and node.core.is_leader:
                     node.core.resign(self.now)
                     self._drain(node)
+        elif kind == "snapshot":
+            self._snapshot()
         elif kind == "heal":
             self.faults_on = False
             self.blocked = set()
@@ -385,6 +388,19 @@ class Simulation:
                 if node.core is None:
                     self._start(node)
         return True
+
+    def _snapshot(self) -> None:
+        """A node snapshots a committed, flushed prefix of its log and deletes it."""
+        alive = [n for n in self.nodes.values() if n.core is not None]
+        if not alive:
+            return
+        node = self.rng.choice(alive)
+        assert node.core is not None
+        log = node.log
+        limit = min(node.core.high_watermark, log.flushed_offset)
+        cuts = [b.next_offset for b in log.batches if log.start_offset < b.next_offset <= limit]
+        if cuts:
+            log.compact(self.rng.choice(cuts))
 
     def _client_append(self) -> None:
         alive = [n for n in self.nodes.values() if n.core is not None]

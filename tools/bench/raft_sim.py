@@ -26,7 +26,8 @@ def healthy_profile(append_interval_ms: int, records_per_append: int, delay_ms: 
         loss=0.0, duplicate=0.0, delay_min_ms=delay_ms, delay_jitter_ms=delay_ms, long_delay_p=0.0,
         crash_interval_ms=None, mid_action_crash_p=0.0, restart_delay_max_ms=300, partition_interval_ms=None,
         resign_interval_ms=None, append_interval_ms=append_interval_ms, request_timeout_ms=2000,
-        fetch_max_bytes=1 << 20, records_per_append=records_per_append, election_timeout_ms=1000,
+        fetch_max_bytes=1 << 20, records_per_append=records_per_append, snapshot_interval_ms=None,
+        election_timeout_ms=1000,
         fetch_timeout_ms=2000,
     )
 
