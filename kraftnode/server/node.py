@@ -74,7 +74,7 @@ async def run_node(cfg: NodeConfig) -> None:
             request_timeout_ms=cfg.request_timeout_ms, retry_backoff_ms=cfg.retry_backoff_ms,
             listener_name=listener)
         node = RaftNode(
-            cfg.node_id, directory_id if kraft_version == 1 else None, raft_cfg, rlog, election,  # type: ignore[arg-type]
+            cfg.node_id, directory_id, raft_cfg, rlog, election,  # type: ignore[arg-type]
             static, random.Random(), now_ms(),
             local_endpoints=(Endpoint(listener, cfg.advertised_host, cfg.advertised_port),),
             bootstrap_servers=[-1 - i for i in range(len(cfg.bootstrap_servers))])

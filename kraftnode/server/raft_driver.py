@@ -211,8 +211,13 @@ class RaftDriver:
         if a.destination < 0:
             i = -1 - a.destination
             return self.bootstrap[i] if i < len(self.bootstrap) else None
+        # the endpoint of our own controller listener, as Kafka picks it; else the first
+        listener = self.node.config.listener_name
         for ep in a.endpoints:
-            return ep.host, ep.port
+            if ep.name == listener:
+                return ep.host, ep.port
+        if a.endpoints:
+            return a.endpoints[0].host, a.endpoints[0].port
         return self.addresses.get(a.destination)
 
     async def _send(self, a: SendRequest) -> None:
