@@ -317,6 +317,7 @@ class Run:
                 "ops_per_s": round(ok / self.seconds, 1) if self.seconds > 0 else None,
                 "p50_ms": None if p50 is None else round(p50 * 1e3, 3),
                 "p99_ms": None if p99 is None else round(p99 * 1e3, 3),
+                "mean_ms": round(sum(lat) / ok * 1e3, 3) if ok else None,
                 "errors": self.errors, "cpu_cores": self.cpu, "producer": self.config}
 
 
@@ -411,7 +412,7 @@ def py_spy(pid: int, out: Path | None, rate: int = 200) -> Iterator[None]:
         yield
         return
     p = subprocess.Popen([exe, "record", "--pid", str(pid), "--format", "raw", "--rate",
-                          str(rate), "--full-filenames", "--nonblocking", "-o", str(out)],
+                          str(rate), "--full-filenames", "--gil", "--nonblocking", "-o", str(out)],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -543,15 +544,19 @@ def _ck_versions() -> tuple[str, str]:
 # --------------------------------------------------------------------------- shared scripts
 
 
-def _stream_stderr(stream: IO[str]) -> threading.Thread:
-    def pump() -> None:
+def _pump(stream: IO[str], sink: Callable[[str], None]) -> threading.Thread:
+    def run() -> None:
         for line in stream:
-            sys.stderr.write(line)
-            sys.stderr.flush()
+            sink(line)
 
-    t = threading.Thread(target=pump, daemon=True)
+    t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
+
+
+def _to_stderr(line: str) -> None:
+    sys.stderr.write(line)
+    sys.stderr.flush()
 
 
 def run_script(argv: list[str], timeout: float, what: str) -> list[dict[str, Any]]:
@@ -559,17 +564,16 @@ def run_script(argv: list[str], timeout: float, what: str) -> list[dict[str, Any
 
     The child gets its own session and is stopped by PID if this script is interrupted
     or the deadline passes (the anchors stop their own servers on SIGTERM)."""
+    out: list[str] = []
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        assert p.stderr is not None
-        pump = _stream_stderr(p.stderr)
+        assert p.stdout is not None and p.stderr is not None
+        pumps = [_pump(p.stdout, out.append), _pump(p.stderr, _to_stderr)]
         try:
-            out, _ = p.communicate(timeout=timeout)
+            p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             log(f"{what} did not finish within {timeout:.0f}s; stopping it")
-            out = ""
-        pump.join(timeout=5)
     finally:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
@@ -578,10 +582,12 @@ def run_script(argv: list[str], timeout: float, what: str) -> list[dict[str, Any
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=10)
-    if p.returncode not in (0, None) and not out:
+    for t in pumps:
+        t.join(timeout=5)
+    if p.returncode != 0:
         log(f"{what} exited with status {p.returncode}")
     recs = []
-    for line in (out or "").splitlines():
+    for line in out:
         line = line.strip()
         if line.startswith("{"):
             try:
@@ -708,6 +714,14 @@ def checks(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]]) -> lis
     return out
 
 
+SHORT_DURABILITY = {
+    "kraftnode": "fdatasync per group commit, every voter",
+    "etcd": "fdatasync per raft batch, every member",
+    "zookeeper": "forceSync=yes (fsync per group commit)",
+    "pysyncobj": "no fsync (speed reference only)",
+}
+
+
 def _fmt(v: Any, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
@@ -724,7 +738,7 @@ def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
             if f:
                 print(f"  {name:<24} p50 {f['p50_ms']:.3f} ms  p99 {f['p99_ms']:.3f} ms")
     print()
-    hdr = f"{'system':<12} {'version':<26} {'outstanding':>11} {'ops/s':>9} {'p50 ms':>8} " \
+    hdr = f"{'system':<12} {'version':<16} {'outstanding':>11} {'ops/s':>9} {'p50 ms':>8} " \
           f"{'p99 ms':>8}  durability"
     print(hdr)
     print("-" * len(hdr))
@@ -732,11 +746,9 @@ def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
         if "error" in r:
             print(f"{r.get('system', '?'):<12} FAILED: {r['error']}")
             continue
-        ver = str(r.get("version", ""))[:26]
-        dur = str(r.get("durability", ""))
-        dur = "no fsync (speed reference only)" if r.get("system") == "pysyncobj" else \
-            dur.split(":")[0][:40]
-        print(f"{r['system']:<12} {ver:<26} {r['concurrency']:>11} "
+        ver = str(r.get("version", "")).split(" (")[0][:16]
+        dur = SHORT_DURABILITY.get(r["system"], str(r.get("durability", ""))[:40])
+        print(f"{r['system']:<12} {ver:<16} {r['concurrency']:>11} "
               f"{_fmt(r.get('ops_per_s'), ',.0f'):>9} {_fmt(r.get('p50_ms'), '.2f'):>8} "
               f"{_fmt(r.get('p99_ms'), '.2f'):>8}  {dur}")
     print("\ntargets:")
