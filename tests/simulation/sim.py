@@ -215,10 +215,10 @@ class Simulation:
                     self._requests[dup] = entry
                     self._schedule(self.now + self._delay(), "request", (dst, dup, action.request))
             elif isinstance(action, SendResponse):
-                entry = self._requests.pop(action.request_id, None)
-                if entry is None:
+                pending = self._requests.pop(action.request_id, None)
+                if pending is None:
                     raise Violation(f"node {node.node_id} answered unknown/duplicate request {action.request_id}")
-                src, inc, corr, _ = entry
+                src, inc, corr, _ = pending
                 self._transmit(node.node_id, src, "response", (src, inc, node.node_id, corr, action.response))
             elif isinstance(action, PersistElectionState):
                 node.persisted = action.state
@@ -346,18 +346,18 @@ class Simulation:
             node.core.handle_request(rid, request, self.now)
             self._drain(node)
         elif kind == "response":
-            dst, inc, src, corr, response = data
-            node = self.nodes[dst]  # type: ignore[index]
-            if node.core is None or node.incarnation != inc or (src, dst) in self.blocked:
+            to, to_inc, sender, r_corr, response = data
+            node = self.nodes[to]  # type: ignore[index]
+            if node.core is None or node.incarnation != to_inc or (sender, to) in self.blocked:
                 return False
-            node.core.handle_response(src, corr, response, self.now)  # type: ignore[arg-type]
+            node.core.handle_response(sender, r_corr, response, self.now)  # type: ignore[arg-type]
             self._drain(node)
         elif kind == "refused":
-            src, inc, dst, corr = data
-            node = self.nodes[src]  # type: ignore[index]
-            if node.core is None or node.incarnation != inc:
+            origin, o_inc, target, f_corr = data
+            node = self.nodes[origin]  # type: ignore[index]
+            if node.core is None or node.incarnation != o_inc:
                 return False
-            node.core.request_failed(dst, corr, self.now)  # type: ignore[arg-type]
+            node.core.request_failed(target, f_corr, self.now)  # type: ignore[arg-type]
             self._drain(node)
         elif kind == "append":
             self._client_append()
