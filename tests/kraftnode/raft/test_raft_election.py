@@ -15,6 +15,7 @@ from kraftnode.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from kraftnode.raft.states import Candidate
 from kraftnode.raft.voters import ReplicaKey
 from tests.kraftnode.raft.rafttest_helpers import (
     CONFIG,
@@ -79,11 +80,11 @@ def test_majority_rejection_stops_the_election_at_once_and_backs_off() -> None:
     for a in votes[:3]:
         node.handle_response(a.destination, a.correlation_id, VoteResponse(0, 0, -1, 1, False), now + 1)
     st = node.state
-    assert node.state_name == "candidate" and st.backoff_until is not None  # type: ignore[union-attr]
-    assert st.backoff_until <= now + 1 + CONFIG.election_backoff_max_ms  # type: ignore[union-attr]
-    assert st.backoff_until < st.election_deadline  # type: ignore[union-attr]
+    assert isinstance(st, Candidate) and st.backoff_until is not None
+    assert st.backoff_until <= now + 1 + CONFIG.election_backoff_max_ms
+    assert st.backoff_until < st.election_deadline
     node.take_actions()
-    node.tick(st.backoff_until)  # type: ignore[union-attr]
+    node.tick(st.backoff_until)
     assert node.state_name == "candidate" and node.epoch == 2
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from kraftnode.raft import errors, plants
-from kraftnode.raft.actions import PersistElectionState, SendResponse
+from kraftnode.raft.actions import Action, PersistElectionState, SendResponse
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.log import MemoryRaftLog
-from kraftnode.raft.messages import VoteResponse
+from kraftnode.raft.messages import VoteRequest, VoteResponse
+from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import ReplicaKey
 from tests.kraftnode.raft.rafttest_helpers import (
     CLUSTER,
@@ -18,7 +19,7 @@ from tests.kraftnode.raft.rafttest_helpers import (
 )
 
 
-def _vote(node, request, now=5):  # type: ignore[no-untyped-def]
+def _vote(node: RaftNode, request: VoteRequest, now: int = 5) -> tuple[VoteResponse, list[Action]]:
     node.take_actions()
     node.handle_request(99, request, now)
     actions = node.take_actions()
