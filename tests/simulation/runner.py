@@ -64,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list-plants", action="store_true", help="list the planted bugs and exit")
     parser.add_argument("--keep-going", action="store_true", help="do not stop at the first violation")
     parser.add_argument("--verbose", action="store_true", help="print the fault profile of failing seeds")
+    parser.add_argument("--trace", action="store_true", help="print every event and the cluster state (one seed)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -75,6 +76,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.seeds < 1 or args.observers < 0 or args.seed_base < 0:
         print("error: --seeds must be >= 1, --observers and --seed-base >= 0", file=sys.stderr)
         return 2
+    if args.trace:
+        if args.seeds != 1:
+            print("error: --trace replays exactly one seed (use --seeds 1)", file=sys.stderr)
+            return 2
+        print(f"profile: {profile_of(args.seed_base, args.nodes, args.observers)}")
+        result = run_seed(args.seed_base, args.nodes, args.observers, args.plant, trace=print)
+        print(("ok" if result.ok else f"VIOLATION {result.message}") + f" after {result.events} events")
+        return 0 if result.ok else 1
     summary = run_many(args.seeds, args.seed_base, args.nodes, args.observers, args.plant,
                        stop_on_failure=not args.keep_going)
     for failure in summary.failures:

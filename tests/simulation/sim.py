@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kraftnode.raft import errors
@@ -75,6 +76,7 @@ class Simulation:
     def __init__(self, seed: int, voters: int = 3, observers: int = 1, plant: str | None = None,
                  profile: FaultProfile | None = None) -> None:
         self.seed = seed
+        self.trace: Callable[[str], None] | None = None
         self._matched: dict[tuple[int, int], tuple[int, int]] = {}
         self.rng = random.Random(f"kraftnode-sim-{seed}-{voters}-{observers}")
         drawn = FaultProfile.draw(self.rng)
@@ -310,6 +312,9 @@ class Simulation:
                 self.now = at
                 if self._step(kind, data):
                     self.events += 1
+                    if self.trace is not None:
+                        self.trace(f"{self.now:>7} {kind:<10} {_describe(kind, data)[:160]}\n"
+                                   f"{'':>18}{self.status()}")
                     self.check()
                 if not self.faults_on and self.converged():
                     return Result(self.seed, True, "ok", self.events, self.now, len(self.committed), self.elections)
@@ -532,8 +537,19 @@ class Simulation:
         return " ".join(parts)
 
 
-def run_seed(seed: int, voters: int = 3, observers: int = 1, plant: str | None = None) -> Result:
-    return Simulation(seed, voters, observers, plant).run()
+def _describe(kind: str, data: tuple[object, ...]) -> str:
+    if kind == "request":
+        return f"to {data[0]}: {data[2]!r}"
+    if kind == "response":
+        return f"{data[2]} -> {data[0]}: {data[4]!r}"
+    return " ".join(map(str, data))
+
+
+def run_seed(seed: int, voters: int = 3, observers: int = 1, plant: str | None = None,
+             trace: Callable[[str], None] | None = None) -> Result:
+    sim = Simulation(seed, voters, observers, plant)
+    sim.trace = trace
+    return sim.run()
 
 
 def profile_of(seed: int, voters: int = 3, observers: int = 1) -> str:
