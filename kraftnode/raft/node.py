@@ -256,6 +256,7 @@ class RaftNode:
                 else:
                     self._transition(Unattached(st.epoch, None), now_ms)
         elif isinstance(st, Leader):
+            st.tracker.clear_inactive_observers(now_ms)
             if st.tracker.check_quorum_expired(now_ms):
                 self._resign(now_ms)
             else:
