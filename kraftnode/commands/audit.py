@@ -44,14 +44,18 @@ def run(args: argparse.Namespace) -> int:
     if not os.access(out, os.W_OK):
         raise UsageError(f"--out {out}: not writable")
 
+    from pyspark.sql import SparkSession
+
     from kraftnode.spark import local_session
     from kraftnode.spark.audit import run_audit
 
+    existing = SparkSession.getActiveSession()  # embedded use: leave the caller's session running
     spark = local_session(args.master, "kraftnode-audit")
     try:
         res = run_audit(spark, list(args.log_dirs), out)
     finally:
-        spark.stop()
+        if existing is None:
+            spark.stop()
     print(f"replicas {res.replicas}; committed floor {res.committed_floor}; {len(res.leadership)} epochs; "
           f"{len(res.violations)} safety violations; {res.invalid_count} invalid rows")
     for p in res.pairs:

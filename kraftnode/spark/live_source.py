@@ -179,8 +179,12 @@ class KraftStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict[str, int]:
         _, hw = watermarks(self.conf, self.timeout)
-        if self.max_per_trigger and start is not None:
-            hw = min(hw, int(start["offset"]) + self.max_per_trigger)
+        if start is not None:
+            # a new leader reports its high watermark only once its first entry commits;
+            # never let the end move backwards past what was already read
+            hw = max(hw, int(start["offset"]))
+            if self.max_per_trigger:
+                hw = min(hw, int(start["offset"]) + self.max_per_trigger)
         return {"offset": hw}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:

@@ -4,6 +4,9 @@ One input partition per segment or snapshot file, so Spark spreads files over
 its cores (``local[*]``) or executors (``--master``); each partition yields Arrow
 record batches built by :mod:`kraftnode.spark.decode` -- never Python rows.
 
+A user-given ``.schema("offset BIGINT, value BINARY, ...")`` naming a subset of the
+columns (same names and types) makes the source produce only those columns.
+
 Options: ``path`` / ``paths`` (what ``.load()`` passes; globs allowed),
 ``decodeRecords`` (default true: fill record_type/record_json; false skips the
 per-record JSON work for a pure scan), ``maxDecompressedBytes`` (per batch).
@@ -20,7 +23,7 @@ from pyspark.sql.types import StructType
 
 from kraftnode.spark.decode import DecodeOptions, decode_file
 from kraftnode.spark.paths import InputFile, discover
-from kraftnode.spark.schema import SPARK_DDL
+from kraftnode.spark.schema import ARROW_SCHEMA, COLUMNS, SPARK_DDL
 
 __all__ = ["KraftLogDataSource", "parse_paths", "decode_options"]
 
@@ -64,10 +67,38 @@ class FilePartition(InputPartition):
         self.file = file
 
 
+def projection(schema: StructType | None) -> list[str] | None:
+    """Column names of a user-given ``.schema(...)`` that selects some of our columns, in its
+    order; None for the full schema.  Why: Spark does not push column pruning into Python
+    data sources, and every column costs the JVM a copy per row -- a read that needs three
+    columns can say so and move a fraction of the bytes."""
+    if schema is None:
+        return None
+    names = [f.name for f in schema.fields]
+    if names == COLUMNS:
+        return None
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    for f in schema.fields:
+        if f.name not in COLUMNS:
+            raise ValueError(f"kraft-log has no column {f.name!r}; columns: {', '.join(COLUMNS)}")
+        ours = ARROW_SCHEMA.field(f.name).type
+        if to_arrow_type(f.dataType) != ours:
+            raise ValueError(f"kraft-log column {f.name} is {ours}, not {f.dataType.simpleString()}")
+    return names
+
+
+_RECORD_COLUMNS = {"record_type", "record_version", "record_json", "record_error"}
+
+
 class KraftLogReader(DataSourceReader):
-    def __init__(self, options: Any) -> None:
+    def __init__(self, options: Any, schema: StructType | None = None) -> None:
         self.paths = parse_paths(options)
         self.options = decode_options(options)
+        self.columns = projection(schema)
+        if self.columns is not None and not _RECORD_COLUMNS & set(self.columns):
+            self.options = DecodeOptions(decode_records=False,
+                                         max_decompressed_bytes=self.options.max_decompressed_bytes)
         self.files = discover(self.paths)  # fails here, on the driver, naming the bad path
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -75,7 +106,12 @@ class KraftLogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         f: InputFile = partition.file  # type: ignore[attr-defined]
-        yield from decode_file(f.path, replica=f.replica, file_type=f.file_type, options=self.options)
+        batches = decode_file(f.path, replica=f.replica, file_type=f.file_type, options=self.options)
+        if self.columns is None:
+            yield from batches
+        else:
+            for b in batches:
+                yield b.select(self.columns)
 
 
 class KraftLogDataSource(DataSource):
@@ -89,4 +125,4 @@ class KraftLogDataSource(DataSource):
         return SPARK_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KraftLogReader(self.options)
+        return KraftLogReader(self.options, schema)

@@ -93,6 +93,15 @@ def test_planted_divergence_is_detected_at_its_offset(spark: Any, sample: Sample
     assert _pair(res, 1, 2)["verdict"] == "legal uncommitted tail"
     assert "SAFETY VIOLATION" in res.report.read_text()
 
+    # the CLI command on the same logs: exit 1, the violation named on stdout
+    import argparse
+
+    from kraftnode.commands import audit
+
+    rc = audit.run(argparse.Namespace(log_dirs=[str(root)], out=str(tmp_path / "cli"), master="local[2]"))
+    assert rc == 1
+    assert (tmp_path / "cli" / "report.html").is_file()
+
 
 def test_cli_refuses_a_path_that_is_not_a_log_dir(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()

@@ -204,3 +204,14 @@ def test_spark_flags_corruption_and_refuses_bad_paths(spark: Any, tmp_path: Path
     shutil.rmtree(q.log_dirs[1] / "__cluster_metadata-0")
     with pytest.raises(Exception, match=f"{q.log_dirs[1].parent}: not a metadata log dir"):
         spark.read.format("kraft-log").load(str(q.log_dirs[1].parent)).count()
+
+
+def test_a_user_schema_selects_columns(spark: Any, tmp_path: Path) -> None:
+    q = write_sample_quorum(tmp_path / "q", records_per_epoch=6, tail=1)
+    full = spark.read.format("kraft-log").load(str(q.log_dirs[1]))
+    some = spark.read.format("kraft-log").schema("offset BIGINT, value BINARY, record_type STRING").load(
+        str(q.log_dirs[1]))
+    assert some.columns == ["offset", "value", "record_type"]
+    assert sorted(some.collect()) == sorted(full.select("offset", "value", "record_type").collect())
+    with pytest.raises(Exception, match="no column 'nope'"):
+        spark.read.format("kraft-log").schema("nope INT").load(str(q.log_dirs[1])).collect()
