@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 # Run as a file, sys.path[0] is tools/bench; make the checkout's packages importable.
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,6 +165,22 @@ class CpuMeter:
         ours = sum(x for x in [client, *servers] if x is not None)
         self.result = {"client": client, "servers": servers, "host_busy": host,
                        "other": round(max(0.0, host - ours), 2), "host_cores": ncpu}
+
+
+def wait_idle(max_wait: float, busy_limit: float = 0.3, window: float = 2.0) -> float:
+    """Wait (bounded) until load that is not ours drops below ``busy_limit`` cores; the
+    last busy figure measured.  The anchors and the floors get the same flag, so every
+    system may start from an equally quiet host."""
+    deadline = time.monotonic() + max_wait
+    ncpu = os.cpu_count() or 1
+    while True:
+        b0, i0 = _host_ticks()
+        time.sleep(window)
+        b1, i1 = _host_ticks()
+        busy = round(ncpu * (b1 - b0) / max((b1 - b0) + (i1 - i0), 1), 2)
+        if busy < busy_limit or time.monotonic() >= deadline:
+            return busy
+        log(f"host busy {busy:.2f} cores (not ours); waiting for it to drop")
 
 
 # --------------------------------------------------------------------------- processes
@@ -490,6 +506,9 @@ def run_kraftnode(args: argparse.Namespace, levels: list[int]) -> list[dict[str,
         tmp = Path(tempfile.mkdtemp(prefix="quorum-bench-kraftnode-", dir=args.tmp))
         q = Quorum(tmp)
         try:
+            if args.wait_idle > 0:
+                log(f"host busy before kraftnode repeat {rep + 1}: "
+                    f"{wait_idle(args.wait_idle):.2f} cores")
             q.start()
             leader, leader_pid = q.wait_ready()
             log(f"kraftnode repeat {rep + 1}/{args.repeats}: leader node {leader} "
@@ -526,6 +545,10 @@ def run_kraftnode(args: argparse.Namespace, levels: list[int]) -> list[dict[str,
             "concurrency": conc, "ops": sum(r["ops"] for r in rs),
             "ops_per_s": med("ops_per_s"), "p50_ms": med("p50_ms"), "p99_ms": med("p99_ms"),
             "errors": sum(r["errors"] for r in rs), "repeats": len(rs),
+            "cpu_cores": {"other_median": _median_or_none(
+                [r["cpu_cores"].get("other") for r in rs]),
+                "servers_median": _median_or_none(
+                [sum(x or 0 for x in r["cpu_cores"]["servers"]) for r in rs])},
             "aggregate": f"median of {len(rs)} fresh quorum(s)",
             "durability": "fsync (group commit) on every voter; acks=all answers after commit",
             "client": "confluent-kafka {} (librdkafka {})".format(*_ck_versions()),
@@ -533,6 +556,11 @@ def run_kraftnode(args: argparse.Namespace, levels: list[int]) -> list[dict[str,
             "value_bytes": VALUE_SIZE, "runs": rs,
         })
     return out
+
+
+def _median_or_none(vals: list[float | None]) -> float | None:
+    got = [v for v in vals if v is not None]
+    return round(statistics.median(got), 2) if got else None
 
 
 def _ck_versions() -> tuple[str, str]:
@@ -649,6 +677,8 @@ def run_physical(args: argparse.Namespace, shared: Path) -> dict[str, dict[str, 
     argv = [py, str(script), "--dir", args.tmp or tempfile.gettempdir()]
     if args.quick:
         argv.append("--quick")
+    if args.wait_idle > 0:
+        argv += ["--wait-idle", str(args.wait_idle)]
     log("physical floors: " + " ".join(argv))
     recs = run_script(argv, 600, "physical.py")
     return {r["test"]: r for r in recs if "test" in r}
@@ -671,6 +701,8 @@ def run_anchors(args: argparse.Namespace, shared: Path, levels: list[int]) -> li
         argv.append("--quick")
     if args.tmp:
         argv += ["--tmp", args.tmp]
+    if args.wait_idle > 0:
+        argv += ["--wait-idle", str(args.wait_idle)]
     log("anchors: " + " ".join(argv))
     return run_script(argv, 1800, "anchors.py")
 
@@ -714,6 +746,21 @@ def checks(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]]) -> lis
     return out
 
 
+def _servers_cpu(r: dict[str, Any]) -> float | None:
+    cpu = r.get("cpu_cores") or {}
+    if "servers_median" in cpu:
+        return cast(float | None, cpu["servers_median"])
+    servers = [x for x in cpu.get("servers") or [] if x is not None]
+    if r.get("system") == "pysyncobj" and cpu.get("client") is not None:
+        servers.append(cpu["client"])      # its leader runs the driver in-process
+    return round(sum(servers), 2) if servers else None
+
+
+def _other_cpu(r: dict[str, Any]) -> float | None:
+    cpu = r.get("cpu_cores") or {}
+    return cast(float | None, cpu.get("other_median", cpu.get("other")))
+
+
 SHORT_DURABILITY = {
     "kraftnode": "fdatasync per group commit, every voter",
     "etcd": "fdatasync per raft batch, every member",
@@ -739,7 +786,7 @@ def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
                 print(f"  {name:<24} p50 {f['p50_ms']:.3f} ms  p99 {f['p99_ms']:.3f} ms")
     print()
     hdr = f"{'system':<12} {'version':<16} {'outstanding':>11} {'ops/s':>9} {'p50 ms':>8} " \
-          f"{'p99 ms':>8}  durability"
+          f"{'p99 ms':>8} {'srv cpu':>7} {'noise':>6}  durability"
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -750,7 +797,10 @@ def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
         dur = SHORT_DURABILITY.get(r["system"], str(r.get("durability", ""))[:40])
         print(f"{r['system']:<12} {ver:<16} {r['concurrency']:>11} "
               f"{_fmt(r.get('ops_per_s'), ',.0f'):>9} {_fmt(r.get('p50_ms'), '.2f'):>8} "
-              f"{_fmt(r.get('p99_ms'), '.2f'):>8}  {dur}")
+              f"{_fmt(r.get('p99_ms'), '.2f'):>8} {_fmt(_servers_cpu(r), '.2f'):>7} "
+              f"{_fmt(_other_cpu(r), '.2f'):>6}  {dur}")
+    print("(srv cpu: cores used by the 3 servers together; noise: cores busy with load that is "
+          "not ours during the run -- figures taken under different noise do not compare)")
     print("\ntargets:")
     for c in cks:
         verdict = {True: "MET", False: "MISSED", None: "n/a"}[c["ok"]]
@@ -797,6 +847,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--shared-dir", type=Path, default=SHARED_BENCH,
                     help=f"where physical.py and anchors.py live (default {SHARED_BENCH})")
     ap.add_argument("--tmp", default=None, help="parent dir for data dirs (default $TMPDIR)")
+    ap.add_argument("--wait-idle", type=float, default=0, metavar="S",
+                    help="before each system (and each kraftnode repeat) wait up to S s for "
+                         "load that is not ours to drop below 0.3 cores")
     ap.add_argument("--keep", action="store_true", help="keep kraftnode data dirs and logs")
     ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
                     help="sample the kraftnode leader with py-spy during each measured run; "
