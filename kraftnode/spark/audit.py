@@ -318,7 +318,9 @@ def _plots(res: AuditResult) -> dict[str, str]:
             ax.text(start, r["leader"] + 0.35, f"e{r['epoch']}", fontsize=8)
         ax.set_xlabel("seconds since the first LeaderChange")
         ax.set_ylabel("leader (node id)")
-        ax.yaxis.get_major_locator().set_params(integer=True)
+        from matplotlib.ticker import MaxNLocator
+
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title("Leadership timeline (bar = tenure)")
         out["leadership"] = _png(fig)
     if res.epochs:

@@ -155,3 +155,22 @@ def test_audit_of_a_real_three_node_quorum_with_a_leader_change(spark: Any, tmp_
     assert res.committed_floor > after[-1]
     assert all(p["verdict"] in ("consistent", "legal uncommitted tail") for p in res.pairs)
     assert sum(r["records"] for r in res.epochs) >= len(before) + len(after)
+
+
+@pytest.mark.parametrize(("entry", "floor", "verdict"), [
+    # same offset and epoch, different records: Log Matching violated, wherever it is
+    (dict(epoch_a=4, epoch_b=4, hash_a=1, hash_b=2), 0, "SAFETY VIOLATION"),
+    # at or above the committed floor: a legal uncommitted tail
+    (dict(epoch_a=3, epoch_b=4, hash_a=1, hash_b=2), 10, "legal uncommitted tail"),
+    # below it: the older-epoch side is a stale tail of a deposed leader
+    (dict(epoch_a=3, epoch_b=4, hash_a=1, hash_b=2, c_epoch=4, c_hash=2), 20, "legal uncommitted tail"),
+    # below it: a newer epoch over the committed entry means a committed entry was overwritten
+    (dict(epoch_a=3, epoch_b=5, hash_a=1, hash_b=2, c_epoch=3, c_hash=1), 20, "SAFETY VIOLATION"),
+    # below it with no majority entry at all
+    (dict(epoch_a=3, epoch_b=4, hash_a=1, hash_b=2), 20, "SAFETY VIOLATION"),
+])
+def test_divergence_rule(entry: dict[str, int], floor: int, verdict: str) -> None:
+    from kraftnode.spark.audit import _classify
+
+    got, reason = _classify({"offset": 15, "replica_a": 1, "replica_b": 2, **entry}, floor)
+    assert got == verdict, reason
