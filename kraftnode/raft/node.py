@@ -224,7 +224,8 @@ class RaftNode:
         ]
         nodes = {node.key.id: node.endpoints for node in self.voters}
         return DescribeQuorumData(
-            errors.NONE, self.local_key.id, st.epoch, self.high_watermark, tuple(voters), tuple(observers), nodes
+            errors.NONE, self.local_key.id, st.epoch, self._reported_high_watermark(), tuple(voters),
+            tuple(observers), nodes
         )
 
     # ================================================================ events
@@ -713,11 +714,16 @@ class RaftNode:
                 st.rejected.add(source)
                 self._maybe_lose(st, now_ms)
             return
-        if resp.error_code != errors.NONE or resp.partition_error_code != errors.NONE:
+        if resp.error_code != errors.NONE:
             self._backoff(source, now_ms)
             return
+        # As Kafka's maybeHandleCommonResponse: a rejection (e.g. FENCED_LEADER_EPOCH)
+        # still carries the voter's epoch and leader, which a stale candidate must adopt.
         endpoints = self._endpoints_from_nodes(resp.leader_id, resp.node_endpoints)
         if self._maybe_handle_leader_info(resp.leader_id, resp.leader_epoch, endpoints, now_ms):
+            return
+        if resp.partition_error_code != errors.NONE:
+            self._backoff(source, now_ms)
             return
         st = self.state
         if not isinstance(st, Candidate) or resp.leader_epoch != st.epoch:
@@ -800,11 +806,22 @@ class RaftNode:
 
     # --- Fetch (leader side)
     def _fetch_error(self, code: int, top_level: bool = False) -> FetchResponse:
+        # Kafka answers every Fetch error with an unknown (-1) high watermark.
         return FetchResponse(
             code if top_level else errors.NONE, errors.NONE if top_level else code,
-            self.high_watermark, self._current_leader(), self.log.start_offset,
+            -1, self._current_leader(), self.log.start_offset,
             node_endpoints=self._leader_node_endpoints(),
         )
+
+    def _reported_high_watermark(self) -> int:
+        """The high watermark as we tell others. A new leader's is unknown (-1) until an
+        entry of its own epoch commits, as Kafka's LeaderState reports it: sending the
+        value it held as a follower could be lower than a follower's own, and a Java
+        follower treats a high watermark that goes backwards as fatal."""
+        st = self.state
+        if isinstance(st, Leader) and st.tracker.majority_offset() <= st.tracker.epoch_start_offset:
+            return -1
+        return self.high_watermark
 
     def _validate_leader_epoch(self, request_epoch: int) -> int:
         if request_epoch < self.epoch:
@@ -875,8 +892,8 @@ class RaftNode:
         if diverging is None and snapshot is None and req.fetch_offset < self.log.end_offset:
             records = self.log.read(req.fetch_offset, min(req.max_bytes, self.config.fetch_max_bytes))
         self._respond(request_id, FetchResponse(
-            errors.NONE, errors.NONE, self.high_watermark, self._current_leader(), self.log.start_offset,
-            diverging, snapshot, tuple(records), self._leader_node_endpoints(),
+            errors.NONE, errors.NONE, self._reported_high_watermark(), self._current_leader(),
+            self.log.start_offset, diverging, snapshot, tuple(records), self._leader_node_endpoints(),
         ))
 
     def _complete_parked(self, now_ms: int) -> None:
