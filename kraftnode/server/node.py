@@ -27,7 +27,7 @@ from kraftnode.server.network import KafkaListener, ServerLimits
 from kraftnode.server.node_config import NodeConfig
 from kraftnode.server.peer_client import PeerPool
 from kraftnode.server.raft_driver import RaftDriver, now_ms, quorum_state_to_election
-from kraftnode.server.raft_log import DiskRaftLog
+from kraftnode.server.raft_log import DiskRaftLog, DiskSnapshotStore
 
 log = logging.getLogger("kraftnode.node")
 
@@ -77,7 +77,8 @@ async def run_node(cfg: NodeConfig) -> None:
             cfg.node_id, directory_id, raft_cfg, rlog, election,  # type: ignore[arg-type]
             static, random.Random(), now_ms(),
             local_endpoints=(Endpoint(listener, cfg.advertised_host, cfg.advertised_port),),
-            bootstrap_servers=[-1 - i for i in range(len(cfg.bootstrap_servers))])
+            bootstrap_servers=[-1 - i for i in range(len(cfg.bootstrap_servers))],
+            snapshots=DiskSnapshotStore(rlog))
         async with anyio.create_task_group() as tg:
             pool = PeerPool(tg, f"raft-client-{cfg.node_id}", cfg.request_timeout_ms / 1000,
                             cfg.retry_backoff_ms / 1000, max(cfg.retry_backoff_ms, 1000) / 1000)

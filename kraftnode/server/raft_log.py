@@ -256,3 +256,59 @@ class DiskRaftLog:
     def flush(self) -> None:
         self.log.flush()
 
+
+
+class DiskSnapshotStore:
+    """:class:`kraftnode.raft.snapshots.SnapshotStore` over ``<offset>-<epoch>.checkpoint``
+    files: serves chunks to lagging replicas and installs a downloaded snapshot
+    (``.checkpoint.part``, fsync, rename, then the log restarts at its end offset)."""
+
+    def __init__(self, rlog: DiskRaftLog) -> None:
+        self.rlog = rlog
+        self._writer: Any = None
+
+    def _path(self, sid: OffsetAndEpoch) -> Path:
+        return self.rlog.partition_dir / snapshot_file_name(SnapshotId(sid.offset, sid.epoch))
+
+    def read_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int,
+                            max_bytes: int) -> tuple[bytes, int] | None:
+        from kraftnode.log.snapshot import SnapshotError, SnapshotReader
+
+        path = self._path(snapshot_id)
+        if not path.exists():
+            return None
+        reader = SnapshotReader(path)
+        try:
+            return reader.read(position, max_bytes), reader.size
+        except SnapshotError:
+            return None
+        finally:
+            reader.close()
+
+    def begin_snapshot_download(self, snapshot_id: OffsetAndEpoch) -> None:
+        from kraftnode.log.snapshot import SnapshotWriter, delete_snapshot
+
+        if self._writer is not None:
+            self._writer.close()
+        sid = SnapshotId(snapshot_id.offset, snapshot_id.epoch)
+        delete_snapshot(self.rlog.partition_dir, sid)
+        self._writer = SnapshotWriter(self.rlog.partition_dir, sid)
+
+    def write_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int, data: bytes) -> None:
+        w = self._writer
+        if w is None or w.id != SnapshotId(snapshot_id.offset, snapshot_id.epoch) or position != w.size:
+            raise ValueError(f"snapshot chunk at {position} does not continue the download")
+        w.append(data)
+
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch) -> Sequence[ControlRecord]:
+        from kraftnode.log.snapshot import validate_snapshot
+
+        w = self._writer
+        if w is None:
+            raise ValueError("no snapshot download in progress")
+        path = w.freeze()
+        self._writer = None
+        validate_snapshot(path)
+        self.rlog.log.truncate_fully_and_start_at(snapshot_id.offset)
+        _log.info("installed snapshot %s; the log restarts at offset %d", path.name, snapshot_id.offset)
+        return self.rlog.latest_snapshot_control_records()
