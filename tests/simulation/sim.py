@@ -32,7 +32,7 @@ from kraftnode.raft.actions import (
 from kraftnode.raft.batches import KRaftVersionControlRecord, VotersControlRecord
 from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
-from kraftnode.raft.messages import Request
+from kraftnode.raft.messages import FetchResponse, Request
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 from tests.simulation.model import FaultProfile, SimLog, describe
@@ -355,6 +355,7 @@ class Simulation:
             node = self.nodes[to]  # type: ignore[index]
             if node.core is None or node.incarnation != to_inc or (sender, to) in self.blocked:
                 return False
+            self._check_reported_high_watermark(node, sender, r_corr, response)
             node.core.handle_response(sender, r_corr, response, self.now)  # type: ignore[arg-type]
             self._drain(node)
         elif kind == "refused":
@@ -468,6 +469,31 @@ class Simulation:
                     node.leader_checked_epoch = core.epoch
                     self._check_leader_complete(node)
         self._check_log_matching()
+
+    def _check_reported_high_watermark(
+        self, node: SimNode, sender: object, correlation_id: object, response: object
+    ) -> None:
+        """Interop: a Kafka follower treats a high watermark lower than its own as fatal.
+
+        So the leader a follower fetches from must never report a known HW below
+        the follower's (a new leader reports -1 until its own epoch commits).
+        """
+        core = node.core
+        if (
+            core is None or not isinstance(response, FetchResponse) or response.error_code
+            or response.partition_error_code or response.diverging_epoch is not None
+            or response.snapshot_id is not None or response.high_watermark < 0
+        ):
+            return
+        inflight = core._inflight.get(sender)  # type: ignore[call-overload]
+        if inflight is None or inflight.correlation_id != correlation_id:
+            return  # a stale answer the follower ignores anyway
+        if (core.state_name == "follower" and core.leader_id == sender
+                and response.current_leader.leader_epoch == core.epoch
+                and response.high_watermark < core.high_watermark):
+            raise Violation(f"leader {sender} told follower {node.node_id} high watermark "
+                            f"{response.high_watermark}, below the follower's {core.high_watermark} "
+                            f"(fatal for a Kafka follower)")
 
     def _check_leader_complete(self, node: SimNode) -> None:
         assert node.core is not None
