@@ -335,8 +335,10 @@ class RaftNode:
             return handle
         batch = self.log.append_as_leader(records, st.epoch)
         self._pending_appends.append((batch.last_offset, handle))
-        self._flush_leader(st, now_ms)
+        # Answer waiting followers before the FlushLog barrier, so they replicate while
+        # the leader fsyncs (its own offset still counts only after its flush).
         self._complete_parked(now_ms)
+        self._flush_leader(st, now_ms)
         self._poll(now_ms)
         return handle
 
@@ -399,7 +401,9 @@ class RaftNode:
 
     def _election_of(self, st: EpochState) -> ElectionState:
         if isinstance(st, Unattached):
-            return ElectionState(st.epoch)
+            # Same epoch (an observer losing its leader): a vote cast in it stays on record.
+            voted_before = self._election.voted_key if self._election.epoch == st.epoch else None
+            return ElectionState(st.epoch, -1, voted_before)
         if isinstance(st, Voted):
             return ElectionState(st.epoch, -1, st.voted_key)
         if isinstance(st, Candidate):
@@ -600,7 +604,9 @@ class RaftNode:
                     ), now_ms)
                 else:
                     self._send_fetch(st.leader_id, st.epoch, now_ms)
-        elif isinstance(st, Unattached):
+        elif isinstance(st, Unattached | Voted):
+            # An observer without a leader (also one that voted, e.g. as a removed voter)
+            # looks for it through the bootstrap servers.
             if not self.is_voter and not self._inflight:
                 servers = self.bootstrap_servers or sorted(self.voters.ids)
                 servers = [s for s in servers if s != self.local_key.id]

@@ -140,3 +140,15 @@ def test_restarted_leader_comes_back_resigned_and_candidate_resumes() -> None:
     log.append_as_leader(["a"], 7)
     late = make_node(1, log=log, election=ElectionState(4, 2, None))
     assert late.state_name == "unattached" and late.epoch == 7
+
+
+def test_observer_that_voted_still_looks_for_the_leader() -> None:
+    node = make_node(4, election=ElectionState(3, -1, ReplicaKey(2, None)))
+    assert not node.is_voter and node.state_name == "voted"
+    node.tick(0)
+    (req,) = sent(node.take_actions(), FetchRequest)
+    node.handle_response(req.destination, req.correlation_id,
+                         FetchResponse(0, errors.NOT_LEADER_OR_FOLLOWER, -1, CurrentLeader(2, 3)), 5)
+    assert node.state_name == "follower" and node.leader_id == 2
+    # The vote cast in epoch 3 stays on record.
+    assert node.election_state == ElectionState(3, 2, ReplicaKey(2, None))
