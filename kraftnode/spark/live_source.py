@@ -85,12 +85,20 @@ def watermarks(conf: dict[str, Any], timeout: float) -> tuple[int, int]:
     from confluent_kafka import KafkaException, TopicPartition
 
     c = _consumer(conf)
+    deadline = time.monotonic() + timeout
     try:
-        lo, hi = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=timeout)
+        while True:
+            lo, hi = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=timeout)
+            # a new leader reports an unknown (-1) high watermark until its epoch commits
+            if hi >= 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
     except KafkaException as e:
         raise KraftSourceError(f"ListOffsets on {conf['bootstrap.servers']} failed: {e}") from None
     finally:
         c.close()
+    if hi < 0:
+        raise KraftSourceError(f"{conf['bootstrap.servers']}: the high watermark stayed unknown for {timeout:.0f} s")
     return int(lo), int(hi)
 
 
