@@ -153,10 +153,14 @@ class RaftDriver:
             self.node.tick(now_ms())
             await self._drain()
             deadline = self.node.next_deadline_ms()
-            delay = 0.5 if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
-            if delay > 0 and not self._wake.is_set():
+            # at least 1 ms between ticks: a deadline already in the past must not turn
+            # this loop into a busy loop that starves every connection
+            delay = 0.5 if deadline is None else max(0.001, (deadline - now_ms()) / 1000)
+            if not self._wake.is_set():
                 with anyio.move_on_after(delay):
                     await self._wake.wait()
+            else:
+                await anyio.sleep(0)
             self._wake = anyio.Event()
 
     def stop(self) -> None:

@@ -232,12 +232,18 @@ class DiskRaftLog:
             if v.is_control:
                 yield batch_from_view(v)
 
+    _snapshot_cache: tuple[OffsetAndEpoch | None] | None = None
+
     def latest_snapshot_id(self) -> OffsetAndEpoch | None:
-        snaps = list_snapshots(self.partition_dir)
-        if not snaps:
-            return None
-        s = max(snaps, key=lambda x: (x.offset, x.epoch))
-        return OffsetAndEpoch(s.epoch, s.offset)
+        # asked on every Fetch: cached, and refreshed when a snapshot is installed
+        if self._snapshot_cache is None:
+            snaps = list_snapshots(self.partition_dir)
+            best = max(snaps, key=lambda x: (x.offset, x.epoch)) if snaps else None
+            self._snapshot_cache = (None if best is None else OffsetAndEpoch(best.epoch, best.offset),)
+        return self._snapshot_cache[0]
+
+    def snapshots_changed(self) -> None:
+        self._snapshot_cache = None
 
     def latest_snapshot_control_records(self) -> Sequence[ControlRecord]:
         sid = self.latest_snapshot_id()
@@ -309,6 +315,7 @@ class DiskSnapshotStore:
         path = w.freeze()
         self._writer = None
         validate_snapshot(path)
+        self.rlog.snapshots_changed()
         self.rlog.log.truncate_fully_and_start_at(snapshot_id.offset)
         _log.info("installed snapshot %s; the log restarts at offset %d", path.name, snapshot_id.offset)
         return self.rlog.latest_snapshot_control_records()
