@@ -162,6 +162,13 @@ class LeaderState:
             self._fetched_voters.clear()
             self.check_quorum_deadline = now_ms + self.check_quorum_timeout_ms
 
+    def check_quorum_applies(self) -> bool:
+        """False when the leader alone is a majority (nobody else has to fetch)."""
+        needed = self.voter_set.majority_size()
+        if self.voter_set.is_voter(self.local_key):
+            needed -= 1
+        return needed > 0
+
     def check_quorum_expired(self, now_ms: int) -> bool:
         needed = self.voter_set.majority_size()
         if self.voter_set.is_voter(self.local_key):

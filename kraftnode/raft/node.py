@@ -190,7 +190,8 @@ class RaftNode:
         elif isinstance(st, Follower):
             times.append(st.fetch_deadline)
         elif isinstance(st, Leader):
-            times.append(st.tracker.check_quorum_deadline)
+            if st.tracker.check_quorum_applies():
+                times.append(st.tracker.check_quorum_deadline)
             times.extend(p.deadline for p in self._parked)
             # A resend blocked by an in-flight request or a backoff waits for that instead.
             times.extend(
@@ -245,11 +246,10 @@ class RaftNode:
             if st.election_deadline is not None and now_ms >= st.election_deadline and self.is_voter:
                 self._become_candidate(now_ms)
         elif isinstance(st, Candidate):
-            if st.backoff_until is not None:
-                if now_ms >= st.backoff_until:
-                    self._become_candidate(now_ms)
-            elif now_ms >= st.election_deadline:
+            if st.backoff_until is None and now_ms >= st.election_deadline:
                 st.backoff_until = now_ms + self._binary_backoff(st.retries)
+            if st.backoff_until is not None and now_ms >= st.backoff_until:
+                self._become_candidate(now_ms)  # a zero backoff starts the next election now
         elif isinstance(st, Follower):
             if now_ms >= st.fetch_deadline:
                 if self.is_voter:

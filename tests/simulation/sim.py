@@ -332,6 +332,10 @@ class Simulation:
                 return False
             node.tick_at = None
             node.core.tick(self.now)
+            after = node.core.next_deadline_ms()
+            if after is not None and after <= self.now:
+                raise Violation(f"node {node.node_id} ({node.core.state_name}) still has a deadline at "
+                                f"{after} after ticking at {self.now}: a driver would spin")
             self._drain(node)
         elif kind == "request":
             dst, rid, request = data

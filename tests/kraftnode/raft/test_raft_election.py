@@ -152,3 +152,15 @@ def test_observer_that_voted_still_looks_for_the_leader() -> None:
     assert node.state_name == "follower" and node.leader_id == 2
     # The vote cast in epoch 3 stays on record.
     assert node.election_state == ElectionState(3, 2, ReplicaKey(2, None))
+
+
+def test_single_voter_leader_has_no_past_deadline() -> None:
+    node = make_node(1, voter_set=voters(1))
+    now = node.next_deadline_ms()
+    assert now is not None
+    node.tick(now)
+    later = now + 10 * CONFIG.fetch_timeout_ms
+    node.tick(later)
+    assert node.is_leader
+    deadline = node.next_deadline_ms()
+    assert deadline is None or deadline > later  # a past deadline would make drivers spin
