@@ -102,7 +102,6 @@ def render_all() -> dict[Path, str]:
     for key, tgt in TARGETS.items():
         files[tgt.package_dir / "__init__.py"] = env.get_template("package_init.py.j2").render(
             target=tgt, msgs=sorted(by_target[key], key=lambda m: m.name),
-            subpackages=["metadata"] if key == "protocol" else [],
         )
     return files
 
