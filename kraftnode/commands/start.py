@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 
-import anyio
-
 from kraftnode.cli import UsageError
 from kraftnode.config import ConfigError
 
@@ -20,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kraftnode.server import node_config
-    from kraftnode.server.node import StartupError, run_node
+    from kraftnode.server.node import StartupError, start
 
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s [%(name)s] %(message)s")
@@ -29,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         raise UsageError(str(e)) from None
     try:
-        anyio.run(run_node, cfg)
+        start(cfg)
     except StartupError as e:
         raise UsageError(str(e)) from None
     except KeyboardInterrupt:
