@@ -1,22 +1,37 @@
-"""anyio TCP listener speaking Kafka framing.
+"""TCP listener speaking Kafka framing, on asyncio protocols.
 
-One task per connection reads size-prefixed frames and answers them strictly in
-order, one at a time -- as Kafka does (it mutes a channel while a request is in
-flight), which keeps per-connection memory bounded by one frame.  A frame that
-cannot be parsed, names an API we do not serve, or exceeds the size limit closes
-the connection with a log line; nothing a peer sends can crash the node.
+One task per connection answers that connection's requests strictly in order, one
+at a time -- as Kafka does (it mutes a channel while a request is in flight).  A
+frame that cannot be parsed, names an API we do not serve, or exceeds the size
+limit closes the connection with a log line; nothing a peer sends can crash the node.
+
+Why protocols and not anyio streams: a commit is a chain of request/response hops
+across three processes, and on a small host each hop's CPU is latency.  anyio's
+``SocketStream`` yields to the loop on every send, re-registers the socket with the
+selector on every receive, and a timeout is a cancel scope per read.  Here bytes
+arrive in ``data_received``, complete frames are queued there, the connection task
+takes the next frame without a loop iteration when one is queued, and a response
+is one ``transport.write``.  The idle timeout is one timer per connection.
+
+Memory per connection is bounded: reading pauses while more than
+``_MAX_QUEUED_FRAMES`` complete frames (or ``_MAX_QUEUED_BYTES``) wait, and a
+partial frame is never larger than the frame size limit.  The node runs on asyncio
+(uvloop when installed), which this module requires.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import socket
 import struct
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import cast
 
 import anyio
-from anyio.abc import SocketAttribute, SocketStream, TaskStatus
-from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.abc import TaskGroup, TaskStatus
 
 from kraftnode.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -32,6 +47,8 @@ from recordbatch.wire import DecodeError
 log = logging.getLogger("kraftnode.network")
 
 _I32 = struct.Struct(">i")
+_MAX_QUEUED_FRAMES = 16            # pipelined requests read ahead before reading pauses
+_MAX_QUEUED_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -53,6 +70,215 @@ class ServerLimits:
     idle_timeout_s: float = 600.0  # Kafka's connections.max.idle.ms default: 10 minutes
 
 
+def set_nodelay(transport: asyncio.BaseTransport) -> None:
+    """Nagle off: every frame here is a complete request or response that someone waits for."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except (OSError, AttributeError):
+            pass
+
+
+class FrameReader:
+    """Splits a byte stream into size-prefixed frames (shared by server and peer client).
+
+    ``feed`` returns the complete frames; a size outside ``[0, max_frame]`` raises
+    :class:`FrameError`.  The partial frame kept is at most ``max_frame + 4`` bytes
+    plus one chunk."""
+
+    __slots__ = ("_buf", "_pos", "max_frame")
+
+    def __init__(self, max_frame: int) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self.max_frame = max_frame
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        buf = self._buf
+        buf += data
+        pos = self._pos
+        end = len(buf)
+        out: list[bytes] = []
+        while end - pos >= 4:
+            (size,) = _I32.unpack_from(buf, pos)
+            check_frame_size(size, self.max_frame)
+            if end - pos - 4 < size:
+                break
+            out.append(bytes(buf[pos + 4:pos + 4 + size]))
+            pos += 4 + size
+        if pos == end:
+            buf.clear()
+            pos = 0
+        elif pos > 65536:
+            del buf[:pos]
+            pos = 0
+        self._pos = pos
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: frames queued by the protocol, answered by one task."""
+
+    def __init__(self, listener: KafkaListener, tg: TaskGroup) -> None:
+        self.listener = listener
+        self.tg = tg
+        self.reader = FrameReader(listener.limits.max_frame_bytes)
+        self.frames: deque[bytes] = deque()
+        self.queued_bytes = 0
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.closed = False
+        self.error: Exception | None = None    # a framing error seen by data_received
+        self.reading_paused = False
+        self.writing_paused = False
+        self.frame_waiter: asyncio.Future[None] | None = None
+        self.drain_waiter: asyncio.Future[None] | None = None
+        self.idle_timer: asyncio.TimerHandle | None = None
+        self.last_activity = 0.0
+        self.in_request = False
+
+    # ------------------------------------------------------------ protocol side
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        set_nodelay(transport)
+        addr = transport.get_extra_info("peername")
+        self.peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
+        loop = asyncio.get_running_loop()
+        self.last_activity = loop.time()
+        self._arm_idle_timer(self.listener.limits.idle_timeout_s)
+        self.tg.start_soon(self._serve)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.reader.feed(data)
+        except FrameError as e:
+            self.error = e
+            self._pause_reading()
+            self._wake_reader()
+            return
+        if frames:
+            self.frames.extend(frames)
+            self.queued_bytes += sum(len(f) for f in frames)
+            if len(self.frames) >= _MAX_QUEUED_FRAMES or self.queued_bytes >= _MAX_QUEUED_BYTES:
+                self._pause_reading()
+            self._wake_reader()
+
+    def eof_received(self) -> bool | None:
+        self._wake_reader()
+        return None  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.idle_timer is not None:
+            self.idle_timer.cancel()
+        self._wake_reader()
+        w = self.drain_waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        w = self.drain_waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def _pause_reading(self) -> None:
+        if not self.reading_paused and self.transport is not None and not self.closed:
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    def _wake_reader(self) -> None:
+        w = self.frame_waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def _arm_idle_timer(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        self.idle_timer = loop.call_later(max(delay, 0.001), self._idle_check)
+
+    def _idle_check(self) -> None:
+        if self.closed:
+            return
+        idle = self.listener.limits.idle_timeout_s
+        left = self.last_activity + idle - asyncio.get_running_loop().time()
+        if left <= 0 and not self.in_request and not self.frames:
+            log.info("closing idle connection from %s", self.peer)
+            self._close()
+            return
+        self._arm_idle_timer(left if left > 0 else idle)
+
+    def _close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+        self.closed = True
+        self._wake_reader()
+
+    # ------------------------------------------------------------ task side
+    async def _next_frame(self) -> bytes | None:
+        """The next queued frame; None once the peer has closed (or we did)."""
+        while not self.frames:
+            if self.error is not None:
+                raise self.error
+            if self.closed or self.transport is None or self.transport.is_closing():
+                return None
+            w = self.frame_waiter = asyncio.get_running_loop().create_future()
+            try:
+                await w
+            finally:
+                self.frame_waiter = None
+        frame = self.frames.popleft()
+        self.queued_bytes -= len(frame)
+        if self.reading_paused and len(self.frames) < _MAX_QUEUED_FRAMES // 2 \
+                and self.queued_bytes < _MAX_QUEUED_BYTES // 2 and self.error is None \
+                and self.transport is not None and not self.closed:
+            self.reading_paused = False
+            self.transport.resume_reading()
+        return frame
+
+    async def _serve(self) -> None:
+        handler = self.listener.handler
+        transport = self.transport
+        assert transport is not None
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                frame = await self._next_frame()
+                if frame is None:
+                    return
+                self.in_request = True
+                request = parse_request(frame)
+                reply = await handler(request, self.peer)
+                if reply is not None and not self.closed:
+                    transport.write(encode_response(
+                        request.spec, request.api_version, request.correlation_id,
+                        reply.body, reply.version))
+                    if self.writing_paused:
+                        self.drain_waiter = loop.create_future()
+                        try:
+                            await self.drain_waiter
+                        finally:
+                            self.drain_waiter = None
+                self.in_request = False
+                self.last_activity = loop.time()
+        except (FrameError, DecodeError) as e:
+            log.warning("closing connection from %s: %s", self.peer, e)
+        except (ConnectionError, RuntimeError) as e:
+            if not self.closed:
+                log.info("connection from %s failed: %s", self.peer, e)
+        except Exception:  # noqa: BLE001 - a bug in one handler must not take the node down
+            log.exception("internal error serving %s; closing its connection", self.peer)
+        finally:
+            self._close()
+
+
 class KafkaListener:
     """Accepts connections on one host:port and feeds parsed requests to ``handler``."""
 
@@ -65,41 +291,15 @@ class KafkaListener:
         self.bound_port: int | None = None
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
-        listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port,
-                                                   reuse_port=False)
-        self.bound_port = int(listener.extra(SocketAttribute.local_port))
-        log.info("listening on %s:%d", self.host, self.bound_port)
-        task_status.started(self.bound_port)
-        async with listener:
-            await listener.serve(self._connection)
-
-    async def _connection(self, stream: SocketStream) -> None:
-        addr = stream.extra(SocketAttribute.remote_address, None)
-        peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
-        reader = BufferedByteReceiveStream(stream)
-        async with stream:
+        loop = asyncio.get_running_loop()
+        async with anyio.create_task_group() as tg:
+            server = await loop.create_server(lambda: _Connection(self, tg), self.host, self.port,
+                                              reuse_address=True)
             try:
-                while True:
-                    with anyio.move_on_after(self.limits.idle_timeout_s) as scope:
-                        raw = await reader.receive_exactly(4)
-                    if scope.cancelled_caught:
-                        log.info("closing idle connection from %s", peer)
-                        return
-                    (size,) = _I32.unpack(raw)
-                    check_frame_size(size, self.limits.max_frame_bytes)
-                    frame = await reader.receive_exactly(size) if size else b""
-                    request = parse_request(frame)
-                    reply = await self.handler(request, peer)
-                    if reply is not None:
-                        await stream.send(encode_response(
-                            request.spec, request.api_version, request.correlation_id,
-                            reply.body, reply.version))
-            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
-                    anyio.ClosedResourceError, ConnectionError):
-                return
-            except (FrameError, DecodeError) as e:
-                log.warning("closing connection from %s: %s", peer, e)
-                return
-            except Exception:  # noqa: BLE001 - a bug in one handler must not take the node down
-                log.exception("internal error serving %s; closing its connection", peer)
-                return
+                self.bound_port = int(server.sockets[0].getsockname()[1])
+                log.info("listening on %s:%d", self.host, self.bound_port)
+                task_status.started(self.bound_port)
+                await anyio.sleep_forever()
+            finally:
+                server.close()
+                tg.cancel_scope.cancel()

@@ -6,25 +6,30 @@ pipelined over one connection and matched to responses by correlation id; a
 request that is not answered within the request timeout fails (and the connection
 is dropped, since the response stream is then out of step), and reconnects back
 off exponentially up to a cap.
+
+Built on an asyncio protocol (the node runs on asyncio, uvloop when installed): a
+request is one ``transport.write`` and a timer, and the response completes its
+future inside ``data_received`` -- no reader task, no lock, no loop iteration per
+send, since every hop of a commit is latency.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
-from anyio.abc import SocketStream, TaskGroup
-from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.abc import TaskGroup
 
 from kraftnode.protocol import ApiVersionsRequest, ApiVersionsResponse
-from kraftnode.protocol.framing import DEFAULT_MAX_FRAME_BYTES, check_frame_size, encode_request
+from kraftnode.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, encode_request
 from kraftnode.protocol.generated import ResponseHeader
 from kraftnode.protocol.registry import API_VERSIONS, SERVED
+from kraftnode.server.network import FrameReader, set_nodelay
 from recordbatch.message import Message
 
 log = logging.getLogger("kraftnode.peers")
@@ -39,37 +44,67 @@ class PeerError(Exception):
     """A request to a peer failed: unreachable, timed out, closed, or no common version."""
 
 
-@dataclass
 class _Pending:
-    api_key: int
-    version: int
-    done: anyio.Event = field(default_factory=anyio.Event)
-    response: Message | None = None
-    error: str | None = None
+    __slots__ = ("api_key", "version", "future")
+
+    def __init__(self, api_key: int, version: int, future: asyncio.Future[Message]) -> None:
+        self.api_key = api_key
+        self.version = version
+        self.future = future
+
+
+class _PeerProtocol(asyncio.Protocol):
+    """Reads response frames and completes the matching request's future in the
+    callback itself: no reader task, no loop iteration between bytes and answer."""
+
+    def __init__(self, conn: PeerConnection) -> None:
+        self.conn = conn
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        try:
+            frames = conn.reader.feed(data)
+        except FrameError as e:
+            conn._fail(f"bad frame: {e}")
+            return
+        for frame in frames:
+            conn._on_frame(frame)
+
+    def eof_received(self) -> bool | None:
+        self.conn._fail("connection closed")
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.conn._fail(f"connection lost: {exc}" if exc is not None else "connection closed")
 
 
 class PeerConnection:
     """One connection; create with :meth:`open`."""
 
-    def __init__(self, node: str, stream: SocketStream, client_id: str, max_frame: int) -> None:
+    def __init__(self, node: str, transport: asyncio.Transport | None, client_id: str,
+                 max_frame: int) -> None:
         self.node = node
-        self.stream = stream
+        self.transport = transport
         self.client_id = client_id
         self.max_frame = max_frame
+        self.reader = FrameReader(max_frame)
         self.versions: dict[int, tuple[int, int]] = {}
         self._next_cid = 0
         self._pending: dict[int, _Pending] = {}
-        self._send_lock = anyio.Lock()
         self.closed = False
         self.stream_addr: tuple[str, int] = ("", 0)
 
     @classmethod
-    async def open(cls, tg: TaskGroup, node: str, host: str, port: int, client_id: str,
+    async def open(cls, tg: TaskGroup | None, node: str, host: str, port: int, client_id: str,
                    timeout_s: float, max_frame: int = DEFAULT_MAX_FRAME_BYTES) -> PeerConnection:
+        """Connect and negotiate versions (``tg`` is accepted for compatibility; the
+        connection needs no task of its own)."""
+        loop = asyncio.get_running_loop()
+        conn = cls(node, None, client_id, max_frame)
         with anyio.fail_after(timeout_s):
-            stream = await anyio.connect_tcp(host, port)
-        conn = cls(node, stream, client_id, max_frame)
-        tg.start_soon(conn._reader)
+            transport, _ = await loop.create_connection(lambda: _PeerProtocol(conn), host, port)
+        conn.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        set_nodelay(transport)
         try:
             resp = await conn._request_at(API_VERSIONS, 3, ApiVersionsRequest(
                 client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION),
@@ -110,67 +145,64 @@ class PeerConnection:
 
     async def _request_at(self, api_key: int, version: int, body: Message,
                           timeout_s: float) -> Message:
-        if self.closed:
+        transport = self.transport
+        if self.closed or transport is None or transport.is_closing():
             raise PeerError(f"connection to {self.node} is closed")
         self._next_cid = (self._next_cid + 1) & 0x7FFFFFFF
         cid = self._next_cid
-        pending = _Pending(api_key, version)
-        self._pending[cid] = pending
-        frame = encode_request(SERVED[api_key], version, cid, self.client_id, body)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Message] = loop.create_future()
+        self._pending[cid] = _Pending(api_key, version, fut)
+        timer = loop.call_later(timeout_s, self._timed_out, cid, timeout_s)
         try:
-            async with self._send_lock:
-                await self.stream.send(frame)
-            with anyio.move_on_after(timeout_s):
-                await pending.done.wait()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as e:
-            await self.close()
-            raise PeerError(f"{self.node}: send failed: {e}") from None
+            transport.write(encode_request(SERVED[api_key], version, cid, self.client_id, body))
+            return await fut
         finally:
+            timer.cancel()
             self._pending.pop(cid, None)
-        if not pending.done.is_set():
-            await self.close()  # the response stream is out of step now
-            raise PeerError(f"{self.node}: {SERVED[api_key].name} timed out after {timeout_s:.1f}s")
-        if pending.error is not None:
-            raise PeerError(f"{self.node}: {pending.error}")
-        assert pending.response is not None
-        return pending.response
 
-    async def _reader(self) -> None:
-        reader = BufferedByteReceiveStream(self.stream)
-        error = "connection closed"
+    def _timed_out(self, cid: int, timeout_s: float) -> None:
+        p = self._pending.pop(cid, None)
+        if p is not None and not p.future.done():
+            p.future.set_exception(PeerError(
+                f"{self.node}: {SERVED[p.api_key].name} timed out after {timeout_s:.1f}s"))
+            self._abort()  # the response stream is out of step now
+
+    def _on_frame(self, frame: bytes) -> None:
+        if len(frame) < 4:
+            self._fail("response frame without a header")
+            return
+        (cid,) = _I32.unpack_from(frame, 0)
+        pending = self._pending.pop(cid, None)
+        if pending is None or pending.future.done():
+            return  # answer to a request we gave up on
+        spec = SERVED[pending.api_key]
         try:
-            while True:
-                (size,) = _I32.unpack(await reader.receive_exactly(4))
-                check_frame_size(size, self.max_frame)
-                frame = memoryview(await reader.receive_exactly(size))
-                (cid,) = _I32.unpack_from(frame, 0)
-                pending = self._pending.get(cid)
-                if pending is None:
-                    continue  # answer to a request we gave up on
-                spec = SERVED[pending.api_key]
-                try:
-                    _, pos = ResponseHeader.decode_from(
-                        frame, 0, spec.response_header_version(pending.version))
-                    pending.response = spec.response.decode(frame[pos:], pending.version)
-                except Exception as e:  # noqa: BLE001 - a peer's bad bytes fail the request
-                    pending.error = f"undecodable {spec.name} response: {e}"
-                pending.done.set()
-        except Exception as e:  # noqa: BLE001 - any read failure ends the connection
-            error = f"connection lost: {e or type(e).__name__}"
-        finally:
-            self.closed = True
-            for p in list(self._pending.values()):
-                if not p.done.is_set():
-                    p.error = error
-                    p.done.set()
-            with anyio.CancelScope(shield=True):
-                await self.stream.aclose()
+            mv = memoryview(frame)
+            _, pos = ResponseHeader.decode_from(mv, 0, spec.response_header_version(pending.version))
+            pending.future.set_result(spec.response.decode(mv[pos:], pending.version))
+        except Exception as e:  # noqa: BLE001 - a peer's bad bytes fail the request
+            pending.future.set_exception(PeerError(f"{self.node}: undecodable {spec.name} response: {e}"))
+
+    def _fail(self, error: str) -> None:
+        """The connection is unusable: fail every waiting request and drop it."""
+        self.closed = True
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            if not p.future.done():
+                p.future.set_exception(PeerError(f"{self.node}: {error}"))
+        self._abort()
+
+    def _abort(self) -> None:
+        self.closed = True
+        t = self.transport
+        if t is not None and not t.is_closing():
+            t.abort()
 
     async def close(self) -> None:
         if not self.closed:
-            self.closed = True
-            with anyio.CancelScope(shield=True):
-                await self.stream.aclose()
+            self._fail("connection closed")
+        self._abort()
 
 
 class PeerPool:

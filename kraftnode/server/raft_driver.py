@@ -1,17 +1,19 @@
 """Runs the deterministic Raft core against real time, disk and network.
 
 The core (``kraftnode.raft.RaftNode``) only emits actions; this driver executes
-them in order on one anyio task.  ``PersistElectionState`` and ``FlushLog`` are
-barriers: they are awaited (fsync in a worker thread) before any later action
-runs, so a vote is on disk before the answer that grants it leaves, and an offset
-counts towards the high watermark only once it is durable.  Several appends that
-queue up behind one fsync are covered by it (group commit).
+them strictly in order.  ``PersistElectionState`` and ``FlushLog`` are barriers:
+they complete (fsync) before any later action runs, so a vote is on disk before
+the answer that grants it leaves, and an offset counts towards the high watermark
+only once it is durable.  Appends made while earlier actions wait in the queue are
+covered by the next flush (group commit).  See :class:`RaftDriver` for who runs
+the actions and when.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,7 +81,23 @@ class _Waiter:
 
 
 class RaftDriver:
-    """Owns the core; every call into it happens on the event loop thread."""
+    """Owns the core; every call into it happens on the event loop thread.
+
+    Actions run in the order the core emitted them, from one FIFO queue, and each is
+    executed synchronously by whoever fed the core the event (a handler, a peer
+    response, the timer task): an answer the core produces at once is returned to
+    the handler without waking any other task.  ``FlushLog`` and
+    ``PersistElectionState`` run inline on the loop thread -- fdatasync of an append
+    costs tens of microseconds here, less than handing it to a worker thread and
+    back -- so the barrier is trivially kept: nothing later in the queue runs before
+    they return.  One exception to "inline": when a ``FlushLog`` follows actions
+    that woke other tasks (typically the answers to parked follower fetches that
+    ``RaftNode.append`` emits before the leader's flush), the rest of the queue is
+    left to the driver task, which the loop runs after those tasks; so the followers
+    get the new records before the leader's fsync, not after it.  A failed flush
+    or election-state write stops the node (``fatal``) without running anything
+    queued behind it.
+    """
 
     def __init__(self, node: RaftNode, log_: DiskRaftLog, store: QuorumStateStore, pool: PeerPool,
                  addresses: dict[int, tuple[str, int]], bootstrap: Sequence[tuple[str, int]],
@@ -114,6 +132,12 @@ class RaftDriver:
         self._appends: dict[int, _Waiter] = {}
         self._tg: TaskGroup | None = None
         self._stopped = False
+        self._queue: deque[object] = deque()
+        self._pumping = False
+        self._sleep_until_ms: float = 0.0   # when the timer task will next tick on its own
+        # the in-flight request a ``_send`` task will carry on with itself (see _send)
+        self._claim_dest: int | None = None
+        self._claimed: SendRequest | None = None
 
     # -------------------------------------------------------------- interface
     def wake(self) -> None:
@@ -125,10 +149,11 @@ class RaftDriver:
         self._next_request_id += 1
         waiter = _Waiter()
         self._requests[rid] = waiter
-        self.node.handle_request(rid, request, now_ms())
-        self.wake()
         try:
-            await waiter.done.wait()
+            self.node.handle_request(rid, request, now_ms())
+            self._after_event()
+            if not waiter.done.is_set():
+                await waiter.done.wait()
         finally:
             self._requests.pop(rid, None)
         return waiter.value  # type: ignore[no-any-return]
@@ -138,67 +163,116 @@ class RaftDriver:
         waiter = _Waiter()
         handle = self.node.append(records, now_ms())
         self._appends[handle] = waiter
-        self.wake()
+        self._after_event()
         return handle, waiter
 
     async def resign(self) -> None:
         self.node.resign(now_ms())
-        self.wake()
-        await self._drain()
+        self._after_event()
+        while self._queue and self.fatal is None:
+            self.wake()
+            await anyio.sleep(0.001)
 
     # -------------------------------------------------------------- loop
     async def run(self, tg: TaskGroup) -> None:
+        """The timer task: ticks the core at its deadlines and runs flushes left to it."""
         self._tg = tg
         while not self._stopped and self.fatal is None:
+            self._wake = anyio.Event()
             self.node.tick(now_ms())
-            await self._drain()
+            self._pump(inline_flush=True)
             deadline = self.node.next_deadline_ms()
+            now = now_ms()
             # at least 1 ms between ticks: a deadline already in the past must not turn
             # this loop into a busy loop that starves every connection
-            delay = 0.5 if deadline is None else max(0.001, (deadline - now_ms()) / 1000)
-            if not self._wake.is_set():
-                with anyio.move_on_after(delay):
-                    await self._wake.wait()
-            else:
+            delay = 0.5 if deadline is None else max(0.001, (deadline - now) / 1000)
+            self._sleep_until_ms = now + delay * 1000
+            if self._queue or self._wake.is_set():
                 await anyio.sleep(0)
-            self._wake = anyio.Event()
+                continue
+            with anyio.move_on_after(delay):
+                await self._wake.wait()
 
     def stop(self) -> None:
         self._stopped = True
         self.wake()
 
-    async def _drain(self) -> None:
-        while True:
-            actions = self.node.take_actions()
-            if not actions:
-                return
-            for a in actions:
-                await self._execute(a)
+    def _after_event(self) -> None:
+        """The core took an event: run what it emitted, and wake the timer task if a
+        deadline moved earlier than the one it sleeps towards (or work was left to it)."""
+        self._pump(inline_flush=False)
+        if self._queue:
+            self.wake()
+            return
+        deadline = self.node.next_deadline_ms()
+        if deadline is not None and deadline < self._sleep_until_ms:
+            self.wake()
 
-    async def _execute(self, a: object) -> None:
-        if isinstance(a, SendRequest):
-            assert self._tg is not None
-            self._tg.start_soon(self._send, a)
-        elif isinstance(a, SendResponse):
+    def _pump(self, inline_flush: bool) -> None:
+        """Execute queued actions in order, synchronously.  Stops (leaving the rest to
+        the timer task) before a ``FlushLog`` that follows actions which woke other
+        tasks, unless ``inline_flush``."""
+        if self._pumping or self.fatal is not None:
+            return
+        self._pumping = True
+        queue = self._queue
+        woke = False
+        try:
+            while True:
+                if not queue:
+                    actions = self.node.take_actions()
+                    if not actions:
+                        return
+                    queue.extend(actions)
+                a = queue[0]
+                if isinstance(a, FlushLog):
+                    if self.log.log.flushed_offset >= a.end_offset:
+                        queue.popleft()
+                        continue
+                    if woke and not inline_flush:
+                        return
+                queue.popleft()
+                try:
+                    woke = self._execute(a) or woke
+                except Exception as e:  # noqa: BLE001 - a failed fsync ends this node
+                    log.exception("fatal: %s failed; stopping", type(a).__name__)
+                    self.fatal = f"{type(a).__name__} failed: {e}"
+                    queue.clear()
+                    self.node.take_actions()
+                    return
+        finally:
+            self._pumping = False
+
+    def _execute(self, a: object) -> bool:
+        """Run one action; True when it woke another task."""
+        if isinstance(a, SendResponse):
             w = self._requests.get(a.request_id)
             if w is not None:
                 w.value = a.response
                 w.done.set()
+                return True
+        elif isinstance(a, SendRequest):
+            if self._claim_dest == a.destination and self._claimed is None:
+                self._claimed = a
+            else:
+                assert self._tg is not None
+                self._tg.start_soon(self._send, a)
+        elif isinstance(a, FlushLog):
+            self.log.flush()
         elif isinstance(a, PersistElectionState):
             data = election_to_quorum_state(a.state, self.kraft_version, sorted(self.node.voters.ids))
-            await anyio.to_thread.run_sync(self.store.write, data)
-        elif isinstance(a, FlushLog):
-            if self.log.log.flushed_offset < a.end_offset:
-                await anyio.to_thread.run_sync(self.log.flush)
+            self.store.write(data)
         elif isinstance(a, HighWatermarkAdvanced):
             self.high_watermark = a.high_watermark
             self.hw_changed.set()
             self.hw_changed = anyio.Event()
+            return True
         elif isinstance(a, AppendCompleted):
             w = self._appends.pop(a.handle, None)
             if w is not None:
                 w.value = a
                 w.done.set()
+                return True
         elif isinstance(a, StateChanged):
             log.info("became %s in epoch %d (leader %s)%s; log end offset %d, high watermark %d",
                      a.state, a.epoch, a.leader_id if a.leader_id >= 0 else "unknown",
@@ -206,9 +280,11 @@ class RaftDriver:
                      self.high_watermark)
             self.state_changed.set()
             self.state_changed = anyio.Event()
+            return True
         elif isinstance(a, FatalError):
             log.error("fatal: %s (error %d); stopping", a.message, a.error_code)
             self.fatal = a.message
+        return False
 
     # -------------------------------------------------------------- network
     def _address(self, a: SendRequest) -> tuple[str, int] | None:
@@ -224,18 +300,30 @@ class RaftDriver:
             return a.endpoints[0].host, a.endpoints[0].port
         return self.addresses.get(a.destination)
 
-    async def _send(self, a: SendRequest) -> None:
-        addr = self._address(a)
-        try:
-            if addr is None:
-                raise PeerError(f"no address for node {a.destination}")
-            response = await self._roundtrip(a.destination, addr, a.request)
-        except PeerError as e:
-            log.debug("request to %d failed: %s", a.destination, e)
-            self.node.request_failed(a.destination, a.correlation_id, now_ms())
-        else:
-            self.node.handle_response(a.destination, a.correlation_id, response, now_ms())
-        self.wake()
+    async def _send(self, first: SendRequest) -> None:
+        """Carry requests to one peer.  When handling a response makes the core send
+        the next request to the same peer (a follower's next Fetch), this task sends
+        it itself instead of starting another: one task start less per round trip."""
+        a: SendRequest | None = first
+        while a is not None and self.fatal is None:
+            addr = self._address(a)
+            try:
+                if addr is None:
+                    raise PeerError(f"no address for node {a.destination}")
+                response = await self._roundtrip(a.destination, addr, a.request)
+            except PeerError as e:
+                log.debug("request to %d failed: %s", a.destination, e)
+                self.node.request_failed(a.destination, a.correlation_id, now_ms())
+                self._after_event()
+                return
+            # (no await between here and the reset: claims never overlap)
+            self._claim_dest, self._claimed = a.destination, None
+            try:
+                self.node.handle_response(a.destination, a.correlation_id, response, now_ms())
+                self._after_event()
+                a = self._claimed
+            finally:
+                self._claim_dest, self._claimed = None, None
 
     async def _roundtrip(self, dest: int, addr: tuple[str, int], r: m.Request) -> m.Response:
         host, port = addr
