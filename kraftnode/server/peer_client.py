@@ -20,7 +20,7 @@ import logging
 import math
 import struct
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -103,7 +103,7 @@ class PeerConnection:
         conn = cls(node, None, client_id, max_frame)
         with anyio.fail_after(timeout_s):
             transport, _ = await loop.create_connection(lambda: _PeerProtocol(conn), host, port)
-        conn.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        conn.transport = transport
         set_nodelay(transport)
         try:
             resp = await conn._request_at(API_VERSIONS, 3, ApiVersionsRequest(
