@@ -11,6 +11,7 @@ the actions and when.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import deque
@@ -85,7 +86,7 @@ class RaftDriver:
 
     Actions run in the order the core emitted them, from one FIFO queue, and each is
     executed synchronously by whoever fed the core the event (a handler, a peer
-    response, the timer task): an answer the core produces at once is returned to
+    response, the timer): an answer the core produces at once is returned to
     the handler without waking any other task.  ``FlushLog`` and
     ``PersistElectionState`` run inline on the loop thread -- fdatasync of an append
     costs tens of microseconds here, less than handing it to a worker thread and
@@ -93,7 +94,7 @@ class RaftDriver:
     they return.  One exception to "inline": when a ``FlushLog`` follows actions
     that woke other tasks (typically the answers to parked follower fetches that
     ``RaftNode.append`` emits before the leader's flush), the rest of the queue is
-    left to the driver task, which the loop runs after those tasks; so the followers
+    left to the timer (a loop callback), which the loop runs after those tasks; so the followers
     get the new records before the leader's fsync, not after it.  A failed flush
     or election-state write stops the node (``fatal``) without running anything
     queued behind it.
@@ -126,7 +127,11 @@ class RaftDriver:
         self.hw_changed = anyio.Event()
         self.state_changed = anyio.Event()
         self.fatal: str | None = None
-        self._wake = anyio.Event()
+        self._done = anyio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._tick_soon = False
+        self._commits = 0          # appends completed so far (see call)
         self._next_request_id = 1
         self._requests: dict[int, _Waiter] = {}
         self._appends: dict[int, _Waiter] = {}
@@ -134,15 +139,12 @@ class RaftDriver:
         self._stopped = False
         self._queue: deque[object] = deque()
         self._pumping = False
-        self._sleep_until_ms: float = 0.0   # when the timer task will next tick on its own
+        self._sleep_until_ms: float = 0.0   # when the timer will next tick on its own
         # the in-flight request a ``_send`` task will carry on with itself (see _send)
         self._claim_dest: int | None = None
         self._claimed: SendRequest | None = None
 
     # -------------------------------------------------------------- interface
-    def wake(self) -> None:
-        self._wake.set()
-
     async def call(self, request: m.Request) -> m.Response:
         """Hand an inbound raft request to the core and wait for its answer."""
         rid = self._next_request_id
@@ -150,10 +152,16 @@ class RaftDriver:
         waiter = _Waiter()
         self._requests[rid] = waiter
         try:
+            commits = self._commits
             self.node.handle_request(rid, request, now_ms())
             self._after_event()
             if not waiter.done.is_set():
                 await waiter.done.wait()
+            elif self._commits != commits:
+                # This request (a follower's Fetch) committed appends: let their
+                # producers' answers leave before this one, which only carries the
+                # new high watermark back to the follower.
+                await asyncio.sleep(0)
         finally:
             self._requests.pop(rid, None)
         return waiter.value  # type: ignore[no-any-return]
@@ -173,44 +181,76 @@ class RaftDriver:
             self.wake()
             await anyio.sleep(0.001)
 
-    # -------------------------------------------------------------- loop
+    # -------------------------------------------------------------- timer
     async def run(self, tg: TaskGroup) -> None:
-        """The timer task: ticks the core at its deadlines and runs flushes left to it."""
+        """Start the timer and wait until :meth:`stop` (or a fatal error).
+
+        The timer is a loop callback, not a task: ticking the core at its deadlines
+        and running flushes left to it needs no cancel scope or event per wake-up."""
         self._tg = tg
-        while not self._stopped and self.fatal is None:
-            self._wake = anyio.Event()
-            self.node.tick(now_ms())
-            self._pump(inline_flush=True)
-            deadline = self.node.next_deadline_ms()
-            now = now_ms()
-            # at least 1 ms between ticks: a deadline already in the past must not turn
-            # this loop into a busy loop that starves every connection
-            delay = 0.5 if deadline is None else max(0.001, (deadline - now) / 1000)
-            self._sleep_until_ms = now + delay * 1000
-            if self._queue or self._wake.is_set():
-                await anyio.sleep(0)
-                continue
-            with anyio.move_on_after(delay):
-                await self._wake.wait()
+        self._loop = asyncio.get_running_loop()
+        self._on_timer()
+        try:
+            await self._done.wait()
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
     def stop(self) -> None:
         self._stopped = True
-        self.wake()
+        self._done.set()
+
+    def wake(self) -> None:
+        """Tick the core and run queued actions soon (from a loop callback)."""
+        if self._loop is not None and not self._tick_soon:
+            self._tick_soon = True
+            self._loop.call_soon(self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._tick_soon = False
+        if self._stopped or self.fatal is not None:
+            self._done.set()
+            return
+        try:
+            self.node.tick(now_ms())
+        except Exception as e:  # noqa: BLE001 - a bug in the core stops the node, loudly
+            log.exception("fatal: the raft core failed in tick; stopping")
+            self.fatal = f"tick failed: {e}"
+            self._done.set()
+            return
+        self._pump(inline_flush=True)
+        self._arm_timer()
+        if self.fatal is not None:
+            self._done.set()
+
+    def _arm_timer(self) -> None:
+        """(Re)arm the timer for the core's next deadline (at least 1 ms away: a deadline
+        already in the past must not turn the timer into a busy loop)."""
+        assert self._loop is not None
+        deadline = self.node.next_deadline_ms()
+        now = now_ms()
+        delay_ms = 500.0 if deadline is None else max(1.0, deadline - now)
+        if self._timer is not None:
+            self._timer.cancel()
+        self._sleep_until_ms = now + delay_ms
+        self._timer = self._loop.call_later(delay_ms / 1000, self._on_timer)
 
     def _after_event(self) -> None:
-        """The core took an event: run what it emitted, and wake the timer task if a
+        """The core took an event: run what it emitted, and wake the timer if a
         deadline moved earlier than the one it sleeps towards (or work was left to it)."""
         self._pump(inline_flush=False)
         if self._queue:
             self.wake()
             return
-        deadline = self.node.next_deadline_ms()
-        if deadline is not None and deadline < self._sleep_until_ms:
-            self.wake()
+        if self._loop is not None:
+            deadline = self.node.next_deadline_ms()
+            if deadline is not None and deadline < self._sleep_until_ms:
+                self._arm_timer()
 
     def _pump(self, inline_flush: bool) -> None:
         """Execute queued actions in order, synchronously.  Stops (leaving the rest to
-        the timer task) before a ``FlushLog`` that follows actions which woke other
+        the timer) before a ``FlushLog`` that follows actions which woke other
         tasks, unless ``inline_flush``."""
         if self._pumping or self.fatal is not None:
             return
@@ -239,6 +279,7 @@ class RaftDriver:
                     self.fatal = f"{type(a).__name__} failed: {e}"
                     queue.clear()
                     self.node.take_actions()
+                    self._done.set()
                     return
         finally:
             self._pumping = False
@@ -272,6 +313,7 @@ class RaftDriver:
             if w is not None:
                 w.value = a
                 w.done.set()
+                self._commits += 1
                 return True
         elif isinstance(a, StateChanged):
             log.info("became %s in epoch %d (leader %s)%s; log end offset %d, high watermark %d",
@@ -284,6 +326,7 @@ class RaftDriver:
         elif isinstance(a, FatalError):
             log.error("fatal: %s (error %d); stopping", a.message, a.error_code)
             self.fatal = a.message
+            self._done.set()
         return False
 
     # -------------------------------------------------------------- network
