@@ -39,7 +39,7 @@ def _run(main: Callable[[], Awaitable[None]], use_uvloop: bool) -> None:
 async def _echo(request: Request, peer: str) -> Reply | None:
     """Answers ApiVersions with its client name as the error code; 'none' gets no answer,
     'slow' waits a little (so later pipelined frames queue up meanwhile)."""
-    name = request.body.client_software_name
+    name = request.body.client_software_name  # type: ignore[union-attr]
     if name == "none":
         return None
     if name == "slow":
