@@ -22,6 +22,7 @@ from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.server import api_versions
+from kraftnode.server.controller_duties import ControllerDuties
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
 from kraftnode.server.network import KafkaListener, ServerLimits
 from kraftnode.server.node_config import NodeConfig
@@ -85,14 +86,19 @@ async def run_node(cfg: NodeConfig) -> None:
             driver = RaftDriver(node, rlog, store, pool,
                                 {v.node_id: (v.host, v.port) for v in cfg.static_voters},
                                 cfg.bootstrap_servers, kraft_version, cfg.request_timeout_ms / 1000)
+            features = api_versions.FeatureView()
+            duties = ControllerDuties(driver, cfg.node_id, cfg.metadata_log_dir,
+                                      (listener, cfg.advertised_host, cfg.advertised_port),
+                                      dict(features.supported))
             handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), driver,
-                                    api_versions.FeatureView())
+                                    features, duties)
             limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
             for lst in cfg.listeners:
                 host = lst.host or "0.0.0.0"
                 port = await tg.start(KafkaListener(host, lst.port, handlers, limits).serve)
                 print(f"node {cfg.node_id} listening on {lst.name}://{host}:{port}", flush=True)
             tg.start_soon(driver.run, tg)
+            tg.start_soon(duties.run)
             log.info("node %d started: cluster %s, %s quorum, log end offset %d", cfg.node_id,
                      cluster_id, "static" if kraft_version == 0 else "dynamic", rlog.end_offset)
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
