@@ -52,8 +52,6 @@ from recordbatch.wire import ZERO_UUID
 
 log = logging.getLogger("kraftnode.handlers")
 
-TOPIC = rw.METADATA_TOPIC
-TOPIC_ID = rw.METADATA_TOPIC_ID
 
 
 @dataclass(frozen=True)
@@ -181,7 +179,7 @@ class NodeHandlers:
         topics = []
         budget = q.max_bytes if q.max_bytes > 0 else 0x7FFFFFFF
         for t in q.topics:
-            ours = (t.topic_id == TOPIC_ID) if v >= 13 else (t.topic == TOPIC)
+            ours = (t.topic_id == rw.METADATA_TOPIC_ID) if v >= 13 else (t.topic == rw.METADATA_TOPIC)
             parts = []
             for p in t.partitions:
                 pd = w.FetchResponse.PartitionData(partition_index=p.partition, high_watermark=-1,
@@ -234,7 +232,7 @@ class NodeHandlers:
             for p in t.partitions:
                 rp = w.ListOffsetsResponse.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
-                if t.name != TOPIC or p.partition_index != 0:
+                if t.name != rw.METADATA_TOPIC or p.partition_index != 0:
                     rp.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 elif not self.core.is_leader:
                     rp.error_code = Errors.NOT_LEADER_OR_FOLLOWER
@@ -291,7 +289,7 @@ class NodeHandlers:
                 parts.append(pr)
                 if code is not None:
                     pr.error_code = code
-                elif t.name != TOPIC or p.index != 0:
+                elif t.name != rw.METADATA_TOPIC or p.index != 0:
                     pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 elif not self.core.is_leader:
                     pr.error_code = Errors.NOT_LEADER_OR_FOLLOWER
@@ -357,7 +355,7 @@ class NodeHandlers:
     def _metadata_only_check(self, views: list[Any]) -> tuple[int, str] | None:
         """A Kafka controller halts on a committed record it cannot replay as metadata, so
         while one is a voter, Produce accepts KRaft metadata records only."""
-        others = self.kafka_controllers()
+        others = self.kafka_controllers() if self.duties is not None else {}
         if not others:
             return None
         try:
@@ -387,7 +385,7 @@ class NodeHandlers:
                    for i, (h, p) in sorted(eps.items())]
         voter_ids = sorted(self.core.voters.ids)
         ours = w.MetadataResponse.MetadataResponseTopic(
-            error_code=0, name=TOPIC, topic_id=TOPIC_ID, is_internal=False,
+            error_code=0, name=rw.METADATA_TOPIC, topic_id=rw.METADATA_TOPIC_ID, is_internal=False,
             topic_authorized_operations=-2147483648,
             partitions=[w.MetadataResponse.MetadataResponsePartition(
                 error_code=0 if leader >= 0 else Errors.LEADER_NOT_AVAILABLE, partition_index=0,
@@ -398,7 +396,7 @@ class NodeHandlers:
             topics = [ours]
         else:
             for t in q.topics:
-                if t.name == TOPIC or (t.name is None and t.topic_id == TOPIC_ID):
+                if t.name == rw.METADATA_TOPIC or (t.name is None and t.topic_id == rw.METADATA_TOPIC_ID):
                     topics.append(ours)
                 else:
                     topics.append(w.MetadataResponse.MetadataResponseTopic(
@@ -425,8 +423,12 @@ class NodeHandlers:
             cluster_authorized_operations=-2147483648)
 
     async def _describe_quorum(self, q: w.DescribeQuorumRequest, v: int) -> w.DescribeQuorumResponse:
-        p = rw._single_partition(q.topics)
-        if p is None or p.partition_index != 0 or q.topics[0].topic_name != TOPIC:
+        # admin tools always name __cluster_metadata; a node of a TestRaftServer quorum
+        # (see raft_wire.use_topic) answers for its own topic under either name
+        asked = q.topics[0].topic_name if len(q.topics) == 1 else None
+        p = q.topics[0].partitions[0] if asked in (rw.METADATA_TOPIC, "__cluster_metadata") \
+            and len(q.topics[0].partitions) == 1 else None
+        if p is None or p.partition_index != 0:
             # as Kafka: UNKNOWN_TOPIC_OR_PARTITION for every partition asked about
             D = w.DescribeQuorumResponse
             return D(error_code=0, error_message=None, nodes=[], topics=[D.TopicData(
@@ -459,7 +461,7 @@ class NodeHandlers:
                     w.DescribeQuorumResponse.Listener(name=e.name, host=e.host, port=e.port)
                     for e in endpoints]))
         return w.DescribeQuorumResponse(error_code=0, topics=[w.DescribeQuorumResponse.TopicData(
-            topic_name=TOPIC, partitions=[part])], nodes=nodes)
+            topic_name=asked or rw.METADATA_TOPIC, partitions=[part])], nodes=nodes)
 
     async def _forward_to_leader(self, leader: int, q: Any, v: int) -> Any | None:
         """Ask the leader on the client's behalf, as a Kafka broker forwards DescribeQuorum

@@ -147,12 +147,13 @@ def test_produce_accepts_only_metadata_records_once_a_kafka_controller_votes(tmp
                       max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
                       session_epoch=-1, topics=[F.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[
                           F.FetchPartition(partition=0, current_leader_epoch=cl.wait_for_leader().leader_epoch,
-                                           fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+                                           fetch_offset=0, last_fetched_epoch=0, log_start_offset=-1,
                                            partition_max_bytes=1 << 20,
                                            replica_directory_id=uuid.UUID(int=0))])],
                       forgotten_topics_data=[], rack_id="")
             resp = _frame_call(s, FETCH, 17, fetch, 2)
             assert resp.error_code == 0, resp  # type: ignore[attr-defined]
+            assert resp.responses[0].partitions[0].error_code == 0  # type: ignore[attr-defined]
         bad = produce(cl.port(leader), b"application data")
         assert bad.error_code == Errors.INVALID_RECORD
         assert "Kafka controller(s) 3 (apache-kafka-java)" in (bad.error_message or "")
