@@ -151,6 +151,14 @@ class ControllerDuties:
         return self.driver.node.is_leader and self.active_epoch == self.driver.node.epoch
 
     # ---------------------------------------------------------------- loop
+    def _urgent(self) -> bool:
+        """Activation or registration is pending: follow every commit.  Otherwise the
+        replay may lag by up to a second, which keeps this task off the commit path."""
+        if self.driver.node.is_leader and self.active_epoch != self.driver.node.epoch:
+            return True
+        mv = self.state.metadata_version
+        return mv is None or (mv >= METADATA_VERSION_CONTROLLER_REGISTRATION and not self.registered())
+
     async def run(self) -> None:
         while not self._stopped:
             hw_event = self.driver.hw_changed
@@ -163,9 +171,11 @@ class ControllerDuties:
                 return
             if more:
                 await anyio.sleep(0)
-                continue
-            with anyio.move_on_after(0.25):
-                await hw_event.wait()
+            elif self._urgent():
+                with anyio.move_on_after(0.25):
+                    await hw_event.wait()
+            else:
+                await anyio.sleep(1.0)
 
     def stop(self) -> None:
         self._stopped = True

@@ -33,7 +33,8 @@ from kraftnode.protocol.generated.metadata import (
     ZkMigrationStateRecord,
 )
 from recordbatch import BatchView, CorruptBatchError
-from recordbatch.wire import DecodeError
+from recordbatch.layout import RECORDS_OFFSET
+from recordbatch.wire import DecodeError, read_varint, read_varlong
 
 __all__ = ["MetadataState", "METADATA_VERSION_CONTROLLER_REGISTRATION", "is_metadata_record"]
 
@@ -50,6 +51,29 @@ def is_metadata_record(value: bytes | bytearray | memoryview | None) -> bool:
     except (DecodeError, ValueError, IndexError):
         return False
     return True
+
+
+def _first_value(b: BatchView) -> bytes | memoryview | None:
+    """The first record's value, read from the batch bytes without decoding the rest."""
+    if b.records_count <= 0:
+        return None
+    try:
+        if b.compression_id != 0:
+            first = next(iter(b.records()), None)
+            return None if first is None else first.value
+        data = memoryview(b.buffer)[RECORDS_OFFSET:]
+        _length, pos = read_varint(data, 0)
+        pos += 1  # attributes
+        _ts, pos = read_varlong(data, pos)
+        _od, pos = read_varint(data, pos)
+        klen, pos = read_varint(data, pos)
+        pos += max(klen, 0)
+        vlen, pos = read_varint(data, pos)
+        if vlen < 0 or pos + vlen > len(data):
+            return None
+        return data[pos:pos + vlen]
+    except (CorruptBatchError, DecodeError, ValueError, IndexError):
+        return None
 
 
 @dataclass
@@ -94,6 +118,11 @@ class MetadataState:
             return
         if b.producer_id >= 0:
             # idempotent producers write application data; controllers write with no producer id
+            self.foreign_records += b.records_count
+            return
+        if not is_metadata_record(_first_value(b)):
+            # a batch is written by one writer: if its first record is application data, all
+            # are (checked without decoding the batch: this runs for every committed batch)
             self.foreign_records += b.records_count
             return
         try:
