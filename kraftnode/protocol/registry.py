@@ -55,6 +55,7 @@ DESCRIBE_QUORUM = 55
 UPDATE_FEATURES = 57
 FETCH_SNAPSHOT = 59
 DESCRIBE_CLUSTER = 60
+CONTROLLER_REGISTRATION = 70
 ADD_RAFT_VOTER = 80
 REMOVE_RAFT_VOTER = 81
 UPDATE_RAFT_VOTER = 82
@@ -86,6 +87,7 @@ SERVED: dict[int, ApiSpec] = {
         _spec(UPDATE_FEATURES, "UpdateFeatures", 0, 1),
         _spec(FETCH_SNAPSHOT, "FetchSnapshot", 0, 1),
         _spec(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
+        _spec(CONTROLLER_REGISTRATION, "ControllerRegistration", 0, 0),
         _spec(ADD_RAFT_VOTER, "AddRaftVoter", 0, 0),
         _spec(REMOVE_RAFT_VOTER, "RemoveRaftVoter", 0, 0),
         _spec(UPDATE_RAFT_VOTER, "UpdateRaftVoter", 0, 0),

@@ -678,17 +678,23 @@ class RaftNode:
         if not self._cluster_ok(req.cluster_id):
             self._respond(request_id, self._vote_response(errors.INCONSISTENT_CLUSTER_ID, errors.NONE, False))
             return
-        if not self._valid_voter_key(req.voter_id, req.voter_directory_id):
-            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_VOTER_KEY, False))
-            return
-        if req.candidate_id < 0 or req.candidate_epoch < 0:
+        # Kafka 3.9's order of checks (KafkaRaftClient.handleVoteRequest): the candidate's
+        # last offset and epoch, then validateVoterOnlyRequest (stale epoch, bad id), then
+        # the epoch bump, and only then whether the request was meant for this replica.
+        if req.last_offset < 0 or req.last_offset_epoch < 0 or req.last_offset_epoch >= req.candidate_epoch:
             self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_REQUEST, False))
             return
-        if req.candidate_epoch < self.epoch or req.last_offset < 0 or req.last_offset_epoch < 0:
-            self._respond(request_id, self._vote_response(errors.NONE, errors.NONE, False))
+        if req.candidate_epoch < self.epoch:
+            self._respond(request_id, self._vote_response(errors.NONE, errors.FENCED_LEADER_EPOCH, False))
+            return
+        if req.candidate_id < 0:
+            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_REQUEST, False))
             return
         if req.candidate_epoch > self.epoch:
             self._become_unattached(req.candidate_epoch, now_ms)
+        if not self._valid_voter_key(req.voter_id, req.voter_directory_id):
+            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_VOTER_KEY, False))
+            return
         candidate = ReplicaKey.of(req.candidate_id, req.candidate_directory_id)
         up_to_date = OffsetAndEpoch(req.last_offset_epoch, req.last_offset) >= OffsetAndEpoch(
             self.log.last_fetched_epoch, self.log.end_offset
@@ -939,7 +945,7 @@ class RaftNode:
             answer(errors.POSITION_OUT_OF_RANGE if req.position < 0 else errors.SNAPSHOT_NOT_FOUND)
             return
         data, size = chunk
-        if req.position > size:
+        if req.position >= size:  # Kafka: position must be inside the snapshot
             answer(errors.POSITION_OUT_OF_RANGE)
             return
         answer(errors.NONE, size, req.position, data)

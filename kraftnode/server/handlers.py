@@ -21,6 +21,7 @@ from kraftnode.protocol.registry import (
     ADD_RAFT_VOTER,
     API_VERSIONS,
     BEGIN_QUORUM_EPOCH,
+    CONTROLLER_REGISTRATION,
     DESCRIBE_CLUSTER,
     DESCRIBE_QUORUM,
     END_QUORUM_EPOCH,
@@ -40,7 +41,10 @@ from kraftnode.protocol.registry import (
 from kraftnode.raft.actions import AppendCompleted
 from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw
+from kraftnode.server.controller_duties import ControllerDuties
+from kraftnode.server.metadata_state import is_metadata_record
 from kraftnode.server.network import Reply
+from kraftnode.server.peer_client import SOFTWARE_NAME
 from kraftnode.server.raft_driver import RaftDriver, now_ms
 from kraftnode.server.raft_log import RawBatches
 from recordbatch import CorruptBatchError, iter_batches
@@ -48,8 +52,6 @@ from recordbatch.wire import ZERO_UUID
 
 log = logging.getLogger("kraftnode.handlers")
 
-TOPIC = rw.METADATA_TOPIC
-TOPIC_ID = rw.METADATA_TOPIC_ID
 
 
 @dataclass(frozen=True)
@@ -63,11 +65,16 @@ class NodeHandlers:
     """Routes parsed requests to the code that answers them."""
 
     def __init__(self, ident: NodeIdentity, driver: RaftDriver,
-                 features: api_versions.FeatureView) -> None:
+                 features: api_versions.FeatureView, duties: ControllerDuties | None = None) -> None:
         self.ident = ident
         self.driver = driver
         self.features = features
         self.producers = driver.producers
+        self.duties = duties
+        # client software per connection (from ApiVersions) and per fetching replica id:
+        # the leader must know whether a Kafka controller replays this log (see _produce)
+        self._conn_software: dict[str, str] = {}
+        self.replica_software: dict[int, str] = {}
 
     # ---------------------------------------------------------------- helpers
     @property
@@ -97,9 +104,14 @@ class NodeHandlers:
             sw = ""
             if request.body is not None and v >= 3:
                 sw = f" ({body.client_software_name} {body.client_software_version})"
+                self._conn_software[peer] = body.client_software_name
             log.info("ApiVersions v%d from %s%s: answered v%d, error %d", v, peer, sw, rv,
                      resp.error_code)
             return Reply(resp, rv)
+        if key == FETCH and peer in self._conn_software:
+            replica = rw.fetch_replica_id(body, v)
+            if replica >= 0:
+                self.replica_software[replica] = self._conn_software[peer]
         handler = self._handlers.get(key)
         if handler is None:
             raise FrameError(f"{request.spec.name} is not served")
@@ -108,8 +120,11 @@ class NodeHandlers:
 
     def _features(self) -> api_versions.FeatureView:
         f = self.features
-        f.finalized = {"metadata.version": api_versions.METADATA_VERSION_3_9,
-                       "kraft.version": self.driver.kraft_version}
+        finalized = {"metadata.version": api_versions.METADATA_VERSION_3_9}
+        if self.duties is not None and self.duties.state.metadata_version is not None:
+            finalized = dict(self.duties.state.finalized)
+        finalized["kraft.version"] = self.driver.kraft_version
+        f.finalized = finalized
         f.finalized_epoch = max(self.driver.high_watermark - 1, -1)
         return f
 
@@ -164,7 +179,7 @@ class NodeHandlers:
         topics = []
         budget = q.max_bytes if q.max_bytes > 0 else 0x7FFFFFFF
         for t in q.topics:
-            ours = (t.topic_id == TOPIC_ID) if v >= 13 else (t.topic == TOPIC)
+            ours = (t.topic_id == rw.METADATA_TOPIC_ID) if v >= 13 else (t.topic == rw.METADATA_TOPIC)
             parts = []
             for p in t.partitions:
                 pd = w.FetchResponse.PartitionData(partition_index=p.partition, high_watermark=-1,
@@ -217,7 +232,7 @@ class NodeHandlers:
             for p in t.partitions:
                 rp = w.ListOffsetsResponse.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
-                if t.name != TOPIC or p.partition_index != 0:
+                if t.name != rw.METADATA_TOPIC or p.partition_index != 0:
                     rp.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 elif not self.core.is_leader:
                     rp.error_code = Errors.NOT_LEADER_OR_FOLLOWER
@@ -274,7 +289,7 @@ class NodeHandlers:
                 parts.append(pr)
                 if code is not None:
                     pr.error_code = code
-                elif t.name != TOPIC or p.index != 0:
+                elif t.name != rw.METADATA_TOPIC or p.index != 0:
                     pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 elif not self.core.is_leader:
                     pr.error_code = Errors.NOT_LEADER_OR_FOLLOWER
@@ -283,6 +298,8 @@ class NodeHandlers:
                                                                                leader_epoch=epoch)
                 else:
                     err, count, views = _validate_produce_records(p.records)
+                    if err is None:
+                        err = self._metadata_only_check(views)
                     if err is not None:
                         pr.error_code, pr.error_message = err
                         continue
@@ -330,6 +347,36 @@ class NodeHandlers:
                 endpoints.append(w.ProduceResponse.NodeEndpoint(node_id=leader, host=ep[0], port=ep[1]))
         return w.ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=endpoints)
 
+    def kafka_controllers(self) -> dict[int, str]:
+        """Voters whose fetches come from software other than kraftnode (Kafka controllers)."""
+        voters = self.core.voters.ids
+        return {i: sw for i, sw in self.replica_software.items() if i in voters and sw != SOFTWARE_NAME}
+
+    def _metadata_only_check(self, views: list[Any]) -> tuple[int, str] | None:
+        """A Kafka controller halts on a committed record it cannot replay as metadata, so
+        while one is a voter, Produce accepts KRaft metadata records only."""
+        others = self.kafka_controllers() if self.duties is not None else {}
+        if not others:
+            return None
+        try:
+            for b in views:
+                for r in b.records():
+                    if not is_metadata_record(r.value):
+                        names = ", ".join(f"{i} ({sw})" for i, sw in sorted(others.items()))
+                        return (Errors.INVALID_RECORD,
+                                f"record at batch offset {r.offset} is not a KRaft metadata record; "
+                                f"the quorum includes Kafka controller(s) {names}, which accept only "
+                                f"metadata records")
+        except (CorruptBatchError, ValueError) as e:
+            return (Errors.CORRUPT_MESSAGE, str(e))
+        return None
+
+    async def _controller_registration(self, q: w.ControllerRegistrationRequest,
+                                       v: int) -> w.ControllerRegistrationResponse:
+        if self.duties is None:
+            return w.ControllerRegistrationResponse(error_code=Errors.NOT_CONTROLLER)
+        return await self.duties.register(q)
+
     # ---------------------------------------------------------------- metadata
     async def _metadata(self, q: w.MetadataRequest, v: int) -> w.MetadataResponse:
         leader, epoch = self._leader()
@@ -338,7 +385,7 @@ class NodeHandlers:
                    for i, (h, p) in sorted(eps.items())]
         voter_ids = sorted(self.core.voters.ids)
         ours = w.MetadataResponse.MetadataResponseTopic(
-            error_code=0, name=TOPIC, topic_id=TOPIC_ID, is_internal=False,
+            error_code=0, name=rw.METADATA_TOPIC, topic_id=rw.METADATA_TOPIC_ID, is_internal=False,
             topic_authorized_operations=-2147483648,
             partitions=[w.MetadataResponse.MetadataResponsePartition(
                 error_code=0 if leader >= 0 else Errors.LEADER_NOT_AVAILABLE, partition_index=0,
@@ -349,7 +396,7 @@ class NodeHandlers:
             topics = [ours]
         else:
             for t in q.topics:
-                if t.name == TOPIC or (t.name is None and t.topic_id == TOPIC_ID):
+                if t.name == rw.METADATA_TOPIC or (t.name is None and t.topic_id == rw.METADATA_TOPIC_ID):
                     topics.append(ours)
                 else:
                     topics.append(w.MetadataResponse.MetadataResponseTopic(
@@ -376,10 +423,19 @@ class NodeHandlers:
             cluster_authorized_operations=-2147483648)
 
     async def _describe_quorum(self, q: w.DescribeQuorumRequest, v: int) -> w.DescribeQuorumResponse:
-        p = rw._single_partition(q.topics)
+        # admin tools always name __cluster_metadata; a node of a TestRaftServer quorum
+        # (see raft_wire.use_topic) answers for its own topic under either name
+        asked = q.topics[0].topic_name if len(q.topics) == 1 else None
+        p = q.topics[0].partitions[0] if asked in (rw.METADATA_TOPIC, "__cluster_metadata") \
+            and len(q.topics[0].partitions) == 1 else None
         if p is None or p.partition_index != 0:
-            return w.DescribeQuorumResponse(error_code=Errors.INVALID_REQUEST,
-                                            error_message="only __cluster_metadata-0 is described")
+            # as Kafka: UNKNOWN_TOPIC_OR_PARTITION for every partition asked about
+            D = w.DescribeQuorumResponse
+            return D(error_code=0, error_message=None, nodes=[], topics=[D.TopicData(
+                topic_name=t.topic_name, partitions=[D.PartitionData(
+                    partition_index=x.partition_index, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=None, leader_id=0, leader_epoch=0, high_watermark=0,
+                    current_voters=[], observers=[]) for x in t.partitions]) for t in q.topics])
         d = self.core.describe_quorum(now_ms())
         if d.error_code == Errors.NOT_LEADER_OR_FOLLOWER and d.leader_id >= 0:
             forwarded = await self._forward_to_leader(d.leader_id, q, v)
@@ -396,8 +452,8 @@ class NodeHandlers:
             partition_index=0, error_code=d.error_code, leader_id=d.leader_id,
             leader_epoch=d.leader_epoch, high_watermark=d.high_watermark,
             current_voters=[rs(x) for x in d.current_voters], observers=[rs(x) for x in d.observers])
-        if d.error_code:
-            part.error_message = Errors(d.error_code).name if v >= 2 else None
+        if d.error_code and v >= 2:
+            part.error_message = _ERROR_MESSAGES.get(d.error_code, Errors(d.error_code).name)
         nodes = []
         if v >= 2 and not d.error_code:
             for node_id, endpoints in sorted(d.nodes.items()):
@@ -405,7 +461,7 @@ class NodeHandlers:
                     w.DescribeQuorumResponse.Listener(name=e.name, host=e.host, port=e.port)
                     for e in endpoints]))
         return w.DescribeQuorumResponse(error_code=0, topics=[w.DescribeQuorumResponse.TopicData(
-            topic_name=TOPIC, partitions=[part])], nodes=nodes)
+            topic_name=asked or rw.METADATA_TOPIC, partitions=[part])], nodes=nodes)
 
     async def _forward_to_leader(self, leader: int, q: Any, v: int) -> Any | None:
         """Ask the leader on the client's behalf, as a Kafka broker forwards DescribeQuorum
@@ -475,7 +531,17 @@ class NodeHandlers:
         REMOVE_RAFT_VOTER: _voter_change, UPDATE_RAFT_VOTER: _voter_change,
         SASL_HANDSHAKE: _sasl_handshake, SASL_AUTHENTICATE: _sasl_authenticate,
         INIT_PRODUCER_ID: _init_producer_id,
+        CONTROLLER_REGISTRATION: _controller_registration,
     }
+
+
+# Kafka's Errors.message() texts, which Kafka puts in DescribeQuorum's ErrorMessage
+_ERROR_MESSAGES = {
+    Errors.NOT_LEADER_OR_FOLLOWER: (
+        "For requests intended only for the leader, this error indicates that the broker is "
+        "not the current leader. For requests intended for any replica, this error indicates "
+        "that the broker is not a replica of the topic partition."),
+}
 
 
 def _validate_produce_records(records: Any) -> tuple[tuple[int, str] | None, int, list[Any]]:

@@ -23,6 +23,8 @@ from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.server import api_versions
+from kraftnode.server import raft_wire as rw
+from kraftnode.server.controller_duties import ControllerDuties
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
 from kraftnode.server.network import KafkaListener, ServerLimits
 from kraftnode.server.node_config import NodeConfig
@@ -65,6 +67,12 @@ async def run_node(cfg: NodeConfig) -> None:
         except QuorumStateError as e:
             raise StartupError(str(e)) from None
         rlog = DiskRaftLog(mlog, mlog.dir)
+        # Kafka's standalone raft server (TestRaftServer) runs its quorum on its own topic
+        # with the all-zero cluster id; a kraftnode joining such a quorum must do the same
+        topic = cfg.raft_topic or ("__raft_performance_test"
+                                   if cluster_id == rw.TEST_RAFT_SERVER_CLUSTER_ID else "__cluster_metadata")
+        rw.use_topic(topic)
+        controller = topic == "__cluster_metadata"
         listener = cfg.controller_listener
         static = VoterSet.static({v.node_id: [Endpoint(listener, v.host, v.port)]
                                   for v in cfg.static_voters}) if cfg.static_voters else VoterSet.of([])
@@ -86,16 +94,24 @@ async def run_node(cfg: NodeConfig) -> None:
             driver = RaftDriver(node, rlog, store, pool,
                                 {v.node_id: (v.host, v.port) for v in cfg.static_voters},
                                 cfg.bootstrap_servers, kraft_version, cfg.request_timeout_ms / 1000)
+            features = api_versions.FeatureView()
+            # controller duties only in a KRaft controller quorum: a TestRaftServer quorum
+            # carries opaque bytes, and its Java nodes serve no controller APIs
+            duties = ControllerDuties(driver, cfg.node_id, cfg.metadata_log_dir,
+                                      (listener, cfg.advertised_host, cfg.advertised_port),
+                                      dict(features.supported)) if controller else None
             handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), driver,
-                                    api_versions.FeatureView())
+                                    features, duties)
             limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
             for lst in cfg.listeners:
                 host = lst.host or "0.0.0.0"
                 port = await tg.start(KafkaListener(host, lst.port, handlers, limits).serve)
                 print(f"node {cfg.node_id} listening on {lst.name}://{host}:{port}", flush=True)
             tg.start_soon(driver.run, tg)
-            log.info("node %d started: cluster %s, %s quorum, log end offset %d", cfg.node_id,
-                     cluster_id, "static" if kraft_version == 0 else "dynamic", rlog.end_offset)
+            if duties is not None:
+                tg.start_soon(duties.run)
+            log.info("node %d started: cluster %s, %s quorum on %s, log end offset %d", cfg.node_id,
+                     cluster_id, "static" if kraft_version == 0 else "dynamic", topic, rlog.end_offset)
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async def watch_fatal() -> None:
                     while driver.fatal is None:

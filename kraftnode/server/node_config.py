@@ -42,6 +42,7 @@ KNOWN_KEYS = {
     "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr", "log.retention.hours", "log.segment.bytes",
     "log.retention.check.interval.ms", "group.initial.rebalance.delay.ms",
+    "kraftnode.raft.topic",
 }
 
 
@@ -72,6 +73,7 @@ class NodeConfig:
     connections_max_idle_ms: int
     log_config: LogConfig
     source: str
+    raft_topic: str | None = None   # kraftnode.raft.topic; None: decided by the cluster id
 
     @property
     def is_dynamic(self) -> bool:
@@ -140,7 +142,14 @@ def load(path: str) -> NodeConfig:
                           "or controller.quorum.bootstrap.servers (dynamic quorum)")
     for key in sorted(set(props.raw()) - KNOWN_KEYS):
         log.warning("unknown configuration %s in %s is ignored", key, cfg.source)
+    raft_topic = props.get_str("kraftnode.raft.topic")
+    if raft_topic is not None:
+        raft_topic = raft_topic.strip()
+        if raft_topic not in ("__cluster_metadata", "__raft_performance_test"):
+            raise ConfigError(f"Invalid value {raft_topic!r} for configuration kraftnode.raft.topic: "
+                              "expected __cluster_metadata or __raft_performance_test")
     return NodeConfig(
+        raft_topic=raft_topic,
         node_id=node_id,
         listeners=tuple(listeners),
         controller_listener=names[0],

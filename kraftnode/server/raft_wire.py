@@ -21,6 +21,24 @@ from recordbatch.wire import ZERO_UUID
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID, AAAAAAAAAAAAAAAAAAAAAQ
+
+# The topics Kafka's own Raft runs on: a KRaft controller quorum, and the standalone
+# raft server (`kafka.tools.TestRaftServer`, bin/test-kraft-server-start.sh), whose
+# quorum always has the all-zero cluster id.
+RAFT_TOPICS = {
+    "__cluster_metadata": uuid.UUID(int=1),
+    "__raft_performance_test": uuid.UUID(int=2),
+}
+TEST_RAFT_SERVER_CLUSTER_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def use_topic(name: str) -> None:
+    """Name the quorum's topic in every raft RPC this process sends and accepts.
+
+    One node runs one quorum, so this is process-wide, set once at start-up.
+    """
+    global METADATA_TOPIC, METADATA_TOPIC_ID
+    METADATA_TOPIC, METADATA_TOPIC_ID = name, RAFT_TOPICS[name]
 METADATA_PARTITION = 0
 INVALID_REQUEST = 42
 

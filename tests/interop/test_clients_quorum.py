@@ -123,13 +123,15 @@ def _kcat_roundtrip(bootstrap: str, values: list[bytes], tmp: Path) -> list[int]
     r = subprocess.run([kcat, "-b", bootstrap, "-t", TOPIC, "-p", "0", "-P", "-X", "acks=all",
                         "-l", str(src)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run([kcat, "-b", bootstrap, "-t", TOPIC, "-p", "0", "-C", "-o", "beginning",
-                        "-e", "-f", "%o %s\\n"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    pairs = [ln.split(" ", 1) for ln in r.stdout.splitlines() if " " in ln]
+    # bytes, not text: the log also holds the controllers' binary metadata records
+    r2 = subprocess.run([kcat, "-b", bootstrap, "-t", TOPIC, "-p", "0", "-C", "-o", "beginning",
+                         "-e", "-f", "%o %s\\n"], capture_output=True, timeout=60)
+    assert r2.returncode == 0, r2.stderr
+    out = r2.stdout.decode(errors="replace")
+    pairs = [ln.split(" ", 1) for ln in out.splitlines() if " " in ln]
     wanted = {v.decode() for v in values}
     found = [(int(o), s) for o, s in pairs if s in wanted]
-    assert sorted(s for _, s in found) == sorted(wanted), r.stdout[-2000:]
+    assert sorted(s for _, s in found) == sorted(wanted), out[-2000:]
     return [o for o, _ in found]
 
 

@@ -7,6 +7,8 @@ from kraftnode.protocol.generated.api_versions_request import ApiVersionsRequest
 from kraftnode.protocol.generated.api_versions_response import ApiVersionsResponse
 from kraftnode.protocol.generated.begin_quorum_epoch_request import BeginQuorumEpochRequest
 from kraftnode.protocol.generated.begin_quorum_epoch_response import BeginQuorumEpochResponse
+from kraftnode.protocol.generated.controller_registration_request import ControllerRegistrationRequest
+from kraftnode.protocol.generated.controller_registration_response import ControllerRegistrationResponse
 from kraftnode.protocol.generated.describe_cluster_request import DescribeClusterRequest
 from kraftnode.protocol.generated.describe_cluster_response import DescribeClusterResponse
 from kraftnode.protocol.generated.describe_quorum_request import DescribeQuorumRequest
@@ -48,6 +50,8 @@ __all__ = [
     "ApiVersionsResponse",
     "BeginQuorumEpochRequest",
     "BeginQuorumEpochResponse",
+    "ControllerRegistrationRequest",
+    "ControllerRegistrationResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeQuorumRequest",

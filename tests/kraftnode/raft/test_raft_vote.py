@@ -90,7 +90,20 @@ def test_request_aimed_at_another_voter_is_invalid_voter_key() -> None:
     node = make_node(1)
     resp, _ = _vote(node, vote_request(2, epoch=1, voter_id=3))
     assert resp.partition_error_code == errors.INVALID_VOTER_KEY and not resp.vote_granted
-    assert node.epoch == 0
+    # as Kafka 3.9 (testInvalidVoterReplicaVoteRequest): the higher epoch is adopted first,
+    # then the key is checked, and the answer carries the new epoch
+    assert node.epoch == 1 and resp.leader_epoch == 1
+
+
+def test_vote_validation_order_matches_kafka() -> None:
+    node = make_node(1)
+    _vote(node, vote_request(2, epoch=3))
+    # last epoch >= candidate epoch is an invalid request, checked before the epoch
+    resp, _ = _vote(node, vote_request(2, epoch=1, last_epoch=1))
+    assert resp.partition_error_code == errors.INVALID_REQUEST
+    # a stale candidate epoch is fenced (Kafka's validateVoterOnlyRequest)
+    resp, _ = _vote(node, vote_request(2, epoch=2))
+    assert resp.partition_error_code == errors.FENCED_LEADER_EPOCH and resp.leader_epoch == 3
 
 
 def test_restart_remembers_the_vote() -> None:

@@ -1,0 +1,82 @@
+"""MetadataState: what a replay of committed batches learns, and what it skips."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
+from kraftnode.protocol.generated.metadata import (
+    BeginTransactionRecord,
+    EndTransactionRecord,
+    FeatureLevelRecord,
+    NoOpRecord,
+    RegisterControllerRecord,
+)
+from kraftnode.server.controller_duties import activation_records
+from kraftnode.server.metadata_state import MetadataState, is_metadata_record
+from recordbatch import Record, build_batch, iter_batches
+
+
+def batch(values: list[bytes], base: int, **kw: object) -> bytes:
+    return build_batch([Record(None, v) for v in values], base_offset=base, **kw)  # type: ignore[arg-type]
+
+
+def meta(m: object) -> bytes:
+    return encode_metadata_record(m, 0)
+
+
+def replay(data: bytes, end: int, st: MetadataState | None = None) -> MetadataState:
+    st = st or MetadataState()
+    st.replay_batches(iter_batches(data), end)
+    return st
+
+
+def test_application_batches_are_foreign_and_leave_the_log_empty() -> None:
+    data = batch([b"hello", b"world"], 0) + batch([b"x"], 2, producer_id=7, producer_epoch=0, base_sequence=0)
+    st = replay(data, 3)
+    assert st.empty and st.foreign_records == 3 and st.next_offset == 3
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd", "lz4"])
+def test_bootstrap_transaction_and_registration(compression: str) -> None:
+    inc = uuid.uuid4()
+    recs = [meta(BeginTransactionRecord(name="Bootstrap records")),
+            meta(FeatureLevelRecord(name="metadata.version", feature_level=21)),
+            meta(EndTransactionRecord()),
+            meta(RegisterControllerRecord(controller_id=2, incarnation_id=inc, end_points=[], features=[]))]
+    st = replay(batch(recs[:2], 0, compression=compression), 2)
+    assert st.metadata_version == 21 and st.transaction_start == 0 and not st.empty
+    replay(batch(recs[2:], 2, compression=compression), 4, st)
+    assert st.transaction_start == -1 and st.controllers[2].incarnation_id == inc
+    assert st.finalized == {"metadata.version": 21} and st.metadata_records == 4
+
+
+def test_replay_stops_at_the_end_offset_and_resumes_inside_a_batch() -> None:
+    data = batch([meta(NoOpRecord()), meta(FeatureLevelRecord(name="metadata.version", feature_level=15))], 0)
+    st = replay(data, 1)  # only offset 0 is committed
+    assert st.metadata_version is None and st.next_offset == 1
+    replay(data, 2, st)
+    assert st.metadata_version == 15 and st.metadata_records == 2
+
+
+def test_activation_records_follow_kafka() -> None:
+    boot = [meta(FeatureLevelRecord(name="metadata.version", feature_level=21))]
+    values, _ = activation_records(MetadataState(), boot)
+    names = [type(decode_metadata_record(v)[0]).NAME for v in values]
+    assert names == ["BeginTransactionRecord", "FeatureLevelRecord", "ZkMigrationStateRecord",
+                     "EndTransactionRecord"]
+    # metadata.version before 3.6-IV1 has no metadata transactions: the bare records
+    old = [meta(FeatureLevelRecord(name="metadata.version", feature_level=8))]
+    assert activation_records(MetadataState(), old)[0] == old
+    # a non-empty log with an open transaction gets it aborted, nothing else
+    st = MetadataState(metadata_records=3, transaction_start=5, metadata_version=21)
+    values, what = activation_records(st, boot)
+    assert len(values) == 1 and "aborting" in what
+    assert activation_records(MetadataState(metadata_records=3, metadata_version=21), boot)[0] == []
+
+
+def test_is_metadata_record() -> None:
+    assert is_metadata_record(meta(NoOpRecord()))
+    assert not is_metadata_record(b"hello") and not is_metadata_record(None) and not is_metadata_record(b"")
