@@ -20,8 +20,8 @@ minute to minute; only figures taken side by side mean anything, and the targets
 ratios: kraftnode records/s at 64 outstanding >= etcd's, and kraftnode p50 at 1
 outstanding <= 2x the floor (fsync p50 + loopback RTT p50).
 
-The shared bench directory is found at ``<checkout>/../shared/bench``; without it the
-run is kraftnode-only (no floors, no anchors) and says so.  The anchors need Debian's
+The shared bench directory is found at ``<checkout>/../shared/bench`` (or
+``<checkout>/../../shared/bench``, for a git worktree); without it the run is kraftnode-only (no floors, no anchors) and says so.  The anchors need Debian's
 etcd-server, etcd-client and zookeeper packages and a venv at /tmp/benchvenv; both are
 set up on first use as anchors.py's header describes (apt-get needs root; without it
 the anchors are skipped with a message).
@@ -65,7 +65,10 @@ import kraftnode  # noqa: E402
 from kraftnode.cli import UsageError  # noqa: E402
 from kraftnode.commands.quorum import fetch_quorum_info  # noqa: E402
 
-SHARED_BENCH = ROOT.parent / "shared" / "bench"
+# next to the checkout; from a worktree under <project>/wt/<name>, two levels up
+SHARED_BENCH = next((d for d in (ROOT.parent / "shared" / "bench",
+                                 ROOT.parent.parent / "shared" / "bench") if d.is_dir()),
+                    ROOT.parent / "shared" / "bench")
 BENCH_VENV = Path("/tmp/benchvenv")
 VENV_PACKAGES = ["grpcio==1.85.1", "kazoo==2.10.0", "pysyncobj==0.3.17", "crc32c==2.9.post0"]
 DEB_PACKAGES = ["etcd-server", "etcd-client", "zookeeper"]
