@@ -29,7 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kraftnode.config import (
@@ -119,6 +119,9 @@ class AppendInfo:
     last_offset: int
     batches: int
     size_in_bytes: int
+    # the appended batches' headers as written (offsets and epoch assigned), for
+    # observers such as producer state: no re-read of what was just appended
+    views: tuple[BatchView, ...] = field(default=(), repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -396,7 +399,8 @@ class MetadataLog:
         for v in views:
             if v.partition_leader_epoch >= 0:
                 self.epoch_cache.assign(v.partition_leader_epoch, v.base_offset)
-        return AppendInfo(views[0].base_offset, views[-1].last_offset, len(views), size)
+        return AppendInfo(views[0].base_offset, views[-1].last_offset, len(views), size,
+                          tuple(views))
 
     def _check_batch(self, v: BatchView) -> None:
         try:

@@ -270,7 +270,7 @@ class _Connection(asyncio.Protocol):
                 self.last_activity = loop.time()
         except (FrameError, DecodeError) as e:
             log.warning("closing connection from %s: %s", self.peer, e)
-        except (ConnectionError, RuntimeError) as e:
+        except ConnectionError as e:
             if not self.closed:
                 log.info("connection from %s failed: %s", self.peer, e)
         except Exception:  # noqa: BLE001 - a bug in one handler must not take the node down

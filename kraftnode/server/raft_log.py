@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kraftnode.log.metadata_log import MetadataLog
+from kraftnode.log.metadata_log import AppendInfo, MetadataLog
 from kraftnode.log.snapshot import (
     SnapshotId,
     list_snapshots,
@@ -190,7 +190,7 @@ class DiskRaftLog:
             data = parts
         info = self.log.append_as_leader(data, epoch)
         if self.on_append is not None and not is_control:
-            self._notify(info.first_offset, info.last_offset)
+            self._notify(info)
         return Batch(info.first_offset, info.last_offset, epoch, tuple(records), is_control,
                      info.size_in_bytes)
 
@@ -201,12 +201,15 @@ class DiskRaftLog:
         if raws:
             info = self.log.append_as_follower(raws[0] if len(raws) == 1 else b"".join(raws))
             if self.on_append is not None:
-                self._notify(info.first_offset, info.last_offset)
+                self._notify(info)
 
-    def _notify(self, first: int, last: int) -> None:
-        """Hand the headers of batches just appended to ``on_append`` (a cheap re-read
-        of what is in the page cache; no records are decoded)."""
-        views = [v for v in self.log.batches(first, last + 1)]
+    def _notify(self, info: AppendInfo) -> None:
+        """Hand the headers of batches just appended to ``on_append`` (the views the
+        log appended, else a re-read of what is in the page cache; no records are
+        decoded)."""
+        if not info.batches:
+            return
+        views = list(info.views) or list(self.log.batches(info.first_offset, info.last_offset + 1))
         self.on_append(views)
 
     def truncate_to(self, offset: int) -> None:
