@@ -94,7 +94,7 @@ class RaftDriver:
     they return.  One exception to "inline": when a ``FlushLog`` follows actions
     that woke other tasks (typically the answers to parked follower fetches that
     ``RaftNode.append`` emits before the leader's flush), the rest of the queue is
-    left to the timer (a loop callback), which the loop runs after those tasks; so the followers
+    left to a loop callback, which the loop runs after those tasks; so the followers
     get the new records before the leader's fsync, not after it.  A failed flush
     or election-state write stops the node (``fatal``) without running anything
     queued behind it.
@@ -131,6 +131,7 @@ class RaftDriver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._tick_soon = False
+        self._left_over_soon = False
         self._commits = 0          # appends completed so far (see call)
         self._next_request_id = 1
         self._requests: dict[int, _Waiter] = {}
@@ -236,12 +237,20 @@ class RaftDriver:
         self._sleep_until_ms = now + delay_ms
         self._timer = self._loop.call_later(delay_ms / 1000, self._on_timer)
 
+    def _run_left_over(self) -> None:
+        """Loop callback: run what a pump left behind (a flush after woken tasks)."""
+        self._left_over_soon = False
+        self._pump(inline_flush=True)
+
     def _after_event(self) -> None:
         """The core took an event: run what it emitted, and wake the timer if a
-        deadline moved earlier than the one it sleeps towards (or work was left to it)."""
+        deadline moved earlier than the one it sleeps towards (or work was left over:
+        then a callback runs it once the tasks just woken have run)."""
         self._pump(inline_flush=False)
         if self._queue:
-            self.wake()
+            if not self._left_over_soon and self._loop is not None:
+                self._left_over_soon = True
+                self._loop.call_soon(self._run_left_over)
             return
         if self._loop is not None:
             deadline = self.node.next_deadline_ms()
@@ -252,8 +261,8 @@ class RaftDriver:
         """Execute queued actions in order, synchronously.  Stops (leaving the rest to
         the timer) before a ``FlushLog`` that follows actions which woke other
         tasks, unless ``inline_flush``."""
-        if self._pumping or self.fatal is not None:
-            return
+        if self._pumping or self.fatal is not None or self._tg is None:
+            return  # (before run: the first timer call runs what queued up meanwhile)
         self._pumping = True
         queue = self._queue
         woke = False

@@ -123,3 +123,35 @@ def test_appends_are_acknowledged_only_once_flushed(tmp_path: Path) -> None:
             mlog.close()  # type: ignore[attr-defined]
 
     anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
+
+
+def test_a_request_that_arrives_before_the_driver_runs_is_answered_once_it_does(
+        tmp_path: Path) -> None:
+    """The listener accepts before the driver task starts: a BeginQuorumEpoch then (whose
+    handling also makes the core send its first Fetch) must be answered, not crash."""
+    cfg = _formatted(tmp_path, voters=3)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            driver, mlog = _driver(cfg, tg)
+            answers: list[m.Response] = []
+
+            async def ask() -> None:
+                answers.append(await driver.call(m.BeginQuorumEpochRequest(CLUSTER, 1, None, 2, 3)))
+
+            tg.start_soon(ask)
+            await anyio.sleep(0.05)
+            tg.start_soon(driver.run, tg)
+            with anyio.fail_after(5):
+                while not answers:
+                    await anyio.sleep(0.01)
+            assert isinstance(answers[0], m.BeginQuorumEpochResponse)
+            assert (answers[0].error_code, answers[0].partition_error_code) == (0, 0)
+            await anyio.sleep(0.1)
+            assert driver.fatal is None
+            assert driver.node.leader_id == 2 and driver.node.epoch == 3
+            driver.stop()
+            tg.cancel_scope.cancel()
+            mlog.close()  # type: ignore[attr-defined]
+
+    anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
