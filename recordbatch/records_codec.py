@@ -31,6 +31,7 @@ loop (:func:`_encode_general`), which handles everything else.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any, Final
 
 from recordbatch.errors import CorruptBatchError
@@ -109,23 +110,22 @@ def _encode_plain(
     if not 0 < n < _RADIUS:
         return None
     try:
-        # Any-typed columns: a None among them is found by the TypeError it raises
-        # in min()/len(), which costs nothing when there is none.
+        # A None key, value or timestamp is found by the TypeError it raises in
+        # len() or +, which costs nothing when there is none (hence the Any types).
         keys: list[Any] = [r.key for r in records if not r.headers]
         if len(keys) != n:
             return None
-        tss: list[Any] = [r.timestamp for r in records]
-        try:
-            lo = min(tss) - base_timestamp  # TypeError if some timestamp is None
-        except TypeError:
-            tss = [now_ms if t is None else t for t in tss]
-            lo = min(tss) - base_timestamp
-        if lo < -_RADIUS:  # a negative table index would wrap around silently
-            return None
-        hi: int = max(tss)
-        enc = _ENC
+        # Timestamps as indexes into _ENC (delta + _RADIUS).
         off = _RADIUS - base_timestamp
-        tsbs = [enc[t + off] for t in tss]  # IndexError: a delta beyond the table
+        try:
+            idx: list[int] = [r.timestamp + off for r in records]  # type: ignore[operator]
+        except TypeError:  # some timestamp is None
+            idx = [(now_ms if r.timestamp is None else r.timestamp) + off for r in records]
+        if min(idx) < 0:  # a negative index would wrap around silently
+            return None
+        hi = max(idx) - off
+        # One C-level gather; IndexError if a delta is beyond the table.
+        tsbs: Sequence[bytes] = itemgetter(*idx)(_ENC) if n > 1 else (_ENC[idx[0]],)
         enc_u = _ENC_U
         null = _NULL
         empty = _EMPTY
