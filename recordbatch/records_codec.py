@@ -24,7 +24,7 @@ headers, fewer than 8192 records, records under 8 KiB, timestamps within 8 s of
 the base -- is encoded column by column (:func:`_encode_plain`): one list
 comprehension per field, each a tight loop that CPython 3.11 specialises, then
 the columns are interleaved into the list of pieces with extended-slice
-assignments, which run in C.  That costs about half of the general per-record
+assignments, which run in C.  That costs about 70% of the general per-record
 loop (:func:`_encode_general`), which handles everything else.
 """
 
