@@ -143,7 +143,7 @@ class Simulation:
         node.core = RaftNode(
             node.node_id, node.directory_id, self.config, node.log, node.persisted, self.voter_set, rng,
             self.now, bootstrap_servers=sorted(self.expected_voters.ids), plant=self.plants,
-            snapshots=node.log,
+            snapshots=node.log, local_endpoints=(Endpoint("CONTROLLER", f"n{node.node_id}", 9093),),
         )
         node.core.tick(self.now)
         self._drain(node)
