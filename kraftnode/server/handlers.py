@@ -439,16 +439,16 @@ class NodeHandlers:
         return w.UpdateFeaturesResponse(throttle_time_ms=0, error_code=0, results=results)
 
     async def _voter_change(self, q: Any, v: int) -> Any:
-        """Add/Remove/UpdateRaftVoter (KIP-853): reconfiguration is a later milestone."""
-        cls = {w.AddRaftVoterRequest: w.AddRaftVoterResponse,
-               w.RemoveRaftVoterRequest: w.RemoveRaftVoterResponse,
-               w.UpdateRaftVoterRequest: w.UpdateRaftVoterResponse}[type(q)]
-        if not self.core.is_leader:
-            return cls(error_code=Errors.NOT_LEADER_OR_FOLLOWER)
-        resp = cls(error_code=Errors.UNSUPPORTED_VERSION)
-        if hasattr(resp, "error_message"):
-            resp.error_message = "voter changes are not supported by this node yet"
-        return resp
+        """Add/Remove/UpdateRaftVoter (KIP-853): the core decides and answers (a pending add
+        or remove answers when its VotersRecord commits, or after the request timeout)."""
+        if isinstance(q, w.AddRaftVoterRequest):
+            add = await self.driver.call(rw.add_voter_request_from_wire(q))
+            return rw.add_voter_response_to_wire(add)  # type: ignore[arg-type]
+        if isinstance(q, w.RemoveRaftVoterRequest):
+            remove = await self.driver.call(rw.remove_voter_request_from_wire(q))
+            return rw.remove_voter_response_to_wire(remove)  # type: ignore[arg-type]
+        update = await self.driver.call(rw.update_voter_request_from_wire(q))
+        return rw.update_voter_response_to_wire(update)  # type: ignore[arg-type]
 
     async def _init_producer_id(self, q: w.InitProducerIdRequest, v: int) -> w.InitProducerIdResponse:
         if q.transactional_id is not None:
