@@ -197,11 +197,11 @@ class RaftNode:
         st = self.state
         times: list[int] = [f.deadline for f in self._inflight.values()]
         times.extend(self._backoff_until.values())
-        if isinstance(st, Unattached):
-            if st.election_deadline is not None:
+        if isinstance(st, Unattached | Voted):
+            # Only voters run elections (a replica removed from the voter set may still be
+            # unattached or voted; as an observer it looks for the leader instead).
+            if st.election_deadline is not None and self.is_voter:
                 times.append(st.election_deadline)
-        elif isinstance(st, Voted):
-            times.append(st.election_deadline)
         elif isinstance(st, Candidate):
             times.append(st.backoff_until if st.backoff_until is not None else st.election_deadline)
         elif isinstance(st, Follower):
