@@ -35,7 +35,7 @@ LISTENER = "CONTROLLER"
 class DynamicPair:
     """Node 1 formatted --standalone, node 2 --no-initial-controllers."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, extra: str = "") -> None:
         self.root = root
         self.ports = free_ports(2)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -46,7 +46,7 @@ class DynamicPair:
             (d / "server.properties").write_text(
                 f"node.id={i}\nprocess.roles=controller\n"
                 f"listeners={LISTENER}://127.0.0.1:{self.port(i)}\ncontroller.listener.names={LISTENER}\n"
-                f"controller.quorum.bootstrap.servers={bootstrap}\nlog.dirs={d / 'metadata'}\n")
+                f"controller.quorum.bootstrap.servers={bootstrap}\nlog.dirs={d / 'metadata'}\n{extra}")
             subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(d / "server.properties"),
                             "--cluster-id", CLUSTER_ID, flag], check=True, capture_output=True)
 
@@ -77,6 +77,10 @@ class DynamicPair:
 
     def dump_voters_records(self, i: int) -> list[list[int]]:
         """The voter ids of every VotersRecord in node i's log segments (kraftnode dump-log)."""
+        return [sorted(v["voterId"] for v in r["voters"]) for r in self.dump_voters_json(i)]
+
+    def dump_voters_json(self, i: int) -> list[dict]:  # type: ignore[type-arg]
+        """Every VotersRecord in node i's log segments, as ``kraftnode dump-log`` prints it."""
         part = self.root / f"node{i}" / "metadata" / "__cluster_metadata-0"
         segments = sorted(str(p) for p in part.glob("*.log"))
         out = subprocess.run([sys.executable, "-m", "kraftnode", "dump-log", *segments],
@@ -84,8 +88,7 @@ class DynamicPair:
         found = []
         for line in out.splitlines():
             if " KRaftVoters " in line:
-                record = json.loads(line.split(" KRaftVoters ", 1)[1])
-                found.append(sorted(v["voterId"] for v in record["voters"]))
+                found.append(json.loads(line.split(" KRaftVoters ", 1)[1]))
         return found
 
 
@@ -126,7 +129,13 @@ def retry_while_timed_out(send, timeout: float = 30, also: tuple[int, ...] = ())
     uncommitted): retry, as an operator would."""
     deadline = time.monotonic() + timeout
     while True:
-        resp = send()
+        try:
+            resp = send()
+        except ConnectionRefusedError:  # not listening yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+            continue
         if resp.error_code not in (Errors.REQUEST_TIMED_OUT, *also) or time.monotonic() > deadline:
             return resp
         time.sleep(0.2)
@@ -189,6 +198,42 @@ def test_add_then_remove_a_controller(pair: DynamicPair) -> None:
                lambda: pair.dump_voters_records(2)[-1:] == [[1]], logs=pair.logs)
     # Node 2 keeps replicating as an observer.
     wait_until("node 2 observing again", node2_observing, logs=pair.logs)
+
+
+def test_a_voter_whose_entry_is_stale_sends_update_raft_voter(tmp_path: Path) -> None:
+    """Node 2 is added under the name "localhost"; it listens on 127.0.0.1, so once it is
+    a voter it sends UpdateRaftVoter (after 3 fetch timeouts) and the leader appends a
+    VotersRecord with its real endpoint."""
+    pair = DynamicPair(tmp_path, "controller.quorum.fetch.timeout.ms=1000\n")
+    try:
+        pair.start(1)
+        pair.start(2)
+        p1, p2 = pair.port(1), pair.port(2)
+        dir2 = pair.directory_id(2)
+
+        def send() -> w.AddRaftVoterResponse:
+            _, resp = call(p1, ADD_RAFT_VOTER, 0, w.AddRaftVoterRequest(
+                cluster_id=CLUSTER_ID, timeout_ms=30_000, voter_id=2, voter_directory_id=dir2,
+                listeners=[w.AddRaftVoterRequest.Listener(name=LISTENER, host="localhost", port=p2)]))
+            assert isinstance(resp, w.AddRaftVoterResponse)
+            return resp
+
+        resp = retry_while_timed_out(send, also=(Errors.NOT_LEADER_OR_FOLLOWER,))
+        assert resp.error_code == Errors.NONE, (resp, pair.logs())
+
+        def hosts_of_2() -> list[str]:
+            return [ep["host"] for r in pair.dump_voters_json(1) for v in r["voters"] if v["voterId"] == 2
+                    for ep in v["endpoints"]]
+
+        assert hosts_of_2() == ["localhost"]
+        wait_until("the VotersRecord written for node 2's UpdateRaftVoter",
+                   lambda: hosts_of_2() == ["localhost", "127.0.0.1"], timeout=30, logs=pair.logs)
+        q = describe_quorum(p1)
+        assert sorted(v.replica_id for v in q.current_voters) == [1, 2]
+        time.sleep(4)  # one more update period: nothing left to update, no further record
+        assert hosts_of_2() == ["localhost", "127.0.0.1"]
+    finally:
+        pair.close()
 
 
 def test_update_raft_voter_from_a_voter_with_the_same_endpoints_is_accepted(pair: DynamicPair) -> None:
