@@ -543,11 +543,17 @@ class RaftNode:
         granting = tuple(n.key for n in voters if n.key.id in cand.granted)
         records: list[ControlRecord] = [LeaderChangeRecord(self.local_key.id, tuple(voters.keys()), granting)]
         kraft_version = self.history.kraft_version()
-        if kraft_version >= 1 and self.history.latest_voters_offset() == -1:
-            # Kafka's appendLeaderChangeMessageAndBootstrapRecords: the voter set still comes
-            # from the bootstrap checkpoint (0-0), which replicas never fetch; write it to the
-            # log so that observers (voters-to-be) learn kraft.version and the voter set.
-            records += [KRaftVersionControlRecord(kraft_version), VotersControlRecord(voters)]
+        local = self._local_voter_node()
+        if kraft_version >= 1 and (
+            self.history.latest_voters_offset() == -1
+            or (self.local_endpoints and reconfig.voter_node_needs_update(voters, local))
+        ):
+            # Kafka 3.9's LeaderState at the start of an epoch: when the voter set still comes
+            # from the bootstrap checkpoint (0-0), which replicas never fetch, or describes this
+            # leader with stale endpoints / kraft.version range, write the (updated) set to the
+            # log, so observers (voters-to-be) learn kraft.version and the voters.
+            updated = reconfig.update_voter(voters, local) or voters
+            records += [KRaftVersionControlRecord(kraft_version), VotersControlRecord(updated)]
         batch = self.log.append_as_leader(records, cand.epoch, is_control=True)
         if self.history.observe([batch]):
             self._voter_set_changed(now_ms)
@@ -1164,7 +1170,8 @@ class RaftNode:
     def _should_update_voter(self) -> bool:
         """A voter whose entry in the (dynamic) voter set differs from what it is now."""
         return (
-            self.local_key.directory_id is not None and self.history.kraft_version() >= 1
+            self.local_key.directory_id is not None and bool(self.local_endpoints)
+            and self.history.kraft_version() >= 1
             and reconfig.voter_node_needs_update(self.voters, self._local_voter_node())
         )
 

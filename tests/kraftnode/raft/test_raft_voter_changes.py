@@ -372,3 +372,18 @@ def test_first_leader_writes_the_bootstrap_voters_to_the_log() -> None:
     kinds = [type(r).__name__ for r in batch.control_records()]
     assert kinds == ["LeaderChangeRecord", "KRaftVersionControlRecord", "VotersControlRecord"]
     assert node.history.latest_voters_offset() == 2
+
+
+def test_a_new_leader_with_a_stale_entry_rewrites_it_at_the_start_of_its_epoch() -> None:
+    node = RaftNode(1, dir_id(1), CONFIG, dynamic_log(1), ElectionState(0), VoterSet(), random.Random(3), 0,
+                    local_endpoints=ep(1, "moved"))
+    node.tick(node.next_deadline_ms() or 0)
+    assert node.is_leader
+    kinds = [type(r).__name__ for r in node.log.batches[-1].control_records()]
+    assert kinds == ["LeaderChangeRecord", "KRaftVersionControlRecord", "VotersControlRecord"]
+    assert node.voters.endpoints_of(1) == ep(1, "moved")
+    # Up to date: a later epoch writes only its LeaderChange.
+    node.resign(10)
+    node.tick(node.next_deadline_ms() or 0)
+    assert node.is_leader
+    assert [type(r).__name__ for r in node.log.batches[-1].control_records()] == ["LeaderChangeRecord"]
