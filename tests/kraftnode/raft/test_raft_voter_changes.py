@@ -387,3 +387,11 @@ def test_a_new_leader_with_a_stale_entry_rewrites_it_at_the_start_of_its_epoch()
     node.tick(node.next_deadline_ms() or 0)
     assert node.is_leader
     assert [type(r).__name__ for r in node.log.batches[-1].control_records()] == ["LeaderChangeRecord"]
+
+
+def test_the_cores_error_codes_are_kafkas() -> None:
+    from kraftnode.protocol import Errors
+
+    for code in (errors.UNSUPPORTED_VERSION, errors.DUPLICATE_VOTER, errors.VOTER_NOT_FOUND,
+                 errors.REQUEST_TIMED_OUT, errors.INVALID_REQUEST, errors.NOT_LEADER_OR_FOLLOWER):
+        assert Errors(code).name == errors.name(code)
