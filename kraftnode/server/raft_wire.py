@@ -315,7 +315,9 @@ def fetch_snapshot_response_from_wire(q: w.FetchSnapshotResponse) -> m.FetchSnap
 
 # ---------------------------------------------------- voter changes (KIP-853)
 def _endpoints_from_listeners(listeners: list[Any]) -> tuple[Endpoint, ...]:
-    return tuple(Endpoint(x.name, x.host, x.port) for x in listeners)
+    """Kafka's Endpoints.fromAddVoterRequest/fromUpdateVoterRequest: listener names normalised
+    (upper case), as the configured controller listener names are."""
+    return tuple(Endpoint(x.name.upper(), x.host, x.port) for x in listeners)
 
 
 def add_voter_request_from_wire(q: w.AddRaftVoterRequest) -> m.AddRaftVoterRequest:
