@@ -100,9 +100,17 @@ class Simulation:
         # directory ids); the other half a dynamic one (kraft.version 1: the voter set,
         # with directory ids, comes from a bootstrap control batch at the start of the log).
         self.dynamic = self.rng.random() < 0.5
+        # Dynamic seeds also change the voter set (KIP-853): an admin client adds
+        # observers and removes voters (the leader too) through the leader, and some
+        # voters start with a stale endpoint in the bootstrap VotersRecord, which they
+        # correct with UpdateRaftVoter (or rewrite as a new leader). Its own rng keeps
+        # the other faults of a seed as they were.
+        self.reconfig_rng = random.Random(f"kraftnode-sim-reconfig-{seed}")
+        stale = {n.node_id for n in self.nodes.values() if self.dynamic and self.reconfig_rng.random() < 0.3}
         voters_set = VoterSet.of(
             VoterNode(ReplicaKey(n.node_id, n.directory_id if self.dynamic else None),
-                      (Endpoint("CONTROLLER", f"n{n.node_id}", 9093),), 0, 1 if self.dynamic else 0)
+                      (Endpoint("CONTROLLER", f"{'stale-' if n.node_id in stale else ''}n{n.node_id}", 9093),),
+                      0, 1 if self.dynamic else 0)
             for n in self.nodes.values() if n.is_voter
         )
         if self.dynamic:
@@ -114,10 +122,6 @@ class Simulation:
         else:
             self.voter_set = voters_set
         self.expected_voters = voters_set
-        # Dynamic seeds also change the voter set (KIP-853): an admin client adds
-        # observers and removes voters (the leader too) through the leader. Its own
-        # rng keeps the other faults of a seed as they were.
-        self.reconfig_rng = random.Random(f"kraftnode-sim-reconfig-{seed}")
         self.reconfig_interval_ms = self.reconfig_rng.choice([None, 1000, 400]) if self.dynamic else None
         self._admin: dict[int, tuple[int, Request]] = {}  # rid -> (leader asked, request)
         self.committed_voters: dict[int, VoterSet] = {}  # offset of a committed VotersRecord -> set
@@ -157,7 +161,10 @@ class Simulation:
         node.log.on_truncate = lambda offset, n=node: self._on_truncate(n, offset)
         node.core = RaftNode(
             node.node_id, node.directory_id, self.config, node.log, node.persisted, self.voter_set, rng,
-            self.now, bootstrap_servers=sorted(self.expected_voters.ids), plant=self.plants,
+            # Dynamic seeds: every node is a bootstrap server (controller.quorum.bootstrap.servers
+            # lists all controllers), so replicas removed from the voter set still find the leader.
+            self.now, bootstrap_servers=sorted(self.nodes if self.dynamic else self.expected_voters.ids),
+            plant=self.plants,
             snapshots=node.log, local_endpoints=(Endpoint("CONTROLLER", f"n{node.node_id}", 9093),),
         )
         node.core.tick(self.now)
@@ -480,7 +487,7 @@ class Simulation:
 
     def _check_voters_records(self, node: SimNode, core: RaftNode) -> None:
         """KIP-853: the voter set is never empty; a leader holds at most one uncommitted
-        VotersRecord (one change at a time); committed VotersRecords agree everywhere."""
+        membership change (one add or remove at a time); committed VotersRecords agree everywhere."""
         if not core.voters.ids:
             raise Violation(f"node {node.node_id} has an empty voter set")
         uncommitted = 0
@@ -498,8 +505,8 @@ class Simulation:
                     if seen != record.voters:
                         raise Violation(f"node {node.node_id} has voters {record.voters} committed at {offset}, "
                                         f"others {seen}")
-                elif offset >= committed:
-                    uncommitted += 1
+                elif offset >= committed and record.voters.ids != core.history.voters_at(offset - 1).ids:
+                    uncommitted += 1  # a membership change (an update of endpoints keeps majorities)
         if core.is_leader and uncommitted > 1:
             raise Violation(f"leader {node.node_id} has {uncommitted} uncommitted VotersRecords")
 
@@ -646,7 +653,8 @@ class Simulation:
                 return False
             if core.high_watermark != hw or node.log.end_offset != hw:
                 return False
-        return True
+        # Every voter's entry names its real endpoint (stale ones were updated).
+        return all(not v.endpoints[0].host.startswith("stale-") for v in leader.core.voters)
 
     def status(self) -> str:
         parts = []
