@@ -39,7 +39,9 @@ class DynamicPair:
         self.root = root
         self.ports = free_ports(2)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
-        bootstrap = f"127.0.0.1:{self.ports[0]}"
+        # Every controller is a bootstrap server (as Kafka recommends), so a replica removed
+        # from the voter set finds the leader whoever it is.
+        bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports)
         for i, flag in ((1, "--standalone"), (2, "--no-initial-controllers")):
             d = root / f"node{i}"
             d.mkdir(parents=True)
@@ -277,3 +279,28 @@ def test_static_quorum_refuses_voter_changes(tmp_path: Path) -> None:
         assert resp.error_message and "kraft.version" in resp.error_message
         removed = remove_voter(node.port, 1, uuid.uuid4())
         assert removed.error_code == Errors.UNSUPPORTED_VERSION
+
+
+def test_the_leader_removes_itself_and_hands_over(pair: DynamicPair) -> None:
+    """Remove the leader (node 1) once node 2 is a voter: answered when committed, then node 1
+    resigns and node 2, the only voter left, leads; node 1 follows it as an observer."""
+    pair.start(1)
+    pair.start(2)
+    p1, p2 = pair.port(1), pair.port(2)
+    dir1, dir2 = pair.directory_id(1), pair.directory_id(2)
+    added = retry_while_timed_out(lambda: add_voter(p1, 2, dir2, p2), also=(Errors.NOT_LEADER_OR_FOLLOWER,))
+    assert added.error_code == Errors.NONE, pair.logs()
+    removed = retry_while_timed_out(lambda: remove_voter(p1, 1, dir1))
+    assert removed.error_code == Errors.NONE, pair.logs()
+
+    def led_by_2() -> w.DescribeQuorumResponse.PartitionData | None:
+        try:
+            q = describe_quorum(p2)
+        except OSError:
+            return None
+        return q if q.leader_id == 2 and q.high_watermark > 0 else None
+
+    q = wait_until("node 2 leading", led_by_2, logs=pair.logs)
+    assert [v.replica_id for v in q.current_voters] == [2]  # type: ignore[attr-defined]
+    wait_until("node 1 observing node 2", lambda: any(
+        o.replica_id == 1 for o in (led_by_2() or q).observers), logs=pair.logs)  # type: ignore[union-attr]
