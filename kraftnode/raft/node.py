@@ -1265,11 +1265,11 @@ class RaftNode:
             return
         voters = self.voters
         if key.id in voters.ids:
-            answer(errors.DUPLICATE_VOTER,
-                   f"The voter id for {key} is already part of the set of voters {voters.keys()}.")
+            answer(errors.DUPLICATE_VOTER, f"The voter id for {reconfig.key_text(key)} is already part of "
+                                           f"the set of voters {reconfig.keys_text(voters.keys())}.")
             return
         if not self._can_send(key.id, now_ms):
-            answer(errors.REQUEST_TIMED_OUT, f"New voter {key} is not ready to receive requests")
+            answer(errors.REQUEST_TIMED_OUT, f"New voter {reconfig.key_text(key)} is not ready to receive requests")
             return
         st.tracker.pending_add = reconfig.PendingAdd(
             request_id, key, req.listeners, now_ms + self.config.request_timeout_ms)
@@ -1285,6 +1285,7 @@ class RaftNode:
         if pending is None or pending.last_offset is not None or pending.key.id != source:
             return  # not the probe we are waiting for (e.g. the add already expired)
         key = pending.key
+        shown_key = reconfig.key_text(key)
         if resp.error_code != errors.NONE:
             self._finish_add(st, errors.REQUEST_TIMED_OUT, "Aborted add voter operation for since "
                              f"API_VERSIONS returned an error {errors.name(resp.error_code)}")
@@ -1293,16 +1294,16 @@ class RaftNode:
         supported = resp.kraft_version_range
         if supported is None or not reconfig.supports(supported, kraft_version):
             shown = f"(min: {supported[0]}, max: {supported[1]}" if supported else "(min: 0, max: 0)"
-            self._finish_add(st, errors.INVALID_REQUEST, f"Aborted add voter operation for {key} since the "
+            self._finish_add(st, errors.INVALID_REQUEST, f"Aborted add voter operation for {shown_key} since the "
                              f"kraft.version range {shown} doesn't support the finalized version {kraft_version}")
             return
         if not st.tracker.is_replica_caught_up(key, now_ms):
             self._finish_add(st, errors.REQUEST_TIMED_OUT,
-                             f"Aborted add voter operation for {key} since it is lagging behind")
+                             f"Aborted add voter operation for {shown_key} since it is lagging behind")
             return
         voters = reconfig.add_voter(self.voters, VoterNode(key, pending.endpoints, supported[0], supported[1]))
         if voters is None:  # cannot happen while the operation is pending; never append twice
-            self._finish_add(st, errors.DUPLICATE_VOTER, f"{key} is already a voter")
+            self._finish_add(st, errors.DUPLICATE_VOTER, f"{shown_key} is already a voter")
             return
         pending.last_offset = self._append_voters(st, voters, now_ms)
         self._commit_voters(st, now_ms)
@@ -1328,8 +1329,8 @@ class RaftNode:
             return
         voters = reconfig.remove_voter(self.voters, key)
         if voters is None:
-            answer(errors.VOTER_NOT_FOUND,
-                   f"Cannot remove voter {key} from the set of voters {self.voters.keys()}")
+            answer(errors.VOTER_NOT_FOUND, f"Cannot remove voter {reconfig.key_text(key)} from the set of "
+                                           f"voters {reconfig.keys_text(self.voters.keys())}")
             return
         offset = self._append_voters(st, voters, now_ms)
         st.tracker.pending_remove = reconfig.PendingRemove(

@@ -11,6 +11,8 @@ and the pure set operations, so they can be read and tested on their own.
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
@@ -47,6 +49,18 @@ class PendingRemove:
     key: ReplicaKey
     last_offset: int
     deadline: int
+
+
+def key_text(key: ReplicaKey) -> str:
+    """A replica key as Kafka prints it in error messages (directory ids in Kafka's base64)."""
+    if key.directory_id is None:
+        return f"ReplicaKey(id={key.id}, directoryId=Optional.empty)"
+    b64 = base64.urlsafe_b64encode(key.directory_id.bytes).decode().rstrip("=")
+    return f"ReplicaKey(id={key.id}, directoryId=Optional[{b64}])"
+
+
+def keys_text(keys: Iterable[ReplicaKey]) -> str:
+    return "[" + ", ".join(key_text(k) for k in keys) + "]"
 
 
 def supports(version_range: tuple[int, int] | None, kraft_version: int) -> bool:

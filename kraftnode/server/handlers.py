@@ -442,13 +442,18 @@ class NodeHandlers:
         """Add/Remove/UpdateRaftVoter (KIP-853): the core decides and answers (a pending add
         or remove answers when its VotersRecord commits, or after the request timeout)."""
         if isinstance(q, w.AddRaftVoterRequest):
-            add = await self.driver.call(rw.add_voter_request_from_wire(q))
-            return rw.add_voter_response_to_wire(add)  # type: ignore[arg-type]
-        if isinstance(q, w.RemoveRaftVoterRequest):
-            remove = await self.driver.call(rw.remove_voter_request_from_wire(q))
-            return rw.remove_voter_response_to_wire(remove)  # type: ignore[arg-type]
-        update = await self.driver.call(rw.update_voter_request_from_wire(q))
-        return rw.update_voter_response_to_wire(update)  # type: ignore[arg-type]
+            resp: Any = rw.add_voter_response_to_wire(
+                await self.driver.call(rw.add_voter_request_from_wire(q)))  # type: ignore[arg-type]
+        elif isinstance(q, w.RemoveRaftVoterRequest):
+            resp = rw.remove_voter_response_to_wire(
+                await self.driver.call(rw.remove_voter_request_from_wire(q)))  # type: ignore[arg-type]
+        else:
+            resp = rw.update_voter_response_to_wire(
+                await self.driver.call(rw.update_voter_request_from_wire(q)))  # type: ignore[arg-type]
+        log.info("%s for voter %d (directory %s): %s%s", type(q).__name__[:-7], q.voter_id,
+                 q.voter_directory_id, Errors(resp.error_code).name,
+                 f" ({resp.error_message})" if getattr(resp, "error_message", None) else "")
+        return resp
 
     async def _init_producer_id(self, q: w.InitProducerIdRequest, v: int) -> w.InitProducerIdResponse:
         if q.transactional_id is not None:
