@@ -304,3 +304,50 @@ def test_the_leader_removes_itself_and_hands_over(pair: DynamicPair) -> None:
     assert [v.replica_id for v in q.current_voters] == [2]  # type: ignore[attr-defined]
     wait_until("node 1 observing node 2", lambda: any(
         o.replica_id == 1 for o in (led_by_2() or q).observers), logs=pair.logs)  # type: ignore[union-attr]
+
+
+def quorum_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kraftnode", "quorum", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_add_and_remove_controller_with_the_cli(pair: DynamicPair) -> None:
+    """`kraftnode quorum add-controller/remove-controller`, as kafka-metadata-quorum.sh 3.9."""
+    from recordbatch.wire import uuid_to_base64
+
+    pair.start(1)
+    pair.start(2)
+    p1, p2 = pair.port(1), pair.port(2)
+    dir2 = pair.directory_id(2)
+    boot = f"127.0.0.1:{p1}"
+    conf2 = str(pair.root / "node2" / "server.properties")
+    def observing() -> bool:
+        try:
+            return any(o.replica_id == 2 for o in describe_quorum(p1).observers)
+        except (OSError, AssertionError):
+            return False
+
+    wait_until("node 2 fetching as an observer", observing, logs=pair.logs)
+
+    dry = quorum_cli("--bootstrap-controller", boot, "--command-config", conf2, "add-controller", "--dry-run")
+    assert dry.returncode == 0 and dry.stdout == (
+        f"DRY RUN of adding controller 2 with directory id {uuid_to_base64(dir2)} and endpoints: "
+        f"CONTROLLER://127.0.0.1:{p2}\n")
+    assert [v.replica_id for v in describe_quorum(p1).current_voters] == [1]
+
+    added = quorum_cli("--bootstrap-controller", boot, "--command-config", conf2, "add-controller")
+    assert added.returncode == 0, added.stderr + pair.logs()
+    assert added.stdout.startswith("Added controller 2 with directory id ")
+    assert sorted(v.replica_id for v in describe_quorum(p1).current_voters) == [1, 2]
+
+    again = quorum_cli("--bootstrap-controller", boot, "--command-config", conf2, "add-controller")
+    assert again.returncode == 2 and "DUPLICATE_VOTER" in again.stderr and "Traceback" not in again.stderr
+
+    removed = quorum_cli("--bootstrap-controller", boot, "remove-controller", "--controller-id", "2",
+                         "--controller-directory-id", uuid_to_base64(dir2))
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout == f"Removed  KRaft controller 2 with directory id {uuid_to_base64(dir2)}\n"
+    assert [v.replica_id for v in describe_quorum(p1).current_voters] == [1]
+    missing = quorum_cli("--bootstrap-controller", boot, "remove-controller", "-i", "2",
+                         "-d", uuid_to_base64(dir2))
+    assert missing.returncode == 2 and "VOTER_NOT_FOUND" in missing.stderr
