@@ -1,4 +1,5 @@
-"""``kraftnode quorum --bootstrap-controller HOST:PORT describe --status|--replication``.
+"""``kraftnode quorum --bootstrap-controller HOST:PORT describe --status|--replication``,
+``add-controller`` and ``remove-controller``.
 
 Prints exactly what Kafka 3.9's ``kafka-metadata-quorum.sh`` prints for the same
 quorum: it asks a bootstrap controller for the cluster (DescribeCluster with
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftnode.cli import UsageError
+from kraftnode.commands import voter_changes
 from kraftnode.protocol import (
     DescribeClusterRequest,
     DescribeQuorumRequest,
@@ -34,13 +36,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     conn = p.add_mutually_exclusive_group(required=True)
     conn.add_argument("--bootstrap-controller", help="comma-separated host:port controllers")
     conn.add_argument("--bootstrap-server", help="comma-separated host:port (served the same way)")
-    sub = p.add_subparsers(dest="quorum_command", metavar="describe", parser_class=type(p))
+    p.add_argument("--command-config", default=None,
+                   help="for add-controller: the server.properties of the controller to add")
+    sub = p.add_subparsers(dest="quorum_command", metavar="{describe,add-controller,remove-controller}",
+                           parser_class=type(p))
     sub.required = True
     d = sub.add_parser("describe", help="describe the metadata quorum")
     d.add_argument("--status", action="store_true", help="a short summary of the quorum status")
     d.add_argument("--replication", action="store_true", help="replication detail per replica")
     d.add_argument("--human-readable", action="store_true",
                    help="with --replication: timestamps as 'N ms ago'")
+    a = sub.add_parser("add-controller", help="add a controller to the KRaft controller cluster")
+    a.add_argument("--dry-run", action="store_true", help="print what would be done, but do not do it")
+    r = sub.add_parser("remove-controller", help="remove a controller from the KRaft controller cluster")
+    r.add_argument("--controller-id", "-i", type=int, required=True, help="the id of the controller to remove")
+    r.add_argument("--controller-directory-id", "-d", required=True,
+                   help="the directory id of the controller to remove")
+    r.add_argument("--dry-run", action="store_true", help="print what would be done, but do not do it")
 
 
 @dataclass
@@ -194,6 +206,10 @@ def format_replication(info: QuorumInfo, human_readable: bool = False,
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.quorum_command == "add-controller":
+        return voter_changes.add_controller(args)
+    if args.quorum_command == "remove-controller":
+        return voter_changes.remove_controller(args)
     if args.status and args.replication:
         raise UsageError("Only one of --status or --replication should be specified with describe sub-command")
     if not (args.status or args.replication):

@@ -26,6 +26,11 @@ class VoterSetHistory:
     def latest(self) -> VoterSet:
         return self._voter_sets[-1] if self._voter_sets else self.static_voters
 
+    def latest_voters_offset(self) -> int | None:
+        """Offset of the record that set the latest voter set: -1 for the bootstrap
+        checkpoint (0-0), None for the static set of ``controller.quorum.voters``."""
+        return self._voter_offsets[-1] if self._voter_offsets else None
+
     def kraft_version(self) -> int:
         return self._versions[-1] if self._versions else 0
 

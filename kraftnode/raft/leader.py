@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kraftnode.raft.reconfig import CAUGHT_UP_FETCH_WINDOW_MS, PendingAdd, PendingRemove
 from kraftnode.raft.voters import ReplicaKey, VoterSet
 
 #: Observers that have not fetched for this long drop out of DescribeQuorum.
@@ -59,6 +60,14 @@ class LeaderState:
         self.check_quorum_deadline = now_ms + check_quorum_timeout_ms
         self._fetched_voters: set[int] = set()
         self.next_begin_quorum_ms: dict[int, int] = {}
+        #: Kafka's LeaderState.highWatermark() is empty until it first advances in this
+        #: epoch; voter changes wait for it (previous leaders' changes are then fenced).
+        self.high_watermark_known = False
+        #: KIP-853: at most one add or remove in progress.
+        self.pending_add: PendingAdd | None = None
+        self.pending_remove: PendingRemove | None = None
+        #: Set when a committed voter set no longer holds this leader (it resigns on the next poll).
+        self.resign_requested = False
 
     # -- membership ---------------------------------------------------------
     def update_voter_set(self, voters: VoterSet) -> None:
@@ -183,6 +192,16 @@ class LeaderState:
                  if p.last_fetch_timestamp < now_ms - OBSERVER_SESSION_TIMEOUT_MS]
         for key in stale:
             del self.observers[key]
+
+    def is_replica_caught_up(self, key: ReplicaKey, now_ms: int) -> bool:
+        """LeaderState.isReplicaCaughtUp: ``key`` is an observer (exact id and directory id)
+        that has been caught up once and fetched within the last hour."""
+        progress = self.observers.get(key)
+        return (
+            progress is not None and progress.last_caught_up_timestamp > 0
+            and progress.last_fetch_timestamp > 0
+            and progress.last_fetch_timestamp > now_ms - CAUGHT_UP_FETCH_WINDOW_MS
+        )
 
     def voters_by_descending_offset(self) -> list[ReplicaKey]:
         """Other voters, most caught-up first: the preferred successors on resignation."""

@@ -1,4 +1,4 @@
-"""RPC payloads exchanged by Raft cores, one partition's worth each.
+"""RPC payloads exchanged by Raft cores, one partition's worth each (plus KIP-853's voter changes).
 
 Field names are Kafka 3.9's (snake_case) so the server can translate them 1:1 to
 the generated wire classes (``kraftnode.protocol.VoteRequest`` ...): top-level
@@ -189,7 +189,77 @@ class DescribeQuorumData:
     nodes: dict[int, tuple[Endpoint, ...]] = field(default_factory=dict)
 
 
-Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
+# ------------------------------------------------- voter changes (KIP-853)
+@dataclass(frozen=True, slots=True)
+class AddRaftVoterRequest:
+    """An admin client asks the leader to add an observer as a voter."""
+
+    cluster_id: str | None
+    timeout_ms: int
+    voter_id: int
+    voter_directory_id: uuid.UUID | None
+    listeners: tuple[Endpoint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AddRaftVoterResponse:
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveRaftVoterRequest:
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: uuid.UUID | None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveRaftVoterResponse:
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRaftVoterRequest:
+    """A voter tells the leader its current endpoints and supported kraft.version range."""
+
+    cluster_id: str | None
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: uuid.UUID | None
+    listeners: tuple[Endpoint, ...]
+    min_supported_version: int
+    max_supported_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRaftVoterResponse:
+    """``leader_endpoint`` is the CurrentLeader's host/port on the request's listener (None: unknown)."""
+
+    error_code: int
+    current_leader: CurrentLeader
+    leader_endpoint: NodeEndpoint | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionsRequest:
+    """The leader's probe of a voter-to-be (Kafka's AddVoterHandler sends ApiVersions)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionsResponse:
+    """Only what the probe needs: the error and the kraft.version SupportedFeatures range."""
+
+    error_code: int
+    kraft_version_range: tuple[int, int] | None = None
+
+
+Request = (
+    VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
+    | AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateRaftVoterRequest | ApiVersionsRequest
+)
 Response = (
     VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse | FetchSnapshotResponse
+    | AddRaftVoterResponse | RemoveRaftVoterResponse | UpdateRaftVoterResponse | ApiVersionsResponse
 )

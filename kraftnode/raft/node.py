@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kraftnode.raft import errors, plants
+from kraftnode.raft import errors, plants, reconfig
 from kraftnode.raft.actions import (
     Action,
     AppendCompleted,
@@ -33,13 +33,23 @@ from kraftnode.raft.actions import (
     SendResponse,
     StateChanged,
 )
-from kraftnode.raft.batches import Batch, ControlRecord, LeaderChangeRecord
+from kraftnode.raft.batches import (
+    Batch,
+    ControlRecord,
+    KRaftVersionControlRecord,
+    LeaderChangeRecord,
+    VotersControlRecord,
+)
 from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.history import VoterSetHistory
 from kraftnode.raft.leader import LeaderState
 from kraftnode.raft.log import OffsetAndEpoch, RaftLog
 from kraftnode.raft.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     CurrentLeader,
@@ -52,10 +62,14 @@ from kraftnode.raft.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     NodeEndpoint,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
     ReplicaStateView,
     Request,
     Response,
     SnapshotId,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -69,7 +83,7 @@ from kraftnode.raft.states import (
     Unattached,
     Voted,
 )
-from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterSet
+from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 
 #: Base of the election backoffs (Kafka's RETRY_BACKOFF_BASE_MS).
 ELECTION_BACKOFF_BASE_MS = 50
@@ -108,12 +122,15 @@ class RaftNode:
         bootstrap_servers: Sequence[int] = (),
         plant: frozenset[str] = frozenset(),
         snapshots: SnapshotStore | None = None,
+        local_kraft_versions: tuple[int, int] = reconfig.SUPPORTED_KRAFT_VERSIONS,
     ) -> None:
         self.local_key = ReplicaKey.of(local_id, local_directory_id)
         self.config = config
         self.log = log
         self.rng = rng
         self.local_endpoints = local_endpoints
+        #: The kraft.version range this replica supports (ApiVersions, UpdateRaftVoter).
+        self.local_kraft_versions = local_kraft_versions
         self.bootstrap_servers = list(bootstrap_servers)
         self.plants = plants.validate(plant)
         self.snapshots = snapshots
@@ -180,18 +197,25 @@ class RaftNode:
         st = self.state
         times: list[int] = [f.deadline for f in self._inflight.values()]
         times.extend(self._backoff_until.values())
-        if isinstance(st, Unattached):
-            if st.election_deadline is not None:
+        if isinstance(st, Unattached | Voted):
+            # Only voters run elections (a replica removed from the voter set may still be
+            # unattached or voted; as an observer it looks for the leader instead).
+            if st.election_deadline is not None and self.is_voter:
                 times.append(st.election_deadline)
-        elif isinstance(st, Voted):
-            times.append(st.election_deadline)
         elif isinstance(st, Candidate):
             times.append(st.backoff_until if st.backoff_until is not None else st.election_deadline)
         elif isinstance(st, Follower):
             times.append(st.fetch_deadline)
+            if (self._should_update_voter() and st.leader_id not in self._inflight
+                    and st.leader_id not in self._backoff_until):
+                times.append(st.update_voter_deadline)
         elif isinstance(st, Leader):
             if st.tracker.check_quorum_applies():
                 times.append(st.tracker.check_quorum_deadline)
+            if st.tracker.pending_add is not None:
+                times.append(st.tracker.pending_add.deadline)
+            if st.tracker.pending_remove is not None:
+                times.append(st.tracker.pending_remove.deadline)
             times.extend(p.deadline for p in self._parked)
             # A resend blocked by an in-flight request or a backoff waits for that instead.
             times.extend(
@@ -258,6 +282,7 @@ class RaftNode:
                     self._transition(Unattached(st.epoch, None), now_ms)
         elif isinstance(st, Leader):
             st.tracker.clear_inactive_observers(now_ms)
+            self._expire_voter_changes(st, now_ms)
             if st.tracker.check_quorum_expired(now_ms):
                 self._resign(now_ms)
             else:
@@ -267,8 +292,13 @@ class RaftNode:
                     for parked in due:
                         self._answer_fetch(parked.request_id, parked.request, now_ms)
         elif isinstance(st, Resigned):
-            if now_ms >= st.election_deadline and self.is_voter:
-                self._become_candidate(now_ms)
+            if now_ms >= st.election_deadline:
+                if self.is_voter:
+                    self._become_candidate(now_ms)
+                else:
+                    # A leader removed from the voter set: as Kafka 3.9's pollResigned, move
+                    # to the next epoch so that nobody follows this replica as leader any more.
+                    self._become_unattached(st.epoch + 1, now_ms)
         self._poll(now_ms)
 
     def handle_request(self, request_id: int, request: Request, now_ms: int) -> None:
@@ -285,6 +315,15 @@ class RaftNode:
             self._on_end_quorum_epoch(request_id, request, now_ms)
         elif isinstance(request, FetchSnapshotRequest):
             self._on_fetch_snapshot(request_id, request, now_ms)
+        elif isinstance(request, AddRaftVoterRequest):
+            self._on_add_voter(request_id, request, now_ms)
+        elif isinstance(request, RemoveRaftVoterRequest):
+            self._on_remove_voter(request_id, request, now_ms)
+        elif isinstance(request, UpdateRaftVoterRequest):
+            self._on_update_voter(request_id, request, now_ms)
+        elif isinstance(request, ApiVersionsRequest):
+            # The server answers ApiVersions itself; this serves the simulator's probes.
+            self._respond(request_id, ApiVersionsResponse(errors.NONE, self.local_kraft_versions))
         else:  # pragma: no cover - typing guards this
             raise TypeError(f"unsupported request {type(request).__name__}")
         self._poll(now_ms)
@@ -307,6 +346,10 @@ class RaftNode:
             self._on_end_quorum_epoch_response(source_id, response, now_ms)
         elif isinstance(response, FetchSnapshotResponse):
             self._on_fetch_snapshot_response(source_id, response, now_ms)
+        elif isinstance(response, ApiVersionsResponse):
+            self._on_api_versions_response(source_id, response, now_ms)
+        elif isinstance(response, UpdateRaftVoterResponse):
+            self._on_update_voter_response(source_id, response, now_ms)
         else:
             self._backoff(source_id, now_ms)
         self._poll(now_ms)
@@ -317,6 +360,13 @@ class RaftNode:
         if inflight is not None and inflight.correlation_id == correlation_id:
             del self._inflight[destination]
             self._backoff(destination, now_ms)
+            st = self.state
+            if isinstance(st, Leader):
+                pending = st.tracker.pending_add
+                if pending is not None and pending.last_offset is None and pending.key.id == destination:
+                    # Kafka turns a failed ApiVersions into an error response, which aborts the add.
+                    self._finish_add(st, errors.REQUEST_TIMED_OUT,
+                                     "Aborted add voter operation since API_VERSIONS could not be sent")
         self._poll(now_ms)
 
     def append(self, records: Sequence[object], now_ms: int) -> int:
@@ -392,6 +442,7 @@ class RaftNode:
             return Follower(
                 epoch, election.leader_id, self.voters.endpoints_of(election.leader_id),
                 now_ms + self.config.fetch_timeout_ms,
+                update_voter_deadline=now_ms + self._update_voter_period_ms(),
             )
         if voted is not None and voted.matches(self.local_key) and self.is_voter:
             return Candidate(epoch, 1, self._election_deadline(now_ms), {self.local_key.id})
@@ -423,6 +474,9 @@ class RaftNode:
         if election != self._election:
             self._persist(election)
         if isinstance(old, Leader) and not isinstance(new_state, Leader):
+            # LeaderState.close(): pending voter changes fail with NOT_LEADER_OR_FOLLOWER.
+            self._finish_add(old, errors.NOT_LEADER_OR_FOLLOWER, None)
+            self._finish_remove(old, errors.NOT_LEADER_OR_FOLLOWER, None)
             for _, handle in self._pending_appends:
                 self._actions.append(AppendCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
             self._pending_appends.clear()
@@ -460,7 +514,10 @@ class RaftNode:
     def _become_follower(self, epoch: int, leader_id: int, endpoints: tuple[Endpoint, ...], now_ms: int) -> None:
         if not endpoints:
             endpoints = self.voters.endpoints_of(leader_id)
-        self._transition(Follower(epoch, leader_id, endpoints, now_ms + self.config.fetch_timeout_ms), now_ms)
+        self._transition(Follower(
+            epoch, leader_id, endpoints, now_ms + self.config.fetch_timeout_ms,
+            update_voter_deadline=now_ms + self._update_voter_period_ms(),
+        ), now_ms)
 
     def _become_candidate(self, now_ms: int) -> None:
         st = self.state
@@ -484,8 +541,20 @@ class RaftNode:
         st = Leader(cand.epoch, self.local_key.id, tracker)
         self._transition(st, now_ms)
         granting = tuple(n.key for n in voters if n.key.id in cand.granted)
-        record = LeaderChangeRecord(self.local_key.id, tuple(voters.keys()), granting)
-        batch = self.log.append_as_leader([record], cand.epoch, is_control=True)
+        records: list[ControlRecord] = [LeaderChangeRecord(self.local_key.id, tuple(voters.keys()), granting)]
+        kraft_version = self.history.kraft_version()
+        local = self._local_voter_node()
+        if kraft_version >= 1 and (
+            self.history.latest_voters_offset() == -1
+            or (self.local_endpoints and reconfig.voter_node_needs_update(voters, local))
+        ):
+            # Kafka 3.9's LeaderState at the start of an epoch: when the voter set still comes
+            # from the bootstrap checkpoint (0-0), which replicas never fetch, or describes this
+            # leader with stale endpoints / kraft.version range, write the (updated) set to the
+            # log, so observers (voters-to-be) learn kraft.version and the voters.
+            updated = reconfig.update_voter(voters, local) or voters
+            records += [KRaftVersionControlRecord(kraft_version), VotersControlRecord(updated)]
+        batch = self.log.append_as_leader(records, cand.epoch, is_control=True)
         if self.history.observe([batch]):
             self._voter_set_changed(now_ms)
         self._flush_leader(st, now_ms)
@@ -544,17 +613,19 @@ class RaftNode:
         self._backoff_until[destination] = now_ms + self.config.retry_backoff_ms
 
     # ============================================================== sending
-    def _send(self, destination: int, request: Request, now_ms: int, fetch_offset: int = -1) -> None:
+    def _send(self, destination: int, request: Request, now_ms: int, fetch_offset: int = -1,
+              endpoints: tuple[Endpoint, ...] | None = None) -> None:
         corr = self._next_correlation
         self._next_correlation += 1
         timeout = self.config.request_timeout_ms
         if isinstance(request, FetchRequest):
             timeout += request.max_wait_ms  # a long-poll may legitimately be held that long
         self._inflight[destination] = _InFlight(corr, now_ms + timeout, fetch_offset)
-        endpoints = self.voters.endpoints_of(destination)
         st = self.state
-        if isinstance(st, Follower) and destination == st.leader_id and st.leader_endpoints:
-            endpoints = st.leader_endpoints
+        if endpoints is None:
+            endpoints = self.voters.endpoints_of(destination)
+            if isinstance(st, Follower) and destination == st.leader_id and st.leader_endpoints:
+                endpoints = st.leader_endpoints
         self._actions.append(SendRequest(destination, corr, request, endpoints))
 
     def _can_send(self, destination: int, now_ms: int) -> bool:
@@ -568,6 +639,9 @@ class RaftNode:
         if self._failed:
             return
         st = self.state
+        if isinstance(st, Leader) and st.tracker.resign_requested:
+            self._resign(now_ms)
+            st = self.state
         cid = self.config.cluster_id
         if isinstance(st, Candidate):
             if st.backoff_until is not None:
@@ -596,6 +670,16 @@ class RaftNode:
                     del tracker.next_begin_quorum_ms[rid]
         elif isinstance(st, Follower):
             if self._can_send(st.leader_id, now_ms):
+                if now_ms >= st.update_voter_deadline and self.is_voter:
+                    # FollowerState's update-voter period: UpdateRaftVoter takes the place
+                    # of the next Fetch when our entry in the voter set is out of date.
+                    st.update_voter_deadline = now_ms + self._update_voter_period_ms()
+                    if self._should_update_voter():
+                        lo, hi = self.local_kraft_versions
+                        self._send(st.leader_id, UpdateRaftVoterRequest(
+                            cid, st.epoch, self.local_key.id, self.local_key.directory_id,
+                            self.local_endpoints, lo, hi), now_ms)
+                        return
                 if st.snapshot is not None:
                     snap_id, position = st.snapshot
                     self._send(st.leader_id, FetchSnapshotRequest(
@@ -1081,6 +1165,232 @@ class RaftNode:
             st.tracker.update_voter_set(self.voters)
             self._maybe_advance_high_watermark(st, now_ms)
 
+    # ============================================== voter changes (KIP-853)
+    def _local_voter_node(self) -> VoterNode:
+        lo, hi = self.local_kraft_versions
+        return VoterNode(self.local_key, self.local_endpoints, lo, hi)
+
+    def _update_voter_period_ms(self) -> int:
+        return self.config.fetch_timeout_ms * reconfig.UPDATE_VOTER_PERIOD_FETCH_TIMEOUTS
+
+    def _should_update_voter(self) -> bool:
+        """A voter whose entry in the (dynamic) voter set differs from what it is now."""
+        return (
+            self.local_key.directory_id is not None and bool(self.local_endpoints)
+            and self.history.kraft_version() >= 1
+            and reconfig.voter_node_needs_update(self.voters, self._local_voter_node())
+        )
+
+    def _voter_change_precheck(self, st: Leader, verb: str, now_ms: int) -> tuple[int, str] | None:
+        """The checks every voter change starts with, in Kafka's order."""
+        tracker = st.tracker
+        self._expire_voter_changes(st, now_ms)
+        if tracker.pending_add is not None or tracker.pending_remove is not None:
+            return errors.REQUEST_TIMED_OUT, "Request timed out waiting for leader to handle previous voter change request"
+        if not tracker.high_watermark_known:
+            return errors.REQUEST_TIMED_OUT, (
+                "Request timed out waiting for leader to establish HWM and fence previous voter changes")
+        kraft_version = self.history.kraft_version()
+        if kraft_version < 1:
+            return errors.UNSUPPORTED_VERSION, (
+                f"Cluster doesn't support {verb} voter because the kraft.version feature is {kraft_version}")
+        offset = self.history.latest_voters_offset()
+        if offset is None or offset >= self.high_watermark:
+            return errors.REQUEST_TIMED_OUT, (
+                f"Request timed out waiting for voters to commit the latest voter change at {offset} "
+                f"with HWM {self.high_watermark}")
+        return None
+
+    def _append_voters(self, st: Leader, voters: VoterSet, now_ms: int) -> int:
+        """Append a VotersRecord (effective at once); returns its offset. The caller flushes."""
+        batch = self.log.append_as_leader([VotersControlRecord(voters)], st.epoch, is_control=True)
+        if self.history.observe([batch]):
+            self._voter_set_changed(now_ms)
+        return batch.last_offset
+
+    def _commit_voters(self, st: Leader, now_ms: int) -> None:
+        self._flush_leader(st, now_ms)
+        self._complete_parked(now_ms)
+
+    def _finish_add(self, st: Leader, code: int, message: str | None) -> None:
+        pending = st.tracker.pending_add
+        if pending is not None:
+            st.tracker.pending_add = None
+            self._respond(pending.request_id, AddRaftVoterResponse(code, message))
+
+    def _finish_remove(self, st: Leader, code: int, message: str | None) -> None:
+        pending = st.tracker.pending_remove
+        if pending is not None:
+            st.tracker.pending_remove = None
+            self._respond(pending.request_id, RemoveRaftVoterResponse(code, message))
+
+    def _expire_voter_changes(self, st: Leader, now_ms: int) -> None:
+        tracker = st.tracker
+        if tracker.pending_add is not None and tracker.pending_add.deadline <= now_ms:
+            self._finish_add(st, errors.REQUEST_TIMED_OUT, None)
+        if tracker.pending_remove is not None and tracker.pending_remove.deadline <= now_ms:
+            self._finish_remove(st, errors.REQUEST_TIMED_OUT, None)
+
+    def _voter_changes_committed(self, st: Leader) -> None:
+        """The high watermark moved: answer the change whose VotersRecord it now covers."""
+        tracker = st.tracker
+        add = tracker.pending_add
+        if add is not None and add.last_offset is not None and self.high_watermark > add.last_offset:
+            self._finish_add(st, errors.NONE, None)
+        remove = tracker.pending_remove
+        if remove is not None and self.high_watermark > remove.last_offset:
+            self._finish_remove(st, errors.NONE, None)
+            if not self.voters.is_voter(self.local_key):
+                # RemoveVoterHandler: a leader outside the committed voter set resigns
+                # (on the next poll, as Kafka's requestResign).
+                tracker.resign_requested = True
+
+    def _on_add_voter(self, request_id: int, req: AddRaftVoterRequest, now_ms: int) -> None:
+        def answer(code: int, message: str | None = None) -> None:
+            self._respond(request_id, AddRaftVoterResponse(code, message))
+
+        if not self._cluster_ok(req.cluster_id):
+            answer(errors.INCONSISTENT_CLUSTER_ID)
+            return
+        st = self.state
+        if not isinstance(st, Leader):
+            answer(errors.NOT_LEADER_OR_FOLLOWER)
+            return
+        key = ReplicaKey.of(req.voter_id, req.voter_directory_id)
+        if req.voter_id < 0 or key.directory_id is None:
+            answer(errors.INVALID_REQUEST, "Add voter request didn't include a valid voter")
+            return
+        listener = self.config.listener_name
+        if not reconfig.has_listener(req.listeners, listener):
+            answer(errors.INVALID_REQUEST, f"Add voter request didn't include the endpoint "
+                                           f"({list(req.listeners)}) for the default listener {listener}")
+            return
+        refused = self._voter_change_precheck(st, "adding", now_ms)
+        if refused is not None:
+            answer(*refused)
+            return
+        voters = self.voters
+        if key.id in voters.ids:
+            answer(errors.DUPLICATE_VOTER, f"The voter id for {reconfig.key_text(key)} is already part of "
+                                           f"the set of voters {reconfig.keys_text(voters.keys())}.")
+            return
+        if not self._can_send(key.id, now_ms):
+            answer(errors.REQUEST_TIMED_OUT, f"New voter {reconfig.key_text(key)} is not ready to receive requests")
+            return
+        st.tracker.pending_add = reconfig.PendingAdd(
+            request_id, key, req.listeners, now_ms + self.config.request_timeout_ms)
+        # Discover the new voter's supported kraft.version range on its controller listener.
+        self._send(key.id, ApiVersionsRequest(), now_ms,
+                   endpoints=tuple(e for e in req.listeners if e.name == listener))
+
+    def _on_api_versions_response(self, source: int, resp: ApiVersionsResponse, now_ms: int) -> None:
+        st = self.state
+        if not isinstance(st, Leader):
+            return
+        pending = st.tracker.pending_add
+        if pending is None or pending.last_offset is not None or pending.key.id != source:
+            return  # not the probe we are waiting for (e.g. the add already expired)
+        key = pending.key
+        shown_key = reconfig.key_text(key)
+        if resp.error_code != errors.NONE:
+            self._finish_add(st, errors.REQUEST_TIMED_OUT, "Aborted add voter operation for since "
+                             f"API_VERSIONS returned an error {errors.name(resp.error_code)}")
+            return
+        kraft_version = self.history.kraft_version()
+        supported = resp.kraft_version_range
+        if supported is None or not reconfig.supports(supported, kraft_version):
+            shown = f"(min: {supported[0]}, max: {supported[1]}" if supported else "(min: 0, max: 0)"
+            self._finish_add(st, errors.INVALID_REQUEST, f"Aborted add voter operation for {shown_key} since the "
+                             f"kraft.version range {shown} doesn't support the finalized version {kraft_version}")
+            return
+        if not st.tracker.is_replica_caught_up(key, now_ms):
+            self._finish_add(st, errors.REQUEST_TIMED_OUT,
+                             f"Aborted add voter operation for {shown_key} since it is lagging behind")
+            return
+        voters = reconfig.add_voter(self.voters, VoterNode(key, pending.endpoints, supported[0], supported[1]))
+        if voters is None:  # cannot happen while the operation is pending; never append twice
+            self._finish_add(st, errors.DUPLICATE_VOTER, f"{shown_key} is already a voter")
+            return
+        pending.last_offset = self._append_voters(st, voters, now_ms)
+        self._commit_voters(st, now_ms)
+
+    def _on_remove_voter(self, request_id: int, req: RemoveRaftVoterRequest, now_ms: int) -> None:
+        def answer(code: int, message: str | None = None) -> None:
+            self._respond(request_id, RemoveRaftVoterResponse(code, message))
+
+        if not self._cluster_ok(req.cluster_id):
+            answer(errors.INCONSISTENT_CLUSTER_ID)
+            return
+        st = self.state
+        if not isinstance(st, Leader):
+            answer(errors.NOT_LEADER_OR_FOLLOWER)
+            return
+        key = ReplicaKey.of(req.voter_id, req.voter_directory_id)
+        if req.voter_id < 0 or key.directory_id is None:
+            answer(errors.INVALID_REQUEST, "Remove voter request didn't include a valid voter")
+            return
+        refused = self._voter_change_precheck(st, "removing", now_ms)
+        if refused is not None:
+            answer(*refused)
+            return
+        voters = reconfig.remove_voter(self.voters, key)
+        if voters is None:
+            answer(errors.VOTER_NOT_FOUND, f"Cannot remove voter {reconfig.key_text(key)} from the set of "
+                                           f"voters {reconfig.keys_text(self.voters.keys())}")
+            return
+        offset = self._append_voters(st, voters, now_ms)
+        st.tracker.pending_remove = reconfig.PendingRemove(
+            request_id, key, offset, now_ms + self.config.request_timeout_ms)
+        self._commit_voters(st, now_ms)
+
+    def _on_update_voter(self, request_id: int, req: UpdateRaftVoterRequest, now_ms: int) -> None:
+        def answer(code: int) -> None:
+            eps = self._leader_node_endpoints()
+            self._respond(request_id, UpdateRaftVoterResponse(code, self._current_leader(), eps[0] if eps else None))
+
+        if not self._cluster_ok(req.cluster_id):
+            self._respond(request_id, UpdateRaftVoterResponse(errors.INCONSISTENT_CLUSTER_ID, CurrentLeader(-1, -1)))
+            return
+        error = self._validate_leader_epoch(req.current_leader_epoch)
+        if error != errors.NONE:
+            answer(error)
+            return
+        st = self.state
+        assert isinstance(st, Leader)
+        key = ReplicaKey.of(req.voter_id, req.voter_directory_id)
+        lo, hi = req.min_supported_version, req.max_supported_version
+        if (req.voter_id < 0 or key.directory_id is None
+                or not reconfig.has_listener(req.listeners, self.config.listener_name)
+                or lo < 0 or hi < 0 or hi < lo):
+            answer(errors.INVALID_REQUEST)
+            return
+        refused = self._voter_change_precheck(st, "updating", now_ms)
+        if refused is not None:
+            answer(refused[0])
+            return
+        if not reconfig.supports((lo, hi), self.history.kraft_version()):
+            answer(errors.INVALID_REQUEST)
+            return
+        voters = reconfig.update_voter(self.voters, VoterNode(key, req.listeners, lo, hi))
+        if voters is None:
+            answer(errors.VOTER_NOT_FOUND)
+            return
+        # UpdateVoterHandler appends and answers at once, without waiting for the commit.
+        self._append_voters(st, voters, now_ms)
+        self._commit_voters(st, now_ms)
+        answer(errors.NONE)
+
+    def _on_update_voter_response(self, source: int, resp: UpdateRaftVoterResponse, now_ms: int) -> None:
+        if resp.error_code in (errors.NONE, errors.UNSUPPORTED_VERSION, errors.INVALID_REQUEST,
+                               errors.REQUEST_TIMED_OUT):
+            return  # the leader was reached; the next period retries if still needed
+        leader = resp.current_leader
+        nodes = (resp.leader_endpoint,) if resp.leader_endpoint is not None else ()
+        endpoints = self._endpoints_from_nodes(leader.leader_id, nodes)
+        if self._maybe_handle_leader_info(leader.leader_id, leader.leader_epoch, endpoints, now_ms):
+            return
+        self._backoff(source, now_ms)
+
     # ======================================================== high watermark
     def _flush_leader(self, st: Leader, now_ms: int) -> None:
         if self._actions and isinstance(self._actions[-1], FlushLog):
@@ -1093,6 +1403,7 @@ class RaftNode:
     def _maybe_advance_high_watermark(self, st: Leader, now_ms: int) -> None:
         new_hw = st.tracker.candidate_high_watermark(self.high_watermark)
         if new_hw is not None:
+            st.tracker.high_watermark_known = True
             self._set_high_watermark(new_hw, now_ms)
 
     def _set_high_watermark(self, hw: int, now_ms: int) -> None:
@@ -1107,4 +1418,5 @@ class RaftNode:
                 for offset, handle in done:
                     self._actions.append(AppendCompleted(handle, offset, errors.NONE))
         if isinstance(self.state, Leader):
+            self._voter_changes_committed(self.state)
             self._complete_parked(now_ms)

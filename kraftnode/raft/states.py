@@ -69,6 +69,8 @@ class Follower:
     fetch_deadline: int
     #: While downloading a snapshot: (snapshot id, next position).
     snapshot: tuple[OffsetAndEpoch, int] | None = None
+    #: KIP-853: when a voter next checks whether to send UpdateRaftVoter (kraft.version >= 1).
+    update_voter_deadline: int = 0
     name: str = "follower"
 
 

@@ -495,15 +495,20 @@ class NodeHandlers:
         return w.UpdateFeaturesResponse(throttle_time_ms=0, error_code=0, results=results)
 
     async def _voter_change(self, q: Any, v: int) -> Any:
-        """Add/Remove/UpdateRaftVoter (KIP-853): reconfiguration is a later milestone."""
-        cls = {w.AddRaftVoterRequest: w.AddRaftVoterResponse,
-               w.RemoveRaftVoterRequest: w.RemoveRaftVoterResponse,
-               w.UpdateRaftVoterRequest: w.UpdateRaftVoterResponse}[type(q)]
-        if not self.core.is_leader:
-            return cls(error_code=Errors.NOT_LEADER_OR_FOLLOWER)
-        resp = cls(error_code=Errors.UNSUPPORTED_VERSION)
-        if hasattr(resp, "error_message"):
-            resp.error_message = "voter changes are not supported by this node yet"
+        """Add/Remove/UpdateRaftVoter (KIP-853): the core decides and answers (a pending add
+        or remove answers when its VotersRecord commits, or after the request timeout)."""
+        if isinstance(q, w.AddRaftVoterRequest):
+            resp: Any = rw.add_voter_response_to_wire(
+                await self.driver.call(rw.add_voter_request_from_wire(q)))  # type: ignore[arg-type]
+        elif isinstance(q, w.RemoveRaftVoterRequest):
+            resp = rw.remove_voter_response_to_wire(
+                await self.driver.call(rw.remove_voter_request_from_wire(q)))  # type: ignore[arg-type]
+        else:
+            resp = rw.update_voter_response_to_wire(
+                await self.driver.call(rw.update_voter_request_from_wire(q)))  # type: ignore[arg-type]
+        log.info("%s for voter %d (directory %s): %s%s", type(q).__name__[:-7], q.voter_id,
+                 q.voter_directory_id, Errors(resp.error_code).name,
+                 f" ({resp.error_message})" if getattr(resp, "error_message", None) else "")
         return resp
 
     async def _init_producer_id(self, q: w.InitProducerIdRequest, v: int) -> w.InitProducerIdResponse:

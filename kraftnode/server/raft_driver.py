@@ -402,4 +402,4 @@ class RaftDriver:
             _, resp = await self.pool.request(dest, host, port, FETCH_SNAPSHOT,
                                               lambda v: rw.fetch_snapshot_request_to_wire(r, v), timeout)
             return rw.fetch_snapshot_response_from_wire(resp)  # type: ignore[arg-type]
-        raise PeerError(f"cannot send {type(r).__name__}")
+        return await rw.voter_rpc_roundtrip(self.pool, dest, host, port, r, timeout)  # KIP-853 RPCs

@@ -14,8 +14,10 @@ import uuid
 from typing import Any
 
 from kraftnode.protocol import generated as w
+from kraftnode.protocol.registry import API_VERSIONS, UPDATE_RAFT_VOTER
 from kraftnode.raft import messages as m
 from kraftnode.raft.voters import Endpoint, ReplicaKey
+from kraftnode.server.peer_client import SOFTWARE_NAME, SOFTWARE_VERSION, PeerError, PeerPool
 from kraftnode.server.raft_log import batches_from_records, records_from_batches
 from recordbatch.wire import ZERO_UUID
 
@@ -327,3 +329,84 @@ def fetch_snapshot_response_from_wire(q: w.FetchSnapshotResponse) -> m.FetchSnap
         q.error_code, p.error_code, m.SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch),
         m.CurrentLeader(p.current_leader.leader_id, p.current_leader.leader_epoch),
         p.size, p.position, bytes(p.unaligned_records or b""), _from_node_endpoints(q.node_endpoints))
+
+
+# ---------------------------------------------------- voter changes (KIP-853)
+def _endpoints_from_listeners(listeners: list[Any]) -> tuple[Endpoint, ...]:
+    """Kafka's Endpoints.fromAddVoterRequest/fromUpdateVoterRequest: listener names normalised
+    (upper case), as the configured controller listener names are."""
+    return tuple(Endpoint(x.name.upper(), x.host, x.port) for x in listeners)
+
+
+def add_voter_request_from_wire(q: w.AddRaftVoterRequest) -> m.AddRaftVoterRequest:
+    return m.AddRaftVoterRequest(q.cluster_id, q.timeout_ms, q.voter_id, _undir(q.voter_directory_id),
+                                 _endpoints_from_listeners(q.listeners))
+
+
+def add_voter_response_to_wire(r: m.AddRaftVoterResponse) -> w.AddRaftVoterResponse:
+    return w.AddRaftVoterResponse(throttle_time_ms=0, error_code=r.error_code, error_message=r.error_message)
+
+
+def remove_voter_request_from_wire(q: w.RemoveRaftVoterRequest) -> m.RemoveRaftVoterRequest:
+    return m.RemoveRaftVoterRequest(q.cluster_id, q.voter_id, _undir(q.voter_directory_id))
+
+
+def remove_voter_response_to_wire(r: m.RemoveRaftVoterResponse) -> w.RemoveRaftVoterResponse:
+    return w.RemoveRaftVoterResponse(throttle_time_ms=0, error_code=r.error_code, error_message=r.error_message)
+
+
+def update_voter_request_to_wire(r: m.UpdateRaftVoterRequest, version: int) -> w.UpdateRaftVoterRequest:
+    return w.UpdateRaftVoterRequest(
+        cluster_id=r.cluster_id, current_leader_epoch=r.current_leader_epoch, voter_id=r.voter_id,
+        voter_directory_id=_dir(r.voter_directory_id),
+        listeners=[w.UpdateRaftVoterRequest.Listener(name=e.name, host=e.host, port=e.port) for e in r.listeners],
+        kraft_version_feature=w.UpdateRaftVoterRequest.KRaftVersionFeature(
+            min_supported_version=r.min_supported_version, max_supported_version=r.max_supported_version))
+
+
+def update_voter_request_from_wire(q: w.UpdateRaftVoterRequest) -> m.UpdateRaftVoterRequest:
+    f = q.kraft_version_feature
+    return m.UpdateRaftVoterRequest(q.cluster_id, q.current_leader_epoch, q.voter_id,
+                                    _undir(q.voter_directory_id), _endpoints_from_listeners(q.listeners),
+                                    f.min_supported_version, f.max_supported_version)
+
+
+def update_voter_response_to_wire(r: m.UpdateRaftVoterResponse) -> w.UpdateRaftVoterResponse:
+    """RaftUtil.updateVoterResponse: CurrentLeader with the leader's host/port on our listener."""
+    cl = w.UpdateRaftVoterResponse.CurrentLeader(leader_id=r.current_leader.leader_id,
+                                                 leader_epoch=r.current_leader.leader_epoch)
+    if r.leader_endpoint is not None:
+        cl.host, cl.port = r.leader_endpoint.host, r.leader_endpoint.port
+    return w.UpdateRaftVoterResponse(throttle_time_ms=0, error_code=r.error_code, current_leader=cl)
+
+
+def update_voter_response_from_wire(q: w.UpdateRaftVoterResponse) -> m.UpdateRaftVoterResponse:
+    cl = q.current_leader
+    endpoint = m.NodeEndpoint(cl.leader_id, cl.host, cl.port) if cl.host and cl.port > 0 else None
+    return m.UpdateRaftVoterResponse(q.error_code, m.CurrentLeader(cl.leader_id, cl.leader_epoch), endpoint)
+
+
+def kraft_version_range(q: w.ApiVersionsResponse) -> tuple[int, int] | None:
+    """The kraft.version SupportedFeatures range of an ApiVersions answer (None if absent)."""
+    for f in q.supported_features or []:
+        if f.name == "kraft.version":
+            return f.min_version, f.max_version
+    return None
+
+
+async def voter_rpc_roundtrip(pool: PeerPool, dest: int, host: str, port: int, r: m.Request,
+                              timeout_s: float) -> m.Response:
+    """Send the KIP-853 requests the core emits as ``SendRequest`` actions: the leader's
+    ApiVersions probe of a voter-to-be and a voter's UpdateRaftVoter. (The driver's
+    roundtrip delegates here for request types it does not know.)"""
+    if isinstance(r, m.ApiVersionsRequest):
+        _, resp = await pool.request(dest, host, port, API_VERSIONS, lambda v: w.ApiVersionsRequest(
+            client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION), timeout_s)
+        assert isinstance(resp, w.ApiVersionsResponse)
+        return m.ApiVersionsResponse(resp.error_code, kraft_version_range(resp))
+    if isinstance(r, m.UpdateRaftVoterRequest):
+        _, resp = await pool.request(dest, host, port, UPDATE_RAFT_VOTER,
+                                     lambda v: update_voter_request_to_wire(r, v), timeout_s)
+        assert isinstance(resp, w.UpdateRaftVoterResponse)
+        return update_voter_response_from_wire(resp)
+    raise PeerError(f"cannot send {type(r).__name__}")

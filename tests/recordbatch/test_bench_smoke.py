@@ -17,6 +17,9 @@ def test_bench_prints_scan_rate_and_ratios() -> None:
     ).stdout
     assert "GB/s" in out
     for codec in ("none", "lz4", "zstd"):
-        for op in ("encode", "decode"):
+        for op in ("encode", "enc+rec", "decode"):
             assert any(line.split()[:2] == [codec, op] for line in out.splitlines()), out
     assert "kafka-python" in out and "aiokafka" in out
+    # Same zstd level and the same record bytes as kafka-python: identical batches.
+    (line,) = [x for x in out.splitlines() if "byte-identical to kafka-python's" in x]
+    assert "none yes" in line and "zstd yes" in line, line

@@ -32,7 +32,14 @@ from kraftnode.raft.actions import (
 from kraftnode.raft.batches import KRaftVersionControlRecord, VotersControlRecord
 from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
-from kraftnode.raft.messages import FetchResponse, Request
+from kraftnode.raft.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    FetchResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    Request,
+)
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 from tests.simulation.model import FaultProfile, SimLog, describe
@@ -93,9 +100,17 @@ class Simulation:
         # directory ids); the other half a dynamic one (kraft.version 1: the voter set,
         # with directory ids, comes from a bootstrap control batch at the start of the log).
         self.dynamic = self.rng.random() < 0.5
+        # Dynamic seeds also change the voter set (KIP-853): an admin client adds
+        # observers and removes voters (the leader too) through the leader, and some
+        # voters start with a stale endpoint in the bootstrap VotersRecord, which they
+        # correct with UpdateRaftVoter (or rewrite as a new leader). Its own rng keeps
+        # the other faults of a seed as they were.
+        self.reconfig_rng = random.Random(f"kraftnode-sim-reconfig-{seed}")
+        stale = {n.node_id for n in self.nodes.values() if self.dynamic and self.reconfig_rng.random() < 0.3}
         voters_set = VoterSet.of(
             VoterNode(ReplicaKey(n.node_id, n.directory_id if self.dynamic else None),
-                      (Endpoint("CONTROLLER", f"n{n.node_id}", 9093),), 0, 1 if self.dynamic else 0)
+                      (Endpoint("CONTROLLER", f"{'stale-' if n.node_id in stale else ''}n{n.node_id}", 9093),),
+                      0, 1 if self.dynamic else 0)
             for n in self.nodes.values() if n.is_voter
         )
         if self.dynamic:
@@ -107,6 +122,10 @@ class Simulation:
         else:
             self.voter_set = voters_set
         self.expected_voters = voters_set
+        self.reconfig_interval_ms = self.reconfig_rng.choice([None, 1000, 400]) if self.dynamic else None
+        self._admin: dict[int, tuple[int, Request]] = {}  # rid -> (leader asked, request)
+        self.committed_voters: dict[int, VoterSet] = {}  # offset of a committed VotersRecord -> set
+        self.voter_changes = 0
         p = self.profile
         self.config = RaftConfig(
             cluster_id="sim-cluster", request_timeout_ms=p.request_timeout_ms, fetch_max_bytes=p.fetch_max_bytes,
@@ -142,8 +161,11 @@ class Simulation:
         node.log.on_truncate = lambda offset, n=node: self._on_truncate(n, offset)
         node.core = RaftNode(
             node.node_id, node.directory_id, self.config, node.log, node.persisted, self.voter_set, rng,
-            self.now, bootstrap_servers=sorted(self.expected_voters.ids), plant=self.plants,
-            snapshots=node.log,
+            # Dynamic seeds: every node is a bootstrap server (controller.quorum.bootstrap.servers
+            # lists all controllers), so replicas removed from the voter set still find the leader.
+            self.now, bootstrap_servers=sorted(self.nodes if self.dynamic else self.expected_voters.ids),
+            plant=self.plants,
+            snapshots=node.log, local_endpoints=(Endpoint("CONTROLLER", f"n{node.node_id}", 9093),),
         )
         node.core.tick(self.now)
         self._drain(node)
@@ -216,6 +238,8 @@ class Simulation:
                     self._next_rid += 1
                     self._requests[dup] = entry
                     self._schedule(self.now + self._delay(), "request", (dst, dup, action.request))
+            elif isinstance(action, SendResponse) and action.request_id in self._admin:
+                self._admin_answered(node, action.request_id, action.response)
             elif isinstance(action, SendResponse):
                 pending = self._requests.pop(action.request_id, None)
                 if pending is None:
@@ -268,7 +292,8 @@ class Simulation:
                 break
             self._schedule(t, "append", ())
         for interval, kind in ((p.crash_interval_ms, "crash"), (p.partition_interval_ms, "partition"),
-                               (p.resign_interval_ms, "resign"), (p.snapshot_interval_ms, "snapshot")):
+                               (p.resign_interval_ms, "resign"), (p.snapshot_interval_ms, "snapshot"),
+                               (self.reconfig_interval_ms, "reconfig")):
             if interval is None:
                 continue
             t = 0
@@ -391,6 +416,8 @@ class Simulation:
                     self._drain(node)
         elif kind == "snapshot":
             self._snapshot()
+        elif kind == "reconfig":
+            self._reconfigure()
         elif kind == "heal":
             self.faults_on = False
             self.blocked = set()
@@ -411,6 +438,77 @@ class Simulation:
         cuts = [b.next_offset for b in log.batches if log.start_offset < b.next_offset <= limit]
         if cuts:
             log.compact(self.rng.choice(cuts))
+
+    def _reconfigure(self) -> None:
+        """An admin client asks the leader to add a non-voter or remove a voter (keeping 2)."""
+        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
+        if not leaders:
+            return
+        node = leaders[0]
+        core = node.core
+        assert core is not None
+        voters = core.voters
+        rr = self.reconfig_rng
+        outside = [n for n in self.nodes.values() if n.node_id not in voters.ids]
+        request: Request
+        if outside and (len(voters) <= 2 or rr.random() < 0.5):
+            new = rr.choice(outside)
+            request = AddRaftVoterRequest(self.config.cluster_id, 30_000, new.node_id, new.directory_id,
+                                          (Endpoint("CONTROLLER", f"n{new.node_id}", 9093),))
+        elif len(voters) > 2:
+            old = voters.node(rr.choice(sorted(voters.ids)))
+            assert old is not None
+            request = RemoveRaftVoterRequest(self.config.cluster_id, old.key.id, old.key.directory_id)
+        else:
+            return
+        rid = self._next_rid
+        self._next_rid += 1
+        self._admin[rid] = (node.node_id, request)
+        core.handle_request(rid, request, self.now)
+        self._drain(node)
+
+    def _admin_answered(self, node: SimNode, rid: int, response: object) -> None:
+        """An acknowledged voter change must be committed and in force on the leader."""
+        asked, request = self._admin.pop(rid)
+        if asked != node.node_id:
+            raise Violation(f"node {node.node_id} answered a voter change sent to node {asked}")
+        ok = isinstance(response, AddRaftVoterResponse | RemoveRaftVoterResponse) and response.error_code == 0
+        if not ok:
+            return
+        core = node.core
+        assert core is not None
+        offset = core.history.latest_voters_offset()
+        if offset is None or offset >= core.high_watermark:
+            raise Violation(f"node {node.node_id} acknowledged {request!r} before its VotersRecord committed")
+        voter_id = request.voter_id  # type: ignore[union-attr]
+        if isinstance(request, AddRaftVoterRequest) != (voter_id in core.voters.ids):
+            raise Violation(f"node {node.node_id} acknowledged {request!r} but its voters are {core.voters}")
+        self.voter_changes += 1
+
+    def _check_voters_records(self, node: SimNode, core: RaftNode) -> None:
+        """KIP-853: the voter set is never empty; a leader holds at most one uncommitted
+        membership change (one add or remove at a time); committed VotersRecords agree everywhere."""
+        if not core.voters.ids:
+            raise Violation(f"node {node.node_id} has an empty voter set")
+        uncommitted = 0
+        # A new leader's own high watermark may still be stale: count against the global commit point.
+        committed = max(len(self.committed), core.high_watermark)
+        for batch in node.log.batches:
+            if not batch.is_control or batch.last_offset < node.verified:
+                continue
+            for i, record in enumerate(batch.control_records()):
+                offset = batch.base_offset + i
+                if not isinstance(record, VotersControlRecord):
+                    continue
+                if offset < core.high_watermark:
+                    seen = self.committed_voters.setdefault(offset, record.voters)
+                    if seen != record.voters:
+                        raise Violation(f"node {node.node_id} has voters {record.voters} committed at {offset}, "
+                                        f"others {seen}")
+                elif offset >= committed and record.voters.ids != core.history.voters_at(offset - 1).ids:
+                    uncommitted += 1  # a membership change (an update of endpoints keeps majorities)
+        if core.is_leader and uncommitted > 1:
+            raise Violation(f"leader {node.node_id} has {uncommitted} uncommitted VotersRecords")
 
     def _client_append(self) -> None:
         alive = [n for n in self.nodes.values() if n.core is not None]
@@ -447,8 +545,10 @@ class Simulation:
             if hw < node.last_hw:
                 raise Violation(f"node {node.node_id}: high watermark went back {node.last_hw} -> {hw}")
             node.last_hw = hw
-            if core.voters != self.expected_voters:
+            if not self.dynamic and core.voters != self.expected_voters:
                 raise Violation(f"node {node.node_id} lost the voter set: {core.voters}")
+            if self.dynamic:
+                self._check_voters_records(node, core)
             # Committed prefix: compare with (or extend) the global committed record.
             for offset in range(node.verified, hw):
                 entry = log.entry(offset)
@@ -553,7 +653,8 @@ class Simulation:
                 return False
             if core.high_watermark != hw or node.log.end_offset != hw:
                 return False
-        return True
+        # Every voter's entry names its real endpoint (stale ones were updated).
+        return all(not v.endpoints[0].host.startswith("stale-") for v in leader.core.voters)
 
     def status(self) -> str:
         parts = []

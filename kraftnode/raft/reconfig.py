@@ -1,0 +1,119 @@
+"""KIP-853 voter changes on the leader: the pending operation and the voter-set edits.
+
+Kafka 3.9 (``AddVoterHandler``, ``RemoveVoterHandler``, ``UpdateVoterHandler``,
+``VoterSet``) allows one add or remove at a time; each waits for its VotersRecord
+to commit (the new set takes effect when appended, so the commit is counted by the
+*new* majority) and expires after the request timeout. An update is answered as soon
+as its record is appended. The rules that need the node's state (leadership, high
+watermark, sending) live in :mod:`kraftnode.raft.node`; this module holds the data
+and the pure set operations, so they can be read and tested on their own.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
+
+#: LeaderState.isReplicaCaughtUp: an observer that fetched within the last hour
+#: and was caught up at least once may become a voter.
+CAUGHT_UP_FETCH_WINDOW_MS = 3_600_000
+
+#: FollowerState: a voter checks every 3 fetch timeouts whether the leader's
+#: VotersRecord describes it correctly, and sends UpdateRaftVoter if not.
+UPDATE_VOTER_PERIOD_FETCH_TIMEOUTS = 3
+
+#: The kraft.version range this implementation supports (0: static, 1: dynamic quorum).
+SUPPORTED_KRAFT_VERSIONS = (0, 1)
+
+
+@dataclass(slots=True)
+class PendingAdd:
+    """An AddRaftVoter in progress: probing the new voter, then waiting for the commit."""
+
+    request_id: int
+    key: ReplicaKey
+    endpoints: tuple[Endpoint, ...]
+    deadline: int
+    #: Offset of the appended VotersRecord; None while the ApiVersions probe is out.
+    last_offset: int | None = None
+
+
+@dataclass(slots=True)
+class PendingRemove:
+    """A RemoveRaftVoter whose VotersRecord at ``last_offset`` is not committed yet."""
+
+    request_id: int
+    key: ReplicaKey
+    last_offset: int
+    deadline: int
+
+
+def key_text(key: ReplicaKey) -> str:
+    """A replica key as Kafka prints it in error messages (directory ids in Kafka's base64)."""
+    if key.directory_id is None:
+        return f"ReplicaKey(id={key.id}, directoryId=Optional.empty)"
+    b64 = base64.urlsafe_b64encode(key.directory_id.bytes).decode().rstrip("=")
+    return f"ReplicaKey(id={key.id}, directoryId=Optional[{b64}])"
+
+
+def keys_text(keys: Iterable[ReplicaKey]) -> str:
+    return "[" + ", ".join(key_text(k) for k in keys) + "]"
+
+
+def supports(version_range: tuple[int, int] | None, kraft_version: int) -> bool:
+    """True when ``[min, max]`` includes the finalized kraft.version (no range: no)."""
+    return version_range is not None and version_range[0] <= kraft_version <= version_range[1]
+
+
+def same_endpoints(a: tuple[Endpoint, ...], b: tuple[Endpoint, ...]) -> bool:
+    """Endpoints are a map from listener name to address in Kafka: order does not matter."""
+    return sorted(a, key=lambda e: (e.name, e.host, e.port)) == sorted(b, key=lambda e: (e.name, e.host, e.port))
+
+
+def has_listener(endpoints: tuple[Endpoint, ...], listener: str) -> bool:
+    return any(e.name == listener for e in endpoints)
+
+
+def add_voter(voters: VoterSet, node: VoterNode) -> VoterSet | None:
+    """VoterSet.addVoter: a new id only (None if the id is already a voter)."""
+    if node.key.id in voters.ids:
+        return None
+    return VoterSet.of([*voters, node])
+
+
+def remove_voter(voters: VoterSet, key: ReplicaKey) -> VoterSet | None:
+    """VoterSet.removeVoter: the exact key must be a voter, and the set may not become empty."""
+    node = voters.node(key.id)
+    if node is None or node.key != key or len(voters) == 1:
+        return None
+    return VoterSet.of(n for n in voters if n.key.id != key.id)
+
+
+def update_voter(voters: VoterSet, node: VoterNode) -> VoterSet | None:
+    """VoterSet.updateVoter: replace a voter matching ``node.key`` (a voter without a
+    directory id matches any); None if there is none."""
+    old = voters.node(node.key.id)
+    if old is None or not _node_is_voter(old, node.key):
+        return None
+    return VoterSet.of(node if n.key.id == node.key.id else n for n in voters)
+
+
+def voter_node_needs_update(voters: VoterSet, node: VoterNode) -> bool:
+    """VoterSet.voterNodeNeedsUpdate: ``node`` is a voter and differs from its entry."""
+    old = voters.node(node.key.id)
+    if old is None or not _node_is_voter(old, node.key):
+        return False
+    return not (
+        old.key == node.key and same_endpoints(old.endpoints, node.endpoints)
+        and (old.min_kraft_version, old.max_kraft_version) == (node.min_kraft_version, node.max_kraft_version)
+    )
+
+
+def _node_is_voter(node: VoterNode, key: ReplicaKey) -> bool:
+    """VoterNode.isVoter: ids equal, and directory ids equal when the voter has one."""
+    if node.key.id != key.id:
+        return False
+    return node.key.directory_id is None or node.key.directory_id == key.directory_id
