@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import socket
 import struct
+from typing import Any
 
+from kraftnode.cli import UsageError
+from kraftnode.protocol import DescribeClusterRequest, Errors
 from kraftnode.protocol.framing import encode_request, parse_response
-from kraftnode.protocol.registry import SERVED
+from kraftnode.protocol.registry import DESCRIBE_CLUSTER, SERVED
 from recordbatch.message import Message
 
 
@@ -39,3 +42,25 @@ def call(host: str, port: int, api_key: int, version: int, body: Message,
             return parse_response(spec, version, _recv_exactly(s, size))
     except OSError as e:
         raise ClientError(f"{host}:{port}: {e}") from None
+
+
+def parse_servers(text: str) -> list[tuple[str, int]]:
+    """``host:port,host:port`` (the --bootstrap-controller / --bootstrap-server value)."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        host, sep, port = part.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise UsageError(f"invalid bootstrap address {part!r}: expected host:port")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def describe_cluster(host: str, port: int, endpoint_type: int) -> Any:
+    """DescribeCluster as the Java Admin client sends it; ClientError unless it succeeds."""
+    _, dc = call(host, port, DESCRIBE_CLUSTER, 1, DescribeClusterRequest(
+        include_cluster_authorized_operations=False, endpoint_type=endpoint_type))
+    d: Any = dc
+    if d.error_code != Errors.NONE:
+        raise ClientError(f"DescribeCluster failed: {Errors(d.error_code).name}")
+    return d

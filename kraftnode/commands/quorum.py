@@ -18,12 +18,11 @@ from typing import Any
 from kraftnode.cli import UsageError
 from kraftnode.commands import voter_changes
 from kraftnode.protocol import (
-    DescribeClusterRequest,
     DescribeQuorumRequest,
     Errors,
 )
-from kraftnode.protocol.registry import DESCRIBE_CLUSTER, DESCRIBE_QUORUM
-from kraftnode.quorum_client import ClientError, call
+from kraftnode.protocol.registry import DESCRIBE_QUORUM
+from kraftnode.quorum_client import ClientError, call, describe_cluster, parse_servers
 from recordbatch.wire import ZERO_UUID, uuid_to_base64
 
 NAME = "quorum"
@@ -75,31 +74,16 @@ class QuorumInfo:
     endpoints: dict[int, list[str]] = field(default_factory=dict)
 
 
-def _parse_servers(text: str) -> list[tuple[str, int]]:
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        host, sep, port = part.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise UsageError(f"invalid bootstrap address {part!r}: expected host:port")
-        out.append((host.strip("[]"), int(port)))
-    return out
-
-
 def fetch_quorum_info(servers: list[tuple[str, int]], endpoint_type: int) -> QuorumInfo:
     last_error = "no bootstrap server answered"
     for host, port in servers:
         try:
-            _, dc = call(host, port, DESCRIBE_CLUSTER, 1, DescribeClusterRequest(
-                include_cluster_authorized_operations=False, endpoint_type=endpoint_type))
+            dc = describe_cluster(host, port, endpoint_type)
         except ClientError as e:
             last_error = str(e)
             continue
-        if dc.error_code != Errors.NONE:  # type: ignore[attr-defined]
-            last_error = f"DescribeCluster failed: {Errors(dc.error_code).name}"  # type: ignore[attr-defined]
-            continue
-        brokers = {b.broker_id: (b.host, b.port) for b in dc.brokers}  # type: ignore[attr-defined]
-        leader = dc.controller_id  # type: ignore[attr-defined]
+        brokers = {b.broker_id: (b.host, b.port) for b in dc.brokers}
+        leader = dc.controller_id
         targets = [brokers[leader]] if leader in brokers else []
         targets += [hp for hp in brokers.values() if hp not in targets] + [(host, port)]
         for th, tp in targets:
@@ -111,7 +95,7 @@ def fetch_quorum_info(servers: list[tuple[str, int]], endpoint_type: int) -> Quo
             if info is None:
                 last_error = "no controller answered DescribeQuorum as leader"
                 continue
-            info.cluster_id = dc.cluster_id  # type: ignore[attr-defined]
+            info.cluster_id = dc.cluster_id
             return info
     raise UsageError(last_error)
 
@@ -216,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("One of --status or --replication must be specified with describe sub-command")
     if args.human_readable and args.status:
         raise UsageError("The option --human-readable is only supported along with --replication")
-    servers = _parse_servers(args.bootstrap_controller or args.bootstrap_server)
+    servers = parse_servers(args.bootstrap_controller or args.bootstrap_server)
     info = fetch_quorum_info(servers, 2 if args.bootstrap_controller else 1)
     if args.status:
         print(format_status(info), end="")

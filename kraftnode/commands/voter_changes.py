@@ -19,10 +19,10 @@ from typing import Any
 from kraftnode.cli import UsageError
 from kraftnode.config import ConfigError, ServerConfig
 from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
-from kraftnode.protocol import DescribeClusterRequest, Errors
+from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
-from kraftnode.protocol.registry import ADD_RAFT_VOTER, DESCRIBE_CLUSTER, REMOVE_RAFT_VOTER
-from kraftnode.quorum_client import ClientError, call
+from kraftnode.protocol.registry import ADD_RAFT_VOTER, REMOVE_RAFT_VOTER
+from kraftnode.quorum_client import ClientError, call, describe_cluster, parse_servers
 from recordbatch.message import Message
 from recordbatch.wire import uuid_from_base64, uuid_to_base64
 
@@ -33,27 +33,19 @@ TIMEOUT_MS = 30_000  # the Admin client's default request timeout
 
 
 def _servers(args: argparse.Namespace) -> tuple[list[tuple[str, int]], int]:
-    from kraftnode.commands.quorum import _parse_servers
-
-    text = args.bootstrap_controller or args.bootstrap_server
-    return _parse_servers(text), 2 if args.bootstrap_controller else 1
+    return parse_servers(args.bootstrap_controller or args.bootstrap_server), 2 if args.bootstrap_controller else 1
 
 
 def _active_controller(servers: list[tuple[str, int]], endpoint_type: int) -> tuple[str, int]:
     last = "no bootstrap server answered"
     for host, port in servers:
         try:
-            _, dc = call(host, port, DESCRIBE_CLUSTER, 1, DescribeClusterRequest(
-                include_cluster_authorized_operations=False, endpoint_type=endpoint_type))
+            dc = describe_cluster(host, port, endpoint_type)
         except ClientError as e:
             last = str(e)
             continue
-        d: Any = dc
-        if d.error_code != Errors.NONE:
-            last = f"DescribeCluster failed: {Errors(d.error_code).name}"
-            continue
-        for b in d.brokers:
-            if b.broker_id == d.controller_id:
+        for b in dc.brokers:
+            if b.broker_id == dc.controller_id:
                 return b.host, b.port
         last = "the quorum has no active controller"
     raise UsageError(last)

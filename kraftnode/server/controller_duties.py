@@ -58,7 +58,7 @@ from recordbatch import CorruptBatchError
 
 log = logging.getLogger("kraftnode.controller")
 
-__all__ = ["ControllerDuties", "read_bootstrap_records"]
+__all__ = ["ControllerDuties", "activation_records", "read_bootstrap_records", "voter_address"]
 
 # MetadataVersion 3.6-IV1: the first with KIP-868 metadata transactions.
 METADATA_VERSION_TRANSACTIONS = 13
@@ -100,31 +100,38 @@ def _metadata_version_of(values: Sequence[bytes]) -> int:
     return 1  # MINIMUM_KRAFT_VERSION
 
 
+def _framed(*messages: Any) -> list[bytes]:
+    return [encode_metadata_record(m, 0) for m in messages]
+
+
 def activation_records(state: MetadataState, bootstrap: Sequence[bytes]) -> tuple[list[bytes], str]:
     """Kafka's ActivationRecordsGenerator: what a new active controller appends first."""
-    out: list[Any] = []
-    if state.empty:
-        mv = _metadata_version_of(bootstrap)
-        tx = mv >= METADATA_VERSION_TRANSACTIONS
-        if state.transaction_start >= 0:
-            out.append(AbortTransactionRecord(reason="Controller failover"))
-            what = (f"aborting partial bootstrap transaction at offset {state.transaction_start}; "
-                    f"re-appending {len(bootstrap)} bootstrap record(s)")
-        else:
-            what = f"the metadata log is empty: appending {len(bootstrap)} bootstrap record(s)"
-        if tx:
-            out.append(BeginTransactionRecord(name="Bootstrap records"))
-        values = [encode_metadata_record(m, 0) for m in out] + list(bootstrap)
-        tail: list[Any] = []
-        if tx:
-            tail = [ZkMigrationStateRecord(zk_migration_state=ZK_MIGRATION_NONE), EndTransactionRecord()]
-        values += [encode_metadata_record(m, 0) for m in tail]
-        return values, f"{what} at metadata.version level {mv}"
-    if state.transaction_start >= 0:
-        rec = AbortTransactionRecord(reason="Controller failover")
-        return [encode_metadata_record(rec, 0)], (
-            f"aborting in-progress metadata transaction at offset {state.transaction_start}")
-    return [], ""
+    abort = _framed(AbortTransactionRecord(reason="Controller failover")) if state.transaction_start >= 0 else []
+    if not state.empty:
+        what = f"aborting in-progress metadata transaction at offset {state.transaction_start}"
+        return abort, what if abort else ""
+    mv = _metadata_version_of(bootstrap)
+    if abort:
+        what = (f"aborting partial bootstrap transaction at offset {state.transaction_start}; "
+                f"re-appending {len(bootstrap)} bootstrap record(s)")
+    else:
+        what = f"the metadata log is empty: appending {len(bootstrap)} bootstrap record(s)"
+    what += f" at metadata.version level {mv}"
+    if mv < METADATA_VERSION_TRANSACTIONS:
+        return abort + list(bootstrap), what
+    return (abort + _framed(BeginTransactionRecord(name="Bootstrap records")) + list(bootstrap)
+            + _framed(ZkMigrationStateRecord(zk_migration_state=ZK_MIGRATION_NONE), EndTransactionRecord()),
+            what)
+
+
+def voter_address(driver: RaftDriver, node_id: int, listener: str) -> tuple[str, int] | None:
+    """A voter's endpoint on ``listener`` (else its first one, else its configured address)."""
+    node = driver.node.voters.node(node_id)
+    if node is not None:
+        ep = node.endpoint(listener) or node.endpoint()
+        if ep is not None:
+            return ep.host, ep.port
+    return driver.addresses.get(node_id)
 
 
 class ControllerDuties:
@@ -273,7 +280,7 @@ class ControllerDuties:
             if resp.error_code:
                 error = f"{Errors(resp.error_code).name}: {resp.error_message}"
         else:
-            addr = self._leader_address(leader)
+            addr = voter_address(self.driver, leader, self.listener[0])
             if addr is None:
                 error = f"no address for the active controller {leader}"
             else:
@@ -297,14 +304,6 @@ class ControllerDuties:
             self._failed_registrations += 1
             self._next_registration = time.monotonic() + delay
             log.info("controller registration with %d failed (%s); retrying in %.1f s", leader, error, delay)
-
-    def _leader_address(self, leader: int) -> tuple[str, int] | None:
-        node = self.driver.node.voters.node(leader)
-        if node is not None:
-            ep = node.endpoint(self.listener[0]) or node.endpoint()
-            if ep is not None:
-                return ep.host, ep.port
-        return self.driver.addresses.get(leader)
 
     async def register(self, q: w.ControllerRegistrationRequest) -> w.ControllerRegistrationResponse:
         """The active controller's side: write a RegisterControllerRecord, answer once committed."""

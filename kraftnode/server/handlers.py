@@ -41,7 +41,7 @@ from kraftnode.protocol.registry import (
 from kraftnode.raft.actions import AppendCompleted
 from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw
-from kraftnode.server.controller_duties import ControllerDuties
+from kraftnode.server.controller_duties import ControllerDuties, voter_address
 from kraftnode.server.metadata_state import is_metadata_record
 from kraftnode.server.network import Reply
 from kraftnode.server.peer_client import SOFTWARE_NAME
@@ -85,11 +85,9 @@ class NodeHandlers:
         """Each voter's endpoint on our controller listener (the address clients use)."""
         out: dict[int, tuple[str, int]] = {}
         for node in self.core.voters:
-            ep = node.endpoint(self.ident.listener_name) or node.endpoint()
-            if ep is not None:
-                out[node.key.id] = (ep.host, ep.port)
-            elif node.key.id in self.driver.addresses:
-                out[node.key.id] = self.driver.addresses[node.key.id]
+            addr = voter_address(self.driver, node.key.id, self.ident.listener_name)
+            if addr is not None:
+                out[node.key.id] = addr
         return out
 
     def _leader(self) -> tuple[int, int]:
