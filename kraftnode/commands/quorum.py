@@ -125,9 +125,10 @@ def _host(h: str) -> str:
 
 
 def _node_json(info: QuorumInfo, r: ReplicaInfo) -> str:
-    s = f'{{"id": {r.replica_id}'
-    if r.directory_id != ZERO_UUID:
-        s += f', "directoryId": "{uuid_to_base64(r.directory_id)}"'
+    # Kafka 3.9 prints "directoryId": null for an unknown directory; only 4.1 drops the
+    # field (KAFKA-19109)
+    d = "null" if r.directory_id == ZERO_UUID else f'"{uuid_to_base64(r.directory_id)}"'
+    s = f'{{"id": {r.replica_id}, "directoryId": {d}'
     eps = info.endpoints.get(r.replica_id, [])
     if eps:
         s += ', "endpoints": [' + ", ".join(f'"{e}"' for e in eps) + "]"

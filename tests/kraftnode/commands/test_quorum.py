@@ -33,9 +33,9 @@ def test_status_layout() -> None:
         "MaxFollowerLag:         2\n"
         "MaxFollowerLagTimeMs:   50\n"
         'CurrentVoters:          [{"id": 1, "directoryId": "AAAAAAAAAAAAAAAAAAASNA", '
-        '"endpoints": ["CONTROLLER://h1:9093"]}, {"id": 2, "endpoints": ["CONTROLLER://h2:9093"]}, '
-        '{"id": 3}]\n'
-        'CurrentObservers:       [{"id": 9}]\n')
+        '"endpoints": ["CONTROLLER://h1:9093"]}, {"id": 2, "directoryId": null, '
+        '"endpoints": ["CONTROLLER://h2:9093"]}, {"id": 3, "directoryId": null}]\n'
+        'CurrentObservers:       [{"id": 9, "directoryId": null}]\n')
 
 
 def test_replication_layout() -> None:
@@ -72,7 +72,7 @@ def test_against_a_live_quorum(tmp_path: Path) -> None:
         assert f"LeaderId:               {info.leader_id}\n" in r.stdout
         assert "ClusterId:              MkU3OEVBNTcwNTJENDM2Qg" in r.stdout
         for i in cl.ids:
-            assert f'{{"id": {i}, "endpoints": ["CONTROLLER://127.0.0.1:{cl.port(i)}"]}}' in r.stdout
+            assert f'{{"id": {i}, "directoryId": null, "endpoints": ["CONTROLLER://127.0.0.1:{cl.port(i)}"]}}' in r.stdout
         r = _cli("quorum", "--bootstrap-server", cl.bootstrap(), "describe", "--replication")
         assert r.returncode == 0, r.stderr
         rows = [ln.split() for ln in r.stdout.splitlines()[1:]]
