@@ -34,11 +34,13 @@ import html
 import io
 import json
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kraftnode.log.snapshot import parse_snapshot_file_name
+from kraftnode.spark.record_json import NOT_METADATA
 
 __all__ = ["AuditResult", "run_audit"]
 
@@ -47,7 +49,6 @@ LEADER_CHANGE_JSON = ("leaderId INT, voters ARRAY<STRUCT<voterId: INT>>, "
 VOTERS_JSON = ("voters ARRAY<STRUCT<voterId: INT, voterDirectoryId: STRING, "
                "endpoints: ARRAY<STRUCT<name: STRING, host: STRING, port: INT>>>>")
 KRAFT_VERSION_JSON = "kRaftVersion INT"
-_SNAPSHOT_NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint$")
 
 
 @dataclass
@@ -127,9 +128,9 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
     committed_floor = -1 if floor_row is None else int(floor_row) + 1
     snap_floor = -1
     for r in rows.filter(F.col("file_type") == "snapshot").select("file").distinct().collect():
-        m = _SNAPSHOT_NAME.search(r["file"])
-        if m:
-            snap_floor = max(snap_floor, int(m.group(1)))
+        sid = parse_snapshot_file_name(os.path.basename(r["file"]))
+        if sid is not None:
+            snap_floor = max(snap_floor, sid.offset)
     committed_floor = max(committed_floor, snap_floor, 0)
 
     committed = (agree.filter((F.col("holders") >= majority) & (F.col("offset") < committed_floor))
@@ -245,7 +246,7 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
 
     # ---------------------------------------------------------------- invalid rows
     invalid_df = rows.filter(F.col("error").isNotNull() | (F.col("record_error").isNotNull()
-                                                            & (F.col("record_error") != "not a metadata record")))
+                                                            & (F.col("record_error") != NOT_METADATA)))
     invalid_df = invalid_df.select("replica", "file", "file_type", "position", "offset", "batch_crc_valid",
                                    "record_type", "record_error", "error")
     save("invalid_rows", invalid_df)

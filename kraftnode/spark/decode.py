@@ -36,7 +36,7 @@ from crc32c import crc32c
 
 from kraftnode.spark import record_json
 from kraftnode.spark.schema import ARROW_SCHEMA, COLUMNS, HEADER_TYPE
-from kraftnode.spark.vectorized import binary_column, constant_or_null, decode_chunk, record_starts
+from kraftnode.spark.vectorized import binary_column, decode_chunk, record_starts
 from recordbatch import layout as L
 from recordbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
 from recordbatch.errors import CorruptBatchError
@@ -94,9 +94,6 @@ class _Rows:
     def add(self, **values: Any) -> None:
         for c, lst in self.cols.items():
             lst.append(values.get(c))
-
-    def __len__(self) -> int:
-        return len(self.cols["file"])
 
     def to_batch(self) -> pa.RecordBatch:
         return pa.RecordBatch.from_arrays(
@@ -172,7 +169,7 @@ class _FileDecoder:
                 rerr: str | None = None
                 ctype = None
                 if common["is_control"]:
-                    rt, rv, rj, rerr = record_json.decode_control(r.key, r.value)
+                    rt, rv, rj, rerr = record_json.decode_control(r)
                     ctype = rt
                 elif decode_records:
                     v = r.value
@@ -200,9 +197,9 @@ class _FileDecoder:
             data_py = joined
             b_np = np.frombuffer(joined, dtype=np.uint8)
             data_buf = pa.py_buffer(joined)
-        sections = [(bt.records_at, bt.records_at + (bt.size - L.HEADER_SIZE if run.kind == "file" else 0), bt.count)
-                    for bt in batches]
-        if run.kind == "aux":
+        if run.kind == "file":
+            sections = [(bt.records_at, bt.position + bt.size, bt.count) for bt in batches]
+        else:
             sections = []
             at = 0
             for bt, piece in zip(batches, run.pieces, strict=True):
@@ -268,11 +265,12 @@ class _FileDecoder:
         first = b_np[np.minimum(vstart, len(b_np) - 1)]
         cand = (key_len == -1) & (vlen >= 3) & (first == 1)
         idx = np.nonzero(cand)[0]
+        not_metadata = pa.repeat(pa.scalar(record_json.NOT_METADATA, pa.string()), n)
         if len(idx) == 0:
             cols["record_type"] = pa.nulls(n, pa.string())
             cols["record_version"] = pa.nulls(n, pa.int32())
             cols["record_json"] = pa.nulls(n, pa.string())
-            cols["record_error"] = pa.repeat(pa.scalar(record_json.NOT_METADATA, pa.string()), n)
+            cols["record_error"] = not_metadata
             return
         rt: list[str | None] = [None] * n
         rv: list[int | None] = [None] * n
@@ -285,8 +283,7 @@ class _FileDecoder:
         cols["record_type"] = pa.array(rt, pa.string())
         cols["record_version"] = pa.array(rv, pa.int32())
         cols["record_json"] = pa.array(rj, pa.string())
-        cols["record_error"] = pc.if_else(pa.array(cand), errors, constant_or_null(np.zeros(n, bool),
-                                                                                    record_json.NOT_METADATA))
+        cols["record_error"] = pc.if_else(pa.array(cand), errors, not_metadata)
 
     # ------------------------------------------------------------ the file walk
     def __iter__(self) -> Iterator[pa.RecordBatch]:

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
+from kraftnode.log.metadata_log import METADATA_PARTITION_DIR as PARTITION_DIR
 from kraftnode.log.segment import parse_segment_file_name
 from kraftnode.log.snapshot import parse_snapshot_file_name
 
 __all__ = ["InputFile", "PathError", "discover", "PARTITION_DIR"]
 
-PARTITION_DIR = "__cluster_metadata-0"
 _MAX_DEPTH = 4
 _NODE_IN_PATH = re.compile(r"(?:node|replica|broker|controller)[-_]?(\d+)", re.IGNORECASE)
 

@@ -18,6 +18,7 @@ from recordbatch.control import (
     parse_control_key,
 )
 from recordbatch.errors import CorruptBatchError
+from recordbatch.record import Record, RecordView
 from recordbatch.wire import DecodeError
 
 __all__ = ["Decoded", "decode_control", "decode_metadata", "NOT_METADATA", "METADATA_TYPE_NAMES"]
@@ -36,14 +37,6 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), default=str)
 
 
-class _KV:
-    __slots__ = ("key", "value")
-
-    def __init__(self, key: bytes | None, value: bytes | None) -> None:
-        self.key = key
-        self.value = value
-
-
 def control_type_name(key: bytes | None) -> str | None:
     try:
         _, ctype = parse_control_key(key)
@@ -52,13 +45,13 @@ def control_type_name(key: bytes | None) -> str | None:
     return _CONTROL_NAMES.get(ctype, f"UNKNOWN({ctype})")
 
 
-def decode_control(key: bytes | None, value: bytes | None) -> Decoded:
+def decode_control(record: Record | RecordView) -> Decoded:
     """A control record: (type name, key version, JSON of the value, error)."""
     try:
-        kversion, ctype = parse_control_key(key)
-        _, message = decode_control_record(_KV(key, value))
+        kversion, ctype = parse_control_key(record.key)
+        _, message = decode_control_record(record)
     except CorruptBatchError as e:
-        return control_type_name(key), None, None, str(e)
+        return control_type_name(record.key), None, None, str(e)
     name = _CONTROL_NAMES.get(ctype)
     if name is None:
         return f"UNKNOWN({ctype})", kversion, None, f"unknown control record type {ctype}"

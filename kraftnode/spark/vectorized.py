@@ -23,7 +23,6 @@ from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 __all__ = ["record_starts", "decode_chunk", "binary_column", "Chunk"]
 
@@ -188,11 +187,3 @@ def decode_chunk(b: np.ndarray, starts: np.ndarray, counts: np.ndarray, base_off
                  key_start=kstart, key_len=klen, value_start=vstart, value_len=vlen,
                  record_size=end - starts)
 
-
-def constant_or_null(mask_null: np.ndarray, value: str) -> pa.Array:
-    """A string array that is ``value`` where ``mask_null`` is False, null elsewhere."""
-    n = len(mask_null)
-    base = pa.repeat(pa.scalar(value, pa.string()), n)
-    if not mask_null.any():
-        return base
-    return pc.if_else(pa.array(mask_null), pa.nulls(n, pa.string()), base)

@@ -31,6 +31,7 @@ from pathlib import Path
 import recordbatch as rb
 from kraftnode.log import LogConfig, MetadataLog
 from kraftnode.log.meta_properties import MetaProperties, write_meta_properties
+from kraftnode.log.metadata_log import METADATA_PARTITION_DIR
 from kraftnode.log.metadata_records import encode_metadata_record
 from kraftnode.protocol.generated import metadata as md
 from recordbatch.generated import KRaftVersionRecord, LeaderChangeMessage, VotersRecord
@@ -169,7 +170,7 @@ def plant_divergence(log_dir: Path, offset: int) -> Path:
     the same size, keeping its batch's offsets, epoch and timestamps and a valid CRC:
     what a replica that silently accepted another leader's entry would hold.
     Returns the segment file changed."""
-    pdir = Path(log_dir) / "__cluster_metadata-0"
+    pdir = Path(log_dir) / METADATA_PARTITION_DIR
     for seg in sorted(pdir.glob("*.log")):
         data = bytearray(seg.read_bytes())
         pos = 0
