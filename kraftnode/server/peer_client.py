@@ -95,10 +95,9 @@ class PeerConnection:
         self.stream_addr: tuple[str, int] = ("", 0)
 
     @classmethod
-    async def open(cls, tg: TaskGroup | None, node: str, host: str, port: int, client_id: str,
+    async def open(cls, node: str, host: str, port: int, client_id: str,
                    timeout_s: float, max_frame: int = DEFAULT_MAX_FRAME_BYTES) -> PeerConnection:
-        """Connect and negotiate versions (``tg`` is accepted for compatibility; the
-        connection needs no task of its own)."""
+        """Connect and negotiate versions (the connection needs no task of its own)."""
         loop = asyncio.get_running_loop()
         conn = cls(node, None, client_id, max_frame)
         with anyio.fail_after(timeout_s):
@@ -234,7 +233,7 @@ class PeerPool:
             if wait > 0:
                 raise PeerError(f"{key}: reconnect backoff ({wait * 1000:.0f} ms left)")
             try:
-                conn = await PeerConnection.open(self.tg, str(key), host, port, self.client_id,
+                conn = await PeerConnection.open(str(key), host, port, self.client_id,
                                                  self.request_timeout_s)
             except (OSError, TimeoutError, PeerError, anyio.BrokenResourceError) as e:
                 n = self._failures.get(key, 0) + 1

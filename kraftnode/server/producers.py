@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kraftnode.protocol import Errors
@@ -36,12 +37,12 @@ class ProducerIds:
         self._next = (node_id << 40) | ((int(time.time()) & 0xFFFF) << 24)
         self._state: dict[int, _ProducerState] = {}
 
-    def observe(self, views: list[BatchView]) -> None:
+    def observe(self, views: Iterable[BatchView]) -> None:
         """Learn producer sequences from batches appended to the log (leader or follower),
         so that a newly elected leader already knows what every producer wrote."""
         for v in views:
-            if v.producer_id >= 0 and v.base_sequence >= 0 and not v.is_control:
-                self.record(v, v, v.base_offset)
+            if not v.is_control:
+                self.record(v, v, v.base_offset)  # (skips batches without a producer)
 
     def truncate(self, offset: int) -> None:
         """Forget batches at or above ``offset`` (the log was truncated there)."""

@@ -23,11 +23,14 @@ import anyio
 from anyio.abc import TaskGroup
 
 from kraftnode.log.quorum_state import QuorumStateData, QuorumStateStore
+from kraftnode.protocol import generated as wire
 from kraftnode.protocol.registry import (
+    API_VERSIONS,
     BEGIN_QUORUM_EPOCH,
     END_QUORUM_EPOCH,
     FETCH,
     FETCH_SNAPSHOT,
+    UPDATE_RAFT_VOTER,
     VOTE,
 )
 from kraftnode.raft import messages as m
@@ -45,7 +48,7 @@ from kraftnode.raft.election import ElectionState
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import ReplicaKey
 from kraftnode.server import raft_wire as rw
-from kraftnode.server.peer_client import PeerError, PeerPool
+from kraftnode.server.peer_client import SOFTWARE_NAME, SOFTWARE_VERSION, PeerError, PeerPool
 from kraftnode.server.producers import ProducerIds
 from kraftnode.server.raft_log import DiskRaftLog
 from recordbatch.wire import ZERO_UUID
@@ -122,7 +125,7 @@ class RaftDriver:
             scanned += size
             if scanned > 8 * 1024 * 1024:
                 break
-        self.producers.observe([v for v in log_.log.batches(tail_start)])
+        self.producers.observe(log_.log.batches(tail_start))
         self.high_watermark = node.high_watermark
         self.hw_changed = anyio.Event()
         self.state_changed = anyio.Event()
@@ -402,4 +405,15 @@ class RaftDriver:
             _, resp = await self.pool.request(dest, host, port, FETCH_SNAPSHOT,
                                               lambda v: rw.fetch_snapshot_request_to_wire(r, v), timeout)
             return rw.fetch_snapshot_response_from_wire(resp)  # type: ignore[arg-type]
-        return await rw.voter_rpc_roundtrip(self.pool, dest, host, port, r, timeout)  # KIP-853 RPCs
+        # KIP-853: the leader's ApiVersions probe of a voter-to-be, a voter's UpdateRaftVoter
+        if isinstance(r, m.ApiVersionsRequest):
+            _, resp = await self.pool.request(dest, host, port, API_VERSIONS, lambda v: wire.ApiVersionsRequest(
+                client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION), timeout)
+            assert isinstance(resp, wire.ApiVersionsResponse)
+            return m.ApiVersionsResponse(resp.error_code, rw.kraft_version_range(resp))
+        if isinstance(r, m.UpdateRaftVoterRequest):
+            _, resp = await self.pool.request(dest, host, port, UPDATE_RAFT_VOTER,
+                                              lambda v: rw.update_voter_request_to_wire(r, v), timeout)
+            assert isinstance(resp, wire.UpdateRaftVoterResponse)
+            return rw.update_voter_response_from_wire(resp)
+        raise PeerError(f"cannot send {type(r).__name__}")

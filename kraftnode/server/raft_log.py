@@ -82,7 +82,7 @@ def to_control_messages(records: Sequence[object]) -> list[Any]:
     return out
 
 
-def from_control_message(ctype: int, value: Any) -> ControlRecord | None:
+def from_control_message(value: Any) -> ControlRecord | None:
     if isinstance(value, LeaderChangeMessage):
         return LeaderChangeRecord(
             leader_id=value.leader_id,
@@ -106,8 +106,7 @@ def batch_from_view(v: BatchView, span: memoryview | None = None, span_pos: int 
     if v.is_control:
         decoded = []
         for rec in v.records():
-            ctype, value = decode_control_record(rec)
-            cr = from_control_message(ctype, value)
+            cr = from_control_message(decode_control_record(rec)[1])
             if cr is not None:
                 decoded.append(cr)
         records = tuple(decoded)
@@ -204,13 +203,10 @@ class DiskRaftLog:
                 self._notify(info)
 
     def _notify(self, info: AppendInfo) -> None:
-        """Hand the headers of batches just appended to ``on_append`` (the views the
-        log appended, else a re-read of what is in the page cache; no records are
-        decoded)."""
-        if not info.batches:
-            return
-        views = list(info.views) or list(self.log.batches(info.first_offset, info.last_offset + 1))
-        self.on_append(views)
+        """Hand the headers of the batches just appended (the views the log appended
+        them from; no re-read, no records decoded) to ``on_append``."""
+        if info.views:
+            self.on_append(info.views)
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.log.end_offset:
@@ -253,14 +249,9 @@ class DiskRaftLog:
         if sid is None:
             return ()
         path = self.partition_dir / snapshot_file_name(SnapshotId(sid.offset, sid.epoch))
-        out: list[ControlRecord] = []
-        for v in read_snapshot_batches(path):
-            if v.is_control:
-                for rec in v.records():
-                    cr = from_control_message(*decode_control_record(rec))
-                    if isinstance(cr, VotersControlRecord | KRaftVersionControlRecord):
-                        out.append(cr)
-        return out
+        return [cr for v in read_snapshot_batches(path) if v.is_control
+                for cr in batch_from_view(v).records
+                if isinstance(cr, VotersControlRecord | KRaftVersionControlRecord)]
 
     def flush(self) -> None:
         self.log.flush()

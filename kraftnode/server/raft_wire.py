@@ -14,10 +14,8 @@ import uuid
 from typing import Any
 
 from kraftnode.protocol import generated as w
-from kraftnode.protocol.registry import API_VERSIONS, UPDATE_RAFT_VOTER
 from kraftnode.raft import messages as m
 from kraftnode.raft.voters import Endpoint, ReplicaKey
-from kraftnode.server.peer_client import SOFTWARE_NAME, SOFTWARE_VERSION, PeerError, PeerPool
 from kraftnode.server.raft_log import batches_from_records, records_from_batches
 from recordbatch.wire import ZERO_UUID
 
@@ -53,8 +51,8 @@ def _undir(u: uuid.UUID) -> uuid.UUID | None:
     return None if u == ZERO_UUID else u
 
 
-def _single_partition(topics: list[Any], name_attr: str = "topic_name") -> Any | None:
-    if len(topics) != 1 or getattr(topics[0], name_attr) != METADATA_TOPIC:
+def _single_partition(topics: list[Any]) -> Any | None:
+    if len(topics) != 1 or topics[0].topic_name != METADATA_TOPIC:
         return None
     parts = topics[0].partitions
     if len(parts) != 1:
@@ -68,6 +66,24 @@ def _node_endpoints(cls: Any, eps: tuple[m.NodeEndpoint, ...]) -> list[Any]:
 
 def _from_node_endpoints(eps: list[Any]) -> tuple[m.NodeEndpoint, ...]:
     return tuple(m.NodeEndpoint(e.node_id, e.host, e.port) for e in eps)
+
+
+def _epoch_response_to_wire(cls: Any, r: Any, version: int, **partition_fields: Any) -> Any:
+    """The Vote/BeginQuorumEpoch/EndQuorumEpoch response: one partition carrying the
+    leader id and epoch (plus ``partition_fields``), and the leader's endpoints from v1."""
+    return cls(error_code=r.error_code, topics=[cls.TopicData(
+        topic_name=METADATA_TOPIC, partitions=[cls.PartitionData(
+            partition_index=METADATA_PARTITION, error_code=r.partition_error_code,
+            leader_id=r.leader_id, leader_epoch=r.leader_epoch, **partition_fields)])],
+        node_endpoints=_node_endpoints(cls.NodeEndpoint, r.node_endpoints) if version >= 1 else [])
+
+
+def _epoch_response_from_wire(cls: Any, q: Any) -> Any:
+    """BeginQuorumEpoch/EndQuorumEpoch responses (same shape) as the core's dataclass."""
+    p = _single_partition(q.topics)
+    if p is None:
+        return cls(q.error_code or INVALID_REQUEST, 0, -1, -1)
+    return cls(q.error_code, p.error_code, p.leader_id, p.leader_epoch, _from_node_endpoints(q.node_endpoints))
 
 
 # -------------------------------------------------------------------- Vote
@@ -90,11 +106,7 @@ def vote_request_from_wire(q: w.VoteRequest) -> m.VoteRequest | None:
 
 
 def vote_response_to_wire(r: m.VoteResponse, version: int) -> w.VoteResponse:
-    return w.VoteResponse(error_code=r.error_code, topics=[w.VoteResponse.TopicData(
-        topic_name=METADATA_TOPIC, partitions=[w.VoteResponse.PartitionData(
-            partition_index=METADATA_PARTITION, error_code=r.partition_error_code,
-            leader_id=r.leader_id, leader_epoch=r.leader_epoch, vote_granted=r.vote_granted)])],
-        node_endpoints=_node_endpoints(w.VoteResponse.NodeEndpoint, r.node_endpoints) if version >= 1 else [])
+    return _epoch_response_to_wire(w.VoteResponse, r, version, vote_granted=r.vote_granted)  # type: ignore[no-any-return]
 
 
 def vote_response_from_wire(q: w.VoteResponse) -> m.VoteResponse:
@@ -130,21 +142,11 @@ def begin_request_from_wire(q: w.BeginQuorumEpochRequest) -> m.BeginQuorumEpochR
 
 
 def begin_response_to_wire(r: m.BeginQuorumEpochResponse, version: int) -> w.BeginQuorumEpochResponse:
-    return w.BeginQuorumEpochResponse(error_code=r.error_code, topics=[
-        w.BeginQuorumEpochResponse.TopicData(topic_name=METADATA_TOPIC, partitions=[
-            w.BeginQuorumEpochResponse.PartitionData(
-                partition_index=METADATA_PARTITION, error_code=r.partition_error_code,
-                leader_id=r.leader_id, leader_epoch=r.leader_epoch)])],
-        node_endpoints=_node_endpoints(w.BeginQuorumEpochResponse.NodeEndpoint, r.node_endpoints)
-        if version >= 1 else [])
+    return _epoch_response_to_wire(w.BeginQuorumEpochResponse, r, version)  # type: ignore[no-any-return]
 
 
 def begin_response_from_wire(q: w.BeginQuorumEpochResponse) -> m.BeginQuorumEpochResponse:
-    p = _single_partition(q.topics)
-    if p is None:
-        return m.BeginQuorumEpochResponse(q.error_code or INVALID_REQUEST, 0, -1, -1)
-    return m.BeginQuorumEpochResponse(q.error_code, p.error_code, p.leader_id, p.leader_epoch,
-                                      _from_node_endpoints(q.node_endpoints))
+    return _epoch_response_from_wire(m.BeginQuorumEpochResponse, q)  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------- EndQuorumEpoch
@@ -177,21 +179,11 @@ def end_request_from_wire(q: w.EndQuorumEpochRequest, version: int) -> m.EndQuor
 
 
 def end_response_to_wire(r: m.EndQuorumEpochResponse, version: int) -> w.EndQuorumEpochResponse:
-    return w.EndQuorumEpochResponse(error_code=r.error_code, topics=[
-        w.EndQuorumEpochResponse.TopicData(topic_name=METADATA_TOPIC, partitions=[
-            w.EndQuorumEpochResponse.PartitionData(
-                partition_index=METADATA_PARTITION, error_code=r.partition_error_code,
-                leader_id=r.leader_id, leader_epoch=r.leader_epoch)])],
-        node_endpoints=_node_endpoints(w.EndQuorumEpochResponse.NodeEndpoint, r.node_endpoints)
-        if version >= 1 else [])
+    return _epoch_response_to_wire(w.EndQuorumEpochResponse, r, version)  # type: ignore[no-any-return]
 
 
 def end_response_from_wire(q: w.EndQuorumEpochResponse) -> m.EndQuorumEpochResponse:
-    p = _single_partition(q.topics)
-    if p is None:
-        return m.EndQuorumEpochResponse(q.error_code or INVALID_REQUEST, 0, -1, -1)
-    return m.EndQuorumEpochResponse(q.error_code, p.error_code, p.leader_id, p.leader_epoch,
-                                    _from_node_endpoints(q.node_endpoints))
+    return _epoch_response_from_wire(m.EndQuorumEpochResponse, q)  # type: ignore[no-any-return]
 
 
 # -------------------------------------------------------------------- Fetch
@@ -393,20 +385,3 @@ def kraft_version_range(q: w.ApiVersionsResponse) -> tuple[int, int] | None:
             return f.min_version, f.max_version
     return None
 
-
-async def voter_rpc_roundtrip(pool: PeerPool, dest: int, host: str, port: int, r: m.Request,
-                              timeout_s: float) -> m.Response:
-    """Send the KIP-853 requests the core emits as ``SendRequest`` actions: the leader's
-    ApiVersions probe of a voter-to-be and a voter's UpdateRaftVoter. (The driver's
-    roundtrip delegates here for request types it does not know.)"""
-    if isinstance(r, m.ApiVersionsRequest):
-        _, resp = await pool.request(dest, host, port, API_VERSIONS, lambda v: w.ApiVersionsRequest(
-            client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION), timeout_s)
-        assert isinstance(resp, w.ApiVersionsResponse)
-        return m.ApiVersionsResponse(resp.error_code, kraft_version_range(resp))
-    if isinstance(r, m.UpdateRaftVoterRequest):
-        _, resp = await pool.request(dest, host, port, UPDATE_RAFT_VOTER,
-                                     lambda v: update_voter_request_to_wire(r, v), timeout_s)
-        assert isinstance(resp, w.UpdateRaftVoterResponse)
-        return update_voter_response_from_wire(resp)
-    raise PeerError(f"cannot send {type(r).__name__}")
