@@ -846,9 +846,11 @@ class RaftNode:
         if not self._cluster_ok(req.cluster_id):
             self._respond(request_id, self._bqe_response(errors.INCONSISTENT_CLUSTER_ID, errors.NONE))
             return
-        if not self._valid_voter_key(req.voter_id, req.voter_directory_id):
-            self._respond(request_id, self._bqe_response(errors.NONE, errors.INVALID_VOTER_KEY))
-            return
+        # Kafka 3.9's order (KafkaRaftClient.handleBeginQuorumEpochRequest): the stale-epoch
+        # and leader-id checks (validateVoterOnlyRequest), then the leader is adopted, and only
+        # then is the voter key checked. A leader that names this replica with another
+        # directory id is still followed (its answer says INVALID_VOTER_KEY), and a stale
+        # leader is fenced with our epoch whatever key it sent, so it learns the newer epoch.
         if req.leader_epoch < self.epoch:
             self._respond(request_id, self._bqe_response(errors.NONE, errors.FENCED_LEADER_EPOCH))
             return
@@ -856,6 +858,9 @@ class RaftNode:
             self._respond(request_id, self._bqe_response(errors.NONE, errors.INVALID_REQUEST))
             return
         self._maybe_handle_leader_info(req.leader_id, req.leader_epoch, req.leader_endpoints, now_ms)
+        if not self._valid_voter_key(req.voter_id, req.voter_directory_id):
+            self._respond(request_id, self._bqe_response(errors.NONE, errors.INVALID_VOTER_KEY))
+            return
         self._respond(request_id, self._bqe_response(errors.NONE, errors.NONE))
 
     def _on_begin_quorum_epoch_response(self, source: int, resp: BeginQuorumEpochResponse, now_ms: int) -> None:
@@ -932,7 +937,8 @@ class RaftNode:
         if not self._cluster_ok(req.cluster_id):
             self._respond(request_id, self._fetch_error(errors.INCONSISTENT_CLUSTER_ID, top_level=True))
             return
-        if req.fetch_offset < 0 or req.last_fetched_epoch < 0 or req.last_fetched_epoch > req.current_leader_epoch:
+        if (req.max_wait_ms < 0 or req.fetch_offset < 0 or req.last_fetched_epoch < 0
+                or req.last_fetched_epoch > req.current_leader_epoch):  # KafkaRaftClient.handleFetchRequest
             self._respond(request_id, self._fetch_error(errors.INVALID_REQUEST))
             return
         error = self._validate_leader_epoch(req.current_leader_epoch)

@@ -16,7 +16,14 @@ from kraftnode.raft.messages import (
     FetchResponse,
 )
 from kraftnode.raft.voters import ReplicaKey
-from tests.kraftnode.raft.rafttest_helpers import CONFIG, make_node, of_type, requests_to, sent
+from tests.kraftnode.raft.rafttest_helpers import (
+    CONFIG,
+    dir_id,
+    make_node,
+    of_type,
+    requests_to,
+    sent,
+)
 
 
 def _follower(log: MemoryRaftLog | None = None, epoch: int = 3, plant: frozenset[str] = frozenset()):  # type: ignore[no-untyped-def]
@@ -144,3 +151,32 @@ def test_begin_quorum_epoch_makes_a_follower() -> None:
     node.handle_request(2, BeginQuorumEpochRequest(None, 2, None, 1, 5), 6)
     resp = [a for a in node.take_actions() if type(a).__name__ == "SendResponse"][-1]
     assert resp.response.partition_error_code == errors.FENCED_LEADER_EPOCH  # type: ignore[union-attr]
+
+
+def test_begin_quorum_epoch_with_another_voter_key_still_elects_the_leader() -> None:
+    """Kafka 3.9 (KafkaRaftClient.handleBeginQuorumEpochRequest, KafkaRaftClientTest.
+    testInvalidVoterReplicaBeginQuorumEpochRequest): the leader is adopted before the voter
+    key is checked; the answer is INVALID_VOTER_KEY naming the new leader and epoch."""
+    node = make_node(2, election=ElectionState(4))
+    node.take_actions()
+    node.handle_request(1, BeginQuorumEpochRequest(None, 10, dir_id(10), 3, 5), 5)
+    (resp,) = [a.response for a in node.take_actions() if type(a).__name__ == "SendResponse"]
+    assert resp.partition_error_code == errors.INVALID_VOTER_KEY  # type: ignore[attr-defined]
+    assert (resp.leader_id, resp.leader_epoch) == (3, 5)  # type: ignore[attr-defined]
+    assert node.state_name == "follower" and node.leader_id == 3 and node.epoch == 5
+    # the right id with another directory id: same answer, leader kept
+    node.handle_request(2, BeginQuorumEpochRequest(None, 2, dir_id(77), 3, 5), 6)
+    (resp,) = [a.response for a in node.take_actions() if type(a).__name__ == "SendResponse"]
+    assert resp.partition_error_code == errors.INVALID_VOTER_KEY  # type: ignore[attr-defined]
+    assert node.state_name == "follower" and node.leader_id == 3
+
+
+def test_begin_quorum_epoch_from_a_stale_leader_is_fenced_whatever_the_voter_key() -> None:
+    """validateVoterOnlyRequest comes first: a stale leader learns our epoch even when the
+    key it sent does not match (it would otherwise only see INVALID_VOTER_KEY)."""
+    node = make_node(2, election=ElectionState(6, 3, None))
+    node.take_actions()
+    node.handle_request(1, BeginQuorumEpochRequest(None, 10, dir_id(10), 1, 5), 5)
+    (resp,) = [a.response for a in node.take_actions() if type(a).__name__ == "SendResponse"]
+    assert resp.partition_error_code == errors.FENCED_LEADER_EPOCH  # type: ignore[attr-defined]
+    assert (resp.leader_id, resp.leader_epoch) == (3, 6)  # type: ignore[attr-defined]

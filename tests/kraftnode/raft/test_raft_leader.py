@@ -93,6 +93,10 @@ def test_fetch_validation_and_diverging_epoch() -> None:
     node.handle_request(4, fetch_request(2, 3, -1, 0), now)
     (bad,) = fetch_responses(node.take_actions())
     assert bad.partition_error_code == errors.INVALID_REQUEST
+    # A negative MaxWaitMs too (KafkaRaftClient.handleFetchRequest), answered at once.
+    node.handle_request(5, fetch_request(2, 3, node.log.end_offset, 3, max_wait=-1), now)
+    (bad,) = fetch_responses(node.take_actions())
+    assert bad.partition_error_code == errors.INVALID_REQUEST and bad.high_watermark == -1
 
 
 def test_long_poll_waits_for_data_or_timeout() -> None:
