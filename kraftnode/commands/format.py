@@ -22,6 +22,7 @@ from kraftnode.log.bootstrap import (
     KRAFT_VERSION_1_MINIMUM_MV,
     LATEST_PRODUCTION,
     METADATA_VERSIONS,
+    MINIMUM_BOOTSTRAP_MV,
     DynamicVoter,
     parse_initial_controllers,
     parse_release_version,
@@ -88,13 +89,22 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UsageError(f"Cluster ID string {args.cluster_id} does not appear to be a valid UUID: {e}") from None
 
-    if args.release_version is not None:
+    # Kafka 3.9's StorageTool: --release-version, else inter.broker.protocol.version when the
+    # configuration sets it, else the latest production metadata.version.
+    release = args.release_version
+    if release is None:
+        release = cfg.props.get_str("inter.broker.protocol.version") or None
+    if release is not None:
         try:
-            mv_name, mv_level = parse_release_version(args.release_version)
+            mv_name, mv_level = parse_release_version(release)
         except ValueError as e:
             raise UsageError(str(e)) from None
     else:
         mv_name, mv_level = LATEST_PRODUCTION, METADATA_VERSIONS[LATEST_PRODUCTION]
+    if mv_level < MINIMUM_BOOTSTRAP_MV:
+        # the BootstrapMetadata constructor refuses it, so Kafka's format fails
+        raise UsageError(f"Bootstrap metadata.version before 3.3-IV0 are not supported. "
+                         f"Can't load metadata from format command ({mv_name})")
 
     dynamic = bool(args.standalone or args.initial_controllers or args.no_initial_controllers)
     if dynamic and static_voters:
@@ -154,7 +164,9 @@ def run(args: argparse.Namespace) -> int:
         if not is_metadata:
             kind = "data directory"
             dir_id = random_directory_id(in_use)
-        elif not dynamic:
+        elif voters is None:
+            # Kafka's DirectoryType: without initial controllers (static quorum, and also
+            # --no-initial-controllers) the metadata directory is a plain "metadata directory"
             kind = "metadata directory"
             dir_id = random_directory_id(in_use)
         elif own_voter is not None:

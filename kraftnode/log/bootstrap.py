@@ -32,6 +32,7 @@ from recordbatch.wire import uuid_from_base64
 
 __all__ = [
     "BOOTSTRAP_FILE",
+    "MINIMUM_BOOTSTRAP_MV",
     "DynamicVoter",
     "METADATA_VERSIONS",
     "parse_initial_controllers",
@@ -51,11 +52,18 @@ METADATA_VERSIONS: dict[str, int] = {
 }
 LATEST_PRODUCTION = "3.9-IV0"
 KRAFT_VERSION_1_MINIMUM_MV = 21  # kraft.version 1 requires metadata.version 3.9-IV0
+# MetadataVersion.MINIMUM_BOOTSTRAP_VERSION: Kafka's BootstrapMetadata refuses anything older.
+MINIMUM_BOOTSTRAP_MV = 4
 
 
 def parse_release_version(text: str) -> tuple[str, int]:
-    """``3.9`` or ``3.9-IV0`` -> (name, feature level); ValueError names the accepted values."""
+    """``3.9``, ``3.9.1`` or ``3.9-IV0`` -> (name, feature level); ValueError names the accepted values.
+
+    Like ``MetadataVersion.fromVersionString``, only the first two dot-separated segments
+    count (``3.7.1`` is ``3.7``, the release's last IV).
+    """
     t = text.strip()
+    t = ".".join(t.split(".")[:2])
     if t in METADATA_VERSIONS:
         return t, METADATA_VERSIONS[t]
     matches = [k for k in METADATA_VERSIONS if k.split("-")[0] == t]

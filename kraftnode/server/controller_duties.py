@@ -58,12 +58,17 @@ from recordbatch import CorruptBatchError
 
 log = logging.getLogger("kraftnode.controller")
 
-__all__ = ["ControllerDuties", "activation_records", "read_bootstrap_records", "voter_address"]
+__all__ = ["ControllerDuties", "activation_records", "check_bootstrap_records", "controller_registration_record",
+           "read_bootstrap_records", "voter_address"]
 
 # MetadataVersion 3.6-IV1: the first with KIP-868 metadata transactions.
 METADATA_VERSION_TRANSACTIONS = 13
+# MetadataVersion.MINIMUM_BOOTSTRAP_VERSION (3.3-IV0): Kafka refuses older bootstrap metadata.
+METADATA_VERSION_MINIMUM_BOOTSTRAP = 4
 ZK_MIGRATION_NONE = 0
 PLAINTEXT = 0
+# The ids Kafka's SecurityProtocol.forId knows.
+SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 # How many batches one replay pass handles before letting other tasks run.
 REPLAY_BATCHES_PER_PASS = 2000
 # Kafka's ControllerRegistrationManager backoff: 100 ms doubling to 120 s.
@@ -93,11 +98,71 @@ def read_bootstrap_records(metadata_dir: str | Path) -> tuple[list[bytes], str]:
 
 
 def _metadata_version_of(values: Sequence[bytes]) -> int:
+    """The last metadata.version FeatureLevelRecord wins, as in ``BootstrapMetadata.fromRecords``."""
+    mv = 1  # MINIMUM_KRAFT_VERSION
     for v in values:
         m, _ = decode_metadata_record(v)
         if isinstance(m, FeatureLevelRecord) and m.name == "metadata.version":
-            return int(m.feature_level)
-    return 1  # MINIMUM_KRAFT_VERSION
+            mv = int(m.feature_level)
+    return mv
+
+
+def _version_range(lo: int, hi: int) -> str:
+    return str(lo) if lo == hi else f"{lo}-{hi}"  # Kafka's VersionRange.toString
+
+
+def check_bootstrap_records(values: Sequence[bytes], source: str,
+                            supported: dict[str, tuple[int, int]]) -> None:
+    """Refuse bootstrap records a Kafka 3.9 controller would refuse; ValueError says why.
+
+    Kafka's ``BootstrapMetadata.fromRecords`` requires a metadata.version record and its
+    constructor refuses levels before 3.3-IV0 (the controller does not start).  Every
+    record is then replayed by ``FeatureControlManager.replay``, which throws -- a fatal
+    fault that stops the controller -- for a FeatureLevelRecord outside the levels the
+    controller supports (an unknown feature only at level 0).  A Kafka 3.9 controller
+    supports exactly what we register (metadata.version 1-21, kraft.version 0-1), so
+    writing such a record would stop every Kafka controller of the quorum.
+    """
+    mv: int | None = None
+    for v in values:
+        m, _ = decode_metadata_record(v)
+        if not isinstance(m, FeatureLevelRecord):
+            continue
+        lo, hi = supported.get(m.name, (0, 0))
+        if not lo <= m.feature_level <= hi:
+            raise ValueError(
+                f"Tried to apply FeatureLevelRecord(name='{m.name}', featureLevel={m.feature_level}) "
+                f"from {source}, but this controller only supports versions {_version_range(lo, hi)}")
+        if m.name == "metadata.version":
+            mv = int(m.feature_level)
+    if mv is None:
+        raise ValueError(f"No FeatureLevelRecord for metadata.version was found in the bootstrap "
+                         f"metadata from {source}")
+    if mv < METADATA_VERSION_MINIMUM_BOOTSTRAP:
+        raise ValueError(f"Bootstrap metadata.version before 3.3-IV0 are not supported. "
+                         f"Can't load metadata from {source}")
+
+
+def controller_registration_record(q: w.ControllerRegistrationRequest) -> RegisterControllerRecord:
+    """The record ``ClusterControlManager.registerController`` writes for ``q``.
+
+    Listeners go through ``ListenerInfo.fromControllerRegistrationRequest``: an unknown
+    security protocol is refused (ValueError), because every Kafka controller replaying
+    the record would fail in ``ControllerRegistration.Builder``; a repeated listener name
+    keeps its first position and its last value (a LinkedHashMap).
+    """
+    C = RegisterControllerRecord
+    endpoints: dict[str, Any] = {}
+    for x in q.listeners:
+        if x.security_protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"Unknown security protocol {x.security_protocol} in listener {x.name}")
+        endpoints[x.name] = C.ControllerEndpoint(name=x.name, host=x.host, port=x.port,
+                                                 security_protocol=x.security_protocol)
+    return C(controller_id=q.controller_id, incarnation_id=q.incarnation_id,
+             zk_migration_ready=q.zk_migration_ready, end_points=list(endpoints.values()),
+             features=[C.ControllerFeature(name=f.name, min_supported_version=f.min_supported_version,
+                                           max_supported_version=f.max_supported_version)
+                       for f in q.features])
 
 
 def _framed(*messages: Any) -> list[bytes]:
@@ -235,6 +300,8 @@ class ControllerDuties:
         try:
             if self.state.empty or self.state.transaction_start >= 0:
                 bootstrap, source = read_bootstrap_records(self.metadata_dir)
+                if self.state.empty:  # the bootstrap records are written: Kafka would replay them
+                    check_bootstrap_records(bootstrap, source, self.supported_features)
                 records, what = activation_records(self.state, bootstrap)
                 what += f" from {source}"
         except ValueError as e:
@@ -315,15 +382,12 @@ class ControllerDuties:
         if mv < METADATA_VERSION_CONTROLLER_REGISTRATION:
             return R(throttle_time_ms=0, error_code=Errors.UNSUPPORTED_VERSION,
                      error_message="The current MetadataVersion is too old to support controller registrations.")
-        C = RegisterControllerRecord
-        rec = C(controller_id=q.controller_id, incarnation_id=q.incarnation_id,
-                zk_migration_ready=q.zk_migration_ready,
-                end_points=[C.ControllerEndpoint(name=x.name, host=x.host, port=x.port,
-                                                 security_protocol=x.security_protocol)
-                            for x in q.listeners],
-                features=[C.ControllerFeature(name=f.name, min_supported_version=f.min_supported_version,
-                                              max_supported_version=f.max_supported_version)
-                          for f in q.features])
+        try:
+            rec = controller_registration_record(q)
+        except ValueError as e:
+            # Kafka fails the write operation (UNKNOWN_SERVER_ERROR or NOT_CONTROLLER, the
+            # registrant retries either way); what matters is that no record is written.
+            return R(throttle_time_ms=0, error_code=Errors.UNKNOWN_SERVER_ERROR, error_message=str(e))
         _, waiter = self.driver.append_nowait([encode_metadata_record(rec, 0)])
         with anyio.move_on_after(self.driver.request_timeout_s):
             await waiter.done.wait()

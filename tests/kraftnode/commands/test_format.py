@@ -99,6 +99,28 @@ def test_static_quorum_writes_no_bootstrap_snapshot(tmp_path: Path) -> None:
     assert msg.feature_level == 20
 
 
+@pytest.mark.parametrize("args, extra, level", [
+    (["--release-version", "3.7.1"], "", 19),             # MetadataVersion.fromVersionString: 3.7 -> 3.7-IV4
+    ([], "inter.broker.protocol.version=3.6\n", 14),     # StorageTool falls back to the IBP config
+    (["-r", "3.5-IV2"], "inter.broker.protocol.version=3.6\n", 11),  # --release-version wins
+    (["-r", "3.3"], "", 7),                               # 3.3-IV3, at the bootstrap minimum 3.3-IV0 and above
+])
+def test_release_version_as_kafka_storage_tool(tmp_path: Path, args: list[str], extra: str, level: int) -> None:
+    cfg = config(tmp_path, "controller.quorum.voters=1@localhost:9093\n" + extra)
+    assert main(["format", "-c", str(cfg), "-t", CLUSTER, *args]) == 0
+    boot = kafka_python_batches(tmp_path / "meta" / "bootstrap.checkpoint")
+    msg, _ = decode_metadata_record(boot[1][2][0][2] or b"")
+    assert (msg.name, msg.feature_level) == ("metadata.version", level)
+
+
+def test_no_initial_controllers_formats_a_plain_metadata_directory(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # Kafka's DirectoryType.calculate: no initial controllers -> STATIC_METADATA_DIRECTORY
+    assert main(["format", "-c", str(config(tmp_path)), "-t", CLUSTER, "-N"]) == 0
+    assert capsys.readouterr().out == f"Formatting metadata directory {tmp_path / 'meta'} with metadata.version 3.9-IV0.\n"
+    assert not (tmp_path / "meta" / "__cluster_metadata-0").exists()
+
+
 def test_refuses_to_reformat_unless_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = config(tmp_path)
     assert main(["format", "-c", str(cfg), "-t", CLUSTER, "-N"]) == 0
@@ -122,6 +144,10 @@ def test_refuses_to_reformat_unless_asked(tmp_path: Path, capsys: pytest.Capture
     (["-t", CLUSTER, "-I", f"1@h:1:{DIRID},1@h:2:{DIRID}"], "", "more than once"),
     (["-t", CLUSTER, "-s", "-r", "3.7"], "", "3.9-IV0"),
     (["-t", CLUSTER, "-s", "-r", "9.9"], "", "Unknown release version"),
+    # BootstrapMetadata refuses metadata.version before MINIMUM_BOOTSTRAP_VERSION (3.3-IV0)
+    (["-t", CLUSTER, "-r", "3.2"], "controller.quorum.voters=1@localhost:9093\n", "before 3.3-IV0"),
+    (["-t", CLUSTER], "controller.quorum.voters=1@localhost:9093\ninter.broker.protocol.version=3.0\n",
+     "before 3.3-IV0"),
     (["-t", CLUSTER, "-s"], "node.id=x\n", "node.id"),
 ])
 def test_user_errors_are_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],

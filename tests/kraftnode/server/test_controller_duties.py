@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from kraftnode.log.bootstrap import bootstrap_checkpoint_bytes
 from kraftnode.log.metadata_records import encode_metadata_record
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.framing import encode_request, parse_response
-from kraftnode.protocol.generated.metadata import NoOpRecord
+from kraftnode.protocol.generated.metadata import FeatureLevelRecord, NoOpRecord
 from kraftnode.protocol.registry import (
     API_VERSIONS,
     CONTROLLER_REGISTRATION,
@@ -26,7 +27,9 @@ from kraftnode.protocol.registry import (
     SERVED,
 )
 from kraftnode.server.raft_wire import METADATA_TOPIC_ID
-from recordbatch import Record, build_batch
+from recordbatch import Record, build_batch, iter_batches
+from recordbatch.control import snapshot_footer_batch
+from recordbatch.generated import SnapshotFooterRecord
 from tests.support.cluster import CLUSTER_ID, Cluster, wait_for_hw
 from tests.support.node import call, recv_frame
 
@@ -120,6 +123,41 @@ def test_registration_request_handling(cluster: Cluster) -> None:
     # answered after commit: the record is in the log of a follower too
     wait_until(lambda: '"controllerId":7,' in dump(cluster, follower), 10,
                "the registration on a follower")
+    # a listener with a security protocol Kafka does not know is refused and not written:
+    # Kafka's controllers could not replay the record (ControllerRegistration.Builder)
+    bad = R(controller_id=8, incarnation_id=uuid.uuid4(), zk_migration_ready=False,
+            listeners=[R.Listener(name="CONTROLLER", host="127.0.0.1", port=1, security_protocol=9)],
+            features=[])
+    _, resp = call(cluster.port(leader), CONTROLLER_REGISTRATION, 0, bad)
+    assert resp.error_code == Errors.UNKNOWN_SERVER_ERROR, resp  # type: ignore[attr-defined]
+    assert "Unknown security protocol 9" in resp.error_message  # type: ignore[attr-defined]
+    assert '"controllerId":8,' not in dump(cluster, leader)
+
+
+def test_a_bootstrap_kafka_would_refuse_is_not_written(tmp_path: Path) -> None:
+    """group.version 1 is beyond what a Kafka 3.9 controller supports: written into the log,
+    FeatureControlManager.replay would stop every Kafka controller of the quorum."""
+    cl = Cluster(tmp_path, 1)
+    try:
+        path = cl.root / "node1" / "metadata" / "bootstrap.checkpoint"
+        # format's file with group.version 1 added to its data batch
+        header, _data, _footer = (bytes(b.buffer) for b in iter_batches(bootstrap_checkpoint_bytes(21, 0)))
+        levels = [("metadata.version", 21), ("group.version", 1)]
+        data = build_batch([Record(None, encode_metadata_record(FeatureLevelRecord(name=n, feature_level=lv), 0))
+                            for n, lv in levels], base_offset=1, now_ms=0)
+        footer = snapshot_footer_batch(SnapshotFooterRecord(version_=0), base_offset=3,
+                                       partition_leader_epoch=0, timestamp=0)
+        path.write_bytes(header + data + footer)
+        cl.start_all()
+        wait_for_hw(cl)
+        wait_until(lambda: "controller activation in epoch" in (cl.root / "node1" / "node.log").read_text(),
+                   20, "the activation attempt")
+        time.sleep(1)
+        text = dump(cl, 1)
+        assert "FEATURE_LEVEL_RECORD" not in text and "BEGIN_TRANSACTION_RECORD" not in text, text
+        assert "but this controller only supports versions 0" in (cl.root / "node1" / "node.log").read_text()
+    finally:
+        cl.close()
 
 
 def _frame_call(sock: socket.socket, api_key: int, version: int, body: object, cid: int) -> object:
