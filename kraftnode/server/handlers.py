@@ -52,6 +52,10 @@ from recordbatch.wire import ZERO_UUID
 
 log = logging.getLogger("kraftnode.handlers")
 
+# How long a node waits for the leader's answer to a voter change it forwards: the Java
+# Admin's default request.timeout.ms, after which the client has given up anyway.
+VOTER_CHANGE_FORWARD_TIMEOUT_S = 30.0
+
 
 
 @dataclass(frozen=True)
@@ -436,7 +440,7 @@ class NodeHandlers:
                     current_voters=[], observers=[]) for x in t.partitions]) for t in q.topics])
         d = self.core.describe_quorum(now_ms())
         if d.error_code == Errors.NOT_LEADER_OR_FOLLOWER and d.leader_id >= 0:
-            forwarded = await self._forward_to_leader(d.leader_id, q, v)
+            forwarded = await self._forward_to_leader(d.leader_id, DESCRIBE_QUORUM, q, v)
             if forwarded is not None:
                 return forwarded  # type: ignore[no-any-return]
         R = w.DescribeQuorumResponse.ReplicaState
@@ -461,20 +465,31 @@ class NodeHandlers:
         return w.DescribeQuorumResponse(error_code=0, topics=[w.DescribeQuorumResponse.TopicData(
             topic_name=asked or rw.METADATA_TOPIC, partitions=[part])], nodes=nodes)
 
-    async def _forward_to_leader(self, leader: int, q: Any, v: int) -> Any | None:
-        """Ask the leader on the client's behalf, as a Kafka broker forwards DescribeQuorum
-        to the active controller: clients such as kafka-python send it to any node."""
+    async def _forward_to_leader(self, leader: int, api_key: int, q: Any, v: int) -> Any | None:
+        """Ask the leader on the client's behalf, as a Kafka broker forwards DescribeQuorum,
+        AddRaftVoter and RemoveRaftVoter to the active controller (KafkaApis
+        forwardToControllerOrFail): clients such as kafka-python, and the Java Admin with
+        bootstrap.servers (KafkaAdminClient's LeastLoadedBrokerOrActiveKController picks the
+        least loaded node), send them to any node. None when the leader cannot be asked."""
         ep = self._voter_endpoints().get(leader)
         if ep is None or leader == self.ident.node_id:
             return None
-        from kraftnode.protocol.registry import DESCRIBE_QUORUM as DQ
         from kraftnode.server.peer_client import PeerError
 
+        if api_key == DESCRIBE_QUORUM:
+            key: tuple[str, int] = ("forward", leader)
+            timeout = self.driver.request_timeout_s
+        else:
+            # A voter change is answered once its VotersRecord commits (or after the leader's
+            # own request timeout); its own connection, so that forwarded DescribeQuorums,
+            # answered one at a time per connection, do not queue behind it.
+            key = ("forward-voter-change", leader)
+            timeout = max(VOTER_CHANGE_FORWARD_TIMEOUT_S, self.driver.request_timeout_s)
         try:
-            _, resp = await self.driver.pool.request(("forward", leader), ep[0], ep[1], DQ,
-                                                     lambda _v: q, self.driver.request_timeout_s, v)
+            _, resp = await self.driver.pool.request(key, ep[0], ep[1], api_key,
+                                                     lambda _v: q, timeout, v)
         except PeerError as e:
-            log.info("could not forward DescribeQuorum to leader %d: %s", leader, e)
+            log.info("could not forward %s to leader %d: %s", type(q).__name__[:-7], leader, e)
             return None
         return resp
 
@@ -494,7 +509,18 @@ class NodeHandlers:
 
     async def _voter_change(self, q: Any, v: int) -> Any:
         """Add/Remove/UpdateRaftVoter (KIP-853): the core decides and answers (a pending add
-        or remove answers when its VotersRecord commits, or after the request timeout)."""
+        or remove answers when its VotersRecord commits, or after the request timeout).
+        Add and Remove reaching a node that is not the leader are forwarded to it (see
+        _forward_to_leader); UpdateRaftVoter comes from a voter to the leader it knows, and
+        gets the core's answer."""
+        if not isinstance(q, w.UpdateRaftVoterRequest) and not self.core.is_leader:
+            leader, _ = self._leader()
+            api_key = ADD_RAFT_VOTER if isinstance(q, w.AddRaftVoterRequest) else REMOVE_RAFT_VOTER
+            forwarded = await self._forward_to_leader(leader, api_key, q, v) if leader >= 0 else None
+            if forwarded is not None:
+                log.info("%s for voter %d forwarded to leader %d: %s", type(q).__name__[:-7],
+                         q.voter_id, leader, Errors(forwarded.error_code).name)
+                return forwarded
         if isinstance(q, w.AddRaftVoterRequest):
             resp: Any = rw.add_voter_response_to_wire(
                 await self.driver.call(rw.add_voter_request_from_wire(q)))  # type: ignore[arg-type]

@@ -188,18 +188,26 @@ def test_add_then_remove_a_controller(pair: DynamicPair) -> None:
     wrong_dir = remove_voter(p1, 2, uuid.uuid4())
     assert wrong_dir.error_code == Errors.VOTER_NOT_FOUND
 
-    # Node 2 is a follower now: it refuses voter changes.
-    not_leader = add_voter(pair.port(2), 3, uuid.uuid4(), 1)
-    assert not_leader.error_code == Errors.NOT_LEADER_OR_FOLLOWER
+    # Node 2 is a follower now: it forwards voter changes to the leader, as a Kafka broker
+    # forwards them to the active controller (the Java Admin with bootstrap.servers sends
+    # them to any node). The leader's own answers come back: DUPLICATE_VOTER, then the
+    # removal of node 2 itself, asked of node 2.
+    dup_via_2 = add_voter(pair.port(2), 2, dir2, pair.port(2))
+    assert dup_via_2.error_code == Errors.DUPLICATE_VOTER and dup_via_2.error_message, dup_via_2
+    assert dup_via_2.error_message == dup.error_message
 
-    removed = retry_while_timed_out(lambda: remove_voter(p1, 2, dir2))
-    assert removed.error_code == Errors.NONE, removed
+    removed = retry_while_timed_out(lambda: remove_voter(pair.port(2), 2, dir2))
+    assert removed.error_code == Errors.NONE, (removed, pair.logs())
     q = describe_quorum(p1)
     assert [v.replica_id for v in q.current_voters] == [1]
     wait_until("the second VotersRecord on node 2",
                lambda: pair.dump_voters_records(2)[-1:] == [[1]], logs=pair.logs)
     # Node 2 keeps replicating as an observer.
     wait_until("node 2 observing again", node2_observing, logs=pair.logs)
+    # An observer forwards too: node 2 asks for its own return.
+    back = retry_while_timed_out(lambda: add_voter(pair.port(2), 2, dir2, pair.port(2)))
+    assert back.error_code == Errors.NONE, (back, pair.logs())
+    assert sorted(v.replica_id for v in describe_quorum(p1).current_voters) == [1, 2]
 
 
 def test_a_voter_whose_entry_is_stale_sends_update_raft_voter(tmp_path: Path) -> None:
