@@ -313,6 +313,13 @@ def test_the_leader_removes_itself_and_hands_over(pair: DynamicPair) -> None:
     wait_until("node 1 observing node 2", lambda: any(
         o.replica_id == 1 for o in (led_by_2() or q).observers), logs=pair.logs)  # type: ignore[union-attr]
 
+    # Node 1 back: the voter set is now (2, 1) in log order, but Kafka's leader lists its
+    # voters as its HashMap<Integer, ReplicaState> iterates, 1 before 2, and
+    # kafka-metadata-quorum.sh prints them in that order.
+    back = retry_while_timed_out(lambda: add_voter(p2, 1, dir1, p1))
+    assert back.error_code == Errors.NONE, pair.logs()
+    assert [v.replica_id for v in describe_quorum(p2).current_voters] == [1, 2]
+
 
 def quorum_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kraftnode", "quorum", *args],
@@ -359,3 +366,20 @@ def test_add_and_remove_controller_with_the_cli(pair: DynamicPair) -> None:
     missing = quorum_cli("--bootstrap-controller", boot, "remove-controller", "-i", "2",
                          "-d", uuid_to_base64(dir2))
     assert missing.returncode == 2 and "VOTER_NOT_FOUND" in missing.stderr
+
+
+def test_describe_quorum_lists_replicas_in_java_hashmap_order() -> None:
+    """The order Kafka's LeaderState HashMaps iterate in (see java_hashmap_order).
+
+    Integer keys hash to themselves, so 17 and 1 share bucket 1 (insertion order) before 2.
+    ReplicaKey(id, no directory) hashes to 31 * (31 + id): 1023 for id 2 (bucket 15) and
+    1054 for id 3 (bucket 14), so observer 3 comes first. Thirteen keys need 32 buckets.
+    """
+    from kraftnode.server.handlers import java_hashmap_order, replica_key_hash
+
+    assert java_hashmap_order([17, 2, 1], lambda i: i) == [17, 1, 2]
+    assert [replica_key_hash(i, None) for i in (2, 3)] == [1023, 1054]
+    assert java_hashmap_order([(2, None), (3, None)], lambda k: replica_key_hash(*k)) == [(3, None), (2, None)]
+    assert java_hashmap_order(list(range(20, 7, -1)), lambda i: i) == [*range(8, 21)]
+    # Uuid.hashCode: (msb ^ lsb) folded to 32 bits; msb 1, lsb 2 -> 3; 31 * 32 + 3 = 995
+    assert replica_key_hash(1, uuid.UUID(int=(1 << 64) | 2)) == 995
