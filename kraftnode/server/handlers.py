@@ -95,6 +95,22 @@ class NodeHandlers:
                 out[node.key.id] = addr
         return out
 
+    def _controller_endpoints(self) -> dict[int, tuple[str, int]]:
+        """The controllers DescribeCluster lists: the voters, and every controller registered
+        (RegisterControllerRecord) with an endpoint on our listener. A Kafka 3.9 controller
+        lists its registered controllers (ControllerRegistrationsPublisher
+        .describeClusterControllers), so a controller that is not a voter -- one waiting to
+        be added, or one removed -- is listed too; the voters are listed even before their
+        registrations commit, so that a client bootstrapping then finds the quorum."""
+        eps = self._voter_endpoints()
+        if self.duties is not None:
+            listener = self.ident.listener_name.upper()
+            for cid, reg in self.duties.state.controllers.items():
+                ep = next((e for e in reg.end_points if e.name.upper() == listener), None)
+                if cid not in eps and ep is not None:
+                    eps[cid] = (ep.host, ep.port)
+        return eps
+
     def _leader(self) -> tuple[int, int]:
         return self.core.leader_id, self.core.epoch
 
@@ -416,11 +432,12 @@ class NodeHandlers:
             return w.DescribeClusterResponse(error_code=Errors.UNSUPPORTED_ENDPOINT_TYPE,
                                              error_message=f"unsupported endpoint type {et}",
                                              endpoint_type=et, cluster_id=self.ident.cluster_id)
-        eps = self._voter_endpoints()
+        eps = self._controller_endpoints()
         leader, _ = self._leader()
         return w.DescribeClusterResponse(
             throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=et,
-            cluster_id=self.ident.cluster_id, controller_id=leader,
+            # as Kafka's AuthHelper.computeDescribeClusterResponse: -1 unless listed
+            cluster_id=self.ident.cluster_id, controller_id=leader if leader in eps else -1,
             brokers=[w.DescribeClusterResponse.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=None)
                      for i, (h, p) in sorted(eps.items())],
             cluster_authorized_operations=-2147483648)

@@ -101,6 +101,14 @@ def describe_quorum(port: int) -> w.DescribeQuorumResponse.PartitionData:
     return resp.topics[0].partitions[0]
 
 
+def describe_cluster(port: int) -> w.DescribeClusterResponse:
+    """DescribeCluster v1 as the Java Admin sends it with bootstrap.controllers (KIP-919)."""
+    _, resp = call(port, 60, 1, w.DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                         endpoint_type=2))
+    assert isinstance(resp, w.DescribeClusterResponse)
+    return resp
+
+
 def wait_until(what: str, check, timeout: float = 30, logs=lambda: "") -> object:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -169,6 +177,17 @@ def test_add_then_remove_a_controller(pair: DynamicPair) -> None:
     wait_until("node 2 fetching as an observer", node2_observing, logs=pair.logs)
     assert [v.replica_id for v in describe_quorum(p1).current_voters] == [1]
 
+    # Node 2 registers itself (ControllerRegistration) while an observer, and DescribeCluster
+    # lists every registered controller, as Kafka's controllers do: the Admin sees it before
+    # it is added (and after it is removed).
+    def cluster_nodes() -> dict[int, tuple[str, int]] | None:
+        d = describe_cluster(p1)
+        nodes = {b.broker_id: (b.host, b.port) for b in d.brokers}
+        return nodes if len(nodes) == 2 and d.controller_id == 1 else None
+
+    assert wait_until("node 2 in DescribeCluster", cluster_nodes, logs=pair.logs) == {
+        1: ("127.0.0.1", p1), 2: ("127.0.0.1", pair.port(2))}
+
     resp = retry_while_timed_out(lambda: add_voter(p1, 2, dir2, pair.port(2)))
     assert (resp.error_code, resp.error_message) == (Errors.NONE, None), pair.logs()
     q = describe_quorum(p1)
@@ -202,8 +221,9 @@ def test_add_then_remove_a_controller(pair: DynamicPair) -> None:
     assert [v.replica_id for v in q.current_voters] == [1]
     wait_until("the second VotersRecord on node 2",
                lambda: pair.dump_voters_records(2)[-1:] == [[1]], logs=pair.logs)
-    # Node 2 keeps replicating as an observer.
+    # Node 2 keeps replicating as an observer, and stays listed as a controller.
     wait_until("node 2 observing again", node2_observing, logs=pair.logs)
+    assert sorted(b.broker_id for b in describe_cluster(p1).brokers) == [1, 2]
     # An observer forwards too: node 2 asks for its own return.
     back = retry_while_timed_out(lambda: add_voter(pair.port(2), 2, dir2, pair.port(2)))
     assert back.error_code == Errors.NONE, (back, pair.logs())
