@@ -434,6 +434,13 @@ class NodeHandlers:
                                              endpoint_type=et, cluster_id=self.ident.cluster_id)
         eps = self._controller_endpoints()
         leader, _ = self._leader()
+        if et == 2 and leader not in eps:
+            # No known leader: list no controllers. The Java Admin (bootstrap.controllers)
+            # ignores an empty list and asks again (AdminMetadataManager.update), as it does
+            # when a Kafka quorum that is still electing has no controller registrations yet;
+            # a list without a controller would make it wait for a node assignment
+            # (LeastLoadedBrokerOrActiveKController) until its calls time out.
+            eps = {}
         return w.DescribeClusterResponse(
             throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=et,
             # as Kafka's AuthHelper.computeDescribeClusterResponse: -1 unless listed
