@@ -66,11 +66,15 @@ def answer(request: Request, features: FeatureView) -> tuple[ApiVersionsResponse
         # Before v4, clients cannot read a feature whose min version is 0 (KIP-1022).
         if version >= 4 or lo != 0
     ]
+    # A finalized level of 0 means "not enabled": Kafka never lists it, at any version
+    # (FinalizedFeatures.setFinalizedLevel removes a feature set to 0; FeaturesDelta drops a
+    # FeatureLevelRecord of level 0). So a static quorum (kraft.version 0) reports only
+    # metadata.version, as a Kafka controller does, to describeFeatures() and kafka-features.sh.
     finalized = [
         ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=lvl,
                                                 min_version_level=lvl)
         for name, lvl in sorted(features.finalized.items())
-        if version >= 4 or lvl != 0
+        if lvl != 0
     ]
     return ApiVersionsResponse(
         error_code=Errors.NONE,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,10 @@ from recordbatch.wire import ZERO_UUID
 
 log = logging.getLogger("kraftnode.handlers")
 
+# How long a node waits for the leader's answer to a voter change it forwards: the Java
+# Admin's default request.timeout.ms, after which the client has given up anyway.
+VOTER_CHANGE_FORWARD_TIMEOUT_S = 30.0
+
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,22 @@ class NodeHandlers:
             if addr is not None:
                 out[node.key.id] = addr
         return out
+
+    def _controller_endpoints(self) -> dict[int, tuple[str, int]]:
+        """The controllers DescribeCluster lists: the voters, and every controller registered
+        (RegisterControllerRecord) with an endpoint on our listener. A Kafka 3.9 controller
+        lists its registered controllers (ControllerRegistrationsPublisher
+        .describeClusterControllers), so a controller that is not a voter -- one waiting to
+        be added, or one removed -- is listed too; the voters are listed even before their
+        registrations commit, so that a client bootstrapping then finds the quorum."""
+        eps = self._voter_endpoints()
+        if self.duties is not None:
+            listener = self.ident.listener_name.upper()
+            for cid, reg in self.duties.state.controllers.items():
+                ep = next((e for e in reg.end_points if e.name.upper() == listener), None)
+                if cid not in eps and ep is not None:
+                    eps[cid] = (ep.host, ep.port)
+        return eps
 
     def _leader(self) -> tuple[int, int]:
         return self.core.leader_id, self.core.epoch
@@ -411,11 +432,19 @@ class NodeHandlers:
             return w.DescribeClusterResponse(error_code=Errors.UNSUPPORTED_ENDPOINT_TYPE,
                                              error_message=f"unsupported endpoint type {et}",
                                              endpoint_type=et, cluster_id=self.ident.cluster_id)
-        eps = self._voter_endpoints()
+        eps = self._controller_endpoints()
         leader, _ = self._leader()
+        if et == 2 and leader not in eps:
+            # No known leader: list no controllers. The Java Admin (bootstrap.controllers)
+            # ignores an empty list and asks again (AdminMetadataManager.update), as it does
+            # when a Kafka quorum that is still electing has no controller registrations yet;
+            # a list without a controller would make it wait for a node assignment
+            # (LeastLoadedBrokerOrActiveKController) until its calls time out.
+            eps = {}
         return w.DescribeClusterResponse(
             throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=et,
-            cluster_id=self.ident.cluster_id, controller_id=leader,
+            # as Kafka's AuthHelper.computeDescribeClusterResponse: -1 unless listed
+            cluster_id=self.ident.cluster_id, controller_id=leader if leader in eps else -1,
             brokers=[w.DescribeClusterResponse.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=None)
                      for i, (h, p) in sorted(eps.items())],
             cluster_authorized_operations=-2147483648)
@@ -436,7 +465,7 @@ class NodeHandlers:
                     current_voters=[], observers=[]) for x in t.partitions]) for t in q.topics])
         d = self.core.describe_quorum(now_ms())
         if d.error_code == Errors.NOT_LEADER_OR_FOLLOWER and d.leader_id >= 0:
-            forwarded = await self._forward_to_leader(d.leader_id, q, v)
+            forwarded = await self._forward_to_leader(d.leader_id, DESCRIBE_QUORUM, q, v)
             if forwarded is not None:
                 return forwarded  # type: ignore[no-any-return]
         R = w.DescribeQuorumResponse.ReplicaState
@@ -446,10 +475,13 @@ class NodeHandlers:
                      log_end_offset=x.log_end_offset, last_fetch_timestamp=x.last_fetch_timestamp,
                      last_caught_up_timestamp=x.last_caught_up_timestamp)
 
+        voters = java_hashmap_order(d.current_voters, lambda x: x.replica_id)
+        observers = java_hashmap_order(
+            d.observers, lambda x: replica_key_hash(x.replica_id, x.replica_directory_id))
         part = w.DescribeQuorumResponse.PartitionData(
             partition_index=0, error_code=d.error_code, leader_id=d.leader_id,
             leader_epoch=d.leader_epoch, high_watermark=d.high_watermark,
-            current_voters=[rs(x) for x in d.current_voters], observers=[rs(x) for x in d.observers])
+            current_voters=[rs(x) for x in voters], observers=[rs(x) for x in observers])
         if d.error_code and v >= 2:
             part.error_message = _ERROR_MESSAGES.get(d.error_code, Errors(d.error_code).name)
         nodes = []
@@ -461,20 +493,31 @@ class NodeHandlers:
         return w.DescribeQuorumResponse(error_code=0, topics=[w.DescribeQuorumResponse.TopicData(
             topic_name=asked or rw.METADATA_TOPIC, partitions=[part])], nodes=nodes)
 
-    async def _forward_to_leader(self, leader: int, q: Any, v: int) -> Any | None:
-        """Ask the leader on the client's behalf, as a Kafka broker forwards DescribeQuorum
-        to the active controller: clients such as kafka-python send it to any node."""
+    async def _forward_to_leader(self, leader: int, api_key: int, q: Any, v: int) -> Any | None:
+        """Ask the leader on the client's behalf, as a Kafka broker forwards DescribeQuorum,
+        AddRaftVoter and RemoveRaftVoter to the active controller (KafkaApis
+        forwardToControllerOrFail): clients such as kafka-python, and the Java Admin with
+        bootstrap.servers (KafkaAdminClient's LeastLoadedBrokerOrActiveKController picks the
+        least loaded node), send them to any node. None when the leader cannot be asked."""
         ep = self._voter_endpoints().get(leader)
         if ep is None or leader == self.ident.node_id:
             return None
-        from kraftnode.protocol.registry import DESCRIBE_QUORUM as DQ
         from kraftnode.server.peer_client import PeerError
 
+        if api_key == DESCRIBE_QUORUM:
+            key: tuple[str, int] = ("forward", leader)
+            timeout = self.driver.request_timeout_s
+        else:
+            # A voter change is answered once its VotersRecord commits (or after the leader's
+            # own request timeout); its own connection, so that forwarded DescribeQuorums,
+            # answered one at a time per connection, do not queue behind it.
+            key = ("forward-voter-change", leader)
+            timeout = max(VOTER_CHANGE_FORWARD_TIMEOUT_S, self.driver.request_timeout_s)
         try:
-            _, resp = await self.driver.pool.request(("forward", leader), ep[0], ep[1], DQ,
-                                                     lambda _v: q, self.driver.request_timeout_s, v)
+            _, resp = await self.driver.pool.request(key, ep[0], ep[1], api_key,
+                                                     lambda _v: q, timeout, v)
         except PeerError as e:
-            log.info("could not forward DescribeQuorum to leader %d: %s", leader, e)
+            log.info("could not forward %s to leader %d: %s", type(q).__name__[:-7], leader, e)
             return None
         return resp
 
@@ -494,7 +537,18 @@ class NodeHandlers:
 
     async def _voter_change(self, q: Any, v: int) -> Any:
         """Add/Remove/UpdateRaftVoter (KIP-853): the core decides and answers (a pending add
-        or remove answers when its VotersRecord commits, or after the request timeout)."""
+        or remove answers when its VotersRecord commits, or after the request timeout).
+        Add and Remove reaching a node that is not the leader are forwarded to it (see
+        _forward_to_leader); UpdateRaftVoter comes from a voter to the leader it knows, and
+        gets the core's answer."""
+        if not isinstance(q, w.UpdateRaftVoterRequest) and not self.core.is_leader:
+            leader, _ = self._leader()
+            api_key = ADD_RAFT_VOTER if isinstance(q, w.AddRaftVoterRequest) else REMOVE_RAFT_VOTER
+            forwarded = await self._forward_to_leader(leader, api_key, q, v) if leader >= 0 else None
+            if forwarded is not None:
+                log.info("%s for voter %d forwarded to leader %d: %s", type(q).__name__[:-7],
+                         q.voter_id, leader, Errors(forwarded.error_code).name)
+                return forwarded
         if isinstance(q, w.AddRaftVoterRequest):
             resp: Any = rw.add_voter_response_to_wire(
                 await self.driver.call(rw.add_voter_request_from_wire(q)))  # type: ignore[arg-type]
@@ -536,6 +590,40 @@ class NodeHandlers:
         INIT_PRODUCER_ID: _init_producer_id,
         CONTROLLER_REGISTRATION: _controller_registration,
     }
+
+
+def java_hashmap_order(items: Iterable[Any], java_hash: Callable[[Any], int]) -> list[Any]:
+    """``items`` (in insertion order) in the order a java.util.HashMap keyed by
+    ``java_hash(item)`` iterates them.
+
+    Kafka 3.9's LeaderState keeps voters in a HashMap<Integer, ReplicaState> and observers in
+    a HashMap<ReplicaKey, ReplicaState>, and DescribeQuorum lists their values() as they
+    iterate, so kafka-metadata-quorum.sh prints voters and observers in that order (e.g.
+    voters 1, 2 even when 1 was re-added after 2). A HashMap iterates by bucket
+    ``(h ^ h >>> 16) & (capacity - 1)``, insertion order within a bucket; the capacity
+    starts at 16 and doubles while the size exceeds 3/4 of it. (Kafka's observer map never
+    shrinks within a term; we size it by the observers present now.)"""
+    ordered = list(items)
+    capacity = 16
+    while len(ordered) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(item: Any) -> int:
+        h = java_hash(item) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(ordered, key=bucket)  # stable: insertion order within a bucket
+
+
+def replica_key_hash(replica_id: int, directory_id: Any) -> int:
+    """Kafka's ReplicaKey.hashCode(): Objects.hash(id, Optional<Uuid> directoryId), where an
+    absent or zero directory id hashes to 0 and Uuid.hashCode() folds msb ^ lsb to 32 bits."""
+    d = 0
+    if directory_id is not None and directory_id != ZERO_UUID:
+        v = directory_id.int
+        x = (v >> 64) ^ (v & 0xFFFFFFFFFFFFFFFF)
+        d = ((x >> 32) ^ x) & 0xFFFFFFFF
+    return (31 * (31 + replica_id) + d) & 0xFFFFFFFF
 
 
 # Kafka's Errors.message() texts, which Kafka puts in DescribeQuorum's ErrorMessage

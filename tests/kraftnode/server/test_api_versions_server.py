@@ -30,6 +30,10 @@ def test_every_version_lists_every_served_api(node: NodeProcess, version: int) -
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert got == {s.key: (s.min_version, s.max_version) for s in SERVED.values()}
     features = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
+    # a static quorum: kraft.version 0 is not listed as finalized at any version, as a
+    # Kafka controller's ApiVersions leaves out features finalized at level 0
+    finalized = {f.name: (f.min_version_level, f.max_version_level) for f in resp.finalized_features}
+    assert finalized == ({"metadata.version": (21, 21)} if version >= 3 else {})
     if version >= 4:
         assert features == {"metadata.version": (1, 21), "kraft.version": (0, 1)}
     elif version == 3:

@@ -101,6 +101,14 @@ def describe_quorum(port: int) -> w.DescribeQuorumResponse.PartitionData:
     return resp.topics[0].partitions[0]
 
 
+def describe_cluster(port: int) -> w.DescribeClusterResponse:
+    """DescribeCluster v1 as the Java Admin sends it with bootstrap.controllers (KIP-919)."""
+    _, resp = call(port, 60, 1, w.DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                         endpoint_type=2))
+    assert isinstance(resp, w.DescribeClusterResponse)
+    return resp
+
+
 def wait_until(what: str, check, timeout: float = 30, logs=lambda: "") -> object:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -169,6 +177,17 @@ def test_add_then_remove_a_controller(pair: DynamicPair) -> None:
     wait_until("node 2 fetching as an observer", node2_observing, logs=pair.logs)
     assert [v.replica_id for v in describe_quorum(p1).current_voters] == [1]
 
+    # Node 2 registers itself (ControllerRegistration) while an observer, and DescribeCluster
+    # lists every registered controller, as Kafka's controllers do: the Admin sees it before
+    # it is added (and after it is removed).
+    def cluster_nodes() -> dict[int, tuple[str, int]] | None:
+        d = describe_cluster(p1)
+        nodes = {b.broker_id: (b.host, b.port) for b in d.brokers}
+        return nodes if len(nodes) == 2 and d.controller_id == 1 else None
+
+    assert wait_until("node 2 in DescribeCluster", cluster_nodes, logs=pair.logs) == {
+        1: ("127.0.0.1", p1), 2: ("127.0.0.1", pair.port(2))}
+
     resp = retry_while_timed_out(lambda: add_voter(p1, 2, dir2, pair.port(2)))
     assert (resp.error_code, resp.error_message) == (Errors.NONE, None), pair.logs()
     q = describe_quorum(p1)
@@ -188,18 +207,27 @@ def test_add_then_remove_a_controller(pair: DynamicPair) -> None:
     wrong_dir = remove_voter(p1, 2, uuid.uuid4())
     assert wrong_dir.error_code == Errors.VOTER_NOT_FOUND
 
-    # Node 2 is a follower now: it refuses voter changes.
-    not_leader = add_voter(pair.port(2), 3, uuid.uuid4(), 1)
-    assert not_leader.error_code == Errors.NOT_LEADER_OR_FOLLOWER
+    # Node 2 is a follower now: it forwards voter changes to the leader, as a Kafka broker
+    # forwards them to the active controller (the Java Admin with bootstrap.servers sends
+    # them to any node). The leader's own answers come back: DUPLICATE_VOTER, then the
+    # removal of node 2 itself, asked of node 2.
+    dup_via_2 = add_voter(pair.port(2), 2, dir2, pair.port(2))
+    assert dup_via_2.error_code == Errors.DUPLICATE_VOTER and dup_via_2.error_message, dup_via_2
+    assert dup_via_2.error_message == dup.error_message
 
-    removed = retry_while_timed_out(lambda: remove_voter(p1, 2, dir2))
-    assert removed.error_code == Errors.NONE, removed
+    removed = retry_while_timed_out(lambda: remove_voter(pair.port(2), 2, dir2))
+    assert removed.error_code == Errors.NONE, (removed, pair.logs())
     q = describe_quorum(p1)
     assert [v.replica_id for v in q.current_voters] == [1]
     wait_until("the second VotersRecord on node 2",
                lambda: pair.dump_voters_records(2)[-1:] == [[1]], logs=pair.logs)
-    # Node 2 keeps replicating as an observer.
+    # Node 2 keeps replicating as an observer, and stays listed as a controller.
     wait_until("node 2 observing again", node2_observing, logs=pair.logs)
+    assert sorted(b.broker_id for b in describe_cluster(p1).brokers) == [1, 2]
+    # An observer forwards too: node 2 asks for its own return.
+    back = retry_while_timed_out(lambda: add_voter(pair.port(2), 2, dir2, pair.port(2)))
+    assert back.error_code == Errors.NONE, (back, pair.logs())
+    assert sorted(v.replica_id for v in describe_quorum(p1).current_voters) == [1, 2]
 
 
 def test_a_voter_whose_entry_is_stale_sends_update_raft_voter(tmp_path: Path) -> None:
@@ -305,6 +333,13 @@ def test_the_leader_removes_itself_and_hands_over(pair: DynamicPair) -> None:
     wait_until("node 1 observing node 2", lambda: any(
         o.replica_id == 1 for o in (led_by_2() or q).observers), logs=pair.logs)  # type: ignore[union-attr]
 
+    # Node 1 back: the voter set is now (2, 1) in log order, but Kafka's leader lists its
+    # voters as its HashMap<Integer, ReplicaState> iterates, 1 before 2, and
+    # kafka-metadata-quorum.sh prints them in that order.
+    back = retry_while_timed_out(lambda: add_voter(p2, 1, dir1, p1))
+    assert back.error_code == Errors.NONE, pair.logs()
+    assert [v.replica_id for v in describe_quorum(p2).current_voters] == [1, 2]
+
 
 def quorum_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kraftnode", "quorum", *args],
@@ -351,3 +386,20 @@ def test_add_and_remove_controller_with_the_cli(pair: DynamicPair) -> None:
     missing = quorum_cli("--bootstrap-controller", boot, "remove-controller", "-i", "2",
                          "-d", uuid_to_base64(dir2))
     assert missing.returncode == 2 and "VOTER_NOT_FOUND" in missing.stderr
+
+
+def test_describe_quorum_lists_replicas_in_java_hashmap_order() -> None:
+    """The order Kafka's LeaderState HashMaps iterate in (see java_hashmap_order).
+
+    Integer keys hash to themselves, so 17 and 1 share bucket 1 (insertion order) before 2.
+    ReplicaKey(id, no directory) hashes to 31 * (31 + id): 1023 for id 2 (bucket 15) and
+    1054 for id 3 (bucket 14), so observer 3 comes first. Thirteen keys need 32 buckets.
+    """
+    from kraftnode.server.handlers import java_hashmap_order, replica_key_hash
+
+    assert java_hashmap_order([17, 2, 1], lambda i: i) == [17, 1, 2]
+    assert [replica_key_hash(i, None) for i in (2, 3)] == [1023, 1054]
+    assert java_hashmap_order([(2, None), (3, None)], lambda k: replica_key_hash(*k)) == [(3, None), (2, None)]
+    assert java_hashmap_order(list(range(20, 7, -1)), lambda i: i) == [*range(8, 21)]
+    # Uuid.hashCode: (msb ^ lsb) folded to 32 bits; msb 1, lsb 2 -> 3; 31 * 32 + 3 = 995
+    assert replica_key_hash(1, uuid.UUID(int=(1 << 64) | 2)) == 995
