@@ -85,7 +85,8 @@ async def run_node(cfg: NodeConfig) -> None:
         node = RaftNode(
             cfg.node_id, directory_id, raft_cfg, rlog, election,  # type: ignore[arg-type]
             static, random.Random(), now_ms(),
-            local_endpoints=(Endpoint(listener, cfg.advertised_host, cfg.advertised_port),),
+            local_endpoints=tuple(Endpoint(*e) for e in cfg.controller_endpoints)
+            or (Endpoint(listener, cfg.advertised_host, cfg.advertised_port),),
             bootstrap_servers=[-1 - i for i in range(len(cfg.bootstrap_servers))],
             snapshots=DiskSnapshotStore(rlog))
         async with anyio.create_task_group() as tg:

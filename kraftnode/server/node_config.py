@@ -74,6 +74,10 @@ class NodeConfig:
     log_config: LogConfig
     source: str
     raft_topic: str | None = None   # kraftnode.raft.topic; None: decided by the cluster id
+    #: Every controller listener as advertised, (name, host, port), the default one first: this
+    #: node's endpoints in the voter set (Kafka's KafkaConfig.effectiveAdvertisedControllerListeners).
+    #: Empty: just the default listener (advertised_host/advertised_port).
+    controller_endpoints: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def is_dynamic(self) -> bool:
@@ -128,6 +132,15 @@ def load(path: str) -> NodeConfig:
     adv = {ln.name: ln for ln in cfg.advertised_listeners}
     ctrl = adv.get(names[0]) or by_name[names[0]]
     adv_host = ctrl.host or "localhost"
+    # Kafka 3.9 (KafkaConfig.effectiveAdvertisedControllerListeners) puts *every* controller
+    # listener in the node's voter entry, and kafka-metadata-quorum add-controller sends them
+    # all: advertising only the first would make the entry look stale to this node, which
+    # would then keep rewriting it with UpdateRaftVoter. A name without a listener is skipped.
+    controller_endpoints = tuple(
+        (name, ln.host or "localhost", ln.port)
+        for name in dict.fromkeys(names)
+        if (ln := adv.get(name) or by_name.get(name)) is not None
+    )
     protocol_map = props.get_list("listener.security.protocol.map")
     for entry in protocol_map:
         name, _, proto = entry.partition(":")
@@ -155,6 +168,7 @@ def load(path: str) -> NodeConfig:
         controller_listener=names[0],
         advertised_host=adv_host,
         advertised_port=ctrl.port,
+        controller_endpoints=controller_endpoints,
         static_voters=voters,
         bootstrap_servers=bootstrap,
         metadata_log_dir=cfg.metadata_log_dir,

@@ -54,3 +54,16 @@ def test_unknown_keys_are_logged_once(tmp_path: Path, caplog: pytest.LogCaptureF
         load(_write(tmp_path, BASE + "controler.quorum.voters=typo\n"))
     msgs = [r.getMessage() for r in caplog.records if "controler.quorum.voters" in r.getMessage()]
     assert len(msgs) == 1
+
+
+def test_every_controller_listener_is_advertised_in_order(tmp_path: Path) -> None:
+    """The voter entry lists all controller listeners (advertised.listeners first, then
+    listeners), the default one first; a controller listener name without a listener is
+    skipped, as Kafka's effectiveAdvertisedControllerListeners does."""
+    cfg = load(_write(tmp_path, (
+        "node.id=1\nprocess.roles=controller\n"
+        "listeners=CONTROLLER://127.0.0.1:9093,second://:9094\n"
+        "advertised.listeners=CONTROLLER://c1.example:19093\n"
+        "controller.listener.names=CONTROLLER,SECOND,MISSING\n"
+        "controller.quorum.bootstrap.servers=127.0.0.1:9093\n")))
+    assert cfg.controller_endpoints == (("CONTROLLER", "c1.example", 19093), ("SECOND", "localhost", 9094))

@@ -403,3 +403,41 @@ def test_describe_quorum_lists_replicas_in_java_hashmap_order() -> None:
     assert java_hashmap_order(list(range(20, 7, -1)), lambda i: i) == [*range(8, 21)]
     # Uuid.hashCode: (msb ^ lsb) folded to 32 bits; msb 1, lsb 2 -> 3; 31 * 32 + 3 = 995
     assert replica_key_hash(1, uuid.UUID(int=(1 << 64) | 2)) == 995
+
+
+def test_every_controller_listener_is_in_the_voter_entry(tmp_path: Path) -> None:
+    """Kafka 3.9 describes a voter by all its controller listeners (KafkaConfig.
+    effectiveAdvertisedControllerListeners; add-controller sends them all too). A standalone
+    node with two controller listeners writes both into the VotersRecord of its first epoch,
+    and, finding its entry current, never rewrites it with UpdateRaftVoter."""
+    p1, p2 = free_ports(2)
+    d = tmp_path / "node1"
+    d.mkdir()
+    props = d / "server.properties"
+    props.write_text(
+        f"node.id=1\nprocess.roles=controller\n"
+        f"listeners={LISTENER}://127.0.0.1:{p1},SECOND://127.0.0.1:{p2}\n"
+        f"controller.listener.names={LISTENER},SECOND\n"
+        f"controller.quorum.bootstrap.servers=127.0.0.1:{p1}\nlog.dirs={d / 'metadata'}\n"
+        "controller.quorum.fetch.timeout.ms=500\n")
+    subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
+                    "--cluster-id", CLUSTER_ID, "--standalone"], check=True, capture_output=True)
+    pair = DynamicPair.__new__(DynamicPair)  # reuse the helpers for this one node
+    pair.root, pair.ports, pair.procs = tmp_path, [p1], {}
+    try:
+        pair.start(1)
+
+        def entries() -> list[list[tuple[str, int]]]:
+            if not list((d / "metadata" / "__cluster_metadata-0").glob("*.log")):
+                return []  # no log segment yet
+            return [[(ep["name"], ep["port"]) for ep in v["endpoints"]]
+                    for r in pair.dump_voters_json(1) for v in r["voters"]]
+
+        want = [(LISTENER, p1), ("SECOND", p2)]
+        wait_until("the first epoch's VotersRecord", lambda: entries(),
+                   logs=lambda: (d / "node.log").read_text(errors="replace"))
+        assert entries() == [want]
+        time.sleep(2)  # > 3 fetch timeouts: nothing to update, so no further VotersRecord
+        assert entries() == [want]
+    finally:
+        pair.close()
