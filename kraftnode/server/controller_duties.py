@@ -203,11 +203,17 @@ class ControllerDuties:
     """Replay, activation and registration for one node (runs as one task)."""
 
     def __init__(self, driver: RaftDriver, node_id: int, metadata_dir: str | Path,
-                 listener: tuple[str, str, int], supported_features: dict[str, tuple[int, int]]) -> None:
+                 listeners: Sequence[tuple[str, str, int]],
+                 supported_features: dict[str, tuple[int, int]]) -> None:
+        """``listeners``: every controller listener as advertised, (name, host, port), the
+        default one (the one raft requests use) first."""
+        if not listeners:
+            raise ValueError("a controller needs at least one controller listener")
         self.driver = driver
         self.node_id = node_id
         self.metadata_dir = Path(metadata_dir)
-        self.listener = listener
+        self.listeners = tuple(listeners)
+        self.listener = self.listeners[0]
         self.supported_features = supported_features
         self.incarnation_id = uuid.uuid4()
         self.state = MetadataState()
@@ -318,10 +324,13 @@ class ControllerDuties:
 
     # ---------------------------------------------------------------- registration (KIP-919)
     def registration_request(self) -> w.ControllerRegistrationRequest:
-        name, host, port = self.listener
+        """Every controller listener, as Kafka's ControllerRegistrationManager registers
+        them (``KafkaConfig.effectiveAdvertisedControllerListeners``): DescribeCluster on a
+        Kafka controller lists a registered controller only on a listener it registered."""
         R = w.ControllerRegistrationRequest
         return R(controller_id=self.node_id, incarnation_id=self.incarnation_id, zk_migration_ready=False,
-                 listeners=[R.Listener(name=name, host=host, port=port, security_protocol=PLAINTEXT)],
+                 listeners=[R.Listener(name=name, host=host, port=port, security_protocol=PLAINTEXT)
+                            for name, host, port in self.listeners],
                  features=[R.Feature(name=f, min_supported_version=lo, max_supported_version=hi)
                            for f, (lo, hi) in sorted(self.supported_features.items())])
 

@@ -99,7 +99,8 @@ async def run_node(cfg: NodeConfig) -> None:
             # controller duties only in a KRaft controller quorum: a TestRaftServer quorum
             # carries opaque bytes, and its Java nodes serve no controller APIs
             duties = ControllerDuties(driver, cfg.node_id, cfg.metadata_log_dir,
-                                      (listener, cfg.advertised_host, cfg.advertised_port),
+                                      cfg.controller_endpoints
+                                      or ((listener, cfg.advertised_host, cfg.advertised_port),),
                                       dict(features.supported)) if controller else None
             handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), driver,
                                     features, duties)

@@ -199,3 +199,52 @@ def test_produce_accepts_only_metadata_records_once_a_kafka_controller_votes(tmp
         assert good.error_code == 0 and good.base_offset > 0
     finally:
         cl.close()
+
+
+def test_registration_lists_every_controller_listener(tmp_path: Path) -> None:
+    """A Kafka 3.9 controller registers every controller listener (ControllerRegistration-
+    Manager, KafkaConfig.effectiveAdvertisedControllerListeners), and a Kafka controller's
+    DescribeCluster lists a registered controller only on a listener it registered; so a
+    kraftnode with two controller listeners registers both, the default one first."""
+    s1, s2 = socket.socket(), socket.socket()
+    s1.bind(("127.0.0.1", 0))
+    s2.bind(("127.0.0.1", 0))
+    p1, p2 = s1.getsockname()[1], s2.getsockname()[1]
+    s1.close()
+    s2.close()
+    d = tmp_path / "node1"
+    d.mkdir()
+    props = d / "server.properties"
+    props.write_text(
+        f"node.id=1\nprocess.roles=controller\n"
+        f"listeners=CONTROLLER://127.0.0.1:{p1},SECOND://127.0.0.1:{p2}\n"
+        f"controller.listener.names=CONTROLLER,SECOND\n"
+        f"controller.quorum.voters=1@127.0.0.1:{p1}\nlog.dirs={d / 'metadata'}\n")
+    subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
+                    "--cluster-id", CLUSTER_ID], check=True, capture_output=True)
+    logf = (d / "node.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "kraftnode", "start", str(props)],
+                            stdout=subprocess.DEVNULL, stderr=logf)
+    try:
+        def registration() -> str | None:
+            segs = sorted((d / "metadata" / "__cluster_metadata-0").glob("*.log"))
+            if not segs:
+                return None
+            out = subprocess.run([sys.executable, "-m", "kraftnode", "dump-log", *map(str, segs)],
+                                 capture_output=True, text=True, check=True).stdout
+            return next((ln for ln in out.splitlines() if "REGISTER_CONTROLLER_RECORD" in ln), None)
+
+        wait_until(registration, 30, "the RegisterControllerRecord")
+        line = registration()
+        assert line is not None
+        first, second = line.find(f'"name":"CONTROLLER","host":"127.0.0.1","port":{p1}'), \
+            line.find(f'"name":"SECOND","host":"127.0.0.1","port":{p2}')
+        assert 0 <= first < second, line
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        logf.close()
