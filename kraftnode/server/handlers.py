@@ -220,7 +220,13 @@ class NodeHandlers:
                     pd.high_watermark = hw
                     pd.last_stable_offset = hw
                     pd.log_start_offset = lso
-                    if not lso <= p.fetch_offset <= hw:
+                    # Out of range only below the log start or beyond the log END offset, as
+                    # Kafka's LocalLog.read: an offset between the high watermark and the log
+                    # end gets no records (and waits). After a leader change the new leader's
+                    # high watermark can lag the one a consumer already read up to; the Java
+                    # consumer answers OFFSET_OUT_OF_RANGE by resetting its position
+                    # (FetchCollector.handleOffsetOutOfRange), re-reading or skipping records.
+                    if not lso <= p.fetch_offset <= self.driver.log.end_offset:
                         pd.error_code = Errors.OFFSET_OUT_OF_RANGE
                     elif p.fetch_offset < hw and budget > 0:
                         limit = min(budget, p.partition_max_bytes) if p.partition_max_bytes > 0 else budget
@@ -258,6 +264,15 @@ class NodeHandlers:
                 elif v >= 4 and p.current_leader_epoch >= 0 and p.current_leader_epoch != epoch:
                     rp.error_code = (Errors.FENCED_LEADER_EPOCH if p.current_leader_epoch < epoch
                                      else Errors.UNKNOWN_LEADER_EPOCH)
+                elif p.timestamp == -1 and q.replica_id == -1 and self._epoch_start_offset() > \
+                        self.driver.high_watermark:
+                    # KIP-207, as Kafka's Partition.fetchOffsetForTimestamp: a new leader whose
+                    # high watermark has not yet reached its epoch's start offset answers
+                    # LATEST with OFFSET_NOT_AVAILABLE (the Java consumer retries it) rather
+                    # than an offset below one its predecessor may already have given out. A
+                    # restarted node's high watermark starts at 0: without this, seekToEnd
+                    # would land at the start of the log.
+                    rp.error_code = Errors.OFFSET_NOT_AVAILABLE
                 else:
                     rp.offset, rp.timestamp = self._offset_for(p.timestamp)
                     if v >= 4:
@@ -266,13 +281,21 @@ class NodeHandlers:
             out.append(w.ListOffsetsResponse.ListOffsetsTopicResponse(name=t.name, partitions=parts))
         return w.ListOffsetsResponse(throttle_time_ms=0, topics=out)
 
+    def _epoch_start_offset(self) -> int:
+        """The offset at which this leader's epoch began (its log end when elected)."""
+        st = self.core.state
+        tracker = getattr(st, "tracker", None)
+        return -1 if tracker is None else int(tracker.epoch_start_offset)
+
     def _offset_for(self, ts: int) -> tuple[int, int]:
         hw = self.driver.high_watermark
         log_ = self.driver.log.log
-        if ts == -2:   # EARLIEST
+        if ts in (-2, -4):  # EARLIEST, EARLIEST_LOCAL (nothing is tiered: the same offset)
             return log_.start_offset, -1
-        if ts in (-1, -4):  # LATEST (and LATEST_TIERED: nothing is tiered): the high watermark
+        if ts == -1:   # LATEST: the high watermark
             return hw, -1
+        if ts == -5:   # LATEST_TIERED: nothing is tiered; Kafka's UnifiedLog answers -1
+            return -1, -1
         if ts == -3:   # MAX_TIMESTAMP among committed records
             best = (-1, -1)
             for b in log_.batches(log_.start_offset, hw):
@@ -294,6 +317,8 @@ class NodeHandlers:
         leader, epoch = self._leader()
         responses = []
         waiters: list[tuple[Any, Any, int, int]] = []
+        dups: list[tuple[Any, int]] = []  # (answer, last offset) of retries we already have
+        deadline = time.monotonic() + max(q.timeout_ms, 0) / 1000
         if q.acks not in (-1, 0, 1):
             code: int | None = Errors.INVALID_REQUIRED_ACKS
         elif q.transactional_id is not None:
@@ -329,6 +354,7 @@ class NodeHandlers:
                     if dup_base is not None:  # a retry of a batch we already have
                         pr.base_offset = dup_base
                         pr.log_start_offset = self.driver.log.start_offset
+                        dups.append((pr, dup_base + count - 1))
                         continue
                     base = self.driver.log.end_offset
                     _, waiter = self.driver.append_nowait([RawBatches(p.records or b"")])
@@ -337,7 +363,7 @@ class NodeHandlers:
                     waiters.append((pr, waiter, base, count))
             responses.append(w.ProduceResponse.TopicProduceResponse(name=t.name, partition_responses=parts))
         if q.acks == -1 and waiters:
-            with anyio.move_on_after(max(q.timeout_ms, 0) / 1000):
+            with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
                 for _, waiter, _, _ in waiters:
                     await waiter.done.wait()
             for pr, waiter, _base, count in waiters:
@@ -349,7 +375,12 @@ class NodeHandlers:
                     pr.base_offset = -1
                 else:
                     pr.base_offset = done.last_offset - count + 1
-        elif waiters:
+        if q.acks == -1 and dups:
+            for pr, last in dups:
+                pr.error_code = await self._await_committed(last, epoch, deadline)
+                if pr.error_code:
+                    pr.base_offset = -1
+        if q.acks != -1 and waiters:
             await anyio.sleep(0)  # let the driver see the append before we answer (acks=1)
             for pr, waiter, _, _ in waiters:
                 done = waiter.value
@@ -365,6 +396,25 @@ class NodeHandlers:
             if ep is not None:
                 endpoints.append(w.ProduceResponse.NodeEndpoint(node_id=leader, host=ep[0], port=ep[1]))
         return w.ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=endpoints)
+
+    async def _await_committed(self, last_offset: int, epoch: int, deadline: float) -> int:
+        """Error code for an acks=-1 retry whose batch ends at ``last_offset``: wait, as for
+        the original append, until the high watermark passes it. A duplicate already in the
+        log need not be committed yet -- the original's request may still be waiting, or a
+        new leader may hold it uncommitted from the previous epoch -- and Kafka answers
+        such a retry only once it is (ReplicaManager.appendRecords parks it in a
+        DelayedProduce at the duplicate's offset)."""
+        while True:
+            if not self.core.is_leader or self.core.epoch != epoch:
+                return int(Errors.NOT_LEADER_OR_FOLLOWER)
+            if self.driver.high_watermark > last_offset:
+                return int(Errors.NONE)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return int(Errors.REQUEST_TIMED_OUT)
+            # short slices: leadership can be lost without the high watermark moving
+            with anyio.move_on_after(min(remaining, 0.1)):
+                await self.driver.hw_changed.wait()
 
     def kafka_controllers(self) -> dict[int, str]:
         """Voters whose fetches come from software other than kraftnode (Kafka controllers)."""

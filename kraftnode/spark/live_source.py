@@ -82,13 +82,20 @@ def _consumer(conf: dict[str, Any]) -> Any:
 
 def watermarks(conf: dict[str, Any], timeout: float) -> tuple[int, int]:
     """(log start offset, high watermark) of the metadata partition."""
-    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     c = _consumer(conf)
     deadline = time.monotonic() + timeout
     try:
         while True:
-            lo, hi = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=timeout)
+            try:
+                lo, hi = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=timeout)
+            except KafkaException as e:
+                # a new leader answers LATEST with OFFSET_NOT_AVAILABLE until its high
+                # watermark reaches its epoch start (KIP-207); librdkafka does not retry it
+                if e.args[0].code() != KafkaError.OFFSET_NOT_AVAILABLE or time.monotonic() > deadline:
+                    raise
+                lo, hi = -1, -1
             # a new leader reports an unknown (-1) high watermark until its epoch commits
             if hi >= 0 or time.monotonic() > deadline:
                 break
