@@ -40,6 +40,7 @@ from kraftnode.protocol.registry import (
     VOTE,
 )
 from kraftnode.raft.actions import AppendCompleted
+from kraftnode.raft.states import Leader
 from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.controller_duties import ControllerDuties, voter_address
@@ -284,8 +285,7 @@ class NodeHandlers:
     def _epoch_start_offset(self) -> int:
         """The offset at which this leader's epoch began (its log end when elected)."""
         st = self.core.state
-        tracker = getattr(st, "tracker", None)
-        return -1 if tracker is None else int(tracker.epoch_start_offset)
+        return st.tracker.epoch_start_offset if isinstance(st, Leader) else -1
 
     def _offset_for(self, ts: int) -> tuple[int, int]:
         hw = self.driver.high_watermark
