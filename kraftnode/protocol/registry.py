@@ -5,7 +5,8 @@ They follow the interop table in DESIGN.md, with two deliberate narrowings
 (docs/protocol.md): Produce starts at v3 and Fetch at v4, because older versions
 carry magic 0/1 message sets and a KRaft log holds only v2 batches (Kafka 3.9
 would down-convert; we do not).  InitProducerId (22) is served beyond the table
-because Kafka producers are idempotent by default and start with it.
+because Kafka producers are idempotent by default and start with it, and
+DescribeConfigs (32) because ``kafka-topics.sh --describe`` fails without it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
 SASL_HANDSHAKE = 17
+DESCRIBE_CONFIGS = 32
 INIT_PRODUCER_ID = 22
 API_VERSIONS = 18
 SASL_AUTHENTICATE = 36
@@ -77,6 +79,7 @@ SERVED: dict[int, ApiSpec] = {
         _spec(LIST_OFFSETS, "ListOffsets", 1, 9),
         _spec(METADATA, "Metadata", 0, 12),
         _spec(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
+        _spec(DESCRIBE_CONFIGS, "DescribeConfigs", 0, 4),
         _spec(INIT_PRODUCER_ID, "InitProducerId", 0, 5),
         _spec(API_VERSIONS, "ApiVersions", 0, 4),
         _spec(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),

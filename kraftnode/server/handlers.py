@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 
+from kraftnode.log.bootstrap import METADATA_VERSIONS, MINIMUM_BOOTSTRAP_MV
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.framing import FrameError, Request
@@ -24,6 +25,7 @@ from kraftnode.protocol.registry import (
     BEGIN_QUORUM_EPOCH,
     CONTROLLER_REGISTRATION,
     DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
     DESCRIBE_QUORUM,
     END_QUORUM_EPOCH,
     FETCH,
@@ -461,7 +463,8 @@ class NodeHandlers:
                 leader_id=leader, leader_epoch=epoch, replica_nodes=voter_ids, isr_nodes=voter_ids,
                 offline_replicas=[])])
         topics = []
-        if q.topics is None:
+        # MetadataRequest.isAllTopics: null, or (v0 has no null) an empty list at v0
+        if q.topics is None or (v == 0 and not q.topics):
             topics = [ours]
         else:
             for t in q.topics:
@@ -498,6 +501,40 @@ class NodeHandlers:
             brokers=[w.DescribeClusterResponse.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=None)
                      for i, (h, p) in sorted(eps.items())],
             cluster_authorized_operations=-2147483648)
+
+    async def _describe_configs(self, q: w.DescribeConfigsRequest, v: int) -> w.DescribeConfigsResponse:
+        """Configs of our one topic and of this node, as Kafka's ConfigHelper.describeConfigs
+        answers them. ``kafka-topics.sh --describe`` asks for the topic's configs after its
+        Metadata and fails the whole command if DescribeConfigs is not served.
+
+        Nothing is overridden here: the topic has no topic-level configs and the node no
+        dynamic broker configs, so both are answered with an empty list -- what Kafka lists
+        as non-default, which is all kafka-topics.sh and kafka-configs.sh --describe print.
+        Kafka would also list every default value; we do not invent a LogConfig we do not
+        have. Other resource types (broker loggers, client metrics, groups) have nothing
+        behind them here and get INVALID_REQUEST."""
+        R = w.DescribeConfigsResponse.DescribeConfigsResult
+        results = []
+        for res in q.resources:
+            code, msg = 0, None
+            name = res.resource_name
+            if res.resource_type == _CONFIG_TOPIC:
+                invalid = _invalid_topic_name(name)
+                if invalid is not None:
+                    code, msg = Errors.INVALID_TOPIC_EXCEPTION, invalid
+                elif name != rw.METADATA_TOPIC:
+                    code = Errors.UNKNOWN_TOPIC_OR_PARTITION  # Kafka sets no message here
+            elif res.resource_type == _CONFIG_BROKER:
+                if name and name != str(self.ident.node_id):
+                    code, msg = Errors.INVALID_REQUEST, (
+                        f"Unexpected broker id, expected {self.ident.node_id} or empty string, "
+                        f"but received {name}")
+            else:
+                code, msg = Errors.INVALID_REQUEST, (
+                    f"Unsupported resource type: {_CONFIG_TYPES.get(res.resource_type, 'UNKNOWN')}")
+            results.append(R(error_code=code, error_message=msg, resource_type=res.resource_type,
+                             resource_name=name, configs=[]))
+        return w.DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
     async def _describe_quorum(self, q: w.DescribeQuorumRequest, v: int) -> w.DescribeQuorumResponse:
         # admin tools always name __cluster_metadata; a node of a TestRaftServer quorum
@@ -572,18 +609,62 @@ class NodeHandlers:
         return resp
 
     async def _update_features(self, q: w.UpdateFeaturesRequest, v: int) -> w.UpdateFeaturesResponse:
+        """kafka-features.sh upgrade/downgrade/disable. Each feature is judged on its own and
+        the results are listed by feature name, as Kafka 3.9's QuorumController.updateFeatures
+        (FeatureControlManager.updateFeature, results in a TreeMap); a refusal Kafka would make
+        is made with Kafka's message ("Invalid update version N for feature F. ...", which the
+        tool prints after "Could not upgrade F to N."). Setting a feature to its current level
+        succeeds, with or without ValidateOnly. A change Kafka would make is refused with
+        INVALID_UPDATE_VERSION: kraftnode writes no FeatureLevelRecord outside the bootstrap
+        records (docs/server.md). (Kafka 3.9 itself "upgrades" kraft.version by writing a
+        FeatureLevelRecord that does not change the quorum's kraft.version -- KAFKA-18979.)"""
         if not self.core.is_leader:
-            return w.UpdateFeaturesResponse(error_code=Errors.NOT_CONTROLLER)
-        results = []
+            return w.UpdateFeaturesResponse(throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,
+                                            error_message=None, results=[])
+        features = self._features()
+        updates: dict[str, tuple[int, int]] = {}
         for f in q.feature_updates:
-            current = self._features().finalized.get(f.feature)
-            if current == f.max_version_level:
-                code, msg = 0, None
-            else:
-                code, msg = Errors.INVALID_UPDATE_VERSION, f"changing {f.feature} is not supported by this node"
+            # v0 has AllowDowngrade instead of UpgradeType (UpdateFeaturesRequest.featureUpdates)
+            kind = f.upgrade_type if v >= 1 else (_SAFE_DOWNGRADE if f.allow_downgrade else _UPGRADE)
+            updates[f.feature] = (f.max_version_level, kind)
+        results = []
+        for name, (level, kind) in sorted(updates.items()):
+            msg = self._feature_update_refusal(features, name, level, kind)
             results.append(w.UpdateFeaturesResponse.UpdatableFeatureResult(
-                feature=f.feature, error_code=code, error_message=msg))
-        return w.UpdateFeaturesResponse(throttle_time_ms=0, error_code=0, results=results)
+                feature=name, error_code=Errors.INVALID_UPDATE_VERSION if msg else 0, error_message=msg))
+        return w.UpdateFeaturesResponse(throttle_time_ms=0, error_code=0, error_message=None,
+                                        results=results)
+
+    def _feature_update_refusal(self, features: api_versions.FeatureView, name: str, level: int,
+                                kind: int) -> str | None:
+        """None if setting ``name`` to ``level`` succeeds here, else the error message; the
+        checks and their order are FeatureControlManager.updateFeature's."""
+        def invalid(why: str) -> str:
+            return f"Invalid update version {level} for feature {name}. {why}"
+
+        if kind not in (_UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE):
+            return invalid("The controller does not support the given upgrade type.")
+        current = features.finalized.get(name, 0)
+        if level < 0:
+            return invalid("A feature version cannot be less than 0.")
+        lo, hi = features.supported.get(name, (0, 0))
+        if not lo <= level <= hi:  # QuorumFeatures.reasonNotSupported
+            who = f"Local controller {self.ident.node_id}"
+            return invalid(f"{who} does not support this feature." if hi == 0 else
+                           f"{who} only supports versions {lo if lo == hi else f'{lo}-{hi}'}")
+        if level < current and kind == _UPGRADE:
+            return invalid("Can't downgrade the version of this feature without setting the "
+                           "upgrade type to either safe or unsafe downgrade.")
+        if level > current and kind != _UPGRADE:
+            return invalid("Can't downgrade to a newer version.")
+        if name == "metadata.version" and level < MINIMUM_BOOTSTRAP_MV:
+            # FeatureControlManager.updateMetadataVersion
+            return (f"Invalid metadata.version {level}. Unable to set a metadata.version less "
+                    f"than {_MV_NAMES[MINIMUM_BOOTSTRAP_MV]}")
+        if level == current:
+            return None
+        return invalid(f"kraftnode does not change finalized features; {name} stays at "
+                       f"{_MV_NAMES.get(current, current) if name == 'metadata.version' else current}.")
 
     async def _voter_change(self, q: Any, v: int) -> Any:
         """Add/Remove/UpdateRaftVoter (KIP-853): the core decides and answers (a pending add
@@ -634,12 +715,39 @@ class NodeHandlers:
         VOTE: _vote, BEGIN_QUORUM_EPOCH: _begin, END_QUORUM_EPOCH: _end, FETCH: _fetch,
         FETCH_SNAPSHOT: _fetch_snapshot, LIST_OFFSETS: _list_offsets, PRODUCE: _produce,
         METADATA: _metadata, DESCRIBE_CLUSTER: _describe_cluster, DESCRIBE_QUORUM: _describe_quorum,
+        DESCRIBE_CONFIGS: _describe_configs,
         UPDATE_FEATURES: _update_features, ADD_RAFT_VOTER: _voter_change,
         REMOVE_RAFT_VOTER: _voter_change, UPDATE_RAFT_VOTER: _voter_change,
         SASL_HANDSHAKE: _sasl_handshake, SASL_AUTHENTICATE: _sasl_authenticate,
         INIT_PRODUCER_ID: _init_producer_id,
         CONTROLLER_REGISTRATION: _controller_registration,
     }
+
+
+# FeatureUpdate.UpgradeType codes (UpdateFeatures v1 UpgradeType)
+_UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE = 1, 2, 3
+_MV_NAMES = {level: name for name, level in METADATA_VERSIONS.items()}
+
+# ConfigResource.Type ids (DescribeConfigs ResourceType)
+_CONFIG_TOPIC = 2
+_CONFIG_BROKER = 4
+_CONFIG_TYPES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
+_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def _invalid_topic_name(name: str) -> str | None:
+    """Why Kafka's Topic.validate rejects ``name``, in its words; None if it is legal."""
+    if not name:
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > 249:
+        reason = f"the length of '{name}' is longer than the max allowed length 249"
+    elif not set(name) <= _TOPIC_CHARS:
+        reason = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    else:
+        return None
+    return f"Topic name is invalid: {reason}"
 
 
 def java_hashmap_order(items: Iterable[Any], java_hash: Callable[[Any], int]) -> list[Any]:

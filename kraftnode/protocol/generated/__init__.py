@@ -11,6 +11,8 @@ from kraftnode.protocol.generated.controller_registration_request import Control
 from kraftnode.protocol.generated.controller_registration_response import ControllerRegistrationResponse
 from kraftnode.protocol.generated.describe_cluster_request import DescribeClusterRequest
 from kraftnode.protocol.generated.describe_cluster_response import DescribeClusterResponse
+from kraftnode.protocol.generated.describe_configs_request import DescribeConfigsRequest
+from kraftnode.protocol.generated.describe_configs_response import DescribeConfigsResponse
 from kraftnode.protocol.generated.describe_quorum_request import DescribeQuorumRequest
 from kraftnode.protocol.generated.describe_quorum_response import DescribeQuorumResponse
 from kraftnode.protocol.generated.end_quorum_epoch_request import EndQuorumEpochRequest
@@ -54,6 +56,8 @@ __all__ = [
     "ControllerRegistrationResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
     "EndQuorumEpochRequest",

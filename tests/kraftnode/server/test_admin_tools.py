@@ -1,0 +1,161 @@
+"""What Kafka's admin tools send besides the quorum APIs, against a real node process.
+
+``kafka-topics.sh --describe`` asks for the topic's configs (DescribeConfigs) after its
+Metadata and fails the whole command when the node does not serve it; ``kafka-features.sh
+upgrade|downgrade|disable`` prints each UpdateFeatures result's message after "Could not
+upgrade F to N.", so refusals carry the messages of Kafka 3.9's FeatureControlManager.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kraftnode.protocol import Errors
+from kraftnode.protocol import generated as w
+from kraftnode.protocol.registry import DESCRIBE_CONFIGS, METADATA, UPDATE_FEATURES
+from tests.support.node import NodeProcess, call, running_node
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    tmp: Path = tmp_path_factory.mktemp("admin-tools")
+    with running_node(tmp) as n:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # leader elected and metadata.version committed
+            r = _update(n.port, 1, [("metadata.version", 21, 1)])
+            if r.error_code == 0 and r.results[0].error_code == 0:  # else NOT_CONTROLLER
+                break
+            time.sleep(0.2)
+        yield n
+
+
+def _describe_configs(port: int, version: int, *resources: tuple[int, str]) -> w.DescribeConfigsResponse:
+    R = w.DescribeConfigsRequest.DescribeConfigsResource
+    _, resp = call(port, DESCRIBE_CONFIGS, version, w.DescribeConfigsRequest(
+        resources=[R(resource_type=t, resource_name=n, configuration_keys=None) for t, n in resources],
+        include_synonyms=False, include_documentation=False))
+    assert isinstance(resp, w.DescribeConfigsResponse)
+    return resp
+
+
+def _update(port: int, version: int, updates: list[tuple[str, int, int]],
+            validate_only: bool = False) -> w.UpdateFeaturesResponse:
+    K = w.UpdateFeaturesRequest.FeatureUpdateKey
+    _, resp = call(port, UPDATE_FEATURES, version, w.UpdateFeaturesRequest(
+        timeout_ms=60000, validate_only=validate_only,
+        feature_updates=[K(feature=f, max_version_level=lvl, upgrade_type=kind if version >= 1 else 1,
+                           allow_downgrade=version == 0 and kind != 1) for f, lvl, kind in updates]))
+    assert isinstance(resp, w.UpdateFeaturesResponse)
+    return resp
+
+
+def test_kafka_python_admin_describes_the_topic_configs(node: NodeProcess) -> None:
+    """kafka-python's admin checks ApiVersions before sending DescribeConfigs, as the Java
+    Admin does (which otherwise fails kafka-topics.sh --describe with "The node does not
+    support DESCRIBE_CONFIGS"). No config of the topic is overridden."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{node.port}", request_timeout_ms=10000)
+    try:
+        got = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "__cluster_metadata")],
+                                     config_filter="all")
+    finally:
+        admin.close()
+    assert got == {"topic": {"__cluster_metadata": {}}}
+
+
+@pytest.mark.parametrize("version", [0, 4])
+def test_describe_configs_answers_each_resource_as_kafka(node: NodeProcess, version: int) -> None:
+    r = _describe_configs(node.port, version, (2, "__cluster_metadata"), (2, "other"), (2, "bad name"),
+                          (4, "1"), (4, ""), (4, "7"), (8, "1"))
+    got = [(x.resource_type, x.resource_name, x.error_code, x.error_message, list(x.configs))
+           for x in r.results]
+    assert got == [
+        (2, "__cluster_metadata", 0, None, []),
+        (2, "other", Errors.UNKNOWN_TOPIC_OR_PARTITION, None, []),
+        (2, "bad name", Errors.INVALID_TOPIC_EXCEPTION,
+         "Topic name is invalid: 'bad name' contains one or more characters other than ASCII "
+         "alphanumerics, '.', '_' and '-'", []),
+        (4, "1", 0, None, []),
+        (4, "", 0, None, []),
+        (4, "7", Errors.INVALID_REQUEST,
+         "Unexpected broker id, expected 1 or empty string, but received 7", []),
+        (8, "1", Errors.INVALID_REQUEST, "Unsupported resource type: BROKER_LOGGER", []),
+    ]
+
+
+def _results(resp: w.UpdateFeaturesResponse) -> list[tuple[str, int, str | None]]:
+    assert (resp.error_code, resp.error_message) == (0, None)
+    return [(x.feature, x.error_code, x.error_message) for x in resp.results]
+
+
+def test_update_features_current_levels_succeed(node: NodeProcess) -> None:
+    for validate_only in (False, True):
+        assert _results(_update(node.port, 1, [("metadata.version", 21, 1), ("kraft.version", 0, 1)],
+                                validate_only)) == [("kraft.version", 0, None), ("metadata.version", 0, None)]
+
+
+def test_update_features_refusals_carry_kafkas_messages(node: NodeProcess) -> None:
+    """Each feature is judged on its own and results come sorted by name, as Kafka 3.9's
+    QuorumController.updateFeatures; messages are FeatureControlManager.updateFeature's."""
+    bad = Errors.INVALID_UPDATE_VERSION
+    assert _results(_update(node.port, 1, [
+        ("metadata.version", 22, 1), ("foo.bar", 1, 1), ("kraft.version", -1, 1)])) == [
+        ("foo.bar", bad, "Invalid update version 1 for feature foo.bar. Local controller 1 does not "
+                         "support this feature."),
+        ("kraft.version", bad, "Invalid update version -1 for feature kraft.version. A feature "
+                               "version cannot be less than 0."),
+        ("metadata.version", bad, "Invalid update version 22 for feature metadata.version. Local "
+                                  "controller 1 only supports versions 1-21"),
+    ]
+    assert _results(_update(node.port, 1, [("metadata.version", 20, 1)])) == [
+        ("metadata.version", bad, "Invalid update version 20 for feature metadata.version. Can't "
+         "downgrade the version of this feature without setting the upgrade type to either safe "
+         "or unsafe downgrade.")]
+    assert _results(_update(node.port, 1, [("kraft.version", 1, 2)])) == [
+        ("kraft.version", bad, "Invalid update version 1 for feature kraft.version. Can't "
+                               "downgrade to a newer version.")]
+    assert _results(_update(node.port, 1, [("metadata.version", 3, 2)])) == [
+        ("metadata.version", bad, "Invalid metadata.version 3. Unable to set a metadata.version "
+                                  "less than 3.3-IV0")]
+    assert _results(_update(node.port, 1, [("metadata.version", 21, 7)])) == [
+        ("metadata.version", bad, "Invalid update version 21 for feature metadata.version. The "
+                                  "controller does not support the given upgrade type.")]
+    # "disable": level 0 is outside metadata.version's range
+    assert _results(_update(node.port, 1, [("metadata.version", 0, 3)])) == [
+        ("metadata.version", bad, "Invalid update version 0 for feature metadata.version. Local "
+                                  "controller 1 only supports versions 1-21")]
+
+
+def test_update_features_changes_kafka_would_make_are_refused(node: NodeProcess) -> None:
+    """A real change passes Kafka's checks but kraftnode writes no FeatureLevelRecord: it is
+    refused, dry run or not, rather than reported as done."""
+    for validate_only in (False, True):
+        r = _results(_update(node.port, 1, [("metadata.version", 20, 2), ("kraft.version", 1, 1)],
+                             validate_only))
+        assert [(f, code) for f, code, _ in r] == [("kraft.version", Errors.INVALID_UPDATE_VERSION),
+                                                   ("metadata.version", Errors.INVALID_UPDATE_VERSION)]
+        assert r[1][2] == ("Invalid update version 20 for feature metadata.version. kraftnode does "
+                           "not change finalized features; metadata.version stays at 3.9-IV0.")
+
+
+def test_update_features_v0_allow_downgrade_is_a_safe_downgrade(node: NodeProcess) -> None:
+    r = _results(_update(node.port, 0, [("metadata.version", 20, 2)]))
+    assert "kraftnode does not change" in (r[0][2] or "")  # passed the downgrade checks
+    r = _results(_update(node.port, 0, [("metadata.version", 20, 1)]))
+    assert "without setting the upgrade type" in (r[0][2] or "")
+
+
+def test_metadata_v0_empty_topic_list_means_all_topics(node: NodeProcess) -> None:
+    """v0 cannot send a null list: an empty one asks for every topic (MetadataRequest.isAllTopics)."""
+    for version, topics, names in ((0, [], ["__cluster_metadata"]), (1, [], []), (1, None, ["__cluster_metadata"])):
+        _, resp = call(node.port, METADATA, version, w.MetadataRequest(
+            topics=topics, allow_auto_topic_creation=True))
+        assert isinstance(resp, w.MetadataResponse)
+        assert [t.name for t in resp.topics] == names, version
