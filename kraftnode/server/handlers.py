@@ -50,7 +50,7 @@ from kraftnode.server.peer_client import SOFTWARE_NAME
 from kraftnode.server.raft_driver import RaftDriver, now_ms
 from kraftnode.server.raft_log import RawBatches
 from recordbatch import CorruptBatchError, iter_batches
-from recordbatch.wire import ZERO_UUID
+from recordbatch.wire import ZERO_UUID, DecodeError, read_varint, read_varlong
 
 log = logging.getLogger("kraftnode.handlers")
 
@@ -417,21 +417,36 @@ class NodeHandlers:
                 await self.driver.hw_changed.wait()
 
     def kafka_controllers(self) -> dict[int, str]:
-        """Voters whose fetches come from software other than kraftnode (Kafka controllers)."""
+        """Voters whose fetches come from software other than kraftnode: Kafka controllers,
+        or Kafka's standalone raft server (TestRaftServer) in a ``__raft_performance_test``
+        quorum."""
         voters = self.core.voters.ids
         return {i: sw for i, sw in self.replica_software.items() if i in voters and sw != SOFTWARE_NAME}
 
     def _metadata_only_check(self, views: list[Any]) -> tuple[int, str] | None:
-        """A Kafka controller halts on a committed record it cannot replay as metadata, so
-        while one is a voter, Produce accepts KRaft metadata records only."""
-        others = self.kafka_controllers() if self.duties is not None else {}
+        """While a Kafka node is a voter, Produce accepts only records its raft client can read.
+
+        Every Kafka 3.9 raft node decodes every batch it appends (KafkaRaftClient updates
+        KRaftControlRecordStateMachine, whose maybeLoadLog runs RecordsIterator over the
+        log) and throws on a data record that ``kraft_record_shape_error`` refuses -- a
+        TestRaftServer too, although its ByteArraySerde takes any value. A Kafka controller
+        also halts on a committed record it cannot replay as a metadata record."""
+        others = self.kafka_controllers()
         if not others:
             return None
+        names = ", ".join(f"{i} ({sw})" for i, sw in sorted(others.items()))
         try:
             for b in views:
+                shape = kraft_record_shape_error(b)
+                if shape is not None:
+                    return (Errors.INVALID_RECORD,
+                            f"batch at offset {b.base_offset}: {shape}; the quorum includes Kafka raft "
+                            f"node(s) {names}, whose raft client accepts only records with timestamp "
+                            f"delta 0, no key, a non-empty value and no headers")
+                if self.duties is None:
+                    continue  # a TestRaftServer quorum: values are opaque bytes
                 for r in b.records():
                     if not is_metadata_record(r.value):
-                        names = ", ".join(f"{i} ({sw})" for i, sw in sorted(others.items()))
                         return (Errors.INVALID_RECORD,
                                 f"record at batch offset {r.offset} is not a KRaft metadata record; "
                                 f"the quorum includes Kafka controller(s) {names}, which accept only "
@@ -683,6 +698,41 @@ _ERROR_MESSAGES = {
         "not the current leader. For requests intended for any replica, this error indicates "
         "that the broker is not a replica of the topic partition."),
 }
+
+
+def kraft_record_shape_error(batch: Any) -> str | None:
+    """Why Kafka 3.9's raft client would refuse a data record of ``batch``, else None.
+
+    Kafka's RecordsIterator.readRecord / decodeDataRecord throw unless each record has
+    timestamp delta 0, no key (length -1), a value of at least one byte, and a last byte
+    of 0 (read as the header count). Each record here must end with a header count of 0
+    right after its value, which implies Kafka's last-byte test. Raw fields are read,
+    since a decoded record's timestamp hides its delta in a LogAppendTime batch."""
+    data = batch.records_data()
+    pos = 0
+    try:
+        for i in range(batch.records_count):
+            length, pos = read_varint(data, pos)
+            end = pos + length
+            if length <= 0 or end > len(data):
+                return f"record {i} has an invalid size {length}"
+            ts_delta, p = read_varlong(data, pos + 1)  # after the attributes byte
+            if ts_delta != 0:
+                return f"record {i} has timestamp delta {ts_delta}"
+            _, p = read_varint(data, p)  # offset delta
+            key_len, p = read_varint(data, p)
+            if key_len >= 0:
+                return f"record {i} has a key"
+            value_len, p = read_varint(data, p)
+            if value_len <= 0:
+                return f"record {i} has {'no' if value_len < 0 else 'an empty'} value"
+            headers, p = read_varint(data, p + value_len)
+            if headers != 0 or p != end:
+                return f"record {i} has headers"
+            pos = end
+    except (DecodeError, IndexError):
+        return "a record is malformed"
+    return None
 
 
 def _validate_produce_records(records: Any) -> tuple[tuple[int, str] | None, int, list[Any]]:

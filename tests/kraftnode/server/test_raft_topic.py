@@ -4,6 +4,7 @@ server does, so Kafka's own Java Raft nodes can share the quorum."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import uuid
@@ -13,9 +14,12 @@ import pytest
 
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
-from kraftnode.protocol.registry import FETCH
+from kraftnode.protocol.framing import encode_request, parse_response
+from kraftnode.protocol.registry import API_VERSIONS, FETCH, PRODUCE, SERVED
+from kraftnode.server.handlers import kraft_record_shape_error
+from recordbatch import Record, build_batch, iter_batches
 from tests.support.cluster import Cluster, free_ports, wait_for_hw
-from tests.support.node import call
+from tests.support.node import call, recv_frame
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -85,3 +89,81 @@ def test_bad_raft_topic_setting_stops_start_up(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert "kraftnode.raft.topic" in r.stderr and "Traceback" not in r.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# Produce while a Kafka raft node votes: only records Kafka's RecordsIterator can read
+
+
+def _shape(records: list[Record], **kw: object) -> str | None:
+    return kraft_record_shape_error(next(iter_batches(build_batch(records, now_ms=1000, **kw))))  # type: ignore[arg-type]
+
+
+def test_record_shape_matches_kafka_records_iterator() -> None:
+    """TestRaftServer's scheduleAppend writes records with timestamp delta 0, no key, a
+    non-empty value and no headers; anything else makes Kafka's RecordsIterator throw."""
+    assert _shape([Record(None, b"\x00" * 256), Record(None, b"x", timestamp=1000)]) is None
+    assert _shape([Record(None, b"a"), Record(None, b"b")], compression="zstd") is None
+    assert "has a key" in (_shape([Record(b"k", b"v")]) or "")
+    assert "headers" in (_shape([Record(None, b"v", headers=[("h", b"\x00")])]) or "")
+    assert "timestamp delta 5" in (_shape([Record(None, b"a", timestamp=1000),
+                                            Record(None, b"b", timestamp=1005)]) or "")
+    assert "no value" in (_shape([Record(None, None)]) or "")
+    assert "empty value" in (_shape([Record(None, b"")]) or "")
+
+
+def _produce(port: int, batch: bytes) -> w.ProduceResponse.PartitionProduceResponse:
+    P = w.ProduceRequest
+    req = P(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+        name="__raft_performance_test", partition_data=[P.PartitionProduceData(index=0, records=batch)])])
+    _, resp = call(port, PRODUCE, 9, req)
+    return resp.responses[0].partition_responses[0]  # type: ignore[attr-defined, no-any-return]
+
+
+def _frame_call(sock: socket.socket, api_key: int, version: int, body: object, cid: int) -> object:
+    spec = SERVED[api_key]
+    sock.sendall(encode_request(spec, version, cid, "raft-client-3", body))  # type: ignore[arg-type]
+    frame = recv_frame(sock)
+    assert frame is not None
+    return parse_response(spec, version, frame)[1]
+
+
+def test_produce_guards_a_test_raft_server_voter(tmp_path: Path) -> None:
+    """Once a TestRaftServer votes, the leader refuses records its raft client would throw
+    on (KRaftControlRecordStateMachine decodes every appended batch), yet takes opaque
+    values that are no metadata records: that quorum has no metadata."""
+    cl = Cluster(tmp_path / "a", 3)
+    for i in cl.ids:
+        subprocess.run(["rm", "-rf", str(cl.root / f"node{i}" / "metadata")], check=True)
+    _reformat(cl, ZERO)
+    try:
+        cl.start(1)
+        cl.start(2)
+        info = wait_for_hw(cl)
+        port = cl.port(info.leader_id)
+        keyed = build_batch([Record(b"key", b"value")])
+        assert _produce(port, keyed).error_code == 0  # no Kafka node yet: anything goes
+        # voter 3 shows up as TestRaftServer does: ApiVersions naming its software
+        # (KafkaRaftManager's NetworkClient discovers versions), then a raft Fetch
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            _frame_call(s, API_VERSIONS, 3, w.ApiVersionsRequest(
+                client_software_name="apache-kafka-java", client_software_version="3.9.0"), 1)
+            F = w.FetchRequest
+            fetch = F(cluster_id=ZERO, replica_state=F.ReplicaState(replica_id=3, replica_epoch=-1),
+                      max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                      session_epoch=-1, topics=[F.FetchTopic(topic_id=uuid.UUID(int=2), partitions=[
+                          F.FetchPartition(partition=0, current_leader_epoch=info.leader_epoch,
+                                           fetch_offset=0, last_fetched_epoch=0, log_start_offset=-1,
+                                           partition_max_bytes=1 << 20, replica_directory_id=uuid.UUID(int=0))])],
+                      forgotten_topics_data=[], rack_id="")
+            resp = _frame_call(s, FETCH, 17, fetch, 2)
+            assert resp.responses[0].partitions[0].error_code == 0  # type: ignore[attr-defined]
+        bad = _produce(port, keyed)
+        assert bad.error_code == Errors.INVALID_RECORD
+        assert "has a key" in (bad.error_message or "") and "3 (apache-kafka-java)" in (bad.error_message or "")
+        two_ms = build_batch([Record(None, b"a", timestamp=1000), Record(None, b"b", timestamp=1001)])
+        assert _produce(port, two_ms).error_code == Errors.INVALID_RECORD
+        good = _produce(port, build_batch([Record(None, b"\x00" * 256), Record(None, b"\x01" * 256)]))
+        assert good.error_code == 0 and good.base_offset > 0
+    finally:
+        cl.close()
