@@ -530,8 +530,18 @@ class NodeHandlers:
                     current_voters=[], observers=[]) for x in t.partitions]) for t in q.topics])
         d = self.core.describe_quorum(now_ms())
         if d.error_code == Errors.NOT_LEADER_OR_FOLLOWER and d.leader_id >= 0:
-            forwarded = await self._forward_to_leader(d.leader_id, DESCRIBE_QUORUM, q, v)
+            # Ask for the quorum's own topic: the leader may be Kafka's TestRaftServer, which
+            # answers UNKNOWN_TOPIC_OR_PARTITION for any other (KafkaRaftClient
+            # .handleDescribeQuorumRequest); the answer goes back under the name asked,
+            # which the Java Admin requires to be the one it sent.
+            Q = w.DescribeQuorumRequest
+            ask = Q(topics=[Q.TopicData(topic_name=rw.METADATA_TOPIC,
+                                        partitions=[Q.PartitionData(partition_index=0)])])
+            forwarded = await self._forward_to_leader(d.leader_id, DESCRIBE_QUORUM, ask, v)
             if forwarded is not None:
+                for t in forwarded.topics:
+                    if t.topic_name == rw.METADATA_TOPIC:
+                        t.topic_name = asked
                 return forwarded  # type: ignore[no-any-return]
         R = w.DescribeQuorumResponse.ReplicaState
 

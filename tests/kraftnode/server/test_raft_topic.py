@@ -7,15 +7,29 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
-from kraftnode.protocol.framing import encode_request, parse_response
-from kraftnode.protocol.registry import API_VERSIONS, FETCH, PRODUCE, SERVED
+from kraftnode.protocol.framing import (
+    encode_request,
+    encode_response,
+    parse_request,
+    parse_response,
+)
+from kraftnode.protocol.registry import (
+    API_VERSIONS,
+    BEGIN_QUORUM_EPOCH,
+    DESCRIBE_QUORUM,
+    FETCH,
+    PRODUCE,
+    SERVED,
+)
 from kraftnode.server.handlers import kraft_record_shape_error
 from recordbatch import Record, build_batch, iter_batches
 from tests.support.cluster import Cluster, free_ports, wait_for_hw
@@ -166,4 +180,95 @@ def test_produce_guards_a_test_raft_server_voter(tmp_path: Path) -> None:
         good = _produce(port, build_batch([Record(None, b"\x00" * 256), Record(None, b"\x01" * 256)]))
         assert good.error_code == 0 and good.base_offset > 0
     finally:
+        cl.close()
+
+
+class _KafkaLeaderStub:
+    """Voter 3 answering as Kafka 3.9's TestRaftServer answers a client: ApiVersions, and
+    DescribeQuorum only for ``__raft_performance_test`` (KafkaRaftClient
+    .handleDescribeQuorumRequest: UNKNOWN_TOPIC_OR_PARTITION for another topic). Other
+    requests (the follower's Fetch) stay unanswered."""
+
+    def __init__(self, port: int, epoch: int) -> None:
+        self.epoch = epoch
+        self.asked: list[str] = []
+        self.srv = socket.create_server(("127.0.0.1", port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _answer(self, req: Any) -> Any:
+        if req.spec.key == API_VERSIONS:
+            A = w.ApiVersionsResponse
+            return A(error_code=0, throttle_time_ms=0, api_keys=[
+                A.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                for k, lo, hi in ((1, 4, 17), (18, 0, 4), (52, 0, 1), (53, 0, 1), (54, 0, 1),
+                                  (55, 0, 2), (59, 0, 1))])
+        if req.spec.key == DESCRIBE_QUORUM:
+            D = w.DescribeQuorumResponse
+            t = req.body.topics[0]
+            self.asked.append(t.topic_name)
+            if t.topic_name != "__raft_performance_test":
+                return D(error_code=0, topics=[D.TopicData(topic_name=t.topic_name, partitions=[
+                    D.PartitionData(partition_index=0, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION)])])
+            voters = [D.ReplicaState(replica_id=i, log_end_offset=0) for i in (1, 2, 3)]
+            return D(error_code=0, topics=[D.TopicData(topic_name=t.topic_name, partitions=[
+                D.PartitionData(partition_index=0, error_code=0, leader_id=3, leader_epoch=self.epoch,
+                                high_watermark=-1, current_voters=voters, observers=[])])])
+        return None
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            while True:
+                frame = recv_frame(conn, timeout=30)
+                if frame is None:
+                    return
+                req = parse_request(frame)
+                resp = self._answer(req)
+                if resp is not None:
+                    conn.sendall(encode_response(req.spec, req.header.request_api_version,
+                                                 req.header.correlation_id, resp))
+
+    def close(self) -> None:
+        self.srv.close()
+
+
+def test_describe_quorum_forwarded_to_a_test_raft_server_leader(tmp_path: Path) -> None:
+    """kafka-metadata-quorum.sh asks for __cluster_metadata; a kraftnode follower forwards
+    the question to a TestRaftServer leader for the quorum's own topic (else Kafka answers
+    UNKNOWN_TOPIC_OR_PARTITION) and returns the answer under the name asked."""
+    cl = Cluster(tmp_path / "a", 3)
+    for i in cl.ids:
+        subprocess.run(["rm", "-rf", str(cl.root / f"node{i}" / "metadata")], check=True)
+    _reformat(cl, ZERO)
+    stub = None
+    try:
+        cl.start(1)
+        cl.start(2)
+        info = wait_for_hw(cl)
+        follower = 1 if info.leader_id == 2 else 2
+        epoch = info.leader_epoch + 1
+        stub = _KafkaLeaderStub(cl.port(3), epoch)
+        B = w.BeginQuorumEpochRequest
+        _, began = call(cl.port(follower), BEGIN_QUORUM_EPOCH, 0, B(cluster_id=ZERO, topics=[B.TopicData(
+            topic_name="__raft_performance_test", partitions=[B.PartitionData(
+                partition_index=0, leader_id=3, leader_epoch=epoch)])]))
+        assert began.error_code == 0  # type: ignore[attr-defined]
+        Q = w.DescribeQuorumRequest
+        _, resp = call(cl.port(follower), DESCRIBE_QUORUM, 1, Q(topics=[Q.TopicData(
+            topic_name="__cluster_metadata", partitions=[Q.PartitionData(partition_index=0)])]))
+        assert stub.asked == ["__raft_performance_test"]
+        t = resp.topics[0]  # type: ignore[attr-defined]
+        assert t.topic_name == "__cluster_metadata"
+        assert t.partitions[0].error_code == 0 and t.partitions[0].leader_id == 3
+        assert t.partitions[0].leader_epoch == epoch
+    finally:
+        if stub is not None:
+            stub.close()
         cl.close()
