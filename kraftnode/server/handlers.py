@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 
+from kraftnode.log.metadata_log import MAX_BATCH_SIZE_BYTES
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.framing import FrameError, Request
@@ -757,6 +758,14 @@ def _validate_produce_records(records: Any) -> tuple[tuple[int, str] | None, int
             b.validate()
             if b.is_control:
                 return (Errors.INVALID_RECORD, "producers may not write control batches"), 0, []
+            if b.size_in_bytes > MAX_BATCH_SIZE_BYTES:
+                # the raft log takes no bigger batch (KafkaRaftClient.MAX_BATCH_SIZE_BYTES; a
+                # Kafka follower's log refuses it too); Kafka answers a batch over
+                # max.message.bytes with RecordTooLargeException (UnifiedLog
+                # .analyzeAndValidateRecords)
+                return (Errors.MESSAGE_TOO_LARGE,
+                        f"record batch of {b.size_in_bytes} bytes is over the "
+                        f"{MAX_BATCH_SIZE_BYTES}-byte limit of the raft log"), 0, []
             count += b.records_count
             views.append(b)
         if it.incomplete or it.position != len(records):

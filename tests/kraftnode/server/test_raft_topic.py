@@ -272,3 +272,24 @@ def test_describe_quorum_forwarded_to_a_test_raft_server_leader(tmp_path: Path) 
         if stub is not None:
             stub.close()
         cl.close()
+
+
+def test_produce_of_a_batch_over_the_raft_limit_is_refused(tmp_path: Path) -> None:
+    """A batch bigger than KafkaRaftClient.MAX_BATCH_SIZE_BYTES (8 MiB) cannot enter the
+    raft log (nor a Kafka follower's): the producer gets MESSAGE_TOO_LARGE, as Kafka
+    answers a batch over max.message.bytes, and the connection stays usable."""
+    cl = Cluster(tmp_path / "a", 1)
+    subprocess.run(["rm", "-rf", str(cl.root / "node1" / "metadata")], check=True)
+    _reformat(cl, ZERO)
+    try:
+        cl.start(1)
+        wait_for_hw(cl)
+        port = cl.port(1)
+        big = _produce(port, build_batch([Record(None, b"x" * (8 << 20))]))
+        assert big.error_code == Errors.MESSAGE_TOO_LARGE, big
+        assert "8388608" in (big.error_message or "")
+        ok = _produce(port, build_batch([Record(None, b"x" * ((8 << 20) - 1000))]))
+        assert ok.error_code == 0, ok
+        assert "Traceback" not in cl.log(1)
+    finally:
+        cl.close()
