@@ -425,27 +425,34 @@ class NodeHandlers:
         return {i: sw for i, sw in self.replica_software.items() if i in voters and sw != SOFTWARE_NAME}
 
     def _metadata_only_check(self, views: list[Any]) -> tuple[int, str] | None:
-        """While a Kafka node is a voter, Produce accepts only records its raft client can read.
+        """Produce accepts only records Kafka's raft nodes can read.
 
         Every Kafka 3.9 raft node decodes every batch it appends (KafkaRaftClient updates
         KRaftControlRecordStateMachine, whose maybeLoadLog runs RecordsIterator over the
         log) and throws on a data record that ``kraft_record_shape_error`` refuses -- a
-        TestRaftServer too, although its ByteArraySerde takes any value. A Kafka controller
-        also halts on a committed record it cannot replay as a metadata record."""
+        TestRaftServer too, although its ByteArraySerde takes any value. So the shape is
+        checked while a Kafka node votes, and always in a ``__raft_performance_test``
+        quorum (no controller duties), which exists to be shared with TestRaftServer: a
+        record it holds before a Java voter first fetches would reach that voter later.
+        A Kafka controller also halts on a committed record it cannot replay as a
+        metadata record."""
         others = self.kafka_controllers()
-        if not others:
+        test_raft_quorum = self.duties is None
+        if not others and not test_raft_quorum:
             return None
         names = ", ".join(f"{i} ({sw})" for i, sw in sorted(others.items()))
+        who = (f"the quorum includes Kafka raft node(s) {names}, whose raft client accepts"
+               if others else
+               f"a {rw.METADATA_TOPIC} quorum is shared with Kafka's TestRaftServer, which accepts")
         try:
             for b in views:
                 shape = kraft_record_shape_error(b)
                 if shape is not None:
                     return (Errors.INVALID_RECORD,
-                            f"batch at offset {b.base_offset}: {shape}; the quorum includes Kafka raft "
-                            f"node(s) {names}, whose raft client accepts only records with timestamp "
-                            f"delta 0, no key, a non-empty value and no headers")
-                if self.duties is None:
-                    continue  # a TestRaftServer quorum: values are opaque bytes
+                            f"batch at offset {b.base_offset}: {shape}; {who} only records with "
+                            f"timestamp delta 0, no key, a non-empty value and no headers")
+                if test_raft_quorum:
+                    continue  # values are opaque bytes there: no metadata
                 for r in b.records():
                     if not is_metadata_record(r.value):
                         return (Errors.INVALID_RECORD,

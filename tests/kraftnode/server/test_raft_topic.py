@@ -143,9 +143,10 @@ def _frame_call(sock: socket.socket, api_key: int, version: int, body: object, c
 
 
 def test_produce_guards_a_test_raft_server_voter(tmp_path: Path) -> None:
-    """Once a TestRaftServer votes, the leader refuses records its raft client would throw
-    on (KRaftControlRecordStateMachine decodes every appended batch), yet takes opaque
-    values that are no metadata records: that quorum has no metadata."""
+    """A __raft_performance_test leader refuses records a TestRaftServer's raft client would
+    throw on (KRaftControlRecordStateMachine decodes every appended batch) -- before any
+    Java voter fetched too, since it would read them later -- yet takes opaque values
+    that are no metadata records: that quorum has no metadata."""
     cl = Cluster(tmp_path / "a", 3)
     for i in cl.ids:
         subprocess.run(["rm", "-rf", str(cl.root / f"node{i}" / "metadata")], check=True)
@@ -156,7 +157,9 @@ def test_produce_guards_a_test_raft_server_voter(tmp_path: Path) -> None:
         info = wait_for_hw(cl)
         port = cl.port(info.leader_id)
         keyed = build_batch([Record(b"key", b"value")])
-        assert _produce(port, keyed).error_code == 0  # no Kafka node yet: anything goes
+        early = _produce(port, keyed)  # no Java voter has fetched yet: refused all the same
+        assert early.error_code == Errors.INVALID_RECORD
+        assert "has a key" in (early.error_message or "") and "TestRaftServer" in (early.error_message or "")
         # voter 3 shows up as TestRaftServer does: ApiVersions naming its software
         # (KafkaRaftManager's NetworkClient discovers versions), then a raft Fetch
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
