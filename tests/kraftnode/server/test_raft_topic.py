@@ -73,6 +73,7 @@ def test_zero_cluster_id_selects_the_test_raft_server_topic(tmp_path: Path) -> N
         assert ok.error_code == 0 and ok.responses[0].partitions[0].error_code == 0
         assert raft_fetch(port, uuid.UUID(int=1), info.leader_epoch).error_code == Errors.INVALID_REQUEST
         assert "quorum on __raft_performance_test" in cl.log(info.leader_id)
+        assert "will refuse this node" not in cl.log(info.leader_id)
         # no controller records: the log carries only what is appended to it
         assert "controller activation" not in cl.log(info.leader_id)
     finally:
@@ -294,5 +295,19 @@ def test_produce_of_a_batch_over_the_raft_limit_is_refused(tmp_path: Path) -> No
         ok = _produce(port, build_batch([Record(None, b"x" * ((8 << 20) - 1000))]))
         assert ok.error_code == 0, ok
         assert "Traceback" not in cl.log(1)
+    finally:
+        cl.close()
+
+
+def test_raft_topic_override_with_another_cluster_id_warns(tmp_path: Path) -> None:
+    """TestRaftServer's cluster id is always the all-zero Uuid: choosing its topic with
+    another cluster id cannot join it, and the log says so."""
+    cl = Cluster(tmp_path / "a", 1, extra="kraftnode.raft.topic=__raft_performance_test\n")
+    try:
+        cl.start(1)
+        wait_for_hw(cl)
+        text = cl.log(1)
+        assert "quorum on __raft_performance_test" in text
+        assert "Kafka's TestRaftServer uses cluster id AAAAAAAAAAAAAAAAAAAAAA" in text
     finally:
         cl.close()
