@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from kraftnode.log.bootstrap import METADATA_VERSIONS, MINIMUM_BOOTSTRAP_MV
+from kraftnode.log.metadata_log import MAX_BATCH_SIZE_BYTES
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.framing import FrameError, Request
@@ -52,7 +53,7 @@ from kraftnode.server.peer_client import SOFTWARE_NAME
 from kraftnode.server.raft_driver import RaftDriver, now_ms
 from kraftnode.server.raft_log import RawBatches
 from recordbatch import CorruptBatchError, iter_batches
-from recordbatch.wire import ZERO_UUID
+from recordbatch.wire import ZERO_UUID, DecodeError, read_varint, read_varlong
 
 log = logging.getLogger("kraftnode.handlers")
 
@@ -419,21 +420,43 @@ class NodeHandlers:
                 await self.driver.hw_changed.wait()
 
     def kafka_controllers(self) -> dict[int, str]:
-        """Voters whose fetches come from software other than kraftnode (Kafka controllers)."""
+        """Voters whose fetches come from software other than kraftnode: Kafka controllers,
+        or Kafka's standalone raft server (TestRaftServer) in a ``__raft_performance_test``
+        quorum."""
         voters = self.core.voters.ids
         return {i: sw for i, sw in self.replica_software.items() if i in voters and sw != SOFTWARE_NAME}
 
     def _metadata_only_check(self, views: list[Any]) -> tuple[int, str] | None:
-        """A Kafka controller halts on a committed record it cannot replay as metadata, so
-        while one is a voter, Produce accepts KRaft metadata records only."""
-        others = self.kafka_controllers() if self.duties is not None else {}
-        if not others:
+        """Produce accepts only records Kafka's raft nodes can read.
+
+        Every Kafka 3.9 raft node decodes every batch it appends (KafkaRaftClient updates
+        KRaftControlRecordStateMachine, whose maybeLoadLog runs RecordsIterator over the
+        log) and throws on a data record that ``kraft_record_shape_error`` refuses -- a
+        TestRaftServer too, although its ByteArraySerde takes any value. So the shape is
+        checked while a Kafka node votes, and always in a ``__raft_performance_test``
+        quorum (no controller duties), which exists to be shared with TestRaftServer: a
+        record it holds before a Java voter first fetches would reach that voter later.
+        A Kafka controller also halts on a committed record it cannot replay as a
+        metadata record."""
+        others = self.kafka_controllers()
+        test_raft_quorum = self.duties is None
+        if not others and not test_raft_quorum:
             return None
+        names = ", ".join(f"{i} ({sw})" for i, sw in sorted(others.items()))
+        who = (f"the quorum includes Kafka raft node(s) {names}, whose raft client accepts"
+               if others else
+               f"a {rw.METADATA_TOPIC} quorum is shared with Kafka's TestRaftServer, which accepts")
         try:
             for b in views:
+                shape = kraft_record_shape_error(b)
+                if shape is not None:
+                    return (Errors.INVALID_RECORD,
+                            f"batch at offset {b.base_offset}: {shape}; {who} only records with "
+                            f"timestamp delta 0, no key, a non-empty value and no headers")
+                if test_raft_quorum:
+                    continue  # values are opaque bytes there: no metadata
                 for r in b.records():
                     if not is_metadata_record(r.value):
-                        names = ", ".join(f"{i} ({sw})" for i, sw in sorted(others.items()))
                         return (Errors.INVALID_RECORD,
                                 f"record at batch offset {r.offset} is not a KRaft metadata record; "
                                 f"the quorum includes Kafka controller(s) {names}, which accept only "
@@ -552,8 +575,18 @@ class NodeHandlers:
                     current_voters=[], observers=[]) for x in t.partitions]) for t in q.topics])
         d = self.core.describe_quorum(now_ms())
         if d.error_code == Errors.NOT_LEADER_OR_FOLLOWER and d.leader_id >= 0:
-            forwarded = await self._forward_to_leader(d.leader_id, DESCRIBE_QUORUM, q, v)
+            # Ask for the quorum's own topic: the leader may be Kafka's TestRaftServer, which
+            # answers UNKNOWN_TOPIC_OR_PARTITION for any other (KafkaRaftClient
+            # .handleDescribeQuorumRequest); the answer goes back under the name asked,
+            # which the Java Admin requires to be the one it sent.
+            Q = w.DescribeQuorumRequest
+            ask = Q(topics=[Q.TopicData(topic_name=rw.METADATA_TOPIC,
+                                        partitions=[Q.PartitionData(partition_index=0)])])
+            forwarded = await self._forward_to_leader(d.leader_id, DESCRIBE_QUORUM, ask, v)
             if forwarded is not None:
+                for t in forwarded.topics:
+                    if t.topic_name == rw.METADATA_TOPIC:
+                        t.topic_name = asked
                 return forwarded  # type: ignore[no-any-return]
         R = w.DescribeQuorumResponse.ReplicaState
 
@@ -793,6 +826,41 @@ _ERROR_MESSAGES = {
 }
 
 
+def kraft_record_shape_error(batch: Any) -> str | None:
+    """Why Kafka 3.9's raft client would refuse a data record of ``batch``, else None.
+
+    Kafka's RecordsIterator.readRecord / decodeDataRecord throw unless each record has
+    timestamp delta 0, no key (length -1), a value of at least one byte, and a last byte
+    of 0 (read as the header count). Each record here must end with a header count of 0
+    right after its value, which implies Kafka's last-byte test. Raw fields are read,
+    since a decoded record's timestamp hides its delta in a LogAppendTime batch."""
+    data = batch.records_data()
+    pos = 0
+    try:
+        for i in range(batch.records_count):
+            length, pos = read_varint(data, pos)
+            end = pos + length
+            if length <= 0 or end > len(data):
+                return f"record {i} has an invalid size {length}"
+            ts_delta, p = read_varlong(data, pos + 1)  # after the attributes byte
+            if ts_delta != 0:
+                return f"record {i} has timestamp delta {ts_delta}"
+            _, p = read_varint(data, p)  # offset delta
+            key_len, p = read_varint(data, p)
+            if key_len >= 0:
+                return f"record {i} has a key"
+            value_len, p = read_varint(data, p)
+            if value_len <= 0:
+                return f"record {i} has {'no' if value_len < 0 else 'an empty'} value"
+            headers, p = read_varint(data, p + value_len)
+            if headers != 0 or p != end:
+                return f"record {i} has headers"
+            pos = end
+    except (DecodeError, IndexError):
+        return "a record is malformed"
+    return None
+
+
 def _validate_produce_records(records: Any) -> tuple[tuple[int, str] | None, int, list[Any]]:
     """Check a producer's batches before they touch the log; (error, record count, batches)."""
     if records is None or len(records) == 0:
@@ -805,6 +873,14 @@ def _validate_produce_records(records: Any) -> tuple[tuple[int, str] | None, int
             b.validate()
             if b.is_control:
                 return (Errors.INVALID_RECORD, "producers may not write control batches"), 0, []
+            if b.size_in_bytes > MAX_BATCH_SIZE_BYTES:
+                # the raft log takes no bigger batch (KafkaRaftClient.MAX_BATCH_SIZE_BYTES; a
+                # Kafka follower's log refuses it too); Kafka answers a batch over
+                # max.message.bytes with RecordTooLargeException (UnifiedLog
+                # .analyzeAndValidateRecords)
+                return (Errors.MESSAGE_TOO_LARGE,
+                        f"record batch of {b.size_in_bytes} bytes is over the "
+                        f"{MAX_BATCH_SIZE_BYTES}-byte limit of the raft log"), 0, []
             count += b.records_count
             views.append(b)
         if it.incomplete or it.position != len(records):

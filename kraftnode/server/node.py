@@ -72,6 +72,13 @@ async def run_node(cfg: NodeConfig) -> None:
         topic = cfg.raft_topic or ("__raft_performance_test"
                                    if cluster_id == rw.TEST_RAFT_SERVER_CLUSTER_ID else "__cluster_metadata")
         rw.use_topic(topic)
+        if topic == "__raft_performance_test" and cluster_id != rw.TEST_RAFT_SERVER_CLUSTER_ID:
+            # TestRaftServer always runs with Uuid.ZERO_UUID as its cluster id and answers
+            # INCONSISTENT_CLUSTER_ID to any other, so this node could not share its quorum
+            log.warning("kraftnode.raft.topic=__raft_performance_test but the cluster id is %s: "
+                        "Kafka's TestRaftServer uses cluster id %s and will refuse this node's "
+                        "requests (format with --cluster-id %s to join it)", cluster_id,
+                        rw.TEST_RAFT_SERVER_CLUSTER_ID, rw.TEST_RAFT_SERVER_CLUSTER_ID)
         controller = topic == "__cluster_metadata"
         listener = cfg.controller_listener
         static = VoterSet.static({v.node_id: [Endpoint(listener, v.host, v.port)]
