@@ -103,3 +103,15 @@ def call(port: int, api_key: int, version: int, body: Message, correlation_id: i
         frame = recv_frame(s)
         assert frame is not None, "connection closed"
         return parse_response(spec, version, frame)
+
+
+def frame_call(sock: socket.socket, api_key: int, version: int, body: Message, cid: int,
+               client_id: str = "raft-client-3") -> Message:
+    """One request on an open connection, answered on it (as a Kafka raft peer sends them:
+    the connection stays open, so a node can tell peers apart by it)."""
+    spec = SERVED[api_key]
+    sock.sendall(encode_request(spec, version, cid, client_id, body))
+    frame = recv_frame(sock)
+    assert frame is not None
+    return parse_response(spec, version, frame)[1]
+

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,32 +16,22 @@ from kraftnode.log.bootstrap import bootstrap_checkpoint_bytes
 from kraftnode.log.metadata_records import encode_metadata_record
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
-from kraftnode.protocol.framing import encode_request, parse_response
 from kraftnode.protocol.generated.metadata import FeatureLevelRecord, NoOpRecord
 from kraftnode.protocol.registry import (
     API_VERSIONS,
     CONTROLLER_REGISTRATION,
     FETCH,
     PRODUCE,
-    SERVED,
 )
 from kraftnode.server.raft_wire import METADATA_TOPIC_ID
 from recordbatch import Record, build_batch, iter_batches
 from recordbatch.control import snapshot_footer_batch
 from recordbatch.generated import SnapshotFooterRecord
 from tests.support.cluster import CLUSTER_ID, Cluster, wait_for_hw
-from tests.support.node import call, recv_frame
+from tests.support.node import call, frame_call
 
 pytestmark = pytest.mark.timeout(120)
 
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    cl = Cluster(tmp_path, 3)
-    try:
-        yield cl
-    finally:
-        cl.close()
 
 
 def dump(cl: Cluster, i: int) -> str:
@@ -160,13 +149,6 @@ def test_a_bootstrap_kafka_would_refuse_is_not_written(tmp_path: Path) -> None:
         cl.close()
 
 
-def _frame_call(sock: socket.socket, api_key: int, version: int, body: object, cid: int) -> object:
-    spec = SERVED[api_key]
-    sock.sendall(encode_request(spec, version, cid, "raft-client-3", body))  # type: ignore[arg-type]
-    frame = recv_frame(sock)
-    assert frame is not None
-    return parse_response(spec, version, frame)[1]
-
 
 def test_produce_accepts_only_metadata_records_once_a_kafka_controller_votes(tmp_path: Path) -> None:
     cl = Cluster(tmp_path, 3)
@@ -178,7 +160,7 @@ def test_produce_accepts_only_metadata_records_once_a_kafka_controller_votes(tmp
         # voter 3 shows up as a Kafka 3.9 controller would: ApiVersions naming its
         # software, then a raft Fetch on the same connection
         with socket.create_connection(("127.0.0.1", cl.port(leader)), timeout=5) as s:
-            _frame_call(s, API_VERSIONS, 3, w.ApiVersionsRequest(
+            frame_call(s, API_VERSIONS, 3, w.ApiVersionsRequest(
                 client_software_name="apache-kafka-java", client_software_version="3.9.0"), 1)
             F = w.FetchRequest
             fetch = F(cluster_id=CLUSTER_ID, replica_state=F.ReplicaState(replica_id=3, replica_epoch=-1),
@@ -189,7 +171,7 @@ def test_produce_accepts_only_metadata_records_once_a_kafka_controller_votes(tmp
                                            partition_max_bytes=1 << 20,
                                            replica_directory_id=uuid.UUID(int=0))])],
                       forgotten_topics_data=[], rack_id="")
-            resp = _frame_call(s, FETCH, 17, fetch, 2)
+            resp = frame_call(s, FETCH, 17, fetch, 2)
             assert resp.error_code == 0, resp  # type: ignore[attr-defined]
             assert resp.responses[0].partitions[0].error_code == 0  # type: ignore[attr-defined]
         bad = produce(cl.port(leader), b"application data")

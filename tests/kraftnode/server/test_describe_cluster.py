@@ -8,8 +8,6 @@ which it sends DescribeQuorum, AddRaftVoter and RemoveRaftVoter.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -26,14 +24,6 @@ def describe_cluster(port: int, endpoint_type: int) -> w.DescribeClusterResponse
     assert isinstance(resp, w.DescribeClusterResponse)
     return resp
 
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    cl = Cluster(tmp_path, 3)
-    try:
-        yield cl
-    finally:
-        cl.close()
 
 
 def until(check, timeout: float = 30):  # type: ignore[no-untyped-def]

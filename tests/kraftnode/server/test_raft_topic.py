@@ -17,10 +17,8 @@ import pytest
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.framing import (
-    encode_request,
     encode_response,
     parse_request,
-    parse_response,
 )
 from kraftnode.protocol.registry import (
     API_VERSIONS,
@@ -28,12 +26,11 @@ from kraftnode.protocol.registry import (
     DESCRIBE_QUORUM,
     FETCH,
     PRODUCE,
-    SERVED,
 )
 from kraftnode.server.handlers import kraft_record_shape_error
 from recordbatch import Record, build_batch, iter_batches
 from tests.support.cluster import Cluster, free_ports, wait_for_hw
-from tests.support.node import call, recv_frame
+from tests.support.node import call, frame_call, recv_frame
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -135,13 +132,6 @@ def _produce(port: int, batch: bytes) -> w.ProduceResponse.PartitionProduceRespo
     return resp.responses[0].partition_responses[0]  # type: ignore[attr-defined, no-any-return]
 
 
-def _frame_call(sock: socket.socket, api_key: int, version: int, body: object, cid: int) -> object:
-    spec = SERVED[api_key]
-    sock.sendall(encode_request(spec, version, cid, "raft-client-3", body))  # type: ignore[arg-type]
-    frame = recv_frame(sock)
-    assert frame is not None
-    return parse_response(spec, version, frame)[1]
-
 
 def test_produce_guards_a_test_raft_server_voter(tmp_path: Path) -> None:
     """A __raft_performance_test leader refuses records a TestRaftServer's raft client would
@@ -164,7 +154,7 @@ def test_produce_guards_a_test_raft_server_voter(tmp_path: Path) -> None:
         # voter 3 shows up as TestRaftServer does: ApiVersions naming its software
         # (KafkaRaftManager's NetworkClient discovers versions), then a raft Fetch
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-            _frame_call(s, API_VERSIONS, 3, w.ApiVersionsRequest(
+            frame_call(s, API_VERSIONS, 3, w.ApiVersionsRequest(
                 client_software_name="apache-kafka-java", client_software_version="3.9.0"), 1)
             F = w.FetchRequest
             fetch = F(cluster_id=ZERO, replica_state=F.ReplicaState(replica_id=3, replica_epoch=-1),
@@ -174,7 +164,7 @@ def test_produce_guards_a_test_raft_server_voter(tmp_path: Path) -> None:
                                            fetch_offset=0, last_fetched_epoch=0, log_start_offset=-1,
                                            partition_max_bytes=1 << 20, replica_directory_id=uuid.UUID(int=0))])],
                       forgotten_topics_data=[], rack_id="")
-            resp = _frame_call(s, FETCH, 17, fetch, 2)
+            resp = frame_call(s, FETCH, 17, fetch, 2)
             assert resp.responses[0].partitions[0].error_code == 0  # type: ignore[attr-defined]
         bad = _produce(port, keyed)
         assert bad.error_code == Errors.INVALID_RECORD
