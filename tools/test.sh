@@ -13,6 +13,16 @@ if ! command -v kcat >/dev/null 2>&1; then
   fi
 fi
 
+# iproute2 (`ip netns`) for the real network-partition test; not in Debian's minimal images
+if ! command -v ip >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq iproute2) >/dev/null 2>&1 \
+      || echo "warning: could not install iproute2; the network-partition test will skip (fail under CI)"
+  else
+    echo "note: iproute2 is not installed; the network-partition test will skip"
+  fi
+fi
+
 echo "== codegen --check"; .venv/bin/python -m codegen --check
 echo "== ruff";            .venv/bin/ruff check codegen kraftnode recordbatch tests tools
 echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server codegen
