@@ -22,8 +22,8 @@ from kraftnode.log.bootstrap import (
     KRAFT_VERSION_1_MINIMUM_MV,
     LATEST_PRODUCTION,
     METADATA_VERSIONS,
-    MINIMUM_BOOTSTRAP_MV,
     DynamicVoter,
+    check_bootstrap_metadata_version,
     parse_initial_controllers,
     parse_release_version,
     write_bootstrap_checkpoint,
@@ -101,10 +101,10 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
     else:
         mv_name, mv_level = LATEST_PRODUCTION, METADATA_VERSIONS[LATEST_PRODUCTION]
-    if mv_level < MINIMUM_BOOTSTRAP_MV:
-        # the BootstrapMetadata constructor refuses it, so Kafka's format fails
-        raise UsageError(f"Bootstrap metadata.version before 3.3-IV0 are not supported. "
-                         f"Can't load metadata from format command ({mv_name})")
+    try:
+        check_bootstrap_metadata_version(mv_level, f"format command ({mv_name})")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
     dynamic = bool(args.standalone or args.initial_controllers or args.no_initial_controllers)
     if dynamic and static_voters:

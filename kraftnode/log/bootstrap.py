@@ -33,6 +33,7 @@ from recordbatch.wire import uuid_from_base64
 __all__ = [
     "BOOTSTRAP_FILE",
     "MINIMUM_BOOTSTRAP_MV",
+    "check_bootstrap_metadata_version",
     "DynamicVoter",
     "METADATA_VERSIONS",
     "parse_initial_controllers",
@@ -54,6 +55,15 @@ LATEST_PRODUCTION = "3.9-IV0"
 KRAFT_VERSION_1_MINIMUM_MV = 21  # kraft.version 1 requires metadata.version 3.9-IV0
 # MetadataVersion.MINIMUM_BOOTSTRAP_VERSION: Kafka's BootstrapMetadata refuses anything older.
 MINIMUM_BOOTSTRAP_MV = 4
+
+
+def check_bootstrap_metadata_version(level: int, source: str) -> None:
+    """ValueError, in Kafka's words, for a bootstrap metadata.version its BootstrapMetadata
+    constructor refuses (before 3.3-IV0): ``kafka-storage.sh format`` fails on it and a
+    controller loading it does not start."""
+    if level < MINIMUM_BOOTSTRAP_MV:
+        raise ValueError(f"Bootstrap metadata.version before 3.3-IV0 are not supported. "
+                         f"Can't load metadata from {source}")
 
 
 def parse_release_version(text: str) -> tuple[str, int]:

@@ -21,6 +21,11 @@ _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 METADATA_VERSION_3_9 = 21
 
 
+def version_range(lo: int, hi: int) -> str:
+    """A supported range as Kafka's VersionRange.toString prints it in error messages."""
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
 @dataclass
 class FeatureView:
     """Supported and finalized feature levels, as ApiVersions reports them."""

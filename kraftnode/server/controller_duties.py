@@ -31,7 +31,12 @@ from typing import Any
 
 import anyio
 
-from kraftnode.log.bootstrap import BOOTSTRAP_FILE, METADATA_VERSIONS, bootstrap_records
+from kraftnode.log.bootstrap import (
+    BOOTSTRAP_FILE,
+    METADATA_VERSIONS,
+    bootstrap_records,
+    check_bootstrap_metadata_version,
+)
 from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
 from kraftnode.log.snapshot import (
     SnapshotError,
@@ -51,6 +56,7 @@ from kraftnode.protocol.generated.metadata import (
 )
 from kraftnode.protocol.registry import CONTROLLER_REGISTRATION
 from kraftnode.raft.states import Leader
+from kraftnode.server.api_versions import version_range
 from kraftnode.server.metadata_state import METADATA_VERSION_CONTROLLER_REGISTRATION, MetadataState
 from kraftnode.server.peer_client import PeerError
 from kraftnode.server.raft_driver import RaftDriver
@@ -63,8 +69,6 @@ __all__ = ["ControllerDuties", "activation_records", "check_bootstrap_records", 
 
 # MetadataVersion 3.6-IV1: the first with KIP-868 metadata transactions.
 METADATA_VERSION_TRANSACTIONS = 13
-# MetadataVersion.MINIMUM_BOOTSTRAP_VERSION (3.3-IV0): Kafka refuses older bootstrap metadata.
-METADATA_VERSION_MINIMUM_BOOTSTRAP = 4
 ZK_MIGRATION_NONE = 0
 PLAINTEXT = 0
 # The ids Kafka's SecurityProtocol.forId knows.
@@ -107,10 +111,6 @@ def _metadata_version_of(values: Sequence[bytes]) -> int:
     return mv
 
 
-def _version_range(lo: int, hi: int) -> str:
-    return str(lo) if lo == hi else f"{lo}-{hi}"  # Kafka's VersionRange.toString
-
-
 def check_bootstrap_records(values: Sequence[bytes], source: str,
                             supported: dict[str, tuple[int, int]]) -> None:
     """Refuse bootstrap records a Kafka 3.9 controller would refuse; ValueError says why.
@@ -132,15 +132,13 @@ def check_bootstrap_records(values: Sequence[bytes], source: str,
         if not lo <= m.feature_level <= hi:
             raise ValueError(
                 f"Tried to apply FeatureLevelRecord(name='{m.name}', featureLevel={m.feature_level}) "
-                f"from {source}, but this controller only supports versions {_version_range(lo, hi)}")
+                f"from {source}, but this controller only supports versions {version_range(lo, hi)}")
         if m.name == "metadata.version":
             mv = int(m.feature_level)
     if mv is None:
         raise ValueError(f"No FeatureLevelRecord for metadata.version was found in the bootstrap "
                          f"metadata from {source}")
-    if mv < METADATA_VERSION_MINIMUM_BOOTSTRAP:
-        raise ValueError(f"Bootstrap metadata.version before 3.3-IV0 are not supported. "
-                         f"Can't load metadata from {source}")
+    check_bootstrap_metadata_version(mv, source)
 
 
 def controller_registration_record(q: w.ControllerRegistrationRequest) -> RegisterControllerRecord:

@@ -684,7 +684,7 @@ class NodeHandlers:
         if not lo <= level <= hi:  # QuorumFeatures.reasonNotSupported
             who = f"Local controller {self.ident.node_id}"
             return invalid(f"{who} does not support this feature." if hi == 0 else
-                           f"{who} only supports versions {lo if lo == hi else f'{lo}-{hi}'}")
+                           f"{who} only supports versions {api_versions.version_range(lo, hi)}")
         if level < current and kind == _UPGRADE:
             return invalid("Can't downgrade the version of this feature without setting the "
                            "upgrade type to either safe or unsafe downgrade.")

@@ -81,6 +81,8 @@ async def run_node(cfg: NodeConfig) -> None:
                         rw.TEST_RAFT_SERVER_CLUSTER_ID, rw.TEST_RAFT_SERVER_CLUSTER_ID)
         controller = topic == "__cluster_metadata"
         listener = cfg.controller_listener
+        # every controller listener as advertised, the default one first (NodeConfig)
+        endpoints = cfg.controller_endpoints or ((listener, cfg.advertised_host, cfg.advertised_port),)
         static = VoterSet.static({v.node_id: [Endpoint(listener, v.host, v.port)]
                                   for v in cfg.static_voters}) if cfg.static_voters else VoterSet.of([])
         kraft_version = 0 if cfg.static_voters else 1
@@ -92,8 +94,7 @@ async def run_node(cfg: NodeConfig) -> None:
         node = RaftNode(
             cfg.node_id, directory_id, raft_cfg, rlog, election,  # type: ignore[arg-type]
             static, random.Random(), now_ms(),
-            local_endpoints=tuple(Endpoint(*e) for e in cfg.controller_endpoints)
-            or (Endpoint(listener, cfg.advertised_host, cfg.advertised_port),),
+            local_endpoints=tuple(Endpoint(*e) for e in endpoints),
             bootstrap_servers=[-1 - i for i in range(len(cfg.bootstrap_servers))],
             snapshots=DiskSnapshotStore(rlog))
         async with anyio.create_task_group() as tg:
@@ -106,8 +107,7 @@ async def run_node(cfg: NodeConfig) -> None:
             # controller duties only in a KRaft controller quorum: a TestRaftServer quorum
             # carries opaque bytes, and its Java nodes serve no controller APIs
             duties = ControllerDuties(driver, cfg.node_id, cfg.metadata_log_dir,
-                                      cfg.controller_endpoints
-                                      or ((listener, cfg.advertised_host, cfg.advertised_port),),
+                                      endpoints,
                                       dict(features.supported)) if controller else None
             handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), driver,
                                     features, duties)
