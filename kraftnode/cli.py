@@ -39,11 +39,20 @@ def _command_modules() -> list[ModuleType]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="kraftnode", description="A KRaft quorum node speaking Kafka's protocol.")
+    from kraftnode import __version__
+
+    parser = _Parser(prog="kraftnode", description="A KRaft quorum node speaking Kafka's protocol.",
+                     epilog="Run `kraftnode COMMAND --help` for a command's options and examples.")
+    parser.add_argument("--version", action="version", version=f"kraftnode {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for mod in _command_modules():
-        p = sub.add_parser(mod.NAME, help=getattr(mod, "HELP", None))
+        examples = getattr(mod, "EXAMPLES", "")
+        p = sub.add_parser(mod.NAME, help=getattr(mod, "HELP", None),
+                           description=getattr(mod, "HELP", None),
+                           epilog=("examples:\n" + examples) if examples else None,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

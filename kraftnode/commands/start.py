@@ -10,22 +10,50 @@ from kraftnode.config import ConfigError
 
 NAME = "start"
 HELP = "start a node from a Kafka-style server.properties file"
+EXAMPLES = """\
+  kraftnode start config/single-node.properties
+  kraftnode start --log-level DEBUG server.properties      # every client connection logged
+  KRAFTNODE_LOG_LEVEL=WARN kraftnode start server.properties
+  kraftnode start --log-config logging.ini server.properties
+The node logs to the console; kraftnode.log.file=PATH in the properties adds a file rotated
+by size. Keys and defaults: docs/configuration.md. SIGTERM or Ctrl-C stops it cleanly.
+"""
+
+log = logging.getLogger("kraftnode.start")
+
+
+def add_logging_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-level", metavar="LEVEL", default=None,
+                   help="DEBUG, INFO, WARN or ERROR (default: $KRAFTNODE_LOG_LEVEL, else INFO); "
+                        "DEBUG logs every client connection")
+    p.add_argument("--log-config", metavar="FILE", default=None,
+                   help="a Python logging configuration (INI for fileConfig, or .json for "
+                        "dictConfig); it replaces --log-level and kraftnode.log.file")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="path to server.properties")
+    p.add_argument("config", help="path to server.properties (see config/ for examples)")
+    add_logging_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
+    from kraftnode import logsetup
     from kraftnode.server import node_config
     from kraftnode.server.node import StartupError, start
 
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s [%(name)s] %(message)s")
     try:
-        cfg = node_config.load(args.config)
-    except ConfigError as e:
+        level = logsetup.resolve_level(args.log_level)
+        logsetup.configure(level)       # the console, while the configuration is read
+        try:
+            cfg = node_config.load(args.config)
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
+        logsetup.configure(level, log_file=cfg.log_file, max_bytes=cfg.log_file_max_bytes,
+                           backups=cfg.log_file_backups, log_config=args.log_config)
+    except logsetup.LogSetupError as e:
         raise UsageError(str(e)) from None
+    for warning in cfg.warnings:
+        log.warning("%s", warning)
     try:
         start(cfg)
     except StartupError as e:

@@ -128,7 +128,7 @@ class NodeHandlers:
             if request.body is not None and v >= 3:
                 sw = f" ({body.client_software_name} {body.client_software_version})"
                 self._conn_software[peer] = body.client_software_name
-            log.info("ApiVersions v%d from %s%s: answered v%d, error %d", v, peer, sw, rv,
+            log.debug("ApiVersions v%d from %s%s: answered v%d, error %d", v, peer, sw, rv,
                      resp.error_code)
             return Reply(resp, rv)
         if key == FETCH and peer in self._conn_software:

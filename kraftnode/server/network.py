@@ -148,6 +148,9 @@ class _Connection(asyncio.Protocol):
         set_nodelay(transport)
         addr = transport.get_extra_info("peername")
         self.peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
+        # connection chatter is DEBUG (KRAFTNODE_LOG_LEVEL=DEBUG): a client per connection
+        log.debug("accepted connection from %s on %s:%s", self.peer, self.listener.host,
+                  self.listener.bound_port)
         loop = asyncio.get_running_loop()
         self.last_activity = loop.time()
         self._arm_idle_timer(self.listener.limits.idle_timeout_s)
@@ -174,6 +177,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        log.debug("closed connection from %s", self.peer)
         if self.idle_timer is not None:
             self.idle_timer.cancel()
         self._wake_reader()
@@ -210,7 +214,7 @@ class _Connection(asyncio.Protocol):
         idle = self.listener.limits.idle_timeout_s
         left = self.last_activity + idle - asyncio.get_running_loop().time()
         if left <= 0 and not self.in_request and not self.frames:
-            log.info("closing idle connection from %s", self.peer)
+            log.debug("closing idle connection from %s", self.peer)
             self._close()
             return
         self._arm_idle_timer(left if left > 0 else idle)
@@ -272,11 +276,15 @@ class _Connection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, e)
         except ConnectionError as e:
             if not self.closed:
-                log.info("connection from %s failed: %s", self.peer, e)
+                log.debug("connection from %s failed: %s", self.peer, e)
         except Exception:  # noqa: BLE001 - a bug in one handler must not take the node down
             log.exception("internal error serving %s; closing its connection", self.peer)
         finally:
             self._close()
+
+
+class ListenerError(Exception):
+    """A listener cannot bind (port in use, unresolvable host, ...): one line for the operator."""
 
 
 class KafkaListener:
@@ -293,11 +301,19 @@ class KafkaListener:
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
         loop = asyncio.get_running_loop()
         async with anyio.create_task_group() as tg:
-            server = await loop.create_server(lambda: _Connection(self, tg), self.host, self.port,
-                                              reuse_address=True)
+            try:
+                server = await loop.create_server(lambda: _Connection(self, tg), self.host,
+                                                  self.port, reuse_address=True)
+            except socket.gaierror as e:
+                raise ListenerError(f"Socket server failed to bind to {self.host}:{self.port}: "
+                                    f"cannot resolve host {self.host!r} ({e.strerror})") from None
+            except OSError as e:
+                # Kafka's SocketServer: "Socket server failed to bind to host:port: <reason>."
+                raise ListenerError(f"Socket server failed to bind to {self.host}:{self.port}: "
+                                    f"{e.strerror or e}.") from None
             try:
                 self.bound_port = int(server.sockets[0].getsockname()[1])
-                log.info("listening on %s:%d", self.host, self.bound_port)
+                log.debug("listening on %s:%d", self.host, self.bound_port)
                 task_status.started(self.bound_port)
                 await anyio.sleep_forever()
             finally:

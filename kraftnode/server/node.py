@@ -15,10 +15,12 @@ from pathlib import Path
 
 import anyio
 
+from kraftnode import __version__
 from kraftnode.config import ConfigError
 from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
 from kraftnode.log.metadata_log import METADATA_PARTITION_DIR, LogError, MetadataLog
 from kraftnode.log.quorum_state import QuorumStateError, QuorumStateStore
+from kraftnode.logsetup import os_error_text
 from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
@@ -26,7 +28,7 @@ from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.controller_duties import ControllerDuties
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
-from kraftnode.server.network import KafkaListener, ServerLimits
+from kraftnode.server.network import KafkaListener, ListenerError, ServerLimits
 from kraftnode.server.node_config import NodeConfig
 from kraftnode.server.peer_client import PeerPool
 from kraftnode.server.raft_driver import RaftDriver, now_ms, quorum_state_to_election
@@ -37,6 +39,10 @@ log = logging.getLogger("kraftnode.node")
 
 class StartupError(Exception):
     """The node cannot start; the message says why (printed as one line, exit 2)."""
+
+
+class NodeFailure(StartupError):
+    """The node stopped on an environment failure (a full disk, ...); printed as one line, exit 2."""
 
 
 def open_storage(cfg: NodeConfig) -> tuple[str, object, MetadataLog, QuorumStateStore]:
@@ -53,14 +59,17 @@ def open_storage(cfg: NodeConfig) -> tuple[str, object, MetadataLog, QuorumState
                            f"match the configured node.id {cfg.node_id}")
     try:
         mlog = MetadataLog(root, cfg.log_config)
-    except (LogError, OSError) as e:
+    except LogError as e:
         raise StartupError(f"cannot open the metadata log in {root}: {e}") from None
+    except OSError as e:
+        raise StartupError(f"cannot open the metadata log in {root}: {os_error_text(e)}") from None
     store = QuorumStateStore(root / METADATA_PARTITION_DIR)
     return meta.cluster_id, meta.directory_id, mlog, store
 
 
 async def run_node(cfg: NodeConfig) -> None:
     cluster_id, directory_id, mlog, store = open_storage(cfg)
+    driver: RaftDriver | None = None
     try:
         try:
             election = quorum_state_to_election(store.read())
@@ -112,15 +121,19 @@ async def run_node(cfg: NodeConfig) -> None:
             handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), driver,
                                     features, duties)
             limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
+            bound = []
             for lst in cfg.listeners:
                 host = lst.host or "0.0.0.0"
                 port = await tg.start(KafkaListener(host, lst.port, handlers, limits).serve)
+                bound.append(f"{lst.name}://{host}:{port}")
                 print(f"node {cfg.node_id} listening on {lst.name}://{host}:{port}", flush=True)
             tg.start_soon(driver.run, tg)
             if duties is not None:
                 tg.start_soon(duties.run)
-            log.info("node %d started: cluster %s, %s quorum on %s, log end offset %d", cfg.node_id,
-                     cluster_id, "static" if kraft_version == 0 else "dynamic", topic, rlog.end_offset)
+            log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
+                     "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
+                     "static" if kraft_version == 0 else "dynamic", topic, ",".join(bound),
+                     cfg.metadata_log_dir, rlog.end_offset)
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async def watch_fatal() -> None:
                     while driver.fatal is None:
@@ -134,7 +147,13 @@ async def run_node(cfg: NodeConfig) -> None:
                     tg.cancel_scope.cancel()
                     break
     finally:
-        mlog.close()
+        try:
+            mlog.close()
+        except OSError as e:
+            log.error("closing the metadata log failed: %s", os_error_text(e))
+    if driver is not None and driver.fatal is not None:
+        raise NodeFailure(f"node {cfg.node_id} stopped: {driver.fatal}")
+    log.info("node %d shut down cleanly", cfg.node_id)
 
 
 async def _graceful_shutdown(driver: RaftDriver) -> None:
@@ -148,8 +167,33 @@ async def _graceful_shutdown(driver: RaftDriver) -> None:
 
 
 def start(cfg: NodeConfig) -> None:
-    anyio.run(run_node, cfg, backend="asyncio",
-              backend_options={"use_uvloop": _use_uvloop()})
+    """Run the node until SIGTERM/SIGINT; StartupError (one line for the CLI) when it cannot."""
+    try:
+        anyio.run(run_node, cfg, backend="asyncio",
+                  backend_options={"use_uvloop": _use_uvloop()})
+    except BaseExceptionGroup as eg:
+        # a task of the node's task group failed: report the environment's problem in one line
+        first = _first_user_error(eg)
+        if first is None:
+            raise
+        raise first from None
+    except OSError as e:
+        raise StartupError(f"node {cfg.node_id}: {os_error_text(e)}") from None
+
+
+def _first_user_error(eg: BaseExceptionGroup[BaseException]) -> StartupError | None:
+    for e in eg.exceptions:
+        if isinstance(e, StartupError):
+            return e
+        if isinstance(e, ListenerError):
+            return StartupError(str(e))
+        if isinstance(e, OSError):
+            return StartupError(os_error_text(e))
+        if isinstance(e, BaseExceptionGroup):
+            found = _first_user_error(e)
+            if found is not None:
+                return found
+    return None
 
 
 def _use_uvloop() -> bool:
@@ -165,4 +209,4 @@ def _use_uvloop() -> bool:
     return True
 
 
-__all__ = ["ConfigError", "StartupError", "run_node", "start"]
+__all__ = ["ConfigError", "NodeFailure", "StartupError", "run_node", "start"]

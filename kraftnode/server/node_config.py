@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from kraftnode import configdefs
 from kraftnode.config import ConfigError, Listener, ServerConfig
 from kraftnode.log.metadata_log import LogConfig
 
 log = logging.getLogger("kraftnode.config")
 
-# Kafka 3.9 defaults
+# Kafka 3.9 defaults (the definitions that count are in kraftnode/configdefs.py)
 ELECTION_TIMEOUT_MS = 1000          # controller.quorum.election.timeout.ms
 FETCH_TIMEOUT_MS = 2000             # controller.quorum.fetch.timeout.ms
 ELECTION_BACKOFF_MAX_MS = 1000      # controller.quorum.election.backoff.max.ms
@@ -26,24 +27,8 @@ APPEND_LINGER_MS = 25               # controller.quorum.append.linger.ms
 SOCKET_REQUEST_MAX_BYTES = 100 * 1024 * 1024   # socket.request.max.bytes
 CONNECTIONS_MAX_IDLE_MS = 10 * 60 * 1000       # connections.max.idle.ms
 
-KNOWN_KEYS = {
-    "node.id", "broker.id", "process.roles", "controller.quorum.voters",
-    "controller.quorum.bootstrap.servers", "listeners", "advertised.listeners",
-    "controller.listener.names", "listener.security.protocol.map", "inter.broker.listener.name",
-    "metadata.log.dir", "log.dirs", "log.dir", "controller.quorum.election.timeout.ms",
-    "controller.quorum.fetch.timeout.ms", "controller.quorum.election.backoff.max.ms",
-    "controller.quorum.request.timeout.ms", "controller.quorum.retry.backoff.ms",
-    "controller.quorum.append.linger.ms", "socket.request.max.bytes", "connections.max.idle.ms",
-    "metadata.log.segment.bytes", "metadata.log.segment.ms", "metadata.log.segment.min.bytes",
-    "metadata.max.retention.bytes", "metadata.max.retention.ms",
-    "metadata.log.max.record.bytes.between.snapshots", "metadata.log.max.snapshot.interval.ms",
-    "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
-    "socket.receive.buffer.bytes", "num.partitions", "num.recovery.threads.per.data.dir",
-    "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "log.retention.hours", "log.segment.bytes",
-    "log.retention.check.interval.ms", "group.initial.rebalance.delay.ms",
-    "kraftnode.raft.topic",
-}
+# every key with its type, default and validator: kraftnode/configdefs.py (docs/configuration.md)
+KNOWN_KEYS = frozenset(configdefs.BY_NAME)
 
 
 @dataclass(frozen=True)
@@ -78,6 +63,12 @@ class NodeConfig:
     #: node's endpoints in the voter set (Kafka's KafkaConfig.effectiveAdvertisedControllerListeners).
     #: Empty: just the default listener (advertised_host/advertised_port).
     controller_endpoints: tuple[tuple[str, str, int], ...] = ()
+    #: kraftnode.log.file and its rotation (None: console only)
+    log_file: str | None = None
+    log_file_max_bytes: int = 100 * 1024 * 1024
+    log_file_backups: int = 10
+    #: one start-up warning per line: keys accepted but not honoured, unknown keys
+    warnings: tuple[str, ...] = ()
 
     @property
     def is_dynamic(self) -> bool:
@@ -110,10 +101,15 @@ def parse_voters(text: list[str]) -> tuple[VoterAddress, ...]:
 def load(path: str) -> NodeConfig:
     cfg = ServerConfig.load(path)
     props = cfg.props
+    values = configdefs.validate(props.raw())  # every key present, by its type and validator
 
-    def ms(key: str, default: int, at_least: int = 0) -> int:
-        v = props.get_int(key, default, at_least=at_least)
-        assert v is not None
+    def ms(key: str) -> int:
+        d = configdefs.BY_NAME[key]
+        v = values.get(key)
+        if v is None:
+            assert d.default is not None
+            v = int(d.default)
+        assert isinstance(v, int)
         return v
 
     node_id = cfg.node_id
@@ -153,8 +149,8 @@ def load(path: str) -> NodeConfig:
     if not voters and not bootstrap:
         raise ConfigError("Missing required configuration: set controller.quorum.voters (static quorum) "
                           "or controller.quorum.bootstrap.servers (dynamic quorum)")
-    for key in sorted(set(props.raw()) - KNOWN_KEYS):
-        log.warning("unknown configuration %s in %s is ignored", key, cfg.source)
+    warnings = tuple(configdefs.warnings_for(props.raw()))
+    log_file = values.get("kraftnode.log.file")
     raft_topic = props.get_str("kraftnode.raft.topic")
     if raft_topic is not None:
         raft_topic = raft_topic.strip()
@@ -172,14 +168,18 @@ def load(path: str) -> NodeConfig:
         static_voters=voters,
         bootstrap_servers=bootstrap,
         metadata_log_dir=cfg.metadata_log_dir,
-        election_timeout_ms=ms("controller.quorum.election.timeout.ms", ELECTION_TIMEOUT_MS, 1),
-        fetch_timeout_ms=ms("controller.quorum.fetch.timeout.ms", FETCH_TIMEOUT_MS, 1),
-        election_backoff_max_ms=ms("controller.quorum.election.backoff.max.ms", ELECTION_BACKOFF_MAX_MS, 1),
-        request_timeout_ms=ms("controller.quorum.request.timeout.ms", REQUEST_TIMEOUT_MS, 1),
-        retry_backoff_ms=ms("controller.quorum.retry.backoff.ms", RETRY_BACKOFF_MS, 0),
-        append_linger_ms=ms("controller.quorum.append.linger.ms", APPEND_LINGER_MS, 0),
-        socket_request_max_bytes=ms("socket.request.max.bytes", SOCKET_REQUEST_MAX_BYTES, 1),
-        connections_max_idle_ms=ms("connections.max.idle.ms", CONNECTIONS_MAX_IDLE_MS, 1),
+        election_timeout_ms=ms("controller.quorum.election.timeout.ms"),
+        fetch_timeout_ms=ms("controller.quorum.fetch.timeout.ms"),
+        election_backoff_max_ms=ms("controller.quorum.election.backoff.max.ms"),
+        request_timeout_ms=ms("controller.quorum.request.timeout.ms"),
+        retry_backoff_ms=ms("controller.quorum.retry.backoff.ms"),
+        append_linger_ms=ms("controller.quorum.append.linger.ms"),
+        socket_request_max_bytes=ms("socket.request.max.bytes"),
+        connections_max_idle_ms=ms("connections.max.idle.ms"),
         log_config=LogConfig.from_server_config(cfg),
         source=cfg.source,
+        log_file=str(log_file) if log_file else None,
+        log_file_max_bytes=ms("kraftnode.log.file.max.bytes"),
+        log_file_backups=ms("kraftnode.log.file.backups"),
+        warnings=warnings,
     )

@@ -23,6 +23,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from kraftnode.log.quorum_state import QuorumStateData, QuorumStateStore
+from kraftnode.logsetup import os_error_text
 from kraftnode.protocol import generated as wire
 from kraftnode.protocol.registry import (
     API_VERSIONS,
@@ -287,8 +288,14 @@ class RaftDriver:
                 try:
                     woke = self._execute(a) or woke
                 except Exception as e:  # noqa: BLE001 - a failed fsync ends this node
-                    log.exception("fatal: %s failed; stopping", type(a).__name__)
-                    self.fatal = f"{type(a).__name__} failed: {e}"
+                    if isinstance(e, OSError):
+                        # the environment, not a bug (a full disk, a directory made read-only):
+                        # no traceback; the node's exit line names the problem
+                        self.fatal = f"{type(a).__name__} failed: {os_error_text(e)}"
+                        log.error("fatal: %s; stopping", self.fatal)
+                    else:
+                        log.exception("fatal: %s failed; stopping", type(a).__name__)
+                        self.fatal = f"{type(a).__name__} failed: {e}"
                     queue.clear()
                     self.node.take_actions()
                     self._done.set()

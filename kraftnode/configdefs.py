@@ -1,0 +1,311 @@
+"""One definition of every configuration key kraftnode accepts.
+
+Each :class:`ConfigKey` names a key, its type, its default (Kafka 3.9's for Kafka's
+keys), its validator, its documentation and whether kraftnode honours it.  From this
+one table come:
+
+* start-up validation (:func:`validate`): every key present is parsed by its type and
+  validator, so ``controller.quorum.fetch.timeout.ms=abc`` stops start-up with a line
+  naming the key, exactly as the same file stops Kafka;
+* the warnings at start-up (:func:`warnings_for`): keys kraftnode accepts but does not
+  honour, and keys it does not know at all (warned, not refused, as Kafka does);
+* ``docs/configuration.md`` (:func:`render_markdown`; ``python -m kraftnode.configdefs
+  --write`` regenerates it and a test fails when the committed file is stale).
+
+Kafka's own keys keep Kafka's names and defaults; our additions are prefixed
+``kraftnode.``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ConfigKey", "KEYS", "BY_NAME", "validate", "warnings_for", "render_markdown", "parse_value"]
+
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+
+
+class _Invalid(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: str                 # int, long, string, list, boolean, host:port
+    default: str | None       # as written in a properties file; None: no default (unset)
+    doc: str
+    honoured: bool
+    group: str
+    at_least: int | None = None
+    choices: tuple[str, ...] = ()
+    #: for keys kraftnode does not honour: why, in a few words
+    why_ignored: str = ""
+
+    @property
+    def kafka(self) -> bool:
+        return not self.name.startswith("kraftnode.")
+
+    @property
+    def validator(self) -> str:
+        if self.at_least is not None:
+            return f"[{self.at_least},...]"
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        return ""
+
+
+def parse_value(key: ConfigKey, text: str) -> object:
+    """The typed value of ``text`` for ``key``; ConfigError naming the key when invalid."""
+    from kraftnode.config import ConfigError
+
+    v = text.strip()
+    try:
+        if key.type in ("int", "long"):
+            lo, hi, kind = (INT_MIN, INT_MAX, "INT") if key.type == "int" else (LONG_MIN, LONG_MAX, "LONG")
+            try:
+                n = int(v, 10)
+            except ValueError:
+                raise _Invalid(f"Not a number of type {kind}") from None
+            if not lo <= n <= hi:
+                raise _Invalid(f"out of range for {kind}")
+            if key.at_least is not None and n < key.at_least:
+                raise _Invalid(f"Value must be at least {key.at_least}")
+            return n
+        if key.type == "boolean":
+            if v.lower() not in ("true", "false"):
+                raise _Invalid("Expected value to be either true or false")
+            return v.lower() == "true"
+        if key.type == "list":
+            return [p.strip() for p in v.split(",") if p.strip()]
+        if key.type == "host:port":
+            host, sep, port = v.rpartition(":")
+            if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+                raise _Invalid("expected HOST:PORT")
+            return host.strip("[]"), int(port)
+        if key.choices and v not in key.choices:
+            raise _Invalid("expected " + " or ".join(key.choices))
+        return v
+    except _Invalid as e:
+        raise ConfigError(f"Invalid value {v!r} for configuration {key.name}: {e}") from None
+
+
+def _k(name: str, type_: str, default: str | None, doc: str, *, group: str, honoured: bool = True,
+       at_least: int | None = None, choices: tuple[str, ...] = (), why: str = "") -> ConfigKey:
+    return ConfigKey(name, type_, default, doc, honoured, group, at_least, choices, why)
+
+
+_BROKER = "kraftnode is a KRaft controller only: it runs no broker"
+
+KEYS: tuple[ConfigKey, ...] = (
+    # ---- identity and roles
+    _k("node.id", "int", None, "The node id of this controller; required, and must equal the one "
+       "`format` wrote into meta.properties.", group="Node", at_least=0),
+    _k("process.roles", "list", "", "The roles of this process. Must include `controller` "
+       "(`broker` alongside it is accepted and ignored).", group="Node"),
+    _k("broker.id", "int", "-1", "A broker's id.", group="Node", honoured=False,
+       why="only node.id names a KRaft node"),
+    # ---- quorum
+    _k("controller.quorum.voters", "list", "", "Static quorum (kraft.version 0): the voters as "
+       "`id@host:port,...`. Leave unset for a dynamic (KIP-853) quorum.", group="Quorum"),
+    _k("controller.quorum.bootstrap.servers", "list", "", "Dynamic quorum: `host:port,...` of "
+       "controllers to discover the quorum from.", group="Quorum"),
+    _k("controller.quorum.election.timeout.ms", "int", "1000", "Maximum time without a fetch from "
+       "the leader before a new election starts.", group="Quorum", at_least=1),
+    _k("controller.quorum.fetch.timeout.ms", "int", "2000", "Maximum time without a successful "
+       "fetch from the leader before a voter becomes a candidate (and the leader's check-quorum "
+       "window).", group="Quorum", at_least=1),
+    _k("controller.quorum.election.backoff.max.ms", "int", "1000", "Maximum back-off before a new "
+       "election after a failed one.", group="Quorum", at_least=1),
+    _k("controller.quorum.request.timeout.ms", "int", "2000", "How long a request to a peer may "
+       "go unanswered before it is retried.", group="Quorum", at_least=1),
+    _k("controller.quorum.retry.backoff.ms", "int", "20", "Wait before retrying a failed request "
+       "to a peer.", group="Quorum", at_least=0),
+    _k("controller.quorum.append.linger.ms", "int", "25", "How long the leader lingers to batch "
+       "appends.", group="Quorum", at_least=0, honoured=False,
+       why="appends are batched by group commit, with no linger"),
+    # ---- listeners
+    _k("listeners", "string", "PLAINTEXT://:9092", "`NAME://host:port,...` to listen on; an "
+       "empty host means every interface.", group="Listeners"),
+    _k("advertised.listeners", "string", None, "The addresses this node gives to others, when "
+       "they differ from `listeners`.", group="Listeners"),
+    _k("controller.listener.names", "list", None, "The listener(s) the quorum uses; the first "
+       "is this node's endpoint in the voter set. Default: the first listener.", group="Listeners"),
+    _k("listener.security.protocol.map", "list",
+       "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+       "Security protocol per listener name; kraftnode serves PLAINTEXT only and refuses "
+       "another protocol for one of its listeners.", group="Listeners"),
+    _k("inter.broker.listener.name", "string", None, "The listener brokers talk to each other "
+       "on.", group="Listeners", honoured=False, why=_BROKER),
+    _k("socket.request.max.bytes", "int", "104857600", "The largest request frame accepted; a "
+       "larger one closes the connection.", group="Listeners", at_least=1),
+    _k("connections.max.idle.ms", "long", "600000", "Idle client connections are closed after "
+       "this long.", group="Listeners", at_least=1),
+    _k("socket.send.buffer.bytes", "int", "102400", "SO_SNDBUF of server sockets.",
+       group="Listeners", honoured=False, why="the operating system's buffer sizes are used"),
+    _k("socket.receive.buffer.bytes", "int", "102400", "SO_RCVBUF of server sockets.",
+       group="Listeners", honoured=False, why="the operating system's buffer sizes are used"),
+    _k("num.network.threads", "int", "3", "Network threads.", group="Listeners", honoured=False,
+       why="one event loop serves every connection"),
+    _k("num.io.threads", "int", "8", "Request handler threads.", group="Listeners",
+       honoured=False, why="one event loop serves every connection"),
+    # ---- log
+    _k("log.dirs", "list", None, "The log directories; the first holds the metadata log unless "
+       "`metadata.log.dir` is set.", group="Log"),
+    _k("log.dir", "string", "/tmp/kafka-logs", "The log directory, when `log.dirs` is unset.",
+       group="Log"),
+    _k("metadata.log.dir", "string", None, "Where the metadata log (`__cluster_metadata-0`) "
+       "lives. Default: the first of `log.dirs`.", group="Log"),
+    _k("metadata.log.segment.bytes", "int", "1073741824", "Maximum size of one segment of the "
+       "metadata log.", group="Log", at_least=12),
+    _k("metadata.log.segment.min.bytes", "int", "8388608", "Lower bound applied to "
+       "`metadata.log.segment.bytes` (as Kafka's internal config).", group="Log", at_least=12),
+    _k("metadata.log.segment.ms", "long", "604800000", "Roll a new segment after this long.",
+       group="Log", at_least=1),
+    _k("metadata.max.retention.bytes", "long", "104857600", "Retention by size of the metadata "
+       "log behind snapshots.", group="Log", honoured=False,
+       why="the node generates no snapshots, so nothing is cleaned"),
+    _k("metadata.max.retention.ms", "long", "604800000", "Retention by age of the metadata log "
+       "behind snapshots.", group="Log", honoured=False,
+       why="the node generates no snapshots, so nothing is cleaned"),
+    _k("metadata.log.max.record.bytes.between.snapshots", "long", "20971520", "Generate a "
+       "snapshot after this many new bytes.", group="Log", honoured=False,
+       why="the node generates no snapshots"),
+    _k("metadata.log.max.snapshot.interval.ms", "long", "3600000", "Generate a snapshot at "
+       "least this often.", group="Log", honoured=False, why="the node generates no snapshots"),
+    _k("inter.broker.protocol.version", "string", None, "Read by `kraftnode format` only: the "
+       "metadata.version to bootstrap with when `--release-version` is not given.", group="Log"),
+    _k("num.recovery.threads.per.data.dir", "int", "1", "Threads recovering logs at start-up.",
+       group="Log", honoured=False, why="one metadata log is recovered in-line"),
+    _k("log.segment.bytes", "int", "1073741824", "Segment size of broker topics.", group="Log",
+       honoured=False, why=_BROKER + " (see metadata.log.segment.bytes)"),
+    _k("log.retention.hours", "int", "168", "Retention of broker topics.", group="Log",
+       honoured=False, why=_BROKER),
+    _k("log.retention.check.interval.ms", "long", "300000", "How often broker logs are checked "
+       "for retention.", group="Log", honoured=False, why=_BROKER),
+    # ---- broker-only keys found in Kafka's sample server.properties
+    _k("num.partitions", "int", "1", "Default partition count of new topics.", group="Broker",
+       honoured=False, why=_BROKER),
+    _k("offsets.topic.replication.factor", "int", "3", "Replication of __consumer_offsets.",
+       group="Broker", honoured=False, why=_BROKER),
+    _k("transaction.state.log.replication.factor", "int", "3", "Replication of "
+       "__transaction_state.", group="Broker", honoured=False, why=_BROKER),
+    _k("transaction.state.log.min.isr", "int", "2", "min.insync.replicas of __transaction_state.",
+       group="Broker", honoured=False, why=_BROKER),
+    _k("group.initial.rebalance.delay.ms", "int", "3000", "Delay of a consumer group's first "
+       "rebalance.", group="Broker", honoured=False, why=_BROKER),
+    # ---- ours
+    _k("kraftnode.raft.topic", "string", None, "The topic the quorum replicates: "
+       "`__cluster_metadata` (a KRaft controller quorum) or `__raft_performance_test` (to join "
+       "Kafka's TestRaftServer). Default: decided by the cluster id.", group="kraftnode",
+       choices=("__cluster_metadata", "__raft_performance_test")),
+    _k("kraftnode.log.file", "string", None, "Also write the node's log to this file, rotated by "
+       "size (the console keeps its copy). Unset: console only. `--log-config` overrides it.",
+       group="kraftnode"),
+    _k("kraftnode.log.file.max.bytes", "long", "104857600", "Rotate `kraftnode.log.file` when it "
+       "would grow beyond this size.", group="kraftnode", at_least=1024),
+    _k("kraftnode.log.file.backups", "int", "10", "How many rotated files (`FILE.1` ... `FILE.N`)"
+       " to keep.", group="kraftnode", at_least=0),
+    _k("kraftnode.metrics.listener", "host:port", None, "Serve Prometheus metrics "
+       "(`/metrics`) and health (`/healthz`, `/readyz`) over HTTP on HOST:PORT. Unset: no "
+       "metrics server.", group="kraftnode"),
+)
+
+BY_NAME: dict[str, ConfigKey] = {k.name: k for k in KEYS}
+
+
+def validate(values: Mapping[str, str]) -> dict[str, object]:
+    """Parse every known key present; ConfigError names the first invalid one."""
+    return {name: parse_value(BY_NAME[name], text) for name, text in values.items() if name in BY_NAME}
+
+
+def warnings_for(keys: Iterable[str]) -> list[str]:
+    """The start-up warnings for the keys of one configuration (ignored, then unknown)."""
+    present = sorted(set(keys))
+    ignored = [k for k in present if k in BY_NAME and not BY_NAME[k].honoured]
+    unknown = [k for k in present if k not in BY_NAME]
+    out = []
+    if ignored:
+        out.append(f"These configurations '[{', '.join(ignored)}]' were supplied but are not used "
+                   "by kraftnode (see docs/configuration.md)")
+    out += [f"The configuration '{k}' was supplied but isn't a known config." for k in unknown]
+    return out
+
+
+_GROUP_TITLES = {
+    "Node": "Node", "Quorum": "Quorum", "Listeners": "Listeners and connections", "Log": "Log",
+    "Broker": "Broker keys (accepted, not used)", "kraftnode": "kraftnode's own keys",
+}
+
+
+def _cell(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def render_markdown() -> str:
+    lines = [
+        "# Configuration reference",
+        "",
+        "<!-- Generated from kraftnode/configdefs.py by `python -m kraftnode.configdefs --write`;",
+        "     tests/kraftnode/test_configdefs.py fails when this file is stale. Do not edit. -->",
+        "",
+        "`kraftnode start` reads a Kafka-style `server.properties` (Java Properties rules). Every key",
+        "below is validated at start-up by its type and validator: an invalid value stops the node",
+        "with one line naming the key (exit 2). Keys marked *ignored* are accepted -- so a Kafka",
+        "controller's file works unchanged -- but have no effect; the node logs one warning at",
+        "start-up listing those present (`These configurations '[...]' were supplied but are not",
+        "used by kraftnode`). A key not in this table is warned about, not refused, in Kafka's",
+        "words: `The configuration 'x' was supplied but isn't a known config.`",
+        "",
+        "Kafka's keys keep Kafka 3.9's names and defaults; kraftnode's additions are prefixed",
+        "`kraftnode.`. Examples: `config/` (single node, static 3-node quorum, dynamic quorum).",
+        "",
+        "Not in the file: the log level comes from `kraftnode start --log-level LEVEL` or the",
+        "`KRAFTNODE_LOG_LEVEL` environment variable (DEBUG, INFO, WARN, ERROR; default INFO), and",
+        "`--log-config FILE` hands logging to a Python logging configuration file (INI, or JSON",
+        "`dictConfig`).",
+        "",
+    ]
+    for group, title in _GROUP_TITLES.items():
+        lines += [f"## {title}", "", "| key | type | default | valid values | honoured | description |",
+                  "|---|---|---|---|---|---|"]
+        for k in KEYS:
+            if k.group != group:
+                continue
+            default = "(unset)" if k.default is None else ("\"\"" if k.default == "" else f"`{k.default}`")
+            honoured = "yes" if k.honoured else f"ignored: {k.why_ignored}"
+            lines.append(f"| `{k.name}` | {k.type} | {_cell(default)} | {_cell(k.validator)} | "
+                         f"{_cell(honoured)} | {_cell(k.doc)} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    text = render_markdown()
+    if args == ["--write"]:
+        DOC_PATH.write_text(text)
+        print(f"wrote {DOC_PATH}")
+        return 0
+    if args == ["--check"]:
+        if not DOC_PATH.exists() or DOC_PATH.read_text() != text:
+            print(f"{DOC_PATH} is stale: run python -m kraftnode.configdefs --write", file=sys.stderr)
+            return 1
+        return 0
+    if args:
+        print("usage: python -m kraftnode.configdefs [--write | --check]", file=sys.stderr)
+        return 2
+    sys.stdout.write(text)
+    return 0
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())
