@@ -16,19 +16,33 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from kraftnode.cli import UsageError
+from kraftnode.commands.quorum import QuorumInfo
 
 NAME = "dev-cluster"
 HELP = "format and start a local quorum on loopback, print its status, run until Ctrl-C"
+EXAMPLES = """\
+  kraftnode dev-cluster                          # 3 voters in a new temporary directory
+  kraftnode dev-cluster --dir ./dev --nodes 5    # create ./dev; run it again to restart it
+  kraftnode dev-cluster --dir ./dev --log-level DEBUG
+A directory that already holds a dev cluster is restarted with its data, cluster id, node ids
+and ports; an empty or missing one is created. Each node's log is DIR/nodeN/node.log.
+"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--nodes", type=int, default=3, help="number of voters (default 3)")
-    p.add_argument("--dir", help="working directory (default: a new temporary directory)")
+    p.add_argument("--nodes", type=int, default=None,
+                   help="number of voters when creating the cluster (default 3)")
+    p.add_argument("--dir", help="the cluster's directory: restarted when it holds a dev cluster, "
+                                 "created when empty or missing (default: a new temporary directory)")
     p.add_argument("--for-seconds", type=float, default=None,
                    help="stop by itself after this many seconds (for scripted runs)")
+    p.add_argument("--log-level", metavar="LEVEL", default=None,
+                   help="the nodes' log level: DEBUG, INFO, WARN or ERROR "
+                        "(default: $KRAFTNODE_LOG_LEVEL, else INFO)")
 
 
 def _free_ports(n: int) -> list[int]:
@@ -44,49 +58,128 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def run(args: argparse.Namespace) -> int:
-    if not 1 <= args.nodes <= 9:
-        raise UsageError(f"--nodes must be between 1 and 9, not {args.nodes}")
-    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kraftnode-dev-"))
-    root.mkdir(parents=True, exist_ok=True)
-    ports = _free_ports(args.nodes)
-    voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
-    procs: list[subprocess.Popen[str]] = []
+@dataclass
+class DevCluster:
+    root: Path
+    cluster_id: str
+    ports: list[int]
+    reused: bool
+
+    @property
+    def voters(self) -> str:
+        return ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
+
+    def node_dir(self, node_id: int) -> Path:
+        return self.root / f"node{node_id}"
+
+
+def _existing(root: Path) -> DevCluster | None:
+    """The dev cluster already in ``root`` (None when ``root`` is empty or missing)."""
+    from kraftnode.config import ConfigError, ServerConfig
+    from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
+
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--dir {root} is not a directory")
+    if not root.exists() or not any(root.iterdir()):
+        return None
+    n = 0
+    while (root / f"node{n + 1}" / "server.properties").is_file():
+        n += 1
+    if n == 0:
+        raise UsageError(f"--dir {root} is not empty and holds no dev cluster "
+                         "(no node1/server.properties): give an empty or new directory")
+    ports: list[int] = []
+    cluster_ids = set()
+    for node_id in range(1, n + 1):
+        props = root / f"node{node_id}" / "server.properties"
+        try:
+            cfg = ServerConfig.load(props)
+            ports.append(cfg.listeners[0].port)
+            meta = read_meta_properties(cfg.metadata_log_dir)
+        except (ConfigError, MetaPropertiesError, IndexError) as e:
+            raise UsageError(f"{props}: {e}") from None
+        if meta is None:
+            raise UsageError(f"node {node_id} in {root} was never formatted "
+                             f"({cfg.metadata_log_dir}/meta.properties is missing)")
+        cluster_ids.add(meta.cluster_id)
+    if len(cluster_ids) != 1:
+        raise UsageError(f"the nodes in {root} belong to different clusters: {sorted(cluster_ids)}")
+    return DevCluster(root, cluster_ids.pop(), ports, reused=True)
+
+
+def _create(root: Path, nodes: int) -> DevCluster:
     from kraftnode.log.uuids import random_uuid
     from recordbatch.wire import uuid_to_base64
 
-    cluster_id = uuid_to_base64(random_uuid())
+    cl = DevCluster(root, uuid_to_base64(random_uuid()), _free_ports(nodes), reused=False)
     try:
-        for i, port in enumerate(ports):
-            node_id = i + 1
-            node_dir = root / f"node{node_id}"
-            node_dir.mkdir(exist_ok=True)
-            props = node_dir / "server.properties"
-            props.write_text(
-                f"node.id={node_id}\nprocess.roles=controller\n"
-                f"listeners=CONTROLLER://127.0.0.1:{port}\n"
-                f"controller.listener.names=CONTROLLER\n"
-                f"controller.quorum.voters={voters}\n"
-                f"log.dirs={node_dir / 'metadata'}\n"
-            )
-            fmt = subprocess.run(
-                [sys.executable, "-m", "kraftnode", "format", "--config", str(props),
-                 "--cluster-id", cluster_id, "--ignore-formatted"],
-                capture_output=True, text=True)
-            if fmt.returncode != 0:
-                raise UsageError(f"formatting node {node_id} failed: {fmt.stderr.strip()}")
-            log = (node_dir / "node.log").open("w")
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--dir {root}: cannot create: {e.strerror}") from None
+    for i, port in enumerate(cl.ports):
+        node_id = i + 1
+        node_dir = cl.node_dir(node_id)
+        node_dir.mkdir(exist_ok=True)
+        props = node_dir / "server.properties"
+        props.write_text(
+            f"node.id={node_id}\nprocess.roles=controller\n"
+            f"listeners=CONTROLLER://127.0.0.1:{port}\n"
+            f"controller.listener.names=CONTROLLER\n"
+            f"controller.quorum.voters={cl.voters}\n"
+            f"log.dirs={node_dir / 'metadata'}\n"
+        )
+        fmt = subprocess.run(
+            [sys.executable, "-m", "kraftnode", "format", "--config", str(props),
+             "--cluster-id", cl.cluster_id, "--ignore-formatted"],
+            capture_output=True, text=True)
+        if fmt.returncode != 0:
+            raise UsageError(f"formatting node {node_id} failed: {fmt.stderr.strip()}")
+    return cl
+
+
+def run(args: argparse.Namespace) -> int:
+    from kraftnode import logsetup
+
+    if args.nodes is not None and not 1 <= args.nodes <= 9:
+        raise UsageError(f"--nodes must be between 1 and 9, not {args.nodes}")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    try:
+        logsetup.resolve_level(args.log_level)   # a bad level fails here, not in every node
+    except logsetup.LogSetupError as e:
+        raise UsageError(str(e)) from None
+    if args.log_level:
+        env[logsetup.ENV_LEVEL] = args.log_level
+    if args.dir:
+        root = Path(args.dir).absolute()
+        found = _existing(root)
+        if found is not None and args.nodes is not None and args.nodes != len(found.ports):
+            raise UsageError(f"{root} holds a {len(found.ports)}-node cluster; --nodes {args.nodes} "
+                             "cannot change it (use a new --dir)")
+        cl = found or _create(root, args.nodes or 3)
+    else:
+        root = Path(tempfile.mkdtemp(prefix="kraftnode-dev-"))
+        cl = _create(root, args.nodes or 3)
+    for port in cl.ports:
+        _check_port_free(port)
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for i in range(len(cl.ports)):
+            node_dir = cl.node_dir(i + 1)
+            log = (node_dir / "node.log").open("a")
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "kraftnode", "start", str(props)],
-                stdout=log, stderr=subprocess.STDOUT, text=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"}))
-        print(f"kraftnode dev cluster {cluster_id} in {root}")
-        for i, port in enumerate(ports):
+                [sys.executable, "-m", "kraftnode", "start", str(node_dir / "server.properties")],
+                stdout=log, stderr=subprocess.STDOUT, text=True, env=env))
+        how = "restarted with its data" if cl.reused else "created"
+        print(f"kraftnode dev cluster {cl.cluster_id} {how} in {root}")
+        if not args.dir:
+            print(f"  (a new temporary directory: `kraftnode dev-cluster --dir {root}` restarts "
+                  "this cluster; delete the directory when done)")
+        for i, port in enumerate(cl.ports):
             print(f"  node {i + 1}: CONTROLLER://127.0.0.1:{port}  "
-                  f"(config {root / f'node{i + 1}' / 'server.properties'}, log node.log)")
-        print(f"  controller.quorum.voters={voters}")
-        _wait_listening(ports, root)
-        _print_status(ports)
+                  f"(config {cl.node_dir(i + 1) / 'server.properties'}, log node.log)")
+        print(f"  controller.quorum.voters={cl.voters}", flush=True)
+        _wait_listening(cl.ports, root)
+        _print_status(cl.ports)
         print("running; Ctrl-C stops the cluster", flush=True)
         deadline = None if args.for_seconds is None else time.monotonic() + args.for_seconds
         _wait(procs, deadline)
@@ -101,8 +194,20 @@ def run(args: argparse.Namespace) -> int:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 p.kill()
-        print("dev cluster stopped")
+        print(f"dev cluster stopped; its data stays in {root}")
     return 0
+
+
+def _check_port_free(port: int) -> None:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the node binds: TIME_WAIT is fine
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError as e:
+        raise UsageError(f"port 127.0.0.1:{port} of this dev cluster is in use ({e.strerror}): "
+                         "is the cluster already running?") from None
+    finally:
+        s.close()
 
 
 def _wait_listening(ports: list[int], root: Path, timeout: float = 30.0) -> None:
@@ -123,17 +228,18 @@ def _print_status(ports: list[int], timeout: float = 30.0) -> None:
     """Wait for a leader, then print the quorum as kafka-metadata-quorum.sh would."""
     from kraftnode.commands.quorum import fetch_quorum_info, format_replication, format_status
 
+
     servers = [("127.0.0.1", p) for p in ports]
     deadline = time.monotonic() + timeout
     while True:
         try:
             info = fetch_quorum_info(servers, 2)
-            if info.leader_id >= 0:
+            if info.leader_id >= 0 and _committed(info):
                 break
         except UsageError:
             pass
         if time.monotonic() > deadline:
-            print("  no leader elected yet; see the node logs")
+            print("  no leader has committed the bootstrap records yet; see the node logs")
             return
         time.sleep(0.2)
     print()
@@ -141,6 +247,14 @@ def _print_status(ports: list[int], timeout: float = 30.0) -> None:
     print()
     print(format_replication(info), end="")
     print()
+
+
+def _committed(info: QuorumInfo) -> bool:
+    """The high watermark covers the bootstrap records (the first leader's LeaderChange at 0,
+    metadata.version from 1) and everything the leader had appended when asked."""
+    leader = next((v for v in info.voters if v.replica_id == info.leader_id), None)
+    return (leader is not None and info.high_watermark >= 2
+            and info.high_watermark >= leader.log_end_offset)
 
 
 def _wait(procs: list[subprocess.Popen[str]], deadline: float | None) -> None:

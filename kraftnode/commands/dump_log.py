@@ -21,6 +21,7 @@ from typing import Any
 
 from kraftnode.cli import UsageError
 from kraftnode.log.bootstrap import BOOTSTRAP_FILE
+from kraftnode.log.metadata_log import METADATA_PARTITION_DIR
 from kraftnode.log.metadata_records import decode_metadata_record, record_type_name
 from kraftnode.log.snapshot import parse_snapshot_file_name
 from recordbatch import BatchView, CorruptBatchError, iter_batches
@@ -42,10 +43,26 @@ _CONTROL_LABEL = {
 _CONTROL_NAMES = {t: t.name for t in ControlType}
 
 
+EXAMPLES = """\
+  kraftnode dump-log /tmp/dev/node1/metadata                 # every segment and snapshot of a node
+  kraftnode dump-log /tmp/dev/node1/metadata/__cluster_metadata-0/00000000000000000000.log
+  kraftnode dump-log --print-data-log DIR   # also key and payload of application records
+  kraftnode dump-log --batches-only DIR     # one line per batch
+"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH", help=".log, .checkpoint, .index or .timeindex files")
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help=".log, .checkpoint, .index or .timeindex files, or a directory: a "
+                             "metadata log dir (holding __cluster_metadata-0/) or a partition "
+                             "directory, whose segments and snapshots are dumped in offset order")
     parser.add_argument("--skip-record-metadata", action="store_true", help="omit per-record metadata")
     parser.add_argument("--batches-only", action="store_true", help="print batch lines only (no records)")
+    parser.add_argument("--print-data-log", action="store_true",
+                        help="print the content of records that are not KRaft metadata records "
+                             "(application records) as ' key: K payload: P', UTF-8, as "
+                             "kafka-dump-log.sh --print-data-log does; metadata records are "
+                             "decoded either way")
 
 
 def _json(obj: Any) -> str:
@@ -73,7 +90,7 @@ def batch_line(v: BatchView, position: int) -> str:
     )
 
 
-def record_lines(v: BatchView, skip_metadata: bool) -> list[str]:
+def record_lines(v: BatchView, skip_metadata: bool, print_data: bool = False) -> list[str]:
     try:
         records = v.decode_records()
     except (CorruptBatchError, DecodeError) as e:
@@ -95,7 +112,7 @@ def record_lines(v: BatchView, skip_metadata: bool) -> list[str]:
             if v.is_control:
                 parts.append(_control_text(r))
         if not v.is_control:
-            parts.append(" payload: " + _metadata_text(r.value, r.offset))
+            parts.append(_payload_text(r.key, r.value, r.offset, print_data))
         elif skip_metadata:
             parts.append(prefix.rstrip() + _control_text(r))
         del i
@@ -118,6 +135,25 @@ def _control_text(r: Any) -> str:
         # Kafka 3.9 prints only the type for LeaderChange; we add the decoded value after it.
         return f" controlType: LEADER_CHANGE({ctype}) {label} {_json(value.to_json(0))}"
     return f" {label} {_json(value.to_json(0))}"
+
+
+def _utf8(b: bytes) -> str:
+    # Java's new String(bytes, UTF_8): malformed input becomes U+FFFD
+    return bytes(b).decode("utf-8", errors="replace")
+
+
+def _payload_text(key: bytes | None, value: bytes | None, offset: int, print_data: bool) -> str:
+    """A metadata record decoded (``payload: {json}``); with --print-data-log, any other record
+    as Kafka's default parser prints it: `` key: K`` when it has a key, `` payload: P``."""
+    if print_data:
+        try:
+            if value is None:
+                raise DecodeError("null value")
+            decode_metadata_record(value)
+        except DecodeError:
+            text = "" if key is None else f" key: {_utf8(key)}"
+            return text + ("" if value is None else f" payload: {_utf8(value)}")
+    return " payload: " + _metadata_text(value, offset)
 
 
 def _metadata_text(value: bytes | None, offset: int) -> str:
@@ -152,7 +188,8 @@ def dump_index(path: Path, out: Any) -> None:
             print(f"timestamp: {ts} offset: {base + rel}", file=out)
 
 
-def dump_batches(path: Path, out: Any, *, skip_metadata: bool = False, batches_only: bool = False) -> None:
+def dump_batches(path: Path, out: Any, *, skip_metadata: bool = False, batches_only: bool = False,
+                 print_data: bool = False) -> None:
     name = path.name
     if name.endswith(".log"):
         print(f"Log starting offset: {int(name.split('.')[0])}", file=out)
@@ -174,7 +211,7 @@ def dump_batches(path: Path, out: Any, *, skip_metadata: bool = False, batches_o
                 for v in it:
                     print(batch_line(v, valid + moved), file=out)
                     if not batches_only:
-                        for line in record_lines(v, skip_metadata):
+                        for line in record_lines(v, skip_metadata, print_data):
                             print(line, file=out)
                     moved += v.size_in_bytes
             except CorruptBatchError as e:
@@ -190,7 +227,7 @@ def dump_batches(path: Path, out: Any, *, skip_metadata: bool = False, batches_o
                         v = next(iter_batches(buf, max_batch_bytes=_MAX_BATCH))
                         print(batch_line(v, valid), file=out)
                         if not batches_only:
-                            for line in record_lines(v, skip_metadata):
+                            for line in record_lines(v, skip_metadata, print_data):
                                 print(line, file=out)
                         valid += v.size_in_bytes
                         continue
@@ -199,22 +236,50 @@ def dump_batches(path: Path, out: Any, *, skip_metadata: bool = False, batches_o
         print(f"Found {size - valid} invalid bytes at the end of {name}", file=out)
 
 
+def _files_of(p: str) -> list[Path]:
+    """The files to dump for one PATH argument: itself, or a directory's segments and snapshots."""
+    path = Path(p)
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise UsageError(f"{p}: no such file or directory")
+    part = path / METADATA_PARTITION_DIR
+    search = part if part.is_dir() else path
+    files = []
+    try:
+        names = sorted(os.listdir(search))
+    except OSError as e:
+        raise UsageError(f"{p}: {e.strerror}") from None
+    if search is part and (path / BOOTSTRAP_FILE).is_file():
+        files.append(path / BOOTSTRAP_FILE)
+    logs = [n for n in names if n.endswith(".log") and n[:-4].isdigit()]
+    snaps = [n for n in names if parse_snapshot_file_name(n) is not None]
+    if not logs and not snaps:
+        raise UsageError(f"{p}: no log segments (NNNNNNNNNNNNNNNNNNNN.log) or snapshots (.checkpoint) "
+                         f"found: expected a metadata log dir (holding {METADATA_PARTITION_DIR}/) "
+                         "or a partition directory")
+    # snapshots first, then the segments, each in offset order (the names sort by offset)
+    files += [search / n for n in snaps] + [search / n for n in logs]
+    return files
+
+
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     for p in args.paths:
-        path = Path(p)
-        if not path.is_file():
-            raise UsageError(f"{p}: no such file")
-        print(f"Dumping {path}", file=out)
-        try:
-            if path.suffix in (".log", ".checkpoint"):
-                dump_batches(path, out, skip_metadata=args.skip_record_metadata, batches_only=args.batches_only)
-            elif path.suffix in (".index", ".timeindex"):
-                dump_index(path, out)
-            else:
-                print(f"Ignoring unknown file {path}", file=sys.stderr)
-        except OSError as e:
-            raise UsageError(f"{p}: {e.strerror or e}") from None
-        except ValueError as e:
-            raise UsageError(f"{p}: {e}") from None
+        for path in _files_of(p):
+            print(f"Dumping {path}", file=out)
+            try:
+                if path.suffix in (".log", ".checkpoint"):
+                    dump_batches(path, out, skip_metadata=args.skip_record_metadata,
+                                 batches_only=args.batches_only, print_data=args.print_data_log)
+                elif path.suffix in (".index", ".timeindex"):
+                    dump_index(path, out)
+                else:
+                    print(f"Ignoring unknown file {path}", file=sys.stderr)
+            except BrokenPipeError:
+                raise
+            except OSError as e:
+                raise UsageError(f"{path}: {e.strerror or e}") from None
+            except ValueError as e:
+                raise UsageError(f"{path}: {e}") from None
     return 0
