@@ -1,15 +1,27 @@
-# Sourced by tools/test.sh and tools/dev.sh: make .venv on a fresh machine and install
-# the project with everything its tests and jobs need. Idempotent and quiet when done.
+# Sourced by tools/dev.sh and tools/test.sh: make .venv on a fresh machine and install the
+# project into it (editable), with the extras named in KRAFTNODE_EXTRAS: none for dev.sh (the
+# node's runtime dependencies only), "dev,spark" for test.sh (everything the tests need).
+# Says in one line what it installs, and only when it does; quiet once done.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
-fi
-stamp=.venv/.installed-$(cat pyproject.toml | sha256sum | cut -c1-16)
-if [ ! -f "$stamp" ]; then
-  .venv/bin/pip install -q --disable-pip-version-check --upgrade pip
-  .venv/bin/pip install -q --disable-pip-version-check -e '.[dev,spark]'
-  rm -f .venv/.installed-*
+extras=${KRAFTNODE_EXTRAS:-}
+hash=$(sha256sum pyproject.toml | cut -c1-16)
+stamp=.venv/.installed-${extras:-runtime}-$hash
+full=.venv/.installed-dev,spark-$hash      # a full install also serves the runtime-only one
+if [ ! -f "$stamp" ] && [ ! -f "$full" ]; then
+  if [ -n "$extras" ]; then
+    what="kraftnode with its [$extras] extras (test, lint and Spark dependencies; first time ~1 GB)"
+    target=".[$extras]"
+  else
+    what="kraftnode and its runtime dependencies only"
+    target="."
+  fi
+  echo "$(basename "$0"): installing $what into .venv/ ..."
+  if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+  fi
+  .venv/bin/pip install -q --disable-pip-version-check -e "$target"
+  rm -f .venv/.installed-"${extras:-runtime}"-*
   touch "$stamp"
 fi

@@ -2,7 +2,7 @@
 # The project's test command (README): installs what it needs, then runs every check.
 # Extra arguments go to pytest, e.g. `tools/test.sh tests/recordbatch -x`.
 set -euo pipefail
-source "$(dirname "$0")/_venv.sh"
+KRAFTNODE_EXTRAS=dev,spark source "$(dirname "$0")/_venv.sh"
 
 if ! command -v kcat >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

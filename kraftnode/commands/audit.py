@@ -16,6 +16,11 @@ from kraftnode.cli import UsageError
 
 NAME = "audit"
 HELP = "audit the metadata logs of every replica with Spark: consistency, leaders, voters, rates"
+EXAMPLES = """\
+  kraftnode audit /tmp/dev/node1/metadata /tmp/dev/node2/metadata /tmp/dev/node3/metadata --out audit
+  kraftnode audit '/tmp/dev/node*/metadata' --out audit --master 'local[2]'
+Needs the spark extra: pip install 'kraftnode[spark]'.
+"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

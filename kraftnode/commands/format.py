@@ -40,6 +40,13 @@ from recordbatch.wire import uuid_from_base64, uuid_to_base64
 
 NAME = "format"
 HELP = "Format the log directories of this node (like kafka-storage.sh format)"
+EXAMPLES = """\
+  kraftnode format --config config/controller-static-1.properties --cluster-id $(kraftnode random-uuid)
+  kraftnode format -c config/single-node.properties -t MkU3OEVBNTcwNTJENDM2Qg --standalone
+  kraftnode format -c server.properties -t ID --initial-controllers 1@h1:9093:DIRID1,2@h2:9093:DIRID2
+  kraftnode format -c server.properties -t ID --no-initial-controllers    # joins with add-controller
+A static quorum (controller.quorum.voters set) takes none of the three dynamic options.
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -27,6 +27,13 @@ from recordbatch.wire import ZERO_UUID, uuid_to_base64
 
 NAME = "quorum"
 HELP = "describe a KRaft quorum, like kafka-metadata-quorum.sh"
+EXAMPLES = """\
+  kraftnode quorum --bootstrap-controller 127.0.0.1:9093 describe --status
+  kraftnode quorum --bootstrap-controller 127.0.0.1:9093 describe --replication --human-readable
+  kraftnode quorum --bootstrap-controller 127.0.0.1:9093 describe --replication --watch 1
+  kraftnode quorum --bootstrap-controller 127.0.0.1:9093 --command-config new.properties add-controller
+  kraftnode quorum --bootstrap-controller 127.0.0.1:9093 remove-controller -i 4 -d DIRECTORY_ID
+"""
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -40,14 +47,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="quorum_command", metavar="{describe,add-controller,remove-controller}",
                            parser_class=type(p))
     sub.required = True
-    d = sub.add_parser("describe", help="describe the metadata quorum")
+    fmt = argparse.RawDescriptionHelpFormatter
+    d = sub.add_parser("describe", help="describe the metadata quorum", formatter_class=fmt,
+                       epilog="examples:\n"
+                              "  kraftnode quorum --bootstrap-controller 127.0.0.1:9093 describe --status\n"
+                              "  kraftnode quorum --bootstrap-controller 127.0.0.1:9093 describe "
+                              "--replication --watch 1\n")
     d.add_argument("--status", action="store_true", help="a short summary of the quorum status")
     d.add_argument("--replication", action="store_true", help="replication detail per replica")
     d.add_argument("--human-readable", action="store_true",
                    help="with --replication: timestamps as 'N ms ago'")
-    a = sub.add_parser("add-controller", help="add a controller to the KRaft controller cluster")
+    d.add_argument("--watch", nargs="?", type=float, const=2.0, default=None, metavar="SECONDS",
+                   help="refresh every SECONDS (default 2) until Ctrl-C: a live table with the "
+                        "lag of each replica (the screen is redrawn on a terminal)")
+    d.add_argument("--count", type=int, default=None, metavar="N",
+                   help="with --watch: stop after N refreshes (for scripts)")
+    a = sub.add_parser("add-controller", help="add a controller to the KRaft controller cluster",
+                       formatter_class=fmt,
+                       epilog="example (the new controller was formatted with --no-initial-controllers"
+                              " and is running):\n  kraftnode quorum --bootstrap-controller "
+                              "127.0.0.1:9093 --command-config new.properties add-controller\n")
     a.add_argument("--dry-run", action="store_true", help="print what would be done, but do not do it")
-    r = sub.add_parser("remove-controller", help="remove a controller from the KRaft controller cluster")
+    r = sub.add_parser("remove-controller", help="remove a controller from the KRaft controller cluster",
+                       formatter_class=fmt,
+                       epilog="example (ids from describe --status):\n  kraftnode quorum "
+                              "--bootstrap-controller 127.0.0.1:9093 remove-controller "
+                              "--controller-id 4 --controller-directory-id DIRECTORY_ID\n")
     r.add_argument("--controller-id", "-i", type=int, required=True, help="the id of the controller to remove")
     r.add_argument("--controller-directory-id", "-d", required=True,
                    help="the directory id of the controller to remove")
@@ -201,10 +226,54 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("One of --status or --replication must be specified with describe sub-command")
     if args.human_readable and args.status:
         raise UsageError("The option --human-readable is only supported along with --replication")
+    if args.count is not None and args.watch is None:
+        raise UsageError("--count is only supported along with --watch")
+    if args.watch is not None and not args.watch > 0:
+        raise UsageError(f"--watch {args.watch:g}: the refresh interval must be positive")
+    if args.count is not None and args.count < 1:
+        raise UsageError(f"--count {args.count}: must be at least 1")
     servers = parse_servers(args.bootstrap_controller or args.bootstrap_server)
-    info = fetch_quorum_info(servers, 2 if args.bootstrap_controller else 1)
-    if args.status:
-        print(format_status(info), end="")
-    else:
-        print(format_replication(info, args.human_readable), end="")
+    endpoint_type = 2 if args.bootstrap_controller else 1
+    if args.watch is not None:
+        return _watch(args, servers, endpoint_type)
+    info = fetch_quorum_info(servers, endpoint_type)
+    print(_render(args, info), end="")
     return 0
+
+
+def _render(args: argparse.Namespace, info: QuorumInfo) -> str:
+    if args.status:
+        return format_status(info)
+    return format_replication(info, args.human_readable)
+
+
+def _watch(args: argparse.Namespace, servers: list[tuple[str, int]], endpoint_type: int) -> int:
+    """Redraw the table every ``--watch`` seconds; a failed refresh says why and keeps watching."""
+    import sys
+
+    tty = sys.stdout.isatty()
+    what = "--status" if args.status else "--replication"
+    n = 0
+    try:
+        while True:
+            n += 1
+            started = time.monotonic()
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            try:
+                info = fetch_quorum_info(servers, endpoint_type)
+                head = (f"LeaderId: {info.leader_id}  LeaderEpoch: {info.leader_epoch}  "
+                        f"HighWatermark: {info.high_watermark}")
+                body = _render(args, info)
+            except UsageError as e:
+                head, body = "no answer", f"error: {e}\n"
+            if tty:
+                sys.stdout.write("\x1b[H\x1b[2J")   # home and clear, as watch(1) redraws
+            sys.stdout.write(f"Every {args.watch:g}s: describe {what}  {stamp}  {head}\n\n{body}")
+            if not tty:
+                sys.stdout.write("\n")
+            sys.stdout.flush()
+            if args.count is not None and n >= args.count:
+                return 0
+            time.sleep(max(0.0, args.watch - (time.monotonic() - started)))
+    except KeyboardInterrupt:
+        return 0

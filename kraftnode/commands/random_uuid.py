@@ -9,6 +9,10 @@ from recordbatch.wire import uuid_to_base64
 
 NAME = "random-uuid"
 HELP = "Print a random UUID (base64url, 22 characters) usable as a cluster or directory id"
+EXAMPLES = """\
+  kraftnode random-uuid                       # e.g. MkU3OEVBNTcwNTJENDM2Qg
+  kraftnode format -c server.properties -t "$(kraftnode random-uuid)"
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
