@@ -47,6 +47,11 @@ def os_error_text(e: OSError) -> str:
     return f"{e.filename}: {text}" if e.filename else text
 
 
+def _reason(e: OSError) -> str:
+    """``os_error_text`` without the file name (when the message names the file already)."""
+    return os_error_text(OSError(e.errno, e.strerror)) if e.strerror else str(e)
+
+
 def resolve_level(flag: str | None) -> int:
     """The level from ``--log-level``, else ``KRAFTNODE_LOG_LEVEL``, else INFO."""
     if flag:
@@ -85,7 +90,7 @@ def configure(level: int, *, log_file: str | None = None, max_bytes: int = 100 *
                                                       encoding="utf-8")
         except OSError as e:
             raise LogSetupError(f"cannot open log file {path} (kraftnode.log.file): "
-                                f"{os_error_text(e)}") from None
+                                f"{_reason(e)}") from None
         fh.setFormatter(fmt)
         root.addHandler(fh)
 
@@ -95,7 +100,7 @@ def _from_file(name: str) -> None:
     try:
         text = path.read_text()
     except OSError as e:
-        raise LogSetupError(f"--log-config {path}: {os_error_text(e)}") from None
+        raise LogSetupError(f"--log-config {path}: {_reason(e)}") from None
     try:
         if path.suffix == ".json":
             logging.config.dictConfig(json.loads(text))

@@ -41,7 +41,7 @@ def call(host: str, port: int, api_key: int, version: int, body: Message,
             (size,) = struct.unpack(">i", _recv_exactly(s, 4))
             return parse_response(spec, version, _recv_exactly(s, size))
     except OSError as e:
-        raise ClientError(f"{host}:{port}: {e}") from None
+        raise ClientError(f"{host}:{port}: {e.strerror or e}") from None
 
 
 def parse_servers(text: str) -> list[tuple[str, int]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import struct
 from collections import deque
@@ -309,8 +310,10 @@ class KafkaListener:
                                     f"cannot resolve host {self.host!r} ({e.strerror})") from None
             except OSError as e:
                 # Kafka's SocketServer: "Socket server failed to bind to host:port: <reason>."
+                # asyncio rewrites strerror ("error while attempting to bind ..."): use errno's
+                reason = os.strerror(e.errno) if e.errno else str(e)
                 raise ListenerError(f"Socket server failed to bind to {self.host}:{self.port}: "
-                                    f"{e.strerror or e}.") from None
+                                    f"{reason}.") from None
             try:
                 self.bound_port = int(server.sockets[0].getsockname()[1])
                 log.debug("listening on %s:%d", self.host, self.bound_port)

@@ -174,7 +174,17 @@ class RaftDriver:
     def append_nowait(self, records: Sequence[object]) -> tuple[int, _Waiter]:
         """Append on the leader; returns (handle, waiter completed at commit or failure)."""
         waiter = _Waiter()
-        handle = self.node.append(records, now_ms())
+        if self.fatal is not None:
+            return -1, waiter           # stopping: never completes; the node's tasks are cancelled
+        try:
+            handle = self.node.append(records, now_ms())
+        except OSError as e:
+            # the metadata log's disk failed (full, read-only, I/O error): stop the node, as
+            # Kafka halts a controller whose metadata log dir fails; no traceback, one line
+            self.fatal = f"append failed: {os_error_text(e)}"
+            log.error("fatal: %s; stopping", self.fatal)
+            self._done.set()
+            return -1, waiter
         self._appends[handle] = waiter
         self._after_event()
         return handle, waiter

@@ -27,7 +27,8 @@ OUR_VERSIONS = {s.key: (s.min_version, s.max_version) for s in SERVED.values()}
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> NodeProcess:
-    with running_node(tmp_path_factory.mktemp("interop")) as n:
+    # the ApiVersions line of each client connection is DEBUG (connection chatter)
+    with running_node(tmp_path_factory.mktemp("interop"), env={"KRAFTNODE_LOG_LEVEL": "DEBUG"}) as n:
         yield n  # type: ignore[misc]
 
 

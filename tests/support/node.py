@@ -30,8 +30,10 @@ class NodeProcess:
 
 
 @contextmanager
-def running_node(tmp_path: Path, extra: str = "", node_id: int = 1) -> Iterator[NodeProcess]:
-    """A formatted single-voter quorum of one `kraftnode start` process."""
+def running_node(tmp_path: Path, extra: str = "", node_id: int = 1,
+                 env: dict[str, str] | None = None) -> Iterator[NodeProcess]:
+    """A formatted single-voter quorum of one `kraftnode start` process (``env``: added to
+    the environment, e.g. ``{"KRAFTNODE_LOG_LEVEL": "DEBUG"}``)."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     free = s.getsockname()[1]
@@ -48,7 +50,7 @@ def running_node(tmp_path: Path, extra: str = "", node_id: int = 1) -> Iterator[
     with log_path.open("w") as logf:
         proc = subprocess.Popen([sys.executable, "-m", "kraftnode", "start", str(props)],
                                 stdout=subprocess.PIPE, stderr=logf, text=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + 30
