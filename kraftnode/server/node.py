@@ -106,44 +106,47 @@ async def run_node(cfg: NodeConfig) -> None:
             local_endpoints=tuple(Endpoint(*e) for e in endpoints),
             bootstrap_servers=[-1 - i for i in range(len(cfg.bootstrap_servers))],
             snapshots=DiskSnapshotStore(rlog))
-        async with anyio.create_task_group() as tg:
-            pool = PeerPool(tg, f"raft-client-{cfg.node_id}", cfg.request_timeout_ms / 1000,
-                            cfg.retry_backoff_ms / 1000, max(cfg.retry_backoff_ms, 1000) / 1000)
-            driver = RaftDriver(node, rlog, store, pool,
-                                {v.node_id: (v.host, v.port) for v in cfg.static_voters},
-                                cfg.bootstrap_servers, kraft_version, cfg.request_timeout_ms / 1000)
-            features = api_versions.FeatureView()
-            # controller duties only in a KRaft controller quorum: a TestRaftServer quorum
-            # carries opaque bytes, and its Java nodes serve no controller APIs
-            duties = ControllerDuties(driver, cfg.node_id, cfg.metadata_log_dir,
-                                      endpoints,
-                                      dict(features.supported)) if controller else None
-            handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), driver,
-                                    features, duties)
-            limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
-            bound = []
-            for lst in cfg.listeners:
-                host = lst.host or "0.0.0.0"
-                port = await tg.start(KafkaListener(host, lst.port, handlers, limits).serve)
-                bound.append(f"{lst.name}://{host}:{port}")
-                print(f"node {cfg.node_id} listening on {lst.name}://{host}:{port}", flush=True)
-            tg.start_soon(driver.run, tg)
-            if duties is not None:
-                tg.start_soon(duties.run)
-            log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
-                     "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
-                     "static" if kraft_version == 0 else "dynamic", topic, ",".join(bound),
-                     cfg.metadata_log_dir, rlog.end_offset)
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        # signals are caught from the start: a SIGTERM during start-up still shuts down cleanly
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with anyio.create_task_group() as tg:
+                pool = PeerPool(tg, f"raft-client-{cfg.node_id}", cfg.request_timeout_ms / 1000,
+                                cfg.retry_backoff_ms / 1000, max(cfg.retry_backoff_ms, 1000) / 1000)
+                driver = drv = RaftDriver(node, rlog, store, pool,
+                                          {v.node_id: (v.host, v.port) for v in cfg.static_voters},
+                                          cfg.bootstrap_servers, kraft_version,
+                                          cfg.request_timeout_ms / 1000)
+                features = api_versions.FeatureView()
+                # controller duties only in a KRaft controller quorum: a TestRaftServer quorum
+                # carries opaque bytes, and its Java nodes serve no controller APIs
+                duties = ControllerDuties(drv, cfg.node_id, cfg.metadata_log_dir,
+                                          endpoints,
+                                          dict(features.supported)) if controller else None
+                handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), drv,
+                                        features, duties)
+                limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
+                bound = []
+                for lst in cfg.listeners:
+                    host = lst.host or "0.0.0.0"
+                    port = await tg.start(KafkaListener(host, lst.port, handlers, limits).serve)
+                    bound.append(f"{lst.name}://{host}:{port}")
+                    print(f"node {cfg.node_id} listening on {lst.name}://{host}:{port}", flush=True)
+                tg.start_soon(drv.run, tg)
+                if duties is not None:
+                    tg.start_soon(duties.run)
+                log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
+                         "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
+                         "static" if kraft_version == 0 else "dynamic", topic, ",".join(bound),
+                         cfg.metadata_log_dir, rlog.end_offset)
+
                 async def watch_fatal() -> None:
-                    while driver.fatal is None:
+                    while drv.fatal is None:
                         await anyio.sleep(0.2)
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(watch_fatal)
                 async for sig in signals:
                     log.info("received %s: shutting down", signal.Signals(sig).name)
-                    await _graceful_shutdown(driver)
+                    await _graceful_shutdown(drv)
                     tg.cancel_scope.cancel()
                     break
     finally:

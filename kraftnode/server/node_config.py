@@ -53,7 +53,6 @@ class NodeConfig:
     election_backoff_max_ms: int
     request_timeout_ms: int
     retry_backoff_ms: int
-    append_linger_ms: int
     socket_request_max_bytes: int
     connections_max_idle_ms: int
     log_config: LogConfig
@@ -173,7 +172,6 @@ def load(path: str) -> NodeConfig:
         election_backoff_max_ms=ms("controller.quorum.election.backoff.max.ms"),
         request_timeout_ms=ms("controller.quorum.request.timeout.ms"),
         retry_backoff_ms=ms("controller.quorum.retry.backoff.ms"),
-        append_linger_ms=ms("controller.quorum.append.linger.ms"),
         socket_request_max_bytes=ms("socket.request.max.bytes"),
         connections_max_idle_ms=ms("connections.max.idle.ms"),
         log_config=LogConfig.from_server_config(cfg),

@@ -31,7 +31,8 @@ class NodeProcess:
 
 @contextmanager
 def running_node(tmp_path: Path, extra: str = "", node_id: int = 1,
-                 env: dict[str, str] | None = None) -> Iterator[NodeProcess]:
+                 env: dict[str, str] | None = None,
+                 start_args: list[str] | None = None) -> Iterator[NodeProcess]:
     """A formatted single-voter quorum of one `kraftnode start` process (``env``: added to
     the environment, e.g. ``{"KRAFTNODE_LOG_LEVEL": "DEBUG"}``)."""
     s = socket.socket()
@@ -48,7 +49,8 @@ def running_node(tmp_path: Path, extra: str = "", node_id: int = 1,
                    check=True, capture_output=True)
     log_path = tmp_path / f"node-{node_id}.log"
     with log_path.open("w") as logf:
-        proc = subprocess.Popen([sys.executable, "-m", "kraftnode", "start", str(props)],
+        proc = subprocess.Popen([sys.executable, "-m", "kraftnode", "start", *(start_args or []),
+                                 str(props)],
                                 stdout=subprocess.PIPE, stderr=logf, text=True,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     try:
