@@ -112,7 +112,7 @@ def record_lines(v: BatchView, skip_metadata: bool, print_data: bool = False) ->
             if v.is_control:
                 parts.append(_control_text(r))
         if not v.is_control:
-            parts.append(_payload_text(r.key, r.value, r.offset, print_data))
+            parts.append(_payload_text(r.key, r.value, r.offset, print_data, prefix))
         elif skip_metadata:
             parts.append(prefix.rstrip() + _control_text(r))
         del i
@@ -142,7 +142,8 @@ def _utf8(b: bytes) -> str:
     return bytes(b).decode("utf-8", errors="replace")
 
 
-def _payload_text(key: bytes | None, value: bytes | None, offset: int, print_data: bool) -> str:
+def _payload_text(key: bytes | None, value: bytes | None, offset: int, print_data: bool,
+                  prefix: str = " ") -> str:
     """A metadata record decoded (``payload: {json}``); with --print-data-log, any other record
     as Kafka's default parser prints it: `` key: K`` when it has a key, `` payload: P``."""
     if print_data:
@@ -151,7 +152,8 @@ def _payload_text(key: bytes | None, value: bytes | None, offset: int, print_dat
                 raise DecodeError("null value")
             decode_metadata_record(value)
         except DecodeError:
-            text = "" if key is None else f" key: {_utf8(key)}"
+            # DumpLogSegments: key (after the line's prefix) when present, then " payload: "
+            text = "" if key is None else f"{prefix}key: {_utf8(key)}"
             return text + ("" if value is None else f" payload: {_utf8(value)}")
     return " payload: " + _metadata_text(value, offset)
 

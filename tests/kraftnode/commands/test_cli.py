@@ -1,0 +1,112 @@
+"""The `kraftnode` command itself: --version, help with examples for every sub-command, and
+`quorum describe --watch` (a live table, bounded here with --count)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kraftnode import __version__
+from kraftnode.cli import build_parser
+from tests.support.node import running_node
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kraftnode", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_version() -> None:
+    r = _cli("--version")
+    assert r.returncode == 0 and r.stdout == f"kraftnode {__version__}\n"
+
+
+def _subparsers(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    out: dict[str, argparse.ArgumentParser] = {}
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            out.update(a.choices)
+    return out
+
+
+def _every_command() -> list[tuple[str, argparse.ArgumentParser]]:
+    found = []
+    for name, sp in _subparsers(build_parser()).items():
+        found.append((name, sp))
+        found += [(f"{name} {n}", ssp) for n, ssp in _subparsers(sp).items()]
+    return found
+
+
+@pytest.mark.parametrize(("name", "parser"), _every_command(), ids=lambda x: x if isinstance(x, str) else "")
+def test_help_explains_every_option_with_an_example(name: str, parser: argparse.ArgumentParser) -> None:
+    text = parser.format_help()
+    assert re.search(r"^examples?", text, re.M | re.I), f"`kraftnode {name} --help` has no example"
+    assert "kraftnode " in text.split("xample", 1)[1]
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            continue
+        assert a.help, f"`kraftnode {name}`: {a.option_strings or a.dest} has no help text"
+
+
+def test_help_runs_for_every_command() -> None:
+    for name, _ in _every_command():
+        args = name.split()
+        if args[0] == "quorum" and len(args) > 1:
+            args = ["quorum", "--bootstrap-controller", "127.0.0.1:1", args[1]]
+        r = _cli(*args, "--help")
+        assert r.returncode == 0 and "usage:" in r.stdout and not r.stderr, (name, r.stderr)
+
+
+def _wait_for_leader(port: int, timeout: float = 30) -> None:
+    import time
+
+    from kraftnode.cli import UsageError
+    from kraftnode.commands.quorum import fetch_quorum_info
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if fetch_quorum_info([("127.0.0.1", port)], 2).high_watermark >= 1:
+                return
+        except UsageError:
+            pass
+        assert time.monotonic() < deadline, "no leader"
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(120)
+def test_describe_replication_watch(tmp_path: Path) -> None:
+    with running_node(tmp_path) as node:
+        _wait_for_leader(node.port)
+        r = _cli("quorum", "--bootstrap-controller", f"127.0.0.1:{node.port}", "describe",
+                 "--replication", "--watch", "0.3", "--count", "3")
+    assert r.returncode == 0, r.stderr
+    frames = r.stdout.split("Every 0.3s: describe --replication")
+    assert frames[0] == "" and len(frames) == 4, r.stdout
+    for frame in frames[1:]:
+        lines = [ln for ln in frame.strip().splitlines() if ln.strip()]
+        assert re.search(r"LeaderId: 1  LeaderEpoch: \d+  HighWatermark: \d+", lines[0]), lines[0]
+        assert lines[1].split() == ["NodeId", "DirectoryId", "LogEndOffset", "Lag",
+                                    "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
+        assert lines[2].split()[0] == "1" and lines[2].split()[3] == "0"   # the leader's lag
+    # it refreshed: the leader's LastFetchTimestamp moves between frames
+    stamps = [[ln for ln in f.splitlines() if ln.strip()][2].split()[4] for f in frames[1:]]
+    assert len(set(stamps)) > 1, stamps
+
+
+def test_watch_survives_an_unreachable_quorum() -> None:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    r = _cli("quorum", "--bootstrap-controller", f"127.0.0.1:{port}", "describe", "--status",
+             "--watch", "0.1", "--count", "2")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("no answer") == 2 and r.stdout.count("Connection refused") == 2

@@ -1,0 +1,105 @@
+"""`kraftnode dev-cluster`: the README's main job -- created, stopped, restarted with --dir
+keeping its data, ids and ports; a temporary cluster says where it lives; the first status
+is printed once the bootstrap records are committed."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kraftnode.log.meta_properties import read_meta_properties
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def dev_cluster(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run([sys.executable, "-m", "kraftnode", "dev-cluster", *args],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, **(env or {})})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr, res.stderr
+    return res
+
+
+def field(out: str, name: str) -> str:
+    m = re.search(rf"^{name}:\s+(\S+)$", out, re.M)
+    assert m, out
+    return m.group(1)
+
+
+def ports(out: str) -> list[str]:
+    return re.findall(r"node \d: CONTROLLER://127\.0\.0\.1:(\d+)", out)
+
+
+def test_stop_and_restart_with_dir_keeps_the_data(tmp_path: Path) -> None:
+    d = tmp_path / "dev"
+    first = dev_cluster("--dir", str(d), "--for-seconds", "0.5").stdout
+    assert f"created in {d}" in first
+    cluster_id = field(first, "ClusterId")
+    hw1 = int(field(first, "HighWatermark"))
+    # the first status is printed once the bootstrap records are committed, not at -1
+    assert hw1 >= 2
+    assert f"dev cluster stopped; its data stays in {d}" in first
+    dirs = sorted(p.name for p in d.iterdir())
+    assert dirs == ["node1", "node2", "node3"]
+    dir_ids = {i: read_meta_properties(d / f"node{i}" / "metadata").directory_id  # type: ignore[union-attr]
+               for i in (1, 2, 3)}
+    segment = d / "node1" / "metadata" / "__cluster_metadata-0" / "00000000000000000000.log"
+    size1 = segment.stat().st_size
+
+    second = dev_cluster("--dir", str(d), "--for-seconds", "0.5").stdout
+    assert f"{cluster_id} restarted with its data in {d}" in second
+    assert field(second, "ClusterId") == cluster_id
+    assert ports(second) == ports(first)
+    # the log kept what the first run committed and grew (a new epoch's LeaderChange, ...)
+    assert int(field(second, "HighWatermark")) > hw1
+    assert int(field(second, "LeaderEpoch")) > int(field(first, "LeaderEpoch"))
+    assert segment.stat().st_size > size1
+    assert {i: read_meta_properties(d / f"node{i}" / "metadata").directory_id  # type: ignore[union-attr]
+            for i in (1, 2, 3)} == dir_ids
+    # each run appended to the node's log; both start lines are there
+    assert (d / "node1" / "node.log").read_text().count(f"started: cluster {cluster_id}") == 2
+
+
+def test_without_dir_it_says_where_the_data_is(tmp_path: Path) -> None:
+    out = dev_cluster("--nodes", "1", "--for-seconds", "0.2",
+                      env={"TMPDIR": str(tmp_path)}).stdout
+    m = re.search(r"created in (\S+)\n  \(a new temporary directory: `kraftnode dev-cluster --dir "
+                  r"(\S+)` restarts this cluster", out)
+    assert m and m.group(1) == m.group(2), out
+    where = Path(m.group(1))
+    assert where.parent == tmp_path and (where / "node1" / "metadata" / "meta.properties").exists()
+    shutil.rmtree(where)
+
+
+def test_nodes_cannot_change_an_existing_cluster(tmp_path: Path) -> None:
+    d = tmp_path / "dev"
+    dev_cluster("--dir", str(d), "--nodes", "1", "--for-seconds", "0.1")
+    res = subprocess.run([sys.executable, "-m", "kraftnode", "dev-cluster", "--dir", str(d),
+                          "--nodes", "3"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines()[-1] == (
+        f"kraftnode dev-cluster: error: {d} holds a 1-node cluster; --nodes 3 cannot change it "
+        "(use a new --dir)")
+
+
+def test_log_level_reaches_the_nodes(tmp_path: Path) -> None:
+    d = tmp_path / "dev"
+    dev_cluster("--dir", str(d), "--nodes", "1", "--for-seconds", "0.2", "--log-level", "DEBUG")
+    assert re.search(r"DEBUG \[kraftnode.network\] accepted connection from",
+                     (d / "node1" / "node.log").read_text())
+    # and KRAFTNODE_LOG_LEVEL, inherited by the node processes
+    log = d / "node1" / "node.log"
+    before = log.stat().st_size
+    dev_cluster("--dir", str(d), "--for-seconds", "0.2", env={"KRAFTNODE_LOG_LEVEL": "WARN"})
+    with log.open() as f:
+        f.seek(before)
+        second_run = f.read()
+    assert "listening on" in second_run            # the node ran (its stdout line)
+    assert " INFO " not in second_run and " DEBUG " not in second_run, second_run
