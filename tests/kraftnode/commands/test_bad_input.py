@@ -8,6 +8,7 @@ traceback, and the exit code is 2.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -312,3 +313,12 @@ def test_full_disk_while_running(tmp_path: Path, small_fs: Path) -> None:
     res = subprocess.CompletedProcess(proc.args, rc, "", err)
     assert_one_line(res, "start", "node 1 stopped", "No space left on device (the disk is full)")
     assert not log_lines(err, "internal error"), err
+
+
+def test_the_table_lists_every_case() -> None:
+    """docs/operations.md's bad-input table and this file name the same cases."""
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "operations.md").read_text()
+    table = doc.split("## Bad input", 1)[1]
+    in_doc = set(re.findall(r"\| `(test_\w+)` \|", table))
+    here = {name for name in globals() if name.startswith("test_") and name != "test_the_table_lists_every_case"}
+    assert in_doc == here
