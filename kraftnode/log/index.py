@@ -8,10 +8,14 @@ keyed by the last offset of the batch at that position, exactly as Kafka's
 ``LogSegment.append`` does, so Kafka's ``DumpLogSegments --verify-index-only`` would
 accept our files.
 
-Kafka preallocates index files to ``segment.index.bytes`` and trims them on roll;
-we append exactly the entries written, which Kafka reads the same way.  Indexes
-are never trusted for correctness: they only shorten scans, and any index that
-fails its sanity check is rebuilt from the log.
+Both files exist from the moment the segment does (empty until their first entry).
+Kafka preallocates index files to ``segment.index.bytes`` and trims them to their
+entries on roll and close; a preallocated file is *not* safe to leave behind, because
+Kafka reads an existing index as full to its length (``AbstractIndex`` positions a
+pre-existing file at its end), zeros included.  We append exactly the entries
+written, so our files always have the size Kafka's have after ``trimToValidSize``.
+Indexes are never trusted for correctness: they only shorten scans, and any index
+that fails its sanity check is rebuilt from the log.
 """
 
 from __future__ import annotations
@@ -45,6 +49,22 @@ class _IndexFile:
     def _open(self) -> None:
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def create(self) -> None:
+        """Create the (empty) file now, as a new segment's indexes are created with it."""
+        self._open()
+
+    def problem(self) -> str | None:
+        """Why this file cannot be an index we wrote (missing, or cut mid-entry), or None."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return "missing"
+        if size % self.entry_size:
+            return f"size {size} is not a multiple of {self.entry_size}"
+        if size > MAX_INDEX_BYTES:
+            return f"size {size} is larger than any index we write"
+        return None
 
     def _read_all(self) -> bytes:
         try:
@@ -124,6 +144,10 @@ class OffsetIndex(_IndexFile):
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._offsets, self._positions, strict=True))
 
+    def last_entry(self) -> tuple[int, int] | None:
+        """(offset, position) of the last entry, or None when empty."""
+        return (self._offsets[-1], self._positions[-1]) if self._offsets else None
+
     @property
     def last_offset(self) -> int:
         return self._offsets[-1] if self._offsets else self.base_offset
@@ -183,6 +207,10 @@ class TimeIndex(_IndexFile):
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._timestamps, self._offsets, strict=True))
+
+    def last_entry(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the last entry, or None when empty."""
+        return (self._timestamps[-1], self._offsets[-1]) if self._offsets else None
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         if self._timestamps and (timestamp <= self._timestamps[-1] or offset < self._offsets[-1]):
