@@ -270,7 +270,7 @@ class MetadataLog:
                     continue
                 # Below the recovery point: the log is trusted, only this segment's indexes
                 # are rebuilt (as Kafka's LogLoader recovers just that segment), one line each.
-                _log_index_rebuild(seg, [problem])
+                _log_index_rebuild(seg, seg.index_problems() or [problem])
                 epochs: list[tuple[int, int]] = []
                 rebuilt = seg.recover(self.config.max_batch_bytes,
                                       lambda v: epochs.append((v.partition_leader_epoch, v.base_offset)))

@@ -293,9 +293,10 @@ public class StorageCheck {
         }
         if (!indexFile.exists() || !timeFile.exists()) return bad;
         // 2. the log: every batch valid, offsets contiguous from the base offset
-        FileRecords log = FileRecords.open(logFile, false);
+        // the indexes before the log: on a live node every entry then names bytes already written
         OffsetIndex index = new OffsetIndex(indexFile, base, -1, false);
         TimeIndex timeIndex = new TimeIndex(timeFile, base, -1, false);
+        FileRecords log = FileRecords.open(logFile, false);
         try {
             long expected = base, maxTs = RecordBatch.NO_TIMESTAMP, offsetOfMaxTs = base;
             TreeMap<Integer, FileChannelRecordBatch> byPosition = new TreeMap<>();
