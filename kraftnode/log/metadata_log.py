@@ -272,8 +272,12 @@ class MetadataLog:
                 # are rebuilt (as Kafka's LogLoader recovers just that segment), one line each.
                 _log_index_rebuild(seg, seg.index_problems() or [problem])
                 epochs: list[tuple[int, int]] = []
-                rebuilt = seg.recover(self.config.max_batch_bytes,
-                                      lambda v: epochs.append((v.partition_leader_epoch, v.base_offset)))
+
+                def note_own(v: BatchView, out: list[tuple[int, int]] = epochs) -> None:
+                    if not out or out[-1][0] != v.partition_leader_epoch:  # epoch changes only
+                        out.append((v.partition_leader_epoch, v.base_offset))
+
+                rebuilt = seg.recover(self.config.max_batch_bytes, note_own)
                 if not rebuilt and seg.next_offset == segs[i + 1].base_offset:
                     kept.append(seg)
                     recovered.append(seg)
