@@ -79,7 +79,7 @@ def _log_index_rebuild(seg: LogSegment, problems: list[str]) -> None:
     missing = [p for p in problems if p.endswith(" is missing")]
     if missing and len(missing) == len(problems):
         log.error("Could not find %s corresponding to log file %s, recovering segment and rebuilding "
-                  "index files...", " or ".join(p.removesuffix(" is missing") for p in missing),
+                  "index files...", " and ".join(p.removesuffix(" is missing") for p in missing),
                   seg.log_path)
     else:
         log.warning("Found a corrupted index file corresponding to log file %s due to %s, recovering "
