@@ -53,11 +53,13 @@ class LogSegment:
         self.log_path = directory / segment_file_name(base_offset)
         self.index = OffsetIndex(directory / segment_file_name(base_offset, INDEX_SUFFIX), base_offset)
         self.time_index = TimeIndex(directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset)
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         if create_indexes:
-            # a new segment has both index files from its creation, as Kafka's has
+            # a new segment has both index files from its creation, as Kafka's has; created
+            # before the .log, so a crash in between leaves orphans (deleted on open), never
+            # a segment without its indexes
             self.index.create()
             self.time_index.create()
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = 0
         self.next_offset = base_offset
         self.dirty = False

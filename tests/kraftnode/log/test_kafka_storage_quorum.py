@@ -141,6 +141,7 @@ def test_kafka_finds_nothing_wrong_with_any_segment_of_a_real_quorum(tmp_path: P
                 log.close()
             assert sc.call("epoch-checkpoint", pdir / "leader-epoch-checkpoint")["entries"] == epochs
             assert len(epochs) >= 2  # the kill made a new leader epoch
+            assert sc.call("bootstrap", tmp_path / f"node{i}" / "metadata")["metadataVersion"] == 21
     finally:
         cl.close()
         sc.close()
