@@ -45,6 +45,7 @@ class _IndexFile:
         self.base_offset = base_offset
         self._fd = -1
         self._dirty = False
+        self._pending: list[bytes] | None = None  # entries of a rebuild not yet written
 
     def _open(self) -> None:
         if self._fd < 0:
@@ -82,15 +83,41 @@ class _IndexFile:
         return data
 
     def _append_raw(self, raw: bytes) -> None:
+        if self._pending is not None:
+            self._pending.append(raw)
+            return
         self._open()
         os.lseek(self._fd, 0, os.SEEK_END)
         os.write(self._fd, raw)
         self._dirty = True
 
     def _truncate_entries(self, n: int) -> None:
+        if self._pending is not None:
+            del self._pending[n:]
+            return
         self._open()
         os.ftruncate(self._fd, n * self.entry_size)
         self._dirty = True
+
+    def _clear(self) -> None:
+        raise NotImplementedError
+
+    def begin_rebuild(self) -> None:
+        """Start rebuilding: entries go to memory only, the file is left as it is until
+        :meth:`end_rebuild` (so a valid file can be kept)."""
+        self._clear()
+        self._pending = []
+
+    def end_rebuild(self, *, write: bool) -> None:
+        """Write the rebuilt entries over the file (``write``), or keep the file as it was."""
+        pending, self._pending = self._pending, None
+        if write and pending is not None:
+            self._open()
+            os.ftruncate(self._fd, 0)
+            data = b"".join(pending)
+            if data:
+                os.pwrite(self._fd, data, 0)
+            self._dirty = True
 
     def flush(self) -> None:
         if self._fd >= 0 and self._dirty:
@@ -134,8 +161,16 @@ class OffsetIndex(_IndexFile):
             positions.append(pos)
         self._offsets, self._positions = offsets, positions
 
-    def reset(self) -> None:
+    def _clear(self) -> None:
         self._offsets, self._positions = [], []
+
+    def restore(self, entries: list[tuple[int, int]]) -> None:
+        """Entries as :meth:`entries` returned them, in memory (the file holds them)."""
+        self._offsets = [o for o, _ in entries]
+        self._positions = [p for _, p in entries]
+
+    def reset(self) -> None:
+        self._clear()
         self._truncate_entries(0)
 
     def __len__(self) -> int:
@@ -198,8 +233,16 @@ class TimeIndex(_IndexFile):
             offs.append(off)
         self._timestamps, self._offsets = ts, offs
 
-    def reset(self) -> None:
+    def _clear(self) -> None:
         self._timestamps, self._offsets = [], []
+
+    def restore(self, entries: list[tuple[int, int]]) -> None:
+        """Entries as :meth:`entries` returned them, in memory (the file holds them)."""
+        self._timestamps = [t for t, _ in entries]
+        self._offsets = [o for _, o in entries]
+
+    def reset(self) -> None:
+        self._clear()
         self._truncate_entries(0)
 
     def __len__(self) -> int:

@@ -295,7 +295,8 @@ class MetadataLog:
                     _log_index_rebuild(seg, problems)
             if rescan_start_offset is None:
                 rescan_start_offset = seg.base_offset
-            dropped = rebuilt if rebuilt is not None else seg.recover(self.config.max_batch_bytes, note_epoch)
+            dropped = rebuilt if rebuilt is not None else seg.recover(
+                self.config.max_batch_bytes, note_epoch, keep_valid_indexes=not fresh)
             if dropped:
                 log.warning("truncated %d invalid bytes at the end of %s", dropped, seg.log_path.name)
                 self.truncated_on_open += dropped

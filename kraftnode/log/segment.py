@@ -41,6 +41,38 @@ def parse_segment_file_name(name: str, suffix: str = LOG_SUFFIX) -> int | None:
     return int(stem)
 
 
+class _EntryCheck:
+    """Whether existing index entries describe the re-scanned batches (fed in order)."""
+
+    def __init__(self, offsets: list[tuple[int, int]], times: list[tuple[int, int]]) -> None:
+        self.offsets, self.times = offsets, times
+        self.i = self.j = 0
+        self.ok = True
+
+    def feed(self, position: int, view: BatchView) -> None:
+        if not self.ok:
+            return
+        if self.i < len(self.offsets):
+            off, pos = self.offsets[self.i]
+            if pos < position or (pos == position and off != view.last_offset):
+                self.ok = False  # an entry between batch starts, or naming another offset
+                return
+            if pos == position:
+                self.i += 1
+        if self.j < len(self.times):
+            ts, off = self.times[self.j]
+            if off < view.last_offset or (off == view.last_offset and ts != view.max_timestamp):
+                self.ok = False
+                return
+            if off == view.last_offset:
+                self.j += 1
+
+    def done(self, final_entry: tuple[int, int] | None) -> bool:
+        """All entries matched, and the last time entry is the final one a close appends."""
+        last = self.times[-1] if self.times else None
+        return self.ok and self.i == len(self.offsets) and self.j == len(self.times) and last == final_entry
+
+
 class LogSegment:
     """A segment file with its sparse indexes and the bookkeeping Kafka keeps per segment."""
 
@@ -127,7 +159,19 @@ class LogSegment:
                            else f"{name} file {idx.path.name}: {why}")
         return out
 
-    def recover(self, max_batch_bytes: int, on_batch: Callable[[BatchView], None] | None = None) -> int:
+    def _existing_entries(self, file_size: int) -> _EntryCheck | None:
+        """The index files' entries, if both are well-formed files, to be checked by a re-scan."""
+        if self.index_problems():
+            return None
+        try:
+            self.index.load(max(file_size, 1))
+            self.time_index.load(2**63 - 1)
+        except IndexCorruptError:
+            return None
+        return _EntryCheck(self.index.entries(), self.time_index.entries())
+
+    def recover(self, max_batch_bytes: int, on_batch: Callable[[BatchView], None] | None = None,
+                *, keep_valid_indexes: bool = False) -> int:
         """Re-scan the whole file, rebuild both indexes, truncate at the first bad batch.
 
         A batch is kept only if its header is possible, its CRC and record count check
@@ -137,11 +181,18 @@ class LogSegment:
         (``maybeAppend(maxTimestampSoFar, offsetOfMaxTimestampSoFar, skipFullCheck=true)``),
         and the next append counts ``index.interval.bytes`` from zero (Kafka's segment
         object is new after a restart).
+
+        With ``keep_valid_indexes`` the index files are kept as they are when they describe
+        the log exactly as a clean close leaves them (every offset entry at the batch ending
+        at its offset, every time entry at a batch ending at its offset with that batch's
+        largest timestamp, the final time entry present, nothing beyond the log): what
+        Kafka keeps after a clean shutdown.  Otherwise they are rewritten.
         """
-        self._reset_state()
-        self.index.reset()
-        self.time_index.reset()
         file_size = self.file_size
+        check = self._existing_entries(file_size) if keep_valid_indexes else None
+        self._reset_state()
+        self.index.begin_rebuild()
+        self.time_index.begin_rebuild()
         pos = 0
         expected = self.base_offset
         window = _SCAN_WINDOW
@@ -161,6 +212,8 @@ class LogSegment:
                         ok = False
                         break
                     self._track(view, pos + progressed)
+                    if check is not None:
+                        check.feed(pos + progressed, view)
                     progressed += view.size_in_bytes
                     expected = view.next_offset
                     if on_batch is not None:
@@ -190,6 +243,14 @@ class LogSegment:
             self.dirty = True
         self.on_roll()
         self._bytes_since_index = 0
+        if check is not None and not truncated and check.done(self.time_index.last_entry()):
+            self.index.end_rebuild(write=False)
+            self.time_index.end_rebuild(write=False)
+            self.index.restore(check.offsets)
+            self.time_index.restore(check.times)
+        else:
+            self.index.end_rebuild(write=True)
+            self.time_index.end_rebuild(write=True)
         return truncated
 
     def load_indexes(self, next_offset: int) -> bool:

@@ -135,6 +135,35 @@ def test_index_files_are_byte_identical_to_kafkas_log_segment(tmp_path: Path, ka
     _assert_same(_files(pdir, base), k.files(), "reopened and appended segment")
 
 
+def test_a_segment_appended_across_restarts_matches_kafka(tmp_path: Path, kafka: StorageCheck) -> None:
+    """Clean shutdowns in the middle of a segment: Kafka keeps the closed files and restarts
+    its interval count at zero on reopen; our re-scan keeps them too (they describe the log
+    exactly and end with the final entry), so the files stay Kafka's across any restarts."""
+    ours = tmp_path / "ours"
+    pdir = ours / PDIR
+    big = LogConfig(segment_bytes=1 << 20, segment_min_bytes=12, index_interval_bytes=4096)
+    kdir = tmp_path / "kafka" / "restarts"
+    kdir.mkdir(parents=True)
+    log = MetadataLog(ours, big)
+    _leader_appends(log, 0, 13)
+    log.close()
+    k = KafkaSegment(kafka, tmp_path / "kafka", "restarts", 0)
+    k.append(pdir / f"{0:020d}.log", 0, (pdir / f"{0:020d}.log").stat().st_size)
+    k.do("close")
+    for round_ in range(3):
+        _assert_same(_files(pdir, 0), k.files(), f"after close {round_}")
+        before = (pdir / f"{0:020d}.log").stat().st_size
+        log = MetadataLog(ours, big)
+        assert _files(pdir, 0) == k.files(), "opening kept the cleanly closed files"
+        _leader_appends(log, 100 * (round_ + 1), 9 + round_ * 4)
+        log.close()
+        k = KafkaSegment(kafka, tmp_path / "kafka", "restarts", 0, existing=True)
+        k.append(pdir / f"{0:020d}.log", before, (pdir / f"{0:020d}.log").stat().st_size - before)
+        k.do("close")
+    _assert_same(_files(pdir, 0), k.files(), "after the last close")
+    assert len(_files(pdir, 0)[0]) >= 5 * 8
+
+
 def test_follower_chunks_index_as_kafkas_per_batch_appends(tmp_path: Path, kafka: StorageCheck) -> None:
     """A follower appends fetched multi-batch chunks; its files equal Kafka's LogSegment fed one
     batch per append (a Kafka 3.9 leader's calls, and every Kafka since KAFKA-806), so leader and
