@@ -254,7 +254,6 @@ class MetadataLog:
             if e >= 0 and (not scanned or scanned[-1][0] != e):
                 scanned.append((e, v.base_offset))
 
-
         rescan_start_offset: int | None = None
         cache_reset = False
         i = 0
