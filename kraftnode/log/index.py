@@ -8,10 +8,14 @@ keyed by the last offset of the batch at that position, exactly as Kafka's
 ``LogSegment.append`` does, so Kafka's ``DumpLogSegments --verify-index-only`` would
 accept our files.
 
-Kafka preallocates index files to ``segment.index.bytes`` and trims them on roll;
-we append exactly the entries written, which Kafka reads the same way.  Indexes
-are never trusted for correctness: they only shorten scans, and any index that
-fails its sanity check is rebuilt from the log.
+Both files exist from the moment the segment does (empty until their first entry).
+Kafka preallocates index files to ``segment.index.bytes`` and trims them to their
+entries on roll and close; a preallocated file is *not* safe to leave behind, because
+Kafka reads an existing index as full to its length (``AbstractIndex`` positions a
+pre-existing file at its end), zeros included.  We append exactly the entries
+written, so our files always have the size Kafka's have after ``trimToValidSize``.
+Indexes are never trusted for correctness: they only shorten scans, and any index
+that fails its sanity check is rebuilt from the log.
 """
 
 from __future__ import annotations
@@ -41,10 +45,27 @@ class _IndexFile:
         self.base_offset = base_offset
         self._fd = -1
         self._dirty = False
+        self._pending: list[bytes] | None = None  # entries of a rebuild not yet written
 
     def _open(self) -> None:
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def create(self) -> None:
+        """Create the (empty) file now, as a new segment's indexes are created with it."""
+        self._open()
+
+    def problem(self) -> str | None:
+        """Why this file cannot be an index we wrote (missing, or cut mid-entry), or None."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return "missing"
+        if size % self.entry_size:
+            return f"size {size} is not a multiple of {self.entry_size}"
+        if size > MAX_INDEX_BYTES:
+            return f"size {size} is larger than any index we write"
+        return None
 
     def _read_all(self) -> bytes:
         try:
@@ -62,15 +83,41 @@ class _IndexFile:
         return data
 
     def _append_raw(self, raw: bytes) -> None:
+        if self._pending is not None:
+            self._pending.append(raw)
+            return
         self._open()
         os.lseek(self._fd, 0, os.SEEK_END)
         os.write(self._fd, raw)
         self._dirty = True
 
     def _truncate_entries(self, n: int) -> None:
+        if self._pending is not None:
+            del self._pending[n:]
+            return
         self._open()
         os.ftruncate(self._fd, n * self.entry_size)
         self._dirty = True
+
+    def _clear(self) -> None:
+        raise NotImplementedError
+
+    def begin_rebuild(self) -> None:
+        """Start rebuilding: entries go to memory only, the file is left as it is until
+        :meth:`end_rebuild` (so a valid file can be kept)."""
+        self._clear()
+        self._pending = []
+
+    def end_rebuild(self, *, write: bool) -> None:
+        """Write the rebuilt entries over the file (``write``), or keep the file as it was."""
+        pending, self._pending = self._pending, None
+        if write and pending is not None:
+            self._open()
+            os.ftruncate(self._fd, 0)
+            data = b"".join(pending)
+            if data:
+                os.pwrite(self._fd, data, 0)
+            self._dirty = True
 
     def flush(self) -> None:
         if self._fd >= 0 and self._dirty:
@@ -114,8 +161,16 @@ class OffsetIndex(_IndexFile):
             positions.append(pos)
         self._offsets, self._positions = offsets, positions
 
-    def reset(self) -> None:
+    def _clear(self) -> None:
         self._offsets, self._positions = [], []
+
+    def restore(self, entries: list[tuple[int, int]]) -> None:
+        """Entries as :meth:`entries` returned them, in memory (the file holds them)."""
+        self._offsets = [o for o, _ in entries]
+        self._positions = [p for _, p in entries]
+
+    def reset(self) -> None:
+        self._clear()
         self._truncate_entries(0)
 
     def __len__(self) -> int:
@@ -123,6 +178,10 @@ class OffsetIndex(_IndexFile):
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._offsets, self._positions, strict=True))
+
+    def last_entry(self) -> tuple[int, int] | None:
+        """(offset, position) of the last entry, or None when empty."""
+        return (self._offsets[-1], self._positions[-1]) if self._offsets else None
 
     @property
     def last_offset(self) -> int:
@@ -174,8 +233,16 @@ class TimeIndex(_IndexFile):
             offs.append(off)
         self._timestamps, self._offsets = ts, offs
 
-    def reset(self) -> None:
+    def _clear(self) -> None:
         self._timestamps, self._offsets = [], []
+
+    def restore(self, entries: list[tuple[int, int]]) -> None:
+        """Entries as :meth:`entries` returned them, in memory (the file holds them)."""
+        self._timestamps = [t for t, _ in entries]
+        self._offsets = [o for _, o in entries]
+
+    def reset(self) -> None:
+        self._clear()
         self._truncate_entries(0)
 
     def __len__(self) -> int:
@@ -183,6 +250,10 @@ class TimeIndex(_IndexFile):
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._timestamps, self._offsets, strict=True))
+
+    def last_entry(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the last entry, or None when empty."""
+        return (self._timestamps[-1], self._offsets[-1]) if self._offsets else None
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         if self._timestamps and (timestamp <= self._timestamps[-1] or offset < self._offsets[-1]):

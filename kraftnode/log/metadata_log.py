@@ -74,6 +74,18 @@ MAX_BATCH_SIZE_BYTES = 8 * 1024 * 1024
 INDEX_INTERVAL_BYTES_DEFAULT = 4096
 
 
+def _log_index_rebuild(seg: LogSegment, problems: list[str]) -> None:
+    """The one line logged for each segment whose index files are rebuilt (Kafka's wording)."""
+    missing = [p for p in problems if p.endswith(" is missing")]
+    if missing and len(missing) == len(problems):
+        log.error("Could not find %s corresponding to log file %s, recovering segment and rebuilding "
+                  "index files...", " and ".join(p.removesuffix(" is missing") for p in missing),
+                  seg.log_path)
+    else:
+        log.warning("Found a corrupted index file corresponding to log file %s due to %s, recovering "
+                    "segment and rebuilding index files...", seg.log_path, "; ".join(problems))
+
+
 class LogError(Exception):
     """Base class for log operation errors."""
 
@@ -207,7 +219,7 @@ class MetadataLog:
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         seg = LogSegment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
-                         created_ms=self._clock_ms())
+                         created_ms=self._clock_ms(), create_indexes=True)
         self._dir_dirty = True
         return seg
 
@@ -224,10 +236,11 @@ class MetadataLog:
         rp = self._read_offset_checkpoint(RECOVERY_POINT_FILE)
         if rp is None or self._epoch_cache_lost or not (self.dir / "leader-epoch-checkpoint").exists():
             rp = 0
-        if not bases:
+        fresh = not bases
+        if fresh:
             bases = [max(stored_start or 0, 0)]
         segs = [LogSegment(self.dir, b, index_interval_bytes=self.config.index_interval_bytes,
-                           created_ms=self._clock_ms()) for b in bases]
+                           created_ms=self._clock_ms(), create_indexes=fresh) for b in bases]
         # first segment re-scanned: the one holding the recovery point (never after the last)
         first_scan = max(0, bisect.bisect_right(bases, rp) - 1)
         kept: list[LogSegment] = []
@@ -247,16 +260,42 @@ class MetadataLog:
         while i < len(segs):
             seg = segs[i]
             is_last = i == len(segs) - 1
+            rebuilt: int | None = None  # bytes dropped by a rebuild below the recovery point
             if i < first_scan and not is_last:
-                if seg.load_indexes(segs[i + 1].base_offset):
+                problem = seg.load_indexes_problem(segs[i + 1].base_offset)
+                if problem is None:
                     kept.append(seg)
                     i += 1
                     continue
-                log.warning("rebuilding indexes of %s", seg.log_path.name)
-                first_scan = i  # everything from here on is re-scanned
+                # Below the recovery point: the log is trusted, only this segment's indexes
+                # are rebuilt (as Kafka's LogLoader recovers just that segment), one line each.
+                _log_index_rebuild(seg, seg.index_problems() or [problem])
+                epochs: list[tuple[int, int]] = []
+
+                def note_own(v: BatchView, out: list[tuple[int, int]] = epochs) -> None:
+                    if not out or out[-1][0] != v.partition_leader_epoch:  # epoch changes only
+                        out.append((v.partition_leader_epoch, v.base_offset))
+
+                rebuilt = seg.recover(self.config.max_batch_bytes, note_own)
+                if not rebuilt and seg.next_offset == segs[i + 1].base_offset:
+                    kept.append(seg)
+                    recovered.append(seg)
+                    i += 1
+                    continue
+                # the log itself is damaged (or ends early) there: from this segment on,
+                # everything counts as re-scanned, and its epochs are the re-scanned ones
+                first_scan = i
+                for e, b in epochs:
+                    if e >= 0 and (not scanned or scanned[-1][0] != e):
+                        scanned.append((e, b))
+            elif not fresh:
+                problems = seg.index_problems()
+                if problems:
+                    _log_index_rebuild(seg, problems)
             if rescan_start_offset is None:
                 rescan_start_offset = seg.base_offset
-            dropped = seg.recover(self.config.max_batch_bytes, note_epoch)
+            dropped = rebuilt if rebuilt is not None else seg.recover(
+                self.config.max_batch_bytes, note_epoch, keep_valid_indexes=not fresh)
             if dropped:
                 log.warning("truncated %d invalid bytes at the end of %s", dropped, seg.log_path.name)
                 self.truncated_on_open += dropped
@@ -621,7 +660,7 @@ class MetadataLog:
                 self._dirty.discard(seg)
                 seg.delete()
             seg = self._segments[-1]
-            seg.truncate_to(offset, self.config.max_batch_bytes)
+            seg.truncate_to(offset, self.config.max_batch_bytes, self._clock_ms())
             seg.sync()
             seg.sync_indexes()
             fsync_dir(self.dir)
@@ -650,7 +689,7 @@ class MetadataLog:
         fsync_dir(self.dir)
         same = next((s for s in old if s.base_offset == offset), None)
         if same is not None:
-            same.truncate_to(offset, self.config.max_batch_bytes)
+            same.truncate_to(offset, self.config.max_batch_bytes, self._clock_ms())
             new = same
         else:
             new = self._new_segment(offset)
@@ -707,6 +746,7 @@ class MetadataLog:
         with self._exclusive(), self._lock:
             if self._failed is None:
                 for seg in self._segments:
+                    seg.on_close()  # Kafka's LogSegment.close(): the time index's final entry
                     seg.sync_indexes()
                 self._write_offset_checkpoint(RECOVERY_POINT_FILE, self._segments[-1].next_offset)
             for seg in self._segments:

@@ -171,3 +171,63 @@ def test_garbage_quorum_state_is_a_clear_error_and_left_untouched(tmp_path: Path
         store.read()
     assert store.path.read_bytes() == garbage
     assert not os.path.exists(str(store.path) + ".tmp")
+
+
+def test_missing_or_short_index_files_are_rebuilt_with_one_line_per_segment(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Index files missing (an older kraftnode created them lazily) or cut mid-entry (a crash)
+    are rebuilt at start-up, each segment with exactly one log line, no batch lost, and the
+    rebuilt files equal the ones the segments had."""
+    end, segs = fill(tmp_path, 90)
+    assert len(segs) >= 5
+    pdir = tmp_path / PDIR
+    logs = {b: seg_path(tmp_path, b).read_bytes() for b, *_ in segs}
+    originals = {b: (seg_path(tmp_path, b, ".index").read_bytes(),
+                     seg_path(tmp_path, b, ".timeindex").read_bytes()) for b, *_ in segs}
+    b0, b1, b2, b3, last = segs[0][0], segs[1][0], segs[2][0], segs[3][0], segs[-1][0]
+    seg_path(tmp_path, b0, ".index").unlink()                      # missing offset index
+    with open(seg_path(tmp_path, b1, ".timeindex"), "r+b") as f:   # cut mid-entry
+        f.truncate(len(originals[b1][1]) - 5)
+    seg_path(tmp_path, b2, ".index").unlink()                      # both missing
+    seg_path(tmp_path, b2, ".timeindex").unlink()
+    seg_path(tmp_path, last, ".index").unlink()                    # the last segment's too
+    caplog.set_level("INFO", logger="kraftnode.log")
+    log = MetadataLog(tmp_path, SMALL)
+    try:
+        assert log.end_offset == end and log.truncated_on_open == 0
+        assert [b[0] for b in all_batches(log)] == list(range(0, end, 3))
+    finally:
+        log.close()
+    lines = [r.getMessage() for r in caplog.records if "rebuilding index files" in r.getMessage()]
+    for b in (b0, b1, b2, last):
+        mine = [ln for ln in lines if f"{b:020d}.log" in ln]
+        assert len(mine) == 1, (b, lines)
+    assert len(lines) == 4, lines
+    assert not any(f"{b3:020d}.log" in ln for ln in lines)
+    assert "Could not find offset index" in next(ln for ln in lines if f"{b0:020d}.log" in ln)
+    assert "Found a corrupted index file" in next(ln for ln in lines if f"{b1:020d}.log" in ln)
+    assert {b: seg_path(tmp_path, b).read_bytes() for b, *_ in segs} == logs
+    for b, *_ in segs:
+        assert (seg_path(tmp_path, b, ".index").read_bytes(),
+                seg_path(tmp_path, b, ".timeindex").read_bytes()) == originals[b], b
+    assert sorted(p.name for p in pdir.glob("*.index")) == sorted(f"{b:020d}.index" for b, *_ in segs)
+    # a second start finds nothing to rebuild
+    caplog.clear()
+    MetadataLog(tmp_path, SMALL).close()
+    assert not [r for r in caplog.records if "rebuilding index files" in r.getMessage()]
+
+
+def test_a_new_segment_has_both_index_files_from_its_creation(tmp_path: Path) -> None:
+    log = MetadataLog(tmp_path, SMALL)
+    try:
+        for i in range(80):
+            log.append_as_leader(batch(3, 150, ts=1000 + i), epoch=1)
+            for b, _, _ in log.segments():
+                assert seg_path(tmp_path, b, ".index").exists() and seg_path(tmp_path, b, ".timeindex").exists()
+        assert len(log.segments()) >= 3
+    finally:
+        log.close()
+    # the last segment, closed cleanly, ends its time index with the final entry
+    b = log.segments()[-1][0]
+    tidx = seg_path(tmp_path, b, ".timeindex").read_bytes()
+    assert tidx and int.from_bytes(tidx[-12:-4], "big") == 1000 + 79 + 2  # the last batch's max timestamp
