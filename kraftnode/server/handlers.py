@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +42,7 @@ from kraftnode.protocol.registry import (
     VOTE,
 )
 from kraftnode.raft.actions import AppendCompleted
+from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.raft.states import Leader
 from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw
@@ -781,40 +781,6 @@ def _invalid_topic_name(name: str) -> str | None:
     else:
         return None
     return f"Topic name is invalid: {reason}"
-
-
-def java_hashmap_order(items: Iterable[Any], java_hash: Callable[[Any], int]) -> list[Any]:
-    """``items`` (in insertion order) in the order a java.util.HashMap keyed by
-    ``java_hash(item)`` iterates them.
-
-    Kafka 3.9's LeaderState keeps voters in a HashMap<Integer, ReplicaState> and observers in
-    a HashMap<ReplicaKey, ReplicaState>, and DescribeQuorum lists their values() as they
-    iterate, so kafka-metadata-quorum.sh prints voters and observers in that order (e.g.
-    voters 1, 2 even when 1 was re-added after 2). A HashMap iterates by bucket
-    ``(h ^ h >>> 16) & (capacity - 1)``, insertion order within a bucket; the capacity
-    starts at 16 and doubles while the size exceeds 3/4 of it. (Kafka's observer map never
-    shrinks within a term; we size it by the observers present now.)"""
-    ordered = list(items)
-    capacity = 16
-    while len(ordered) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(item: Any) -> int:
-        h = java_hash(item) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(ordered, key=bucket)  # stable: insertion order within a bucket
-
-
-def replica_key_hash(replica_id: int, directory_id: Any) -> int:
-    """Kafka's ReplicaKey.hashCode(): Objects.hash(id, Optional<Uuid> directoryId), where an
-    absent or zero directory id hashes to 0 and Uuid.hashCode() folds msb ^ lsb to 32 bits."""
-    d = 0
-    if directory_id is not None and directory_id != ZERO_UUID:
-        v = directory_id.int
-        x = (v >> 64) ^ (v & 0xFFFFFFFFFFFFFFFF)
-        d = ((x >> 32) ^ x) & 0xFFFFFFFF
-    return (31 * (31 + replica_id) + d) & 0xFFFFFFFF
 
 
 # Kafka's Errors.message() texts, which Kafka puts in DescribeQuorum's ErrorMessage
