@@ -142,13 +142,18 @@ class NodeHandlers:
         return None if result is None else Reply(result, v)
 
     def _features(self) -> api_versions.FeatureView:
+        """Finalized features as a Kafka 3.9 controller reports them (ControllerServer's
+        FeaturesPublisher): the levels of the committed FeatureLevelRecords and the offset at
+        which they last changed. kraft.version is not among them: it has no FeatureLevelRecord
+        (BootstrapMetadata.fromVersions), so a 3.9 controller does not list it even in a
+        dynamic quorum, and kafka-features.sh describe prints its FinalizedVersionLevel as 0
+        (only a 3.9 broker's KRaftMetadataCache adds it, from the raft client)."""
         f = self.features
-        finalized = {"metadata.version": api_versions.METADATA_VERSION_3_9}
-        if self.duties is not None and self.duties.state.metadata_version is not None:
-            finalized = dict(self.duties.state.finalized)
-        finalized["kraft.version"] = self.driver.kraft_version
-        f.finalized = finalized
+        f.finalized = {"metadata.version": api_versions.METADATA_VERSION_3_9}
         f.finalized_epoch = max(self.driver.high_watermark - 1, -1)
+        if self.duties is not None and self.duties.state.metadata_version is not None:
+            f.finalized = dict(self.duties.state.finalized)
+            f.finalized_epoch = self.duties.state.features_epoch
         return f
 
     # ---------------------------------------------------------------- raft RPCs
