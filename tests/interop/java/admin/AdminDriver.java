@@ -9,6 +9,7 @@ import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.FinalizedVersionRange;
+import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.QuorumInfo;
 import org.apache.kafka.clients.admin.RaftVoterEndpoint;
 import org.apache.kafka.clients.admin.SupportedVersionRange;
@@ -43,6 +44,8 @@ import java.util.concurrent.TimeUnit;
  *   configs TYPE NAME                             describeConfigs (TYPE: topic, broker, ...)
  *   add ID DIRID LISTENER HOST PORT               addRaftVoter
  *   remove ID DIRID                               removeRaftVoter
+ *   createtopic NAME                              createTopics (1 partition, 1 replica)
+ *   listgroups                                    listConsumerGroups
  *   voterkeys ID:DIRID,...                        Kafka's text for that voter set in error messages
  *   close
  *
@@ -105,6 +108,14 @@ public class AdminDriver {
                         admin.removeRaftVoter(Integer.parseInt(w[1]), Uuid.fromString(w[2]))
                                 .all().get(WAIT_S, TimeUnit.SECONDS);
                         out.put("ok", true);
+                        break;
+                    case "createtopic":
+                        admin.createTopics(Collections.singleton(new NewTopic(w[1], 1, (short) 1)))
+                                .all().get(WAIT_S, TimeUnit.SECONDS);
+                        out.put("ok", true);
+                        break;
+                    case "listgroups":
+                        out.put("groups", admin.listConsumerGroups().all().get(WAIT_S, TimeUnit.SECONDS).size());
                         break;
                     case "voterkeys": {
                         // Kafka's VoterSet.voterKeys() as its error messages print it: a
