@@ -24,6 +24,7 @@ import pytest
 
 from tests.support.cluster import Cluster, wait_for_hw
 from tests.support.kafka import KafkaHome, java_env
+from tests.support.quorums import StaticCluster
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -33,7 +34,7 @@ PREFIX = 42  # VerifiableProducer --value-prefix: values are "42.<n>"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    cl = Cluster(tmp_path_factory.mktemp("java-clients"), 3)
+    cl = StaticCluster(tmp_path_factory.mktemp("java-clients"), 3)
     cl.start_all()
     try:
         wait_for_hw(cl, 1, 30)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -23,7 +22,7 @@ from kraftnode.log.meta_properties import read_meta_properties
 from tests.support.cluster import wait_for_hw
 from tests.support.java_admin import JavaAdmin
 from tests.support.kafka import KafkaHome
-from tests.support.quorums import DynamicCluster
+from tests.support.quorums import DynamicCluster, format_node
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -33,9 +32,7 @@ def dyn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DynamicCluster]:
     cl = DynamicCluster(tmp_path_factory.mktemp("controllers"), 2, observers=2)
     meta4 = cl.root / "node4" / "metadata"
     shutil.rmtree(meta4)
-    subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", cl.properties(4),
-                    "--cluster-id", "AnotherClusterIdAAAAAA", "--no-initial-controllers"],
-                   check=True, capture_output=True)
+    format_node(cl.properties(4), "AnotherClusterIdAAAAAA", "--no-initial-controllers")
     meta = read_meta_properties(meta4)
     assert meta is not None and meta.directory_id is not None
     cl.dir_ids[4] = meta.directory_id
