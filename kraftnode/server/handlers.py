@@ -503,16 +503,24 @@ class NodeHandlers:
                         error_code=Errors.UNKNOWN_TOPIC_ID if t.name is None else Errors.UNKNOWN_TOPIC_OR_PARTITION,
                         name=t.name, topic_id=t.topic_id if t.name is None else ZERO_UUID,
                         is_internal=False, partitions=[], topic_authorized_operations=-2147483648))
+        cluster_ops = _NOT_REQUESTED
+        if v >= 8:  # KafkaApis.handleTopicMetadataRequest
+            if v <= 10 and q.include_cluster_authorized_operations:
+                cluster_ops = CLUSTER_AUTHORIZED_OPERATIONS
+            if q.include_topic_authorized_operations:
+                for found in topics:  # every topic looked up by name (not an unknown topic id)
+                    if found.name is not None:
+                        found.topic_authorized_operations = TOPIC_AUTHORIZED_OPERATIONS
         return w.MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=self.ident.cluster_id,
-                                  controller_id=leader, topics=topics)
+                                  controller_id=leader, topics=topics, cluster_authorized_operations=cluster_ops)
 
     # ---------------------------------------------------------------- admin
     async def _describe_cluster(self, q: w.DescribeClusterRequest, v: int) -> w.DescribeClusterResponse:
         et = q.endpoint_type if v >= 1 else 1
         if et not in (1, 2):
+            # AuthHelper.computeDescribeClusterResponse: an otherwise empty response
             return w.DescribeClusterResponse(error_code=Errors.UNSUPPORTED_ENDPOINT_TYPE,
-                                             error_message=f"unsupported endpoint type {et}",
-                                             endpoint_type=et, cluster_id=self.ident.cluster_id)
+                                             error_message=f"Unsupported endpoint type {et}")
         eps = self._controller_endpoints()
         leader, _ = self._leader()
         if et == 2 and leader not in eps:
@@ -528,7 +536,8 @@ class NodeHandlers:
             cluster_id=self.ident.cluster_id, controller_id=leader if leader in eps else -1,
             brokers=[w.DescribeClusterResponse.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=None)
                      for i, (h, p) in sorted(eps.items())],
-            cluster_authorized_operations=-2147483648)
+            cluster_authorized_operations=CLUSTER_AUTHORIZED_OPERATIONS if q.include_cluster_authorized_operations
+            else _NOT_REQUESTED)
 
     async def _describe_configs(self, q: w.DescribeConfigsRequest, v: int) -> w.DescribeConfigsResponse:
         """Configs of our one topic and of this node, as Kafka's ConfigHelper.describeConfigs
@@ -786,6 +795,19 @@ def _invalid_topic_name(name: str) -> str | None:
     else:
         return None
     return f"Topic name is invalid: {reason}"
+
+
+# Authorized-operations bit sets as Kafka 3.9 computes them without an authorizer
+# (AuthHelper.authorizedOperations: every operation AclEntry.supportedOperations lists for
+# the resource type, as bits of AclOperation codes, Utils.to32BitField). kraftnode has no
+# authorizer, so everything is allowed, as on a Kafka node without authorizer.class.name.
+_NOT_REQUESTED = -2147483648  # the schemas' default: the client did not ask
+# CLUSTER: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
+# ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12
+CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+# TOPIC: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10,
+# ALTER_CONFIGS 11
+TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
 # Kafka's Errors.message() texts, which Kafka puts in DescribeQuorum's ErrorMessage

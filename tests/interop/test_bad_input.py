@@ -107,6 +107,16 @@ def test_genuine_java_clients_and_apis_we_do_not_serve(node: NodeProcess, kafka_
     assert node.log().count("closing connection") == before, node.log()[-3000:]
 
 
+def test_describe_cluster_of_an_unknown_endpoint_type(node: NodeProcess) -> None:
+    """AuthHelper.computeDescribeClusterResponse: UNSUPPORTED_ENDPOINT_TYPE (v1) with Kafka's
+    message and every other field at its default."""
+    with socket.create_connection(("127.0.0.1", node.port), timeout=5) as s:
+        resp = frame_call(s, 60, 1, w.DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                             endpoint_type=3), 1)
+    assert resp == w.DescribeClusterResponse(error_code=Errors.UNSUPPORTED_ENDPOINT_TYPE,
+                                             error_message="Unsupported endpoint type 3")
+
+
 def test_every_served_api_is_advertised(node: NodeProcess) -> None:
     """What genuine clients negotiate against: ApiVersions lists exactly what is served."""
     with socket.create_connection(("127.0.0.1", node.port), timeout=5) as s:

@@ -110,6 +110,16 @@ def test_describe_features_and_configs(dyn: DynamicCluster, admin: JavaAdmin) ->
     assert missing["error"] == "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"
 
 
+@pytest.mark.parametrize("mode", ["controllers", "servers"])
+def test_authorized_operations(dyn: DynamicCluster, admin: JavaAdmin, mode: str) -> None:
+    """Asked for, they are what a Kafka 3.9 node without an authorizer allows: every operation
+    Kafka's AclEntry.supportedOperations lists (DescribeCluster; Metadata for topics)."""
+    admin("open", mode, f"127.0.0.1:{dyn.port(1)}" if mode == "controllers" else dyn.bootstrap())
+    assert admin("clusterops")["ops"] == admin("supportedops", "cluster")["ops"]
+    if mode == "servers":  # the Admin describes topics through brokers only
+        assert admin("topicops", "__cluster_metadata")["ops"] == admin("supportedops", "topic")["ops"]
+
+
 def test_kafka_features_and_cluster_tools(dyn: DynamicCluster, kafka_home: KafkaHome, admin: JavaAdmin) -> None:
     admin("open", "controllers", f"127.0.0.1:{dyn.port(1)}")
     epoch = admin("features")["epoch"]

@@ -5,6 +5,9 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
+import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.FeatureMetadata;
@@ -15,7 +18,10 @@ import org.apache.kafka.clients.admin.RaftVoterEndpoint;
 import org.apache.kafka.clients.admin.SupportedVersionRange;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.resource.ResourceType;
+import org.apache.kafka.security.authorizer.AclEntry;
 import org.apache.kafka.raft.ReplicaKey;
 
 import java.io.BufferedReader;
@@ -46,6 +52,9 @@ import java.util.concurrent.TimeUnit;
  *   remove ID DIRID                               removeRaftVoter
  *   createtopic NAME                              createTopics (1 partition, 1 replica)
  *   listgroups                                    listConsumerGroups
+ *   clusterops                                    describeCluster, includeAuthorizedOperations
+ *   topicops NAME                                 describeTopics, includeAuthorizedOperations
+ *   supportedops cluster|topic                    Kafka's AclEntry.supportedOperations
  *   voterkeys ID:DIRID,...                        Kafka's text for that voter set in error messages
  *   close
  *
@@ -117,6 +126,24 @@ public class AdminDriver {
                     case "listgroups":
                         out.put("groups", admin.listConsumerGroups().all().get(WAIT_S, TimeUnit.SECONDS).size());
                         break;
+                    case "clusterops": {
+                        Set<AclOperation> ops = admin.describeCluster(
+                                new DescribeClusterOptions().includeAuthorizedOperations(true))
+                                .authorizedOperations().get(WAIT_S, TimeUnit.SECONDS);
+                        out.put("ops", ops == null ? null : names(ops));
+                        break;
+                    }
+                    case "topicops": {
+                        TopicDescription d = admin.describeTopics(Collections.singleton(w[1]),
+                                new DescribeTopicsOptions().includeAuthorizedOperations(true))
+                                .allTopicNames().get(WAIT_S, TimeUnit.SECONDS).get(w[1]);
+                        out.put("ops", d.authorizedOperations() == null ? null : names(d.authorizedOperations()));
+                        break;
+                    }
+                    case "supportedops":
+                        // what a Kafka node without an authorizer allows (AuthHelper.authorizedOperations)
+                        out.put("ops", names(AclEntry.supportedOperations(ResourceType.valueOf(w[1].toUpperCase()))));
+                        break;
                     case "voterkeys": {
                         // Kafka's VoterSet.voterKeys() as its error messages print it: a
                         // HashMap<Integer, VoterNode>'s keys collected into a HashSet
@@ -151,6 +178,10 @@ public class AdminDriver {
             System.out.flush();
         }
         if (admin != null) admin.close();
+    }
+
+    private static String names(Set<AclOperation> ops) {
+        return ops.stream().map(Enum::name).sorted().collect(Collectors.joining(","));
     }
 
     private static void replicas(List<QuorumInfo.ReplicaState> states, ArrayNode arr) {
