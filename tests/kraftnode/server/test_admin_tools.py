@@ -175,7 +175,7 @@ def test_metadata_authorized_operations_when_asked(node: NodeProcess) -> None:
                                                     (8, False, -2147483648, -2147483648)):
         _, resp = call(node.port, METADATA, version, w.MetadataRequest(
             topics=[T(name="__cluster_metadata"), T(name="other")],
-            allow_auto_topic_creation=False, include_cluster_authorized_operations=asked,
+            allow_auto_topic_creation=False, include_cluster_authorized_operations=asked and version <= 10,
             include_topic_authorized_operations=asked))
         assert isinstance(resp, w.MetadataResponse)
         if version <= 10:
