@@ -66,12 +66,26 @@ def until(what: str, check: Any, timeout: float = 30) -> Any:
 def test_describe_metadata_quorum_and_cluster(dyn: DynamicCluster, admin: JavaAdmin, mode: str) -> None:
     servers = f"127.0.0.1:{dyn.port(1)}" if mode == "controllers" else dyn.bootstrap()
     assert admin("open", mode, servers) == {"ok": True}
-    # an idle quorum: every replica at the log end (registrations of all four written)
-    truth = until("an idle quorum", lambda: (lambda i: i if len({r.log_end_offset for r in i.voters + i.observers}) == 1
-                                             and len(i.observers) == 1 else None)(wait_for_hw(dyn, 1)))
-    q = admin("quorum")
+
+    # describeCluster: every registered controller, the active one named. Node 4 (an observer)
+    # registers too, as a Kafka controller does before it is added.
+    def described() -> Any:
+        c = admin("cluster")
+        return c if len(c.get("nodes", [])) == 4 else None
+
+    c = until("node 4 registered", described)
+
+    # then an idle quorum (every registration written): the Admin's answer and our own
+    # DescribeQuorum agree, and every replica is at the log end
+    def idle() -> Any:
+        q = admin("quorum")
+        truth = wait_for_hw(dyn, 1)
+        ends = {r["logEndOffset"] for r in q["voters"] + q["observers"]}
+        return q if ends == {q["highWatermark"]} and q["highWatermark"] == truth.high_watermark \
+            and len(q["observers"]) == 1 else None
+
+    q = until("an idle quorum", idle)
     assert (q["leaderId"], q["leaderEpoch"]) == leader_from_logs(dyn)
-    assert q["highWatermark"] in (truth.high_watermark, truth.high_watermark + 1)  # a registration may land
     assert [(v["id"], v["directoryId"]) for v in q["voters"]] == [(i, dyn.directory_id(i)) for i in (1, 2, 3)]
     assert [(o["id"], o["directoryId"]) for o in q["observers"]] == [(4, dyn.directory_id(4))]
     now = int(time.time() * 1000)
@@ -82,13 +96,6 @@ def test_describe_metadata_quorum_and_cluster(dyn: DynamicCluster, admin: JavaAd
     # Nodes: the voters' endpoints (an observer has none in DescribeQuorum)
     assert q["nodes"] == {str(i): [f"CONTROLLER://127.0.0.1:{dyn.port(i)}"] for i in (1, 2, 3)}
 
-    # describeCluster: every registered controller, the active one named. Node 4 (an observer)
-    # registers too, as a Kafka controller does before it is added.
-    def described() -> Any:
-        c = admin("cluster")
-        return c if len(c.get("nodes", [])) == 4 else None
-
-    c = until("node 4 registered", described)
     assert c["clusterId"] == CLUSTER_ID
     assert c["controller"] == q["leaderId"]
     assert c["nodes"] == [{"id": i, "host": "127.0.0.1", "port": dyn.port(i), "rack": None} for i in dyn.ids]

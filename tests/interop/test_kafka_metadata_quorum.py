@@ -27,6 +27,7 @@ import pytest
 
 from kraftnode import cli
 from kraftnode.commands.quorum import QuorumInfo
+from kraftnode.quorum_client import describe_cluster
 from recordbatch.wire import uuid_to_base64
 from tests.support.cluster import CLUSTER_ID, Cluster, wait_for_hw
 from tests.support.kafka import KafkaHome
@@ -38,8 +39,8 @@ SHAPES = [("static", 3), ("dynamic", 3), ("static", 5), ("dynamic", 5)]
 
 
 def settle(cl: Cluster, timeout: float = 60) -> QuorumInfo:
-    """Wait until the quorum is idle: every controller registered, every replica at the
-    leader's log end, and the high watermark unchanged for 0.6 s."""
+    """Wait until the quorum is idle: every controller registered (DescribeCluster lists all),
+    every replica at the leader's log end, and the high watermark unchanged for 0.6 s."""
     deadline = time.monotonic() + timeout
     last: QuorumInfo | None = None
     since = time.monotonic()
@@ -47,8 +48,9 @@ def settle(cl: Cluster, timeout: float = 60) -> QuorumInfo:
         info = wait_for_hw(cl, 1, timeout)
         ends = {r.log_end_offset for r in info.voters + info.observers}
         key = (info.leader_id, info.leader_epoch, info.high_watermark)
+        registered = len(describe_cluster("127.0.0.1", cl.port(info.leader_id), 2).brokers)
         if last is None or key != (last.leader_id, last.leader_epoch, last.high_watermark) or len(ends) != 1 \
-                or len(info.observers) != getattr(cl, "observers", 0):
+                or len(info.observers) != getattr(cl, "observers", 0) or registered != cl.n:
             last, since = info, time.monotonic()
         elif time.monotonic() - since > 0.6:
             return info
@@ -169,7 +171,7 @@ def _check_rows(quorum: Cluster, truth: QuorumInfo, rows: list[dict[str, str]], 
 
 def test_describe_replication_is_the_true_quorum(quorum: Cluster, kafka_home: KafkaHome) -> None:
     truth = settle(quorum)
-    for (flag, servers), human in zip(connections(quorum), (False, True), strict=True):
+    for (flag, servers), human in [(c, h) for c in connections(quorum) for h in (False, True)]:
         extra = ["--human-readable"] if human else []
         got = parse_table(tool(kafka_home, flag, servers, "describe", "--replication", *extra))
         _check_rows(quorum, truth, got, human)
