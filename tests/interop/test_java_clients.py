@@ -109,3 +109,23 @@ def test_producer_perf_test_and_e2e_latency(cluster: Cluster, kafka_home: KafkaH
     # not served (a Kafka controller serves none either; docs/interop.md)
     assert e2e.returncode == 1 and "The node does not support FIND_COORDINATOR" in e2e.stderr, e2e.stderr
     print("kafka-e2e-latency (500 x 100 B, acks=all): " + " | ".join(e2e.stdout.strip().splitlines()[-2:]))
+
+
+def test_metadata_quorum_tool_right_after_a_leader_kill(cluster: Cluster, kafka_home: KafkaHome) -> None:
+    """The genuine tool, started the moment the leader dies, reports the next leader: the
+    Admin's retries (the old leader unreachable, NOT_LEADER_OR_FOLLOWER from followers that
+    do not know a leader yet) end at the new one."""
+    info = wait_for_hw(cluster, 1)
+    cluster.kill(info.leader_id)
+    try:
+        r = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", cluster.bootstrap(),
+                            "describe", "--status", timeout=90)
+        assert r.returncode == 0, r.stderr[-3000:]
+        fields = dict(line.split(":", 1) for line in r.stdout.splitlines())
+        leader, epoch = int(fields["LeaderId"]), int(fields["LeaderEpoch"])
+        assert leader != info.leader_id and epoch > info.leader_epoch, r.stdout
+        now = cluster.wait_for_leader(20)
+        assert (leader, epoch) == (now.leader_id, now.leader_epoch)
+    finally:
+        cluster.start(info.leader_id)
+    cluster.wait_for_leader(20)
