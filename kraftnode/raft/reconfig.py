@@ -15,6 +15,7 @@ import base64
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 
 #: LeaderState.isReplicaCaughtUp: an observer that fetched within the last hour
@@ -60,7 +61,11 @@ def key_text(key: ReplicaKey) -> str:
 
 
 def keys_text(keys: Iterable[ReplicaKey]) -> str:
-    return "[" + ", ".join(key_text(k) for k in keys) + "]"
+    """A voter set's keys as Kafka prints ``VoterSet.voterKeys()``: its HashMap<Integer,
+    VoterNode>'s keys collected into a HashSet<ReplicaKey>, so in that set's order."""
+    by_id = java_hashmap_order(keys, lambda k: k.id)
+    ordered = java_hashmap_order(by_id, lambda k: replica_key_hash(k.id, k.directory_id))
+    return "[" + ", ".join(key_text(k) for k in ordered) + "]"
 
 
 def supports(version_range: tuple[int, int] | None, kraft_version: int) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +42,7 @@ from kraftnode.protocol.registry import (
     VOTE,
 )
 from kraftnode.raft.actions import AppendCompleted
+from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.raft.states import Leader
 from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw
@@ -142,13 +142,18 @@ class NodeHandlers:
         return None if result is None else Reply(result, v)
 
     def _features(self) -> api_versions.FeatureView:
+        """Finalized features as a Kafka 3.9 controller reports them (ControllerServer's
+        FeaturesPublisher): the levels of the committed FeatureLevelRecords and the offset at
+        which they last changed. kraft.version is not among them: it has no FeatureLevelRecord
+        (BootstrapMetadata.fromVersions), so a 3.9 controller does not list it even in a
+        dynamic quorum, and kafka-features.sh describe prints its FinalizedVersionLevel as 0
+        (only a 3.9 broker's KRaftMetadataCache adds it, from the raft client)."""
         f = self.features
-        finalized = {"metadata.version": api_versions.METADATA_VERSION_3_9}
-        if self.duties is not None and self.duties.state.metadata_version is not None:
-            finalized = dict(self.duties.state.finalized)
-        finalized["kraft.version"] = self.driver.kraft_version
-        f.finalized = finalized
+        f.finalized = {"metadata.version": api_versions.METADATA_VERSION_3_9}
         f.finalized_epoch = max(self.driver.high_watermark - 1, -1)
+        if self.duties is not None and self.duties.state.metadata_version is not None:
+            f.finalized = dict(self.duties.state.finalized)
+            f.finalized_epoch = self.duties.state.features_epoch
         return f
 
     # ---------------------------------------------------------------- raft RPCs
@@ -498,16 +503,24 @@ class NodeHandlers:
                         error_code=Errors.UNKNOWN_TOPIC_ID if t.name is None else Errors.UNKNOWN_TOPIC_OR_PARTITION,
                         name=t.name, topic_id=t.topic_id if t.name is None else ZERO_UUID,
                         is_internal=False, partitions=[], topic_authorized_operations=-2147483648))
+        cluster_ops = _NOT_REQUESTED
+        if v >= 8:  # KafkaApis.handleTopicMetadataRequest
+            if v <= 10 and q.include_cluster_authorized_operations:
+                cluster_ops = CLUSTER_AUTHORIZED_OPERATIONS
+            if q.include_topic_authorized_operations:
+                for found in topics:  # every topic looked up by name (not an unknown topic id)
+                    if found.name is not None:
+                        found.topic_authorized_operations = TOPIC_AUTHORIZED_OPERATIONS
         return w.MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=self.ident.cluster_id,
-                                  controller_id=leader, topics=topics)
+                                  controller_id=leader, topics=topics, cluster_authorized_operations=cluster_ops)
 
     # ---------------------------------------------------------------- admin
     async def _describe_cluster(self, q: w.DescribeClusterRequest, v: int) -> w.DescribeClusterResponse:
         et = q.endpoint_type if v >= 1 else 1
         if et not in (1, 2):
+            # AuthHelper.computeDescribeClusterResponse: an otherwise empty response
             return w.DescribeClusterResponse(error_code=Errors.UNSUPPORTED_ENDPOINT_TYPE,
-                                             error_message=f"unsupported endpoint type {et}",
-                                             endpoint_type=et, cluster_id=self.ident.cluster_id)
+                                             error_message=f"Unsupported endpoint type {et}")
         eps = self._controller_endpoints()
         leader, _ = self._leader()
         if et == 2 and leader not in eps:
@@ -523,7 +536,8 @@ class NodeHandlers:
             cluster_id=self.ident.cluster_id, controller_id=leader if leader in eps else -1,
             brokers=[w.DescribeClusterResponse.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=None)
                      for i, (h, p) in sorted(eps.items())],
-            cluster_authorized_operations=-2147483648)
+            cluster_authorized_operations=CLUSTER_AUTHORIZED_OPERATIONS if q.include_cluster_authorized_operations
+            else _NOT_REQUESTED)
 
     async def _describe_configs(self, q: w.DescribeConfigsRequest, v: int) -> w.DescribeConfigsResponse:
         """Configs of our one topic and of this node, as Kafka's ConfigHelper.describeConfigs
@@ -783,38 +797,17 @@ def _invalid_topic_name(name: str) -> str | None:
     return f"Topic name is invalid: {reason}"
 
 
-def java_hashmap_order(items: Iterable[Any], java_hash: Callable[[Any], int]) -> list[Any]:
-    """``items`` (in insertion order) in the order a java.util.HashMap keyed by
-    ``java_hash(item)`` iterates them.
-
-    Kafka 3.9's LeaderState keeps voters in a HashMap<Integer, ReplicaState> and observers in
-    a HashMap<ReplicaKey, ReplicaState>, and DescribeQuorum lists their values() as they
-    iterate, so kafka-metadata-quorum.sh prints voters and observers in that order (e.g.
-    voters 1, 2 even when 1 was re-added after 2). A HashMap iterates by bucket
-    ``(h ^ h >>> 16) & (capacity - 1)``, insertion order within a bucket; the capacity
-    starts at 16 and doubles while the size exceeds 3/4 of it. (Kafka's observer map never
-    shrinks within a term; we size it by the observers present now.)"""
-    ordered = list(items)
-    capacity = 16
-    while len(ordered) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(item: Any) -> int:
-        h = java_hash(item) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(ordered, key=bucket)  # stable: insertion order within a bucket
-
-
-def replica_key_hash(replica_id: int, directory_id: Any) -> int:
-    """Kafka's ReplicaKey.hashCode(): Objects.hash(id, Optional<Uuid> directoryId), where an
-    absent or zero directory id hashes to 0 and Uuid.hashCode() folds msb ^ lsb to 32 bits."""
-    d = 0
-    if directory_id is not None and directory_id != ZERO_UUID:
-        v = directory_id.int
-        x = (v >> 64) ^ (v & 0xFFFFFFFFFFFFFFFF)
-        d = ((x >> 32) ^ x) & 0xFFFFFFFF
-    return (31 * (31 + replica_id) + d) & 0xFFFFFFFF
+# Authorized-operations bit sets as Kafka 3.9 computes them without an authorizer
+# (AuthHelper.authorizedOperations: every operation AclEntry.supportedOperations lists for
+# the resource type, as bits of AclOperation codes, Utils.to32BitField). kraftnode has no
+# authorizer, so everything is allowed, as on a Kafka node without authorizer.class.name.
+_NOT_REQUESTED = -2147483648  # the schemas' default: the client did not ask
+# CLUSTER: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
+# ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12
+CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+# TOPIC: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10,
+# ALTER_CONFIGS 11
+TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
 # Kafka's Errors.message() texts, which Kafka puts in DescribeQuorum's ErrorMessage

@@ -88,6 +88,12 @@ class MetadataState:
     transaction_start: int = -1
     metadata_records: int = 0
     foreign_records: int = 0
+    #: ApiVersions' FinalizedFeaturesEpoch as a Kafka 3.9 controller reports it
+    #: (FeaturesPublisher): the image's last offset when a feature level last changed --
+    #: the last offset of the batch holding the FeatureLevelRecord, or of the batch that
+    #: ends its metadata transaction. -1 until then.
+    features_epoch: int = -1
+    features_changed: bool = False
 
     @property
     def empty(self) -> bool:
@@ -141,6 +147,9 @@ class MetadataState:
                 continue
             self.metadata_records += 1
             self._apply(message, r.offset)
+        if self.features_changed and self.transaction_start == -1:
+            self.features_epoch = b.last_offset if end_offset is None else min(b.last_offset, end_offset - 1)
+            self.features_changed = False
 
     def _apply(self, m: Any, offset: int) -> None:
         if isinstance(m, FeatureLevelRecord):
@@ -150,6 +159,7 @@ class MetadataState:
                 self.finalized[m.name] = m.feature_level
             if m.name == "metadata.version":
                 self.metadata_version = m.feature_level
+            self.features_changed = True
         elif isinstance(m, RegisterControllerRecord):
             self.controllers[m.controller_id] = m
         elif isinstance(m, BeginTransactionRecord):

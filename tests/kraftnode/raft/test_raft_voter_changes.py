@@ -395,3 +395,18 @@ def test_the_cores_error_codes_are_kafkas() -> None:
     for code in (errors.UNSUPPORTED_VERSION, errors.DUPLICATE_VOTER, errors.VOTER_NOT_FOUND,
                  errors.REQUEST_TIMED_OUT, errors.INVALID_REQUEST, errors.NOT_LEADER_OR_FOLLOWER):
         assert Errors(code).name == errors.name(code)
+
+
+def test_voter_sets_in_messages_are_printed_in_kafkas_hashset_order() -> None:
+    """Kafka's DUPLICATE_VOTER / VOTER_NOT_FOUND messages print VoterSet.voterKeys(), a
+    HashSet<ReplicaKey>: the genuine Java code (tests/interop/java/admin, "voterkeys") prints
+    this set as ids 3, 4, 1, 2, not in id order."""
+    from kraftnode.raft.reconfig import keys_text
+    from kraftnode.raft.voters import ReplicaKey
+    from recordbatch.wire import uuid_from_base64
+
+    dirs = {1: "ILzLwC_lR2uHrwP2ovtmWg", 2: "AcBqLRtWTcCWsnguOfwv5w", 3: "uudIqVRiR3KWeO6v93KFpQ",
+            4: "oS6zhsViT1SzEwmfO-x-Yw"}
+    keys = [ReplicaKey(i, uuid_from_base64(d)) for i, d in dirs.items()]
+    assert keys_text(keys) == "[" + ", ".join(
+        f"ReplicaKey(id={i}, directoryId=Optional[{dirs[i]}])" for i in (3, 4, 1, 2)) + "]"

@@ -159,3 +159,25 @@ def test_metadata_v0_empty_topic_list_means_all_topics(node: NodeProcess) -> Non
             topics=topics, allow_auto_topic_creation=True))
         assert isinstance(resp, w.MetadataResponse)
         assert [t.name for t in resp.topics] == names, version
+
+
+def test_metadata_authorized_operations_when_asked(node: NodeProcess) -> None:
+    """KafkaApis.handleTopicMetadataRequest without an authorizer: every supported operation
+    (AclEntry.supportedOperations) when asked -- cluster ones at v8-10 only -- and the schema
+    default otherwise. The Java Admin's describeTopics(includeAuthorizedOperations) reads
+    them (tests/interop/test_java_admin.py)."""
+    from kraftnode.server.handlers import CLUSTER_AUTHORIZED_OPERATIONS, TOPIC_AUTHORIZED_OPERATIONS
+
+    assert (CLUSTER_AUTHORIZED_OPERATIONS, TOPIC_AUTHORIZED_OPERATIONS) == (8096, 3576)
+    T = w.MetadataRequest.MetadataRequestTopic
+    for version, asked, cluster_ops, topic_ops in ((8, True, 8096, 3576), (10, True, 8096, 3576),
+                                                    (12, True, -2147483648, 3576),
+                                                    (8, False, -2147483648, -2147483648)):
+        _, resp = call(node.port, METADATA, version, w.MetadataRequest(
+            topics=[T(name="__cluster_metadata"), T(name="other")],
+            allow_auto_topic_creation=False, include_cluster_authorized_operations=asked and version <= 10,
+            include_topic_authorized_operations=asked))
+        assert isinstance(resp, w.MetadataResponse)
+        if version <= 10:
+            assert resp.cluster_authorized_operations == cluster_ops
+        assert [t.topic_authorized_operations for t in resp.topics] == [topic_ops, topic_ops]

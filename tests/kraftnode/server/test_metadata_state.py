@@ -57,8 +57,10 @@ def test_bootstrap_transaction_and_registration(compression: str) -> None:
             meta(RegisterControllerRecord(controller_id=2, incarnation_id=inc, end_points=[], features=[]))]
     st = replay(batch(recs[:2], 0, compression=compression), 2)
     assert st.metadata_version == 21 and st.transaction_start == 0 and not st.empty
+    assert st.features_epoch == -1  # published (FeaturesPublisher) once the transaction ends
     replay(batch(recs[2:], 2, compression=compression), 4, st)
     assert st.transaction_start == -1 and st.controllers[2].incarnation_id == inc
+    assert st.features_epoch == 3  # the image's last offset then: the end of that batch
     assert st.finalized == {"metadata.version": 21} and st.metadata_records == 4
 
 

@@ -1,0 +1,47 @@
+"""The iteration order of Java's HashMap / HashSet, for texts and lists Kafka 3.9 builds
+from them (DescribeQuorum's replica lists, the voter sets in KIP-853 error messages).
+
+Pure functions; the raft core and the server both use them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = ["java_hashmap_order", "replica_key_hash"]
+
+
+def java_hashmap_order(items: Iterable[Any], java_hash: Callable[[Any], int]) -> list[Any]:
+    """``items`` (in insertion order) in the order a java.util.HashMap (or HashSet) keyed
+    by ``java_hash(item)`` iterates them.
+
+    Kafka 3.9's LeaderState keeps voters in a HashMap<Integer, ReplicaState> and observers in
+    a HashMap<ReplicaKey, ReplicaState>, and DescribeQuorum lists their values() as they
+    iterate, so kafka-metadata-quorum.sh prints voters and observers in that order (e.g.
+    voters 1, 2 even when 1 was re-added after 2); VoterSet.voterKeys() collects into a
+    HashSet<ReplicaKey>. A HashMap iterates by bucket ``(h ^ h >>> 16) & (capacity - 1)``,
+    insertion order within a bucket; the capacity starts at 16 and doubles while the size
+    exceeds 3/4 of it. (Kafka's observer map never shrinks within a term; we size it by the
+    observers present now.)"""
+    ordered = list(items)
+    capacity = 16
+    while len(ordered) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(item: Any) -> int:
+        h = java_hash(item) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(ordered, key=bucket)  # stable: insertion order within a bucket
+
+
+def replica_key_hash(replica_id: int, directory_id: uuid.UUID | None) -> int:
+    """Kafka's ReplicaKey.hashCode(): Objects.hash(id, Optional<Uuid> directoryId), where an
+    absent or zero directory id hashes to 0 and Uuid.hashCode() folds msb ^ lsb to 32 bits."""
+    d = 0
+    if directory_id is not None and directory_id.int != 0:
+        v = directory_id.int
+        x = (v >> 64) ^ (v & 0xFFFFFFFFFFFFFFFF)
+        d = ((x >> 32) ^ x) & 0xFFFFFFFF
+    return (31 * (31 + replica_id) + d) & 0xFFFFFFFF
