@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kraftnode-dev-"))
     root.mkdir(parents=True, exist_ok=True)
     ports = _free_ports(args.nodes)
+    metrics_ports = _free_ports(args.nodes)   # kraftnode.metrics.listener of each node
     voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
     procs: list[subprocess.Popen[str]] = []
     from kraftnode.log.uuids import random_uuid
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
                 f"controller.listener.names=CONTROLLER\n"
                 f"controller.quorum.voters={voters}\n"
                 f"log.dirs={node_dir / 'metadata'}\n"
+                f"kraftnode.metrics.listener=127.0.0.1:{metrics_ports[i]}\n"
             )
             fmt = subprocess.run(
                 [sys.executable, "-m", "kraftnode", "format", "--config", str(props),
@@ -85,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  node {i + 1}: CONTROLLER://127.0.0.1:{port}  "
                   f"(config {root / f'node{i + 1}' / 'server.properties'}, log node.log)")
         print(f"  controller.quorum.voters={voters}")
+        print("  metrics: " + "  ".join(f"http://127.0.0.1:{p}/metrics" for p in metrics_ports)
+              + "  (and /healthz, /readyz)")
         _wait_listening(ports, root)
         _print_status(ports)
         print("running; Ctrl-C stops the cluster", flush=True)

@@ -170,6 +170,10 @@ def test_collector_reads_the_core_at_scrape_time(tmp_path: Path) -> None:
             assert _value(fams, "kafka_server_socket_server_metrics_connection_count",
                           listener="CONTROLLER") == 0
             assert readiness(driver, cfg.fetch_timeout_ms, rm).ok
+            # docs/metrics.md lists every metric the node exports
+            docs = (Path(__file__).resolve().parents[3] / "docs" / "metrics.md").read_text()
+            missing = [n for n in fams if f"`{n}" not in docs]
+            assert missing == [], f"not in docs/metrics.md: {missing}"
             driver.stop()
             tg.cancel_scope.cancel()
         mlog.close()  # type: ignore[attr-defined]
