@@ -169,8 +169,10 @@ async def _bind_metrics(cfg: NodeConfig) -> Any:
     try:
         await server.bind()
     except OSError as e:
+        # (asyncio's bind error repeats the address; a resolver error has a negative errno)
+        why = os.strerror(e.errno) if e.errno and e.errno > 0 else (e.strerror or str(e))
         raise StartupError(f"cannot listen on kraftnode.metrics.listener={host}:{port}: "
-                           f"{e.strerror or e}") from None
+                           f"{why}") from None
     return server
 
 

@@ -285,7 +285,11 @@ def test_port_in_use_is_a_startup_error(tmp_path: Path) -> None:
         busy = NodeConfig(**{**cfg.__dict__, "metrics_listener": ("127.0.0.1", port)})
 
         async def main() -> None:
-            with pytest.raises(StartupError, match=f"kraftnode.metrics.listener=127.0.0.1:{port}"):
+            with pytest.raises(StartupError, match=f"kraftnode.metrics.listener=127.0.0.1:{port}: "
+                                                   "Address already in use$"):
                 await _bind_metrics(busy)
+            nohost = NodeConfig(**{**cfg.__dict__, "metrics_listener": ("nosuchhost.invalid", 1)})
+            with pytest.raises(StartupError, match="nosuchhost.invalid:1: (?!Unknown error)"):
+                await _bind_metrics(nohost)
 
         anyio.run(main, backend="asyncio")
