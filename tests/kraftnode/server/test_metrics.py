@@ -83,6 +83,25 @@ def test_error_counts_walk_every_error_code_field_like_kafka() -> None:
     assert error_counts(w.ApiVersionsResponse(error_code=35), 3) == {35: 1}
 
 
+def test_compiled_error_counting_matches_the_generic_walk_for_every_served_response() -> None:
+    from kraftnode.server.metrics import _count_errors, _error_plan
+
+    P = w.DescribeQuorumResponse.PartitionData
+    samples = [w.DescribeQuorumResponse(error_code=0, topics=[w.DescribeQuorumResponse.TopicData(
+        partitions=[P(error_code=6), P(error_code=0)])])]
+    for spec in SERVED.values():
+        samples.append(spec.response())
+    for body in samples:
+        lo, hi = type(body).VALID_VERSIONS
+        for v in range(lo, hi + 1):
+            plan = _error_plan(type(body), v)
+            expected: dict[int, int] = {}
+            if plan is not None:
+                _count_errors(body, plan, expected)
+            assert error_counts(body, v) == expected, (type(body).__name__, v)
+    assert error_counts(samples[0], 2) == {0: 2, 6: 1}
+
+
 def _request(api: int, version: int, body: Any) -> Request:
     hdr = w.RequestHeader(request_api_key=api, request_api_version=version, correlation_id=1,
                           client_id="t")
