@@ -62,16 +62,18 @@ def now_ms() -> int:
 
 # ------------------------------------------------------------------ Kafka's windowed stats
 class _Sample:
-    __slots__ = ("count", "last_event_ms", "start_ms", "value")
+    __slots__ = ("count", "last_event_ms", "max", "start_ms", "value")
 
     def __init__(self, initial: float, now: int) -> None:
         self.value = initial
+        self.max = -math.inf
         self.count = 0
         self.start_ms = now
         self.last_event_ms = now
 
     def reset(self, initial: float, now: int) -> None:
         self.value = initial
+        self.max = -math.inf
         self.count = 0
         self.start_ms = now
         self.last_event_ms = now
@@ -126,35 +128,6 @@ class SampledStat:
         return min(s.start_ms for s in self._samples)
 
 
-class Avg(SampledStat):
-    __slots__ = ()
-
-    def __init__(self) -> None:
-        super().__init__(0.0)
-
-    def _update(self, s: _Sample, value: float) -> None:
-        s.value += value
-
-    def combine(self, samples: Sequence[_Sample]) -> float:
-        count = sum(s.count for s in samples)
-        return math.nan if count == 0 else sum(s.value for s in samples) / count
-
-
-class Max(SampledStat):
-    __slots__ = ()
-
-    def __init__(self) -> None:
-        super().__init__(-math.inf)
-
-    def _update(self, s: _Sample, value: float) -> None:
-        if value > s.value:
-            s.value = value
-
-    def combine(self, samples: Sequence[_Sample]) -> float:
-        count = sum(s.count for s in samples)
-        return math.nan if count == 0 else max(s.value for s in samples)
-
-
 class WindowedSum(SampledStat):
     __slots__ = ()
 
@@ -189,18 +162,51 @@ class Rate:
         return value / (max(elapsed, 1) / 1000.0)
 
 
-class AvgMax:
-    """One Kafka sensor with an Avg and a Max stat (commit-latency, election-latency)."""
+class _AvgMaxStat(SampledStat):
+    """An Avg and a Max recorded together share their sample windows exactly (same
+    config, same record times), so one set of samples keeps both."""
 
-    __slots__ = ("avg", "max")
+    __slots__ = ()
 
     def __init__(self) -> None:
-        self.avg = Avg()
-        self.max = Max()
+        super().__init__(0.0)
 
-    def record(self, value: float, now: int) -> None:
-        self.avg.record(value, now)
-        self.max.record(value, now)
+    def _update(self, s: _Sample, value: float) -> None:
+        s.value += value
+        if value > s.max:
+            s.max = value
+
+    def combine(self, samples: Sequence[_Sample]) -> float:
+        count = sum(s.count for s in samples)
+        return math.nan if count == 0 else sum(s.value for s in samples) / count
+
+    def combine_max(self, now: int) -> float:
+        self.purge(now)
+        count = sum(s.count for s in self._samples)
+        return math.nan if count == 0 else max(s.max for s in self._samples)
+
+
+class _View:
+    __slots__ = ("_measure",)
+
+    def __init__(self, measure: Callable[[int], float]) -> None:
+        self._measure = measure
+
+    def measure(self, now: int) -> float:
+        return self._measure(now)
+
+
+class AvgMax:
+    """One Kafka sensor with an Avg and a Max stat (commit-latency, election-latency):
+    ``avg.measure(now)`` is Kafka's Avg, ``max.measure(now)`` its Max."""
+
+    __slots__ = ("_stat", "avg", "max", "record")
+
+    def __init__(self) -> None:
+        self._stat = _AvgMaxStat()
+        self.record = self._stat.record
+        self.avg = _View(self._stat.measure)
+        self.max = _View(self._stat.combine_max)
 
 
 # ------------------------------------------------------------------ raft, as it happens
@@ -373,7 +379,8 @@ class RequestMetrics:
 
     def __init__(self) -> None:
         self.requests: dict[tuple[str, int], int] = {}
-        self.errors: dict[tuple[str, int], int] = {}
+        #: per request name: {error code: count}
+        self.errors: dict[str, dict[int, int]] = {}
         #: per request name: [non-cumulative bucket counts (+Inf last), sum ms]
         self.times: dict[str, tuple[list[int], list[float]]] = {}
 
@@ -390,24 +397,23 @@ class RequestMetrics:
         v = request.api_version
         ms = seconds * 1000.0
         reqs = self.requests
-        names: tuple[str, ...] = (name,)
+        k = (name, v)
+        reqs[k] = reqs.get(k, 0) + 1
+        self._time(name, ms)
         if spec.key == FETCH and request.body is not None:
             body: Any = request.body
             rid = body.replica_state.replica_id if v >= 15 else body.replica_id
-            names = (name, "FetchFollower" if rid >= 0 else "FetchConsumer")
-        for n in names:
-            k = (n, v)
+            k = ("FetchFollower" if rid >= 0 else "FetchConsumer", v)
             reqs[k] = reqs.get(k, 0) + 1
-            self._time(n, ms)
+            self._time(k[0], ms)
         if reply is not None:
-            fn = error_counter(type(reply.body), reply.version)
+            key = (type(reply.body), reply.version)
+            fn = _counters[key] if key in _counters else error_counter(*key)
             if fn is not None:
-                counts: dict[int, int] = {}
-                fn(reply.body, counts)
-                errs = self.errors
-                for code, c in counts.items():
-                    ek = (name, code)
-                    errs[ek] = errs.get(ek, 0) + c
+                errs = self.errors.get(name)
+                if errs is None:
+                    errs = self.errors[name] = {}
+                fn(reply.body, errs)
 
 
 # ------------------------------------------------------------------ readiness
@@ -691,8 +697,9 @@ class NodeCollector(Collector):
         errs = CounterMetricFamily("kafka_network_requestmetrics_errors",
                                    "Error codes in responses, per API and error (Kafka's "
                                    "ErrorsPerSec count; NONE included)", labels=["request", "error"])
-        for (name, code), n in sorted(rm.errors.items()):
-            errs.add_metric([name, error_name(code)], n)
+        for name, codes in sorted(rm.errors.items()):
+            for code, n in sorted(codes.items()):
+                errs.add_metric([name, error_name(code)], n)
         yield errs
         h = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
                                   "Milliseconds from taking a request off its connection to "

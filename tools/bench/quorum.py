@@ -833,14 +833,29 @@ def checks(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]]) -> lis
             per_pair = sorted(r["ops_per_s"] / pairs[r["repeat"]] for r in on.get("runs", [])
                               if r.get("ops_per_s") and r["repeat"] in pairs)
             c["pair_ratio_median"] = round(statistics.median(per_pair), 3) if per_pair else None
+            # server CPU per record (the three nodes together), on vs off: what the metrics
+            # cost in work, which a busy shared host disturbs far less than records/s
+            cpu = {r["repeat"]: _cpu_per_record(r) for r in off.get("runs", [])}
+            cpu_pairs = sorted(x / cpu[r["repeat"]] for r in on.get("runs", [])
+                               if (x := _cpu_per_record(r)) and cpu.get(r["repeat"]))
+            c["cpu_per_record_ratio_median"] = (round(statistics.median(cpu_pairs), 3)
+                                                if cpu_pairs else None)
             c["detail"] = (f"{on['ops_per_s']:,.0f} vs {off['ops_per_s']:,.0f} records/s "
                            f"(medians of {on.get('repeats')} interleaved pairs; median ratio "
-                           f"within a pair {c['pair_ratio_median']})")
+                           f"within a pair {c['pair_ratio_median']}; server CPU per record "
+                           f"on/off {c['cpu_per_record_ratio_median']})")
             c["ok"] = c["ratio"] >= TARGET_METRICS_RATIO
         else:
             c["ok"], c["detail"] = None, "n/a (a side has no figure)"
         out.append(c)
     return out
+
+
+def _cpu_per_record(run: dict[str, Any]) -> float | None:
+    """Server CPU seconds per record in one run (the three servers together)."""
+    servers = [x for x in (run.get("cpu_cores") or {}).get("servers") or [] if x is not None]
+    rate = run.get("ops_per_s")
+    return sum(servers) / rate if servers and rate else None
 
 
 def _servers_cpu(r: dict[str, Any]) -> float | None:

@@ -120,7 +120,7 @@ def test_request_metrics_count_fetch_twice_and_errors_by_name() -> None:
     rm.record(_request(0, 9, w.ProduceRequest(acks=0)), None, 0.001)   # acks=0: no response
     assert rm.requests == {("Fetch", 16): 2, ("FetchFollower", 16): 1, ("FetchConsumer", 16): 1,
                            ("Produce", 9): 1}
-    assert rm.errors == {("Fetch", 0): 2, ("Fetch", 6): 1}   # two top-level NONEs
+    assert rm.errors == {"Fetch": {0: 2, 6: 1}}   # two top-level NONEs
     buckets, total = rm.times["Fetch"]
     assert sum(buckets) == 2 and total[0] == pytest.approx(200.4)
 
