@@ -156,7 +156,8 @@ class Rate:
     def measure(self, now: int) -> float:
         value = self.stat.measure(now)
         elapsed = now - self.stat.oldest_start(now)
-        full = elapsed // WINDOW_MS
+        # Java's (int) cast truncates toward zero (the clock may step back: time.time())
+        full = elapsed // WINDOW_MS if elapsed >= 0 else -(-elapsed // WINDOW_MS)
         if full < SAMPLES - 1:
             elapsed += (SAMPLES - 1 - full) * WINDOW_MS
         return value / (max(elapsed, 1) / 1000.0)

@@ -59,6 +59,13 @@ def test_rate_counts_at_least_one_full_window_as_kafka_does() -> None:
     assert r.measure(1000) == pytest.approx(300 / 31.0)
     r.record(300, 45_000)
     assert r.measure(45_000) == pytest.approx(600 / 45.0)
+    # a clock that steps back: Java's (int) cast truncates the negative window count
+    # toward zero (found by tests/interop/test_metric_stats_vs_kafka.py)
+    r = Rate()
+    r.record(100, 0)
+    r.measure(61_000)             # purges: the sample restarts at 61 s
+    r.record(251, 10_000)
+    assert r.measure(40_000) == pytest.approx(251 / 9.0)
 
 
 def test_election_latency_starts_at_candidacy_unless_won_at_once() -> None:
