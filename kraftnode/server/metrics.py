@@ -507,6 +507,19 @@ def current_vote(driver: RaftDriver) -> tuple[int, str]:
     return key.id, base64.urlsafe_b64encode(d.bytes).decode().rstrip("=")
 
 
+def high_watermark_metric(driver: RaftDriver) -> int:
+    """Kafka's high-watermark gauge: -1 while unknown -- on a leader until a record of its
+    epoch commits (a new LeaderState starts empty), and from start-up until a high
+    watermark is learnt (Kafka's initial state has none; the core's 0 means the same);
+    otherwise the value carried across states, as Kafka's QuorumState carries it into
+    the next follower, unattached or candidate state."""
+    node = driver.node
+    st = node.state
+    if isinstance(st, Leader) and not st.tracker.high_watermark_known:
+        return -1
+    return node.high_watermark if node.high_watermark > 0 else -1
+
+
 def _gauge(name: str, doc: str, value: float, labels: dict[str, str] | None = None) -> Metric:
     if labels:
         g = GaugeMetricFamily(name, doc, labels=list(labels))
@@ -573,9 +586,7 @@ class NodeCollector(Collector):
                      "The current voted directory id as a label (always 1); the zero uuid "
                      "indicates not voted for a directory id", 1, {"directory_id": vote_dir})
         yield _gauge(RAFT + "current_epoch", "The current quorum epoch.", node.epoch)
-        hw = node.high_watermark
-        if isinstance(st, Leader) and not st.tracker.high_watermark_known:
-            hw = -1
+        hw = high_watermark_metric(d)
         yield _gauge(RAFT + "high_watermark",
                      "The high watermark maintained on this member; -1 if it is unknown", hw)
         log = d.log

@@ -163,6 +163,7 @@ def test_collector_reads_the_core_at_scrape_time(tmp_path: Path) -> None:
             assert _value(before, "kafka_server_raft_metrics_current_leader") == -1
             assert _value(before, "kafka_server_raft_metrics_current_state", state="unattached") == 1
             assert _value(before, "kraftnode_ready") == 0
+            assert _value(before, "kafka_server_raft_metrics_high_watermark") == -1
             assert "kraftnode_raft_replica_lag" not in before       # not the leader
             tg.start_soon(driver.run, tg)
             with anyio.fail_after(10):
@@ -227,6 +228,9 @@ def test_a_follower_is_ready_only_while_caught_up_within_the_fetch_timeout(tmp_p
             assert isinstance(st, Follower) and st.leader_id == 2
             h = readiness(driver, 2000, rm)
             assert not h.ok and "not caught up" in h.reason
+            from kraftnode.server.metrics import high_watermark_metric
+
+            assert high_watermark_metric(driver) == -1   # nothing learnt since start-up
             hw = driver.log.end_offset
             resp = m.FetchResponse(0, 0, hw, m.CurrentLeader(2, 5))
             t = 1_000_000
