@@ -323,3 +323,25 @@ def test_port_in_use_is_a_startup_error(tmp_path: Path) -> None:
                 await _bind_metrics(nohost)
 
         anyio.run(main, backend="asyncio")
+
+
+def test_grafana_dashboard_uses_documented_metrics_only() -> None:
+    """Every metric a dashboard panel queries is one docs/metrics.md lists (the real
+    Prometheus test also evaluates each query against a live quorum)."""
+    import json
+    import re
+
+    root = Path(__file__).resolve().parents[3]
+    dash = json.loads((root / "tools" / "grafana" / "kraftnode-quorum.json").read_text())
+    docs = (root / "docs" / "metrics.md").read_text()
+    names = set()
+    for panel in dash["panels"]:
+        for t in panel.get("targets", []):
+            names |= set(re.findall(r"\b((?:kafka|kraftnode|process)_[a-z_]+)", t["expr"]))
+    assert {"kafka_server_raft_metrics_current_leader", "kraftnode_raft_replica_lag",
+            "kafka_server_raft_metrics_commit_latency_avg",
+            "kafka_network_requestmetrics_requests_total"} <= names
+    for n in names:
+        base = re.sub(r"_(total|bucket|count|sum)$", "", n)
+        assert f"`{n}" in docs or f"`{base}" in docs or n.startswith("process_"), n
+    assert {"datasource", "job"} <= {v["name"] for v in dash["templating"]["list"]}
