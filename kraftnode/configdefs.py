@@ -83,6 +83,8 @@ def parse_value(key: ConfigKey, text: str) -> object:
         if key.type == "list":
             return [p.strip() for p in v.split(",") if p.strip()]
         if key.type == "host:port":
+            if not v:
+                return None              # set but empty: as if unset
             host, sep, port = v.rpartition(":")
             if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
                 raise _Invalid("expected HOST:PORT")

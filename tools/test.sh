@@ -13,6 +13,17 @@ if ! command -v kcat >/dev/null 2>&1; then
   fi
 fi
 
+# Debian's prometheus: a real Prometheus server scrapes a real quorum (tests/kraftnode/server/test_metrics_prometheus.py)
+if ! command -v prometheus >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian's prometheus (once) for the metrics test"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus) >/dev/null 2>&1 \
+      || echo "warning: could not install prometheus; its metrics test will skip (fail under CI)"
+  else
+    echo "note: prometheus is not installed; its metrics test will skip"
+  fi
+fi
+
 # iproute2 (`ip netns`) for the real network-partition test; not in Debian's minimal images
 if ! command -v ip >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -64,6 +65,8 @@ class DevCluster:
     cluster_id: str
     ports: list[int]
     reused: bool
+    #: each node's kraftnode.metrics.listener port (None: that node has no metrics listener)
+    metrics_ports: list[int | None]
 
     @property
     def voters(self) -> str:
@@ -104,14 +107,24 @@ def _existing(root: Path) -> DevCluster | None:
         cluster_ids.add(meta.cluster_id)
     if len(cluster_ids) != 1:
         raise UsageError(f"the nodes in {root} belong to different clusters: {sorted(cluster_ids)}")
-    return DevCluster(root, cluster_ids.pop(), ports, reused=True)
+    return DevCluster(root, cluster_ids.pop(), ports, reused=True,
+                      metrics_ports=[_metrics_port(root / f"node{i}" / "server.properties")
+                                     for i in range(1, n + 1)])
+
+
+def _metrics_port(props: Path) -> int | None:
+    """The port of a node's kraftnode.metrics.listener (clusters made before metrics: None)."""
+    m = re.search(r"^kraftnode\.metrics\.listener=.*:(\d+)\s*$", props.read_text(), re.M)
+    return int(m.group(1)) if m else None
 
 
 def _create(root: Path, nodes: int) -> DevCluster:
     from kraftnode.log.uuids import random_uuid
     from recordbatch.wire import uuid_to_base64
 
-    cl = DevCluster(root, uuid_to_base64(random_uuid()), _free_ports(nodes), reused=False)
+    ports = _free_ports(2 * nodes)   # the raft listener and kraftnode.metrics.listener of each node
+    cl = DevCluster(root, uuid_to_base64(random_uuid()), ports[:nodes], reused=False,
+                    metrics_ports=list(ports[nodes:]))
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -127,6 +140,7 @@ def _create(root: Path, nodes: int) -> DevCluster:
             f"controller.listener.names=CONTROLLER\n"
             f"controller.quorum.voters={cl.voters}\n"
             f"log.dirs={node_dir / 'metadata'}\n"
+            f"kraftnode.metrics.listener=127.0.0.1:{cl.metrics_ports[i]}\n"
         )
         fmt = subprocess.run(
             [sys.executable, "-m", "kraftnode", "format", "--config", str(props),
@@ -177,7 +191,10 @@ def run(args: argparse.Namespace) -> int:
         for i, port in enumerate(cl.ports):
             print(f"  node {i + 1}: CONTROLLER://127.0.0.1:{port}  "
                   f"(config {cl.node_dir(i + 1) / 'server.properties'}, log node.log)")
-        print(f"  controller.quorum.voters={cl.voters}", flush=True)
+        print(f"  controller.quorum.voters={cl.voters}")
+        urls = [f"http://127.0.0.1:{p}/metrics" for p in cl.metrics_ports if p is not None]
+        if urls:
+            print("  metrics: " + "  ".join(urls) + "  (and /healthz, /readyz)", flush=True)
         _wait_listening(cl.ports, root)
         _print_status(cl.ports)
         print("running; Ctrl-C stops the cluster", flush=True)

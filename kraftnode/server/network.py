@@ -26,10 +26,11 @@ import logging
 import os
 import socket
 import struct
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -44,6 +45,9 @@ from kraftnode.protocol.framing import (
 )
 from recordbatch.message import Message
 from recordbatch.wire import DecodeError
+
+if TYPE_CHECKING:
+    from kraftnode.server.metrics import RequestMetrics
 
 log = logging.getLogger("kraftnode.network")
 
@@ -152,6 +156,8 @@ class _Connection(asyncio.Protocol):
         # connection chatter is DEBUG (KRAFTNODE_LOG_LEVEL=DEBUG): a client per connection
         log.debug("accepted connection from %s on %s:%s", self.peer, self.listener.host,
                   self.listener.bound_port)
+        self.listener.connections_created += 1
+        self.listener.connections_open += 1
         loop = asyncio.get_running_loop()
         self.last_activity = loop.time()
         self._arm_idle_timer(self.listener.limits.idle_timeout_s)
@@ -179,6 +185,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         log.debug("closed connection from %s", self.peer)
+        self.listener.connections_open -= 1
         if self.idle_timer is not None:
             self.idle_timer.cancel()
         self._wake_reader()
@@ -250,6 +257,8 @@ class _Connection(asyncio.Protocol):
 
     async def _serve(self) -> None:
         handler = self.listener.handler
+        metrics = self.listener.request_metrics
+        clock = time.perf_counter
         transport = self.transport
         assert transport is not None
         loop = asyncio.get_running_loop()
@@ -259,12 +268,15 @@ class _Connection(asyncio.Protocol):
                 if frame is None:
                     return
                 self.in_request = True
+                started = clock() if metrics is not None else 0.0
                 request = parse_request(frame)
                 reply = await handler(request, self.peer)
                 if reply is not None and not self.closed:
                     transport.write(encode_response(
                         request.spec, request.api_version, request.correlation_id,
                         reply.body, reply.version))
+                if metrics is not None:
+                    metrics.record(request, reply, clock() - started)
                     if self.writing_paused:
                         self.drain_waiter = loop.create_future()
                         try:
@@ -292,12 +304,17 @@ class KafkaListener:
     """Accepts connections on one host:port and feeds parsed requests to ``handler``."""
 
     def __init__(self, host: str, port: int, handler: Handler,
-                 limits: ServerLimits | None = None) -> None:
+                 limits: ServerLimits | None = None,
+                 request_metrics: RequestMetrics | None = None) -> None:
         self.host = host
         self.port = port
         self.handler = handler
         self.limits = limits or ServerLimits()
         self.bound_port: int | None = None
+        #: Kafka's RequestMetrics, when kraftnode.metrics.listener is set (else no timing)
+        self.request_metrics = request_metrics
+        self.connections_open = 0
+        self.connections_created = 0
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
         loop = asyncio.get_running_loop()

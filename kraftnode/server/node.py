@@ -12,8 +12,10 @@ import os
 import random
 import signal
 from pathlib import Path
+from typing import Any
 
 import anyio
+import anyio.abc
 
 from kraftnode import __version__
 from kraftnode.config import ConfigError
@@ -70,6 +72,7 @@ def open_storage(cfg: NodeConfig) -> tuple[str, object, MetadataLog, QuorumState
 async def run_node(cfg: NodeConfig) -> None:
     cluster_id, directory_id, mlog, store = open_storage(cfg)
     driver: RaftDriver | None = None
+    metrics_server: Any = None
     try:
         try:
             election = quorum_state_to_election(store.read())
@@ -106,6 +109,12 @@ async def run_node(cfg: NodeConfig) -> None:
             local_endpoints=tuple(Endpoint(*e) for e in endpoints),
             bootstrap_servers=[-1 - i for i in range(len(cfg.bootstrap_servers))],
             snapshots=DiskSnapshotStore(rlog))
+        raft_metrics = request_metrics = None
+        metrics_server = await _bind_metrics(cfg)
+        if metrics_server is not None:
+            from kraftnode.server.metrics import RaftMetrics, RequestMetrics
+
+            raft_metrics, request_metrics = RaftMetrics(), RequestMetrics()
         # signals are caught from the start: a SIGTERM during start-up still shuts down cleanly
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with anyio.create_task_group() as tg:
@@ -114,7 +123,7 @@ async def run_node(cfg: NodeConfig) -> None:
                 driver = drv = RaftDriver(node, rlog, store, pool,
                                           {v.node_id: (v.host, v.port) for v in cfg.static_voters},
                                           cfg.bootstrap_servers, kraft_version,
-                                          cfg.request_timeout_ms / 1000)
+                                          cfg.request_timeout_ms / 1000, metrics=raft_metrics)
                 features = api_versions.FeatureView()
                 # controller duties only in a KRaft controller quorum: a TestRaftServer quorum
                 # carries opaque bytes, and its Java nodes serve no controller APIs
@@ -125,11 +134,17 @@ async def run_node(cfg: NodeConfig) -> None:
                                         features, duties)
                 limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
                 bound = []
+                listeners = []
                 for lst in cfg.listeners:
                     host = lst.host or "0.0.0.0"
-                    port = await tg.start(KafkaListener(host, lst.port, handlers, limits).serve)
+                    kl = KafkaListener(host, lst.port, handlers, limits, request_metrics)
+                    port = await tg.start(kl.serve)
+                    listeners.append((lst.name, kl))
                     bound.append(f"{lst.name}://{host}:{port}")
                     print(f"node {cfg.node_id} listening on {lst.name}://{host}:{port}", flush=True)
+                if metrics_server is not None:
+                    _start_metrics(tg, metrics_server, cfg, drv, raft_metrics, request_metrics,
+                                   listeners, cluster_id)
                 tg.start_soon(drv.run, tg)
                 if duties is not None:
                     tg.start_soon(duties.run)
@@ -150,6 +165,8 @@ async def run_node(cfg: NodeConfig) -> None:
                     tg.cancel_scope.cancel()
                     break
     finally:
+        if metrics_server is not None:
+            metrics_server.close()
         try:
             mlog.close()
         except OSError as e:
@@ -157,6 +174,53 @@ async def run_node(cfg: NodeConfig) -> None:
     if driver is not None and driver.fatal is not None:
         raise NodeFailure(f"node {cfg.node_id} stopped: {driver.fatal}")
     log.info("node %d shut down cleanly", cfg.node_id)
+
+
+async def _bind_metrics(cfg: NodeConfig) -> Any:
+    """Bind kraftnode.metrics.listener before anything starts (a bad address is a
+    one-line start-up error); None when the key is unset."""
+    if cfg.metrics_listener is None:
+        return None
+    from prometheus_client.registry import CollectorRegistry
+
+    from kraftnode.server.metrics_http import MetricsServer
+
+    host, port = cfg.metrics_listener
+    server = MetricsServer(host, port, CollectorRegistry(auto_describe=False))
+    try:
+        await server.bind()
+    except OSError as e:
+        # (asyncio's bind error repeats the address; a resolver error has a negative errno)
+        why = os.strerror(e.errno) if e.errno and e.errno > 0 else (e.strerror or str(e))
+        raise StartupError(f"cannot listen on kraftnode.metrics.listener={host}:{port}: "
+                           f"{why}") from None
+    return server
+
+
+def _start_metrics(tg: anyio.abc.TaskGroup, server: Any, cfg: NodeConfig, driver: RaftDriver,
+                   raft_metrics: Any, request_metrics: Any,
+                   listeners: list[tuple[str, KafkaListener]], cluster_id: str) -> None:
+    """Register the collectors and serve /metrics, /healthz and /readyz."""
+    from prometheus_client.gc_collector import GCCollector
+    from prometheus_client.platform_collector import PlatformCollector
+    from prometheus_client.process_collector import ProcessCollector
+
+    from kraftnode.server.metrics import NodeCollector, liveness, readiness
+
+    registry = server.registry
+    registry.register(NodeCollector(driver, raft_metrics, request_metrics, listeners,
+                                    cfg.node_id, cluster_id, cfg.fetch_timeout_ms))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    server.live = lambda: liveness(driver)
+    server.ready = lambda: readiness(driver, cfg.fetch_timeout_ms, raft_metrics)
+    tg.start_soon(server.serve)
+    host = server.host
+    shown = f"[{host}]" if ":" in host else host
+    print(f"node {cfg.node_id} metrics on http://{shown}:{server.bound_port}/metrics "
+          f"(health: /healthz, /readyz)", flush=True)
+    log.info("metrics on http://%s:%d/metrics", shown, server.bound_port)
 
 
 async def _graceful_shutdown(driver: RaftDriver) -> None:

@@ -68,6 +68,10 @@ class NodeConfig:
     log_file_backups: int = 10
     #: one start-up warning per line: keys accepted but not honoured, unknown keys
     warnings: tuple[str, ...] = ()
+    #: kraftnode.metrics.listener (HOST:PORT): where Prometheus metrics, /healthz and /readyz
+    #: are served over HTTP; None (the default, key unset): no metrics server at all.
+    #: Port 0 binds a free port (printed at start-up).
+    metrics_listener: tuple[str, int] | None = None
 
     @property
     def is_dynamic(self) -> bool:
@@ -79,6 +83,21 @@ def _hostport(key: str, text: str) -> tuple[str, int]:
     host, sep, port = text.strip().rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"Invalid value {text!r} for configuration {key}: expected host:port")
+    return host.strip("[]"), int(port)
+
+
+def parse_metrics_listener(text: str | None) -> tuple[str, int] | None:
+    """``kraftnode.metrics.listener``: HOST:PORT (port 0: any free port); unset or empty: None."""
+    key = "kraftnode.metrics.listener"
+    if text is None or not text.strip():
+        return None
+    host, sep, port = text.strip().rpartition(":")
+    if "://" in host:
+        raise ConfigError(f"Invalid value {text!r} for configuration {key}: expected host:port "
+                          "without a scheme (e.g. 127.0.0.1:9404)")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"Invalid value {text!r} for configuration {key}: expected host:port "
+                          "(e.g. 127.0.0.1:9404)")
     return host.strip("[]"), int(port)
 
 
@@ -156,8 +175,10 @@ def load(path: str) -> NodeConfig:
         if raft_topic not in ("__cluster_metadata", "__raft_performance_test"):
             raise ConfigError(f"Invalid value {raft_topic!r} for configuration kraftnode.raft.topic: "
                               "expected __cluster_metadata or __raft_performance_test")
+    metrics_listener = parse_metrics_listener(props.get_str("kraftnode.metrics.listener"))
     return NodeConfig(
         raft_topic=raft_topic,
+        metrics_listener=metrics_listener,
         node_id=node_id,
         listeners=tuple(listeners),
         controller_listener=names[0],

@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -47,12 +47,16 @@ from kraftnode.raft.actions import (
 )
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.node import RaftNode
+from kraftnode.raft.states import Follower
 from kraftnode.raft.voters import ReplicaKey
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.peer_client import SOFTWARE_NAME, SOFTWARE_VERSION, PeerError, PeerPool
 from kraftnode.server.producers import ProducerIds
 from kraftnode.server.raft_log import DiskRaftLog
 from recordbatch.wire import ZERO_UUID
+
+if TYPE_CHECKING:
+    from kraftnode.server.metrics import RaftMetrics
 
 log = logging.getLogger("kraftnode.raft")
 
@@ -83,6 +87,8 @@ def quorum_state_to_election(d: QuorumStateData | None) -> ElectionState:
 class _Waiter:
     done: anyio.Event = field(default_factory=anyio.Event)
     value: Any = None
+    #: (append time ms, records) when metrics are on: commit-latency is per record
+    appended: tuple[int, int] | None = None
 
 
 class RaftDriver:
@@ -106,8 +112,12 @@ class RaftDriver:
 
     def __init__(self, node: RaftNode, log_: DiskRaftLog, store: QuorumStateStore, pool: PeerPool,
                  addresses: dict[int, tuple[str, int]], bootstrap: Sequence[tuple[str, int]],
-                 kraft_version: int, request_timeout_s: float) -> None:
+                 kraft_version: int, request_timeout_s: float,
+                 metrics: RaftMetrics | None = None) -> None:
         self.node = node
+        #: kraftnode.metrics.listener set: what is recorded as it happens (else None: nothing)
+        self.metrics = metrics
+        log_.metrics = metrics
         self.log = log_
         self.store = store
         self.pool = pool
@@ -177,7 +187,13 @@ class RaftDriver:
         if self.fatal is not None:
             return -1, waiter           # stopping: never completes; the node's tasks are cancelled
         try:
-            handle = self.node.append(records, now_ms())
+            if self.metrics is None:
+                handle = self.node.append(records, now_ms())
+            else:
+                before = self.log.end_offset
+                t = now_ms()
+                handle = self.node.append(records, t)
+                waiter.appended = (t, self.log.end_offset - before)
         except OSError as e:
             # the metadata log's disk failed (full, read-only, I/O error): stop the node, as
             # Kafka halts a controller whose metadata log dir fails; no traceback, one line
@@ -328,7 +344,12 @@ class RaftDriver:
                 assert self._tg is not None
                 self._tg.start_soon(self._send, a)
         elif isinstance(a, FlushLog):
-            self.log.flush()
+            if self.metrics is None:
+                self.log.flush()
+            else:
+                t0 = time.perf_counter()
+                self.log.flush()
+                self.metrics.flush_seconds += time.perf_counter() - t0
         elif isinstance(a, PersistElectionState):
             data = election_to_quorum_state(a.state, self.kraft_version, sorted(self.node.voters.ids))
             self.store.write(data)
@@ -340,6 +361,8 @@ class RaftDriver:
         elif isinstance(a, AppendCompleted):
             w = self._appends.pop(a.handle, None)
             if w is not None:
+                if w.appended is not None and self.metrics is not None and not a.error_code:
+                    self.metrics.on_commit(w.appended[0], w.appended[1], now_ms())
                 w.value = a
                 w.done.set()
                 self._commits += 1
@@ -349,6 +372,11 @@ class RaftDriver:
                      a.state, a.epoch, a.leader_id if a.leader_id >= 0 else "unknown",
                      "" if a.is_voter else " as an observer", self.log.end_offset,
                      self.high_watermark)
+            if self.metrics is not None:
+                # a candidate that is already leader won at once (a single voter): Kafka
+                # starts no election-latency clock for it
+                at_once = a.state == "candidate" and self.node.is_leader and self.node.epoch == a.epoch
+                self.metrics.on_state_changed(a.state, a.epoch, at_once, now_ms())
             self.state_changed.set()
             self.state_changed = anyio.Event()
             return True
@@ -391,11 +419,24 @@ class RaftDriver:
             # (no await between here and the reset: claims never overlap)
             self._claim_dest, self._claimed = a.destination, None
             try:
-                self.node.handle_response(a.destination, a.correlation_id, response, now_ms())
+                t = now_ms()
+                self.node.handle_response(a.destination, a.correlation_id, response, t)
+                if self.metrics is not None and isinstance(response, m.FetchResponse):
+                    self._note_caught_up(a.destination, response, t)
                 self._after_event()
                 a = self._claimed
             finally:
                 self._claim_dest, self._claimed = None, None
+
+    def _note_caught_up(self, source: int, r: m.FetchResponse, now: int) -> None:
+        """/readyz: remember when a Fetch answer from our leader found our log at or past
+        the high watermark it sent."""
+        st = self.node.state
+        if (self.metrics is not None and isinstance(st, Follower) and st.leader_id == source
+                and r.error_code == 0 and r.partition_error_code == 0 and r.high_watermark >= 0
+                and r.current_leader.leader_epoch == st.epoch
+                and self.log.end_offset >= r.high_watermark):
+            self.metrics.caught_up = (st.epoch, now)
 
     async def _roundtrip(self, dest: int, addr: tuple[str, int], r: m.Request) -> m.Response:
         host, port = addr

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kraftnode.log.metadata_log import AppendInfo, MetadataLog
 from kraftnode.log.snapshot import (
@@ -33,6 +33,9 @@ from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 from recordbatch import BatchView, Record, build_batch, iter_batches
 from recordbatch.control import build_kraft_control_batch, decode_control_record
 from recordbatch.generated import KRaftVersionRecord, LeaderChangeMessage, VotersRecord
+
+if TYPE_CHECKING:
+    from kraftnode.server.metrics import RaftMetrics
 
 _log = logging.getLogger("kraftnode.log")
 
@@ -146,6 +149,8 @@ class DiskRaftLog:
         # observers of appended batch headers / truncations (producer state)
         self.on_append = on_append
         self.on_truncate = on_truncate
+        #: records appended / fetched, for append-records-rate and fetch-records-rate
+        self.metrics: RaftMetrics | None = None
 
     @property
     def start_offset(self) -> int:
@@ -188,6 +193,8 @@ class DiskRaftLog:
                 parts.append(build_batch(loose, now_ms=now))
             data = parts
         info = self.log.append_as_leader(data, epoch)
+        if self.metrics is not None:
+            self.metrics.append_records.record(info.last_offset - info.first_offset + 1, now)
         if self.on_append is not None and not is_control:
             self._notify(info)
         return Batch(info.first_offset, info.last_offset, epoch, tuple(records), is_control,
@@ -199,6 +206,9 @@ class DiskRaftLog:
             raise TypeError("followers append batches parsed from Fetch responses")
         if raws:
             info = self.log.append_as_follower(raws[0] if len(raws) == 1 else b"".join(raws))
+            if self.metrics is not None:
+                self.metrics.fetch_records.record(info.last_offset - info.first_offset + 1,
+                                                  int(time.time() * 1000))
             if self.on_append is not None:
                 self._notify(info)
 

@@ -35,6 +35,8 @@ class Cluster:
     root: Path
     n: int
     extra: str = ""
+    #: per-node additions to server.properties (node id -> lines), after ``extra``
+    node_extra: dict[int, str] = field(default_factory=dict)
     ports: list[int] = field(default_factory=list)
     procs: dict[int, subprocess.Popen[bytes] | None] = field(default_factory=dict)
 
@@ -47,7 +49,8 @@ class Cluster:
             (d / "server.properties").write_text(
                 f"node.id={i}\nprocess.roles=controller\n"
                 f"listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n"
-                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{self.extra}")
+                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{self.extra}\n"
+                f"{self.node_extra.get(i, '')}\n")
             subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
                             str(d / "server.properties"), "--cluster-id", CLUSTER_ID],
                            check=True, capture_output=True)

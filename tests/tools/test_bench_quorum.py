@@ -72,3 +72,26 @@ def test_bad_arguments_are_usage_errors() -> None:
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert "--concurrency" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.timeout(90)
+def test_metrics_compare_runs_both_variants_and_checks_the_ratio(tmp_path: Path) -> None:
+    r = _run("--json", "--shared-dir", str(tmp_path / "absent"), "--tmp", str(tmp_path),
+             "--concurrency", "64", "--opsn", "300", "--metrics-compare",
+             "--scrape-interval", "0.2", timeout=80)
+    assert r.returncode == 0, r.stderr[-3000:]
+    objs = [json.loads(ln) for ln in r.stdout.splitlines()]
+    rows = {o["system"]: o for o in objs if o["kind"] == "row"}
+    assert set(rows) == {"kraftnode", "kraftnode+metrics"}
+    for row in rows.values():
+        assert row["concurrency"] == 64 and row["errors"] == 0 and row["ops"] == 300
+    on = rows["kraftnode+metrics"]["runs"][0]
+    # the metrics-on quorum really served /metrics and was scraped during the run
+    assert on["scrapes"] >= 3 and on["scrape_failures"] == 0
+    assert "scrapes" not in rows["kraftnode"]["runs"][0]
+    check = [o for o in objs if o["kind"] == "check" and "metrics on vs off" in o["check"]]
+    assert len(check) == 1 and check[0]["ok"] in (True, False)
+    assert check[0]["ratio"] == round(rows["kraftnode+metrics"]["ops_per_s"]
+                                      / rows["kraftnode"]["ops_per_s"], 3)
+    assert "metrics on" in r.stderr and "metrics off" in r.stderr
+    assert not list(tmp_path.glob("quorum-bench-kraftnode-*"))

@@ -30,7 +30,12 @@ Every process this script starts is stopped by PID in a ``finally`` block (SIGTE
 then SIGKILL); every wait and workload loop is bounded by a count and a deadline;
 every server listens on 127.0.0.1 only.
 
-Usage: python tools/bench/quorum.py [--quick] [--skip-anchors] [--json]
+With ``--metrics-compare`` (issue 16) each repeat also runs a quorum whose nodes serve
+Prometheus metrics (``kraftnode.metrics.listener``) and are scraped during the run; the
+two variants alternate in order and the table gains ``kraftnode+metrics`` rows and a
+check that records/s with metrics stay within 3% of records/s without.
+
+Usage: python tools/bench/quorum.py [--quick] [--skip-anchors] [--json] [--metrics-compare]
 """
 
 from __future__ import annotations
@@ -80,6 +85,7 @@ NODES = 3
 CLUSTER_ID = "UXVvcnVtQmVuY2hSdW4wMQ"   # any 16 bytes in base64; fixed so logs compare
 TARGET_RATIO_ETCD = 1.0
 TARGET_FLOOR_FACTOR = 2.0
+TARGET_METRICS_RATIO = 0.97   # issue 16: metrics on costs at most 3% of records/s
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # librdkafka settings shared by both levels.  Nagle off (Kafka's Java client and the
@@ -254,11 +260,15 @@ class Quorum:
 
     root: Path
     n: int = NODES
+    #: serve Prometheus metrics (kraftnode.metrics.listener) on every node
+    metrics: bool = False
     ports: list[int] = field(default_factory=list)
+    metrics_ports: list[int] = field(default_factory=list)
     children: Children = field(default_factory=Children)
 
     def start(self) -> None:
         self.ports = _free_ports(self.n)
+        self.metrics_ports = _free_ports(self.n) if self.metrics else []
         voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
@@ -271,7 +281,9 @@ class Quorum:
                 f"node.id={i + 1}\nprocess.roles=controller\n"
                 f"listeners=CONTROLLER://127.0.0.1:{port}\n"
                 f"controller.listener.names=CONTROLLER\n"
-                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n")
+                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n"
+                + (f"kraftnode.metrics.listener=127.0.0.1:{self.metrics_ports[i]}\n"
+                   if self.metrics else ""))
             fmt = subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
                                   str(props), "--cluster-id", CLUSTER_ID],
                                  capture_output=True, text=True, timeout=60, env=env)
@@ -312,6 +324,43 @@ class Quorum:
 
     def stop(self) -> None:
         self.children.stop()
+
+
+class Scraper:
+    """Scrapes every node's /metrics every ``interval`` seconds while the block runs, as
+    Prometheus would (so the metrics-on figures include the cost of being scraped)."""
+
+    def __init__(self, ports: list[int], interval: float) -> None:
+        self.ports = ports
+        self.interval = interval
+        self.scrapes = 0
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import urllib.request
+
+        while not self._stop.is_set():
+            for port in self.ports:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                                timeout=5) as r:
+                        r.read()
+                    self.scrapes += 1
+                except OSError:
+                    self.failures += 1
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> Scraper:
+        if self.ports:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
 
 
 # --------------------------------------------------------------------------- workloads
@@ -499,66 +548,92 @@ def hotspots(raw: Path, top: int = 15) -> dict[str, Any]:
 
 
 def run_kraftnode(args: argparse.Namespace, levels: list[int]) -> list[dict[str, Any]]:
-    """``args.repeats`` fresh quorums; every level on each; medians over the repeats."""
-    runs: dict[int, list[dict[str, Any]]] = {c: [] for c in levels}
+    """``args.repeats`` fresh quorums; every level on each; medians over the repeats.
+
+    With ``--metrics-compare`` every repeat runs two fresh quorums back to back, one
+    without and one with ``kraftnode.metrics.listener`` (scraped every
+    ``--scrape-interval`` s), in alternating order, and both get rows."""
+    variants = [False, True] if args.metrics_compare else [False]
+    runs: dict[tuple[bool, int], list[dict[str, Any]]] = {
+        (v, c): [] for v in variants for c in levels}
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
         if find_py_spy() is None:
             log("--profile: py-spy not found (pip install py-spy); not profiling")
     for rep in range(args.repeats):
-        tmp = Path(tempfile.mkdtemp(prefix="quorum-bench-kraftnode-", dir=args.tmp))
-        q = Quorum(tmp)
-        try:
-            if args.wait_idle > 0:
-                log(f"host busy before kraftnode repeat {rep + 1}: "
-                    f"{wait_idle(args.wait_idle):.2f} cores")
-            q.start()
-            leader, leader_pid = q.wait_ready()
-            log(f"kraftnode repeat {rep + 1}/{args.repeats}: leader node {leader} "
-                f"(pid {leader_pid}) on {q.bootstrap}")
-            for conc in levels:
-                ops, warm = ops_for(args, conc)
-                prof = (args.profile / f"leader-c{conc}-r{rep + 1}.txt"
-                        if args.profile is not None and find_py_spy() else None)
-                with py_spy(leader_pid, prof):
-                    s = measure(q.bootstrap, conc, ops, warm, args.max_seconds, q.pids).summary()
-                q.children.check_alive()
-                if prof is not None and prof.exists():
-                    s["profile"] = {"file": str(prof), **hotspots(prof)}
-                    s["profiled"] = "py-spy sampled the leader during this run (it costs CPU)"
-                s["repeat"] = rep + 1
-                s["leader_node"] = leader
-                runs[conc].append(s)
-                log(f"kraftnode c={conc}: {s['ops']} ops, {s['ops_per_s']} ops/s, "
-                    f"p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms, errors {s['errors']}")
-        finally:
-            q.stop()
-            if not args.keep:
-                shutil.rmtree(tmp, ignore_errors=True)
+        order = variants if rep % 2 == 0 else variants[::-1]
+        for metrics in order:
+            _one_quorum(args, levels, rep, metrics, runs)
     out = []
-    for conc in levels:
-        rs = runs[conc]
-
-        def med(key: str, rs: list[dict[str, Any]] = rs) -> float | None:
-            vals = [r[key] for r in rs if r[key] is not None]
-            return round(statistics.median(vals), 3) if vals else None
-
-        out.append({
-            "system": "kraftnode", "version": kraftnode.__version__, "nodes": NODES,
-            "concurrency": conc, "ops": sum(r["ops"] for r in rs),
-            "ops_per_s": med("ops_per_s"), "p50_ms": med("p50_ms"), "p99_ms": med("p99_ms"),
-            "errors": sum(r["errors"] for r in rs), "repeats": len(rs),
-            "cpu_cores": {"other_median": _median_or_none(
-                [r["cpu_cores"].get("other") for r in rs]),
-                "servers_median": _median_or_none(
-                [sum(x or 0 for x in r["cpu_cores"]["servers"]) for r in rs])},
-            "aggregate": f"median of {len(rs)} fresh quorum(s)",
-            "durability": "fsync (group commit) on every voter; acks=all answers after commit",
-            "client": "confluent-kafka {} (librdkafka {})".format(*_ck_versions()),
-            "producer": rs[0]["producer"] if rs else None,
-            "value_bytes": VALUE_SIZE, "runs": rs,
-        })
+    for metrics in variants:
+        for conc in levels:
+            out.append(_kraftnode_row(runs[(metrics, conc)], conc, metrics, args))
     return out
+
+
+def _one_quorum(args: argparse.Namespace, levels: list[int], rep: int, metrics: bool,
+                runs: dict[tuple[bool, int], list[dict[str, Any]]]) -> None:
+    tag = " (metrics on)" if metrics else (" (metrics off)" if args.metrics_compare else "")
+    tmp = Path(tempfile.mkdtemp(prefix="quorum-bench-kraftnode-", dir=args.tmp))
+    q = Quorum(tmp, metrics=metrics)
+    try:
+        if args.wait_idle > 0:
+            log(f"host busy before kraftnode repeat {rep + 1}: "
+                f"{wait_idle(args.wait_idle):.2f} cores")
+        q.start()
+        leader, leader_pid = q.wait_ready()
+        log(f"kraftnode repeat {rep + 1}/{args.repeats}{tag}: leader node {leader} "
+            f"(pid {leader_pid}) on {q.bootstrap}")
+        for conc in levels:
+            ops, warm = ops_for(args, conc)
+            prof = (args.profile / f"leader-c{conc}-r{rep + 1}{'-metrics' if metrics else ''}.txt"
+                    if args.profile is not None and find_py_spy() else None)
+            with py_spy(leader_pid, prof), Scraper(q.metrics_ports, args.scrape_interval) as sc:
+                s = measure(q.bootstrap, conc, ops, warm, args.max_seconds, q.pids).summary()
+            q.children.check_alive()
+            if metrics:
+                s["scrapes"] = sc.scrapes
+                s["scrape_failures"] = sc.failures
+            if prof is not None and prof.exists():
+                s["profile"] = {"file": str(prof), **hotspots(prof)}
+                s["profiled"] = "py-spy sampled the leader during this run (it costs CPU)"
+            s["repeat"] = rep + 1
+            s["leader_node"] = leader
+            runs[(metrics, conc)].append(s)
+            log(f"kraftnode{tag} c={conc}: {s['ops']} ops, {s['ops_per_s']} ops/s, "
+                f"p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms, errors {s['errors']}")
+    finally:
+        q.stop()
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _kraftnode_row(rs: list[dict[str, Any]], conc: int, metrics: bool,
+                   args: argparse.Namespace) -> dict[str, Any]:
+    def med(key: str) -> float | None:
+        vals = [r[key] for r in rs if r[key] is not None]
+        return round(statistics.median(vals), 3) if vals else None
+
+    row = {
+        "system": "kraftnode+metrics" if metrics else "kraftnode",
+        "version": kraftnode.__version__, "nodes": NODES,
+        "concurrency": conc, "ops": sum(r["ops"] for r in rs),
+        "ops_per_s": med("ops_per_s"), "p50_ms": med("p50_ms"), "p99_ms": med("p99_ms"),
+        "errors": sum(r["errors"] for r in rs), "repeats": len(rs),
+        "cpu_cores": {"other_median": _median_or_none(
+            [r["cpu_cores"].get("other") for r in rs]),
+            "servers_median": _median_or_none(
+            [sum(x or 0 for x in r["cpu_cores"]["servers"]) for r in rs])},
+        "aggregate": f"median of {len(rs)} fresh quorum(s)",
+        "durability": "fsync (group commit) on every voter; acks=all answers after commit",
+        "client": "confluent-kafka {} (librdkafka {})".format(*_ck_versions()),
+        "producer": rs[0]["producer"] if rs else None,
+        "value_bytes": VALUE_SIZE, "runs": rs,
+    }
+    if metrics:
+        row["metrics"] = (f"kraftnode.metrics.listener on every node, each scraped every "
+                          f"{args.scrape_interval:g} s during the run")
+    return row
 
 
 def _median_or_none(vals: list[float | None]) -> float | None:
@@ -746,7 +821,41 @@ def checks(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]]) -> lis
     else:
         c["ok"], c["detail"] = None, "n/a (no physical floors in this run)"
     out.append(c)
+    for conc in sorted({r["concurrency"] for r in rows if r.get("system") == "kraftnode+metrics"}):
+        on, off = _row(rows, "kraftnode+metrics", conc), _row(rows, "kraftnode", conc)
+        c = {"check": f"records/s at {conc} outstanding, metrics on vs off",
+             "target": f">= {TARGET_METRICS_RATIO:.2f}x (within {1 - TARGET_METRICS_RATIO:.0%})"}
+        if on and off and on.get("ops_per_s") and off.get("ops_per_s"):
+            c["ratio"] = round(on["ops_per_s"] / off["ops_per_s"], 3)
+            # each repeat ran its two quorums back to back: the ratio within each pair
+            # cancels the drift of a shared host between repeats
+            pairs = {r["repeat"]: r["ops_per_s"] for r in off.get("runs", []) if r.get("ops_per_s")}
+            per_pair = sorted(r["ops_per_s"] / pairs[r["repeat"]] for r in on.get("runs", [])
+                              if r.get("ops_per_s") and r["repeat"] in pairs)
+            c["pair_ratio_median"] = round(statistics.median(per_pair), 3) if per_pair else None
+            # server CPU per record (the three nodes together), on vs off: what the metrics
+            # cost in work, which a busy shared host disturbs far less than records/s
+            cpu = {r["repeat"]: _cpu_per_record(r) for r in off.get("runs", [])}
+            cpu_pairs = sorted(x / cpu[r["repeat"]] for r in on.get("runs", [])
+                               if (x := _cpu_per_record(r)) and cpu.get(r["repeat"]))
+            c["cpu_per_record_ratio_median"] = (round(statistics.median(cpu_pairs), 3)
+                                                if cpu_pairs else None)
+            c["detail"] = (f"{on['ops_per_s']:,.0f} vs {off['ops_per_s']:,.0f} records/s "
+                           f"(medians of {on.get('repeats')} interleaved pairs; median ratio "
+                           f"within a pair {c['pair_ratio_median']}; server CPU per record "
+                           f"on/off {c['cpu_per_record_ratio_median']})")
+            c["ok"] = c["ratio"] >= TARGET_METRICS_RATIO
+        else:
+            c["ok"], c["detail"] = None, "n/a (a side has no figure)"
+        out.append(c)
     return out
+
+
+def _cpu_per_record(run: dict[str, Any]) -> float | None:
+    """Server CPU seconds per record in one run (the three servers together)."""
+    servers = [x for x in (run.get("cpu_cores") or {}).get("servers") or [] if x is not None]
+    rate = run.get("ops_per_s")
+    return sum(servers) / rate if servers and rate else None
 
 
 def _servers_cpu(r: dict[str, Any]) -> float | None:
@@ -766,6 +875,7 @@ def _other_cpu(r: dict[str, Any]) -> float | None:
 
 SHORT_DURABILITY = {
     "kraftnode": "fdatasync per group commit, every voter",
+    "kraftnode+metrics": "as kraftnode; /metrics served and scraped",
     "etcd": "fdatasync per raft batch, every member",
     "zookeeper": "forceSync=yes (fsync per group commit)",
     "pysyncobj": "no fsync (speed reference only)",
@@ -810,7 +920,8 @@ def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
         ratio = f"{c['ratio']:.2f}x" if "ratio" in c else ""
         print(f"  {c['check']}: {ratio} (target {c['target']}) {verdict} -- {c['detail']}")
     for r in rows:
-        for run in r.get("runs", []) if r.get("system") == "kraftnode" else []:
+        for run in r.get("runs", []) if r.get("system") in ("kraftnode", "kraftnode+metrics") \
+                else []:
             prof = run.get("profile")
             if not prof:
                 continue
@@ -854,6 +965,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="before each system (and each kraftnode repeat) wait up to S s for "
                          "load that is not ours to drop below 0.3 cores")
     ap.add_argument("--keep", action="store_true", help="keep kraftnode data dirs and logs")
+    ap.add_argument("--metrics-compare", action="store_true",
+                    help="every repeat also runs a quorum with kraftnode.metrics.listener set "
+                         "(scraped during the run), in alternating order: rows "
+                         "kraftnode+metrics and a check that records/s stay within 3%%")
+    ap.add_argument("--scrape-interval", type=float, default=1.0, metavar="S",
+                    help="with --metrics-compare: scrape every node every S s (default 1; "
+                         "Prometheus' default is 15)")
     ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
                     help="sample the kraftnode leader with py-spy during each measured run; "
                          "collapsed stacks and a hotspot summary go to DIR")
@@ -862,6 +980,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.repeats = 1 if args.quick else 3
     if not 1 <= args.repeats <= 20:
         ap.error("--repeats must be between 1 and 20")
+    if not 0.05 <= args.scrape_interval <= 600:
+        ap.error("--scrape-interval must be between 0.05 and 600 seconds")
     if args.ops1 < 1 or args.opsn < 1 or args.max_seconds <= 0:
         ap.error("--ops1, --opsn and --max-seconds must be positive")
     try:

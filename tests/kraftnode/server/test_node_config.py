@@ -67,3 +67,31 @@ def test_every_controller_listener_is_advertised_in_order(tmp_path: Path) -> Non
         "controller.listener.names=CONTROLLER,SECOND,MISSING\n"
         "controller.quorum.bootstrap.servers=127.0.0.1:9093\n")))
     assert cfg.controller_endpoints == (("CONTROLLER", "c1.example", 19093), ("SECOND", "localhost", 9094))
+
+
+def test_metrics_listener_is_off_by_default_and_parsed_when_set(tmp_path: Path) -> None:
+    assert load(_write(tmp_path, BASE)).metrics_listener is None
+    assert load(_write(tmp_path, BASE + "kraftnode.metrics.listener=\n")).metrics_listener is None
+    cfg = load(_write(tmp_path, BASE + "kraftnode.metrics.listener=127.0.0.1:9404\n"))
+    assert cfg.metrics_listener == ("127.0.0.1", 9404)
+    assert load(_write(tmp_path, BASE + "kraftnode.metrics.listener=[::1]:0\n")).metrics_listener \
+        == ("::1", 0)
+
+
+@pytest.mark.parametrize("value", ["9404", "127.0.0.1", "127.0.0.1:x", "127.0.0.1:70000",
+                                   "http://127.0.0.1:9404"])
+def test_bad_metrics_listener_names_the_key(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ConfigError, match=r"(?i)kraftnode\.metrics\.listener.*host:port"):
+        load(_write(tmp_path, BASE + f"kraftnode.metrics.listener={value}\n"))
+
+
+def test_bad_metrics_listener_at_start_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    props = _write(tmp_path, BASE + f"log.dirs={tmp_path / 'm'}\nkraftnode.metrics.listener=9404\n")
+    r = subprocess.run([sys.executable, "-m", "kraftnode", "start", props],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "kraftnode.metrics.listener" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
