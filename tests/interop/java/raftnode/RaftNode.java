@@ -27,7 +27,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
+import org.apache.kafka.common.errors.TimeoutException;
 
 import org.apache.kafka.clients.ApiVersions;
 import org.apache.kafka.clients.ManualMetadataUpdater;
@@ -578,14 +578,23 @@ public final class RaftNode {
         shutdown();
     }
 
-    private void shutdown() throws Exception {
-        client.shutdown(2000).get(5, TimeUnit.SECONDS);
-        driver.shutdown();
-        channel.close();
-        server.close();
+    /** Graceful: the client resigns (EndQuorumEpoch) if it leads, then the process exits. */
+    private void shutdown() {
+        try {
+            client.shutdown(1000).get(3, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            Map<String, Object> ev = event("error");
+            ev.put("error", "shutdown: " + e);
+            emit(ev);
+        }
+        try {
+            server.close();
+        } catch (IOException ignored) {
+            // exiting anyway
+        }
         emit(event("shutdown"));
         OUT.flush();
-        System.exit(0);
+        Runtime.getRuntime().halt(0);
     }
 
     public static void main(String[] args) throws Exception {

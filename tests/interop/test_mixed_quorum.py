@@ -1,0 +1,362 @@
+"""Mixed quorums: a genuine Kafka 3.9 ``KafkaRaftClient`` (the ``raftnode`` harness,
+tests/interop/java/raftnode/) votes beside kraftnode voters, all real processes on
+127.0.0.1.
+
+One static quorum (kraftnode 1 and 2, Java 3) serves the first tests in order: kraftnode
+leads and Java follows and commits every record; kill -9 rounds of kraftnode leaders with
+elections across implementations; Java leads and kraftnode follows and commits; the
+genuine kafka-metadata-quorum.sh describes it. A dynamic quorum then takes the Java node
+in as an observer, adds it as a voter with the genuine tool's add-controller and removes it.
+
+Test writes are framed NoOpRecords (docs/server.md, "Produce in a mixed quorum").
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kraftnode.log.meta_properties import MetaProperties, write_meta_properties
+from kraftnode.log.metadata_records import encode_metadata_record
+from recordbatch.wire import uuid_from_base64
+from kraftnode.protocol import Errors
+from kraftnode.protocol import generated as w
+from kraftnode.protocol.generated.metadata import NoOpRecord
+from kraftnode.protocol.registry import API_VERSIONS, DESCRIBE_QUORUM, LIST_OFFSETS, PRODUCE
+from recordbatch import Record, build_batch
+from tests.support.cluster import CLUSTER_ID, Cluster, free_ports
+from tests.support.java_raft import JavaRaftNode
+from tests.support.kafka import KafkaHome
+from tests.support.node import call
+
+pytestmark = pytest.mark.timeout(180)
+
+JAVA = 3
+# As tests/kraftnode/server/test_quorum_processes.py: fetch timeout + election timeout + 1 s
+# (defaults 2 s and 1 s, on both implementations).
+FAILOVER_BOUND_S = 2.0 + 1.0 + 1.0
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float = 20,
+               logs: Callable[[], str] = lambda: "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}\n{logs()}")
+
+
+def noops(n: int) -> bytes:
+    return build_batch([Record(None, encode_metadata_record(NoOpRecord(), 0)) for _ in range(n)])
+
+
+def produce(port: int, n: int) -> w.ProduceResponse.PartitionProduceResponse:
+    P = w.ProduceRequest
+    req = P(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+        name="__cluster_metadata", partition_data=[P.PartitionProduceData(index=0, records=noops(n))])])
+    _, resp = call(port, PRODUCE, 9, req)
+    return resp.responses[0].partition_responses[0]  # type: ignore[attr-defined, no-any-return]
+
+
+def high_watermark_of(port: int) -> int:
+    """The node's own high watermark: ListOffsets LATEST (what a consumer may read there);
+    -1 while it is not listening."""
+    L = w.ListOffsetsRequest
+    try:
+        _, resp = call(port, LIST_OFFSETS, 7, L(replica_id=-1, isolation_level=0, topics=[
+            L.ListOffsetsTopic(name="__cluster_metadata", partitions=[L.ListOffsetsPartition(
+                partition_index=0, current_leader_epoch=-1, timestamp=-1)])]))
+    except OSError:
+        return -1
+    p = resp.topics[0].partitions[0]  # type: ignore[attr-defined]
+    return int(p.offset) if p.error_code == 0 else -1
+
+
+def applied_end_of(port: int) -> int:
+    """A kraftnode follower's committed end offset: ApiVersions' FinalizedFeaturesEpoch is,
+    as on a Kafka controller, the last committed offset its metadata image has applied
+    (followers answer ListOffsets with NOT_LEADER_OR_FOLLOWER). -1 while not listening."""
+    try:
+        _, resp = call(port, API_VERSIONS, 3, w.ApiVersionsRequest(
+            client_software_name="kraftnode-tests", client_software_version="1"))
+    except OSError:
+        return -1
+    return int(resp.finalized_features_epoch) + 1  # type: ignore[attr-defined]
+
+
+def describe_quorum(port: int) -> w.DescribeQuorumResponse:
+    Q = w.DescribeQuorumRequest
+    _, resp = call(port, DESCRIBE_QUORUM, 2, Q(topics=[Q.TopicData(
+        topic_name="__cluster_metadata", partitions=[Q.PartitionData(partition_index=0)])]))
+    assert isinstance(resp, w.DescribeQuorumResponse)
+    return resp
+
+
+def committed_ranges_contiguous(node: JavaRaftNode, upto: int) -> bool:
+    """Every offset below ``upto`` was delivered to the Java listener's handleCommit,
+    in order, exactly once."""
+    nxt = 0
+    for ev in list(node.events):
+        if ev["event"] == "snapshot":
+            nxt = max(nxt, ev["offset"])
+        if ev["event"] != "commit":
+            continue
+        if ev["base_offset"] != nxt:
+            return False
+        nxt = ev["last_offset"] + 1
+    return nxt >= upto
+
+
+class Mixed:
+    """kraftnode voters 1..n-1 and the Java voter n=3 of one static quorum."""
+
+    def __init__(self, kafka: KafkaHome, root: Path) -> None:
+        self.cl = Cluster(root, 3)  # node 3's kraftnode directory is formatted but never started
+        voters = ",".join(f"{i}@127.0.0.1:{self.cl.port(i)}" for i in self.cl.ids)
+        self.cl.start(1)
+        self.cl.start(2)
+        # Java's fetch timeout is shorter than kraftnode's (1 s, Kafka's default is 2 s), so
+        # it is the first to notice a dead leader and stands after every kill -9: each
+        # election is then won across implementations.
+        self.java = JavaRaftNode(kafka, root / "java3", node_id=JAVA, port=self.cl.port(JAVA),
+                                 cluster_id=CLUSTER_ID, voters=voters,
+                                 extra={"controller.quorum.fetch.timeout.ms": "1000"})
+
+    def kraft(self) -> list[int]:
+        return self.cl.running()
+
+    def leader(self) -> tuple[int, int]:
+        st = self.java.status()
+        return st["leader"], st["epoch"]
+
+    def logs(self) -> str:
+        return "\n".join(f"--- node {i}\n" + self.cl.log(i)[-2500:] for i in (1, 2)) + \
+            "\n--- java\n" + self.java.stderr()[-2500:]
+
+    def wait_leader(self, pred: Callable[[int, int], bool], timeout: float, what: str) -> tuple[int, int]:
+        """Leader and epoch once Java sees a leader satisfying pred and a kraftnode agrees."""
+        def check() -> tuple[int, int] | None:
+            lead, epoch = self.leader()
+            if lead < 0 or not pred(lead, epoch):
+                return None
+            for i in self.kraft():
+                q = self.cl.quorum([i])
+                if q is not None and (q.leader_id, q.leader_epoch) == (lead, epoch):
+                    return lead, epoch
+            return None
+        return wait_until(what, check, timeout, self.logs)  # type: ignore[no-any-return]
+
+    def kraftnode_leader(self) -> tuple[int, int]:
+        """A kraftnode leader: if the Java voter leads, it resigns (EndQuorumEpoch with
+        preferred successors) and a kraftnode candidate wins with the Java voter's vote."""
+        lead, epoch = self.wait_leader(lambda lead, _: True, 20, "a leader")
+        if lead != JAVA:
+            return lead, epoch
+        t0 = time.monotonic()
+        assert "error" not in self.java.resign()
+        lead, epoch = self.wait_leader(lambda ld, e: ld != JAVA and e > epoch, FAILOVER_BOUND_S,
+                                       "a kraftnode leader after the Java leader resigned")
+        print(f"Java resigned: kraftnode {lead} elected in {time.monotonic() - t0:.2f}s")
+        return lead, epoch
+
+    def close(self) -> None:
+        self.java.close()
+        self.cl.close()
+
+
+@pytest.fixture(scope="module")
+def mixed(kafka_home: KafkaHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mixed]:
+    m = Mixed(kafka_home, tmp_path_factory.mktemp("mixed"))
+    try:
+        yield m
+    finally:
+        m.close()
+        assert not m.java.faults(), m.java.faults()
+
+
+def test_kraftnode_leads_and_the_java_voter_commits_every_record(mixed: Mixed) -> None:
+    lead, _epoch = mixed.kraftnode_leader()
+    total = 0
+    for n in (1, 5, 20):
+        r = produce(mixed.cl.port(lead), n)
+        assert r.error_code == Errors.NONE, r
+        total += n
+    info = mixed.cl.quorum([lead])
+    assert info is not None and info.leader_id == lead
+    hw = info.high_watermark
+    st = mixed.java.wait_status(lambda s: s["committed_offset"] + 1 >= hw, 10,
+                                "the Java voter to commit up to the leader's high watermark")
+    assert st["committed_offset"] + 1 == hw == st["high_watermark"]
+    assert st["noop_records"] == total
+    assert committed_ranges_contiguous(mixed.java, hw)
+    # the Java voter decoded everything kraftnode wrote as metadata records
+    kinds = {k for e in mixed.java.events if e["event"] == "commit" for k in e["records"]}
+    assert {"FeatureLevelRecord", "RegisterControllerRecord", "NoOpRecord"} <= kinds, kinds
+    # and the leader sees the Java voter caught up
+    voters = {v.replica_id: v for v in info.voters}
+    assert set(voters) == {1, 2, 3}
+
+
+def test_kill_rounds_of_kraftnode_leaders_elect_across_implementations(mixed: Mixed) -> None:
+    winners = []
+    for _round in range(3):
+        lead, epoch = mixed.kraftnode_leader()
+        r = produce(mixed.cl.port(lead), 3)
+        assert r.error_code == Errors.NONE, r
+        hw = high_watermark_of(mixed.cl.port(lead))
+        t0 = time.monotonic()
+        mixed.cl.kill(lead)
+        new, new_epoch = mixed.wait_leader(lambda ld, e, old=lead, ep=epoch: ld != old and e > ep,
+                                           FAILOVER_BOUND_S + 1, f"a new leader after kill -9 of {lead}")
+        took = time.monotonic() - t0
+        print(f"kill -9 {lead}: {new} elected in epoch {new_epoch} after {took:.2f}s")
+        assert took < FAILOVER_BOUND_S
+        winners.append(new)
+        # nothing committed is lost: the Java voter has it
+        st = mixed.java.wait_status(lambda s, hw=hw: s["committed_offset"] + 1 >= hw, 10,
+                                    "the Java voter to hold everything committed")
+        assert st["committed_offset"] + 1 >= hw
+        mixed.cl.start(lead)
+    assert JAVA in winners  # at least one election won by the Java voter after kill -9
+    assert committed_ranges_contiguous(mixed.java, mixed.java.status()["committed_offset"] + 1)
+
+
+def test_the_java_voter_leads_and_kraftnode_voters_commit(mixed: Mixed) -> None:
+    lead, epoch = mixed.wait_leader(lambda lead, _: True, 20, "a leader")
+    if lead != JAVA:
+        mixed.cl.kill(lead)
+        lead, epoch = mixed.wait_leader(lambda ld, e, ep=epoch: ld == JAVA and e > ep, 10,
+                                        "the Java voter to lead")
+    # restart whichever kraftnode is down, so both follow
+    for i in (1, 2):
+        if i not in mixed.kraft():
+            mixed.cl.start(i)
+    appended = [mixed.java.append(n) for n in (1, 10, 7)]
+    assert all("error" not in a for a in appended), appended
+    last = appended[-1]["last_offset"]
+    st = mixed.java.wait_status(lambda s: s["high_watermark"] > last, 10, "the Java leader to commit")
+    hw = st["high_watermark"]
+    for i in (1, 2):
+        wait_until(f"kraftnode {i} to commit up to the Java leader's high watermark {hw}",
+                   lambda i=i: applied_end_of(mixed.cl.port(i)) >= hw, 20, mixed.logs)
+    # the Java leader's own view: both kraftnode voters replicated everything
+    d = describe_quorum(mixed.java.port).topics[0].partitions[0]
+    assert d.leader_id == JAVA and d.high_watermark >= hw
+    assert {v.replica_id: v.log_end_offset >= hw for v in d.current_voters} == {1: True, 2: True, 3: True}
+
+
+def parse_status(text: str) -> dict[str, str]:
+    return {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in text.splitlines()) if v}
+
+
+def test_kafka_metadata_quorum_describes_the_mixed_quorum(mixed: Mixed, kafka_home: KafkaHome) -> None:
+    lead, epoch = mixed.wait_leader(lambda lead, _: True, 20, "a leader")
+    for i in (1, 2):
+        wait_until(f"kraftnode {i} up", lambda i=i: mixed.cl.quorum([i]) is not None, 20, mixed.logs)
+    for boot in (mixed.cl.port(1), mixed.cl.port(2)):
+        r = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", f"127.0.0.1:{boot}",
+                            "describe", "--status", timeout=60)
+        assert r.returncode == 0, r.stderr
+        status = parse_status(r.stdout)
+        assert int(status["LeaderId"]) == lead and int(status["LeaderEpoch"]) >= epoch, r.stdout
+        voters = re.findall(r'"id": (\d+)', status["CurrentVoters"])
+        assert sorted(map(int, voters)) == [1, 2, 3], r.stdout
+        r = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", f"127.0.0.1:{boot}",
+                            "describe", "--replication", timeout=60)
+        assert r.returncode == 0, r.stderr
+        rows = [ln.split() for ln in r.stdout.splitlines()[1:] if ln.strip()]
+        status_of = {int(row[0]): row[-1] for row in rows}
+        assert status_of[lead] == "Leader" and sorted(status_of) == [1, 2, 3], r.stdout
+        assert all(s in ("Leader", "Follower") for s in status_of.values()), r.stdout
+
+
+# --------------------------------------------------------------------------- dynamic quorum
+
+
+def test_java_observer_is_added_as_a_voter_then_removed(kafka_home: KafkaHome, tmp_path: Path) -> None:
+    p1, p3 = free_ports(2)
+    d1 = tmp_path / "node1"
+    d1.mkdir()
+    props = d1 / "server.properties"
+    props.write_text(f"node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{p1}\n"
+                     f"controller.listener.names=CONTROLLER\n"
+                     f"controller.quorum.bootstrap.servers=127.0.0.1:{p1}\nlog.dirs={d1 / 'metadata'}\n")
+    subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
+                    "--cluster-id", CLUSTER_ID, "--standalone"], check=True, capture_output=True)
+    with (d1 / "node.log").open("ab") as logf:
+        k1 = subprocess.Popen([sys.executable, "-m", "kraftnode", "start", str(props)],
+                              stdout=logf, stderr=subprocess.STDOUT)
+    java = None
+    try:
+        # the Java node: an observer that knows only the bootstrap server; its directory holds
+        # the meta.properties `kafka-storage.sh format --no-initial-controllers` would write,
+        # which kafka-metadata-quorum.sh add-controller reads the directory id from
+        d3 = tmp_path / "java3"
+        java = JavaRaftNode(kafka_home, d3, node_id=JAVA, port=p3, cluster_id=CLUSTER_ID,
+                            bootstrap_servers=f"127.0.0.1:{p1}")
+        write_meta_properties(d3 / "metadata", MetaProperties(
+            cluster_id=CLUSTER_ID, node_id=JAVA, directory_id=uuid_from_base64(java.directory_id)))
+        conf3 = d3 / "controller.properties"
+        conf3.write_text(f"node.id={JAVA}\nprocess.roles=controller\n"
+                         f"listeners=CONTROLLER://127.0.0.1:{p3}\ncontroller.listener.names=CONTROLLER\n"
+                         f"metadata.log.dir={d3 / 'metadata'}\n")
+        logs = lambda: (d1 / "node.log").read_text(errors="replace")[-3000:] + java.stderr()[-2000:]  # noqa: E731
+
+        def quorum() -> w.DescribeQuorumResponse.PartitionData:
+            return describe_quorum(p1).topics[0].partitions[0]
+
+        def observing() -> bool:
+            try:
+                q = quorum()
+            except OSError:
+                return False
+            return q.error_code == 0 and any(o.replica_id == JAVA and o.log_end_offset >= q.high_watermark > 0
+                                             for o in q.observers)
+        wait_until("the Java node to fetch as an observer", observing, 30, logs)
+        st = java.status()
+        assert st["leader"] == 1 and st["kraft_version"] == 1
+
+        boot = f"127.0.0.1:{p1}"
+        r = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", boot,
+                            "--command-config", str(conf3), "add-controller", timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"Added controller {JAVA} with directory id {java.directory_id}" in r.stdout, r.stdout
+        q = wait_until("the Java node to be a voter",
+                       lambda: (x := quorum()) and {v.replica_id for v in x.current_voters} == {1, JAVA} and x,
+                       20, logs)
+        assert q.leader_id == 1
+        # two voters: a write commits only with the Java voter's fetch
+        r2 = produce(p1, 4)
+        assert r2.error_code == Errors.NONE, r2
+        hw = high_watermark_of(p1)
+        java.wait_status(lambda s: s["committed_offset"] + 1 >= hw, 10, "the Java voter to commit")
+        described = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", boot,
+                                    "describe", "--status", timeout=60)
+        assert re.findall(r'"id": (\d+)', parse_status(described.stdout)["CurrentVoters"]) == ["1", "3"], \
+            described.stdout
+
+        r = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", boot, "remove-controller",
+                            "--controller-id", str(JAVA), "--controller-directory-id", java.directory_id,
+                            timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        q = wait_until("the Java node to be removed",
+                       lambda: (x := quorum()) and {v.replica_id for v in x.current_voters} == {1} and x,
+                       20, logs)
+        r3 = produce(p1, 2)   # one voter again: commits without the Java node
+        assert r3.error_code == Errors.NONE, r3
+        assert not java.faults(), java.faults()
+    finally:
+        if java is not None:
+            java.close()
+        k1.kill()
+        k1.wait()
+
