@@ -116,6 +116,46 @@ def committed_ranges_contiguous(node: JavaRaftNode, upto: int) -> bool:
     return nxt >= upto
 
 
+def kraft_batches(node_dir: Path, upto: int) -> list[tuple[int, int, int]]:
+    """(base offset, last offset, leader epoch) of every batch below ``upto`` in a kraftnode
+    node's log segments, as ``kraftnode dump-log`` prints them."""
+    part = node_dir / "metadata" / "__cluster_metadata-0"
+    out = subprocess.run([sys.executable, "-m", "kraftnode", "dump-log",
+                          *sorted(str(p) for p in part.glob("*.log"))],
+                         capture_output=True, text=True, check=True).stdout
+    found = []
+    for m in re.finditer(r"^baseOffset: (\d+) lastOffset: (\d+) .*? partitionLeaderEpoch: (\d+)", out, re.M):
+        base, last, epoch = map(int, m.groups())
+        if base < upto:
+            found.append((base, last, epoch))
+    return found
+
+
+def java_batches(node: JavaRaftNode, upto: int) -> list[tuple[int, int, int]]:
+    """The same, for the batches the Java voter's listener was given as committed."""
+    return [(e["base_offset"], e["last_offset"], e["epoch"]) for e in list(node.events)
+            if e["event"] == "commit" and e["base_offset"] < upto]
+
+
+def stopped(*procs: subprocess.Popen[Any]) -> Any:
+    """SIGSTOP the processes for the duration of a with-block (a paused process: its peers
+    see no answers, its own timers run out)."""
+    import contextlib
+    import signal
+
+    @contextlib.contextmanager
+    def cm() -> Iterator[None]:
+        for p in procs:
+            p.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGCONT)
+    return cm()
+
+
 class Mixed:
     """kraftnode voters 1..n-1 and the Java voter n=3 of one static quorum."""
 
@@ -252,6 +292,125 @@ def test_the_java_voter_leads_and_kraftnode_voters_commit(mixed: Mixed) -> None:
     d = describe_quorum(mixed.java.port).topics[0].partitions[0]
     assert d.leader_id == JAVA and d.high_watermark >= hw
     assert {v.replica_id: v.log_end_offset >= hw for v in d.current_voters} == {1: True, 2: True, 3: True}
+
+
+def produce_acks1(port: int, n: int) -> w.ProduceResponse.PartitionProduceResponse:
+    P = w.ProduceRequest
+    req = P(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+        name="__cluster_metadata", partition_data=[P.PartitionProduceData(index=0, records=noops(n))])])
+    _, resp = call(port, PRODUCE, 9, req)
+    return resp.responses[0].partition_responses[0]  # type: ignore[attr-defined, no-any-return]
+
+
+def all_caught_up(mixed: Mixed) -> int:
+    """Wait until every voter has applied everything the leader committed; the high watermark."""
+    lead, _ = mixed.wait_leader(lambda lead, _: True, 20, "a leader")
+    for i in (1, 2):
+        if i not in mixed.kraft():
+            mixed.cl.start(i)
+    d = describe_quorum(mixed.cl.port(lead) if lead != JAVA else mixed.java.port).topics[0].partitions[0]
+    hw = d.high_watermark
+    mixed.java.wait_status(lambda s: s["committed_offset"] + 1 >= hw, 10, "the Java voter to catch up")
+    for i in (1, 2):
+        wait_until(f"kraftnode {i} to catch up", lambda i=i: applied_end_of(mixed.cl.port(i)) >= hw, 20,
+                   mixed.logs)
+    return hw
+
+
+def test_kraftnode_truncates_a_tail_the_java_leader_never_had(mixed: Mixed) -> None:
+    """A kraftnode leader appends records nobody else gets and is killed -9; the Java voter
+    is elected and the restarted kraftnode truncates to the Java leader's log (Fetch with
+    DivergingEpoch from the genuine client)."""
+    import signal
+    for attempt in range(4):
+        all_caught_up(mixed)
+        lead, epoch = mixed.kraftnode_leader()
+        other = 3 - lead
+        procs = [mixed.java.proc, mixed.cl.procs[other]]
+        for p in procs:
+            p.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+        # a Fetch already parked at the leader (long poll, 500 ms) would still carry the tail
+        # to a paused follower's socket: let those expire first
+        time.sleep(0.7)
+        try:
+            tail = produce_acks1(mixed.cl.port(lead), 5)
+            assert tail.error_code == Errors.NONE, tail
+            time.sleep(0.3)
+            mixed.cl.kill(lead)
+        finally:
+            # the Java voter resumes first: it alone sees the dead leader at once and stands
+            mixed.java.proc.send_signal(signal.SIGCONT)
+            time.sleep(0.3)
+            procs[1].send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+        new, new_epoch = mixed.wait_leader(lambda ld, e, ep=epoch, old=lead: ld != old and e > ep, 10,
+                                           "a leader after the kill")
+        mixed.cl.start(lead)
+        if new == JAVA:
+            break
+        print(f"attempt {attempt}: kraftnode {new} won; again")
+    else:
+        pytest.fail("the Java voter never won the election after the kill")
+    r = mixed.java.append(3)
+    assert "error" not in r, r
+    assert r["last_offset"] >= tail.base_offset  # the Java leader's records take the tail's offsets
+    mixed.java.wait_status(lambda s: s["high_watermark"] > r["last_offset"], 10, "the append to commit")
+    hw = all_caught_up(mixed)
+    assert hw > r["last_offset"]
+    # the killed leader's log is the Java leader's: same batches, same epochs; its tail is gone
+    kb = kraft_batches(mixed.cl.root / f"node{lead}", hw)
+    assert kb == java_batches(mixed.java, hw)
+    assert all(not (b <= tail.base_offset <= last and e == epoch) for b, last, e in kb)
+    assert kb[-1][1] + 1 == hw
+
+
+def test_the_java_voter_truncates_a_tail_the_kraftnode_leader_never_had(mixed: Mixed) -> None:
+    """The Java leader appends records no kraftnode gets and is paused; the kraftnode voters
+    elect one of themselves; the Java node resumes, follows, and truncates (DivergingEpoch
+    from kraftnode's leader)."""
+    import signal
+    all_caught_up(mixed)
+    lead, epoch = mixed.wait_leader(lambda lead, _: True, 20, "a leader")
+    if lead != JAVA:
+        mixed.cl.kill(lead)
+        lead, epoch = mixed.wait_leader(lambda ld, e, ep=epoch: ld == JAVA and e > ep, 10,
+                                        "the Java voter to lead")
+    all_caught_up(mixed)
+    before = mixed.java.status()
+    kprocs = [mixed.cl.procs[1], mixed.cl.procs[2]]
+    for p in kprocs:
+        p.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+    time.sleep(0.7)  # parked Fetches expire (see above)
+    try:
+        tail = mixed.java.append(5)
+        assert "error" not in tail, tail
+        st = mixed.java.wait_status(lambda s: s["log_end_offset"] > tail["last_offset"], 5, "the tail")
+        assert st["high_watermark"] <= tail["last_offset"] - 4
+    finally:
+        mixed.java.proc.send_signal(signal.SIGSTOP)
+        for p in kprocs:
+            p.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+    try:
+        def kraft_leader() -> tuple[int, int] | None:
+            for i in (1, 2):
+                q = mixed.cl.quorum([i])
+                if q is not None and q.leader_id in (1, 2) and q.leader_epoch > epoch:
+                    return q.leader_id, q.leader_epoch
+            return None
+        new, new_epoch = wait_until("a kraftnode leader while Java is paused", kraft_leader, 15, mixed.logs)
+        r = produce(mixed.cl.port(new), 3)
+        assert r.error_code == Errors.NONE, r
+    finally:
+        mixed.java.proc.send_signal(signal.SIGCONT)
+    hw = high_watermark_of(mixed.cl.port(new))
+    st = mixed.java.wait_status(lambda s: s["leader"] == new and s["committed_offset"] + 1 >= hw, 15,
+                                "the Java voter to follow the kraftnode leader and commit")
+    hw = all_caught_up(mixed)
+    st = mixed.java.status()
+    # the five appended in the Java leader's epoch never committed: dropped, never delivered
+    assert st["noop_records"] == before["noop_records"] + 3
+    assert committed_ranges_contiguous(mixed.java, hw)
+    assert kraft_batches(mixed.cl.root / f"node{new}", hw) == java_batches(mixed.java, hw)
+    assert not mixed.java.faults()
 
 
 def parse_status(text: str) -> dict[str, str]:

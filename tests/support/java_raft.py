@@ -58,6 +58,16 @@ class JavaRaftNode:
         }
         classes = kafka.compile("raftnode")
         argv = kafka.java(classes, MAIN, *(f"{k}={v}" for k, v in args.items()))
+        # Kafka's raft at INFO (state transitions, refused requests) to stderr, the rest at WARN
+        log4j = root / "log4j.properties"
+        log4j.write_text("log4j.rootLogger=WARN, stderr\n"
+                         "log4j.logger.org.apache.kafka.raft=INFO\n"
+                         "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
+                         "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
+                         "log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+                         "log4j.appender.stderr.Target=System.err\n")
+        argv = [a for a in argv if not a.startswith("-Dlog4j.configuration=")]
+        argv.insert(1, f"-Dlog4j.configuration=file:{log4j}")
         self.stderr_path = root / "raftnode.stderr"
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
