@@ -417,25 +417,56 @@ def parse_status(text: str) -> dict[str, str]:
     return {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in text.splitlines()) if v}
 
 
+def describe_with_tool(kafka: KafkaHome, boot: int) -> tuple[dict[str, str], dict[int, list[str]]]:
+    """``kafka-metadata-quorum.sh --bootstrap-controller`` describe --status and
+    --replication, parsed: (status fields, replication rows by node id)."""
+    r = kafka.tool("kafka-metadata-quorum", "--bootstrap-controller", f"127.0.0.1:{boot}",
+                   "describe", "--status", timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    status = parse_status(r.stdout)
+    r = kafka.tool("kafka-metadata-quorum", "--bootstrap-controller", f"127.0.0.1:{boot}",
+                   "describe", "--replication", timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [ln.split() for ln in r.stdout.splitlines() if ln.strip()]
+    assert lines[0][:3] == ["NodeId", "DirectoryId", "LogEndOffset"], r.stdout
+    return status, {int(row[0]): row for row in lines[1:]}
+
+
+def admin_describes(node: JavaRaftNode) -> int:
+    """DescribeQuorum requests the Java node served to the Java Admin."""
+    return sum(1 for e in list(node.events) if e["event"] == "request" and e["api"] == "DescribeQuorum"
+               and e["client_id"].startswith("adminclient"))
+
+
 def test_kafka_metadata_quorum_describes_the_mixed_quorum(mixed: Mixed, kafka_home: KafkaHome) -> None:
-    lead, epoch = mixed.wait_leader(lambda lead, _: True, 20, "a leader")
-    for i in (1, 2):
-        wait_until(f"kraftnode {i} up", lambda i=i: mixed.cl.quorum([i]) is not None, 20, mixed.logs)
-    for boot in (mixed.cl.port(1), mixed.cl.port(2)):
-        r = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", f"127.0.0.1:{boot}",
-                            "describe", "--status", timeout=60)
-        assert r.returncode == 0, r.stderr
-        status = parse_status(r.stdout)
-        assert int(status["LeaderId"]) == lead and int(status["LeaderEpoch"]) >= epoch, r.stdout
-        voters = re.findall(r'"id": (\d+)', status["CurrentVoters"])
-        assert sorted(map(int, voters)) == [1, 2, 3], r.stdout
-        r = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", f"127.0.0.1:{boot}",
-                            "describe", "--replication", timeout=60)
-        assert r.returncode == 0, r.stderr
-        rows = [ln.split() for ln in r.stdout.splitlines()[1:] if ln.strip()]
-        status_of = {int(row[0]): row[-1] for row in rows}
-        assert status_of[lead] == "Leader" and sorted(status_of) == [1, 2, 3], r.stdout
-        assert all(s in ("Leader", "Follower") for s in status_of.values()), r.stdout
+    """With a kraftnode leader and with the Java leader (whose DescribeQuorum answer then
+    comes from KafkaRaftClient: the Admin sends it to the active controller)."""
+    all_caught_up(mixed)
+    for want_java in (False, True):
+        if want_java:
+            lead, epoch = mixed.wait_leader(lambda lead, _: True, 20, "a leader")
+            if lead != JAVA:
+                mixed.cl.kill(lead)
+                mixed.wait_leader(lambda ld, e, ep=epoch: ld == JAVA and e > ep, 10, "the Java voter to lead")
+        else:
+            mixed.kraftnode_leader()
+        hw = all_caught_up(mixed)
+        lead, epoch = mixed.wait_leader(lambda lead, _: True, 20, "a leader")
+        asked_java = admin_describes(mixed.java)
+        status, rows = describe_with_tool(kafka_home, mixed.cl.port(1))
+        assert int(status["LeaderId"]) == lead and int(status["LeaderEpoch"]) == epoch, status
+        assert int(status["HighWatermark"]) >= hw
+        assert status["ClusterId"] == CLUSTER_ID
+        voters = re.findall(r'"id": (\d+), "directoryId": null, "endpoints": \["CONTROLLER://127.0.0.1:(\d+)"\]',
+                            status["CurrentVoters"])
+        assert sorted((int(i), int(p)) for i, p in voters) == [(i, mixed.cl.port(i)) for i in (1, 2, 3)], status
+        assert status["CurrentObservers"] == "[]"
+        assert sorted(rows) == [1, 2, 3]
+        assert rows[lead][-1] == "Leader" and all(rows[i][-1] == "Follower" for i in rows if i != lead), rows
+        assert all(int(row[2]) >= hw for row in rows.values()), rows
+        if want_java:
+            assert admin_describes(mixed.java) == asked_java + 2  # both describes were answered by the Java leader
+        print(f"kafka-metadata-quorum.sh: leader {lead} epoch {epoch}, voters {sorted(rows)}")
 
 
 # --------------------------------------------------------------------------- dynamic quorum

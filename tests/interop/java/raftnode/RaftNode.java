@@ -416,6 +416,15 @@ public final class RaftNode {
             return RequestUtils.serialize(responseHeader.data(), responseHeader.headerVersion(), r.data(), v);
         }
         AbstractRequest request = AbstractRequest.parseRequest(api, version, body).request;
+        if (api != ApiKeys.FETCH && api != ApiKeys.VOTE && api != ApiKeys.BEGIN_QUORUM_EPOCH
+            && api != ApiKeys.END_QUORUM_EPOCH) {
+            // everything but the raft peers' own traffic is reported (who asked what)
+            Map<String, Object> ev = event("request");
+            ev.put("api", api.name);
+            ev.put("version", (int) version);
+            ev.put("client_id", header.clientId());
+            emit(ev);
+        }
         ApiMessage answer;
         switch (api) {
             case VOTE:
