@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from kraftnode.log.meta_properties import MetaProperties, write_meta_properties
+from kraftnode.log.meta_properties import MetaProperties, read_meta_properties, write_meta_properties
 from kraftnode.log.metadata_records import encode_metadata_record
-from recordbatch.wire import uuid_from_base64
+from recordbatch.wire import uuid_from_base64, uuid_to_base64
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated.metadata import NoOpRecord
@@ -472,81 +472,158 @@ def test_kafka_metadata_quorum_describes_the_mixed_quorum(mixed: Mixed, kafka_ho
 # --------------------------------------------------------------------------- dynamic quorum
 
 
-def test_java_observer_is_added_as_a_voter_then_removed(kafka_home: KafkaHome, tmp_path: Path) -> None:
-    p1, p3 = free_ports(2)
-    d1 = tmp_path / "node1"
-    d1.mkdir()
-    props = d1 / "server.properties"
-    props.write_text(f"node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{p1}\n"
-                     f"controller.listener.names=CONTROLLER\n"
-                     f"controller.quorum.bootstrap.servers=127.0.0.1:{p1}\nlog.dirs={d1 / 'metadata'}\n")
-    subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
-                    "--cluster-id", CLUSTER_ID, "--standalone"], check=True, capture_output=True)
-    with (d1 / "node.log").open("ab") as logf:
-        k1 = subprocess.Popen([sys.executable, "-m", "kraftnode", "start", str(props)],
-                              stdout=logf, stderr=subprocess.STDOUT)
-    java = None
-    try:
-        # the Java node: an observer that knows only the bootstrap server; its directory holds
-        # the meta.properties `kafka-storage.sh format --no-initial-controllers` would write,
+class Dynamic:
+    """A dynamic quorum (kraft.version 1): kraftnode 1 formatted --standalone, kraftnode 2
+    --no-initial-controllers, and the Java node 3 started with only bootstrap servers."""
+
+    def __init__(self, kafka: KafkaHome, root: Path) -> None:
+        self.kafka = kafka
+        self.root = root
+        self.ports = dict(zip((1, 2, JAVA), free_ports(3), strict=True))
+        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        for i, flag in ((1, "--standalone"), (2, "--no-initial-controllers")):
+            d = root / f"node{i}"
+            d.mkdir(parents=True)
+            self.props(i).write_text(
+                f"node.id={i}\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{self.ports[i]}\n"
+                f"controller.listener.names=CONTROLLER\ncontroller.quorum.bootstrap.servers={self.bootstrap}\n"
+                f"log.dirs={d / 'metadata'}\n")
+            subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(self.props(i)),
+                            "--cluster-id", CLUSTER_ID, flag], check=True, capture_output=True)
+        self.start(1)
+        # the Java node knows only the bootstrap servers; its directory holds the
+        # meta.properties `kafka-storage.sh format --no-initial-controllers` would write,
         # which kafka-metadata-quorum.sh add-controller reads the directory id from
-        d3 = tmp_path / "java3"
-        java = JavaRaftNode(kafka_home, d3, node_id=JAVA, port=p3, cluster_id=CLUSTER_ID,
-                            bootstrap_servers=f"127.0.0.1:{p1}")
+        d3 = root / "java3"
+        # a longer fetch timeout: as leader of two voters, Kafka's client resigns when it has
+        # not heard from the other for 1.5 fetch timeouts (check quorum), and a kraftnode
+        # restart takes about that long on a loaded machine
+        self.java = JavaRaftNode(kafka, d3, node_id=JAVA, port=self.ports[JAVA], cluster_id=CLUSTER_ID,
+                                 bootstrap_servers=self.bootstrap,
+                                 extra={"controller.quorum.fetch.timeout.ms": "5000"})
         write_meta_properties(d3 / "metadata", MetaProperties(
-            cluster_id=CLUSTER_ID, node_id=JAVA, directory_id=uuid_from_base64(java.directory_id)))
-        conf3 = d3 / "controller.properties"
-        conf3.write_text(f"node.id={JAVA}\nprocess.roles=controller\n"
-                         f"listeners=CONTROLLER://127.0.0.1:{p3}\ncontroller.listener.names=CONTROLLER\n"
-                         f"metadata.log.dir={d3 / 'metadata'}\n")
-        logs = lambda: (d1 / "node.log").read_text(errors="replace")[-3000:] + java.stderr()[-2000:]  # noqa: E731
+            cluster_id=CLUSTER_ID, node_id=JAVA, directory_id=uuid_from_base64(self.java.directory_id)))
+        self.props(JAVA).write_text(
+            f"node.id={JAVA}\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{self.ports[JAVA]}\n"
+            f"controller.listener.names=CONTROLLER\nmetadata.log.dir={d3 / 'metadata'}\n")
 
-        def quorum() -> w.DescribeQuorumResponse.PartitionData:
-            return describe_quorum(p1).topics[0].partitions[0]
+    def props(self, i: int) -> Path:
+        return self.root / (f"node{i}" if i != JAVA else "java3") / (
+            "server.properties" if i != JAVA else "controller.properties")
 
-        def observing() -> bool:
-            try:
-                q = quorum()
-            except OSError:
-                return False
-            return q.error_code == 0 and any(o.replica_id == JAVA and o.log_end_offset >= q.high_watermark > 0
-                                             for o in q.observers)
-        wait_until("the Java node to fetch as an observer", observing, 30, logs)
+    def directory_id(self, i: int) -> str:
+        meta = read_meta_properties(self.props(i).parent / "metadata")
+        assert meta is not None and meta.directory_id is not None
+        return uuid_to_base64(meta.directory_id)
+
+    def start(self, i: int) -> None:
+        with (self.root / f"node{i}" / "node.log").open("ab") as logf:
+            self.procs[i] = subprocess.Popen([sys.executable, "-m", "kraftnode", "start", str(self.props(i))],
+                                             stdout=logf, stderr=subprocess.STDOUT)
+
+    def logs(self) -> str:
+        return "".join(f"--- node {i}\n" + (self.root / f"node{i}" / "node.log").read_text(errors="replace")[-2500:]
+                       for i in self.procs) + "--- java\n" + self.java.stderr()[-2500:]
+
+    def quorum(self) -> w.DescribeQuorumResponse.PartitionData | None:
+        """The leader's DescribeQuorum (a kraftnode forwards it to a Java leader)."""
+        try:
+            d = describe_quorum(self.ports[1]).topics[0].partitions[0]
+        except OSError:
+            return None
+        return d if d.error_code == 0 else None
+
+    def voters(self) -> set[int] | None:
+        q = self.quorum()
+        return None if q is None else {v.replica_id for v in q.current_voters}
+
+    def observing(self, i: int) -> bool:
+        q = self.quorum()
+        return q is not None and any(o.replica_id == i and o.log_end_offset >= q.high_watermark > 0
+                                     for o in q.observers)
+
+    def tool(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.kafka.tool("kafka-metadata-quorum", "--bootstrap-controller", f"127.0.0.1:{self.ports[1]}",
+                               *args, timeout=60)
+
+    def add(self, i: int) -> None:
+        r = self.tool("--command-config", str(self.props(i)), "add-controller")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"Added controller {i} with directory id {self.directory_id(i)}" in r.stdout, r.stdout
+
+    def remove(self, i: int) -> None:
+        r = self.tool("remove-controller", "--controller-id", str(i),
+                      "--controller-directory-id", self.directory_id(i))
+        assert r.returncode == 0, r.stdout + r.stderr
+        # (the tool's own text, double space included)
+        assert f"Removed  KRaft controller {i} with directory id {self.directory_id(i)}" in r.stdout, r.stdout
+
+    def close(self) -> None:
+        self.java.close()
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_dynamic_quorum_voter_changes_across_implementations(kafka_home: KafkaHome, tmp_path: Path) -> None:
+    """The genuine kafka-metadata-quorum.sh add-controller / remove-controller:
+    the Java node starts as an observer and a kraftnode leader adds it; the Java node then
+    leads and adds and removes a kraftnode observer (its AddVoterHandler probes kraftnode's
+    ApiVersions for kraft.version); finally the Java voter is removed."""
+    dq = Dynamic(kafka_home, tmp_path)
+    try:
+        java = dq.java
+        wait_until("the Java node to fetch as an observer", lambda: dq.observing(JAVA), 30, dq.logs)
         st = java.status()
         assert st["leader"] == 1 and st["kraft_version"] == 1
 
-        boot = f"127.0.0.1:{p1}"
-        r = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", boot,
-                            "--command-config", str(conf3), "add-controller", timeout=60)
-        assert r.returncode == 0, r.stdout + r.stderr
-        assert f"Added controller {JAVA} with directory id {java.directory_id}" in r.stdout, r.stdout
-        q = wait_until("the Java node to be a voter",
-                       lambda: (x := quorum()) and {v.replica_id for v in x.current_voters} == {1, JAVA} and x,
-                       20, logs)
-        assert q.leader_id == 1
+        dq.add(JAVA)
+        wait_until("the Java node to be a voter", lambda: dq.voters() == {1, JAVA}, 20, dq.logs)
         # two voters: a write commits only with the Java voter's fetch
-        r2 = produce(p1, 4)
-        assert r2.error_code == Errors.NONE, r2
-        hw = high_watermark_of(p1)
+        r = produce(dq.ports[1], 4)
+        assert r.error_code == Errors.NONE, r
+        hw = high_watermark_of(dq.ports[1])
         java.wait_status(lambda s: s["committed_offset"] + 1 >= hw, 10, "the Java voter to commit")
-        described = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", boot,
-                                    "describe", "--status", timeout=60)
+        described = dq.tool("describe", "--status")
         assert re.findall(r'"id": (\d+)', parse_status(described.stdout)["CurrentVoters"]) == ["1", "3"], \
             described.stdout
 
-        r = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", boot, "remove-controller",
-                            "--controller-id", str(JAVA), "--controller-directory-id", java.directory_id,
-                            timeout=60)
-        assert r.returncode == 0, r.stdout + r.stderr
-        q = wait_until("the Java node to be removed",
-                       lambda: (x := quorum()) and {v.replica_id for v in x.current_voters} == {1} and x,
-                       20, logs)
-        r3 = produce(p1, 2)   # one voter again: commits without the Java node
-        assert r3.error_code == Errors.NONE, r3
+        # the Java voter takes over: kraftnode 1 shuts down gracefully (EndQuorumEpoch) and
+        # comes back as its follower
+        for _ in range(3):
+            epoch = java.status()["epoch"]
+            dq.procs[1].terminate()
+            dq.procs[1].wait(10)
+            dq.start(1)
+            q = wait_until("kraftnode 1 back, with a leader",
+                           lambda ep=epoch: (q := dq.quorum()) is not None and q.leader_epoch > ep and q, 20, dq.logs)
+            if q.leader_id == JAVA:
+                break
+        else:
+            pytest.fail("the Java voter never took over")
+        # a kraftnode observer, added and removed by the Java leader
+        dq.start(2)
+        wait_until("kraftnode 2 to fetch from the Java leader as an observer", lambda: dq.observing(2), 30, dq.logs)
+        dq.add(2)
+        wait_until("kraftnode 2 to be a voter", lambda: dq.voters() == {1, 2, JAVA}, 20, dq.logs)
+        a = java.append(3)
+        assert "error" not in a, a
+        java.wait_status(lambda s: s["high_watermark"] > a["last_offset"], 10, "the append to commit")
+        hw = java.status()["high_watermark"]
+        for i in (1, 2):
+            wait_until(f"kraftnode {i} to commit", lambda i=i: applied_end_of(dq.ports[i]) >= hw, 20, dq.logs)
+        dq.remove(2)
+        wait_until("kraftnode 2 to be removed", lambda: dq.voters() == {1, JAVA}, 20, dq.logs)
+
+        # the Java voter is removed (by itself, as leader: it resigns once the change commits)
+        dq.remove(JAVA)
+        wait_until("the Java node to be removed and kraftnode 1 to lead",
+                   lambda: dq.voters() == {1} and (q := dq.quorum()) is not None and q.leader_id == 1,
+                   20, dq.logs)
+        r = produce(dq.ports[1], 2)   # one voter again: commits without the Java node
+        assert r.error_code == Errors.NONE, r
         assert not java.faults(), java.faults()
     finally:
-        if java is not None:
-            java.close()
-        k1.kill()
-        k1.wait()
-
+        dq.close()
