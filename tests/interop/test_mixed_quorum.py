@@ -14,6 +14,7 @@ Test writes are framed NoOpRecords (docs/server.md, "Produce in a mixed quorum")
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -23,14 +24,18 @@ from typing import Any
 
 import pytest
 
-from kraftnode.log.meta_properties import MetaProperties, read_meta_properties, write_meta_properties
+from kraftnode.log.meta_properties import (
+    MetaProperties,
+    read_meta_properties,
+    write_meta_properties,
+)
 from kraftnode.log.metadata_records import encode_metadata_record
-from recordbatch.wire import uuid_from_base64, uuid_to_base64
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated.metadata import NoOpRecord
 from kraftnode.protocol.registry import API_VERSIONS, DESCRIBE_QUORUM, LIST_OFFSETS, PRODUCE
 from recordbatch import Record, build_batch
+from recordbatch.wire import uuid_from_base64, uuid_to_base64
 from tests.support.cluster import CLUSTER_ID, Cluster, free_ports
 from tests.support.java_raft import JavaRaftNode
 from tests.support.kafka import KafkaHome
@@ -135,25 +140,6 @@ def java_batches(node: JavaRaftNode, upto: int) -> list[tuple[int, int, int]]:
     """The same, for the batches the Java voter's listener was given as committed."""
     return [(e["base_offset"], e["last_offset"], e["epoch"]) for e in list(node.events)
             if e["event"] == "commit" and e["base_offset"] < upto]
-
-
-def stopped(*procs: subprocess.Popen[Any]) -> Any:
-    """SIGSTOP the processes for the duration of a with-block (a paused process: its peers
-    see no answers, its own timers run out)."""
-    import contextlib
-    import signal
-
-    @contextlib.contextmanager
-    def cm() -> Iterator[None]:
-        for p in procs:
-            p.send_signal(signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGCONT)
-    return cm()
 
 
 class Mixed:
@@ -321,7 +307,6 @@ def test_kraftnode_truncates_a_tail_the_java_leader_never_had(mixed: Mixed) -> N
     """A kraftnode leader appends records nobody else gets and is killed -9; the Java voter
     is elected and the restarted kraftnode truncates to the Java leader's log (Fetch with
     DivergingEpoch from the genuine client)."""
-    import signal
     for attempt in range(4):
         all_caught_up(mixed)
         lead, epoch = mixed.kraftnode_leader()
@@ -367,7 +352,6 @@ def test_the_java_voter_truncates_a_tail_the_kraftnode_leader_never_had(mixed: M
     """The Java leader appends records no kraftnode gets and is paused; the kraftnode voters
     elect one of themselves; the Java node resumes, follows, and truncates (DivergingEpoch
     from kraftnode's leader)."""
-    import signal
     all_caught_up(mixed)
     lead, epoch = mixed.wait_leader(lambda lead, _: True, 20, "a leader")
     if lead != JAVA:
