@@ -453,6 +453,32 @@ def test_kafka_metadata_quorum_describes_the_mixed_quorum(mixed: Mixed, kafka_ho
         print(f"kafka-metadata-quorum.sh: leader {lead} epoch {epoch}, voters {sorted(rows)}")
 
 
+def test_api_versions_agree_with_a_kafka_controllers(mixed: Mixed) -> None:
+    """kraftnode's ApiVersions answer against the one the Java node builds with Kafka's own
+    classes for a controller (collectApis(apisForListener(CONTROLLER)), BrokerFeatures'
+    supported features, KIP-1022's filtering below v4): same features at every version,
+    same version ranges for every API both serve (Fetch from v4: docs/protocol.md)."""
+    all_caught_up(mixed)
+    for v in (0, 1, 2, 3, 4):
+        body = w.ApiVersionsRequest(client_software_name="kraftnode-tests", client_software_version="1") \
+            if v >= 3 else w.ApiVersionsRequest()
+        answers = [call(port, API_VERSIONS, v, body)[1] for port in (mixed.cl.port(1), mixed.java.port)]
+        k, j = answers
+        assert k.error_code == j.error_code == 0  # type: ignore[attr-defined]
+        ranges = [{a.api_key: (a.min_version, a.max_version) for a in x.api_keys} for x in answers]  # type: ignore[attr-defined]
+        common = set(ranges[0]) & set(ranges[1])
+        assert {52, 53, 54, 55, 59, 60, 70, 80, 81, 82} <= common
+        assert {key: ranges[0][key] for key in common if key != 1} == {key: ranges[1][key] for key in common if key != 1}
+        assert ranges[0][1] == (4, ranges[1][1][1])
+        if v >= 3:
+            sup = [sorted((f.name, f.min_version, f.max_version) for f in x.supported_features)  # type: ignore[attr-defined]
+                   for x in answers]
+            assert sup[0] == sup[1], sup
+            fin = [sorted((f.name, f.min_version_level, f.max_version_level) for f in x.finalized_features)  # type: ignore[attr-defined]
+                   for x in answers]
+            assert fin[0] == fin[1], fin
+
+
 # --------------------------------------------------------------------------- dynamic quorum
 
 

@@ -505,7 +505,7 @@ public final class RaftNode {
             .setFinalizedFeatures(new HashMap<>(finalizedFeatures))
             .setFinalizedFeaturesEpoch(finalizedEpoch)
             .setZkMigrationEnabled(false)
-            .setAlterFeatureLevel0(false)
+            .setAlterFeatureLevel0(header.apiVersion() < 4)  // as ControllerApis.handleApiVersionsRequest
             .build();
     }
 
