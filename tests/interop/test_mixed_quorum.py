@@ -29,7 +29,9 @@ from kraftnode.log.meta_properties import (
     read_meta_properties,
     write_meta_properties,
 )
-from kraftnode.log.metadata_records import encode_metadata_record
+from kraftnode.log.metadata_log import MetadataLog
+from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
+from kraftnode.log.snapshot import SnapshotId, write_snapshot
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated.metadata import NoOpRecord
@@ -477,6 +479,67 @@ def test_api_versions_agree_with_a_kafka_controllers(mixed: Mixed) -> None:
             fin = [sorted((f.name, f.min_version_level, f.max_version_level) for f in x.finalized_features)  # type: ignore[attr-defined]
                    for x in answers]
             assert fin[0] == fin[1], fin
+
+
+def test_the_java_voter_installs_a_kraftnode_snapshot(kafka_home: KafkaHome, tmp_path: Path) -> None:
+    """A Java voter with an empty log joins a quorum whose kraftnode log starts after a
+    snapshot: it gets a Fetch answer with SnapshotId, fetches the snapshot with
+    FetchSnapshot, hands it to its listener (handleLoadSnapshot, records decoded with
+    Kafka's MetadataRecordSerde) and continues with Fetch."""
+    cl = Cluster(tmp_path, 3)   # kraftnode 1 and 2; node 3 is the Java voter
+    java = None
+    try:
+        cl.start(1)
+        cl.start(2)
+        lead = wait_until("a kraftnode leader", lambda: (q := cl.quorum([1, 2])) and q.leader_id, 30)
+        for n in (4, 6, 8, 10):
+            r = produce(cl.port(lead), n)
+            assert r.error_code == Errors.NONE, r
+        hw = high_watermark_of(cl.port(lead))
+        for i in (1, 2):
+            wait_until(f"kraftnode {i} to commit", lambda i=i: applied_end_of(cl.port(i)) >= hw, 20)
+            cl.stop(i)
+        # both kraftnodes take a snapshot at a committed batch boundary and drop the log below
+        snap_offset = snap_epoch = snap_records = snap_noops = -1
+        for i in (1, 2):
+            log = MetadataLog(tmp_path / f"node{i}" / "metadata")
+            try:
+                views = [v for v in log.batches(0) if v.base_offset < hw]
+                cut = len(views) - 2
+                snap_offset, snap_epoch = views[cut].base_offset, views[cut - 1].partition_leader_epoch
+                kept = [r.value for v in views[:cut] if not v.is_control for r in v.records()]
+                snap_records = len(kept)
+                snap_noops = sum(1 for x in kept if isinstance(decode_metadata_record(x)[0], NoOpRecord))
+                write_snapshot(log.dir, SnapshotId(snap_offset, snap_epoch),
+                               [bytes(v.buffer) for v in views[:cut] if not v.is_control],
+                               last_contained_log_timestamp=0, now_ms=int(time.time() * 1000))
+                log.advance_start_offset(snap_offset)
+            finally:
+                log.close()
+        cl.start(1)
+        cl.start(2)
+        voters = ",".join(f"{i}@127.0.0.1:{cl.port(i)}" for i in cl.ids)
+        java = JavaRaftNode(kafka_home, tmp_path / "java3", node_id=JAVA, port=cl.port(JAVA),
+                            cluster_id=CLUSTER_ID, voters=voters)
+        snap = java.wait_for(lambda e: e["event"] == "snapshot", 30, "the Java voter to load a snapshot")
+        assert (snap["offset"], snap["epoch"]) == (snap_offset, snap_epoch)
+        # the snapshot's records: everything committed below it, decoded by Kafka's serde
+        assert snap["records"] == snap_records and snap["noop_records"] == snap_noops > 0
+        lead = wait_until("a leader", lambda: (q := cl.quorum([1, 2])) and q.leader_id in (1, 2) and q.leader_id, 30)
+        r = produce(cl.port(lead), 3)
+        assert r.error_code == Errors.NONE, r
+        hw = high_watermark_of(cl.port(lead))
+        st = java.wait_status(lambda s: s["committed_offset"] + 1 >= hw, 20, "the Java voter to catch up")
+        assert st["log_end_offset"] >= hw
+        commits = [e for e in list(java.events) if e["event"] == "commit"]
+        assert commits and commits[0]["base_offset"] == snap_offset  # Fetch resumed at the snapshot's end
+        assert committed_ranges_contiguous(java, hw)
+        assert kraft_batches(tmp_path / f"node{lead}", hw)[-len(commits):] == java_batches(java, hw)
+        assert not java.faults(), java.faults()
+    finally:
+        if java is not None:
+            java.close()
+        cl.close()
 
 
 # --------------------------------------------------------------------------- dynamic quorum

@@ -340,10 +340,19 @@ public final class RaftNode {
         @Override
         public void handleLoadSnapshot(SnapshotReader<ApiMessageAndVersion> reader) {
             try {
+                long records = 0;
+                long noops = 0;
                 while (reader.hasNext()) {
-                    reader.next();
+                    for (ApiMessageAndVersion r : reader.next().records()) {
+                        records++;
+                        if (r.message() instanceof NoOpRecord) noops++;
+                    }
                 }
+                noOpRecords = noops;
+                committedRecords = records;
                 Map<String, Object> e = event("snapshot");
+                e.put("records", records);
+                e.put("noop_records", noops);
                 e.put("offset", reader.snapshotId().offset());
                 e.put("epoch", reader.snapshotId().epoch());
                 committedOffset = reader.lastContainedLogOffset();
