@@ -185,16 +185,26 @@ class Mixed:
 
     def kraftnode_leader(self) -> tuple[int, int]:
         """A kraftnode leader: if the Java voter leads, it resigns (EndQuorumEpoch with
-        preferred successors) and a kraftnode candidate wins with the Java voter's vote."""
-        lead, epoch = self.wait_leader(lambda lead, _: True, 20, "a leader")
-        if lead != JAVA:
-            return lead, epoch
-        t0 = time.monotonic()
-        assert "error" not in self.java.resign()
-        lead, epoch = self.wait_leader(lambda ld, e: ld != JAVA and e > epoch, FAILOVER_BOUND_S,
-                                       "a kraftnode leader after the Java leader resigned")
-        print(f"Java resigned: kraftnode {lead} elected in {time.monotonic() - t0:.2f}s")
-        return lead, epoch
+        preferred successors) once every running kraftnode has caught up with it (a voter
+        still catching up cannot win), and a kraftnode candidate wins with its vote."""
+        for _attempt in range(3):
+            lead, epoch = self.wait_leader(lambda lead, _: True, 20, "a leader")
+            if lead != JAVA:
+                return lead, epoch
+
+            def caught_up() -> bool:
+                d = describe_quorum(self.java.port).topics[0].partitions[0]
+                leo = {v.replica_id: v.log_end_offset for v in d.current_voters}
+                return d.leader_id == JAVA and all(leo[i] >= leo[JAVA] for i in self.kraft())
+            wait_until("the kraftnode voters to catch up with the Java leader", caught_up, 20, self.logs)
+            t0 = time.monotonic()
+            assert "error" not in self.java.resign()
+            lead, epoch = self.wait_leader(lambda ld, e, ep=epoch: e > ep, FAILOVER_BOUND_S,
+                                           "a leader after the Java leader resigned")
+            print(f"Java resigned: {lead} elected in {time.monotonic() - t0:.2f}s")
+            if lead != JAVA:
+                return lead, epoch
+        raise AssertionError("the Java voter kept winning after resigning:\n" + self.logs())
 
     def close(self) -> None:
         self.java.close()
@@ -276,6 +286,10 @@ def test_the_java_voter_leads_and_kraftnode_voters_commit(mixed: Mixed) -> None:
     for i in (1, 2):
         wait_until(f"kraftnode {i} to commit up to the Java leader's high watermark {hw}",
                    lambda i=i: applied_end_of(mixed.cl.port(i)) >= hw, 20, mixed.logs)
+    # their logs hold the Java leader's batches: same offsets, same epochs
+    mixed.java.wait_status(lambda s: s["committed_offset"] + 1 >= hw, 10, "the Java listener")
+    for i in (1, 2):
+        assert kraft_batches(mixed.cl.root / f"node{i}", hw) == java_batches(mixed.java, hw)
     # the Java leader's own view: both kraftnode voters replicated everything
     d = describe_quorum(mixed.java.port).topics[0].partitions[0]
     assert d.leader_id == JAVA and d.high_watermark >= hw
