@@ -1,15 +1,17 @@
 """Mixed quorums: a genuine Kafka 3.9 ``KafkaRaftClient`` (the ``raftnode`` harness,
-tests/interop/java/raftnode/) votes beside kraftnode voters, all real processes on
-127.0.0.1.
+tests/interop/java/raftnode/, wrapped by tests/support/java_raft.py) votes beside kraftnode
+voters, all real processes on 127.0.0.1.
 
 One static quorum (kraftnode 1 and 2, Java 3) serves the first tests in order: kraftnode
 leads and Java follows and commits every record; kill -9 rounds of kraftnode leaders with
-elections across implementations; Java leads and kraftnode follows and commits; the
-genuine kafka-metadata-quorum.sh describes it. A dynamic quorum then takes the Java node
-in as an observer, adds it as a voter with the genuine tool's add-controller and removes it.
+elections across implementations; Java leads and kraftnode follows and commits; divergent
+tails truncated in both directions; the genuine kafka-metadata-quorum.sh describes it;
+ApiVersions agrees with a Kafka controller's. Then a quorum whose kraftnode logs start at a
+snapshot (the Java voter installs it with FetchSnapshot) and a dynamic quorum: the Java
+node is added as a voter with the genuine tool's add-controller, leads, adds and removes a
+kraftnode, and is removed. docs/interop.md describes the suite and the harness.
 
-Test writes are framed NoOpRecords (docs/server.md, "Produce in a mixed quorum").
-"""
+Test writes are framed NoOpRecords (docs/server.md, "Produce in a mixed quorum")."""
 
 from __future__ import annotations
 
