@@ -442,8 +442,12 @@ def admin_describes(node: JavaRaftNode) -> int:
 
 def test_kafka_metadata_quorum_describes_the_mixed_quorum(mixed: Mixed, kafka_home: KafkaHome) -> None:
     """With a kraftnode leader and with the Java leader (whose DescribeQuorum answer then
-    comes from KafkaRaftClient: the Admin sends it to the active controller)."""
+    comes from KafkaRaftClient: the Admin sends it to the active controller), bootstrapping
+    through a kraftnode and through the Java node (which registered itself with a kraftnode
+    leader as Kafka's ControllerRegistrationManager does, so its DescribeCluster lists it)."""
     all_caught_up(mixed)
+    mixed.java.wait_for(lambda e: e["event"] == "registration" and e["error"] == "NONE", 30,
+                        "the Java node to register with a kraftnode active controller")
     for want_java in (False, True):
         if want_java:
             lead, epoch = mixed.wait_leader(lambda lead, _: True, 20, "a leader")
@@ -454,20 +458,21 @@ def test_kafka_metadata_quorum_describes_the_mixed_quorum(mixed: Mixed, kafka_ho
             mixed.kraftnode_leader()
         hw = all_caught_up(mixed)
         lead, epoch = mixed.wait_leader(lambda lead, _: True, 20, "a leader")
-        asked_java = admin_describes(mixed.java)
-        status, rows = describe_with_tool(kafka_home, mixed.cl.port(1))
-        assert int(status["LeaderId"]) == lead and int(status["LeaderEpoch"]) == epoch, status
-        assert int(status["HighWatermark"]) >= hw
-        assert status["ClusterId"] == CLUSTER_ID
-        voters = re.findall(r'"id": (\d+), "directoryId": null, "endpoints": \["CONTROLLER://127.0.0.1:(\d+)"\]',
-                            status["CurrentVoters"])
-        assert sorted((int(i), int(p)) for i, p in voters) == [(i, mixed.cl.port(i)) for i in (1, 2, 3)], status
-        assert status["CurrentObservers"] == "[]"
-        assert sorted(rows) == [1, 2, 3]
-        assert rows[lead][-1] == "Leader" and all(rows[i][-1] == "Follower" for i in rows if i != lead), rows
-        assert all(int(row[2]) >= hw for row in rows.values()), rows
-        if want_java:
-            assert admin_describes(mixed.java) == asked_java + 2  # both describes were answered by the Java leader
+        for boot in (mixed.cl.port(1), mixed.java.port):
+            asked_java = admin_describes(mixed.java)
+            status, rows = describe_with_tool(kafka_home, boot)
+            assert int(status["LeaderId"]) == lead and int(status["LeaderEpoch"]) == epoch, status
+            assert int(status["HighWatermark"]) >= hw
+            assert status["ClusterId"] == CLUSTER_ID
+            voters = re.findall(r'"id": (\d+), "directoryId": null, "endpoints": \["CONTROLLER://127.0.0.1:(\d+)"\]',
+                                status["CurrentVoters"])
+            assert sorted((int(i), int(p)) for i, p in voters) == [(i, mixed.cl.port(i)) for i in (1, 2, 3)], status
+            assert status["CurrentObservers"] == "[]"
+            assert sorted(rows) == [1, 2, 3]
+            assert rows[lead][-1] == "Leader" and all(rows[i][-1] == "Follower" for i in rows if i != lead), rows
+            assert all(int(row[2]) >= hw for row in rows.values()), rows
+            if want_java:
+                assert admin_describes(mixed.java) == asked_java + 2  # answered by the Java leader
         print(f"kafka-metadata-quorum.sh: leader {lead} epoch {epoch}, voters {sorted(rows)}")
 
 

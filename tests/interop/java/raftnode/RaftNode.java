@@ -19,6 +19,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.OptionalInt;
 import java.util.OptionalLong;
 import java.util.TreeMap;
@@ -38,6 +39,7 @@ import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.feature.Features;
 import org.apache.kafka.common.feature.SupportedVersionRange;
 import org.apache.kafka.common.message.ApiMessageType;
+import org.apache.kafka.common.message.ControllerRegistrationRequestData;
 import org.apache.kafka.common.message.ControllerRegistrationResponseData;
 import org.apache.kafka.common.message.DescribeClusterResponseData;
 import org.apache.kafka.common.metadata.FeatureLevelRecord;
@@ -53,7 +55,11 @@ import org.apache.kafka.common.network.Selector;
 import org.apache.kafka.common.protocol.ApiKeys;
 import org.apache.kafka.common.protocol.ApiMessage;
 import org.apache.kafka.common.protocol.Errors;
+import org.apache.kafka.common.Node;
 import org.apache.kafka.common.requests.AbstractRequest;
+import org.apache.kafka.common.requests.AbstractResponse;
+import org.apache.kafka.common.requests.ControllerRegistrationRequest;
+import org.apache.kafka.common.requests.ControllerRegistrationResponse;
 import org.apache.kafka.common.requests.ApiVersionsRequest;
 import org.apache.kafka.common.requests.ApiVersionsResponse;
 import org.apache.kafka.common.requests.RequestHeader;
@@ -279,6 +285,10 @@ public final class RaftNode {
         driver = new KafkaRaftClientDriver<>(client, "raft-" + nodeId, faults, logContext);
         driver.start();
 
+        Thread registration = new Thread(this::registrationLoop, "controller-registration");
+        registration.setDaemon(true);
+        registration.start();
+
         Thread acceptor = new Thread(this::acceptLoop, "raft-acceptor");
         acceptor.setDaemon(true);
         acceptor.start();
@@ -368,6 +378,92 @@ public final class RaftNode {
             e.put("leader", leader.leaderId().isPresent() ? leader.leaderId().getAsInt() : -1);
             e.put("epoch", leader.epoch());
             emit(e);
+        }
+    }
+
+    // ------------------------------------------------------------------ registration
+
+    private final Uuid incarnationId = Uuid.randomUuid();
+
+    /**
+     * As Kafka's ControllerRegistrationManager (KIP-919): once the committed metadata.version
+     * supports it, register this controller (ControllerRegistration, built with Kafka's own
+     * request classes) with the active controller, until a RegisterControllerRecord with our
+     * incarnation id is committed. Only another node can write it: this harness is a raft
+     * client, not a QuorumController, so while it leads it does not register itself.
+     */
+    private void registrationLoop() {
+        long backoffMs = 100;
+        int correlationId = 0;
+        while (true) {
+            try {
+                Thread.sleep(backoffMs);
+                RegisterControllerRecord mine = registrations.get(nodeId);
+                if (mine != null && mine.incarnationId().equals(incarnationId)) {
+                    backoffMs = 1000;
+                    continue;
+                }
+                Short mv = finalizedFeatures.get(MetadataVersion.FEATURE_NAME);
+                LeaderAndEpoch le = client.leaderAndEpoch();
+                if (mv == null || !MetadataVersion.fromFeatureLevel(mv).isControllerRegistrationSupported()
+                    || !le.leaderId().isPresent() || le.leaderId().getAsInt() == nodeId) {
+                    backoffMs = 100;
+                    continue;
+                }
+                Optional<Node> leader = client.voterNode(le.leaderId().getAsInt(), listenerName);
+                if (!leader.isPresent()) {
+                    backoffMs = 100;
+                    continue;
+                }
+                ControllerRegistrationRequestData.FeatureCollection features =
+                    new ControllerRegistrationRequestData.FeatureCollection();
+                features.add(new ControllerRegistrationRequestData.Feature().setName(MetadataVersion.FEATURE_NAME)
+                    .setMinSupportedVersion(MetadataVersion.MINIMUM_KRAFT_VERSION.featureLevel())
+                    .setMaxSupportedVersion(MetadataVersion.latestProduction().featureLevel()));
+                for (org.apache.kafka.server.common.Features f : org.apache.kafka.server.common.Features.PRODUCTION_FEATURES) {
+                    if (f.latestProduction() > 0) {
+                        features.add(new ControllerRegistrationRequestData.Feature().setName(f.featureName())
+                            .setMinSupportedVersion(f.minimumProduction()).setMaxSupportedVersion(f.latestProduction()));
+                    }
+                }
+                ControllerRegistrationRequestData.ListenerCollection listeners =
+                    new ControllerRegistrationRequestData.ListenerCollection();
+                listeners.add(new ControllerRegistrationRequestData.Listener().setName(listenerName.value())
+                    .setHost(listenAddress.getHostString()).setPort(server.getLocalPort())
+                    .setSecurityProtocol(org.apache.kafka.common.security.auth.SecurityProtocol.PLAINTEXT.id));
+                ControllerRegistrationRequestData data = new ControllerRegistrationRequestData()
+                    .setControllerId(nodeId).setIncarnationId(incarnationId).setZkMigrationReady(false)
+                    .setListeners(listeners).setFeatures(features);
+                ControllerRegistrationRequest request = new ControllerRegistrationRequest.Builder(data).build();
+                RequestHeader header = new RequestHeader(ApiKeys.CONTROLLER_REGISTRATION, request.version(),
+                    "controller-" + nodeId + "-registration", correlationId++);
+                ControllerRegistrationResponse response;
+                try (Socket sock = new Socket(leader.get().host(), leader.get().port())) {
+                    sock.setSoTimeout(10_000);
+                    DataOutputStream out = new DataOutputStream(sock.getOutputStream());
+                    ByteBuffer bytes = request.serializeWithHeader(header);
+                    out.writeInt(bytes.remaining());
+                    out.write(bytes.array(), bytes.arrayOffset() + bytes.position(), bytes.remaining());
+                    out.flush();
+                    DataInputStream in = new DataInputStream(sock.getInputStream());
+                    byte[] frame = new byte[in.readInt()];
+                    in.readFully(frame);
+                    response = (ControllerRegistrationResponse) AbstractResponse.parseResponse(ByteBuffer.wrap(frame), header);
+                }
+                Map<String, Object> e = event("registration");
+                e.put("active_controller", le.leaderId().getAsInt());
+                e.put("error", Errors.forCode(response.data().errorCode()).name());
+                e.put("message", response.data().errorMessage());
+                emit(e);
+                backoffMs = response.data().errorCode() == 0 ? 1000 : Math.min(backoffMs * 2, 5000);
+            } catch (InterruptedException ie) {
+                return;
+            } catch (Exception ex) {
+                Map<String, Object> e = event("registration");
+                e.put("error", String.valueOf(ex));
+                emit(e);
+                backoffMs = Math.min(backoffMs * 2, 5000);
+            }
         }
     }
 
