@@ -85,8 +85,8 @@ from kraftnode.raft.states import (
 )
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 
-#: Base of the election backoffs (Kafka's RETRY_BACKOFF_BASE_MS).
-ELECTION_BACKOFF_BASE_MS = 50
+#: Base of the binary exponential election backoff (Kafka's RETRY_BACKOFF_BASE_MS).
+ELECTION_BACKOFF_BASE_MS = 100
 
 
 @dataclass(slots=True)
@@ -601,13 +601,19 @@ class RaftNode:
         return min(ELECTION_BACKOFF_BASE_MS * self.rng.randrange(bound), self.config.election_backoff_max_ms)
 
     def _end_epoch_backoff(self, preferred: Sequence[ReplicaKey]) -> int:
-        """Successor-rank backoff: the first preferred successor runs at once."""
-        for position, key in enumerate(preferred):
-            if key.matches(self.local_key):
-                if position == 0:
-                    return 0
-                return min(self.config.election_backoff_max_ms, ELECTION_BACKOFF_BASE_MS << (position - 1))
-        return self.config.election_backoff_max_ms + self.rng.randrange(max(1, self.config.election_timeout_ms))
+        """Successor-rank backoff, as Kafka's endEpochElectionBackoff and
+        strictExponentialElectionBackoffMs: our position in the list (its length when we are
+        not in it); position 0 stands at once -- also for an empty list, which a leader
+        restarted into Resigned sends; a voter missing from a non-empty list waits
+        election.backoff.max.ms; rank p of n waits (max >> (n - 1)) << (p - 1), capped."""
+        n = len(preferred)
+        position = next((i for i, key in enumerate(preferred) if key.matches(self.local_key)), n)
+        most = self.config.election_backoff_max_ms
+        if position == 0:
+            return 0
+        if position >= n:
+            return most
+        return min(most, (most >> (n - 1)) << (position - 1))
 
     def _backoff(self, destination: int, now_ms: int) -> None:
         self._backoff_until[destination] = now_ms + self.config.retry_backoff_ms

@@ -42,6 +42,15 @@ class Cluster:
 
     def __post_init__(self) -> None:
         self.ports = free_ports(self.n)
+        self.write_properties()
+        for i in self.ids:
+            subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+                            str(self.root / f"node{i}" / "server.properties"), "--cluster-id",
+                            CLUSTER_ID], check=True, capture_output=True)
+
+    def write_properties(self) -> None:
+        """(Re)write every node's server.properties: after changing ``extra`` or
+        ``node_extra`` of a formatted cluster, before its nodes start."""
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in zip(self.ids, self.ports, strict=True))
         for i, port in zip(self.ids, self.ports, strict=True):
             d = self.root / f"node{i}"
@@ -51,9 +60,6 @@ class Cluster:
                 f"listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n"
                 f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{self.extra}\n"
                 f"{self.node_extra.get(i, '')}\n")
-            subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
-                            str(d / "server.properties"), "--cluster-id", CLUSTER_ID],
-                           check=True, capture_output=True)
 
     @property
     def ids(self) -> list[int]:

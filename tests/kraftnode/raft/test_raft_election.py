@@ -83,9 +83,29 @@ def test_majority_rejection_stops_the_election_at_once_and_backs_off() -> None:
     assert isinstance(st, Candidate) and st.backoff_until is not None
     assert st.backoff_until <= now + 1 + CONFIG.election_backoff_max_ms
     assert st.backoff_until < st.election_deadline
+    # Kafka's binaryExponentialElectionBackoffMs: RETRY_BACKOFF_BASE_MS (100) * random(2 << (retries-1))
+    assert (st.backoff_until - (now + 1)) % 100 == 0
     node.take_actions()
     node.tick(st.backoff_until)
     assert node.state_name == "candidate" and node.epoch == 2
+
+
+def test_election_backoff_is_kafkas_binary_exponential_backoff() -> None:
+    """100 ms * random.nextInt(2 << min(20, retries - 1)), capped at election.backoff.max.ms
+    (KafkaRaftClient.binaryExponentialElectionBackoffMs, RETRY_BACKOFF_BASE_MS = 100)."""
+    seen = set()
+    for seed in range(40):
+        node = make_node(1, voter_set=voters(1, 2, 3), seed=seed)
+        now = node.next_deadline_ms()
+        assert now is not None
+        node.tick(now)
+        votes = sent(node.take_actions(), VoteRequest)
+        for a in votes[:2]:
+            node.handle_response(a.destination, a.correlation_id, VoteResponse(0, 0, -1, 1, False), now + 1)
+        st = node.state
+        assert isinstance(st, Candidate) and st.backoff_until is not None
+        seen.add(st.backoff_until - (now + 1))
+    assert seen == {0, 100}  # retries = 1: nextInt(2)
 
 
 def test_single_voter_leads_and_commits_alone() -> None:

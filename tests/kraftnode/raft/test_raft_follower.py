@@ -132,14 +132,33 @@ def test_inconsistent_cluster_id_from_the_leader_is_fatal() -> None:
 
 
 def test_end_quorum_epoch_backoff_follows_successor_rank() -> None:
-    for rank, expected in ((0, 0), (1, 50), (2, 100)):
+    """Kafka 3.9 KafkaRaftClient.endEpochElectionBackoff / strictExponentialElectionBackoffMs:
+    rank 0 stands at once; rank p of n waits (election.backoff.max.ms >> (n-1)) << (p-1);
+    a voter missing from a non-empty list waits election.backoff.max.ms (1000 ms)."""
+    for rank, expected in ((0, 0), (1, 250), (2, 500), (3, 1000)):
         node, _ = _follower()
-        order = [ReplicaKey(i) for i in (3, 2, 4)]
-        order.insert(rank, order.pop(order.index(ReplicaKey(2))))
+        order = [ReplicaKey(i) for i in (3, 4, 5)]
+        if rank < 3:
+            order[rank] = ReplicaKey(2)
         node.handle_request(1, EndQuorumEpochRequest(None, 1, 3, tuple(order)), 100)
-        assert node.next_deadline_ms() == 100 + expected
+        assert node.next_deadline_ms() == 100 + expected, rank
         node.tick(100 + expected)
         assert node.state_name == "candidate"
+    node, _ = _follower()  # two successors (a three-voter quorum): the second waits 500 ms
+    node.handle_request(1, EndQuorumEpochRequest(None, 1, 3, (ReplicaKey(3), ReplicaKey(2))), 100)
+    assert node.next_deadline_ms() == 100 + 500
+
+
+def test_end_quorum_epoch_with_no_successors_stands_at_once() -> None:
+    """A leader restarted into Resigned sends EndQuorumEpoch with no preferred successors
+    (Kafka's QuorumState.initialize); Kafka's follower then stands at once (position 0 of 0:
+    strictExponentialElectionBackoffMs returns 0), as the genuine client did in the mixed
+    quorum (tests/interop/test_mixed_quorum.py) while kraftnode waited a full backoff."""
+    node, _ = _follower()
+    node.handle_request(1, EndQuorumEpochRequest(None, 1, 3, ()), 100)
+    assert node.next_deadline_ms() == 100
+    node.tick(100)
+    assert node.state_name == "candidate"
 
 
 def test_begin_quorum_epoch_makes_a_follower() -> None:
