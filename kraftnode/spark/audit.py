@@ -399,20 +399,7 @@ def _plots(res: AuditResult) -> dict[str, str]:
 
     out: dict[str, str] = {}
     if res.leadership:
-        leaders = sorted({int(r["leader"]) for r in res.leadership if r["leader"] is not None})
-        fig, ax = plt.subplots(figsize=(9, 1.2 + 0.55 * max(len(leaders), 1)))
-        t0 = min(r["start_time"] for r in res.leadership)
-        for r in res.leadership:
-            if r["leader"] is None:
-                continue
-            start = (r["start_time"] - t0) / 1000
-            ax.barh(r["leader"], max((r["tenure_ms"] or 0) / 1000, 0.05), left=start, height=0.5)
-            ax.annotate(f"epoch {r['epoch']}", (start, r["leader"] + 0.27), fontsize=8, va="bottom")
-        ax.set_yticks(leaders, [f"node {n}" for n in leaders])
-        ax.set_ylim(min(leaders, default=0) - 0.6, max(leaders, default=0) + 0.8)
-        ax.set_xlabel(f"seconds since the first LeaderChange ({_time(t0)})")
-        ax.set_title("Leadership timeline (bar = tenure of the epoch's leader)")
-        out["leadership"] = _png(fig)
+        out["leadership"] = _png(_leadership_figure(res.leadership))
     if res.epochs:
         fig, ax = plt.subplots(figsize=(9, 2.8))
         labels = [f"epoch {r['epoch']}" for r in res.epochs]
@@ -435,6 +422,26 @@ def _plots(res: AuditResult) -> dict[str, str]:
         ax.set_title("Write rate")
         out["rate"] = _png(fig)
     return out
+
+
+def _leadership_figure(leadership: list[dict[str, Any]]) -> Any:
+    """One bar per epoch at its leader's node id (integer ticks only), labelled "epoch N"."""
+    import matplotlib.pyplot as plt
+
+    leaders = sorted({int(r["leader"]) for r in leadership if r["leader"] is not None})
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.55 * max(len(leaders), 1)))
+    t0 = min(r["start_time"] for r in leadership)
+    for r in leadership:
+        if r["leader"] is None:
+            continue
+        start = (r["start_time"] - t0) / 1000
+        ax.barh(r["leader"], max((r["tenure_ms"] or 0) / 1000, 0.05), left=start, height=0.5)
+        ax.annotate(f"epoch {r['epoch']}", (start, r["leader"] + 0.27), fontsize=8, va="bottom")
+    ax.set_yticks(leaders, [f"node {n}" for n in leaders])
+    ax.set_ylim(min(leaders, default=0) - 0.6, max(leaders, default=0) + 0.8)
+    ax.set_xlabel(f"seconds since the first LeaderChange ({_time(t0)})")
+    ax.set_title("Leadership timeline (bar = tenure of the epoch's leader)")
+    return fig
 
 
 def _time(ms: int) -> str:

@@ -181,6 +181,10 @@ class _WatermarkClient:
         if c is not None:
             c.close()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark pickles the reader (with its read function) for the executors: no client there
+        return {**self.__dict__, "_consumer": None}
+
 
 # ---------------------------------------------------------------- offsets options
 EARLIEST, LATEST = -2, -1  # as in Spark's Kafka source JSON offsets
