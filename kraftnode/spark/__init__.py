@@ -36,10 +36,14 @@ def local_session(master: str = "local[*]", app: str = "kraftnode", **conf: str)
     """A SparkSession whose Python workers run this interpreter, with kraftnode's sources registered.
 
     Why: Spark starts worker processes with ``python3`` from PATH unless told
-    otherwise, and those must be able to import kraftnode.
+    otherwise, and those must be able to import kraftnode; and a local session has no
+    reason to listen on anything but 127.0.0.1.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Spark's driver listens for its executors and block manager: on loopback only
+    # (otherwise it picks the first external interface and warns about the hostname)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     b = SparkSession.builder.master(master).appName(app)

@@ -35,6 +35,8 @@ import io
 import json
 import os
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,29 +79,97 @@ def _rows(df: Any) -> list[dict[str, Any]]:
     return [r.asDict(recursive=True) for r in df.collect()]
 
 
-def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) -> AuditResult:
+# the columns of the kraft-log source the audit uses (Spark copies every column a Python
+# source yields, so naming them saves work)
+_AUDIT_COLUMNS = ("replica INT, file STRING, file_type STRING, position BIGINT, offset BIGINT, "
+                  "batch_base_offset BIGINT, partition_leader_epoch INT, timestamp BIGINT, control_type STRING, "
+                  "key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>, batch_crc BIGINT, "
+                  "batch_crc_valid BOOLEAN, batch_size INT, batch_records INT, record_size INT, record_type STRING, "
+                  "record_json STRING, record_error STRING, error STRING")
+
+
+class _Stages:
+    """Reports each stage of the audit (what is done and how long it took) to ``progress``."""
+
+    def __init__(self, progress: Callable[[str], None] | None) -> None:
+        self.progress = progress
+        self.t0 = time.monotonic()
+        self.timings: dict[str, float] = {}
+
+    def __call__(self, name: str, detail: str = "") -> None:
+        now = time.monotonic()
+        self.timings[name] = now - self.t0
+        if self.progress is not None:
+            self.progress(f"{name}{': ' + detail if detail else ''} ({self.timings[name]:.1f} s)")
+        self.t0 = now
+
+
+def _driver_read(spark: Any, files: list[Any]) -> Any:
+    """The audit's columns of ``files``, decoded in this process by the decoder the
+    ``kraft-log`` source runs in Spark's Python workers, handed to Spark as Arrow."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    from kraftnode.spark.decode import decode_file
+
+    spark_schema = StructType.fromDDL(_AUDIT_COLUMNS)
+    schema = to_arrow_schema(spark_schema)
+    names = spark_schema.fieldNames()
+    batches = [b.select(names).cast(schema) for f in files
+               for b in decode_file(f.path, replica=f.replica, file_type=f.file_type)]
+    return spark.createDataFrame(pa.Table.from_batches(batches, schema=schema), schema=spark_schema)
+
+
+# logs up to this size are decoded on the driver: starting Python workers for the
+# kraft-log source costs more than decoding a few MB (see docs/spark.md)
+DRIVER_READ_MAX_BYTES = 32 << 20
+
+
+def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
+              progress: Callable[[str], None] | None = None,
+              driver_read_max_bytes: int = DRIVER_READ_MAX_BYTES) -> AuditResult:
+    """Audit the logs under ``log_dirs`` into ``out_dir``; ``progress`` gets one line per stage.
+
+    Logs of at most ``driver_read_max_bytes`` are decoded on the driver and handed to
+    Spark as Arrow; larger ones are read by the ``kraft-log`` source in Spark's workers.
+    Every analysis step after the read is the same Spark job either way."""
+    import pyarrow.parquet as pq
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
+    from kraftnode.spark.paths import discover
+
+    stage = _Stages(progress)
     out = Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     tables: dict[str, Path] = {}
 
-    def save(name: str, df: Any) -> None:
-        """Tables that can be as large as the log: written by Spark."""
+    def save(name: str, df: Any, keep: int) -> tuple[list[dict[str, Any]], int]:
+        """Tables that can be as large as the log: written by Spark, then the first ``keep``
+        rows and the row count read back from the Parquet files (no second Spark job)."""
         path = out / "tables" / name
         df.write.mode("overwrite").parquet(str(path))
         tables[name] = path
+        files = sorted(path.glob("part-*.parquet"))
+        total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+        first: list[dict[str, Any]] = []
+        for f in files:
+            if len(first) >= keep:
+                break
+            first.extend(pq.read_table(f).slice(0, keep - len(first)).to_pylist())
+        return first, total
 
     def save_collected(name: str, df: Any) -> list[dict[str, Any]]:
         """Small tables (a row per epoch, pair, bucket...): collected once and written by
         the driver, instead of computing them twice (one job to write, one to collect)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        collected = _rows(df)
-        schema = to_arrow_schema(df.schema)
+        return _write_rows(name, _rows(df), to_arrow_schema(df.schema))
+
+    def _write_rows(name: str, collected: list[dict[str, Any]], schema: Any) -> list[dict[str, Any]]:
+        import pyarrow as pa
+
         path = out / "tables" / name
         if path.exists():
             shutil.rmtree(path)
@@ -108,7 +178,18 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
         tables[name] = path
         return collected
 
-    rows = spark.read.format("kraft-log").load(log_dirs).cache()
+    files = discover(log_dirs)  # fails naming a bad path, before any Spark job
+    snap_floor = -1  # snapshots hold committed records only: their end offset is committed
+    for f in files:
+        if f.file_type == "snapshot":
+            sid = parse_snapshot_file_name(os.path.basename(f.path))
+            if sid is not None:
+                snap_floor = max(snap_floor, sid.offset)
+    log_bytes = sum(os.path.getsize(f.path) for f in files)
+    if log_bytes <= driver_read_max_bytes:
+        rows = _driver_read(spark, files).cache()
+    else:
+        rows = spark.read.format("kraft-log").schema(_AUDIT_COLUMNS).load(log_dirs).cache()
     seg = rows.filter(F.col("file_type") == "segment")
     ok = seg.filter(F.col("error").isNull() & F.col("offset").isNotNull())
     entries = (ok.select("replica", "offset", F.col("partition_leader_epoch").alias("epoch"),
@@ -116,21 +197,29 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
                          "timestamp", "record_size", "batch_base_offset", "batch_size", "batch_crc",
                          "batch_records", "batch_crc_valid")
                .dropDuplicates(["replica", "offset"]).cache())
-    replicas = sorted(r["replica"] for r in seg.select("replica").distinct().collect() if r["replica"] is not None)
+
+    replica_df = (rows.groupBy("replica", "file_type").agg(
+        F.countDistinct("file").alias("files"), F.count("offset").alias("records"),
+        F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
+        F.sum(F.when(F.col("error").isNotNull(), 1).otherwise(0)).alias("error_rows"),
+        F.sum(F.when(~F.col("batch_crc_valid"), 1).otherwise(0)).alias("crc_invalid_rows"))
+        .orderBy("replica", "file_type"))
+    replica_rows = save_collected("replicas", replica_df)
+    replicas = sorted({r["replica"] for r in replica_rows if r["file_type"] == "segment" and r["replica"] is not None})
     n = len(replicas)
     majority = n // 2 + 1
+    stage("read", f"{len(files)} files ({log_bytes / 1e6:.1f} MB, "
+                  f"{'on the driver' if log_bytes <= driver_read_max_bytes else 'kraft-log source'}) "
+                  f"of replicas {replicas}, "
+                  f"{sum(r['records'] for r in replica_rows if r['file_type'] == 'segment')} segment records")
 
     # ---------------------------------------------------------------- committed floor
     agree = entries.groupBy("offset", "epoch", "hash").agg(F.countDistinct("replica").alias("holders"))
-    newest = entries.agg(F.max("epoch")).first()[0]
-    floor_row = (agree.filter((F.col("holders") >= majority) & (F.col("epoch") == newest))
+    newest = entries.agg(F.max("epoch").alias("newest_epoch"))
+    floor_row = (agree.filter(F.col("holders") >= majority)
+                 .join(newest, F.col("epoch") == F.col("newest_epoch"))
                  .agg(F.max("offset")).first()[0])
     committed_floor = -1 if floor_row is None else int(floor_row) + 1
-    snap_floor = -1
-    for r in rows.filter(F.col("file_type") == "snapshot").select("file").distinct().collect():
-        sid = parse_snapshot_file_name(os.path.basename(r["file"]))
-        if sid is not None:
-            snap_floor = max(snap_floor, sid.offset)
     committed_floor = max(committed_floor, snap_floor, 0)
 
     committed = (agree.filter((F.col("holders") >= majority) & (F.col("offset") < committed_floor))
@@ -148,8 +237,8 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
                   F.concat(F.lit("differs from the committed entry (epoch "), F.col("c_epoch").cast("string"),
                            F.lit(") below the committed floor")).alias("reason")))
     violations_df = v1.unionByName(v2).dropDuplicates(["offset", "replica"]).orderBy("offset", "replica")
-    save("violations", violations_df)
-    violations = _rows(violations_df.limit(1000))
+    violations, _ = save("violations", violations_df, 1000)
+    stage("committed floor and violations", f"floor {committed_floor}, {len(violations)} violations")
 
     # ---------------------------------------------------------------- pairwise first divergence
     a = entries.select(F.col("replica").alias("replica_a"), "offset", F.col("epoch").alias("epoch_a"),
@@ -158,36 +247,52 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
                        F.col("hash").alias("hash_b"))
     joined = a.join(b, "offset").filter(F.col("replica_a") < F.col("replica_b"))
     mismatch = (F.col("epoch_a") != F.col("epoch_b")) | (F.col("hash_a") != F.col("hash_b"))
+    # the first mismatching offset of each pair with both sides' entries: min of a struct led by the offset
     pair_stats = joined.groupBy("replica_a", "replica_b").agg(
         F.count("*").alias("common_offsets"),
         F.sum(F.when(mismatch, 1).otherwise(0)).alias("mismatched_offsets"),
-        F.min(F.when(mismatch, F.col("offset"))).alias("first_divergence"))
-    first = (joined.join(pair_stats.select("replica_a", "replica_b", F.col("first_divergence").alias("offset")),
-                         ["replica_a", "replica_b", "offset"])
-             .join(committed, "offset", "left"))
-    firsts = {(r["replica_a"], r["replica_b"]): r for r in _rows(first)}
+        F.min(F.when(mismatch, F.struct("offset", "epoch_a", "epoch_b", "hash_a", "hash_b"))).alias("f"))
+    pairs_df = (pair_stats.join(committed, F.col("f.offset") == F.col("offset"), "left")
+                .select("replica_a", "replica_b", "common_offsets", "mismatched_offsets",
+                        F.col("f.offset").alias("first_divergence"), "f.epoch_a", "f.epoch_b", "f.hash_a",
+                        "f.hash_b", "c_epoch", "c_hash")
+                .orderBy("replica_a", "replica_b"))
     pairs: list[dict[str, Any]] = []
-    for r in _rows(pair_stats.orderBy("replica_a", "replica_b")):
-        key = (r["replica_a"], r["replica_b"])
-        f = firsts.get(key)
+    for r in _rows(pairs_df):
         verdict, reason = "consistent", "every common offset agrees"
-        if f is not None:
-            r.update(epoch_a=f["epoch_a"], epoch_b=f["epoch_b"], hash_a=f["hash_a"], hash_b=f["hash_b"])
-            verdict, reason = _classify(f, committed_floor)
+        if r["first_divergence"] is not None:
+            verdict, reason = _classify({**r, "offset": r["first_divergence"]}, committed_floor)
+        del r["c_epoch"], r["c_hash"]
         r["verdict"] = verdict
         r["reason"] = reason
         pairs.append(r)
-    pairs_schema = ("replica_a INT, replica_b INT, common_offsets BIGINT, mismatched_offsets BIGINT, "
-                    "first_divergence BIGINT, epoch_a INT, epoch_b INT, hash_a BIGINT, hash_b BIGINT, "
-                    "verdict STRING, reason STRING")
-    cols = [c.split(" ")[0] for c in pairs_schema.split(", ")]
-    save_collected("pair_divergence", spark.createDataFrame([tuple(p.get(c) for c in cols) for p in pairs],
-                                                            pairs_schema))
+    import pyarrow as pa
+
+    _write_rows("pair_divergence", pairs, pa.schema([
+        ("replica_a", pa.int32()), ("replica_b", pa.int32()), ("common_offsets", pa.int64()),
+        ("mismatched_offsets", pa.int64()), ("first_divergence", pa.int64()), ("epoch_a", pa.int32()),
+        ("epoch_b", pa.int32()), ("hash_a", pa.int64()), ("hash_b", pa.int64()), ("verdict", pa.string()),
+        ("reason", pa.string())]))
     disagreements = (entries.groupBy("offset")
                      .agg(F.countDistinct("epoch", "hash").alias("versions"),
                           F.sort_array(F.collect_list(F.struct("replica", "epoch", "hash"))).alias("entries"))
                      .filter(F.col("versions") > 1).orderBy("offset"))
-    save("disagreements", disagreements)
+    _, disagreeing = save("disagreements", disagreements, 0)
+    stage("pairwise divergence", f"{len(pairs)} replica pairs, {disagreeing} offsets where replicas disagree")
+
+    # ---------------------------------------------------------------- per-epoch statistics
+    uniq = entries.dropDuplicates(["offset", "epoch", "hash"])
+    batches = (entries.dropDuplicates(["epoch", "batch_base_offset", "batch_crc"])
+               .groupBy("epoch").agg(F.count("*").alias("batches"), F.sum("batch_size").alias("disk_bytes")))
+    epochs_df = (uniq.groupBy("epoch").agg(F.count("*").alias("records"), F.sum("record_size").alias("record_bytes"),
+                                           F.min("timestamp").alias("first_time"), F.max("timestamp").alias("last_time"))
+                 .join(batches, "epoch")
+                 .withColumn("compression_ratio",
+                             (F.col("record_bytes") + F.col("batches") * 61) / F.col("disk_bytes"))
+                 .orderBy("epoch"))
+    epochs = save_collected("epoch_stats", epochs_df)
+    first_ts = min((r["first_time"] for r in epochs if r["first_time"] is not None), default=None)
+    max_ts = max((r["last_time"] for r in epochs if r["last_time"] is not None), default=None)
 
     # ---------------------------------------------------------------- leadership timeline
     lc = (seg.filter(F.col("control_type") == "LEADER_CHANGE")
@@ -195,9 +300,7 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
                   F.from_json("record_json", LEADER_CHANGE_JSON).alias("m")))
     w = Window.partitionBy("epoch").orderBy("offset", "replica")
     lc = lc.withColumn("rn", F.row_number().over(w)).filter("rn = 1").drop("rn")
-    epoch_counts = (entries.dropDuplicates(["offset", "epoch", "hash"]).groupBy("epoch")
-                    .agg(F.count("*").alias("records"), F.max("timestamp").alias("last_ts")))
-    max_ts = entries.agg(F.max("timestamp")).first()[0]
+    epoch_counts = epochs_df.select("epoch", "records")
     ordered = Window.orderBy("epoch")
     leadership_df = (lc.join(epoch_counts, "epoch", "left")
                      .select("epoch", F.col("m.leaderId").alias("leader"),
@@ -205,10 +308,12 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
                              F.expr("transform(m.grantingVoters, v -> v.voterId)").alias("granting_voters"),
                              F.col("offset").alias("start_offset"), F.col("timestamp").alias("start_time"),
                              F.coalesce("records", F.lit(0)).alias("records"))
-                     .withColumn("end_time", F.coalesce(F.lead("start_time").over(ordered), F.lit(max_ts)))
+                     .withColumn("end_time", F.coalesce(F.lead("start_time").over(ordered),
+                                                        F.lit(max_ts).cast("long")))
                      .withColumn("tenure_ms", F.col("end_time") - F.col("start_time"))
                      .orderBy("epoch"))
     leadership = save_collected("leadership", leadership_df)
+    stage("epochs and leadership", f"{len(epochs)} epochs, {len(leadership)} LeaderChange records")
 
     # ---------------------------------------------------------------- voter-set history
     vr = rows.filter(F.col("control_type").isin("KRAFT_VOTERS", "KRAFT_VERSION") & F.col("error").isNull())
@@ -224,44 +329,26 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
                  .orderBy(F.when(F.col("file_type") == "segment", 1).otherwise(0), "offset", "control_type"))
     voters = save_collected("voters_history", voters_df)
 
-    # ---------------------------------------------------------------- per-epoch statistics, write rate
-    uniq = entries.dropDuplicates(["offset", "epoch", "hash"])
-    batches = (entries.dropDuplicates(["epoch", "batch_base_offset", "batch_crc"])
-               .groupBy("epoch").agg(F.count("*").alias("batches"), F.sum("batch_size").alias("disk_bytes")))
-    epochs_df = (uniq.groupBy("epoch").agg(F.count("*").alias("records"), F.sum("record_size").alias("record_bytes"),
-                                           F.min("timestamp").alias("first_time"), F.max("timestamp").alias("last_time"))
-                 .join(batches, "epoch")
-                 .withColumn("compression_ratio",
-                             (F.col("record_bytes") + F.col("batches") * 61) / F.col("disk_bytes"))
-                 .orderBy("epoch"))
-    epochs = save_collected("epoch_stats", epochs_df)
-    span = uniq.agg(F.min("timestamp"), F.max("timestamp")).first()
-    bucket = max(1000, ((span[1] or 0) - (span[0] or 0)) // 60 // 1000 * 1000) if span[0] is not None else 1000
+    # ---------------------------------------------------------------- write rate
+    span_ms = (max_ts - first_ts) if first_ts is not None and max_ts is not None else 0
+    bucket = max(1000, span_ms // 60 // 1000 * 1000)
     rate_df = (uniq.groupBy((F.floor(F.col("timestamp") / bucket) * bucket).cast("long").alias("bucket_start"))
                .agg(F.count("*").alias("records"), F.sum("record_size").alias("bytes"))
                .withColumn("records_per_s", F.col("records") / (bucket / 1000.0))
                .withColumn("bytes_per_s", F.col("bytes") / (bucket / 1000.0))
                .orderBy("bucket_start"))
     rate = save_collected("write_rate", rate_df)
+    stage("voter sets and write rate", f"{len(voters)} voter/kraft.version records, {len(rate)} rate buckets")
 
     # ---------------------------------------------------------------- invalid rows
     invalid_df = rows.filter(F.col("error").isNotNull() | (F.col("record_error").isNotNull()
                                                             & (F.col("record_error") != NOT_METADATA)))
     invalid_df = invalid_df.select("replica", "file", "file_type", "position", "offset", "batch_crc_valid",
                                    "record_type", "record_error", "error")
-    save("invalid_rows", invalid_df)
-    invalid_count = invalid_df.count()
-    invalid = _rows(invalid_df.limit(200))
-
-    replica_df = (rows.groupBy("replica", "file_type").agg(
-        F.countDistinct("file").alias("files"), F.count("offset").alias("records"),
-        F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
-        F.sum(F.when(F.col("error").isNotNull(), 1).otherwise(0)).alias("error_rows"),
-        F.sum(F.when(~F.col("batch_crc_valid"), 1).otherwise(0)).alias("crc_invalid_rows"))
-        .orderBy("replica", "file_type"))
-    replica_rows = save_collected("replicas", replica_df)
+    invalid, invalid_count = save("invalid_rows", invalid_df, 200)
     entries.unpersist()
     rows.unpersist()
+    stage("invalid rows", f"{invalid_count}")
 
     result = AuditResult(out, replicas, committed_floor, pairs, violations, leadership, voters, epochs, rate,
                          invalid, invalid_count, out / "report.html", tables, int(bucket))
@@ -270,6 +357,7 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str]) 
         "replicas": replicas, "committed_floor": committed_floor, "violations": len(violations),
         "pairs": pairs, "leadership_epochs": len(leadership), "invalid_rows": invalid_count,
     }, indent=2, default=str), encoding="utf-8")
+    stage("report", str(result.report))
     return result
 
 
@@ -311,26 +399,13 @@ def _plots(res: AuditResult) -> dict[str, str]:
 
     out: dict[str, str] = {}
     if res.leadership:
-        fig, ax = plt.subplots(figsize=(9, 2.8))
-        t0 = min(r["start_time"] for r in res.leadership)
-        for r in res.leadership:
-            start = (r["start_time"] - t0) / 1000
-            ax.barh(r["leader"], max((r["tenure_ms"] or 0) / 1000, 0.05), left=start, height=0.6)
-            ax.text(start, r["leader"] + 0.35, f"e{r['epoch']}", fontsize=8)
-        ax.set_xlabel("seconds since the first LeaderChange")
-        ax.set_ylabel("leader (node id)")
-        from matplotlib.ticker import MaxNLocator
-
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_title("Leadership timeline (bar = tenure)")
-        out["leadership"] = _png(fig)
+        out["leadership"] = _png(_leadership_figure(res.leadership))
     if res.epochs:
         fig, ax = plt.subplots(figsize=(9, 2.8))
-        ax.bar([str(r["epoch"]) for r in res.epochs], [r["records"] for r in res.epochs])
+        labels = [f"epoch {r['epoch']}" for r in res.epochs]
+        ax.bar(labels, [r["records"] for r in res.epochs])
         ax2 = ax.twinx()
-        ax2.plot([str(r["epoch"]) for r in res.epochs], [r["compression_ratio"] for r in res.epochs],
-                 "o-", color="tab:red")
-        ax.set_xlabel("epoch")
+        ax2.plot(labels, [r["compression_ratio"] for r in res.epochs], "o-", color="tab:red")
         ax.set_ylabel("records")
         ax2.set_ylabel("compression ratio", color="tab:red")
         ax.set_title("Records and compression ratio per epoch")
@@ -342,23 +417,85 @@ def _plots(res: AuditResult) -> dict[str, str]:
         by_start = {r["bucket_start"]: r["records_per_s"] for r in res.rate}
         starts = list(range(t0, res.rate[-1]["bucket_start"] + 2 * step, step))  # idle buckets show as 0
         ax.step([(x - t0) / 1000 for x in starts], [by_start.get(x, 0) for x in starts], where="post")
-        ax.set_xlabel("seconds since the first record")
+        ax.set_xlabel(f"seconds since {_time(t0)} ({step / 1000:g} s buckets)")
         ax.set_ylabel("records/s")
         ax.set_title("Write rate")
         out["rate"] = _png(fig)
     return out
 
 
+def _leadership_figure(leadership: list[dict[str, Any]]) -> Any:
+    """One bar per epoch at its leader's node id (integer ticks only), labelled "epoch N"."""
+    import matplotlib.pyplot as plt
+
+    leaders = sorted({int(r["leader"]) for r in leadership if r["leader"] is not None})
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.55 * max(len(leaders), 1)))
+    t0 = min(r["start_time"] for r in leadership)
+    for r in leadership:
+        if r["leader"] is None:
+            continue
+        start = (r["start_time"] - t0) / 1000
+        ax.barh(r["leader"], max((r["tenure_ms"] or 0) / 1000, 0.05), left=start, height=0.5)
+        ax.annotate(f"epoch {r['epoch']}", (start, r["leader"] + 0.27), fontsize=8, va="bottom")
+    ax.set_yticks(leaders, [f"node {n}" for n in leaders])
+    ax.set_ylim(min(leaders, default=0) - 0.6, max(leaders, default=0) + 0.8)
+    ax.set_xlabel(f"seconds since the first LeaderChange ({_time(t0)})")
+    ax.set_title("Leadership timeline (bar = tenure of the epoch's leader)")
+    return fig
+
+
+def _time(ms: int) -> str:
+    """Epoch milliseconds as a UTC time a person reads."""
+    import datetime
+
+    t = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return t.strftime("%Y-%m-%d %H:%M:%S.") + f"{t.microsecond // 1000:03d} UTC"
+
+
+def _duration(ms: float) -> str:
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    s = ms / 1000
+    if s < 60:
+        return f"{s:.2f} s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m:.0f} min {s:.0f} s"
+    h, m = divmod(m, 60)
+    return f"{h:.0f} h {m:.0f} min"
+
+
+_TIME_COLUMNS = {"start_time", "end_time", "first_time", "last_time", "timestamp", "bucket_start"}
+_HEADINGS = {"tenure_ms": "tenure"}
+
+
+def _cell(col: str, v: Any) -> str:
+    """One table cell as a person reads it: nothing for null, times in UTC, durations in units."""
+    if v is None:
+        return ""
+    if col in _TIME_COLUMNS and isinstance(v, int):
+        return _time(v)
+    if col == "tenure_ms" and isinstance(v, (int, float)):
+        return _duration(v)
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_cell(col, x) for x in v)
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
+
+
 def _table(rows: list[dict[str, Any]], columns: list[str] | None = None, limit: int = 200) -> str:
     if not rows:
         return "<p><i>none</i></p>"
     cols = columns or list(rows[0].keys())
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    head = "".join(f"<th>{html.escape(_HEADINGS.get(c, c))}</th>" for c in cols)
     body = []
     for r in rows[:limit]:
         cls = ' class="bad"' if "VIOLATION" in str(r.get("verdict", "")) or r.get("reason") and "verdict" not in r \
             else ""
-        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(str(r.get(c)))}</td>" for c in cols) + "</tr>")
+        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(_cell(c, r.get(c)))}</td>" for c in cols) + "</tr>")
     more = f"<p>... {len(rows) - limit} more rows in the Parquet table</p>" if len(rows) > limit else ""
     return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
 
@@ -374,7 +511,7 @@ def _report_html(res: AuditResult, replica_rows: list[dict[str, Any]], log_dirs:
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>KRaft quorum audit</title>
 <style>{style}</style></head><body>
 <h1>KRaft quorum audit</h1>
-<p>Log dirs: {html.escape(", ".join(log_dirs))}<br>Replicas: {res.replicas};
+<p>Log dirs: {html.escape(", ".join(log_dirs))}<br>Replicas: {", ".join(map(str, res.replicas))};
 committed floor (proven from the logs): offset {res.committed_floor}</p>
 {verdict}
 <h2>Replicas</h2>{_table(replica_rows)}

@@ -6,6 +6,7 @@ logs of a real 3-node kraftnode quorum with a leader change."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -71,18 +72,25 @@ def test_audit_of_a_known_history(spark: Any, sample: SampleQuorum, tmp_path: Pa
 
     html = res.report.read_text()
     assert html.count("data:image/png;base64,") >= 3 and "legal uncommitted tail" in html
+    # read as a person would: times in UTC, durations with units, nothing printed for null
+    assert "<td>None</td>" not in html and "<td>nan</td>" not in html
+    assert re.search(r"<td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC</td>", html)
+    assert str(lead[1]["start_time"]) not in html  # no raw epoch milliseconds
+    assert re.search(r"<td>[\d.]+ (ms|s)</td>", html) and "<th>tenure</th>" in html
     assert "<script" not in html and "http" not in html.split("<body>")[1]  # self-contained
     leadership = spark.read.parquet(str(res.tables["leadership"])).orderBy("epoch").collect()
     assert [r["leader"] for r in leadership] == [1, 2, 3]
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["violations"] == 0
 
 
-def test_planted_divergence_is_detected_at_its_offset(spark: Any, sample: SampleQuorum, tmp_path: Path) -> None:
+def test_planted_divergence_is_detected_at_its_offset(spark: Any, sample: SampleQuorum, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "q"
     shutil.copytree(sample.root, root)
     target = sample.epoch_start[2] - 2  # a committed epoch-1 record every replica holds
     plant_divergence(root / "node3" / "metadata", target)
-    res = run_audit(spark, [str(root)], tmp_path / "out")
+    # through the kraft-log source in Spark's Python workers (small logs are read on the driver)
+    res = run_audit(spark, [str(root)], tmp_path / "out", driver_read_max_bytes=0)
     assert not res.ok
     assert {(v["offset"], v["replica"]) for v in res.violations} >= {(target, 3)}
     assert min(v["offset"] for v in res.violations) == target
@@ -101,6 +109,12 @@ def test_planted_divergence_is_detected_at_its_offset(spark: Any, sample: Sample
     rc = audit.run(argparse.Namespace(log_dirs=[str(root)], out=str(tmp_path / "cli"), master="local[2]"))
     assert rc == 1
     assert (tmp_path / "cli" / "report.html").is_file()
+    out = capsys.readouterr().out
+    stages = re.findall(r"^\[\s*[\d.]+ s\] (.*)$", out, re.M)  # one progress line per stage, timed
+    assert [s.split(":")[0].split(" (")[0] for s in stages[2:]] == [
+        "read", "committed floor and violations", "pairwise divergence", "epochs and leadership",
+        "voter sets and write rate", "invalid rows", "report"], out
+    assert "on the driver" in stages[2]
 
 
 def test_cli_refuses_a_path_that_is_not_a_log_dir(tmp_path: Path) -> None:
@@ -155,6 +169,32 @@ def test_audit_of_a_real_three_node_quorum_with_a_leader_change(spark: Any, tmp_
     assert res.committed_floor > after[-1]
     assert all(p["verdict"] in ("consistent", "legal uncommitted tail") for p in res.pairs)
     assert sum(r["records"] for r in res.epochs) >= len(before) + len(after)
+
+
+def test_leadership_plot_has_node_ticks_and_epoch_labels() -> None:
+    from kraftnode.spark.audit import _leadership_figure
+
+    one = [dict(epoch=12, leader=1, start_time=1_700_000_000_000, tenure_ms=5000)]
+    ax = _leadership_figure(one).axes[0]
+    assert list(ax.get_yticks()) == [1] and [t.get_text() for t in ax.get_yticklabels()] == ["node 1"]
+    assert [t.get_text() for t in ax.texts] == ["epoch 12"]
+    three = [dict(epoch=e, leader=n, start_time=1_700_000_000_000 + 1000 * e, tenure_ms=1000)
+             for e, n in ((1, 1), (2, 3), (3, 3), (4, 2))]
+    ax = _leadership_figure(three).axes[0]
+    assert list(ax.get_yticks()) == [1, 2, 3]
+    assert [t.get_text() for t in ax.texts] == ["epoch 1", "epoch 2", "epoch 3", "epoch 4"]
+
+
+@pytest.mark.parametrize(("col", "value", "shown"), [
+    ("start_time", 1_700_000_000_123, "2023-11-14 22:13:20.123 UTC"),
+    ("tenure_ms", 850, "850 ms"), ("tenure_ms", 12_340, "12.34 s"), ("tenure_ms", 185_000, "3 min 5 s"),
+    ("first_divergence", None, ""), ("epoch_a", None, ""), ("voters", [1, 2, 3], "1, 2, 3"),
+    ("compression_ratio", 1.23456, "1.23"),
+])
+def test_report_cells_read_as_a_person_reads_them(col: str, value: Any, shown: str) -> None:
+    from kraftnode.spark.audit import _cell
+
+    assert _cell(col, value) == shown
 
 
 @pytest.mark.parametrize(("entry", "floor", "verdict"), [

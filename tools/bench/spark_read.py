@@ -16,6 +16,14 @@ ratio, and checks that both aggregates agree.  Spark start-up (session creation)
 is excluded; every Spark run includes planning, file discovery, decoding on the
 workers, Arrow transfer to the JVM and the aggregation.
 
+Then it times the whole ``kraftnode audit`` command (a new process: Spark's start-up
+included, as a user waits for it) on a small 3-replica quorum (``sample_quorum``
+with 2 metadata batches per epoch: a dozen metadata records) ``--repeat`` times,
+and once on the generated N-record log, each bounded by ``--audit-timeout``
+(a run that does not finish is killed and reported as such).  CPU seconds of the
+command and its children (JVM, Python workers) are reported beside wall time,
+because wall time on a shared machine moves with the load average, printed too.
+
     .venv/bin/python tools/bench/spark_read.py [--records N] [--compression none|lz4|zstd|...]
 """
 
@@ -31,9 +39,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kraftnode.log import LogConfig, MetadataLog
-from kraftnode.spark.schema import COLUMNS as ARROW_COLUMNS
-from recordbatch import Record, build_batch
+# Run as a file, sys.path[0] is tools/bench; make the checkout's packages importable.
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kraftnode.log import LogConfig, MetadataLog  # noqa: E402
+from kraftnode.spark.schema import COLUMNS as ARROW_COLUMNS  # noqa: E402
+from recordbatch import Record, build_batch  # noqa: E402
 
 
 def generate(log_dir: Path, records: int, value_bytes: int, batch_records: int, compression: str,
@@ -100,6 +113,75 @@ def single_run(path: str) -> tuple[float, list[tuple[int, int, int, int]]]:
     return dt, sorted((e, a[0], a[1], a[2]) for e, a in acc.items())
 
 
+def _session_cpu(sid: int, seen: dict[int, float]) -> None:
+    """Record the CPU seconds of every live process of session ``sid`` (the audit command,
+    its JVM and Python workers) into ``seen``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[3]) == sid:  # field 6 of stat: session id
+            seen[int(name)] = (int(fields[11]) + int(fields[12])) / tick
+
+
+def time_audit(paths: list[str], out: Path, master: str, timeout: float) -> tuple[float | None, float, str]:
+    """(wall seconds or None when killed at ``timeout``, CPU seconds of the command and every
+    process it started, sampled every 0.2 s; its "read:" progress line) of
+    ``kraftnode audit PATHS --out OUT``."""
+    import subprocess
+
+    t = time.perf_counter()
+    with open(out.parent / f"{out.name}.log", "w+") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "kraftnode", "audit", *paths, "--out", str(out),
+                                 "--master", master], stdout=log, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True,
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                    p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)})
+        cpu: dict[int, float] = {}
+        wall: float | None = None
+        while True:
+            _session_cpu(proc.pid, cpu)
+            if proc.poll() is not None:
+                wall = time.perf_counter() - t
+                break
+            if time.perf_counter() - t > timeout:
+                os.killpg(proc.pid, 9)  # the JVM too: it is in the command's session
+                proc.wait()
+                break
+            time.sleep(0.2)
+        log.seek(0)
+        output = log.read()
+    if wall is not None and proc.returncode not in (0, 1):
+        raise SystemExit(f"kraftnode audit {' '.join(paths)} failed ({proc.returncode}):\n{output[-3000:]}")
+    read = [ln for ln in output.splitlines() if "] read:" in ln]
+    return wall, sum(cpu.values()), (read[0] if read else output.strip()[-300:])
+
+
+def bench_audit(root: Path, big_log: Path, big_records: int, repeat: int, master: str, timeout: float) -> None:
+    from tools.pipelines.sample_quorum import write_sample_quorum
+
+    small = write_sample_quorum(root / "small-quorum", records_per_epoch=2, tail=1)
+    print(f"audit of a small 3-replica quorum (log end offsets {small.end_offsets}), whole command, "
+          f"load average {os.getloadavg()[0]:.1f}:", flush=True)
+    walls = []
+    for i in range(repeat):
+        wall, cpu, read = time_audit([str(small.root)], root / "small-audit", master, timeout)
+        walls.append(wall if wall is not None else float("inf"))
+        print(f"  run {i + 1}: " + (f"{wall:.1f} s wall" if wall is not None else f"killed after {timeout:.0f} s")
+              + f", {cpu:.1f} s CPU (load average {os.getloadavg()[0]:.1f}); {read}", flush=True)
+    print(f"audit, small quorum: median {statistics.median(walls):.1f} s wall", flush=True)
+    wall, cpu, last = time_audit([str(big_log)], root / "big-audit", master, timeout)
+    print(f"audit, {big_records:,} records: "
+          + (f"{wall:.1f} s wall" if wall is not None else f"did not finish in {timeout:.0f} s (killed)")
+          + f", {cpu:.1f} s CPU (load average {os.getloadavg()[0]:.1f}); {last}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=5_000_000)
@@ -110,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--master", default="local[*]")
     ap.add_argument("--dir", help="where to generate the log (default: a temporary directory)")
+    ap.add_argument("--audit-timeout", type=float, default=900.0,
+                    help="seconds before an audit run is killed (default 900)")
+    ap.add_argument("--no-audit", action="store_true", help="skip timing the audit command")
     args = ap.parse_args(argv)
 
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kraft-spark-bench-"))
@@ -146,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         if not spark_out == proj_out == single_out:
             print(f"MISMATCH: spark {spark_out} / {proj_out} != single {single_out}", file=sys.stderr)
             return 1
+        if not args.no_audit:
+            bench_audit(root, log_dir, n, args.repeat, args.master, args.audit_timeout)
         sm, jm, pm = (statistics.median(x) for x in (spark_times, proj_times, single_times))
         cores = os.cpu_count()
         print(f"spark ({args.master}, {cores} cores), all {len(ARROW_COLUMNS)} columns: "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,8 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     from kraftnode.spark import local_session
 
     spark = local_session(args.master or "local[*]", "kraftnode-quorum-audit")
+    t0 = time.monotonic()
     try:
-        res = run_audit(spark, args.log_dirs, args.out)
+        res = run_audit(spark, args.log_dirs, args.out,
+                        progress=lambda line: print(f"[{time.monotonic() - t0:5.1f} s] {line}", flush=True))
     finally:
         spark.stop()
     print(f"replicas {res.replicas}; committed floor {res.committed_floor}; "
