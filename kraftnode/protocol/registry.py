@@ -6,7 +6,8 @@ They follow the interop table in DESIGN.md, with two deliberate narrowings
 carry magic 0/1 message sets and a KRaft log holds only v2 batches (Kafka 3.9
 would down-convert; we do not).  InitProducerId (22) is served beyond the table
 because Kafka producers are idempotent by default and start with it, and
-DescribeConfigs (32) because ``kafka-topics.sh --describe`` fails without it.
+DescribeConfigs (32) because ``kafka-topics.sh --describe`` fails without it, and
+OffsetCommit/OffsetFetch/FindCoordinator (8-10) for simple consumer groups.
 """
 
 from __future__ import annotations
