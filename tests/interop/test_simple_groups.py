@@ -2,7 +2,9 @@
 Java KafkaConsumer with ``assign()`` commits offsets, is restarted and resumes from them,
 also after ``kill -9`` of the leader (the offsets are in the raft log and every replica
 replays them); kafka-python and confluent-kafka commit and read back with ``committed()``;
-the coordinator's error answers, checked with raw frames."""
+the coordinator's error answers, checked with raw frames. (``kafka-console-consumer.sh``
+3.9 refuses ``--group`` with ``--partition``: "Options group and partition cannot be
+specified together", so the Java consumer is tests/interop/java/groups/AssignCommit.java.)"""
 
 from __future__ import annotations
 
