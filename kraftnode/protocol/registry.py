@@ -6,7 +6,8 @@ They follow the interop table in DESIGN.md, with two deliberate narrowings
 carry magic 0/1 message sets and a KRaft log holds only v2 batches (Kafka 3.9
 would down-convert; we do not).  InitProducerId (22) is served beyond the table
 because Kafka producers are idempotent by default and start with it, and
-DescribeConfigs (32) because ``kafka-topics.sh --describe`` fails without it.
+DescribeConfigs (32) because ``kafka-topics.sh --describe`` fails without it, and
+OffsetCommit/OffsetFetch/FindCoordinator (8-10) for simple consumer groups.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
 SASL_HANDSHAKE = 17
 DESCRIBE_CONFIGS = 32
 INIT_PRODUCER_ID = 22
@@ -78,6 +82,9 @@ SERVED: dict[int, ApiSpec] = {
         _spec(FETCH, "Fetch", 4, 17),
         _spec(LIST_OFFSETS, "ListOffsets", 1, 9),
         _spec(METADATA, "Metadata", 0, 12),
+        _spec(OFFSET_COMMIT, "OffsetCommit", 0, 9),
+        _spec(OFFSET_FETCH, "OffsetFetch", 0, 9),
+        _spec(FIND_COORDINATOR, "FindCoordinator", 0, 5),
         _spec(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
         _spec(DESCRIBE_CONFIGS, "DescribeConfigs", 0, 4),
         _spec(INIT_PRODUCER_ID, "InitProducerId", 0, 5),

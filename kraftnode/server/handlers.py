@@ -44,7 +44,7 @@ from kraftnode.protocol.registry import (
 from kraftnode.raft.actions import AppendCompleted
 from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.raft.states import Leader
-from kraftnode.server import api_versions
+from kraftnode.server import api_versions, group_offsets
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.controller_duties import ControllerDuties, voter_address
 from kraftnode.server.metadata_state import is_metadata_record
@@ -84,6 +84,7 @@ class NodeHandlers:
         # the leader must know whether a Kafka controller replays this log (see _produce)
         self._conn_software: dict[str, str] = {}
         self.replica_software: dict[int, str] = {}
+        self.group_offsets = group_offsets.GroupOffsets()  # simple consumer groups
 
     # ---------------------------------------------------------------- helpers
     @property
@@ -768,6 +769,7 @@ class NodeHandlers:
         SASL_HANDSHAKE: _sasl_handshake, SASL_AUTHENTICATE: _sasl_authenticate,
         INIT_PRODUCER_ID: _init_producer_id,
         CONTROLLER_REGISTRATION: _controller_registration,
+        **group_offsets.HANDLERS,
     }
 
 

@@ -21,12 +21,18 @@ from kraftnode.protocol.generated.fetch_request import FetchRequest
 from kraftnode.protocol.generated.fetch_response import FetchResponse
 from kraftnode.protocol.generated.fetch_snapshot_request import FetchSnapshotRequest
 from kraftnode.protocol.generated.fetch_snapshot_response import FetchSnapshotResponse
+from kraftnode.protocol.generated.find_coordinator_request import FindCoordinatorRequest
+from kraftnode.protocol.generated.find_coordinator_response import FindCoordinatorResponse
 from kraftnode.protocol.generated.init_producer_id_request import InitProducerIdRequest
 from kraftnode.protocol.generated.init_producer_id_response import InitProducerIdResponse
 from kraftnode.protocol.generated.list_offsets_request import ListOffsetsRequest
 from kraftnode.protocol.generated.list_offsets_response import ListOffsetsResponse
 from kraftnode.protocol.generated.metadata_request import MetadataRequest
 from kraftnode.protocol.generated.metadata_response import MetadataResponse
+from kraftnode.protocol.generated.offset_commit_request import OffsetCommitRequest
+from kraftnode.protocol.generated.offset_commit_response import OffsetCommitResponse
+from kraftnode.protocol.generated.offset_fetch_request import OffsetFetchRequest
+from kraftnode.protocol.generated.offset_fetch_response import OffsetFetchResponse
 from kraftnode.protocol.generated.produce_request import ProduceRequest
 from kraftnode.protocol.generated.produce_response import ProduceResponse
 from kraftnode.protocol.generated.quorum_state_data import QuorumStateData
@@ -66,12 +72,18 @@ __all__ = [
     "FetchResponse",
     "FetchSnapshotRequest",
     "FetchSnapshotResponse",
+    "FindCoordinatorRequest",
+    "FindCoordinatorResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
     "MetadataRequest",
     "MetadataResponse",
+    "OffsetCommitRequest",
+    "OffsetCommitResponse",
+    "OffsetFetchRequest",
+    "OffsetFetchResponse",
     "ProduceRequest",
     "ProduceResponse",
     "QuorumStateData",
