@@ -20,8 +20,9 @@ import random
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
-from kraftnode.raft import errors, plants, reconfig
+from kraftnode.raft import errors, plants, prevote, reconfig
 from kraftnode.raft.actions import (
     Action,
     AppendCompleted,
@@ -79,6 +80,7 @@ from kraftnode.raft.states import (
     EpochState,
     Follower,
     Leader,
+    Prospective,
     Resigned,
     Unattached,
     Voted,
@@ -222,7 +224,7 @@ class RaftNode:
                 t for rid, t in st.tracker.next_begin_quorum_ms.items()
                 if rid not in self._inflight and rid not in self._backoff_until
             )
-        elif isinstance(st, Resigned):
+        elif isinstance(st, Resigned | Prospective):
             times.append(st.election_deadline)
         return min(times) if times else None
 
@@ -268,16 +270,24 @@ class RaftNode:
         st = self.state
         if isinstance(st, Unattached | Voted):
             if st.election_deadline is not None and now_ms >= st.election_deadline and self.is_voter:
-                self._become_candidate(now_ms)
+                self._start_election(now_ms)
         elif isinstance(st, Candidate):
             if st.backoff_until is None and now_ms >= st.election_deadline:
                 st.backoff_until = now_ms + self._binary_backoff(st.retries)
             if st.backoff_until is not None and now_ms >= st.backoff_until:
-                self._become_candidate(now_ms)  # a zero backoff starts the next election now
+                self._start_election(now_ms)  # a zero backoff starts the next election now
+        elif isinstance(st, Prospective):
+            if now_ms >= st.election_deadline:
+                self._prospective_lost(st, now_ms)
         elif isinstance(st, Follower):
             if now_ms >= st.fetch_deadline:
                 if self.is_voter:
-                    self._become_candidate(now_ms)
+                    if st.leader_resigned:
+                        # The leader resigned (EndQuorumEpoch): no leader to stick to, so
+                        # the election starts at once, as in Kafka 3.9.
+                        self._become_candidate(now_ms)
+                    else:
+                        self._start_election(now_ms)
                 else:
                     self._transition(Unattached(st.epoch, None), now_ms)
         elif isinstance(st, Leader):
@@ -459,6 +469,8 @@ class RaftNode:
             return ElectionState(st.epoch, -1, st.voted_key)
         if isinstance(st, Candidate):
             return ElectionState(st.epoch, -1, self.local_key)
+        if isinstance(st, Prospective):
+            return ElectionState(st.epoch, st.leader_id, st.voted_key)
         if isinstance(st, Leader | Resigned):
             return ElectionState(st.epoch, st.leader_id, self.local_key)
         # Follower: keep the vote cast in this epoch, so a restart cannot vote twice.
@@ -505,7 +517,7 @@ class RaftNode:
         deadline: int | None
         if not self.is_voter:
             deadline = None
-        elif isinstance(st, Unattached | Voted | Candidate) and st.election_deadline is not None:
+        elif isinstance(st, Unattached | Voted | Candidate | Prospective) and st.election_deadline is not None:
             deadline = st.election_deadline
         else:
             deadline = self._election_deadline(now_ms)
@@ -521,10 +533,41 @@ class RaftNode:
 
     def _become_candidate(self, now_ms: int) -> None:
         st = self.state
-        retries = st.retries + 1 if isinstance(st, Candidate) else 1
+        retries = st.retries + 1 if isinstance(st, Candidate | Prospective) else 1
         cand = Candidate(st.epoch + 1, retries, self._election_deadline(now_ms), {self.local_key.id})
         self._transition(cand, now_ms)
         self._maybe_win(cand, now_ms)
+
+    def _start_election(self, now_ms: int) -> None:
+        """An election or fetch timer expired: pre-vote first (KIP-996) or elect at once (3.9)."""
+        if not self.config.pre_vote:
+            self._become_candidate(now_ms)
+            return
+        st = self.state
+        leader_id, endpoints = -1, cast(tuple[Endpoint, ...], ())
+        if isinstance(st, Follower):
+            leader_id, endpoints = st.leader_id, st.leader_endpoints
+        voted = self._election.voted_key if self._election.epoch == st.epoch else None
+        retries = st.retries if isinstance(st, Candidate) else 0
+        pro = Prospective(st.epoch, leader_id, endpoints, voted, self._election_deadline(now_ms), retries,
+                          {self.local_key.id})
+        self._transition(pro, now_ms)
+        self._maybe_win_pre_vote(pro, now_ms)
+
+    def _maybe_win_pre_vote(self, pro: Prospective, now_ms: int) -> None:
+        voters = self.voters
+        if prevote.prospective_won(pro, voters.ids, voters.majority_size()):
+            self._become_candidate(now_ms)
+
+    def _prospective_lost(self, pro: Prospective, now_ms: int) -> None:
+        """Kafka 4.0's prospectiveTransitionAfterElectionLoss: back to the leader we knew
+        (stickiness), or wait out a fresh election timer, keeping any vote of this epoch."""
+        if pro.leader_id >= 0:
+            self._become_follower(pro.epoch, pro.leader_id, pro.leader_endpoints, now_ms)
+        elif pro.voted_key is not None and not pro.voted_key.matches(self.local_key):
+            self._transition(Voted(pro.epoch, pro.voted_key, self._election_deadline(now_ms)), now_ms)
+        else:
+            self._transition(Unattached(pro.epoch, self._election_deadline(now_ms)), now_ms)
 
     def _maybe_win(self, cand: Candidate, now_ms: int) -> None:
         voters = self.voters
@@ -582,7 +625,8 @@ class RaftNode:
             epoch == self.epoch
             and leader_id >= 0
             and leader_id != self.local_key.id
-            and isinstance(self.state, Unattached | Voted | Candidate)
+            and (isinstance(self.state, Unattached | Voted | Candidate)
+                 or (isinstance(self.state, Prospective) and self.state.leader_id < 0))
         ):
             self._become_follower(epoch, leader_id, endpoints, now_ms)
             return True
@@ -653,6 +697,15 @@ class RaftNode:
                 self._send(rid, VoteRequest(
                     cid, rid, st.epoch, self.local_key.id, self.local_key.directory_id,
                     node.key.directory_id, self.log.last_fetched_epoch, self.log.end_offset,
+                ), now_ms)
+        elif isinstance(st, Prospective):
+            for node in self.voters:
+                rid = node.key.id
+                if rid in st.granted or rid in st.rejected or not self._can_send(rid, now_ms):
+                    continue
+                self._send(rid, VoteRequest(
+                    cid, rid, st.epoch, self.local_key.id, self.local_key.directory_id,
+                    node.key.directory_id, self.log.last_fetched_epoch, self.log.end_offset, pre_vote=True,
                 ), now_ms)
         elif isinstance(st, Leader):
             tracker = st.tracker
@@ -762,6 +815,9 @@ class RaftNode:
         if not self._cluster_ok(req.cluster_id):
             self._respond(request_id, self._vote_response(errors.INCONSISTENT_CLUSTER_ID, errors.NONE, False))
             return
+        if req.pre_vote:
+            self._on_pre_vote_request(request_id, req)
+            return
         # Kafka 3.9's order of checks (KafkaRaftClient.handleVoteRequest): the candidate's
         # last offset and epoch, then validateVoterOnlyRequest (stale epoch, bad id), then
         # the epoch bump, and only then whether the request was meant for this replica.
@@ -791,8 +847,11 @@ class RaftNode:
             granted = up_to_date
         elif isinstance(st, Voted):
             granted = st.voted_key.matches(candidate) or (plants.DOUBLE_VOTE in self.plants and up_to_date)
+        elif isinstance(st, Prospective) and st.leader_id < 0:
+            # Kafka 4.0's ProspectiveState: the vote cast in this epoch, if any, binds.
+            granted = st.voted_key.matches(candidate) if st.voted_key is not None else up_to_date
         mark = len(self._actions)
-        if granted and isinstance(st, Unattached):
+        if granted and (isinstance(st, Unattached) or (isinstance(st, Prospective) and st.voted_key is None)):
             self._transition(Voted(st.epoch, candidate, self._election_deadline(now_ms)), now_ms)
         response = self._vote_response(errors.NONE, errors.NONE, granted)
         if plants.REPLY_BEFORE_PERSIST in self.plants and granted:
@@ -803,12 +862,47 @@ class RaftNode:
             return
         self._respond(request_id, response)
 
+    def _on_pre_vote_request(self, request_id: int, req: VoteRequest) -> None:
+        """KIP-996: answer a pre-vote. Nothing changes here: no epoch bump, no vote on record."""
+        if not self.config.pre_vote:
+            # Without pre-vote we do not speak Vote v2 (the driver never lets it through).
+            self._respond(request_id, self._vote_response(errors.UNSUPPORTED_VERSION, errors.NONE, False))
+            return
+        # The prospective sends its current epoch, so its last epoch may equal it.
+        if req.last_offset < 0 or req.last_offset_epoch < 0 or req.last_offset_epoch > req.candidate_epoch:
+            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_REQUEST, False))
+            return
+        if req.candidate_epoch < self.epoch:
+            self._respond(request_id, self._vote_response(errors.NONE, errors.FENCED_LEADER_EPOCH, False))
+            return
+        if req.candidate_id < 0:
+            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_REQUEST, False))
+            return
+        if not self._valid_voter_key(req.voter_id, req.voter_directory_id):
+            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_VOTER_KEY, False))
+            return
+        up_to_date = OffsetAndEpoch(req.last_offset_epoch, req.last_offset) >= OffsetAndEpoch(
+            self.log.last_fetched_epoch, self.log.end_offset
+        )
+        granted = req.candidate_id != self.local_key.id and (
+            prevote.can_grant_pre_vote(self.state, up_to_date)
+            or (plants.PRE_VOTE_IGNORES_LEADER in self.plants and up_to_date)
+        )
+        self._respond(request_id, self._vote_response(errors.NONE, errors.NONE, granted))
+
     def _on_vote_response(self, source: int, resp: VoteResponse, now_ms: int) -> None:
         st = self.state
+        if isinstance(st, Prospective) and resp.error_code == errors.UNSUPPORTED_VERSION:
+            # A voter without Vote v2 (Kafka 3.9): skip the pre-vote, as Kafka 4.0 does.
+            self._become_candidate(now_ms)
+            return
         if resp.error_code == errors.INCONSISTENT_CLUSTER_ID:
             if isinstance(st, Candidate):
                 st.rejected.add(source)
                 self._maybe_lose(st, now_ms)
+            elif isinstance(st, Prospective):
+                st.rejected.add(source)
+                self._maybe_lose_pre_vote(st, now_ms)
             return
         if resp.error_code != errors.NONE:
             self._backoff(source, now_ms)
@@ -822,6 +916,14 @@ class RaftNode:
             self._backoff(source, now_ms)
             return
         st = self.state
+        if isinstance(st, Prospective) and resp.leader_epoch == st.epoch:
+            if resp.vote_granted:
+                st.granted.add(source)
+                self._maybe_win_pre_vote(st, now_ms)
+            else:
+                st.rejected.add(source)
+                self._maybe_lose_pre_vote(st, now_ms)
+            return
         if not isinstance(st, Candidate) or resp.leader_epoch != st.epoch:
             return
         if resp.vote_granted:
@@ -830,6 +932,11 @@ class RaftNode:
         else:
             st.rejected.add(source)
             self._maybe_lose(st, now_ms)
+
+    def _maybe_lose_pre_vote(self, st: Prospective, now_ms: int) -> None:
+        voters = self.voters
+        if prevote.prospective_lost(st, voters.ids, voters.majority_size()):
+            self._prospective_lost(st, now_ms)
 
     def _maybe_lose(self, st: Candidate, now_ms: int) -> None:
         """A majority rejected us: stop this election now and back off."""
@@ -857,7 +964,9 @@ class RaftNode:
         if req.leader_id < 0 or (req.leader_epoch == self.epoch and req.leader_id == self.local_key.id):
             self._respond(request_id, self._bqe_response(errors.NONE, errors.INVALID_REQUEST))
             return
-        self._maybe_handle_leader_info(req.leader_id, req.leader_epoch, req.leader_endpoints, now_ms)
+        if (not self._maybe_handle_leader_info(req.leader_id, req.leader_epoch, req.leader_endpoints, now_ms)
+                and isinstance(self.state, Prospective) and req.leader_epoch == self.epoch):
+            self._become_follower(req.leader_epoch, req.leader_id, req.leader_endpoints, now_ms)
         if not self._valid_voter_key(req.voter_id, req.voter_directory_id):
             self._respond(request_id, self._bqe_response(errors.NONE, errors.INVALID_VOTER_KEY))
             return
@@ -893,6 +1002,8 @@ class RaftNode:
         st = self.state
         if isinstance(st, Follower) and st.leader_id == req.leader_id and st.epoch == req.leader_epoch:
             st.fetch_deadline = now_ms + self._end_epoch_backoff(req.preferred_candidates)
+            st.fetched = False  # KIP-996: the leader has gone; pre-votes may be granted
+            st.leader_resigned = True
         self._respond(request_id, self._eqe_response(errors.NONE, errors.NONE))
 
     def _on_end_quorum_epoch_response(self, source: int, resp: EndQuorumEpochResponse, now_ms: int) -> None:
@@ -1101,6 +1212,7 @@ class RaftNode:
         if inflight.fetch_offset != self.log.end_offset:
             return  # an answer to a position we no longer hold
         st.fetch_deadline = now_ms + self.config.fetch_timeout_ms
+        st.fetched = True
         if resp.diverging_epoch is not None:
             if plants.SKIP_DIVERGENCE_TRUNCATION in self.plants:
                 # Planted bug: keep the divergent tail and trust the leader's HW anyway.
