@@ -153,6 +153,9 @@ class NodeHandlers:
 
     # ---------------------------------------------------------------- raft RPCs
     async def _vote(self, q: w.VoteRequest, v: int) -> w.VoteResponse:
+        if v > self.features.api_max.get(VOTE, v):
+            # Vote v2 is only spoken with pre-vote enabled (not advertised otherwise).
+            return w.VoteResponse(error_code=Errors.UNSUPPORTED_VERSION)
         r = rw.vote_request_from_wire(q)
         if r is None:
             return w.VoteResponse(error_code=Errors.INVALID_REQUEST)

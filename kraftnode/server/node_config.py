@@ -66,6 +66,8 @@ class NodeConfig:
     log_file: str | None = None
     log_file_max_bytes: int = 100 * 1024 * 1024
     log_file_backups: int = 10
+    #: kraftnode.raft.pre.vote.enable (KIP-996)
+    pre_vote: bool = False
     #: one start-up warning per line: keys accepted but not honoured, unknown keys
     warnings: tuple[str, ...] = ()
 
@@ -179,5 +181,6 @@ def load(path: str) -> NodeConfig:
         log_file=str(log_file) if log_file else None,
         log_file_max_bytes=ms("kraftnode.log.file.max.bytes"),
         log_file_backups=ms("kraftnode.log.file.backups"),
+        pre_vote=bool(props.get_bool("kraftnode.raft.pre.vote.enable", False)),
         warnings=warnings,
     )

@@ -34,6 +34,7 @@ from kraftnode.protocol.registry import (
     UPDATE_RAFT_VOTER,
     VOTE,
 )
+from kraftnode.raft import errors
 from kraftnode.raft import messages as m
 from kraftnode.raft.actions import (
     AppendCompleted,
@@ -47,6 +48,7 @@ from kraftnode.raft.actions import (
 )
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.node import RaftNode
+from kraftnode.raft.prevote import PRE_VOTE_VERSION
 from kraftnode.raft.voters import ReplicaKey
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.peer_client import SOFTWARE_NAME, SOFTWARE_VERSION, PeerError, PeerPool
@@ -401,6 +403,12 @@ class RaftDriver:
         host, port = addr
         timeout = self.request_timeout_s
         if isinstance(r, m.VoteRequest):
+            if r.pre_vote:
+                conn = await self.pool.connection(dest, host, port)
+                if conn.versions.get(VOTE, (0, 0))[1] < PRE_VOTE_VERSION:
+                    # As Kafka 4.0's NetworkClient: the peer does not advertise Vote v2 (a 3.9
+                    # voter), so the pre-vote fails locally and the core elects at once.
+                    return m.VoteResponse(errors.UNSUPPORTED_VERSION, errors.NONE, -1, -1, False)
             _, resp = await self.pool.request(dest, host, port, VOTE,
                                               lambda v: rw.vote_request_to_wire(r, v), timeout)
             return rw.vote_response_from_wire(resp)  # type: ignore[arg-type]
