@@ -85,6 +85,7 @@ from kraftnode.raft.states import (
     Unattached,
     Voted,
 )
+from kraftnode.raft.transfer import PendingTransfer
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 
 #: Base of the election backoffs (Kafka's RETRY_BACKOFF_BASE_MS).
@@ -218,6 +219,8 @@ class RaftNode:
                 times.append(st.tracker.pending_add.deadline)
             if st.tracker.pending_remove is not None:
                 times.append(st.tracker.pending_remove.deadline)
+            if st.transfer is not None:
+                times.append(st.transfer.deadline)
             times.extend(p.deadline for p in self._parked)
             # A resend blocked by an in-flight request or a backoff waits for that instead.
             times.extend(
@@ -293,6 +296,10 @@ class RaftNode:
         elif isinstance(st, Leader):
             st.tracker.clear_inactive_observers(now_ms)
             self._expire_voter_changes(st, now_ms)
+            if st.transfer is not None and now_ms >= st.transfer.deadline:
+                # The successor did not catch up in one election timeout: give up, keep leading.
+                self._respond(st.transfer.request_id, self._eqe_response(errors.NONE, errors.REQUEST_TIMED_OUT))
+                st.transfer = None
             if st.tracker.check_quorum_expired(now_ms):
                 self._resign(now_ms)
             else:
@@ -389,7 +396,7 @@ class RaftNode:
         handle = self._next_handle
         self._next_handle += 1
         st = self.state
-        if self._failed or not isinstance(st, Leader) or not records:
+        if self._failed or not isinstance(st, Leader) or st.transfer is not None or not records:
             code = errors.NOT_LEADER_OR_FOLLOWER if records else errors.INVALID_REQUEST
             self._actions.append(AppendCompleted(handle, -1, code))
             return handle
@@ -410,7 +417,7 @@ class RaftNode:
         handle = self._next_handle
         self._next_handle += 1
         st = self.state
-        if self._failed or not isinstance(st, Leader) or not records:
+        if self._failed or not isinstance(st, Leader) or st.transfer is not None or not records:
             code = errors.NOT_LEADER_OR_FOLLOWER if records else errors.INVALID_REQUEST
             self._actions.append(AppendCompleted(handle, -1, code))
             return handle
@@ -489,6 +496,9 @@ class RaftNode:
             # LeaderState.close(): pending voter changes fail with NOT_LEADER_OR_FOLLOWER.
             self._finish_add(old, errors.NOT_LEADER_OR_FOLLOWER, None)
             self._finish_remove(old, errors.NOT_LEADER_OR_FOLLOWER, None)
+            if old.transfer is not None:
+                self._actions.append(SendResponse(old.transfer.request_id, EndQuorumEpochResponse(
+                    errors.NONE, errors.NOT_LEADER_OR_FOLLOWER, new_state.leader_id, new_state.epoch, ())))
             for _, handle in self._pending_appends:
                 self._actions.append(AppendCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
             self._pending_appends.clear()
@@ -602,10 +612,10 @@ class RaftNode:
             self._voter_set_changed(now_ms)
         self._flush_leader(st, now_ms)
 
-    def _resign(self, now_ms: int) -> None:
+    def _resign(self, now_ms: int, preferred_override: tuple[ReplicaKey, ...] | None = None) -> None:
         st = self.state
         assert isinstance(st, Leader)
-        preferred = tuple(st.tracker.voters_by_descending_offset())
+        preferred = preferred_override or tuple(st.tracker.voters_by_descending_offset())
         others = {k.id for k in self.voters.keys() if k.id != self.local_key.id}
         self._transition(
             Resigned(st.epoch, self.local_key.id, self._election_deadline(now_ms), preferred, others), now_ms
@@ -685,6 +695,9 @@ class RaftNode:
         st = self.state
         if isinstance(st, Leader) and st.tracker.resign_requested:
             self._resign(now_ms)
+            st = self.state
+        if isinstance(st, Leader) and st.transfer is not None:
+            self._maybe_complete_transfer(st, now_ms)
             st = self.state
         cid = self.config.cluster_id
         if isinstance(st, Candidate):
@@ -995,6 +1008,10 @@ class RaftNode:
         if req.leader_epoch < self.epoch:
             self._respond(request_id, self._eqe_response(errors.NONE, errors.FENCED_LEADER_EPOCH))
             return
+        st = self.state
+        if isinstance(st, Leader) and req.leader_id == self.local_key.id and req.leader_epoch == st.epoch:
+            self._on_transfer_request(request_id, st, req, now_ms)
+            return
         if req.leader_id < 0 or req.leader_id == self.local_key.id:
             self._respond(request_id, self._eqe_response(errors.NONE, errors.INVALID_REQUEST))
             return
@@ -1005,6 +1022,38 @@ class RaftNode:
             st.fetched = False  # KIP-996: the leader has gone; pre-votes may be granted
             st.leader_resigned = True
         self._respond(request_id, self._eqe_response(errors.NONE, errors.NONE))
+
+    def _on_transfer_request(self, request_id: int, st: Leader, req: EndQuorumEpochRequest, now_ms: int) -> None:
+        """Leadership transfer (see :mod:`kraftnode.raft.transfer`)."""
+        if len(req.preferred_candidates) != 1 or st.transfer is not None:
+            self._respond(request_id, self._eqe_response(errors.NONE, errors.INVALID_REQUEST))
+            return
+        wanted = req.preferred_candidates[0]
+        node = self.voters.node(wanted.id)
+        if wanted.id == self.local_key.id or node is None or not self.voters.is_voter(wanted):
+            code = errors.INVALID_REQUEST if wanted.id == self.local_key.id else errors.VOTER_NOT_FOUND
+            self._respond(request_id, self._eqe_response(errors.NONE, code))
+            return
+        progress = st.tracker.voters.get(wanted.id)
+        if progress is not None and 0 <= progress.last_fetch_timestamp < now_ms - self.config.fetch_timeout_ms:
+            # Fetched before, but not within the fetch timeout: paused, cut off or gone. (One
+            # that has not fetched from this new leader yet gets the election timeout to do so.)
+            self._respond(request_id, self._eqe_response(errors.NONE, errors.REQUEST_TIMED_OUT))
+            return
+        st.transfer = PendingTransfer(request_id, node.key, now_ms + self.config.election_timeout_ms)
+        self._maybe_complete_transfer(st, now_ms)
+
+    def _maybe_complete_transfer(self, st: Leader, now_ms: int) -> None:
+        transfer = st.transfer
+        assert transfer is not None
+        progress = st.tracker.voters.get(transfer.target.id)
+        # N's fetch offset is durable on N: once it reaches our end, N's log is at least as
+        # up to date as every voter's, so its election cannot be refused for its log.
+        if progress is None or progress.end_offset < self.log.end_offset:
+            return
+        st.transfer = None
+        self._respond(transfer.request_id, self._eqe_response(errors.NONE, errors.NONE))
+        self._resign(now_ms, (transfer.target,))
 
     def _on_end_quorum_epoch_response(self, source: int, resp: EndQuorumEpochResponse, now_ms: int) -> None:
         endpoints = self._endpoints_from_nodes(resp.leader_id, resp.node_endpoints)
@@ -1211,8 +1260,11 @@ class RaftNode:
             return
         if inflight.fetch_offset != self.log.end_offset:
             return  # an answer to a position we no longer hold
-        st.fetch_deadline = now_ms + self.config.fetch_timeout_ms
-        st.fetched = True
+        if not st.leader_resigned:
+            # A fetch answered just before the leader's EndQuorumEpoch (another connection, so
+            # maybe delivered after it) must not undo the resignation's election timer.
+            st.fetch_deadline = now_ms + self.config.fetch_timeout_ms
+            st.fetched = True
         if resp.diverging_epoch is not None:
             if plants.SKIP_DIVERGENCE_TRUNCATION in self.plants:
                 # Planted bug: keep the divergent tail and trust the leader's HW anyway.

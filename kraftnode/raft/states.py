@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from kraftnode.raft.leader import LeaderState
 from kraftnode.raft.log import OffsetAndEpoch
+from kraftnode.raft.transfer import PendingTransfer
 from kraftnode.raft.voters import Endpoint, ReplicaKey
 
 
@@ -106,6 +107,8 @@ class Leader:
     epoch: int
     leader_id: int
     tracker: LeaderState
+    #: A leadership transfer in progress (appends are refused meanwhile).
+    transfer: PendingTransfer | None = None
     name: str = "leader"
 
 
