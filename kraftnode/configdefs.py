@@ -214,6 +214,10 @@ KEYS: tuple[ConfigKey, ...] = (
        "stickiness as Kafka 4.0 implements them: advertise Vote v2, ask for pre-votes before an "
        "election, refuse them while the leader is heard from. Off: Kafka 3.9's elections and "
        "ApiVersions. See docs/raft.md.", group="kraftnode"),
+    _k("kraftnode.read.linearizable", "boolean", "false", "Consumer Fetch and ListOffsets LATEST "
+       "on the leader are linearizable: each first confirms leadership with a majority (read "
+       "index, one BeginQuorumEpoch round trip). Off: Kafka's behaviour (a deposed leader may "
+       "serve committed but stale data until it notices). See docs/raft.md.", group="kraftnode"),
     _k("kraftnode.metrics.listener", "host:port", None, "Serve Prometheus metrics "
        "(`/metrics`) and health (`/healthz`, `/readyz`) over HTTP on HOST:PORT. Unset: no "
        "metrics server.", group="kraftnode"),

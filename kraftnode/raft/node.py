@@ -30,6 +30,7 @@ from kraftnode.raft.actions import (
     FlushLog,
     HighWatermarkAdvanced,
     PersistElectionState,
+    ReadIndexCompleted,
     SendRequest,
     SendResponse,
     StateChanged,
@@ -98,6 +99,8 @@ class _InFlight:
     deadline: int
     #: For Fetch: the fetch offset sent, so stale answers can be recognised.
     fetch_offset: int = -1
+    #: For a BeginQuorumEpoch sent to confirm reads: the read round it confirms.
+    read_round: int = -1
 
 
 @dataclass(slots=True)
@@ -149,6 +152,11 @@ class RaftNode:
         self._next_handle = 1
         self._bootstrap_index = 0
         self._failed = False
+        # Read index (linearizable reads): pending (handle, round), the latest round asked
+        # for, and per voter the latest round it confirmed (answered our BeginQuorumEpoch).
+        self._reads: list[tuple[int, int]] = []
+        self._read_round = 0
+        self._read_confirmed: dict[int, int] = {}
         self._election = election
         self.state: EpochState = self._initial_state(election, now_ms)
         if self._election_of(self.state) != election:
@@ -358,7 +366,7 @@ class RaftNode:
         elif isinstance(response, FetchResponse):
             self._on_fetch_response(source_id, inflight, response, now_ms)
         elif isinstance(response, BeginQuorumEpochResponse):
-            self._on_begin_quorum_epoch_response(source_id, response, now_ms)
+            self._on_begin_quorum_epoch_response(source_id, response, now_ms, inflight.read_round)
         elif isinstance(response, EndQuorumEpochResponse):
             self._on_end_quorum_epoch_response(source_id, response, now_ms)
         elif isinstance(response, FetchSnapshotResponse):
@@ -430,6 +438,40 @@ class RaftNode:
         self._poll(now_ms)
         return handle
 
+    def read_index(self, now_ms: int) -> int:
+        """A read barrier (Raft's read index, section 6.4): returns a handle completed by
+        ``ReadIndexCompleted`` once a majority of voters has answered a BeginQuorumEpoch sent
+        after this call (so no newer leader existed when it was made) and this leader has
+        committed an entry of its epoch; its ``read_index`` (the high watermark then) covers
+        every write committed before the call. Not the leader (or leadership lost before
+        that): NOT_LEADER_OR_FOLLOWER."""
+        handle = self._next_handle
+        self._next_handle += 1
+        if self._failed or not isinstance(self.state, Leader):
+            self._actions.append(ReadIndexCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
+            return handle
+        self._read_round += 1
+        self._reads.append((handle, self._read_round))
+        self._complete_reads()
+        self._poll(now_ms)
+        return handle
+
+    def _complete_reads(self) -> None:
+        if not self._reads or not isinstance(self.state, Leader) or self._reported_high_watermark() < 0:
+            return
+        voters = self.voters
+        confirmed = sorted((self._read_confirmed.get(v, 0) if v != self.local_key.id else self._read_round)
+                           for v in voters.ids)
+        # The highest round a majority has confirmed.
+        majority_round = confirmed[len(confirmed) - voters.majority_size()]
+        if plants.STALE_READ in self.plants:
+            majority_round = self._read_round
+        done = [r for r in self._reads if r[1] <= majority_round]
+        if done:
+            self._reads = [r for r in self._reads if r[1] > majority_round]
+            for handle, _ in done:
+                self._actions.append(ReadIndexCompleted(handle, self.high_watermark, errors.NONE))
+
     def resign(self, now_ms: int) -> None:
         """Graceful shutdown: a leader resigns and asks the most caught-up voter to take over."""
         if isinstance(self.state, Leader):
@@ -496,6 +538,10 @@ class RaftNode:
             # LeaderState.close(): pending voter changes fail with NOT_LEADER_OR_FOLLOWER.
             self._finish_add(old, errors.NOT_LEADER_OR_FOLLOWER, None)
             self._finish_remove(old, errors.NOT_LEADER_OR_FOLLOWER, None)
+            for handle, _ in self._reads:
+                self._actions.append(ReadIndexCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
+            self._reads.clear()
+            self._read_confirmed.clear()
             if old.transfer is not None:
                 self._actions.append(SendResponse(old.transfer.request_id, EndQuorumEpochResponse(
                     errors.NONE, errors.NOT_LEADER_OR_FOLLOWER, new_state.leader_id, new_state.epoch, ())))
@@ -668,13 +714,13 @@ class RaftNode:
 
     # ============================================================== sending
     def _send(self, destination: int, request: Request, now_ms: int, fetch_offset: int = -1,
-              endpoints: tuple[Endpoint, ...] | None = None) -> None:
+              endpoints: tuple[Endpoint, ...] | None = None, read_round: int = -1) -> None:
         corr = self._next_correlation
         self._next_correlation += 1
         timeout = self.config.request_timeout_ms
         if isinstance(request, FetchRequest):
             timeout += request.max_wait_ms  # a long-poll may legitimately be held that long
-        self._inflight[destination] = _InFlight(corr, now_ms + timeout, fetch_offset)
+        self._inflight[destination] = _InFlight(corr, now_ms + timeout, fetch_offset, read_round)
         st = self.state
         if endpoints is None:
             endpoints = self.voters.endpoints_of(destination)
@@ -734,6 +780,17 @@ class RaftNode:
             for rid in list(tracker.next_begin_quorum_ms):
                 if tracker.voters.get(rid) is None or tracker.voters[rid].acknowledged:
                     del tracker.next_begin_quorum_ms[rid]
+            if self._reads:
+                # Read index: a BeginQuorumEpoch, which any voter (a Kafka 3.9 one too) answers,
+                # sent after the read arrived; its success answer confirms our leadership.
+                for node in self.voters:
+                    rid = node.key.id
+                    if (rid == self.local_key.id or self._read_confirmed.get(rid, 0) >= self._read_round
+                            or not self._can_send(rid, now_ms)):
+                        continue
+                    self._send(rid, BeginQuorumEpochRequest(
+                        cid, rid, node.key.directory_id, self.local_key.id, st.epoch, self.local_endpoints),
+                        now_ms, read_round=self._read_round)
         elif isinstance(st, Follower):
             if self._can_send(st.leader_id, now_ms):
                 if now_ms >= st.update_voter_deadline and self.is_voter:
@@ -985,7 +1042,8 @@ class RaftNode:
             return
         self._respond(request_id, self._bqe_response(errors.NONE, errors.NONE))
 
-    def _on_begin_quorum_epoch_response(self, source: int, resp: BeginQuorumEpochResponse, now_ms: int) -> None:
+    def _on_begin_quorum_epoch_response(self, source: int, resp: BeginQuorumEpochResponse, now_ms: int,
+                                        read_round: int = -1) -> None:
         endpoints = self._endpoints_from_nodes(resp.leader_id, resp.node_endpoints)
         if self._maybe_handle_leader_info(resp.leader_id, resp.leader_epoch, endpoints, now_ms):
             return
@@ -993,6 +1051,9 @@ class RaftNode:
         if resp.error_code == errors.NONE and resp.partition_error_code == errors.NONE and isinstance(st, Leader) \
                 and resp.leader_epoch == st.epoch:
             st.tracker.acknowledge(source)
+            if read_round > self._read_confirmed.get(source, 0):
+                self._read_confirmed[source] = read_round
+                self._complete_reads()
         else:
             self._backoff(source, now_ms)
 
@@ -1577,6 +1638,10 @@ class RaftNode:
             self._set_high_watermark(new_hw, now_ms)
 
     def _set_high_watermark(self, hw: int, now_ms: int) -> None:
+        self._set_high_watermark_inner(hw, now_ms)
+        self._complete_reads()
+
+    def _set_high_watermark_inner(self, hw: int, now_ms: int) -> None:
         if hw <= self.high_watermark:
             return
         self.high_watermark = hw

@@ -115,6 +115,7 @@ async def run_node(cfg: NodeConfig) -> None:
                                           {v.node_id: (v.host, v.port) for v in cfg.static_voters},
                                           cfg.bootstrap_servers, kraft_version,
                                           cfg.request_timeout_ms / 1000)
+                drv.linearizable_reads = cfg.read_linearizable
                 features = api_versions.FeatureView()
                 if cfg.pre_vote:
                     features.api_max = {}  # KIP-996: advertise Vote v2

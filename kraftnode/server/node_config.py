@@ -68,6 +68,8 @@ class NodeConfig:
     log_file_backups: int = 10
     #: kraftnode.raft.pre.vote.enable (KIP-996)
     pre_vote: bool = False
+    #: kraftnode.read.linearizable
+    read_linearizable: bool = False
     #: one start-up warning per line: keys accepted but not honoured, unknown keys
     warnings: tuple[str, ...] = ()
 
@@ -182,5 +184,6 @@ def load(path: str) -> NodeConfig:
         log_file_max_bytes=ms("kraftnode.log.file.max.bytes"),
         log_file_backups=ms("kraftnode.log.file.backups"),
         pre_vote=bool(props.get_bool("kraftnode.raft.pre.vote.enable", False)),
+        read_linearizable=bool(props.get_bool("kraftnode.read.linearizable", False)),
         warnings=warnings,
     )

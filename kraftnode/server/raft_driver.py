@@ -42,6 +42,7 @@ from kraftnode.raft.actions import (
     FlushLog,
     HighWatermarkAdvanced,
     PersistElectionState,
+    ReadIndexCompleted,
     SendRequest,
     SendResponse,
     StateChanged,
@@ -116,6 +117,8 @@ class RaftDriver:
         self.addresses = dict(addresses)
         self.bootstrap = list(bootstrap)
         self.kraft_version = kraft_version
+        #: kraftnode.read.linearizable: consumer Fetch and ListOffsets LATEST wait for a read barrier.
+        self.linearizable_reads = False
         self.request_timeout_s = request_timeout_s
         self.producers = ProducerIds(node.local_key.id)
         log_.on_append = self.producers.observe
@@ -190,6 +193,20 @@ class RaftDriver:
         self._appends[handle] = waiter
         self._after_event()
         return handle, waiter
+
+    async def read_barrier(self) -> bool:
+        """kraftnode.read.linearizable: wait until this leader has confirmed its leadership with
+        a majority after the call (read index); then local state reflects every write committed
+        before the call. False: not the leader (or leadership lost meanwhile)."""
+        waiter = _Waiter()
+        if self.fatal is not None:
+            return False
+        handle = self.node.read_index(now_ms())
+        self._appends[handle] = waiter
+        self._after_event()
+        await waiter.done.wait()
+        value = waiter.value
+        return isinstance(value, ReadIndexCompleted) and value.error_code == 0
 
     async def resign(self) -> None:
         self.node.resign(now_ms())
@@ -345,6 +362,12 @@ class RaftDriver:
                 w.value = a
                 w.done.set()
                 self._commits += 1
+                return True
+        elif isinstance(a, ReadIndexCompleted):
+            w = self._appends.pop(a.handle, None)
+            if w is not None:
+                w.value = a
+                w.done.set()
                 return True
         elif isinstance(a, StateChanged):
             log.info("became %s in epoch %d (leader %s)%s; log end offset %d, high watermark %d",

@@ -26,6 +26,7 @@ from kraftnode.raft.actions import (
     FlushLog,
     HighWatermarkAdvanced,
     PersistElectionState,
+    ReadIndexCompleted,
     SendRequest,
     SendResponse,
     StateChanged,
@@ -73,6 +74,8 @@ class SimNode:
     pre_vote: bool = False
     #: Since when (sim ms) this node has been leader.
     leader_since: int = -1
+    #: Pending read barriers: handle -> committed offsets known (globally) when called.
+    reads: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -175,6 +178,7 @@ class Simulation:
         self.leaders: dict[int, int] = {}
         self.acked: dict[int, object] = {}
         self.elections = 0
+        self.reads_done = 0
         self._link_up_since: dict[tuple[int, int], int] = {}
         self._update_reach()
         for node in self.nodes.values():
@@ -191,6 +195,7 @@ class Simulation:
         node.verified = 0
         node.leader_checked_epoch = -1
         node.handles = {}
+        node.reads = {}
         rng = random.Random(f"{self.seed}-{node.node_id}-{node.incarnation}")
         node.log.on_truncate = lambda offset, n=node: self._on_truncate(n, offset)
         node.core = RaftNode(
@@ -304,6 +309,13 @@ class Simulation:
             elif isinstance(action, StateChanged):
                 if action.state == "candidate":
                     self.elections += 1
+            elif isinstance(action, ReadIndexCompleted):
+                required = node.reads.pop(action.handle, None)
+                if action.error_code == errors.NONE:
+                    self.reads_done += 1
+                if required is not None and action.error_code == errors.NONE and action.read_index < required:
+                    raise Violation(f"stale read: node {node.node_id} answered a read barrier with read index "
+                                    f"{action.read_index}, but {required} offsets were committed before it was asked")
             elif isinstance(action, FatalError):
                 raise Violation(f"node {node.node_id} fatal: {action.message}")
             elif isinstance(action, HighWatermarkAdvanced):
@@ -346,6 +358,10 @@ class Simulation:
                 if t >= FAULT_PHASE_MS:
                     break
                 self._schedule(t, kind, ())
+        # Linearizable reads (read index): every node that believes it leads is asked for a
+        # read barrier at fixed times (no rng drawn, so the other faults stay as they were).
+        for t in range(250, FAULT_PHASE_MS, 250):
+            self._schedule(t, "read", ())
         self._schedule(FAULT_PHASE_MS, "heal", ())
 
     def _partition(self) -> None:
@@ -440,6 +456,12 @@ class Simulation:
             self._drain(node)
         elif kind == "append":
             self._client_append()
+        elif kind == "read":
+            for node in self.nodes.values():
+                if node.core is not None and node.core.is_leader:
+                    handle = node.core.read_index(self.now)
+                    node.reads[handle] = len(self.committed)
+                    self._drain(node)
         elif kind == "crash":
             alive = [n for n in self.nodes.values() if n.core is not None]
             if alive:
