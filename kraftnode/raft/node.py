@@ -1110,7 +1110,8 @@ class RaftNode:
         progress = st.tracker.voters.get(transfer.target.id)
         # N's fetch offset is durable on N: once it reaches our end, N's log is at least as
         # up to date as every voter's, so its election cannot be refused for its log.
-        if progress is None or progress.end_offset < self.log.end_offset:
+        if (progress is None or progress.end_offset < self.log.end_offset) \
+                and plants.TRANSFER_WITHOUT_CATCH_UP not in self.plants:
             return
         st.transfer = None
         self._respond(transfer.request_id, self._eqe_response(errors.NONE, errors.NONE))

@@ -37,6 +37,8 @@ from kraftnode.raft.election import ElectionState
 from kraftnode.raft.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
     FetchResponse,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
@@ -179,6 +181,15 @@ class Simulation:
         self.acked: dict[int, object] = {}
         self.elections = 0
         self.reads_done = 0
+        # Leadership transfers (own rng): an admin asks the leader to hand over to a voter.
+        self.transfer_rng = random.Random(f"kraftnode-sim-transfer-{seed}")
+        self.transfer_interval_ms = self.transfer_rng.choice([None, 1500, 600])
+        if plant == plants.TRANSFER_WITHOUT_CATCH_UP:
+            self.transfer_interval_ms = 300
+        if plant == plants.PRE_VOTE_IGNORES_LEADER:
+            self.transfer_interval_ms = None  # transfers would only hide disruptions from the check
+        self._transfers: dict[int, int] = {}  # rid -> target id
+        self.transfers_done = 0
         self._link_up_since: dict[tuple[int, int], int] = {}
         self._update_reach()
         for node in self.nodes.values():
@@ -358,6 +369,9 @@ class Simulation:
                 if t >= FAULT_PHASE_MS:
                     break
                 self._schedule(t, kind, ())
+        if self.transfer_interval_ms is not None:
+            for t in range(self.transfer_interval_ms, FAULT_PHASE_MS, self.transfer_interval_ms):
+                self._schedule(t, "transfer", ())
         # Linearizable reads (read index): every node that believes it leads is asked for a
         # read barrier at fixed times (no rng drawn, so the other faults stay as they were).
         for t in range(250, FAULT_PHASE_MS, 250):
@@ -456,6 +470,8 @@ class Simulation:
             self._drain(node)
         elif kind == "append":
             self._client_append()
+        elif kind == "transfer":
+            self._transfer()
         elif kind == "read":
             for node in self.nodes.values():
                 if node.core is not None and node.core.is_leader:
@@ -577,8 +593,49 @@ class Simulation:
         core.handle_request(rid, request, self.now)
         self._drain(node)
 
+    def _transfer(self) -> None:
+        """An admin asks the leader to transfer leadership to another voter (EndQuorumEpoch
+        to the leader naming itself, one preferred candidate)."""
+        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
+        if not leaders:
+            return
+        node = leaders[0]
+        core = node.core
+        assert core is not None
+        others = [v for v in sorted(core.voters.ids) if v != node.node_id]
+        if not others:
+            return
+        target = core.voters.node(self.transfer_rng.choice(others))
+        assert target is not None
+        rid = self._next_rid
+        self._next_rid += 1
+        request = EndQuorumEpochRequest(self.config.cluster_id, node.node_id, core.epoch, (target.key,))
+        self._admin[rid] = (node.node_id, request)
+        self._transfers[rid] = target.key.id
+        core.handle_request(rid, request, self.now)
+        self._drain(node)
+
+    def _transfer_answered(self, node: SimNode, rid: int, response: object) -> None:
+        """An accepted transfer: the leader resigned, and the successor's log holds every
+        entry of the leader's (so it can win, and nothing the leader had is lost)."""
+        target = self._transfers.pop(rid)
+        if not (isinstance(response, EndQuorumEpochResponse) and response.error_code == 0
+                and response.partition_error_code == 0):
+            return
+        successor = self.nodes[target].log
+        mine = node.log
+        if successor.end_offset < mine.end_offset or (
+                mine.end_offset > 0 and successor.entry(mine.end_offset - 1) != mine.entry(mine.end_offset - 1)):
+            raise Violation(f"node {node.node_id} handed leadership to {target}, whose log ends at "
+                            f"{successor.end_offset}, short of the leader's {mine.end_offset}")
+        self.transfers_done += 1
+
     def _admin_answered(self, node: SimNode, rid: int, response: object) -> None:
         """An acknowledged voter change must be committed and in force on the leader."""
+        if rid in self._transfers:
+            self._admin.pop(rid)
+            self._transfer_answered(node, rid, response)
+            return
         asked, request = self._admin.pop(rid)
         if asked != node.node_id:
             raise Violation(f"node {node.node_id} answered a voter change sent to node {asked}")
