@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 
 from kraftnode.log.metadata_log import MetadataLog
 from tests.support.cluster import Cluster, wait_for_hw
+from tests.support.kafka import KafkaHome
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -30,7 +31,7 @@ def _cli(cl: Cluster, via: int, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
-def test_transfers_in_a_row_under_write_load(tmp_path: Path) -> None:
+def test_transfers_in_a_row_under_write_load(tmp_path: Path, kafka_home: KafkaHome) -> None:
     from kraftnode.commands.transfer import transfer_leadership
 
     cl = Cluster(tmp_path, 3)
@@ -95,6 +96,13 @@ def test_transfers_in_a_row_under_write_load(tmp_path: Path) -> None:
         assert durations[-1] < ELECTION_TIMEOUT_MS, durations
         assert epochs == sorted(epochs) and len(set(epochs)) == TRANSFERS
         assert len(acked) >= 200
+        # The genuine kafka-metadata-quorum.sh sees the last transfer's target as the leader.
+        last = cl.wait_for_leader(10)
+        out = kafka_home.tool("kafka-metadata-quorum.sh", "--bootstrap-controller", cl.bootstrap(),
+                              "describe", "--status")
+        assert out.returncode == 0, out.stderr
+        assert f"LeaderId:               {last.leader_id}\n" in out.stdout, out.stdout
+        assert f"LeaderEpoch:            {epochs[-1]}\n" in out.stdout, out.stdout
         top = max(acked.values())
         wait_for_hw(cl, top + 1, 60)
         deadline = time.monotonic() + 30
