@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftnode.cli import UsageError
-from kraftnode.commands import voter_changes
+from kraftnode.commands import transfer, voter_changes
 from kraftnode.protocol import (
     DescribeQuorumRequest,
     Errors,
@@ -33,6 +33,7 @@ EXAMPLES = """\
   kraftnode quorum --bootstrap-controller 127.0.0.1:9093 describe --replication --watch 1
   kraftnode quorum --bootstrap-controller 127.0.0.1:9093 --command-config new.properties add-controller
   kraftnode quorum --bootstrap-controller 127.0.0.1:9093 remove-controller -i 4 -d DIRECTORY_ID
+  kraftnode quorum --bootstrap-controller 127.0.0.1:9093 transfer-leadership --to 2
 """
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -44,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     conn.add_argument("--bootstrap-server", help="comma-separated host:port (served the same way)")
     p.add_argument("--command-config", default=None,
                    help="for add-controller: the server.properties of the controller to add")
-    sub = p.add_subparsers(dest="quorum_command", metavar="{describe,add-controller,remove-controller}",
+    sub = p.add_subparsers(dest="quorum_command",
+                           metavar="{describe,add-controller,remove-controller,transfer-leadership}",
                            parser_class=type(p))
     sub.required = True
     fmt = argparse.RawDescriptionHelpFormatter
@@ -77,6 +79,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--controller-directory-id", "-d", required=True,
                    help="the directory id of the controller to remove")
     r.add_argument("--dry-run", action="store_true", help="print what would be done, but do not do it")
+    t = sub.add_parser("transfer-leadership", help="move leadership to a caught-up voter (kraftnode only)",
+                       formatter_class=fmt,
+                       epilog="example:\n  kraftnode quorum --bootstrap-controller 127.0.0.1:9093 "
+                              "transfer-leadership --to 2\n")
+    t.add_argument("--to", type=int, required=True, metavar="N", help="the voter to become leader")
 
 
 @dataclass
@@ -220,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
         return voter_changes.add_controller(args)
     if args.quorum_command == "remove-controller":
         return voter_changes.remove_controller(args)
+    if args.quorum_command == "transfer-leadership":
+        return transfer.transfer_leadership(args)
     if args.status and args.replication:
         raise UsageError("Only one of --status or --replication should be specified with describe sub-command")
     if not (args.status or args.replication):

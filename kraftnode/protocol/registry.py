@@ -90,7 +90,9 @@ SERVED: dict[int, ApiSpec] = {
         _spec(INIT_PRODUCER_ID, "InitProducerId", 0, 5),
         _spec(API_VERSIONS, "ApiVersions", 0, 4),
         _spec(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
-        _spec(VOTE, "Vote", 0, 1),
+        # v2 (KIP-996 PreVote, Kafka 4.0) is advertised only with kraftnode.raft.pre.vote.enable
+        # (FeatureView.api_max): by default a node advertises Kafka 3.9's 0-1.
+        _spec(VOTE, "Vote", 0, 2),
         _spec(BEGIN_QUORUM_EPOCH, "BeginQuorumEpoch", 0, 1),
         _spec(END_QUORUM_EPOCH, "EndQuorumEpoch", 0, 1),
         _spec(DESCRIBE_QUORUM, "DescribeQuorum", 0, 2),

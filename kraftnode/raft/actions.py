@@ -84,6 +84,17 @@ class AppendCompleted:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadIndexCompleted:
+    """A read barrier (:meth:`RaftNode.read_index`) finished: after the call, a majority
+    confirmed this node is still the leader, and ``read_index`` (the high watermark then)
+    covers every write committed before the call; or it failed with ``error_code``."""
+
+    handle: int
+    read_index: int
+    error_code: int
+
+
+@dataclass(frozen=True, slots=True)
 class FatalError:
     """The node must stop (e.g. the established leader reports another cluster id)."""
 
@@ -99,5 +110,6 @@ Action = (
     | HighWatermarkAdvanced
     | StateChanged
     | AppendCompleted
+    | ReadIndexCompleted
     | FatalError
 )

@@ -19,6 +19,8 @@ class RaftConfig:
     fetch_max_bytes: int = 8 * 1024 * 1024
     #: Listener used for the leader endpoints we advertise.
     listener_name: str = "CONTROLLER"
+    #: KIP-996 pre-vote and leader stickiness (kraftnode.raft.pre.vote.enable); off: Kafka 3.9.
+    pre_vote: bool = False
 
     def __post_init__(self) -> None:
         for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):

@@ -37,6 +37,8 @@ class VoteRequest:
     voter_directory_id: uuid.UUID | None
     last_offset_epoch: int
     last_offset: int
+    #: KIP-996 (Vote v2): a pre-vote at the sender's current epoch; nothing is bumped or persisted.
+    pre_vote: bool = False
 
 
 @dataclass(frozen=True, slots=True)

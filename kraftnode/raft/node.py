@@ -20,8 +20,9 @@ import random
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
-from kraftnode.raft import errors, plants, reconfig
+from kraftnode.raft import errors, plants, prevote, reconfig
 from kraftnode.raft.actions import (
     Action,
     AppendCompleted,
@@ -29,6 +30,7 @@ from kraftnode.raft.actions import (
     FlushLog,
     HighWatermarkAdvanced,
     PersistElectionState,
+    ReadIndexCompleted,
     SendRequest,
     SendResponse,
     StateChanged,
@@ -79,10 +81,12 @@ from kraftnode.raft.states import (
     EpochState,
     Follower,
     Leader,
+    Prospective,
     Resigned,
     Unattached,
     Voted,
 )
+from kraftnode.raft.transfer import PendingTransfer
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 
 #: Base of the binary exponential election backoff (Kafka's RETRY_BACKOFF_BASE_MS).
@@ -95,6 +99,8 @@ class _InFlight:
     deadline: int
     #: For Fetch: the fetch offset sent, so stale answers can be recognised.
     fetch_offset: int = -1
+    #: For a BeginQuorumEpoch sent to confirm reads: the read round it confirms.
+    read_round: int = -1
 
 
 @dataclass(slots=True)
@@ -146,6 +152,11 @@ class RaftNode:
         self._next_handle = 1
         self._bootstrap_index = 0
         self._failed = False
+        # Read index (linearizable reads): pending (handle, round), the latest round asked
+        # for, and per voter the latest round it confirmed (answered our BeginQuorumEpoch).
+        self._reads: list[tuple[int, int]] = []
+        self._read_round = 0
+        self._read_confirmed: dict[int, int] = {}
         self._election = election
         self.state: EpochState = self._initial_state(election, now_ms)
         if self._election_of(self.state) != election:
@@ -216,13 +227,15 @@ class RaftNode:
                 times.append(st.tracker.pending_add.deadline)
             if st.tracker.pending_remove is not None:
                 times.append(st.tracker.pending_remove.deadline)
+            if st.transfer is not None:
+                times.append(st.transfer.deadline)
             times.extend(p.deadline for p in self._parked)
             # A resend blocked by an in-flight request or a backoff waits for that instead.
             times.extend(
                 t for rid, t in st.tracker.next_begin_quorum_ms.items()
                 if rid not in self._inflight and rid not in self._backoff_until
             )
-        elif isinstance(st, Resigned):
+        elif isinstance(st, Resigned | Prospective):
             times.append(st.election_deadline)
         return min(times) if times else None
 
@@ -268,21 +281,33 @@ class RaftNode:
         st = self.state
         if isinstance(st, Unattached | Voted):
             if st.election_deadline is not None and now_ms >= st.election_deadline and self.is_voter:
-                self._become_candidate(now_ms)
+                self._start_election(now_ms)
         elif isinstance(st, Candidate):
             if st.backoff_until is None and now_ms >= st.election_deadline:
                 st.backoff_until = now_ms + self._binary_backoff(st.retries)
             if st.backoff_until is not None and now_ms >= st.backoff_until:
-                self._become_candidate(now_ms)  # a zero backoff starts the next election now
+                self._start_election(now_ms)  # a zero backoff starts the next election now
+        elif isinstance(st, Prospective):
+            if now_ms >= st.election_deadline:
+                self._prospective_lost(st, now_ms)
         elif isinstance(st, Follower):
             if now_ms >= st.fetch_deadline:
                 if self.is_voter:
-                    self._become_candidate(now_ms)
+                    if st.leader_resigned:
+                        # The leader resigned (EndQuorumEpoch): no leader to stick to, so
+                        # the election starts at once, as in Kafka 3.9.
+                        self._become_candidate(now_ms)
+                    else:
+                        self._start_election(now_ms)
                 else:
                     self._transition(Unattached(st.epoch, None), now_ms)
         elif isinstance(st, Leader):
             st.tracker.clear_inactive_observers(now_ms)
             self._expire_voter_changes(st, now_ms)
+            if st.transfer is not None and now_ms >= st.transfer.deadline:
+                # The successor did not catch up in one election timeout: give up, keep leading.
+                self._respond(st.transfer.request_id, self._eqe_response(errors.NONE, errors.REQUEST_TIMED_OUT))
+                st.transfer = None
             if st.tracker.check_quorum_expired(now_ms):
                 self._resign(now_ms)
             else:
@@ -341,7 +366,7 @@ class RaftNode:
         elif isinstance(response, FetchResponse):
             self._on_fetch_response(source_id, inflight, response, now_ms)
         elif isinstance(response, BeginQuorumEpochResponse):
-            self._on_begin_quorum_epoch_response(source_id, response, now_ms)
+            self._on_begin_quorum_epoch_response(source_id, response, now_ms, inflight.read_round)
         elif isinstance(response, EndQuorumEpochResponse):
             self._on_end_quorum_epoch_response(source_id, response, now_ms)
         elif isinstance(response, FetchSnapshotResponse):
@@ -379,7 +404,7 @@ class RaftNode:
         handle = self._next_handle
         self._next_handle += 1
         st = self.state
-        if self._failed or not isinstance(st, Leader) or not records:
+        if self._failed or not isinstance(st, Leader) or st.transfer is not None or not records:
             code = errors.NOT_LEADER_OR_FOLLOWER if records else errors.INVALID_REQUEST
             self._actions.append(AppendCompleted(handle, -1, code))
             return handle
@@ -400,7 +425,7 @@ class RaftNode:
         handle = self._next_handle
         self._next_handle += 1
         st = self.state
-        if self._failed or not isinstance(st, Leader) or not records:
+        if self._failed or not isinstance(st, Leader) or st.transfer is not None or not records:
             code = errors.NOT_LEADER_OR_FOLLOWER if records else errors.INVALID_REQUEST
             self._actions.append(AppendCompleted(handle, -1, code))
             return handle
@@ -412,6 +437,40 @@ class RaftNode:
         self._complete_parked(now_ms)
         self._poll(now_ms)
         return handle
+
+    def read_index(self, now_ms: int) -> int:
+        """A read barrier (Raft's read index, section 6.4): returns a handle completed by
+        ``ReadIndexCompleted`` once a majority of voters has answered a BeginQuorumEpoch sent
+        after this call (so no newer leader existed when it was made) and this leader has
+        committed an entry of its epoch; its ``read_index`` (the high watermark then) covers
+        every write committed before the call. Not the leader (or leadership lost before
+        that): NOT_LEADER_OR_FOLLOWER."""
+        handle = self._next_handle
+        self._next_handle += 1
+        if self._failed or not isinstance(self.state, Leader):
+            self._actions.append(ReadIndexCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
+            return handle
+        self._read_round += 1
+        self._reads.append((handle, self._read_round))
+        self._complete_reads()
+        self._poll(now_ms)
+        return handle
+
+    def _complete_reads(self) -> None:
+        if not self._reads or not isinstance(self.state, Leader) or self._reported_high_watermark() < 0:
+            return
+        voters = self.voters
+        confirmed = sorted((self._read_confirmed.get(v, 0) if v != self.local_key.id else self._read_round)
+                           for v in voters.ids)
+        # The highest round a majority has confirmed.
+        majority_round = confirmed[len(confirmed) - voters.majority_size()]
+        if plants.STALE_READ in self.plants:
+            majority_round = self._read_round
+        done = [r for r in self._reads if r[1] <= majority_round]
+        if done:
+            self._reads = [r for r in self._reads if r[1] > majority_round]
+            for handle, _ in done:
+                self._actions.append(ReadIndexCompleted(handle, self.high_watermark, errors.NONE))
 
     def resign(self, now_ms: int) -> None:
         """Graceful shutdown: a leader resigns and asks the most caught-up voter to take over."""
@@ -459,6 +518,8 @@ class RaftNode:
             return ElectionState(st.epoch, -1, st.voted_key)
         if isinstance(st, Candidate):
             return ElectionState(st.epoch, -1, self.local_key)
+        if isinstance(st, Prospective):
+            return ElectionState(st.epoch, st.leader_id, st.voted_key)
         if isinstance(st, Leader | Resigned):
             return ElectionState(st.epoch, st.leader_id, self.local_key)
         # Follower: keep the vote cast in this epoch, so a restart cannot vote twice.
@@ -477,6 +538,13 @@ class RaftNode:
             # LeaderState.close(): pending voter changes fail with NOT_LEADER_OR_FOLLOWER.
             self._finish_add(old, errors.NOT_LEADER_OR_FOLLOWER, None)
             self._finish_remove(old, errors.NOT_LEADER_OR_FOLLOWER, None)
+            for handle, _ in self._reads:
+                self._actions.append(ReadIndexCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
+            self._reads.clear()
+            self._read_confirmed.clear()
+            if old.transfer is not None:
+                self._actions.append(SendResponse(old.transfer.request_id, EndQuorumEpochResponse(
+                    errors.NONE, errors.NOT_LEADER_OR_FOLLOWER, new_state.leader_id, new_state.epoch, ())))
             for _, handle in self._pending_appends:
                 self._actions.append(AppendCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
             self._pending_appends.clear()
@@ -505,7 +573,7 @@ class RaftNode:
         deadline: int | None
         if not self.is_voter:
             deadline = None
-        elif isinstance(st, Unattached | Voted | Candidate) and st.election_deadline is not None:
+        elif isinstance(st, Unattached | Voted | Candidate | Prospective) and st.election_deadline is not None:
             deadline = st.election_deadline
         else:
             deadline = self._election_deadline(now_ms)
@@ -521,10 +589,41 @@ class RaftNode:
 
     def _become_candidate(self, now_ms: int) -> None:
         st = self.state
-        retries = st.retries + 1 if isinstance(st, Candidate) else 1
+        retries = st.retries + 1 if isinstance(st, Candidate | Prospective) else 1
         cand = Candidate(st.epoch + 1, retries, self._election_deadline(now_ms), {self.local_key.id})
         self._transition(cand, now_ms)
         self._maybe_win(cand, now_ms)
+
+    def _start_election(self, now_ms: int) -> None:
+        """An election or fetch timer expired: pre-vote first (KIP-996) or elect at once (3.9)."""
+        if not self.config.pre_vote:
+            self._become_candidate(now_ms)
+            return
+        st = self.state
+        leader_id, endpoints = -1, cast(tuple[Endpoint, ...], ())
+        if isinstance(st, Follower):
+            leader_id, endpoints = st.leader_id, st.leader_endpoints
+        voted = self._election.voted_key if self._election.epoch == st.epoch else None
+        retries = st.retries if isinstance(st, Candidate) else 0
+        pro = Prospective(st.epoch, leader_id, endpoints, voted, self._election_deadline(now_ms), retries,
+                          {self.local_key.id})
+        self._transition(pro, now_ms)
+        self._maybe_win_pre_vote(pro, now_ms)
+
+    def _maybe_win_pre_vote(self, pro: Prospective, now_ms: int) -> None:
+        voters = self.voters
+        if prevote.prospective_won(pro, voters.ids, voters.majority_size()):
+            self._become_candidate(now_ms)
+
+    def _prospective_lost(self, pro: Prospective, now_ms: int) -> None:
+        """Kafka 4.0's prospectiveTransitionAfterElectionLoss: back to the leader we knew
+        (stickiness), or wait out a fresh election timer, keeping any vote of this epoch."""
+        if pro.leader_id >= 0:
+            self._become_follower(pro.epoch, pro.leader_id, pro.leader_endpoints, now_ms)
+        elif pro.voted_key is not None and not pro.voted_key.matches(self.local_key):
+            self._transition(Voted(pro.epoch, pro.voted_key, self._election_deadline(now_ms)), now_ms)
+        else:
+            self._transition(Unattached(pro.epoch, self._election_deadline(now_ms)), now_ms)
 
     def _maybe_win(self, cand: Candidate, now_ms: int) -> None:
         voters = self.voters
@@ -559,10 +658,10 @@ class RaftNode:
             self._voter_set_changed(now_ms)
         self._flush_leader(st, now_ms)
 
-    def _resign(self, now_ms: int) -> None:
+    def _resign(self, now_ms: int, preferred_override: tuple[ReplicaKey, ...] | None = None) -> None:
         st = self.state
         assert isinstance(st, Leader)
-        preferred = tuple(st.tracker.voters_by_descending_offset())
+        preferred = preferred_override or tuple(st.tracker.voters_by_descending_offset())
         others = {k.id for k in self.voters.keys() if k.id != self.local_key.id}
         self._transition(
             Resigned(st.epoch, self.local_key.id, self._election_deadline(now_ms), preferred, others), now_ms
@@ -582,7 +681,8 @@ class RaftNode:
             epoch == self.epoch
             and leader_id >= 0
             and leader_id != self.local_key.id
-            and isinstance(self.state, Unattached | Voted | Candidate)
+            and (isinstance(self.state, Unattached | Voted | Candidate)
+                 or (isinstance(self.state, Prospective) and self.state.leader_id < 0))
         ):
             self._become_follower(epoch, leader_id, endpoints, now_ms)
             return True
@@ -620,13 +720,13 @@ class RaftNode:
 
     # ============================================================== sending
     def _send(self, destination: int, request: Request, now_ms: int, fetch_offset: int = -1,
-              endpoints: tuple[Endpoint, ...] | None = None) -> None:
+              endpoints: tuple[Endpoint, ...] | None = None, read_round: int = -1) -> None:
         corr = self._next_correlation
         self._next_correlation += 1
         timeout = self.config.request_timeout_ms
         if isinstance(request, FetchRequest):
             timeout += request.max_wait_ms  # a long-poll may legitimately be held that long
-        self._inflight[destination] = _InFlight(corr, now_ms + timeout, fetch_offset)
+        self._inflight[destination] = _InFlight(corr, now_ms + timeout, fetch_offset, read_round)
         st = self.state
         if endpoints is None:
             endpoints = self.voters.endpoints_of(destination)
@@ -648,6 +748,9 @@ class RaftNode:
         if isinstance(st, Leader) and st.tracker.resign_requested:
             self._resign(now_ms)
             st = self.state
+        if isinstance(st, Leader) and st.transfer is not None:
+            self._maybe_complete_transfer(st, now_ms)
+            st = self.state
         cid = self.config.cluster_id
         if isinstance(st, Candidate):
             if st.backoff_until is not None:
@@ -659,6 +762,15 @@ class RaftNode:
                 self._send(rid, VoteRequest(
                     cid, rid, st.epoch, self.local_key.id, self.local_key.directory_id,
                     node.key.directory_id, self.log.last_fetched_epoch, self.log.end_offset,
+                ), now_ms)
+        elif isinstance(st, Prospective):
+            for node in self.voters:
+                rid = node.key.id
+                if rid in st.granted or rid in st.rejected or not self._can_send(rid, now_ms):
+                    continue
+                self._send(rid, VoteRequest(
+                    cid, rid, st.epoch, self.local_key.id, self.local_key.directory_id,
+                    node.key.directory_id, self.log.last_fetched_epoch, self.log.end_offset, pre_vote=True,
                 ), now_ms)
         elif isinstance(st, Leader):
             tracker = st.tracker
@@ -674,6 +786,17 @@ class RaftNode:
             for rid in list(tracker.next_begin_quorum_ms):
                 if tracker.voters.get(rid) is None or tracker.voters[rid].acknowledged:
                     del tracker.next_begin_quorum_ms[rid]
+            if self._reads:
+                # Read index: a BeginQuorumEpoch, which any voter (a Kafka 3.9 one too) answers,
+                # sent after the read arrived; its success answer confirms our leadership.
+                for node in self.voters:
+                    rid = node.key.id
+                    if (rid == self.local_key.id or self._read_confirmed.get(rid, 0) >= self._read_round
+                            or not self._can_send(rid, now_ms)):
+                        continue
+                    self._send(rid, BeginQuorumEpochRequest(
+                        cid, rid, node.key.directory_id, self.local_key.id, st.epoch, self.local_endpoints),
+                        now_ms, read_round=self._read_round)
         elif isinstance(st, Follower):
             if self._can_send(st.leader_id, now_ms):
                 if now_ms >= st.update_voter_deadline and self.is_voter:
@@ -768,6 +891,9 @@ class RaftNode:
         if not self._cluster_ok(req.cluster_id):
             self._respond(request_id, self._vote_response(errors.INCONSISTENT_CLUSTER_ID, errors.NONE, False))
             return
+        if req.pre_vote:
+            self._on_pre_vote_request(request_id, req)
+            return
         # Kafka 3.9's order of checks (KafkaRaftClient.handleVoteRequest): the candidate's
         # last offset and epoch, then validateVoterOnlyRequest (stale epoch, bad id), then
         # the epoch bump, and only then whether the request was meant for this replica.
@@ -797,8 +923,11 @@ class RaftNode:
             granted = up_to_date
         elif isinstance(st, Voted):
             granted = st.voted_key.matches(candidate) or (plants.DOUBLE_VOTE in self.plants and up_to_date)
+        elif isinstance(st, Prospective) and st.leader_id < 0:
+            # Kafka 4.0's ProspectiveState: the vote cast in this epoch, if any, binds.
+            granted = st.voted_key.matches(candidate) if st.voted_key is not None else up_to_date
         mark = len(self._actions)
-        if granted and isinstance(st, Unattached):
+        if granted and (isinstance(st, Unattached) or (isinstance(st, Prospective) and st.voted_key is None)):
             self._transition(Voted(st.epoch, candidate, self._election_deadline(now_ms)), now_ms)
         response = self._vote_response(errors.NONE, errors.NONE, granted)
         if plants.REPLY_BEFORE_PERSIST in self.plants and granted:
@@ -809,12 +938,47 @@ class RaftNode:
             return
         self._respond(request_id, response)
 
+    def _on_pre_vote_request(self, request_id: int, req: VoteRequest) -> None:
+        """KIP-996: answer a pre-vote. Nothing changes here: no epoch bump, no vote on record."""
+        if not self.config.pre_vote:
+            # Without pre-vote we do not speak Vote v2 (the driver never lets it through).
+            self._respond(request_id, self._vote_response(errors.UNSUPPORTED_VERSION, errors.NONE, False))
+            return
+        # The prospective sends its current epoch, so its last epoch may equal it.
+        if req.last_offset < 0 or req.last_offset_epoch < 0 or req.last_offset_epoch > req.candidate_epoch:
+            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_REQUEST, False))
+            return
+        if req.candidate_epoch < self.epoch:
+            self._respond(request_id, self._vote_response(errors.NONE, errors.FENCED_LEADER_EPOCH, False))
+            return
+        if req.candidate_id < 0:
+            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_REQUEST, False))
+            return
+        if not self._valid_voter_key(req.voter_id, req.voter_directory_id):
+            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_VOTER_KEY, False))
+            return
+        up_to_date = OffsetAndEpoch(req.last_offset_epoch, req.last_offset) >= OffsetAndEpoch(
+            self.log.last_fetched_epoch, self.log.end_offset
+        )
+        granted = req.candidate_id != self.local_key.id and (
+            prevote.can_grant_pre_vote(self.state, up_to_date)
+            or (plants.PRE_VOTE_IGNORES_LEADER in self.plants and up_to_date)
+        )
+        self._respond(request_id, self._vote_response(errors.NONE, errors.NONE, granted))
+
     def _on_vote_response(self, source: int, resp: VoteResponse, now_ms: int) -> None:
         st = self.state
+        if isinstance(st, Prospective) and resp.error_code == errors.UNSUPPORTED_VERSION:
+            # A voter without Vote v2 (Kafka 3.9): skip the pre-vote, as Kafka 4.0 does.
+            self._become_candidate(now_ms)
+            return
         if resp.error_code == errors.INCONSISTENT_CLUSTER_ID:
             if isinstance(st, Candidate):
                 st.rejected.add(source)
                 self._maybe_lose(st, now_ms)
+            elif isinstance(st, Prospective):
+                st.rejected.add(source)
+                self._maybe_lose_pre_vote(st, now_ms)
             return
         if resp.error_code != errors.NONE:
             self._backoff(source, now_ms)
@@ -828,6 +992,14 @@ class RaftNode:
             self._backoff(source, now_ms)
             return
         st = self.state
+        if isinstance(st, Prospective) and resp.leader_epoch == st.epoch:
+            if resp.vote_granted:
+                st.granted.add(source)
+                self._maybe_win_pre_vote(st, now_ms)
+            else:
+                st.rejected.add(source)
+                self._maybe_lose_pre_vote(st, now_ms)
+            return
         if not isinstance(st, Candidate) or resp.leader_epoch != st.epoch:
             return
         if resp.vote_granted:
@@ -836,6 +1008,11 @@ class RaftNode:
         else:
             st.rejected.add(source)
             self._maybe_lose(st, now_ms)
+
+    def _maybe_lose_pre_vote(self, st: Prospective, now_ms: int) -> None:
+        voters = self.voters
+        if prevote.prospective_lost(st, voters.ids, voters.majority_size()):
+            self._prospective_lost(st, now_ms)
 
     def _maybe_lose(self, st: Candidate, now_ms: int) -> None:
         """A majority rejected us: stop this election now and back off."""
@@ -863,13 +1040,16 @@ class RaftNode:
         if req.leader_id < 0 or (req.leader_epoch == self.epoch and req.leader_id == self.local_key.id):
             self._respond(request_id, self._bqe_response(errors.NONE, errors.INVALID_REQUEST))
             return
-        self._maybe_handle_leader_info(req.leader_id, req.leader_epoch, req.leader_endpoints, now_ms)
+        if (not self._maybe_handle_leader_info(req.leader_id, req.leader_epoch, req.leader_endpoints, now_ms)
+                and isinstance(self.state, Prospective) and req.leader_epoch == self.epoch):
+            self._become_follower(req.leader_epoch, req.leader_id, req.leader_endpoints, now_ms)
         if not self._valid_voter_key(req.voter_id, req.voter_directory_id):
             self._respond(request_id, self._bqe_response(errors.NONE, errors.INVALID_VOTER_KEY))
             return
         self._respond(request_id, self._bqe_response(errors.NONE, errors.NONE))
 
-    def _on_begin_quorum_epoch_response(self, source: int, resp: BeginQuorumEpochResponse, now_ms: int) -> None:
+    def _on_begin_quorum_epoch_response(self, source: int, resp: BeginQuorumEpochResponse, now_ms: int,
+                                        read_round: int = -1) -> None:
         endpoints = self._endpoints_from_nodes(resp.leader_id, resp.node_endpoints)
         if self._maybe_handle_leader_info(resp.leader_id, resp.leader_epoch, endpoints, now_ms):
             return
@@ -877,6 +1057,9 @@ class RaftNode:
         if resp.error_code == errors.NONE and resp.partition_error_code == errors.NONE and isinstance(st, Leader) \
                 and resp.leader_epoch == st.epoch:
             st.tracker.acknowledge(source)
+            if read_round > self._read_confirmed.get(source, 0):
+                self._read_confirmed[source] = read_round
+                self._complete_reads()
         else:
             self._backoff(source, now_ms)
 
@@ -892,6 +1075,10 @@ class RaftNode:
         if req.leader_epoch < self.epoch:
             self._respond(request_id, self._eqe_response(errors.NONE, errors.FENCED_LEADER_EPOCH))
             return
+        st = self.state
+        if isinstance(st, Leader) and req.leader_id == self.local_key.id and req.leader_epoch == st.epoch:
+            self._on_transfer_request(request_id, st, req, now_ms)
+            return
         if req.leader_id < 0 or req.leader_id == self.local_key.id:
             self._respond(request_id, self._eqe_response(errors.NONE, errors.INVALID_REQUEST))
             return
@@ -899,7 +1086,42 @@ class RaftNode:
         st = self.state
         if isinstance(st, Follower) and st.leader_id == req.leader_id and st.epoch == req.leader_epoch:
             st.fetch_deadline = now_ms + self._end_epoch_backoff(req.preferred_candidates)
+            st.fetched = False  # KIP-996: the leader has gone; pre-votes may be granted
+            st.leader_resigned = True
         self._respond(request_id, self._eqe_response(errors.NONE, errors.NONE))
+
+    def _on_transfer_request(self, request_id: int, st: Leader, req: EndQuorumEpochRequest, now_ms: int) -> None:
+        """Leadership transfer (see :mod:`kraftnode.raft.transfer`)."""
+        if len(req.preferred_candidates) != 1 or st.transfer is not None:
+            self._respond(request_id, self._eqe_response(errors.NONE, errors.INVALID_REQUEST))
+            return
+        wanted = req.preferred_candidates[0]
+        node = self.voters.node(wanted.id)
+        if wanted.id == self.local_key.id or node is None or not self.voters.is_voter(wanted):
+            code = errors.INVALID_REQUEST if wanted.id == self.local_key.id else errors.VOTER_NOT_FOUND
+            self._respond(request_id, self._eqe_response(errors.NONE, code))
+            return
+        progress = st.tracker.voters.get(wanted.id)
+        if progress is not None and 0 <= progress.last_fetch_timestamp < now_ms - self.config.fetch_timeout_ms:
+            # Fetched before, but not within the fetch timeout: paused, cut off or gone. (One
+            # that has not fetched from this new leader yet gets the election timeout to do so.)
+            self._respond(request_id, self._eqe_response(errors.NONE, errors.REQUEST_TIMED_OUT))
+            return
+        st.transfer = PendingTransfer(request_id, node.key, now_ms + self.config.election_timeout_ms)
+        self._maybe_complete_transfer(st, now_ms)
+
+    def _maybe_complete_transfer(self, st: Leader, now_ms: int) -> None:
+        transfer = st.transfer
+        assert transfer is not None
+        progress = st.tracker.voters.get(transfer.target.id)
+        # N's fetch offset is durable on N: once it reaches our end, N's log is at least as
+        # up to date as every voter's, so its election cannot be refused for its log.
+        if (progress is None or progress.end_offset < self.log.end_offset) \
+                and plants.TRANSFER_WITHOUT_CATCH_UP not in self.plants:
+            return
+        st.transfer = None
+        self._respond(transfer.request_id, self._eqe_response(errors.NONE, errors.NONE))
+        self._resign(now_ms, (transfer.target,))
 
     def _on_end_quorum_epoch_response(self, source: int, resp: EndQuorumEpochResponse, now_ms: int) -> None:
         endpoints = self._endpoints_from_nodes(resp.leader_id, resp.node_endpoints)
@@ -1106,7 +1328,11 @@ class RaftNode:
             return
         if inflight.fetch_offset != self.log.end_offset:
             return  # an answer to a position we no longer hold
-        st.fetch_deadline = now_ms + self.config.fetch_timeout_ms
+        if not st.leader_resigned:
+            # A fetch answered just before the leader's EndQuorumEpoch (another connection, so
+            # maybe delivered after it) must not undo the resignation's election timer.
+            st.fetch_deadline = now_ms + self.config.fetch_timeout_ms
+            st.fetched = True
         if resp.diverging_epoch is not None:
             if plants.SKIP_DIVERGENCE_TRUNCATION in self.plants:
                 # Planted bug: keep the divergent tail and trust the leader's HW anyway.
@@ -1419,6 +1645,10 @@ class RaftNode:
             self._set_high_watermark(new_hw, now_ms)
 
     def _set_high_watermark(self, hw: int, now_ms: int) -> None:
+        self._set_high_watermark_inner(hw, now_ms)
+        self._complete_reads()
+
+    def _set_high_watermark_inner(self, hw: int, now_ms: int) -> None:
         if hw <= self.high_watermark:
             return
         self.high_watermark = hw

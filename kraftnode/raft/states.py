@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from kraftnode.raft.leader import LeaderState
 from kraftnode.raft.log import OffsetAndEpoch
+from kraftnode.raft.transfer import PendingTransfer
 from kraftnode.raft.voters import Endpoint, ReplicaKey
 
 
@@ -71,7 +72,32 @@ class Follower:
     snapshot: tuple[OffsetAndEpoch, int] | None = None
     #: KIP-853: when a voter next checks whether to send UpdateRaftVoter (kraft.version >= 1).
     update_voter_deadline: int = 0
+    #: KIP-996: a fetch from the leader succeeded in this state (Kafka 4.0's
+    #: hasFetchedFromLeader); such a follower refuses pre-votes (leader stickiness).
+    fetched: bool = False
+    #: The leader sent EndQuorumEpoch: the election at ``fetch_deadline`` skips pre-vote.
+    leader_resigned: bool = False
     name: str = "follower"
+
+
+@dataclass(slots=True)
+class Prospective:
+    """KIP-996 (Kafka 4.0's ProspectiveState): asking for pre-votes in ``epoch``, unbumped.
+
+    Keeps the leader it followed (``leader_id``, -1 if none) and the vote cast in this
+    epoch; a won pre-vote leads to a real election (Candidate), a lost one back to
+    following ``leader_id`` (or waiting, without one).
+    """
+
+    epoch: int
+    leader_id: int
+    leader_endpoints: tuple[Endpoint, ...]
+    voted_key: ReplicaKey | None
+    election_deadline: int
+    retries: int = 0
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    name: str = "prospective"
 
 
 @dataclass(slots=True)
@@ -81,6 +107,8 @@ class Leader:
     epoch: int
     leader_id: int
     tracker: LeaderState
+    #: A leadership transfer in progress (appends are refused meanwhile).
+    transfer: PendingTransfer | None = None
     name: str = "leader"
 
 
@@ -100,4 +128,4 @@ class Resigned:
     name: str = "resigned"
 
 
-EpochState = Unattached | Voted | Candidate | Follower | Leader | Resigned
+EpochState = Unattached | Voted | Candidate | Follower | Leader | Resigned | Prospective

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.framing import Request
 from kraftnode.protocol.generated import ApiVersionsRequest, ApiVersionsResponse
-from kraftnode.protocol.registry import API_VERSIONS, SERVED
+from kraftnode.protocol.registry import API_VERSIONS, SERVED, VOTE
 
 # KIP-511: ClientSoftwareName/Version must match this (ApiVersionsRequest.isValid()).
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -38,12 +38,16 @@ class FeatureView:
     )
     finalized_epoch: int = -1
     finalized: dict[str, int] = field(default_factory=dict)
+    #: Advertised caps below what we can decode: Vote v2 (KIP-996, Kafka 4.0) only when
+    #: pre-vote is enabled, so by default the answer is Kafka 3.9's.
+    api_max: dict[int, int] = field(default_factory=lambda: {VOTE: 1})
 
 
-def _api_keys() -> list:  # type: ignore[type-arg]
+def _api_keys(api_max: dict[int, int] | None = None) -> list:  # type: ignore[type-arg]
+    caps = api_max or {}
     return [
         ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.min_version,
-                                       max_version=s.max_version)
+                                       max_version=min(s.max_version, caps.get(s.key, s.max_version)))
         for s in sorted(SERVED.values(), key=lambda s: s.key)
     ]
 
@@ -83,7 +87,7 @@ def answer(request: Request, features: FeatureView) -> tuple[ApiVersionsResponse
     ]
     return ApiVersionsResponse(
         error_code=Errors.NONE,
-        api_keys=_api_keys(),
+        api_keys=_api_keys(features.api_max),
         throttle_time_ms=0,
         supported_features=supported,
         finalized_features_epoch=features.finalized_epoch,

@@ -159,6 +159,9 @@ class NodeHandlers:
 
     # ---------------------------------------------------------------- raft RPCs
     async def _vote(self, q: w.VoteRequest, v: int) -> w.VoteResponse:
+        if v > self.features.api_max.get(VOTE, v):
+            # Vote v2 is only spoken with pre-vote enabled (not advertised otherwise).
+            return w.VoteResponse(error_code=Errors.UNSUPPORTED_VERSION)
         r = rw.vote_request_from_wire(q)
         if r is None:
             return w.VoteResponse(error_code=Errors.INVALID_REQUEST)
@@ -195,6 +198,10 @@ class NodeHandlers:
     async def _consumer_fetch(self, q: w.FetchRequest, v: int) -> w.FetchResponse:
         """A consumer (ReplicaId -1) reads committed records: up to the high watermark."""
         deadline = time.monotonic() + max(0, q.max_wait_ms) / 1000
+        if self.driver.linearizable_reads and self.core.is_leader:
+            # Read index: a deposed leader that has not noticed yet finds out here (and answers
+            # NOT_LEADER_OR_FOLLOWER below) instead of serving a stale high watermark.
+            await self.driver.read_barrier()
         while True:
             resp, got = self._consumer_fetch_once(q, v)
             if got >= max(q.min_bytes, 1) or time.monotonic() >= deadline or not self.core.is_leader:
@@ -260,6 +267,9 @@ class NodeHandlers:
                                node_endpoints=endpoints), total
 
     async def _list_offsets(self, q: w.ListOffsetsRequest, v: int) -> w.ListOffsetsResponse:
+        if self.driver.linearizable_reads and self.core.is_leader and any(
+                p.timestamp == -1 for t in q.topics for p in t.partitions):
+            await self.driver.read_barrier()  # LATEST is linearizable (see _consumer_fetch)
         leader, epoch = self._leader()
         out = []
         for t in q.topics:

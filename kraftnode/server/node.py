@@ -102,7 +102,7 @@ async def run_node(cfg: NodeConfig) -> None:
             cluster_id=cluster_id, election_timeout_ms=cfg.election_timeout_ms,
             election_backoff_max_ms=cfg.election_backoff_max_ms, fetch_timeout_ms=cfg.fetch_timeout_ms,
             request_timeout_ms=cfg.request_timeout_ms, retry_backoff_ms=cfg.retry_backoff_ms,
-            listener_name=listener)
+            listener_name=listener, pre_vote=cfg.pre_vote)
         node = RaftNode(
             cfg.node_id, directory_id, raft_cfg, rlog, election,  # type: ignore[arg-type]
             static, random.Random(), now_ms(),
@@ -124,7 +124,10 @@ async def run_node(cfg: NodeConfig) -> None:
                                           {v.node_id: (v.host, v.port) for v in cfg.static_voters},
                                           cfg.bootstrap_servers, kraft_version,
                                           cfg.request_timeout_ms / 1000, metrics=raft_metrics)
+                drv.linearizable_reads = cfg.read_linearizable
                 features = api_versions.FeatureView()
+                if cfg.pre_vote:
+                    features.api_max = {}  # KIP-996: advertise Vote v2
                 # controller duties only in a KRaft controller quorum: a TestRaftServer quorum
                 # carries opaque bytes, and its Java nodes serve no controller APIs
                 duties = ControllerDuties(drv, cfg.node_id, cfg.metadata_log_dir,

@@ -66,6 +66,10 @@ class NodeConfig:
     log_file: str | None = None
     log_file_max_bytes: int = 100 * 1024 * 1024
     log_file_backups: int = 10
+    #: kraftnode.raft.pre.vote.enable (KIP-996)
+    pre_vote: bool = False
+    #: kraftnode.read.linearizable
+    read_linearizable: bool = False
     #: one start-up warning per line: keys accepted but not honoured, unknown keys
     warnings: tuple[str, ...] = ()
     #: kraftnode.metrics.listener (HOST:PORT): where Prometheus metrics, /healthz and /readyz
@@ -200,5 +204,7 @@ def load(path: str) -> NodeConfig:
         log_file=str(log_file) if log_file else None,
         log_file_max_bytes=ms("kraftnode.log.file.max.bytes"),
         log_file_backups=ms("kraftnode.log.file.backups"),
+        pre_vote=bool(props.get_bool("kraftnode.raft.pre.vote.enable", False)),
+        read_linearizable=bool(props.get_bool("kraftnode.read.linearizable", False)),
         warnings=warnings,
     )

@@ -34,6 +34,7 @@ from kraftnode.protocol.registry import (
     UPDATE_RAFT_VOTER,
     VOTE,
 )
+from kraftnode.raft import errors
 from kraftnode.raft import messages as m
 from kraftnode.raft.actions import (
     AppendCompleted,
@@ -41,12 +42,14 @@ from kraftnode.raft.actions import (
     FlushLog,
     HighWatermarkAdvanced,
     PersistElectionState,
+    ReadIndexCompleted,
     SendRequest,
     SendResponse,
     StateChanged,
 )
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.node import RaftNode
+from kraftnode.raft.prevote import PRE_VOTE_VERSION
 from kraftnode.raft.states import Follower
 from kraftnode.raft.voters import ReplicaKey
 from kraftnode.server import raft_wire as rw
@@ -124,6 +127,8 @@ class RaftDriver:
         self.addresses = dict(addresses)
         self.bootstrap = list(bootstrap)
         self.kraft_version = kraft_version
+        #: kraftnode.read.linearizable: consumer Fetch and ListOffsets LATEST wait for a read barrier.
+        self.linearizable_reads = False
         self.request_timeout_s = request_timeout_s
         self.producers = ProducerIds(node.local_key.id)
         log_.on_append = self.producers.observe
@@ -204,6 +209,20 @@ class RaftDriver:
         self._appends[handle] = waiter
         self._after_event()
         return handle, waiter
+
+    async def read_barrier(self) -> bool:
+        """kraftnode.read.linearizable: wait until this leader has confirmed its leadership with
+        a majority after the call (read index); then local state reflects every write committed
+        before the call. False: not the leader (or leadership lost meanwhile)."""
+        waiter = _Waiter()
+        if self.fatal is not None:
+            return False
+        handle = self.node.read_index(now_ms())
+        self._appends[handle] = waiter
+        self._after_event()
+        await waiter.done.wait()
+        value = waiter.value
+        return isinstance(value, ReadIndexCompleted) and value.error_code == 0
 
     async def resign(self) -> None:
         self.node.resign(now_ms())
@@ -367,6 +386,12 @@ class RaftDriver:
                 w.done.set()
                 self._commits += 1
                 return True
+        elif isinstance(a, ReadIndexCompleted):
+            w = self._appends.pop(a.handle, None)
+            if w is not None:
+                w.value = a
+                w.done.set()
+                return True
         elif isinstance(a, StateChanged):
             log.info("became %s in epoch %d (leader %s)%s; log end offset %d, high watermark %d",
                      a.state, a.epoch, a.leader_id if a.leader_id >= 0 else "unknown",
@@ -442,6 +467,12 @@ class RaftDriver:
         host, port = addr
         timeout = self.request_timeout_s
         if isinstance(r, m.VoteRequest):
+            if r.pre_vote:
+                conn = await self.pool.connection(dest, host, port)
+                if conn.versions.get(VOTE, (0, 0))[1] < PRE_VOTE_VERSION:
+                    # As Kafka 4.0's NetworkClient: the peer does not advertise Vote v2 (a 3.9
+                    # voter), so the pre-vote fails locally and the core elects at once.
+                    return m.VoteResponse(errors.UNSUPPORTED_VERSION, errors.NONE, -1, -1, False)
             _, resp = await self.pool.request(dest, host, port, VOTE,
                                               lambda v: rw.vote_request_to_wire(r, v), timeout)
             return rw.vote_response_from_wire(resp)  # type: ignore[arg-type]

@@ -93,7 +93,7 @@ def vote_request_to_wire(r: m.VoteRequest, version: int) -> w.VoteRequest:
             partition_index=METADATA_PARTITION, candidate_epoch=r.candidate_epoch,
             candidate_id=r.candidate_id, candidate_directory_id=_dir(r.candidate_directory_id),
             voter_directory_id=_dir(r.voter_directory_id), last_offset_epoch=r.last_offset_epoch,
-            last_offset=r.last_offset)])])
+            last_offset=r.last_offset, pre_vote=r.pre_vote and version >= 2)])])
 
 
 def vote_request_from_wire(q: w.VoteRequest) -> m.VoteRequest | None:
@@ -102,7 +102,7 @@ def vote_request_from_wire(q: w.VoteRequest) -> m.VoteRequest | None:
         return None
     return m.VoteRequest(q.cluster_id, q.voter_id, p.candidate_epoch, p.candidate_id,
                          _undir(p.candidate_directory_id), _undir(p.voter_directory_id),
-                         p.last_offset_epoch, p.last_offset)
+                         p.last_offset_epoch, p.last_offset, p.pre_vote)
 
 
 def vote_response_to_wire(r: m.VoteResponse, version: int) -> w.VoteResponse:

@@ -42,7 +42,7 @@ def test_check_fails_on_edited_output(tmp_path: Path) -> None:
 def test_check_fails_on_schema_change(tmp_path: Path) -> None:
     root = _copy(tmp_path)
     schema = root / "schemas/VoteRequest.json"
-    schema.write_text(schema.read_text().replace('"validVersions": "0-1"', '"validVersions": "0-2"'))
+    schema.write_text(schema.read_text().replace('"validVersions": "0-2"', '"validVersions": "0-3"'))
     r = _run(root, "--check")
     assert r.returncode == 1 and "vote_request.py" in r.stderr
 

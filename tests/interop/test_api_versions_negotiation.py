@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from kraftnode.protocol.registry import SERVED
+from kraftnode.protocol.registry import SERVED, VOTE
 from tests.support.node import NodeProcess, running_node
 
 pytestmark = pytest.mark.interop
 
-OUR_VERSIONS = {s.key: (s.min_version, s.max_version) for s in SERVED.values()}
+# What a node advertises by default: Vote v2 (KIP-996) only with kraftnode.raft.pre.vote.enable.
+OUR_VERSIONS = {s.key: (s.min_version, s.max_version) for s in SERVED.values()} | {VOTE: (0, 1)}
 
 
 @pytest.fixture(scope="module")

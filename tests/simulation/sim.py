@@ -12,19 +12,21 @@ Safety invariants are checked after every event; see :meth:`Simulation.check`.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kraftnode.raft import errors
+from kraftnode.raft import errors, plants
 from kraftnode.raft.actions import (
     AppendCompleted,
     FatalError,
     FlushLog,
     HighWatermarkAdvanced,
     PersistElectionState,
+    ReadIndexCompleted,
     SendRequest,
     SendResponse,
     StateChanged,
@@ -35,10 +37,14 @@ from kraftnode.raft.election import ElectionState
 from kraftnode.raft.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
     FetchResponse,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
     Request,
+    VoteRequest,
+    VoteResponse,
 )
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
@@ -66,6 +72,12 @@ class SimNode:
     leader_checked_epoch: int = -1
     tick_at: int | None = None
     handles: dict[int, tuple[object, ...]] = field(default_factory=dict)
+    #: KIP-996: this node runs pre-vote (and speaks Vote v2); off models a Kafka 3.9 voter.
+    pre_vote: bool = False
+    #: Since when (sim ms) this node has been leader.
+    leader_since: int = -1
+    #: Pending read barriers: handle -> committed offsets known (globally) when called.
+    reads: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,7 +93,8 @@ class Result:
 
 class Simulation:
     def __init__(self, seed: int, voters: int = 3, observers: int = 1, plant: str | None = None,
-                 profile: FaultProfile | None = None) -> None:
+                 profile: FaultProfile | None = None, pre_vote_mode: str | None = None,
+                 calm: bool | None = None) -> None:
         self.seed = seed
         self.trace: Callable[[str], None] | None = None
         self._matched: dict[tuple[int, int], tuple[int, int]] = {}
@@ -126,7 +139,31 @@ class Simulation:
         self._admin: dict[int, tuple[int, Request]] = {}  # rid -> (leader asked, request)
         self.committed_voters: dict[int, VoterSet] = {}  # offset of a committed VotersRecord -> set
         self.voter_changes = 0
+        # KIP-996 pre-vote (own rng): off (Kafka 3.9), on for every node, or mixed (some
+        # voters are "3.9" peers without Vote v2). A third of the all-on seeds run a calm
+        # profile (no crash, loss, long delay, resignation or voter change) with
+        # partitions, where leader stickiness is checked as an invariant.
+        self.prevote_rng = random.Random(f"kraftnode-sim-prevote-{seed}")
+        self.pre_vote_mode = self.prevote_rng.choice(["off", "on", "on", "mixed"])
+        if plant == plants.PRE_VOTE_IGNORES_LEADER:
+            self.pre_vote_mode = "on"
+        if pre_vote_mode is not None:
+            self.pre_vote_mode = pre_vote_mode
+        calm_draw = self.prevote_rng.random() < (0.8 if plant == plants.PRE_VOTE_IGNORES_LEADER else 0.35)
+        if (self.pre_vote_mode == "on" and calm_draw) if calm is None else calm:
+            self.profile = dataclasses.replace(
+                self.profile, crash_interval_ms=None, mid_action_crash_p=0.0, loss=0.0, long_delay_p=0.0,
+                resign_interval_ms=None, partition_interval_ms=self.prevote_rng.choice([3000, 1500]))
+            self.reconfig_interval_ms = None
+        for n in self.nodes.values():
+            n.pre_vote = self.pre_vote_mode == "on" or (
+                self.pre_vote_mode == "mixed" and self.prevote_rng.random() < 0.5)
         p = self.profile
+        #: The stickiness invariant applies: every node pre-votes and nothing but partitions
+        #: and delays (bounded) disturbs the quorum.
+        self.sticky_applies = (
+            self.pre_vote_mode in ("on", "off-checked") and p.crash_interval_ms is None and p.loss == 0.0
+            and p.long_delay_p == 0.0 and p.resign_interval_ms is None and self.reconfig_interval_ms is None)
         self.config = RaftConfig(
             cluster_id="sim-cluster", request_timeout_ms=p.request_timeout_ms, fetch_max_bytes=p.fetch_max_bytes,
             election_timeout_ms=p.election_timeout_ms, fetch_timeout_ms=p.fetch_timeout_ms,
@@ -143,6 +180,18 @@ class Simulation:
         self.leaders: dict[int, int] = {}
         self.acked: dict[int, object] = {}
         self.elections = 0
+        self.reads_done = 0
+        # Leadership transfers (own rng): an admin asks the leader to hand over to a voter.
+        self.transfer_rng = random.Random(f"kraftnode-sim-transfer-{seed}")
+        self.transfer_interval_ms = self.transfer_rng.choice([None, 1500, 600])
+        if plant == plants.TRANSFER_WITHOUT_CATCH_UP:
+            self.transfer_interval_ms = 300
+        if plant == plants.PRE_VOTE_IGNORES_LEADER:
+            self.transfer_interval_ms = None  # transfers would only hide disruptions from the check
+        self._transfers: dict[int, int] = {}  # rid -> target id
+        self.transfers_done = 0
+        self._link_up_since: dict[tuple[int, int], int] = {}
+        self._update_reach()
         for node in self.nodes.values():
             self._start(node)
 
@@ -157,10 +206,11 @@ class Simulation:
         node.verified = 0
         node.leader_checked_epoch = -1
         node.handles = {}
+        node.reads = {}
         rng = random.Random(f"{self.seed}-{node.node_id}-{node.incarnation}")
         node.log.on_truncate = lambda offset, n=node: self._on_truncate(n, offset)
         node.core = RaftNode(
-            node.node_id, node.directory_id, self.config, node.log, node.persisted, self.voter_set, rng,
+            node.node_id, node.directory_id, dataclasses.replace(self.config, pre_vote=node.pre_vote), node.log, node.persisted, self.voter_set, rng,
             # Dynamic seeds: every node is a bootstrap server (controller.quorum.bootstrap.servers
             # lists all controllers), so replicas removed from the voter set still find the leader.
             self.now, bootstrap_servers=sorted(self.nodes if self.dynamic else self.expected_voters.ids),
@@ -215,13 +265,23 @@ class Simulation:
                 owner = self.leaders.setdefault(action.epoch, node.node_id)
                 if owner != node.node_id:
                     raise Violation(f"two leaders in epoch {action.epoch}: nodes {owner} and {node.node_id}")
+                node.leader_since = self.now
+            elif isinstance(action, StateChanged) and action.state == "candidate":
+                self._check_sticky(node, action.epoch)
         cut = len(actions)
         if (self.faults_on and self.profile.mid_action_crash_p and actions
                 and any(isinstance(a, PersistElectionState | FlushLog) for a in actions)
                 and self.rng.random() < self.profile.mid_action_crash_p):
             cut = self.rng.randrange(len(actions))
         for action in actions[:cut]:
-            if isinstance(action, SendRequest):
+            if (isinstance(action, SendRequest) and isinstance(action.request, VoteRequest)
+                    and action.request.pre_vote and not self.nodes[action.destination].pre_vote):
+                # The driver's version negotiation: the peer does not advertise Vote v2, so
+                # the pre-vote cannot be sent and fails locally with UNSUPPORTED_VERSION.
+                self._schedule(self.now + 1, "response", (
+                    node.node_id, node.incarnation, action.destination, action.correlation_id,
+                    VoteResponse(errors.UNSUPPORTED_VERSION, errors.NONE, -1, -1, False)))
+            elif isinstance(action, SendRequest):
                 rid = self._next_rid
                 self._next_rid += 1
                 dst = action.destination
@@ -260,6 +320,13 @@ class Simulation:
             elif isinstance(action, StateChanged):
                 if action.state == "candidate":
                     self.elections += 1
+            elif isinstance(action, ReadIndexCompleted):
+                required = node.reads.pop(action.handle, None)
+                if action.error_code == errors.NONE:
+                    self.reads_done += 1
+                if required is not None and action.error_code == errors.NONE and action.read_index < required:
+                    raise Violation(f"stale read: node {node.node_id} answered a read barrier with read index "
+                                    f"{action.read_index}, but {required} offsets were committed before it was asked")
             elif isinstance(action, FatalError):
                 raise Violation(f"node {node.node_id} fatal: {action.message}")
             elif isinstance(action, HighWatermarkAdvanced):
@@ -302,6 +369,13 @@ class Simulation:
                 if t >= FAULT_PHASE_MS:
                     break
                 self._schedule(t, kind, ())
+        if self.transfer_interval_ms is not None:
+            for t in range(self.transfer_interval_ms, FAULT_PHASE_MS, self.transfer_interval_ms):
+                self._schedule(t, "transfer", ())
+        # Linearizable reads (read index): every node that believes it leads is asked for a
+        # read barrier at fixed times (no rng drawn, so the other faults stay as they were).
+        for t in range(250, FAULT_PHASE_MS, 250):
+            self._schedule(t, "read", ())
         self._schedule(FAULT_PHASE_MS, "heal", ())
 
     def _partition(self) -> None:
@@ -396,6 +470,14 @@ class Simulation:
             self._drain(node)
         elif kind == "append":
             self._client_append()
+        elif kind == "transfer":
+            self._transfer()
+        elif kind == "read":
+            for node in self.nodes.values():
+                if node.core is not None and node.core.is_leader:
+                    handle = node.core.read_index(self.now)
+                    node.reads[handle] = len(self.committed)
+                    self._drain(node)
         elif kind == "crash":
             alive = [n for n in self.nodes.values() if n.core is not None]
             if alive:
@@ -406,9 +488,11 @@ class Simulation:
                 self._start(node)
         elif kind == "partition":
             self._partition()
+            self._update_reach()
         elif kind == "unpartition":
             if self.faults_on:
                 self.blocked = set()
+                self._update_reach()
         elif kind == "resign":
             for node in self.nodes.values():
                 if node.core is not None and node.core.is_leader:
@@ -421,10 +505,52 @@ class Simulation:
         elif kind == "heal":
             self.faults_on = False
             self.blocked = set()
+            self._update_reach()
             for node in self.nodes.values():
                 if node.core is None:
                     self._start(node)
         return True
+
+    def _update_reach(self) -> None:
+        """Record since when each pair of nodes has been connected both ways."""
+        for a in self.nodes:
+            for b in self.nodes:
+                up = (a, b) not in self.blocked and (b, a) not in self.blocked
+                if not up:
+                    self._link_up_since.pop((a, b), None)
+                else:
+                    self._link_up_since.setdefault((a, b), self.now)
+
+    def _check_sticky(self, node: SimNode, epoch: int) -> None:
+        """KIP-996 invariant: the epoch does not rise while a leader is reachable by a majority.
+
+        Checked when ``node`` starts an election for ``epoch``: if a live leader of
+        ``epoch - 1`` (the newest epoch anywhere else) has had a majority of voters reachable
+        both ways for three fetch timeouts (time for every follower in it to have fetched,
+        and for any pre-vote round begun before to end), the election is a disruption.
+        """
+        if not self.sticky_applies or not self.faults_on:
+            return
+        for other in self.nodes.values():
+            core = other.core
+            if other is node or core is None:
+                continue
+            if core.epoch >= epoch:
+                return
+        window = 3 * self.profile.fetch_timeout_ms
+        voter_ids = self.expected_voters.ids
+        for other in self.nodes.values():
+            core = other.core
+            if other is node or core is None or not core.is_leader or core.epoch != epoch - 1:
+                continue
+            if self.now - other.leader_since < window:
+                continue
+            steady = {v for v in voter_ids if v != other.node_id
+                      and self.now - self._link_up_since.get((other.node_id, v), self.now) >= window}
+            if len(steady) + 1 >= len(voter_ids) // 2 + 1:
+                raise Violation(
+                    f"node {node.node_id} started an election for epoch {epoch} while leader {other.node_id} "
+                    f"of epoch {epoch - 1} was reachable by a majority ({sorted(steady)} for {window} ms)")
 
     def _snapshot(self) -> None:
         """A node snapshots a committed, flushed prefix of its log and deletes it."""
@@ -467,8 +593,49 @@ class Simulation:
         core.handle_request(rid, request, self.now)
         self._drain(node)
 
+    def _transfer(self) -> None:
+        """An admin asks the leader to transfer leadership to another voter (EndQuorumEpoch
+        to the leader naming itself, one preferred candidate)."""
+        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
+        if not leaders:
+            return
+        node = leaders[0]
+        core = node.core
+        assert core is not None
+        others = [v for v in sorted(core.voters.ids) if v != node.node_id]
+        if not others:
+            return
+        target = core.voters.node(self.transfer_rng.choice(others))
+        assert target is not None
+        rid = self._next_rid
+        self._next_rid += 1
+        request = EndQuorumEpochRequest(self.config.cluster_id, node.node_id, core.epoch, (target.key,))
+        self._admin[rid] = (node.node_id, request)
+        self._transfers[rid] = target.key.id
+        core.handle_request(rid, request, self.now)
+        self._drain(node)
+
+    def _transfer_answered(self, node: SimNode, rid: int, response: object) -> None:
+        """An accepted transfer: the leader resigned, and the successor's log holds every
+        entry of the leader's (so it can win, and nothing the leader had is lost)."""
+        target = self._transfers.pop(rid)
+        if not (isinstance(response, EndQuorumEpochResponse) and response.error_code == 0
+                and response.partition_error_code == 0):
+            return
+        successor = self.nodes[target].log
+        mine = node.log
+        if successor.end_offset < mine.end_offset or (
+                mine.end_offset > 0 and successor.entry(mine.end_offset - 1) != mine.entry(mine.end_offset - 1)):
+            raise Violation(f"node {node.node_id} handed leadership to {target}, whose log ends at "
+                            f"{successor.end_offset}, short of the leader's {mine.end_offset}")
+        self.transfers_done += 1
+
     def _admin_answered(self, node: SimNode, rid: int, response: object) -> None:
         """An acknowledged voter change must be committed and in force on the leader."""
+        if rid in self._transfers:
+            self._admin.pop(rid)
+            self._transfer_answered(node, rid, response)
+            return
         asked, request = self._admin.pop(rid)
         if asked != node.node_id:
             raise Violation(f"node {node.node_id} answered a voter change sent to node {asked}")
