@@ -19,6 +19,7 @@ from kraftnode.config import ConfigError
 from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
 from kraftnode.log.metadata_log import METADATA_PARTITION_DIR, LogError, MetadataLog
 from kraftnode.log.quorum_state import QuorumStateError, QuorumStateStore
+from kraftnode.log.snapshot import SnapshotError
 from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
@@ -26,11 +27,14 @@ from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.controller_duties import ControllerDuties
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
+from kraftnode.server.metadata_state import MetadataState
 from kraftnode.server.network import KafkaListener, ServerLimits
 from kraftnode.server.node_config import NodeConfig
 from kraftnode.server.peer_client import PeerPool
 from kraftnode.server.raft_driver import RaftDriver, now_ms, quorum_state_to_election
 from kraftnode.server.raft_log import DiskRaftLog, DiskSnapshotStore
+from kraftnode.server.snapshots import SnapshotManager, prepare_storage, voters_at
+from kraftnode.server.state_machine import StateMachineRunner
 
 log = logging.getLogger("kraftnode.node")
 
@@ -66,6 +70,12 @@ async def run_node(cfg: NodeConfig) -> None:
             election = quorum_state_to_election(store.read())
         except QuorumStateError as e:
             raise StartupError(str(e)) from None
+        # the state machine: load the latest valid snapshot, replay only the log after it
+        runner = StateMachineRunner(MetadataState())
+        try:
+            prepare_storage(mlog, runner)
+        except (OSError, SnapshotError, ValueError) as e:
+            raise StartupError(f"cannot load the metadata snapshots in {mlog.dir}: {e}") from None
         rlog = DiskRaftLog(mlog, mlog.dir)
         # Kafka's standalone raft server (TestRaftServer) runs its quorum on its own topic
         # with the all-zero cluster id; a kraftnode joining such a quorum must do the same
@@ -103,12 +113,15 @@ async def run_node(cfg: NodeConfig) -> None:
             driver = RaftDriver(node, rlog, store, pool,
                                 {v.node_id: (v.host, v.port) for v in cfg.static_voters},
                                 cfg.bootstrap_servers, kraft_version, cfg.request_timeout_ms / 1000)
+            snapshots = SnapshotManager(mlog, runner, cfg.snapshot_config,
+                                        lambda offset: voters_at(node, offset),
+                                        on_snapshots_changed=rlog.snapshots_changed)
             features = api_versions.FeatureView()
             # controller duties only in a KRaft controller quorum: a TestRaftServer quorum
             # carries opaque bytes, and its Java nodes serve no controller APIs
             duties = ControllerDuties(driver, cfg.node_id, cfg.metadata_log_dir,
                                       endpoints,
-                                      dict(features.supported)) if controller else None
+                                      dict(features.supported), snapshots) if controller else None
             handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), driver,
                                     features, duties)
             limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
@@ -119,6 +132,7 @@ async def run_node(cfg: NodeConfig) -> None:
             tg.start_soon(driver.run, tg)
             if duties is not None:
                 tg.start_soon(duties.run)
+            tg.start_soon(snapshots.run, lambda: driver.high_watermark)
             log.info("node %d started: cluster %s, %s quorum on %s, log end offset %d", cfg.node_id,
                      cluster_id, "static" if kraft_version == 0 else "dynamic", topic, rlog.end_offset)
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

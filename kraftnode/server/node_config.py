@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kraftnode.config import ConfigError, Listener, ServerConfig
 from kraftnode.log.metadata_log import LogConfig
+from kraftnode.server.snapshots import SnapshotConfig
 
 log = logging.getLogger("kraftnode.config")
 
@@ -78,6 +79,9 @@ class NodeConfig:
     #: node's endpoints in the voter set (Kafka's KafkaConfig.effectiveAdvertisedControllerListeners).
     #: Empty: just the default listener (advertised_host/advertised_port).
     controller_endpoints: tuple[tuple[str, str, int], ...] = ()
+    #: metadata.log.max.record.bytes.between.snapshots, metadata.log.max.snapshot.interval.ms,
+    #: metadata.max.retention.bytes, metadata.max.retention.ms (kraftnode.server.snapshots)
+    snapshot_config: SnapshotConfig = SnapshotConfig()
 
     @property
     def is_dynamic(self) -> bool:
@@ -182,4 +186,11 @@ def load(path: str) -> NodeConfig:
         connections_max_idle_ms=ms("connections.max.idle.ms", CONNECTIONS_MAX_IDLE_MS, 1),
         log_config=LogConfig.from_server_config(cfg),
         source=cfg.source,
+        snapshot_config=SnapshotConfig(
+            max_bytes_between_snapshots=ms("metadata.log.max.record.bytes.between.snapshots",
+                                           SnapshotConfig.max_bytes_between_snapshots, 1),
+            max_snapshot_interval_ms=ms("metadata.log.max.snapshot.interval.ms",
+                                        SnapshotConfig.max_snapshot_interval_ms, 0),
+            retention_bytes=ms("metadata.max.retention.bytes", SnapshotConfig.retention_bytes, -1),
+            retention_ms=ms("metadata.max.retention.ms", SnapshotConfig.retention_ms, -1)),
     )

@@ -1,0 +1,170 @@
+"""Real processes with small thresholds: every node generates snapshots, cleans its log as
+Kafka's KafkaMetadataLog does, consumers see the new log start, and a wiped node catches
+up through FetchSnapshot."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from kraftnode.log.snapshot import list_snapshots, read_snapshot_batches, snapshot_file_name
+from kraftnode.server.state_machine import KeyValueStateMachine, snapshot_data_records
+from tests.support.cluster import CLUSTER_ID, Cluster, wait_for_hw
+
+pytestmark = pytest.mark.timeout(240)
+
+EXTRA = ("metadata.log.max.record.bytes.between.snapshots=20000\n"
+         "metadata.log.segment.min.bytes=1024\nmetadata.log.segment.bytes=16384\n"
+         "metadata.max.retention.bytes=60000\n")
+TOPIC = "__cluster_metadata"
+
+
+def produce(bootstrap: str, start: int, n: int, written: dict[int, tuple[bytes, bytes | None]]) -> None:
+    """Keyed records (some deletes); remembers the committed offset of each."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+
+    def done(err: object, msg: object) -> None:
+        assert err is None, err
+        written[msg.offset()] = (msg.key(), msg.value())  # type: ignore[attr-defined]
+
+    for i in range(start, start + n):
+        key = f"key-{i % 50}".encode()
+        value = None if i % 17 == 0 else f"value-{i}-".encode() * 8
+        p.produce(TOPIC, key=key, value=value, partition=0, on_delivery=done)
+        if i % 100 == 0:
+            p.poll(0)
+    assert p.flush(30) == 0
+
+
+def implied_state(written: dict[int, tuple[bytes, bytes | None]], upto: int) -> dict[bytes, bytes]:
+    kv = KeyValueStateMachine()
+    for off in sorted(o for o in written if o < upto):
+        kv.apply_record(*written[off])
+    return kv.data
+
+
+def partition_dir(tmp: Path, i: int) -> Path:
+    return tmp / f"node{i}" / "metadata" / "__cluster_metadata-0"
+
+
+def wait_until(cond: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out: {what}")
+
+
+def check_node(tmp: Path, i: int, written: dict[int, tuple[bytes, bytes | None]]) -> int:
+    """Every snapshot holds the state the committed log implies at its offset; returns the
+    oldest kept snapshot's offset."""
+    d = partition_dir(tmp, i)
+    snaps = [s for s in list_snapshots(d) if s.offset > 0]
+    assert snaps, f"no snapshot on node {i}"
+    for s in snaps:
+        state = {k: v for k, v in snapshot_data_records(read_snapshot_batches(d / snapshot_file_name(s)))
+                 if k is not None and v is not None}
+        assert state == implied_state(written, s.offset), f"node {i} snapshot {s}"
+    return list_snapshots(d)[0].offset
+
+
+def test_snapshots_cleaning_log_start_and_catch_up(tmp_path: Path) -> None:
+    cl = Cluster(tmp_path, 3, extra=EXTRA)
+    written: dict[int, tuple[bytes, bytes | None]] = {}
+    try:
+        cl.start_all()
+        wait_for_hw(cl, 1, 30)
+        for round_ in range(6):  # six rounds, each well past the 20000-byte threshold
+            produce(cl.bootstrap(), round_ * 500, 500, written)
+            wait_for_hw(cl, max(written) + 1, 30)
+        hw = max(written) + 1
+
+        def generated(i: int) -> list[str]:
+            return re.findall(r"generated snapshot (\S+)", cl.log(i))
+
+        def cleaned(i: int) -> bool:
+            # at least two snapshots made, the older ones deleted, the log start moved up
+            return len(generated(i)) >= 3 and "log start offset advanced to" in cl.log(i)
+        for i in cl.ids:
+            wait_until(lambda i=i: cleaned(i), 30, f"node {i} snapshots and cleaning")  # type: ignore[misc]
+        # every node that replayed the log from the start snapshots at the same offsets (the
+        # first batch boundary past the threshold); one that lagged may have installed the
+        # leader's snapshot instead, and counts from there
+        made = [generated(i) for i in cl.ids if "installed snapshot" not in cl.log(i)]
+        assert len(made) >= 2
+        n = min(len(g) for g in made)
+        assert all(g[:n] == made[0][:n] for g in made), made
+        for i in cl.ids:
+            oldest = check_node(tmp_path, i, written)
+            d = partition_dir(tmp_path, i)
+            assert snapshot_file_name(list_snapshots(d)[0]) != generated(i)[0]  # the first one was deleted
+            # segments wholly below the log start are gone: the first kept one reaches past it
+            # (cleaning goes on meanwhile: the segments are listed between two snapshot listings)
+            for _ in range(50):
+                before = list_snapshots(d)[0].offset
+                segs = sorted(int(p.name.split(".")[0]) for p in d.glob("*.log"))
+                after = list_snapshots(d)[0].offset
+                if before == after:
+                    break
+            assert segs[0] <= after and (len(segs) == 1 or segs[1] > after), (segs, after)
+            assert 0 not in segs and oldest <= after
+        # consumers: EARLIEST is the log start, and reading from the beginning starts there
+        c = Consumer({"bootstrap.servers": cl.bootstrap(), "group.id": "g", "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest"})
+        try:
+            low, high = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+            q = cl.quorum()
+            assert q is not None
+            # the leader's log start is the end offset of one of its snapshots (cleaning may
+            # have moved it on since)
+            leader_snaps = [int(name.split("-")[0]) for name in generated(q.leader_id)]
+            assert low in leader_snaps and low > 0 and high >= hw, (low, leader_snaps)
+            c.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
+            msg = None
+            errors = []
+            deadline = time.monotonic() + 20
+            while msg is None and time.monotonic() < deadline:
+                msg = c.poll(0.5)
+                if msg is not None and msg.error():
+                    errors.append(msg.error())
+                    msg = None
+            assert msg is not None and msg.offset() >= low, errors
+        finally:
+            c.close()
+
+        # a wiped, re-formatted follower catches up through FetchSnapshot
+        q = cl.quorum()
+        assert q is not None
+        victim = next(i for i in cl.ids if i != q.leader_id)
+        cl.stop(victim)
+        shutil.rmtree(tmp_path / f"node{victim}" / "metadata")
+        subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+                        str(tmp_path / f"node{victim}" / "server.properties"), "--cluster-id", CLUSTER_ID],
+                       check=True, capture_output=True)
+        cl.start(victim)
+        produce(cl.bootstrap(), 3000, 200, written)
+        hw2 = max(written) + 1
+
+        def caught_up() -> bool:
+            info = cl.quorum()
+            return info is not None and all(v.log_end_offset >= hw2 for v in info.voters if v.replica_id == victim)
+        wait_until(caught_up, 60, "the wiped node catches up")
+        assert "installed snapshot" in cl.log(victim)
+        installed = [s for s in list_snapshots(partition_dir(tmp_path, victim)) if s.offset > 0]
+        assert installed and installed[0].offset > 0
+        check_node(tmp_path, victim, written)
+        # its state machine applied the snapshot and the log after it (restart: same state)
+        cl.stop(victim)
+        cl.start(victim)
+        wait_until(caught_up, 30, "the restarted node is back")
+        assert "state loaded from snapshot" in cl.log(victim)
+    finally:
+        cl.close()
