@@ -11,6 +11,8 @@ import logging
 import os
 import random
 import signal
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -34,7 +36,7 @@ from kraftnode.server.peer_client import PeerPool
 from kraftnode.server.raft_driver import RaftDriver, now_ms, quorum_state_to_election
 from kraftnode.server.raft_log import DiskRaftLog, DiskSnapshotStore
 from kraftnode.server.snapshots import SnapshotManager, prepare_storage, voters_at
-from kraftnode.server.state_machine import StateMachineRunner
+from kraftnode.server.state_machine import StateMachine, StateMachineRunner
 
 log = logging.getLogger("kraftnode.node")
 
@@ -63,7 +65,24 @@ def open_storage(cfg: NodeConfig) -> tuple[str, object, MetadataLog, QuorumState
     return meta.cluster_id, meta.directory_id, mlog, store
 
 
-async def run_node(cfg: NodeConfig) -> None:
+@dataclass
+class RunningNode:
+    """What an embedding application gets once the node runs (kraftnode.embed)."""
+
+    driver: RaftDriver
+    snapshots: SnapshotManager
+    stop: Callable[[], None]
+
+
+async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
+                   on_started: Callable[[RunningNode], None] | None = None,
+                   handle_signals: bool = True) -> None:
+    """Run a node until SIGTERM/SIGINT (or ``RunningNode.stop``).
+
+    ``state_machine``: the application's (default: the metadata image,
+    :class:`MetadataState`).  Controller duties (activation, KIP-919 registration) need
+    the metadata image, so a node with another state machine does not do them: Kafka
+    controllers cannot share its quorum."""
     cluster_id, directory_id, mlog, store = open_storage(cfg)
     try:
         try:
@@ -71,7 +90,8 @@ async def run_node(cfg: NodeConfig) -> None:
         except QuorumStateError as e:
             raise StartupError(str(e)) from None
         # the state machine: load the latest valid snapshot, replay only the log after it
-        runner = StateMachineRunner(MetadataState())
+        sm: StateMachine = MetadataState() if state_machine is None else state_machine
+        runner = StateMachineRunner(sm)
         try:
             prepare_storage(mlog, runner)
         except (OSError, SnapshotError, ValueError) as e:
@@ -89,7 +109,7 @@ async def run_node(cfg: NodeConfig) -> None:
                         "Kafka's TestRaftServer uses cluster id %s and will refuse this node's "
                         "requests (format with --cluster-id %s to join it)", cluster_id,
                         rw.TEST_RAFT_SERVER_CLUSTER_ID, rw.TEST_RAFT_SERVER_CLUSTER_ID)
-        controller = topic == "__cluster_metadata"
+        controller = topic == "__cluster_metadata" and isinstance(sm, MetadataState)
         listener = cfg.controller_listener
         # every controller listener as advertised, the default one first (NodeConfig)
         endpoints = cfg.controller_endpoints or ((listener, cfg.advertised_host, cfg.advertised_port),)
@@ -135,17 +155,30 @@ async def run_node(cfg: NodeConfig) -> None:
             tg.start_soon(snapshots.run, lambda: driver.high_watermark)
             log.info("node %d started: cluster %s, %s quorum on %s, log end offset %d", cfg.node_id,
                      cluster_id, "static" if kraft_version == 0 else "dynamic", topic, rlog.end_offset)
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async def watch_fatal() -> None:
-                    while driver.fatal is None:
-                        await anyio.sleep(0.2)
-                    tg.cancel_scope.cancel()
+            async def watch_fatal() -> None:
+                while driver.fatal is None:
+                    await anyio.sleep(0.2)
+                tg.cancel_scope.cancel()
 
-                tg.start_soon(watch_fatal)
-                async for sig in signals:
-                    log.info("received %s: shutting down", signal.Signals(sig).name)
+            tg.start_soon(watch_fatal)
+            stop_requested = anyio.Event()
+            if on_started is not None:
+                on_started(RunningNode(driver, snapshots, stop_requested.set))
+            if not handle_signals:
+                await stop_requested.wait()
+                await _graceful_shutdown(driver)
+                tg.cancel_scope.cancel()
+                return
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async def on_stop() -> None:
+                    await stop_requested.wait()
                     await _graceful_shutdown(driver)
                     tg.cancel_scope.cancel()
+
+                tg.start_soon(on_stop)
+                async for sig in signals:
+                    log.info("received %s: shutting down", signal.Signals(sig).name)
+                    stop_requested.set()
                     break
     finally:
         mlog.close()
@@ -179,4 +212,4 @@ def _use_uvloop() -> bool:
     return True
 
 
-__all__ = ["ConfigError", "StartupError", "run_node", "start"]
+__all__ = ["ConfigError", "RunningNode", "StartupError", "run_node", "start"]
