@@ -168,3 +168,64 @@ def test_snapshots_cleaning_log_start_and_catch_up(tmp_path: Path) -> None:
         assert "state loaded from snapshot" in cl.log(victim)
     finally:
         cl.close()
+
+
+def test_dynamic_quorum_observer_catches_up_through_a_snapshot_then_becomes_a_voter(tmp_path: Path) -> None:
+    from kraftnode.protocol import Errors
+    from tests.kraftnode.server.test_voter_changes import (
+        DynamicPair,
+        add_voter,
+        describe_quorum,
+        retry_while_timed_out,
+    )
+
+    pair = DynamicPair(tmp_path, extra=EXTRA)
+    written: dict[int, tuple[bytes, bytes | None]] = {}
+    try:
+        pair.start(1)
+        wait_until(lambda: _hw(pair.port(1)) > 0, 30, "node 1 leads")
+        for round_ in range(4):
+            produce(f"127.0.0.1:{pair.port(1)}", round_ * 500, 500, written)
+        d1 = partition_dir(tmp_path, 1)
+        wait_until(lambda: "log start offset advanced to" in (tmp_path / "node1" / "node.log").read_text(), 30,
+                   "node 1 cleans its log")
+        # the snapshot of a dynamic quorum carries the voter set (KRaftVersion + Voters)
+        assert [s for s in list_snapshots(d1) if s.offset > 0]
+        pair.start(2)
+        dir2 = pair.directory_id(2)
+        hw = max(written) + 1
+
+        def observer_caught_up() -> bool:
+            try:
+                q = describe_quorum(pair.port(1))
+            except (OSError, AssertionError):
+                return False
+            return any(o.replica_id == 2 and o.log_end_offset >= hw for o in q.observers)
+        wait_until(observer_caught_up, 60, "node 2 catches up as an observer")
+        log2 = (tmp_path / "node2" / "node.log").read_text()
+        assert "installed snapshot" in log2 and "as an observer" in log2
+        resp = retry_while_timed_out(lambda: add_voter(pair.port(1), 2, dir2, pair.port(2)))
+        # (a leader that was the only voter for longer than the check-quorum timeout may resign
+        # at once when the voter set grows: the add then completes under the next leader)
+        assert resp.error_code in (Errors.NONE, Errors.NOT_LEADER_OR_FOLLOWER), pair.logs()
+
+        def two_voters() -> bool:
+            try:
+                q = describe_quorum(pair.port(2))
+            except (OSError, AssertionError):
+                return False
+            return q.leader_id >= 0 and sorted(v.replica_id for v in q.current_voters) == [1, 2]
+        wait_until(two_voters, 60, "node 2 is a voter")
+        produce(f"127.0.0.1:{pair.port(1)},127.0.0.1:{pair.port(2)}", 2000, 50, written)
+        check_node(tmp_path, 2, written)
+    finally:
+        pair.close()
+
+
+def _hw(port: int) -> int:
+    from tests.kraftnode.server.test_voter_changes import describe_quorum
+
+    try:
+        return describe_quorum(port).high_watermark
+    except (OSError, AssertionError):
+        return -1
