@@ -120,6 +120,11 @@ def load(path: str) -> NodeConfig:
         assert v is not None
         return v
 
+    def long(key: str, default: int, at_least: int | None) -> int:
+        v = props.get_long(key, default, at_least=at_least)
+        assert v is not None
+        return v
+
     node_id = cfg.node_id
     roles = cfg.process_roles
     if roles and "controller" not in roles:
@@ -186,11 +191,11 @@ def load(path: str) -> NodeConfig:
         connections_max_idle_ms=ms("connections.max.idle.ms", CONNECTIONS_MAX_IDLE_MS, 1),
         log_config=LogConfig.from_server_config(cfg),
         source=cfg.source,
-        snapshot_config=SnapshotConfig(
-            max_bytes_between_snapshots=ms("metadata.log.max.record.bytes.between.snapshots",
-                                           SnapshotConfig.max_bytes_between_snapshots, 1),
-            max_snapshot_interval_ms=ms("metadata.log.max.snapshot.interval.ms",
-                                        SnapshotConfig.max_snapshot_interval_ms, 0),
-            retention_bytes=ms("metadata.max.retention.bytes", SnapshotConfig.retention_bytes, -1),
-            retention_ms=ms("metadata.max.retention.ms", SnapshotConfig.retention_ms, -1)),
+        snapshot_config=SnapshotConfig(  # Kafka declares all four LONG
+            max_bytes_between_snapshots=long("metadata.log.max.record.bytes.between.snapshots",
+                                             SnapshotConfig.max_bytes_between_snapshots, 1),
+            max_snapshot_interval_ms=long("metadata.log.max.snapshot.interval.ms",
+                                          SnapshotConfig.max_snapshot_interval_ms, 0),
+            retention_bytes=long("metadata.max.retention.bytes", SnapshotConfig.retention_bytes, None),
+            retention_ms=long("metadata.max.retention.ms", SnapshotConfig.retention_ms, None)),
     )

@@ -229,3 +229,72 @@ def _hw(port: int) -> int:
         return describe_quorum(port).high_watermark
     except (OSError, AssertionError):
         return -1
+
+
+BIG = ("metadata.log.max.record.bytes.between.snapshots=8000000\n"
+       "metadata.log.segment.min.bytes=1024\nmetadata.log.segment.bytes=4000000\n"
+       "metadata.max.retention.bytes=20000000\n")
+
+
+def test_a_leader_change_in_the_middle_of_a_snapshot_transfer_is_survived(tmp_path: Path) -> None:
+    """The snapshot (~30 MB) travels in 8 MiB FetchSnapshot chunks; the leader is killed
+    (SIGKILL) once the wiped replica's download has begun; the replica completes the
+    download from the next leader (whose snapshots are at the same offsets) and catches up."""
+    from confluent_kafka import Producer
+
+    cl = Cluster(tmp_path, 3, extra=BIG)
+    written: dict[int, tuple[bytes, bytes | None]] = {}
+    try:
+        cl.start_all()
+        wait_for_hw(cl, 1, 30)
+        p = Producer({"bootstrap.servers": cl.bootstrap(), "acks": "all", "linger.ms": 20,
+                      "batch.size": 500_000, "message.max.bytes": 1_000_000})
+
+        def done(err: object, msg: object) -> None:
+            assert err is None, err
+            written[msg.offset()] = (msg.key(), msg.value())  # type: ignore[attr-defined]
+        value = b"v" * 600
+        for i in range(50_000):
+            while True:
+                try:
+                    p.produce(TOPIC, key=f"key-{i:06d}".encode(), value=value, partition=0, on_delivery=done)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            if i % 1000 == 0:
+                p.poll(0)
+        assert p.flush(120) == 0
+        hw = max(written) + 1
+        info = wait_for_hw(cl, hw, 60)
+        leader = info.leader_id
+        victim = next(i for i in cl.ids if i != leader)
+        wait_until(lambda: all(partition_dir(tmp_path, i).exists() and list_snapshots(partition_dir(tmp_path, i))
+                               and list_snapshots(partition_dir(tmp_path, i))[0].offset > 0 for i in cl.ids),
+                   60, "every node snapshots and cleans")
+        cl.stop(victim)
+        shutil.rmtree(tmp_path / f"node{victim}" / "metadata")
+        subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+                        str(tmp_path / f"node{victim}" / "server.properties"), "--cluster-id", CLUSTER_ID],
+                       check=True, capture_output=True)
+        cl.start(victim)
+        d = partition_dir(tmp_path, victim)
+        deadline = time.monotonic() + 60
+        part = None
+        while part is None and time.monotonic() < deadline:
+            if d.exists():
+                part = next((f for f in d.iterdir() if f.name.endswith(".checkpoint.part")), None)
+            time.sleep(0.002)
+        assert part is not None, "the download never began"
+        cl.kill(leader)
+        # the kill landed in the middle of the transfer: no snapshot installed yet
+        assert "installed snapshot" not in cl.log(victim)
+
+        def caught_up() -> bool:
+            q = cl.quorum()
+            return q is not None and q.leader_id != leader and any(
+                v.replica_id == victim and v.log_end_offset >= hw for v in q.voters)
+        wait_until(caught_up, 90, "the wiped replica catches up from the next leader")
+        assert "installed snapshot" in cl.log(victim)
+        check_node(tmp_path, victim, written)
+    finally:
+        cl.close()
