@@ -70,6 +70,7 @@ class EmbeddedNode(Generic[S]):
         self._running: RunningNode | None = None
         self._tg: TaskGroup | None = None
         self._started = anyio.Event()
+        self._error: Exception | None = None
 
     # ------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> EmbeddedNode[S]:
@@ -77,11 +78,19 @@ class EmbeddedNode(Generic[S]):
         await self._tg.__aenter__()
         self._tg.start_soon(self._run)
         await self._started.wait()
+        if self._running is None:  # the node did not start (StartupError, OSError...)
+            await self._tg.__aexit__(None, None, None)
+            assert self._error is not None
+            raise self._error
         return self
 
     async def _run(self) -> None:
         try:
             await run_node(self.config, self.state, on_started=self._on_started, handle_signals=False)
+        except Exception as e:  # noqa: BLE001 - handed to __aenter__ (start-up) or re-raised
+            if self._running is not None:
+                raise
+            self._error = e
         finally:
             self._started.set()
 

@@ -118,3 +118,19 @@ def test_kvstore_bad_config_exits_2(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "examples" / "kvstore.py"), str(bad)],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.startswith("kvstore: ")
+
+
+def test_an_unformatted_log_dir_is_a_startup_error(tmp_path: Path) -> None:
+    from kraftnode.server.node import StartupError
+
+    port = free_ports(1)[0]
+    conf = tmp_path / "server.properties"
+    conf.write_text(f"node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{port}\n"
+                    f"controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:{port}\n"
+                    f"log.dirs={tmp_path / 'metadata'}\n")
+
+    async def go() -> None:
+        async with EmbeddedNode(conf, KeyValueStateMachine()):
+            pass
+    with pytest.raises(StartupError, match="is not formatted"):
+        anyio.run(go)
