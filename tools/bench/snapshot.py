@@ -184,11 +184,14 @@ def catch_up_time(root: Path, extra: str, records: int, value_bytes: int, keys: 
                        check=True, capture_output=True)
         target = info.high_watermark
         t0 = time.perf_counter()
+        started_ms = int(time.time() * 1000)
         cl.start(victim)  # type: ignore[attr-defined]
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             q = cl.quorum()  # type: ignore[attr-defined]
-            if q is not None and any(v.replica_id == victim and v.log_end_offset >= target for v in q.voters):
+            # the leader's view of the wiped replica, from a fetch it made after its restart
+            if q is not None and any(v.replica_id == victim and v.log_end_offset >= target
+                                     and v.last_fetch_timestamp >= started_ms for v in q.voters):
                 return time.perf_counter() - t0
             time.sleep(0.05)
         raise RuntimeError("the wiped replica did not catch up in 300 s")
