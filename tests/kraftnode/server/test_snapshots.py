@@ -48,6 +48,12 @@ def expected_state(mlog_dir: Path, upto: int) -> dict[bytes, bytes]:
     return kv.data
 
 
+def drain(m: SnapshotManager, end: int) -> None:
+    """Apply everything below ``end`` (catch_up stops where a snapshot falls due)."""
+    while m.catch_up(end):
+        pass
+
+
 def manager(mlog: MetadataLog, cfg: SnapshotConfig, sm: object | None = None) -> SnapshotManager:
     runner = StateMachineRunner(sm or MetadataState())  # type: ignore[arg-type]
     prepare_storage(mlog, runner)
@@ -65,7 +71,7 @@ def test_snapshot_generated_at_the_byte_threshold_and_holds_the_state(tmp_path: 
         fill(mlog, 20)
         per_batch = mlog.segments()[0][2] // max(1, mlog.segments()[0][1])
         m = manager(mlog, SnapshotConfig(max_bytes_between_snapshots=10**9, retention_bytes=-1))
-        m.catch_up(mlog.end_offset)
+        drain(m, mlog.end_offset)
         assert not generate(m)  # below the threshold, interval not passed
         m.config = SnapshotConfig(max_bytes_between_snapshots=per_batch, retention_bytes=-1)
         assert generate(m)
@@ -86,7 +92,7 @@ def test_interval_trigger(tmp_path: Path) -> None:
         runner = StateMachineRunner(MetadataState())
         m = SnapshotManager(mlog, runner, SnapshotConfig(max_snapshot_interval_ms=1000), lambda _o: (0, None),
                             clock_ms=lambda: now[0])
-        m.catch_up(mlog.end_offset)
+        drain(m, mlog.end_offset)
         assert not m.due()
         now[0] += 1000
         assert m.due() and generate(m)
@@ -96,7 +102,7 @@ def test_start_up_loads_the_latest_snapshot_and_replays_only_the_log_after_it(tm
     with MetadataLog(tmp_path, SMALL) as mlog:
         fill(mlog, 20)
         m = manager(mlog, SnapshotConfig(max_bytes_between_snapshots=1, retention_bytes=-1))
-        m.catch_up(mlog.end_offset)
+        drain(m, mlog.end_offset)
         assert generate(m)
         fill(mlog, 5, start=20)
     with MetadataLog(tmp_path, SMALL) as mlog:
@@ -104,7 +110,7 @@ def test_start_up_loads_the_latest_snapshot_and_replays_only_the_log_after_it(tm
         assert prepare_storage(mlog, runner) == SnapshotId(200, 1)
         assert runner.next_offset == 200
         m = SnapshotManager(mlog, runner, SnapshotConfig(), lambda _o: (0, None))
-        m.catch_up(mlog.end_offset)
+        drain(m, mlog.end_offset)
         assert runner.applied_batches == 5  # only the log after the snapshot was replayed
         assert runner.sm.app == expected_state(tmp_path, 25)  # type: ignore[attr-defined]
 
@@ -114,7 +120,7 @@ def test_retention_deletes_old_snapshots_and_segments_never_the_latest(tmp_path:
         m = manager(mlog, SnapshotConfig(max_bytes_between_snapshots=1, retention_bytes=6000))
         for round_ in range(6):
             fill(mlog, 10, start=round_ * 10)
-            m.catch_up(mlog.end_offset)
+            drain(m, mlog.end_offset)
             assert generate(m)
             snaps = list_snapshots(mlog.dir)
             # the latest snapshot is always kept, the log starts at the oldest kept one
@@ -141,7 +147,7 @@ def test_retention_by_time(tmp_path: Path) -> None:
                             lambda _o: (0, None), clock_ms=lambda: now[0])
         for i in range(3):
             fill(mlog, 5, start=i * 5)
-            m.catch_up(mlog.end_offset)
+            drain(m, mlog.end_offset)
             assert generate(m)
         assert len(list_snapshots(mlog.dir)) == 3 and mlog.start_offset == 0
         now[0] = 2 * 10**13  # every snapshot's LastContainedLogTimestamp is now older than 1 s
@@ -181,7 +187,7 @@ def test_a_bad_snapshot_is_refused_naming_the_file_and_an_older_one_is_used(
         m = manager(mlog, SnapshotConfig(max_bytes_between_snapshots=1, retention_bytes=-1))
         for i in range(2):
             fill(mlog, 10, start=i * 10)
-            m.catch_up(mlog.end_offset)
+            drain(m, mlog.end_offset)
             assert generate(m)
     newest = tmp_path / "__cluster_metadata-0" / snapshot_file_name(SnapshotId(200, 1))
     if how == "name":
@@ -198,7 +204,7 @@ def test_a_bad_snapshot_is_refused_naming_the_file_and_an_older_one_is_used(
         assert not bad.exists() and bad.with_name(bad.name + ".corrupt").exists()
         assert runner.next_offset == 100
         m = SnapshotManager(mlog, runner, SnapshotConfig(), lambda _o: (0, None))
-        m.catch_up(mlog.end_offset)
+        drain(m, mlog.end_offset)
         assert runner.sm.app == expected_state(tmp_path, 20)  # type: ignore[attr-defined]
 
 
@@ -208,7 +214,7 @@ def test_no_valid_snapshot_covers_the_log_start_then_the_log_restarts_for_the_le
         m = manager(mlog, SnapshotConfig(max_bytes_between_snapshots=1, retention_bytes=1))
         for i in range(2):
             fill(mlog, 10, start=i * 10)
-            m.catch_up(mlog.end_offset)
+            drain(m, mlog.end_offset)
             assert generate(m)
         assert mlog.start_offset == 200 and list_snapshots(mlog.dir) == [SnapshotId(200, 1)]
         fill(mlog, 3, start=20)
