@@ -280,8 +280,11 @@ class SnapshotManager:
         if r.next_offset < self.mlog.start_offset:
             self.reload_latest()
         # Batch by batch, stopping where a snapshot falls due (as Kafka's controller checks
-        # after every committed batch): every replica snapshots at the same offsets.
+        # after every committed batch): every replica snapshots at the same offsets.  Until
+        # that snapshot is captured (``maybe_generate``), nothing more is applied, whoever calls.
         limit = self.config.max_bytes_between_snapshots
+        if r.bytes_since_snapshot >= limit and self.due():
+            return False
         applied = 0
         for b in self.mlog.batches(r.next_offset, high_watermark):
             r.apply_batches((b,), min(b.last_offset + 1, high_watermark))
