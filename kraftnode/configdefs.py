@@ -169,16 +169,17 @@ KEYS: tuple[ConfigKey, ...] = (
     _k("metadata.log.segment.ms", "long", "604800000", "Roll a new segment after this long.",
        group="Log", at_least=1),
     _k("metadata.max.retention.bytes", "long", "104857600", "Retention by size of the metadata "
-       "log behind snapshots.", group="Log", honoured=False,
-       why="the node generates no snapshots, so nothing is cleaned"),
+       "log behind snapshots: the oldest snapshots (never the latest) and the segments wholly "
+       "below the oldest kept one are deleted while the total exceeds this; -1: no limit "
+       "(docs/snapshots.md).", group="Log"),
     _k("metadata.max.retention.ms", "long", "604800000", "Retention by age of the metadata log "
-       "behind snapshots.", group="Log", honoured=False,
-       why="the node generates no snapshots, so nothing is cleaned"),
+       "behind snapshots, as metadata.max.retention.bytes; -1: no limit.", group="Log"),
     _k("metadata.log.max.record.bytes.between.snapshots", "long", "20971520", "Generate a "
-       "snapshot after this many new bytes.", group="Log", honoured=False,
-       why="the node generates no snapshots"),
-    _k("metadata.log.max.snapshot.interval.ms", "long", "3600000", "Generate a snapshot at "
-       "least this often.", group="Log", honoured=False, why="the node generates no snapshots"),
+       "snapshot once this many bytes were committed since the last one.", group="Log",
+       at_least=1),
+    _k("metadata.log.max.snapshot.interval.ms", "long", "3600000", "Generate a snapshot when "
+       "this long has passed since the last one and new records were committed; 0: never by "
+       "time.", group="Log", at_least=0),
     _k("inter.broker.protocol.version", "string", None, "Read by `kraftnode format` only: the "
        "metadata.version to bootstrap with when `--release-version` is not given.", group="Log"),
     _k("num.recovery.threads.per.data.dir", "int", "1", "Threads recovering logs at start-up.",

@@ -60,6 +60,7 @@ from kraftnode.server.api_versions import version_range
 from kraftnode.server.metadata_state import METADATA_VERSION_CONTROLLER_REGISTRATION, MetadataState
 from kraftnode.server.peer_client import PeerError
 from kraftnode.server.raft_driver import RaftDriver
+from kraftnode.server.snapshots import SnapshotManager
 from recordbatch import CorruptBatchError
 
 log = logging.getLogger("kraftnode.controller")
@@ -202,9 +203,11 @@ class ControllerDuties:
 
     def __init__(self, driver: RaftDriver, node_id: int, metadata_dir: str | Path,
                  listeners: Sequence[tuple[str, str, int]],
-                 supported_features: dict[str, tuple[int, int]]) -> None:
+                 supported_features: dict[str, tuple[int, int]],
+                 snapshots: SnapshotManager | None = None) -> None:
         """``listeners``: every controller listener as advertised, (name, host, port), the
-        default one (the one raft requests use) first."""
+        default one (the one raft requests use) first.  ``snapshots``: the node's state
+        machine follower, whose state (a :class:`MetadataState`) these duties read."""
         if not listeners:
             raise ValueError("a controller needs at least one controller listener")
         self.driver = driver
@@ -214,7 +217,12 @@ class ControllerDuties:
         self.listener = self.listeners[0]
         self.supported_features = supported_features
         self.incarnation_id = uuid.uuid4()
-        self.state = MetadataState()
+        self.snapshots = snapshots
+        if snapshots is not None:
+            assert isinstance(snapshots.runner.sm, MetadataState)
+            self.state = snapshots.runner.sm
+        else:
+            self.state = MetadataState()
         self.active_epoch: int | None = None
         self._failed_registrations = 0
         self._next_registration = 0.0
@@ -259,6 +267,8 @@ class ControllerDuties:
     def catch_up(self) -> bool:
         """Replay committed batches; True if more remain than one pass handles."""
         hw = self.driver.high_watermark
+        if self.snapshots is not None:
+            return self.snapshots.catch_up(hw, REPLAY_BATCHES_PER_PASS)
         mlog = self.driver.log.log
         st = self.state
         if hw <= st.next_offset:

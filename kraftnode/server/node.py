@@ -7,10 +7,13 @@ the cluster id and this node's directory id come from.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
 import signal
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from kraftnode.config import ConfigError
 from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
 from kraftnode.log.metadata_log import METADATA_PARTITION_DIR, LogError, MetadataLog
 from kraftnode.log.quorum_state import QuorumStateError, QuorumStateStore
+from kraftnode.log.snapshot import SnapshotError
 from kraftnode.logsetup import os_error_text
 from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.node import RaftNode
@@ -30,11 +34,14 @@ from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.controller_duties import ControllerDuties
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
+from kraftnode.server.metadata_state import MetadataState
 from kraftnode.server.network import KafkaListener, ListenerError, ServerLimits
 from kraftnode.server.node_config import NodeConfig
 from kraftnode.server.peer_client import PeerPool
 from kraftnode.server.raft_driver import RaftDriver, now_ms, quorum_state_to_election
 from kraftnode.server.raft_log import DiskRaftLog, DiskSnapshotStore
+from kraftnode.server.snapshots import SnapshotManager, prepare_storage, voters_at
+from kraftnode.server.state_machine import StateMachine, StateMachineRunner
 
 log = logging.getLogger("kraftnode.node")
 
@@ -69,7 +76,24 @@ def open_storage(cfg: NodeConfig) -> tuple[str, object, MetadataLog, QuorumState
     return meta.cluster_id, meta.directory_id, mlog, store
 
 
-async def run_node(cfg: NodeConfig) -> None:
+@dataclass
+class RunningNode:
+    """What an embedding application gets once the node runs (kraftnode.embed)."""
+
+    driver: RaftDriver
+    snapshots: SnapshotManager
+    stop: Callable[[], None]
+
+
+async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
+                   on_started: Callable[[RunningNode], None] | None = None,
+                   handle_signals: bool = True) -> None:
+    """Run a node until SIGTERM/SIGINT (or ``RunningNode.stop``).
+
+    ``state_machine``: the application's (default: the metadata image,
+    :class:`MetadataState`).  Controller duties (activation, KIP-919 registration) need
+    the metadata image, so a node with another state machine does not do them: Kafka
+    controllers cannot share its quorum."""
     cluster_id, directory_id, mlog, store = open_storage(cfg)
     driver: RaftDriver | None = None
     metrics_server: Any = None
@@ -78,6 +102,13 @@ async def run_node(cfg: NodeConfig) -> None:
             election = quorum_state_to_election(store.read())
         except QuorumStateError as e:
             raise StartupError(str(e)) from None
+        # the state machine: load the latest valid snapshot, replay only the log after it
+        sm: StateMachine = MetadataState() if state_machine is None else state_machine
+        runner = StateMachineRunner(sm)
+        try:
+            prepare_storage(mlog, runner)
+        except (OSError, SnapshotError, ValueError) as e:
+            raise StartupError(f"cannot load the metadata snapshots in {mlog.dir}: {e}") from None
         rlog = DiskRaftLog(mlog, mlog.dir)
         # Kafka's standalone raft server (TestRaftServer) runs its quorum on its own topic
         # with the all-zero cluster id; a kraftnode joining such a quorum must do the same
@@ -91,7 +122,7 @@ async def run_node(cfg: NodeConfig) -> None:
                         "Kafka's TestRaftServer uses cluster id %s and will refuse this node's "
                         "requests (format with --cluster-id %s to join it)", cluster_id,
                         rw.TEST_RAFT_SERVER_CLUSTER_ID, rw.TEST_RAFT_SERVER_CLUSTER_ID)
-        controller = topic == "__cluster_metadata"
+        controller = topic == "__cluster_metadata" and isinstance(sm, MetadataState)
         listener = cfg.controller_listener
         # every controller listener as advertised, the default one first (NodeConfig)
         endpoints = cfg.controller_endpoints or ((listener, cfg.advertised_host, cfg.advertised_port),)
@@ -115,8 +146,11 @@ async def run_node(cfg: NodeConfig) -> None:
             from kraftnode.server.metrics import RaftMetrics, RequestMetrics
 
             raft_metrics, request_metrics = RaftMetrics(), RequestMetrics()
+        stop_requested = anyio.Event()
         # signals are caught from the start: a SIGTERM during start-up still shuts down cleanly
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        receiver = (anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) if handle_signals
+                    else contextlib.nullcontext(None))
+        with receiver as signals:
             async with anyio.create_task_group() as tg:
                 pool = PeerPool(tg, f"raft-client-{cfg.node_id}", cfg.request_timeout_ms / 1000,
                                 cfg.retry_backoff_ms / 1000, max(cfg.retry_backoff_ms, 1000) / 1000)
@@ -125,6 +159,9 @@ async def run_node(cfg: NodeConfig) -> None:
                                           cfg.bootstrap_servers, kraft_version,
                                           cfg.request_timeout_ms / 1000, metrics=raft_metrics)
                 drv.linearizable_reads = cfg.read_linearizable
+                snapshots = SnapshotManager(mlog, runner, cfg.snapshot_config,
+                                            lambda offset: voters_at(node, offset),
+                                            on_snapshots_changed=rlog.snapshots_changed)
                 features = api_versions.FeatureView()
                 if cfg.pre_vote:
                     features.api_max = {}  # KIP-996: advertise Vote v2
@@ -132,7 +169,7 @@ async def run_node(cfg: NodeConfig) -> None:
                 # carries opaque bytes, and its Java nodes serve no controller APIs
                 duties = ControllerDuties(drv, cfg.node_id, cfg.metadata_log_dir,
                                           endpoints,
-                                          dict(features.supported)) if controller else None
+                                          dict(features.supported), snapshots) if controller else None
                 handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), drv,
                                         features, duties)
                 limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
@@ -151,6 +188,7 @@ async def run_node(cfg: NodeConfig) -> None:
                 tg.start_soon(drv.run, tg)
                 if duties is not None:
                     tg.start_soon(duties.run)
+                tg.start_soon(snapshots.run, lambda: drv.high_watermark)
                 log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
                          "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
                          "static" if kraft_version == 0 else "dynamic", topic, ",".join(bound),
@@ -161,12 +199,20 @@ async def run_node(cfg: NodeConfig) -> None:
                         await anyio.sleep(0.2)
                     tg.cancel_scope.cancel()
 
-                tg.start_soon(watch_fatal)
-                async for sig in signals:
-                    log.info("received %s: shutting down", signal.Signals(sig).name)
+                async def on_stop() -> None:
+                    await stop_requested.wait()
                     await _graceful_shutdown(drv)
                     tg.cancel_scope.cancel()
-                    break
+
+                tg.start_soon(watch_fatal)
+                tg.start_soon(on_stop)
+                if on_started is not None:
+                    on_started(RunningNode(drv, snapshots, stop_requested.set))
+                if signals is not None:
+                    async for sig in signals:
+                        log.info("received %s: shutting down", signal.Signals(sig).name)
+                        stop_requested.set()
+                        break
     finally:
         if metrics_server is not None:
             metrics_server.close()
@@ -279,4 +325,4 @@ def _use_uvloop() -> bool:
     return True
 
 
-__all__ = ["ConfigError", "NodeFailure", "StartupError", "run_node", "start"]
+__all__ = ["ConfigError", "NodeFailure", "RunningNode", "StartupError", "run_node", "start"]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from kraftnode import configdefs
 from kraftnode.config import ConfigError, Listener, ServerConfig
 from kraftnode.log.metadata_log import LogConfig
+from kraftnode.server.snapshots import SnapshotConfig
 
 log = logging.getLogger("kraftnode.config")
 
@@ -76,6 +77,9 @@ class NodeConfig:
     #: are served over HTTP; None (the default, key unset): no metrics server at all.
     #: Port 0 binds a free port (printed at start-up).
     metrics_listener: tuple[str, int] | None = None
+    #: metadata.log.max.record.bytes.between.snapshots, metadata.log.max.snapshot.interval.ms,
+    #: metadata.max.retention.bytes, metadata.max.retention.ms (kraftnode.server.snapshots)
+    snapshot_config: SnapshotConfig = SnapshotConfig()
 
     @property
     def is_dynamic(self) -> bool:
@@ -132,6 +136,11 @@ def load(path: str) -> NodeConfig:
             assert d.default is not None
             v = int(d.default)
         assert isinstance(v, int)
+        return v
+
+    def long(key: str, default: int, at_least: int | None) -> int:
+        v = props.get_long(key, default, at_least=at_least)
+        assert v is not None
         return v
 
     node_id = cfg.node_id
@@ -207,4 +216,11 @@ def load(path: str) -> NodeConfig:
         pre_vote=bool(props.get_bool("kraftnode.raft.pre.vote.enable", False)),
         read_linearizable=bool(props.get_bool("kraftnode.read.linearizable", False)),
         warnings=warnings,
+        snapshot_config=SnapshotConfig(  # Kafka declares all four LONG
+            max_bytes_between_snapshots=long("metadata.log.max.record.bytes.between.snapshots",
+                                             SnapshotConfig.max_bytes_between_snapshots, 1),
+            max_snapshot_interval_ms=long("metadata.log.max.snapshot.interval.ms",
+                                          SnapshotConfig.max_snapshot_interval_ms, 0),
+            retention_bytes=long("metadata.max.retention.bytes", SnapshotConfig.retention_bytes, None),
+            retention_ms=long("metadata.max.retention.ms", SnapshotConfig.retention_ms, None)),
     )

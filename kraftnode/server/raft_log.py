@@ -319,7 +319,14 @@ class DiskSnapshotStore:
         path = w.freeze()
         self._writer = None
         validate_snapshot(path)
-        self.rlog.snapshots_changed()
         self.rlog.log.truncate_fully_and_start_at(snapshot_id.offset)
+        # older snapshots are below the new log start: forget them (KafkaMetadataLog's
+        # truncateToLatestSnapshot removes them too)
+        from kraftnode.log.snapshot import delete_snapshot, list_snapshots
+
+        for old in list_snapshots(self.rlog.partition_dir):
+            if old.offset < snapshot_id.offset:
+                delete_snapshot(self.rlog.partition_dir, old)
+        self.rlog.snapshots_changed()
         _log.info("installed snapshot %s; the log restarts at offset %d", path.name, snapshot_id.offset)
         return self.rlog.latest_snapshot_control_records()

@@ -95,3 +95,23 @@ def test_bad_metrics_listener_at_start_is_one_line_and_exit_2(tmp_path: Path) ->
     assert r.returncode == 2
     assert "kraftnode.metrics.listener" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_snapshot_and_retention_keys_are_read_as_kafka_longs(tmp_path: Path) -> None:
+    from kraftnode.server.node_config import load
+    from kraftnode.server.snapshots import SnapshotConfig
+
+    base = ("node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:9093\n"
+            "controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:9093\n"
+            f"log.dirs={tmp_path / 'm'}\n")
+    p = tmp_path / "a.properties"
+    p.write_text(base)
+    assert load(str(p)).snapshot_config == SnapshotConfig(20 * 1024 * 1024, 3_600_000, 100 * 1024 * 1024,
+                                                          604_800_000)
+    p.write_text(base + "metadata.log.max.record.bytes.between.snapshots=100000000000\n"
+                        "metadata.max.retention.bytes=-1\nmetadata.max.retention.ms=-1\n"
+                        "metadata.log.max.snapshot.interval.ms=0\n")
+    assert load(str(p)).snapshot_config == SnapshotConfig(100_000_000_000, 0, -1, -1)
+    p.write_text(base + "metadata.log.max.record.bytes.between.snapshots=0\n")
+    with pytest.raises(ConfigError, match="metadata.log.max.record.bytes.between.snapshots"):
+        load(str(p))
