@@ -28,6 +28,7 @@ import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from ssl import SSLContext
 from typing import cast
 
 import anyio
@@ -283,7 +284,8 @@ class KafkaListener:
     """Accepts connections on one host:port and feeds parsed requests to ``handler``."""
 
     def __init__(self, host: str, port: int, handler: Handler,
-                 limits: ServerLimits | None = None) -> None:
+                 limits: ServerLimits | None = None, ssl: SSLContext | None = None) -> None:
+        self.ssl = ssl   # TLS (an SSL / SASL_SSL listener): kraftnode.server.security.tls
         self.host = host
         self.port = port
         self.handler = handler
@@ -294,7 +296,7 @@ class KafkaListener:
         loop = asyncio.get_running_loop()
         async with anyio.create_task_group() as tg:
             server = await loop.create_server(lambda: _Connection(self, tg), self.host, self.port,
-                                              reuse_address=True)
+                                              reuse_address=True, ssl=self.ssl)
             try:
                 self.bound_port = int(server.sockets[0].getsockname()[1])
                 log.info("listening on %s:%d", self.host, self.bound_port)

@@ -31,6 +31,7 @@ from kraftnode.server.node_config import NodeConfig
 from kraftnode.server.peer_client import PeerPool
 from kraftnode.server.raft_driver import RaftDriver, now_ms, quorum_state_to_election
 from kraftnode.server.raft_log import DiskRaftLog, DiskSnapshotStore
+from kraftnode.server.security.listeners import OnListener
 
 log = logging.getLogger("kraftnode.node")
 
@@ -108,13 +109,18 @@ async def run_node(cfg: NodeConfig) -> None:
             # carries opaque bytes, and its Java nodes serve no controller APIs
             duties = ControllerDuties(driver, cfg.node_id, cfg.metadata_log_dir,
                                       endpoints,
-                                      dict(features.supported)) if controller else None
+                                      dict(features.supported),
+                                      {n: int(sec.protocol) for n, sec in cfg.security.items()}
+                                      ) if controller else None
             handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), driver,
                                     features, duties)
             limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
             for lst in cfg.listeners:
                 host = lst.host or "0.0.0.0"
-                port = await tg.start(KafkaListener(host, lst.port, handlers, limits).serve)
+                sec = cfg.security.get(lst.name)
+                on_listener = OnListener(handlers, lst.name) if len(cfg.listeners) > 1 else handlers
+                port = await tg.start(KafkaListener(host, lst.port, on_listener, limits,
+                                                    sec.ssl_context if sec else None).serve)
                 print(f"node {cfg.node_id} listening on {lst.name}://{host}:{port}", flush=True)
             tg.start_soon(driver.run, tg)
             if duties is not None:

@@ -9,10 +9,12 @@ typo does not silently fall back to a default.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kraftnode.config import ConfigError, Listener, ServerConfig
 from kraftnode.log.metadata_log import LogConfig
+from kraftnode.server.security import setup as security_setup
+from kraftnode.server.security.listeners import ListenerSecurity, is_known_key
 
 log = logging.getLogger("kraftnode.config")
 
@@ -78,6 +80,9 @@ class NodeConfig:
     #: node's endpoints in the voter set (Kafka's KafkaConfig.effectiveAdvertisedControllerListeners).
     #: Empty: just the default listener (advertised_host/advertised_port).
     controller_endpoints: tuple[tuple[str, str, int], ...] = ()
+    #: Listener name -> its security protocol and TLS context (kraftnode.server.security);
+    #: empty: every listener PLAINTEXT
+    security: dict[str, ListenerSecurity] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def is_dynamic(self) -> bool:
@@ -141,19 +146,14 @@ def load(path: str) -> NodeConfig:
         for name in dict.fromkeys(names)
         if (ln := adv.get(name) or by_name.get(name)) is not None
     )
-    protocol_map = props.get_list("listener.security.protocol.map")
-    for entry in protocol_map:
-        name, _, proto = entry.partition(":")
-        if name.upper() in by_name and proto.upper() not in ("PLAINTEXT",):
-            raise ConfigError(f"Invalid value {entry!r} for configuration listener.security.protocol.map: "
-                              "only PLAINTEXT listeners are supported")
+    security = security_setup.build(props.raw(), [ln.name for ln in listeners], names)
     voters = parse_voters(cfg.quorum_voters)
     bootstrap = tuple(_hostport("controller.quorum.bootstrap.servers", s)
                       for s in cfg.quorum_bootstrap_servers)
     if not voters and not bootstrap:
         raise ConfigError("Missing required configuration: set controller.quorum.voters (static quorum) "
                           "or controller.quorum.bootstrap.servers (dynamic quorum)")
-    for key in sorted(set(props.raw()) - KNOWN_KEYS):
+    for key in sorted(k for k in set(props.raw()) - KNOWN_KEYS if not is_known_key(k)):
         log.warning("unknown configuration %s in %s is ignored", key, cfg.source)
     raft_topic = props.get_str("kraftnode.raft.topic")
     if raft_topic is not None:
@@ -163,6 +163,7 @@ def load(path: str) -> NodeConfig:
                               "expected __cluster_metadata or __raft_performance_test")
     return NodeConfig(
         raft_topic=raft_topic,
+        security=security,
         node_id=node_id,
         listeners=tuple(listeners),
         controller_listener=names[0],

@@ -1,0 +1,34 @@
+"""Start-up: each listener's security, built and checked from ``server.properties``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from kraftnode.config import ConfigError
+from kraftnode.server.security import tls
+from kraftnode.server.security.listeners import (
+    ListenerProps,
+    ListenerSecurity,
+    SecurityProtocol,
+    protocol_map,
+)
+
+
+def build(props: Mapping[str, str], listener_names: Sequence[str],
+          controller_names: Sequence[str]) -> dict[str, ListenerSecurity]:
+    """Listener name -> its security; a :class:`ConfigError` naming the key if anything is wrong."""
+    out: dict[str, ListenerSecurity] = {}
+    for name, proto in protocol_map(props, listener_names, controller_names).items():
+        lp = ListenerProps(name, props)
+        if proto.uses_sasl:
+            raise ConfigError(f"Invalid value {proto.name!r} for listener {name} in configuration "
+                              "listener.security.protocol.map: SASL listeners are not supported yet")
+        ctx = tls.server_context(lp) if proto.uses_tls else None
+        mapper = tls.PrincipalMapper(lp.get("ssl.principal.mapping.rules"),
+                                     lp.key("ssl.principal.mapping.rules")) if ctx is not None else None
+        out[name] = ListenerSecurity(name, proto, ctx, mapper)
+    return out
+
+
+def plaintext(listener_names: Sequence[str]) -> dict[str, ListenerSecurity]:
+    return {n: ListenerSecurity(n, SecurityProtocol.PLAINTEXT) for n in listener_names}
