@@ -20,6 +20,7 @@ import logging
 import math
 import struct
 from collections.abc import Callable
+from ssl import SSLContext
 from typing import Any
 
 import anyio
@@ -96,12 +97,19 @@ class PeerConnection:
 
     @classmethod
     async def open(cls, node: str, host: str, port: int, client_id: str,
-                   timeout_s: float, max_frame: int = DEFAULT_MAX_FRAME_BYTES) -> PeerConnection:
-        """Connect and negotiate versions (the connection needs no task of its own)."""
+                   timeout_s: float, max_frame: int = DEFAULT_MAX_FRAME_BYTES,
+                   ssl: SSLContext | None = None) -> PeerConnection:
+        """Connect (over TLS with ``ssl``: the controller listener's security protocol) and
+        negotiate versions (the connection needs no task of its own)."""
         loop = asyncio.get_running_loop()
         conn = cls(node, None, client_id, max_frame)
         with anyio.fail_after(timeout_s):
-            transport, _ = await loop.create_connection(lambda: _PeerProtocol(conn), host, port)
+            if ssl is None:
+                transport, _ = await loop.create_connection(lambda: _PeerProtocol(conn), host, port)
+            else:
+                transport, _ = await loop.create_connection(
+                    lambda: _PeerProtocol(conn), host, port, ssl=ssl, server_hostname=host,
+                    ssl_handshake_timeout=timeout_s)
         conn.transport = transport
         set_nodelay(transport)
         try:
@@ -208,8 +216,10 @@ class PeerPool:
     """Connections to peers by node id (or any key), with reconnect backoff."""
 
     def __init__(self, tg: TaskGroup, client_id: str, request_timeout_s: float,
-                 reconnect_backoff_s: float = 0.05, reconnect_backoff_max_s: float = 1.0) -> None:
+                 reconnect_backoff_s: float = 0.05, reconnect_backoff_max_s: float = 1.0,
+                 ssl: SSLContext | None = None) -> None:
         self.tg = tg
+        self.ssl = ssl
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
         self.backoff_s = reconnect_backoff_s
@@ -234,7 +244,7 @@ class PeerPool:
                 raise PeerError(f"{key}: reconnect backoff ({wait * 1000:.0f} ms left)")
             try:
                 conn = await PeerConnection.open(str(key), host, port, self.client_id,
-                                                 self.request_timeout_s)
+                                                 self.request_timeout_s, ssl=self.ssl)
             except (OSError, TimeoutError, PeerError, anyio.BrokenResourceError) as e:
                 n = self._failures.get(key, 0) + 1
                 self._failures[key] = n

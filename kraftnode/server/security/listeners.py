@@ -125,6 +125,9 @@ class ListenerSecurity:
     ssl_context: ssl.SSLContext | None = None
     #: client-certificate DN -> principal name (ssl.principal.mapping.rules); None: no TLS
     principal_mapper: object | None = None
+    #: for the default controller listener: the TLS context raft connections to the other
+    #: voters use (Kafka's KafkaRaftManager builds its client from that listener's config)
+    client_ssl_context: ssl.SSLContext | None = None
 
 
 #: The listener the request being answered came in on (set per request by

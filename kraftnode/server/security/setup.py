@@ -26,7 +26,9 @@ def build(props: Mapping[str, str], listener_names: Sequence[str],
         ctx = tls.server_context(lp) if proto.uses_tls else None
         mapper = tls.PrincipalMapper(lp.get("ssl.principal.mapping.rules"),
                                      lp.key("ssl.principal.mapping.rules")) if ctx is not None else None
-        out[name] = ListenerSecurity(name, proto, ctx, mapper)
+        client = tls.client_context(lp) if proto.uses_tls and controller_names \
+            and name == controller_names[0].upper() else None
+        out[name] = ListenerSecurity(name, proto, ctx, mapper, client)
     return out
 
 

@@ -351,3 +351,38 @@ def test_cipher_suite_names_translate() -> None:
     assert tls.openssl_cipher_name("TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256") == \
         "ECDHE-ECDSA-CHACHA20-POLY1305"
     assert tls.openssl_cipher_name("TLS_AES_128_GCM_SHA256") is None
+
+
+def test_peer_client_context_checks_the_host_unless_told_not_to(pki: Pki, server: Party) -> None:
+    base = {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
+            "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(server.p12),
+            "ssl.keystore.password": PASSWORD}
+    assert tls.client_context(ListenerProps("C", base)).check_hostname
+    off = {**base, "listener.name.c.ssl.endpoint.identification.algorithm": ""}
+    assert not tls.client_context(ListenerProps("C", off)).check_hostname
+    with pytest.raises(ConfigError, match="ssl.endpoint.identification.algorithm"):
+        tls.client_context(ListenerProps("C", {**base, "ssl.endpoint.identification.algorithm": "ldap"}))
+
+
+def test_peer_connection_refuses_a_server_with_a_wrong_host_name(
+        tmp_path: Path, pki: Pki, server: Party) -> None:
+    """A raft client (PeerConnection) with Kafka's default https identification refuses a
+    voter whose certificate does not name the address it dialled."""
+    import anyio
+
+    from kraftnode.server.peer_client import PeerConnection
+
+    wrong = pki.issue("wrong-host", san="DNS:elsewhere.example")
+    with running_node(tmp_path, "listener.security.protocol.map=CONTROLLER:SSL\n"
+                      f"ssl.keystore.type=PKCS12\nssl.keystore.location={wrong.p12}\n"
+                      f"ssl.keystore.password={PASSWORD}\n") as n:
+        base = {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert)}
+
+        async def dial(props: dict[str, str]) -> None:
+            conn = await PeerConnection.open("1", "127.0.0.1", n.port, "t", 10,
+                                             ssl=tls.client_context(ListenerProps("C", props)))
+            await conn.close()
+
+        with pytest.raises(ssl.SSLCertVerificationError, match="IP address mismatch"):
+            anyio.run(dial, base)
+        anyio.run(dial, {**base, "ssl.endpoint.identification.algorithm": ""})
