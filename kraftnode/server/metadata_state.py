@@ -9,7 +9,8 @@ member of a KRaft quorum:
 * ``RegisterControllerRecord`` -- which controllers registered, with which endpoints;
 * ``BeginTransactionRecord``/``EndTransactionRecord``/``AbortTransactionRecord`` --
   an unfinished bootstrap transaction must be aborted by the next active controller;
-* ``ZkMigrationStateRecord``.
+* ``ZkMigrationStateRecord``;
+* ``UserScramCredentialRecord`` / ``RemoveUserScramCredentialRecord`` -- SCRAM users.
 
 Every other metadata record is only counted.  Records that are not metadata records
 at all (application data written through Produce, kraftnode's extension) are counted
@@ -30,6 +31,8 @@ from kraftnode.protocol.generated.metadata import (
     EndTransactionRecord,
     FeatureLevelRecord,
     RegisterControllerRecord,
+    RemoveUserScramCredentialRecord,
+    UserScramCredentialRecord,
     ZkMigrationStateRecord,
 )
 from recordbatch import BatchView, CorruptBatchError
@@ -85,6 +88,8 @@ class MetadataState:
     finalized: dict[str, int] = field(default_factory=dict)
     controllers: dict[int, RegisterControllerRecord] = field(default_factory=dict)
     zk_migration_state: int | None = None
+    #: SCRAM credentials, (user name, mechanism type) -> record (security.scram)
+    scram: dict[tuple[str, int], UserScramCredentialRecord] = field(default_factory=dict)
     transaction_start: int = -1
     metadata_records: int = 0
     foreign_records: int = 0
@@ -156,5 +161,9 @@ class MetadataState:
             self.transaction_start = offset
         elif isinstance(m, (EndTransactionRecord, AbortTransactionRecord)):
             self.transaction_start = -1
+        elif isinstance(m, UserScramCredentialRecord):
+            self.scram[(m.name, m.mechanism)] = m
+        elif isinstance(m, RemoveUserScramCredentialRecord):
+            self.scram.pop((m.name, m.mechanism), None)
         elif isinstance(m, ZkMigrationStateRecord):
             self.zk_migration_state = m.zk_migration_state

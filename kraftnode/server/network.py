@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from ssl import SSLContext
-from typing import cast
+from typing import Any, cast
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -249,12 +249,23 @@ class _Connection(asyncio.Protocol):
         transport = self.transport
         assert transport is not None
         loop = asyncio.get_running_loop()
+        make_auth = self.listener.authenticator
+        auth = make_auth(self.peer) if make_auth is not None else None
         try:
             while True:
                 frame = await self._next_frame()
                 if frame is None:
                     return
                 self.in_request = True
+                if auth is not None and not auth.complete:
+                    out, keep_open = await auth.on_frame(frame, handler)
+                    for data in out:
+                        transport.write(data)
+                    if not keep_open:
+                        return
+                    self.in_request = False
+                    self.last_activity = loop.time()
+                    continue
                 request = parse_request(frame)
                 reply = await handler(request, self.peer)
                 if reply is not None and not self.closed:
@@ -284,8 +295,12 @@ class KafkaListener:
     """Accepts connections on one host:port and feeds parsed requests to ``handler``."""
 
     def __init__(self, host: str, port: int, handler: Handler,
-                 limits: ServerLimits | None = None, ssl: SSLContext | None = None) -> None:
+                 limits: ServerLimits | None = None, ssl: SSLContext | None = None,
+                 authenticator: Callable[[str], Any] | None = None) -> None:
         self.ssl = ssl   # TLS (an SSL / SASL_SSL listener): kraftnode.server.security.tls
+        # SASL (a SASL_* listener): a per-connection kraftnode.server.security.sasl.Authenticator
+        # that sees every frame until it is complete
+        self.authenticator = authenticator
         self.host = host
         self.port = port
         self.handler = handler

@@ -31,6 +31,7 @@ from kraftnode.server.node_config import NodeConfig
 from kraftnode.server.peer_client import PeerPool
 from kraftnode.server.raft_driver import RaftDriver, now_ms, quorum_state_to_election
 from kraftnode.server.raft_log import DiskRaftLog, DiskSnapshotStore
+from kraftnode.server.security import hooks as security_hooks
 from kraftnode.server.security.listeners import OnListener
 
 log = logging.getLogger("kraftnode.node")
@@ -122,7 +123,8 @@ async def run_node(cfg: NodeConfig) -> None:
                 sec = cfg.security.get(lst.name)
                 on_listener = OnListener(handlers, lst.name) if len(cfg.listeners) > 1 else handlers
                 port = await tg.start(KafkaListener(host, lst.port, on_listener, limits,
-                                                    sec.ssl_context if sec else None).serve)
+                                                    sec.ssl_context if sec else None,
+                                                    security_hooks.authenticator(sec, duties)).serve)
                 print(f"node {cfg.node_id} listening on {lst.name}://{host}:{port}", flush=True)
             tg.start_soon(driver.run, tg)
             if duties is not None:

@@ -128,6 +128,11 @@ class ListenerSecurity:
     #: for the default controller listener: the TLS context raft connections to the other
     #: voters use (Kafka's KafkaRaftManager builds its client from that listener's config)
     client_ssl_context: ssl.SSLContext | None = None
+    #: a SASL listener's mechanisms and credentials (security.sasl.ListenerSasl)
+    sasl: Any = None
+    #: for the default controller listener over SASL: (mechanism, username, password) the
+    #: node logs in to other voters with (sasl.mechanism.controller.protocol + JAAS)
+    client_login: tuple[str, str, str] | None = None
 
 
 #: The listener the request being answered came in on (set per request by

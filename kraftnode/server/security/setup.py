@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kraftnode.config import ConfigError
-from kraftnode.server.security import tls
+from kraftnode.server.security import sasl, tls
 from kraftnode.server.security.listeners import (
     ListenerProps,
     ListenerSecurity,
@@ -20,15 +20,21 @@ def build(props: Mapping[str, str], listener_names: Sequence[str],
     out: dict[str, ListenerSecurity] = {}
     for name, proto in protocol_map(props, listener_names, controller_names).items():
         lp = ListenerProps(name, props)
-        if proto.uses_sasl:
-            raise ConfigError(f"Invalid value {proto.name!r} for listener {name} in configuration "
-                              "listener.security.protocol.map: SASL listeners are not supported yet")
+        listener_sasl = sasl.listener_sasl(lp) if proto.uses_sasl else None
         ctx = tls.server_context(lp) if proto.uses_tls else None
         mapper = tls.PrincipalMapper(lp.get("ssl.principal.mapping.rules"),
                                      lp.key("ssl.principal.mapping.rules")) if ctx is not None else None
         client = tls.client_context(lp) if proto.uses_tls and controller_names \
             and name == controller_names[0].upper() else None
-        out[name] = ListenerSecurity(name, proto, ctx, mapper, client)
+        login = None
+        if proto.uses_sasl and controller_names and name == controller_names[0].upper():
+            mech = (props.get("sasl.mechanism.controller.protocol") or "GSSAPI").strip().upper()
+            if mech not in sasl.SUPPORTED:
+                raise ConfigError(f"Invalid value {mech!r} for configuration "
+                                  "sasl.mechanism.controller.protocol: kraftnode supports "
+                                  f"{', '.join(sasl.SUPPORTED)}")
+            login = (mech, *sasl.client_login(lp, mech))
+        out[name] = ListenerSecurity(name, proto, ctx, mapper, client, listener_sasl, login)
     return out
 
 
