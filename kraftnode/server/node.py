@@ -103,7 +103,8 @@ async def run_node(cfg: NodeConfig) -> None:
             ctrl_sec = cfg.security.get(listener)
             pool = PeerPool(tg, f"raft-client-{cfg.node_id}", cfg.request_timeout_ms / 1000,
                             cfg.retry_backoff_ms / 1000, max(cfg.retry_backoff_ms, 1000) / 1000,
-                            ssl=ctrl_sec.client_ssl_context if ctrl_sec else None)
+                            ssl=ctrl_sec.client_ssl_context if ctrl_sec else None,
+                            sasl_login=ctrl_sec.client_login if ctrl_sec else None)
             driver = RaftDriver(node, rlog, store, pool,
                                 {v.node_id: (v.host, v.port) for v in cfg.static_voters},
                                 cfg.bootstrap_servers, kraft_version, cfg.request_timeout_ms / 1000)

@@ -267,3 +267,33 @@ class Authenticator:
             self.principal = f"User:{self.server.username}"
             log.info("%s authenticated as %s with %s on listener %s", self.peer, self.principal,
                      self.mechanism, self.cfg.listener)
+
+
+# ------------------------------------------------------------------ client side (raft peers)
+async def client_authenticate(request_at: Callable[[int, int, Any, float], Awaitable[Any]],
+                              login: tuple[str, str, str], timeout_s: float, node: str) -> None:
+    """Log in on a fresh connection as Kafka's SaslClientAuthenticator does (SaslHandshake v1,
+    then SaslAuthenticate v2); raises PermissionError with the server's message on refusal."""
+    from kraftnode.protocol.generated import SaslAuthenticateRequest, SaslHandshakeRequest
+
+    mechanism, user, password = login
+    hs = await request_at(SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=mechanism), timeout_s)
+    if hs.error_code != 0:
+        raise PermissionError(f"{node}: SaslHandshake for {mechanism} failed with error "
+                              f"{Errors(hs.error_code).name} (enabled: {', '.join(hs.mechanisms)})")
+
+    async def step(token: bytes) -> bytes:
+        r = await request_at(SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=token), timeout_s)
+        if r.error_code != 0:
+            raise PermissionError(f"{node}: {Errors(r.error_code).name}: {r.error_message}")
+        return bytes(r.auth_bytes)
+
+    if mechanism == "PLAIN":
+        await step(b"\0" + user.encode() + b"\0" + password.encode())
+        return
+    client = scram.ScramClient(mechanism, user, password)
+    server_first = await step(client.first())
+    try:
+        client.verify(await step(client.final(server_first)))
+    except scram.ScramError as e:
+        raise PermissionError(f"{node}: {e}") from None

@@ -21,7 +21,7 @@ def build(props: Mapping[str, str], listener_names: Sequence[str],
     for name, proto in protocol_map(props, listener_names, controller_names).items():
         lp = ListenerProps(name, props)
         listener_sasl = sasl.listener_sasl(lp) if proto.uses_sasl else None
-        ctx = tls.server_context(lp) if proto.uses_tls else None
+        ctx = tls.server_context(lp, proto.uses_sasl) if proto.uses_tls else None
         mapper = tls.PrincipalMapper(lp.get("ssl.principal.mapping.rules"),
                                      lp.key("ssl.principal.mapping.rules")) if ctx is not None else None
         client = tls.client_context(lp) if proto.uses_tls and controller_names \

@@ -19,6 +19,7 @@ Every problem found is a :class:`ConfigError` naming the key, raised at start-up
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import ssl
@@ -32,6 +33,8 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 
 from kraftnode.config import ConfigError
 from kraftnode.server.security.listeners import ListenerProps
+
+log = logging.getLogger("kraftnode.security")
 
 _PROTOCOLS = {
     "TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
@@ -295,8 +298,11 @@ def _load_chain(ctx: ssl.SSLContext, km: KeyMaterial) -> None:
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
-def server_context(lp: ListenerProps) -> ssl.SSLContext:
-    """The TLS context an SSL / SASL_SSL listener serves with."""
+def server_context(lp: ListenerProps, sasl_ssl: bool = False) -> ssl.SSLContext:
+    """The TLS context an SSL / SASL_SSL listener serves with.
+
+    On a SASL_SSL listener only a listener-prefixed ``ssl.client.auth`` applies (Kafka's
+    ChannelBuilders: the broker-wide key is for SSL listeners only, with a warning)."""
     km = load_keystore(lp)
     if km is None:
         raise ConfigError(f"Missing required configuration {lp.prefix}ssl.keystore.location (or "
@@ -310,6 +316,12 @@ def server_context(lp: ListenerProps) -> ssl.SSLContext:
         raise _bad(lp.key("ssl.keystore.location"), lp.get("ssl.keystore.location"),
                    f"the key does not match the certificate: {e.reason or e}") from None
     auth = (lp.get("ssl.client.auth", "none") or "none").lower()
+    if sasl_ssl and lp.prefix + "ssl.client.auth" not in lp.props:
+        if auth != "none":
+            log.warning("Broker configuration 'ssl.client.auth' is applied only to SSL listeners. "
+                        "Listener-prefixed configuration can be used to enable SSL client "
+                        "authentication for SASL_SSL listeners (listener %s)", lp.name)
+        auth = "none"
     if auth not in _CLIENT_AUTH:
         raise _bad(lp.key("ssl.client.auth"), auth, "String must be one of: required, requested, none")
     ctx.verify_mode = _CLIENT_AUTH[auth]

@@ -1,6 +1,8 @@
-"""A 3-voter quorum whose raft traffic runs over mutual TLS (the controller listener is
-SSL with ssl.client.auth=required): it elects a leader, commits a genuine client's acks=all
-writes, and survives kill -9 of the leader."""
+"""A 3-voter quorum whose raft traffic runs over mutual TLS -- the controller listener SSL
+with ssl.client.auth=required, or SASL_SSL with mutual TLS and the voters logging in to
+each other with PLAIN (sasl.mechanism.controller.protocol and the listener's JAAS login):
+it elects a leader, commits a genuine client's acks=all writes, and survives kill -9 of
+the leader."""
 
 from __future__ import annotations
 
@@ -33,21 +35,33 @@ def _leader(cl: Cluster, newer_than: int = 0, timeout: float = 30) -> tuple[int,
     raise AssertionError("no leader elected over TLS:\n" + "\n".join(cl.log(i)[-1500:] for i in cl.ids))
 
 
-@pytest.fixture
-def tls_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, dict[str, str]]]:
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" '
+        'password="controller-secret" user_controller="controller-secret" user_alice="alice-secret";')
+
+
+@pytest.fixture(params=["SSL", "SASL_SSL"])
+def tls_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Cluster, dict[str, str]]]:
     pki = make_pki(tmp_path / "pki")
     node = pki.issue("node")          # one certificate for all voters, SAN 127.0.0.1
     client = pki.issue("client")
-    extra = ("listener.security.protocol.map=CONTROLLER:SSL\n"
+    proto = request.param
+    extra = (f"listener.security.protocol.map=CONTROLLER:{proto}\n"
              f"ssl.keystore.type=PKCS12\nssl.keystore.location={node.p12}\n"
              f"ssl.keystore.password={PASSWORD}\nssl.key.password={PASSWORD}\n"
              f"ssl.truststore.type=PKCS12\nssl.truststore.location={pki.trust_p12}\n"
-             f"ssl.truststore.password={PASSWORD}\nssl.client.auth=required\n")
+             f"ssl.truststore.password={PASSWORD}\n"
+             # on SASL_SSL only the listener-prefixed key turns mutual TLS on (as in Kafka)
+             f"{'listener.name.controller.' if proto == 'SASL_SSL' else ''}ssl.client.auth=required\n")
+    cfg = dict(security_protocol=proto, ssl_cafile=str(pki.ca_cert),
+               ssl_certfile=str(client.cert), ssl_keyfile=str(client.key))
+    if proto == "SASL_SSL":
+        extra += ("sasl.enabled.mechanisms=PLAIN\nsasl.mechanism.controller.protocol=PLAIN\n"
+                  f"listener.name.controller.plain.sasl.jaas.config={JAAS}\n")
+        cfg.update(sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret")
     cl = Cluster(tmp_path / "q", 3, extra)
     try:
         cl.start_all()
-        yield cl, dict(security_protocol="SSL", ssl_cafile=str(pki.ca_cert),
-                       ssl_certfile=str(client.cert), ssl_keyfile=str(client.key))
+        yield cl, cfg
     finally:
         cl.close()
 
@@ -84,6 +98,8 @@ def test_quorum_over_mutual_tls_survives_kill_of_the_leader(
     got = {m.offset: m.value for m in cons if m.offset <= second[-1]}
     cons.close()
     assert [got.get(o) for o in (*first, *second)] == [b"tls-q-1", b"tls-q-2", b"tls-q-3"]
-    # raft connections really ran over TLS: no peer connection failure was a plaintext one
+    # raft connections really ran over TLS (and logged in, over SASL_SSL)
     for i in cl.running():
         assert "WRONG_VERSION_NUMBER" not in cl.log(i)
+        if tls_cfg["security_protocol"] == "SASL_SSL":
+            assert "authenticated as User:controller with PLAIN" in cl.log(i)
