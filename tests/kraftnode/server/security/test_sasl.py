@@ -280,3 +280,33 @@ def test_format_refuses_a_bad_add_scram_with_exit_2(tmp_path: Path) -> None:
                         "MkU3OEVBNTcwNTJENDM2Qg", "-r", "3.4-IV0", "--add-scram",
                         "SCRAM-SHA-256=[name=a,password=b]"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "SCRAM is only supported in metadata.version 3.5-IV2 or later." in r.stderr
+
+
+def test_java_metadata_quorum_and_console_consumer_over_sasl_ssl(
+        sasl_node: tuple[NodeProcess, int, int, Path], tmp_path: Path, kafka_home: Any) -> None:
+    """The genuine Java tools with --command-config / --consumer.config: SCRAM-SHA-512 over
+    SASL_SSL (Java's SCRAM client, TLS with a PEM truststore)."""
+    _node, p1, _p2, ca = sasl_node
+    cfg = tmp_path / "client.properties"
+    cfg.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                   "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                   'username="alice" password="alice-secret";\n'
+                   f"ssl.truststore.type=PEM\nssl.truststore.location={ca}\n")
+    r = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", f"127.0.0.1:{p1}",
+                        "--command-config", str(cfg), "describe", "--status")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "LeaderId:               1" in r.stdout and "CurrentVoters:          [{\"id\": 1" in r.stdout, r.stdout
+    r = kafka_home.tool("kafka-console-consumer", "--bootstrap-server", f"127.0.0.1:{p1}",
+                        "--consumer.config", str(cfg), "--topic", TOPIC, "--partition", "0",
+                        "--offset", "0", "--max-messages", "1", "--timeout-ms", "30000",
+                        "--property", "print.offset=true", "--value-deserializer",
+                        "org.apache.kafka.common.serialization.ByteArrayDeserializer")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Offset:" in r.stdout and "Processed a total of 1 messages" in r.stderr, (r.stdout, r.stderr[-2000:])
+    # a wrong password: the Java tool fails with Kafka's message
+    cfg.write_text(cfg.read_text().replace("alice-secret", "wrong"))
+    r = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", f"127.0.0.1:{p1}",
+                        "--command-config", str(cfg), "describe", "--status", timeout=120)
+    assert r.returncode != 0
+    assert "Authentication failed during authentication due to invalid credentials with SASL " \
+           "mechanism SCRAM-SHA-512" in r.stdout + r.stderr
