@@ -311,7 +311,12 @@ class KafkaListener:
         loop = asyncio.get_running_loop()
         async with anyio.create_task_group() as tg:
             server = await loop.create_server(lambda: _Connection(self, tg), self.host, self.port,
-                                              reuse_address=True, ssl=self.ssl)
+                                              reuse_address=True, ssl=self.ssl,
+                                              # a TLS handshake that never completes is closed
+                                              # after connections.max.idle.ms, as Kafka's
+                                              # Selector expires idle channels
+                                              ssl_handshake_timeout=self.limits.idle_timeout_s
+                                              if self.ssl is not None else None)
             try:
                 self.bound_port = int(server.sockets[0].getsockname()[1])
                 log.info("listening on %s:%d", self.host, self.bound_port)

@@ -310,3 +310,41 @@ def test_java_metadata_quorum_and_console_consumer_over_sasl_ssl(
     assert r.returncode != 0
     assert "Authentication failed during authentication due to invalid credentials with SASL " \
            "mechanism SCRAM-SHA-512" in r.stdout + r.stderr
+
+
+def test_handshakes_that_never_complete_are_closed_after_the_idle_timeout(tmp_path: Path) -> None:
+    """connections.max.idle.ms closes a TLS handshake that stalls and a SASL exchange that
+    stops half way (Kafka's Selector expires idle channels whether authenticated or not)."""
+    pki = make_pki(tmp_path / "pki")
+    server = pki.issue("server")
+    p1, p2 = free_ports(2)
+    extra = (f"listeners=CONTROLLER://127.0.0.1:{p1},SECURE://127.0.0.1:{p2}\n"
+             "controller.listener.names=CONTROLLER,SECURE\n"
+             f"controller.quorum.voters=1@127.0.0.1:{p1}\n"
+             "listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT,SECURE:SSL\n"
+             "sasl.enabled.mechanisms=PLAIN\nsasl.mechanism.controller.protocol=PLAIN\n"
+             f"listener.name.controller.plain.sasl.jaas.config={PLAIN_JAAS}\n"
+             f"ssl.keystore.type=PKCS12\nssl.keystore.location={server.p12}\n"
+             f"ssl.keystore.password={PASSWORD}\nconnections.max.idle.ms=1500\n")
+    with running_node(tmp_path, extra) as n:
+        deadline = time.monotonic() + 20
+        while "listening on SECURE" not in n.log() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        t0 = time.monotonic()
+        with socket.create_connection(("127.0.0.1", p2), timeout=10) as tls_stall, \
+                socket.create_connection(("127.0.0.1", p1), timeout=10) as sasl_stall:
+            tls_stall.sendall(b"\x16\x03\x01\x00\x40")     # a TLS record header, then nothing
+            assert _send(sasl_stall, SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+            assert recv_frame(sasl_stall, 10) is None
+            tls_stall.settimeout(10)
+            try:
+                assert tls_stall.recv(100) == b""
+            except ConnectionResetError:
+                pass
+        assert time.monotonic() - t0 < 9
+        # the node still serves a well-behaved client
+        with socket.create_connection(("127.0.0.1", p1), timeout=5) as s:
+            assert _send(s, SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+            r = _send(s, SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=b"\0bob\0bob-secret"), 2)
+            assert r.error_code == 0
+        assert n.proc.poll() is None

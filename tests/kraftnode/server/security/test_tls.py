@@ -180,6 +180,12 @@ def test_refused_clients_do_not_disturb_the_node(
         with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
                 _client_ctx(pki, stranger).wrap_socket(raw, server_hostname="localhost") as s:
             _api_versions_over(s)
+    # an expired certificate from the trusted CA
+    expired = pki.issue("expired-client", days=-1)
+    with pytest.raises((ssl.SSLError, ConnectionError, AssertionError)):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+                _client_ctx(pki, expired).wrap_socket(raw, server_hostname="localhost") as s:
+            _api_versions_over(s)
     # the node still serves a trusted client
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
             _client_ctx(pki, client).wrap_socket(raw, server_hostname="localhost") as s:
