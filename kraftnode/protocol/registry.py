@@ -50,6 +50,7 @@ DESCRIBE_CONFIGS = 32
 INIT_PRODUCER_ID = 22
 API_VERSIONS = 18
 SASL_AUTHENTICATE = 36
+ALTER_USER_SCRAM_CREDENTIALS = 51
 VOTE = 52
 BEGIN_QUORUM_EPOCH = 53
 END_QUORUM_EPOCH = 54
@@ -83,6 +84,7 @@ SERVED: dict[int, ApiSpec] = {
         _spec(INIT_PRODUCER_ID, "InitProducerId", 0, 5),
         _spec(API_VERSIONS, "ApiVersions", 0, 4),
         _spec(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
+        _spec(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
         _spec(VOTE, "Vote", 0, 1),
         _spec(BEGIN_QUORUM_EPOCH, "BeginQuorumEpoch", 0, 1),
         _spec(END_QUORUM_EPOCH, "EndQuorumEpoch", 0, 1),

@@ -22,6 +22,7 @@ from kraftnode.protocol import generated as w
 from kraftnode.protocol.framing import FrameError, Request
 from kraftnode.protocol.registry import (
     ADD_RAFT_VOTER,
+    ALTER_USER_SCRAM_CREDENTIALS,
     API_VERSIONS,
     BEGIN_QUORUM_EPOCH,
     CONTROLLER_REGISTRATION,
@@ -753,6 +754,10 @@ class NodeHandlers:
         return w.InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid,
                                         producer_epoch=epoch)
 
+    async def _alter_scram(self, q: Any, v: int) -> Any:
+        from kraftnode.server.security import scram_admin
+        return await scram_admin.alter(self.driver, self.duties, q)
+
     async def _sasl_handshake(self, q: Any, v: int) -> w.SaslHandshakeResponse:
         return w.SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE, mechanisms=[])
 
@@ -770,6 +775,7 @@ class NodeHandlers:
         UPDATE_FEATURES: _update_features, ADD_RAFT_VOTER: _voter_change,
         REMOVE_RAFT_VOTER: _voter_change, UPDATE_RAFT_VOTER: _voter_change,
         SASL_HANDSHAKE: _sasl_handshake, SASL_AUTHENTICATE: _sasl_authenticate,
+        ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
         INIT_PRODUCER_ID: _init_producer_id,
         CONTROLLER_REGISTRATION: _controller_registration,
     }

@@ -348,3 +348,55 @@ def test_handshakes_that_never_complete_are_closed_after_the_idle_timeout(tmp_pa
             r = _send(s, SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=b"\0bob\0bob-secret"), 2)
             assert r.error_code == 0
         assert n.proc.poll() is None
+
+
+def test_java_admin_alters_scram_credentials(
+        sasl_node: tuple[NodeProcess, int, int, Path], tmp_path: Path, kafka_home: Any) -> None:
+    """Admin.alterUserScramCredentials (as alice, over SASL_SSL) adds a user the node then
+    authenticates, refuses too few iterations with Kafka's error, and deletes the user."""
+    _node, p1, _p2, ca = sasl_node
+    cfg = tmp_path / "admin.properties"
+    cfg.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                   "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                   'username="alice" password="alice-secret";\n'
+                   f"ssl.truststore.type=PEM\nssl.truststore.location={ca}\n")
+    classes = kafka_home.compile("scram-admin")
+    boot = f"127.0.0.1:{p1}"
+
+    def admin(*args: str) -> str:
+        r = subprocess.run(kafka_home.java(classes, "ScramAdmin", boot, str(cfg), *args),
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return r.stdout.strip().splitlines()[-1]
+
+    def login(user: str, password: str) -> int:
+        ctx = ssl.create_default_context(cafile=str(ca))
+        with socket.create_connection(("127.0.0.1", p1), timeout=5) as raw, \
+                ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            _send(s, SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1)
+            c = scram.ScramClient("SCRAM-SHA-512", user, password)
+            r = _send(s, SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=c.first()), 2)
+            if r.error_code == 0:
+                r = _send(s, SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(
+                    auth_bytes=c.final(bytes(r.auth_bytes))), 3)
+            return int(r.error_code)
+
+    def login_settles(user: str, password: str, want: int) -> int:
+        # every node replays committed records into its credentials (up to ~1 s behind)
+        deadline = time.monotonic() + 10
+        got = login(user, password)
+        while got != want and time.monotonic() < deadline:
+            time.sleep(0.2)
+            got = login(user, password)
+        return got
+
+    assert login("dave", "dave-secret") == 58
+    assert admin("upsert", "dave", "SCRAM-SHA-512", "dave-secret", "8192") == "OK"
+    assert login_settles("dave", "dave-secret", 0) == 0
+    assert login("dave", "wrong") == 58
+    assert admin("upsert", "erin", "SCRAM-SHA-512", "x", "100") == \
+        "ERROR UnacceptableCredentialException: Too few iterations"
+    assert admin("delete", "dave", "SCRAM-SHA-512") == "OK"
+    assert login_settles("dave", "dave-secret", 58) == 58
+    assert admin("delete", "dave", "SCRAM-SHA-512") == \
+        "ERROR ResourceNotFoundException: Attempt to delete a user credential that does not exist"
