@@ -202,6 +202,19 @@ KEYS: tuple[ConfigKey, ...] = (
     _k("group.initial.rebalance.delay.ms", "int", "3000", "Delay of a consumer group's first "
        "rebalance.", group="Broker", honoured=False, why=_BROKER),
     # ---- ours
+    # ---- security: TLS/SASL key families are read by kraftnode/server/security (docs/security.md)
+    _k("authorizer.class.name", "string", "", "The authorizer (Kafka: StandardAuthorizer for ACLs).",
+       group="Security", honoured=False,
+       why="ACLs are not implemented yet: every authenticated client may call every API"),
+    _k("super.users", "list", "", "Principals allowed everything when an authorizer is set.",
+       group="Security", honoured=False, why="ACLs are not implemented yet"),
+    _k("allow.everyone.if.no.acl.found", "boolean", "false", "With an authorizer: allow a "
+       "resource no ACL names.", group="Security", honoured=False, why="ACLs are not implemented yet"),
+    _k("connections.max.reauth.ms", "long", "0", "SASL session lifetime (KIP-368 "
+       "re-authentication).", group="Security", honoured=False,
+       why="re-authentication is not supported: sessions do not expire (lifetime 0)"),
+    _k("principal.builder.class", "string", None, "Builds a connection's principal.",
+       group="Security", honoured=False, why="the default principal builder's rules are built in"),
     _k("kraftnode.raft.topic", "string", None, "The topic the quorum replicates: "
        "`__cluster_metadata` (a KRaft controller quorum) or `__raft_performance_test` (to join "
        "Kafka's TestRaftServer). Default: decided by the cluster id.", group="kraftnode",
@@ -234,11 +247,22 @@ def validate(values: Mapping[str, str]) -> dict[str, object]:
     return {name: parse_value(BY_NAME[name], text) for name, text in values.items() if name in BY_NAME}
 
 
+#: Key families read by kraftnode/server/security and documented in docs/security.md rather
+#: than key by key: Kafka's ``ssl.*`` and ``sasl.*`` keys and their per-listener overrides
+#: (``listener.name.<listener>.<key>``).
+SECURITY_FAMILIES = ("ssl.", "sasl.", "listener.name.")
+
+
+def is_known(key: str) -> bool:
+    """A key this table defines, or one of the security families."""
+    return key in BY_NAME or key.startswith(SECURITY_FAMILIES)
+
+
 def warnings_for(keys: Iterable[str]) -> list[str]:
     """The start-up warnings for the keys of one configuration (ignored, then unknown)."""
     present = sorted(set(keys))
     ignored = [k for k in present if k in BY_NAME and not BY_NAME[k].honoured]
-    unknown = [k for k in present if k not in BY_NAME]
+    unknown = [k for k in present if not is_known(k)]
     out = []
     if ignored:
         out.append(f"These configurations '[{', '.join(ignored)}]' were supplied but are not used "
@@ -249,7 +273,8 @@ def warnings_for(keys: Iterable[str]) -> list[str]:
 
 _GROUP_TITLES = {
     "Node": "Node", "Quorum": "Quorum", "Listeners": "Listeners and connections", "Log": "Log",
-    "Broker": "Broker keys (accepted, not used)", "kraftnode": "kraftnode's own keys",
+    "Security": "Security (the `ssl.*`, `sasl.*` and `listener.name.<listener>.*` key families are Kafka's, read as Kafka reads them: docs/security.md)", "Broker": "Broker keys (accepted, not used)",
+    "kraftnode": "kraftnode's own keys",
 }
 
 

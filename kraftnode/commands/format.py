@@ -57,6 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--release-version", "-r", default=None,
                         help=f"metadata.version to bootstrap with (default {LATEST_PRODUCTION})")
     group = parser.add_mutually_exclusive_group()
+    parser.add_argument("--add-scram", "-S", action="append", default=None, metavar="SCRAM_CREDENTIAL",
+                        help="a SCRAM credential to add to the __cluster_metadata log, e.g. "
+                             "'SCRAM-SHA-256=[name=alice,password=alice-secret]' or "
+                             "'SCRAM-SHA-512=[name=alice,iterations=8192,salt=\"N3E=\","
+                             "saltedpassword=\"YCE=\"]' (kafka-storage.sh's syntax)")
     group.add_argument("--standalone", "-s", action="store_true",
                        help="bootstrap a dynamic quorum with this controller as its only voter")
     group.add_argument("--initial-controllers", "-I", default=None,
@@ -112,6 +117,17 @@ def run(args: argparse.Namespace) -> int:
         check_bootstrap_metadata_version(mv_level, f"format command ({mv_name})")
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+    scram_values: list[bytes] = []
+    if getattr(args, "add_scram", None):
+        if mv_level < METADATA_VERSIONS["3.5-IV2"]:
+            raise UsageError("SCRAM is only supported in metadata.version 3.5-IV2 or later.")
+        from kraftnode.log.metadata_records import encode_metadata_record
+        from kraftnode.server.security.scram import ScramArgumentError, parse_add_scram
+        try:
+            scram_values = [encode_metadata_record(parse_add_scram(a), 0) for a in args.add_scram]
+        except ScramArgumentError as e:
+            raise UsageError(str(e)) from None
 
     dynamic = bool(args.standalone or args.initial_controllers or args.no_initial_controllers)
     if dynamic and static_voters:
@@ -186,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"Formatting {kind} {d} with metadata.version {mv_name}.")
         try:
             os.makedirs(d, exist_ok=True)
-            write_bootstrap_checkpoint(d, mv_level, now_ms)
+            write_bootstrap_checkpoint(d, mv_level, now_ms, scram_values)
             if is_metadata and voters is not None:
                 write_bootstrap_snapshot(d, voters, listener_names[0], now_ms)
             write_meta_properties(d, MetaProperties(cluster_id=args.cluster_id, node_id=node_id,

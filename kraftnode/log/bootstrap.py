@@ -136,11 +136,13 @@ def bootstrap_records(metadata_version: int) -> list[bytes]:
     return [encode_metadata_record(rec, 0)]
 
 
-def bootstrap_checkpoint_bytes(metadata_version: int, now_ms: int) -> bytes:
+def bootstrap_checkpoint_bytes(metadata_version: int, now_ms: int,
+                               extra: Sequence[bytes] = ()) -> bytes:
+    """``extra``: further framed records after metadata.version (format --add-scram)."""
     header = build_kraft_control_batch(
         [SnapshotHeaderRecord(version_=0, last_contained_log_timestamp=0)],
         base_offset=0, partition_leader_epoch=0, timestamp=now_ms)
-    values = bootstrap_records(metadata_version)
+    values = bootstrap_records(metadata_version) + list(extra)
     data = build_batch([Record(None, v, (), now_ms) for v in values], base_offset=1,
                        partition_leader_epoch=0, now_ms=now_ms)
     footer = build_kraft_control_batch(
@@ -149,9 +151,10 @@ def bootstrap_checkpoint_bytes(metadata_version: int, now_ms: int) -> bytes:
     return header + data + footer
 
 
-def write_bootstrap_checkpoint(log_dir: str | os.PathLike[str], metadata_version: int, now_ms: int) -> Path:
+def write_bootstrap_checkpoint(log_dir: str | os.PathLike[str], metadata_version: int, now_ms: int,
+                               extra: Sequence[bytes] = ()) -> Path:
     path = Path(log_dir) / BOOTSTRAP_FILE
-    atomic_write(path, bootstrap_checkpoint_bytes(metadata_version, now_ms))
+    atomic_write(path, bootstrap_checkpoint_bytes(metadata_version, now_ms, extra))
     return path
 
 

@@ -54,6 +54,7 @@ DESCRIBE_CONFIGS = 32
 INIT_PRODUCER_ID = 22
 API_VERSIONS = 18
 SASL_AUTHENTICATE = 36
+ALTER_USER_SCRAM_CREDENTIALS = 51
 VOTE = 52
 BEGIN_QUORUM_EPOCH = 53
 END_QUORUM_EPOCH = 54
@@ -90,6 +91,7 @@ SERVED: dict[int, ApiSpec] = {
         _spec(INIT_PRODUCER_ID, "InitProducerId", 0, 5),
         _spec(API_VERSIONS, "ApiVersions", 0, 4),
         _spec(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
+        _spec(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
         # v2 (KIP-996 PreVote, Kafka 4.0) is advertised only with kraftnode.raft.pre.vote.enable
         # (FeatureView.api_max): by default a node advertises Kafka 3.9's 0-1.
         _spec(VOTE, "Vote", 0, 2),

@@ -204,10 +204,13 @@ class ControllerDuties:
     def __init__(self, driver: RaftDriver, node_id: int, metadata_dir: str | Path,
                  listeners: Sequence[tuple[str, str, int]],
                  supported_features: dict[str, tuple[int, int]],
-                 snapshots: SnapshotManager | None = None) -> None:
+                 snapshots: SnapshotManager | None = None,
+                 security_protocols: dict[str, int] | None = None) -> None:
         """``listeners``: every controller listener as advertised, (name, host, port), the
         default one (the one raft requests use) first.  ``snapshots``: the node's state
-        machine follower, whose state (a :class:`MetadataState`) these duties read."""
+        machine follower, whose state (a :class:`MetadataState`) these duties read.
+        ``security_protocols``: listener name -> Kafka's SecurityProtocol id (PLAINTEXT when
+        absent)."""
         if not listeners:
             raise ValueError("a controller needs at least one controller listener")
         self.driver = driver
@@ -216,6 +219,7 @@ class ControllerDuties:
         self.listeners = tuple(listeners)
         self.listener = self.listeners[0]
         self.supported_features = supported_features
+        self.security_protocols = dict(security_protocols or {})
         self.incarnation_id = uuid.uuid4()
         self.snapshots = snapshots
         if snapshots is not None:
@@ -337,7 +341,8 @@ class ControllerDuties:
         Kafka controller lists a registered controller only on a listener it registered."""
         R = w.ControllerRegistrationRequest
         return R(controller_id=self.node_id, incarnation_id=self.incarnation_id, zk_migration_ready=False,
-                 listeners=[R.Listener(name=name, host=host, port=port, security_protocol=PLAINTEXT)
+                 listeners=[R.Listener(name=name, host=host, port=port,
+                                               security_protocol=self.security_protocols.get(name, PLAINTEXT))
                             for name, host, port in self.listeners],
                  features=[R.Feature(name=f, min_supported_version=lo, max_supported_version=hi)
                            for f, (lo, hi) in sorted(self.supported_features.items())])

@@ -21,6 +21,7 @@ from kraftnode.protocol import generated as w
 from kraftnode.protocol.framing import FrameError, Request
 from kraftnode.protocol.registry import (
     ADD_RAFT_VOTER,
+    ALTER_USER_SCRAM_CREDENTIALS,
     API_VERSIONS,
     BEGIN_QUORUM_EPOCH,
     CONTROLLER_REGISTRATION,
@@ -52,6 +53,7 @@ from kraftnode.server.network import Reply
 from kraftnode.server.peer_client import SOFTWARE_NAME
 from kraftnode.server.raft_driver import RaftDriver, now_ms
 from kraftnode.server.raft_log import RawBatches
+from kraftnode.server.security.listeners import CURRENT_LISTENER
 from recordbatch import CorruptBatchError, iter_batches
 from recordbatch.wire import ZERO_UUID, DecodeError, read_varint, read_varlong
 
@@ -94,11 +96,28 @@ class NodeHandlers:
     def _voter_endpoints(self) -> dict[int, tuple[str, int]]:
         """Each voter's endpoint on our controller listener (the address clients use)."""
         out: dict[int, tuple[str, int]] = {}
+        listener = self._listener()
         for node in self.core.voters:
-            addr = voter_address(self.driver, node.key.id, self.ident.listener_name)
+            addr = voter_address(self.driver, node.key.id, listener)
+            if listener != self.ident.listener_name and node.endpoint(listener) is None:
+                # a static voter set names only the default listener: the controller's
+                # registration (RegisterControllerRecord) has its other listeners
+                addr = self._registered_endpoint(node.key.id, listener) or addr
             if addr is not None:
                 out[node.key.id] = addr
         return out
+
+    def _registered_endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None:
+        reg = self.duties.state.controllers.get(node_id) if self.duties is not None else None
+        if reg is not None:
+            for e in reg.end_points:
+                if e.name.upper() == listener.upper():
+                    return e.host, e.port
+        return None
+
+    def _listener(self) -> str:
+        """The listener the request came in on (security.listeners.OnListener), else ours."""
+        return CURRENT_LISTENER.get() or self.ident.listener_name
 
     def _controller_endpoints(self) -> dict[int, tuple[str, int]]:
         """The controllers DescribeCluster lists: the voters, and every controller registered
@@ -109,7 +128,7 @@ class NodeHandlers:
         registrations commit, so that a client bootstrapping then finds the quorum."""
         eps = self._voter_endpoints()
         if self.duties is not None:
-            listener = self.ident.listener_name.upper()
+            listener = self._listener().upper()
             for cid, reg in self.duties.state.controllers.items():
                 ep = next((e for e in reg.end_points if e.name.upper() == listener), None)
                 if cid not in eps and ep is not None:
@@ -760,6 +779,10 @@ class NodeHandlers:
         return w.InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid,
                                         producer_epoch=epoch)
 
+    async def _alter_scram(self, q: Any, v: int) -> Any:
+        from kraftnode.server.security import scram_admin
+        return await scram_admin.alter(self.driver, self.duties, q)
+
     async def _sasl_handshake(self, q: Any, v: int) -> w.SaslHandshakeResponse:
         return w.SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE, mechanisms=[])
 
@@ -777,6 +800,7 @@ class NodeHandlers:
         UPDATE_FEATURES: _update_features, ADD_RAFT_VOTER: _voter_change,
         REMOVE_RAFT_VOTER: _voter_change, UPDATE_RAFT_VOTER: _voter_change,
         SASL_HANDSHAKE: _sasl_handshake, SASL_AUTHENTICATE: _sasl_authenticate,
+        ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
         INIT_PRODUCER_ID: _init_producer_id,
         CONTROLLER_REGISTRATION: _controller_registration,
         **group_offsets.HANDLERS,

@@ -9,7 +9,8 @@ member of a KRaft quorum:
 * ``RegisterControllerRecord`` -- which controllers registered, with which endpoints;
 * ``BeginTransactionRecord``/``EndTransactionRecord``/``AbortTransactionRecord`` --
   an unfinished bootstrap transaction must be aborted by the next active controller;
-* ``ZkMigrationStateRecord``.
+* ``ZkMigrationStateRecord``;
+* ``UserScramCredentialRecord`` / ``RemoveUserScramCredentialRecord`` -- SCRAM users.
 
 It is the node's default :class:`~kraftnode.server.state_machine.StateMachine`: every
 metadata record type of schemas/metadata is kept with the replace/remove semantics
@@ -307,6 +308,8 @@ class MetadataState:
     finalized: dict[str, int] = field(default_factory=dict)
     controllers: dict[int, RegisterControllerRecord] = field(default_factory=dict)
     zk_migration_state: int | None = None
+    #: SCRAM credentials, (user name, mechanism type) -> record (security.scram)
+    scram: dict[tuple[str, int], UserScramCredentialRecord] = field(default_factory=dict)
     transaction_start: int = -1
     metadata_records: int = 0
     foreign_records: int = 0
@@ -460,5 +463,9 @@ class MetadataState:
             self.features_changed = True
         elif isinstance(m, RegisterControllerRecord):
             self.controllers[m.controller_id] = m
+        elif isinstance(m, UserScramCredentialRecord):
+            self.scram[(m.name, m.mechanism)] = m
+        elif isinstance(m, RemoveUserScramCredentialRecord):
+            self.scram.pop((m.name, m.mechanism), None)
         elif isinstance(m, ZkMigrationStateRecord):
             self.zk_migration_state = m.zk_migration_state

@@ -30,7 +30,8 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from ssl import SSLContext
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -262,12 +263,23 @@ class _Connection(asyncio.Protocol):
         transport = self.transport
         assert transport is not None
         loop = asyncio.get_running_loop()
+        make_auth = self.listener.authenticator
+        auth = make_auth(self.peer) if make_auth is not None else None
         try:
             while True:
                 frame = await self._next_frame()
                 if frame is None:
                     return
                 self.in_request = True
+                if auth is not None and not auth.complete:
+                    out, keep_open = await auth.on_frame(frame, handler)
+                    for data in out:
+                        transport.write(data)
+                    if not keep_open:
+                        return
+                    self.in_request = False
+                    self.last_activity = loop.time()
+                    continue
                 started = clock() if metrics is not None else 0.0
                 request = parse_request(frame)
                 reply = await handler(request, self.peer)
@@ -305,7 +317,12 @@ class KafkaListener:
 
     def __init__(self, host: str, port: int, handler: Handler,
                  limits: ServerLimits | None = None,
-                 request_metrics: RequestMetrics | None = None) -> None:
+                 request_metrics: RequestMetrics | None = None, ssl: SSLContext | None = None,
+                 authenticator: Callable[[str], Any] | None = None) -> None:
+        self.ssl = ssl   # TLS (an SSL / SASL_SSL listener): kraftnode.server.security.tls
+        # SASL (a SASL_* listener): a per-connection kraftnode.server.security.sasl.Authenticator
+        # that sees every frame until it is complete
+        self.authenticator = authenticator
         self.host = host
         self.port = port
         self.handler = handler
@@ -320,8 +337,12 @@ class KafkaListener:
         loop = asyncio.get_running_loop()
         async with anyio.create_task_group() as tg:
             try:
-                server = await loop.create_server(lambda: _Connection(self, tg), self.host,
-                                                  self.port, reuse_address=True)
+                server = await loop.create_server(
+                    lambda: _Connection(self, tg), self.host, self.port, reuse_address=True,
+                    ssl=self.ssl,
+                    # a TLS handshake that never completes is closed after
+                    # connections.max.idle.ms, as Kafka's Selector expires idle channels
+                    ssl_handshake_timeout=self.limits.idle_timeout_s if self.ssl is not None else None)
             except socket.gaierror as e:
                 raise ListenerError(f"Socket server failed to bind to {self.host}:{self.port}: "
                                     f"cannot resolve host {self.host!r} ({e.strerror})") from None

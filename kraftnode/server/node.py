@@ -40,6 +40,8 @@ from kraftnode.server.node_config import NodeConfig
 from kraftnode.server.peer_client import PeerPool
 from kraftnode.server.raft_driver import RaftDriver, now_ms, quorum_state_to_election
 from kraftnode.server.raft_log import DiskRaftLog, DiskSnapshotStore
+from kraftnode.server.security import hooks as security_hooks
+from kraftnode.server.security.listeners import OnListener
 from kraftnode.server.snapshots import SnapshotManager, prepare_storage, voters_at
 from kraftnode.server.state_machine import StateMachine, StateMachineRunner
 
@@ -152,8 +154,11 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                     else contextlib.nullcontext(None))
         with receiver as signals:
             async with anyio.create_task_group() as tg:
+                ctrl_sec = cfg.security.get(listener)
                 pool = PeerPool(tg, f"raft-client-{cfg.node_id}", cfg.request_timeout_ms / 1000,
-                                cfg.retry_backoff_ms / 1000, max(cfg.retry_backoff_ms, 1000) / 1000)
+                                cfg.retry_backoff_ms / 1000, max(cfg.retry_backoff_ms, 1000) / 1000,
+                                ssl=ctrl_sec.client_ssl_context if ctrl_sec else None,
+                                sasl_login=ctrl_sec.client_login if ctrl_sec else None)
                 driver = drv = RaftDriver(node, rlog, store, pool,
                                           {v.node_id: (v.host, v.port) for v in cfg.static_voters},
                                           cfg.bootstrap_servers, kraft_version,
@@ -169,7 +174,9 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 # carries opaque bytes, and its Java nodes serve no controller APIs
                 duties = ControllerDuties(drv, cfg.node_id, cfg.metadata_log_dir,
                                           endpoints,
-                                          dict(features.supported), snapshots) if controller else None
+                                          dict(features.supported), snapshots,
+                                          {n: int(sec.protocol) for n, sec in cfg.security.items()}
+                                          ) if controller else None
                 handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), drv,
                                         features, duties)
                 limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
@@ -177,7 +184,11 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 listeners = []
                 for lst in cfg.listeners:
                     host = lst.host or "0.0.0.0"
-                    kl = KafkaListener(host, lst.port, handlers, limits, request_metrics)
+                    sec = cfg.security.get(lst.name)
+                    on_listener = OnListener(handlers, lst.name) if len(cfg.listeners) > 1 else handlers
+                    kl = KafkaListener(host, lst.port, on_listener, limits, request_metrics,
+                                       sec.ssl_context if sec else None,
+                                       security_hooks.authenticator(sec, duties))
                     port = await tg.start(kl.serve)
                     listeners.append((lst.name, kl))
                     bound.append(f"{lst.name}://{host}:{port}")

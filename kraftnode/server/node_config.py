@@ -9,11 +9,13 @@ typo does not silently fall back to a default.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kraftnode import configdefs
 from kraftnode.config import ConfigError, Listener, ServerConfig
 from kraftnode.log.metadata_log import LogConfig
+from kraftnode.server.security import setup as security_setup
+from kraftnode.server.security.listeners import ListenerSecurity
 from kraftnode.server.snapshots import SnapshotConfig
 
 log = logging.getLogger("kraftnode.config")
@@ -80,6 +82,9 @@ class NodeConfig:
     #: metadata.log.max.record.bytes.between.snapshots, metadata.log.max.snapshot.interval.ms,
     #: metadata.max.retention.bytes, metadata.max.retention.ms (kraftnode.server.snapshots)
     snapshot_config: SnapshotConfig = SnapshotConfig()
+    #: Listener name -> its security protocol and TLS context (kraftnode.server.security);
+    #: empty: every listener PLAINTEXT
+    security: dict[str, ListenerSecurity] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def is_dynamic(self) -> bool:
@@ -168,12 +173,7 @@ def load(path: str) -> NodeConfig:
         for name in dict.fromkeys(names)
         if (ln := adv.get(name) or by_name.get(name)) is not None
     )
-    protocol_map = props.get_list("listener.security.protocol.map")
-    for entry in protocol_map:
-        name, _, proto = entry.partition(":")
-        if name.upper() in by_name and proto.upper() not in ("PLAINTEXT",):
-            raise ConfigError(f"Invalid value {entry!r} for configuration listener.security.protocol.map: "
-                              "only PLAINTEXT listeners are supported")
+    security = security_setup.build(props.raw(), [ln.name for ln in listeners], names)
     voters = parse_voters(cfg.quorum_voters)
     bootstrap = tuple(_hostport("controller.quorum.bootstrap.servers", s)
                       for s in cfg.quorum_bootstrap_servers)
@@ -192,6 +192,7 @@ def load(path: str) -> NodeConfig:
     return NodeConfig(
         raft_topic=raft_topic,
         metrics_listener=metrics_listener,
+        security=security,
         node_id=node_id,
         listeners=tuple(listeners),
         controller_listener=names[0],

@@ -20,6 +20,7 @@ import logging
 import math
 import struct
 from collections.abc import Callable
+from ssl import SSLContext
 from typing import Any
 
 import anyio
@@ -96,12 +97,20 @@ class PeerConnection:
 
     @classmethod
     async def open(cls, node: str, host: str, port: int, client_id: str,
-                   timeout_s: float, max_frame: int = DEFAULT_MAX_FRAME_BYTES) -> PeerConnection:
-        """Connect and negotiate versions (the connection needs no task of its own)."""
+                   timeout_s: float, max_frame: int = DEFAULT_MAX_FRAME_BYTES,
+                   ssl: SSLContext | None = None,
+                   sasl_login: tuple[str, str, str] | None = None) -> PeerConnection:
+        """Connect (over TLS with ``ssl``: the controller listener's security protocol) and
+        negotiate versions (the connection needs no task of its own)."""
         loop = asyncio.get_running_loop()
         conn = cls(node, None, client_id, max_frame)
         with anyio.fail_after(timeout_s):
-            transport, _ = await loop.create_connection(lambda: _PeerProtocol(conn), host, port)
+            if ssl is None:
+                transport, _ = await loop.create_connection(lambda: _PeerProtocol(conn), host, port)
+            else:
+                transport, _ = await loop.create_connection(
+                    lambda: _PeerProtocol(conn), host, port, ssl=ssl, server_hostname=host,
+                    ssl_handshake_timeout=timeout_s)
         conn.transport = transport
         set_nodelay(transport)
         try:
@@ -115,6 +124,12 @@ class PeerConnection:
             if resp.error_code != 0:
                 raise PeerError(f"{node}: ApiVersions failed with error {resp.error_code}")
             conn.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            if sasl_login is not None:  # SASL_* controller listener: log in first
+                from kraftnode.server.security.sasl import client_authenticate
+                try:
+                    await client_authenticate(conn._request_at, sasl_login, timeout_s, node)
+                except PermissionError as e:
+                    raise PeerError(str(e)) from None
         except BaseException:
             await conn.close()
             raise
@@ -208,8 +223,12 @@ class PeerPool:
     """Connections to peers by node id (or any key), with reconnect backoff."""
 
     def __init__(self, tg: TaskGroup, client_id: str, request_timeout_s: float,
-                 reconnect_backoff_s: float = 0.05, reconnect_backoff_max_s: float = 1.0) -> None:
+                 reconnect_backoff_s: float = 0.05, reconnect_backoff_max_s: float = 1.0,
+                 ssl: SSLContext | None = None,
+                 sasl_login: tuple[str, str, str] | None = None) -> None:
         self.tg = tg
+        self.ssl = ssl
+        self.sasl_login = sasl_login   # (mechanism, user, password): security.sasl
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
         self.backoff_s = reconnect_backoff_s
@@ -234,7 +253,8 @@ class PeerPool:
                 raise PeerError(f"{key}: reconnect backoff ({wait * 1000:.0f} ms left)")
             try:
                 conn = await PeerConnection.open(str(key), host, port, self.client_id,
-                                                 self.request_timeout_s)
+                                                 self.request_timeout_s, ssl=self.ssl,
+                                                 sasl_login=self.sasl_login)
             except (OSError, TimeoutError, PeerError, anyio.BrokenResourceError) as e:
                 n = self._failures.get(key, 0) + 1
                 self._failures[key] = n

@@ -32,9 +32,11 @@ class NodeProcess:
 @contextmanager
 def running_node(tmp_path: Path, extra: str = "", node_id: int = 1,
                  env: dict[str, str] | None = None,
-                 start_args: list[str] | None = None) -> Iterator[NodeProcess]:
+                 start_args: list[str] | None = None,
+                 format_args: tuple[str, ...] = ()) -> Iterator[NodeProcess]:
     """A formatted single-voter quorum of one `kraftnode start` process (``env``: added to
-    the environment, e.g. ``{"KRAFTNODE_LOG_LEVEL": "DEBUG"}``)."""
+    the environment, e.g. ``{"KRAFTNODE_LOG_LEVEL": "DEBUG"}``; ``format_args``: more
+    `kraftnode format` arguments, e.g. --add-scram)."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     free = s.getsockname()[1]
@@ -45,7 +47,7 @@ def running_node(tmp_path: Path, extra: str = "", node_id: int = 1,
                      f"controller.quorum.voters={node_id}@127.0.0.1:{free}\n"
                      f"log.dirs={tmp_path / f'meta-{node_id}'}\n{extra}")
     subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
-                    "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qg", "--ignore-formatted"],
+                    "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qg", "--ignore-formatted", *format_args],
                    check=True, capture_output=True)
     log_path = tmp_path / f"node-{node_id}.log"
     with log_path.open("w") as logf:

@@ -86,6 +86,7 @@ CLUSTER_ID = "UXVvcnVtQmVuY2hSdW4wMQ"   # any 16 bytes in base64; fixed so logs 
 TARGET_RATIO_ETCD = 1.0
 TARGET_FLOOR_FACTOR = 2.0
 TARGET_METRICS_RATIO = 0.97   # issue 16: metrics on costs at most 3% of records/s
+TARGET_SECURE_RATIO = 0.8      # issue 15: SSL / SASL_SSL records/s >= 0.8x PLAINTEXT's
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # librdkafka settings shared by both levels.  Nagle off (Kafka's Java client and the
@@ -254,6 +255,54 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
+SECURITY_MODES = ("PLAINTEXT", "SSL", "SASL_SSL")
+_BENCH_PASSWORD = "bench-secret"
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError(f"openssl {args[0]} failed: {r.stderr.strip()}")
+
+
+def secure_setup(root: Path, mode: str) -> tuple[str, dict[str, Any], list[str]]:
+    """(server.properties lines, librdkafka settings, format arguments) for ``mode``.
+
+    SSL: TLS on the controller listener (raft traffic and clients), certificates made
+    with openssl; SASL_SSL: the same TLS, voters log in to each other with PLAIN and the
+    client with SCRAM-SHA-512 (a user written by ``format --add-scram``)."""
+    if mode == "PLAINTEXT":
+        return "", {}, []
+    pki = root / "pki"
+    pki.mkdir(parents=True, exist_ok=True)
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+             "-days", "2", "-subj", "/CN=quorum-bench-ca", cwd=pki)
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out", "node.csr",
+             "-subj", "/CN=node", cwd=pki)
+    (pki / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    _openssl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "node.pem", "-days", "2", "-extfile", "san.ext", cwd=pki)
+    _openssl("pkcs12", "-export", "-inkey", "node.key", "-in", "node.pem", "-out", "node.p12",
+             "-passout", f"pass:{_BENCH_PASSWORD}", cwd=pki)
+    props = (f"listener.security.protocol.map=CONTROLLER:{mode}\n"
+             f"ssl.keystore.type=PKCS12\nssl.keystore.location={pki / 'node.p12'}\n"
+             f"ssl.keystore.password={_BENCH_PASSWORD}\n"
+             f"ssl.truststore.type=PEM\nssl.truststore.location={pki / 'ca.pem'}\n")
+    client: dict[str, Any] = {"security.protocol": mode, "ssl.ca.location": str(pki / "ca.pem")}
+    fmt: list[str] = []
+    if mode == "SASL_SSL":
+        props += ("sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512\nsasl.mechanism.controller.protocol=PLAIN\n"
+                  "listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security."
+                  'plain.PlainLoginModule required username="voter" password="voter-secret" '
+                  'user_voter="voter-secret";\n'
+                  "listener.name.controller.scram-sha-512.sasl.jaas.config=org.apache.kafka.common."
+                  "security.scram.ScramLoginModule required;\n")
+        client.update({"sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "bench",
+                       "sasl.password": "bench-secret"})
+        fmt = ["--add-scram", "SCRAM-SHA-512=[name=bench,password=bench-secret]"]
+    return props, client, fmt
+
+
 @dataclass
 class Quorum:
     """A freshly formatted kraftnode quorum on loopback, one ``kraftnode start`` each."""
@@ -265,10 +314,13 @@ class Quorum:
     ports: list[int] = field(default_factory=list)
     metrics_ports: list[int] = field(default_factory=list)
     children: Children = field(default_factory=Children)
+    security: str = "PLAINTEXT"       # PLAINTEXT, SSL or SASL_SSL (see secure_setup)
+    client_conf: dict[str, Any] = field(default_factory=dict)
 
     def start(self) -> None:
         self.ports = _free_ports(self.n)
         self.metrics_ports = _free_ports(self.n) if self.metrics else []
+        extra, self.client_conf, fmt_args = secure_setup(self.root, self.security)
         voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
@@ -281,11 +333,11 @@ class Quorum:
                 f"node.id={i + 1}\nprocess.roles=controller\n"
                 f"listeners=CONTROLLER://127.0.0.1:{port}\n"
                 f"controller.listener.names=CONTROLLER\n"
-                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n"
+                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{extra}"
                 + (f"kraftnode.metrics.listener=127.0.0.1:{self.metrics_ports[i]}\n"
                    if self.metrics else ""))
             fmt = subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
-                                  str(props), "--cluster-id", CLUSTER_ID],
+                                  str(props), "--cluster-id", CLUSTER_ID, *fmt_args],
                                  capture_output=True, text=True, timeout=60, env=env)
             if fmt.returncode != 0:
                 raise RuntimeError(f"kraftnode format failed: {fmt.stderr.strip()}")
@@ -311,6 +363,15 @@ class Quorum:
         last = "no answer yet"
         while time.monotonic() < deadline:
             self.children.check_alive()
+            if self.security != "PLAINTEXT":
+                # the quorum tool speaks PLAINTEXT only: read the leader from the logs, and
+                # wait for its activation (committed bootstrap records, SCRAM users included)
+                for i in range(self.n):
+                    text = (self.root / f"node{i + 1}" / "node.log").read_text(errors="replace")
+                    if "controller activation in epoch" in text:
+                        return i + 1, self.pids[i]
+                time.sleep(0.2)
+                continue
             try:
                 info = fetch_quorum_info(servers, 2)
                 if info.leader_id >= 1 and info.high_watermark >= 1:
@@ -430,8 +491,8 @@ def _drive(producer: Any, conc: int, n: int, record: bool, max_seconds: float,
 
 
 def measure(bootstrap: str, conc: int, ops: int, warm: int, max_seconds: float,
-            server_pids: list[int]) -> Run:
-    extra = LEVEL_SETTINGS["one" if conc == 1 else "window"]
+            server_pids: list[int], client_conf: dict[str, Any] | None = None) -> Run:
+    extra = {**LEVEL_SETTINGS["one" if conc == 1 else "window"], **(client_conf or {})}
     producer, conf = _producer(bootstrap, extra)
     try:
         lat: list[float] = []
@@ -547,8 +608,10 @@ def hotspots(raw: Path, top: int = 15) -> dict[str, Any]:
 # --------------------------------------------------------------------------- kraftnode runs
 
 
-def run_kraftnode(args: argparse.Namespace, levels: list[int]) -> list[dict[str, Any]]:
+def run_kraftnode(args: argparse.Namespace, levels: list[int],
+                  security: str = "PLAINTEXT") -> list[dict[str, Any]]:
     """``args.repeats`` fresh quorums; every level on each; medians over the repeats.
+    ``security``: the controller listener's protocol (rows named kraftnode-SSL etc.).
 
     With ``--metrics-compare`` every repeat runs two fresh quorums back to back, one
     without and one with ``kraftnode.metrics.listener`` (scraped every
@@ -563,33 +626,41 @@ def run_kraftnode(args: argparse.Namespace, levels: list[int]) -> list[dict[str,
     for rep in range(args.repeats):
         order = variants if rep % 2 == 0 else variants[::-1]
         for metrics in order:
-            _one_quorum(args, levels, rep, metrics, runs)
+            _one_quorum(args, levels, rep, metrics, runs, security)
     out = []
     for metrics in variants:
         for conc in levels:
-            out.append(_kraftnode_row(runs[(metrics, conc)], conc, metrics, args))
+            out.append(_kraftnode_row(runs[(metrics, conc)], conc, metrics, args, security))
     return out
 
 
+def _system(security: str, metrics: bool) -> str:
+    """Row name: kraftnode, kraftnode-SSL, kraftnode-SASL_SSL, each +metrics when scraped."""
+    return ("kraftnode" if security == "PLAINTEXT" else f"kraftnode-{security}") + \
+        ("+metrics" if metrics else "")
+
+
 def _one_quorum(args: argparse.Namespace, levels: list[int], rep: int, metrics: bool,
-                runs: dict[tuple[bool, int], list[dict[str, Any]]]) -> None:
+                runs: dict[tuple[bool, int], list[dict[str, Any]]], security: str) -> None:
     tag = " (metrics on)" if metrics else (" (metrics off)" if args.metrics_compare else "")
+    system = _system(security, False)
     tmp = Path(tempfile.mkdtemp(prefix="quorum-bench-kraftnode-", dir=args.tmp))
-    q = Quorum(tmp, metrics=metrics)
+    q = Quorum(tmp, metrics=metrics, security=security)
     try:
         if args.wait_idle > 0:
             log(f"host busy before kraftnode repeat {rep + 1}: "
                 f"{wait_idle(args.wait_idle):.2f} cores")
         q.start()
         leader, leader_pid = q.wait_ready()
-        log(f"kraftnode repeat {rep + 1}/{args.repeats}{tag}: leader node {leader} "
+        log(f"{system} repeat {rep + 1}/{args.repeats}{tag}: leader node {leader} "
             f"(pid {leader_pid}) on {q.bootstrap}")
         for conc in levels:
             ops, warm = ops_for(args, conc)
             prof = (args.profile / f"leader-c{conc}-r{rep + 1}{'-metrics' if metrics else ''}.txt"
                     if args.profile is not None and find_py_spy() else None)
             with py_spy(leader_pid, prof), Scraper(q.metrics_ports, args.scrape_interval) as sc:
-                s = measure(q.bootstrap, conc, ops, warm, args.max_seconds, q.pids).summary()
+                s = measure(q.bootstrap, conc, ops, warm, args.max_seconds, q.pids,
+                            q.client_conf).summary()
             q.children.check_alive()
             if metrics:
                 s["scrapes"] = sc.scrapes
@@ -600,7 +671,7 @@ def _one_quorum(args: argparse.Namespace, levels: list[int], rep: int, metrics: 
             s["repeat"] = rep + 1
             s["leader_node"] = leader
             runs[(metrics, conc)].append(s)
-            log(f"kraftnode{tag} c={conc}: {s['ops']} ops, {s['ops_per_s']} ops/s, "
+            log(f"{system}{tag} c={conc}: {s['ops']} ops, {s['ops_per_s']} ops/s, "
                 f"p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms, errors {s['errors']}")
     finally:
         q.stop()
@@ -609,13 +680,13 @@ def _one_quorum(args: argparse.Namespace, levels: list[int], rep: int, metrics: 
 
 
 def _kraftnode_row(rs: list[dict[str, Any]], conc: int, metrics: bool,
-                   args: argparse.Namespace) -> dict[str, Any]:
+                   args: argparse.Namespace, security: str) -> dict[str, Any]:
     def med(key: str) -> float | None:
         vals = [r[key] for r in rs if r[key] is not None]
         return round(statistics.median(vals), 3) if vals else None
 
     row = {
-        "system": "kraftnode+metrics" if metrics else "kraftnode",
+        "system": _system(security, metrics), "security": security,
         "version": kraftnode.__version__, "nodes": NODES,
         "concurrency": conc, "ops": sum(r["ops"] for r in rs),
         "ops_per_s": med("ops_per_s"), "p50_ms": med("p50_ms"), "p99_ms": med("p99_ms"),
@@ -847,6 +918,18 @@ def checks(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]]) -> lis
             c["ok"] = c["ratio"] >= TARGET_METRICS_RATIO
         else:
             c["ok"], c["detail"] = None, "n/a (a side has no figure)"
+    for mode in ("SSL", "SASL_SSL"):
+        sec = _row(rows, f"kraftnode-{mode}", 64)
+        if sec is None:
+            continue
+        c = {"check": f"records/s at 64 outstanding, {mode} vs PLAINTEXT",
+             "target": f">= {TARGET_SECURE_RATIO:.1f}x PLAINTEXT"}
+        if k64 and k64.get("ops_per_s") and sec.get("ops_per_s"):
+            c["ratio"] = round(sec["ops_per_s"] / k64["ops_per_s"], 3)
+            c["detail"] = f"{sec['ops_per_s']:,.0f} vs {k64['ops_per_s']:,.0f} records/s"
+            c["ok"] = c["ratio"] >= TARGET_SECURE_RATIO
+        else:
+            c["ok"], c["detail"] = None, "n/a (no PLAINTEXT figure in this run)"
         out.append(c)
     return out
 
@@ -898,17 +981,17 @@ def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
             if f:
                 print(f"  {name:<24} p50 {f['p50_ms']:.3f} ms  p99 {f['p99_ms']:.3f} ms")
     print()
-    hdr = f"{'system':<12} {'version':<16} {'outstanding':>11} {'ops/s':>9} {'p50 ms':>8} " \
+    hdr = f"{'system':<18} {'version':<16} {'outstanding':>11} {'ops/s':>9} {'p50 ms':>8} " \
           f"{'p99 ms':>8} {'srv cpu':>7} {'noise':>6}  durability"
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         if "error" in r:
-            print(f"{r.get('system', '?'):<12} FAILED: {r['error']}")
+            print(f"{r.get('system', '?'):<18} FAILED: {r['error']}")
             continue
         ver = str(r.get("version", "")).split(" (")[0][:16]
-        dur = SHORT_DURABILITY.get(r["system"], str(r.get("durability", ""))[:40])
-        print(f"{r['system']:<12} {ver:<16} {r['concurrency']:>11} "
+        dur = SHORT_DURABILITY.get(r["system"].split("-")[0], str(r.get("durability", ""))[:40])
+        print(f"{r['system']:<18} {ver:<16} {r['concurrency']:>11} "
               f"{_fmt(r.get('ops_per_s'), ',.0f'):>9} {_fmt(r.get('p50_ms'), '.2f'):>8} "
               f"{_fmt(r.get('p99_ms'), '.2f'):>8} {_fmt(_servers_cpu(r), '.2f'):>7} "
               f"{_fmt(_other_cpu(r), '.2f'):>6}  {dur}")
@@ -964,6 +1047,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--wait-idle", type=float, default=0, metavar="S",
                     help="before each system (and each kraftnode repeat) wait up to S s for "
                          "load that is not ours to drop below 0.3 cores")
+    ap.add_argument("--security", default="PLAINTEXT",
+                    help="kraftnode listener security protocols to measure, each on its own "
+                         "fresh quorums: PLAINTEXT, SSL, SASL_SSL (e.g. PLAINTEXT,SSL,SASL_SSL; "
+                         "default PLAINTEXT)")
     ap.add_argument("--keep", action="store_true", help="keep kraftnode data dirs and logs")
     ap.add_argument("--metrics-compare", action="store_true",
                     help="every repeat also runs a quorum with kraftnode.metrics.listener set "
@@ -988,6 +1075,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.levels = [int(x) for x in args.concurrency.split(",")]
     except ValueError:
         ap.error(f"--concurrency: expected numbers separated by commas, not {args.concurrency!r}")
+    args.security = [x.strip().upper() for x in args.security.split(",") if x.strip()]
+    bad = [x for x in args.security if x not in SECURITY_MODES]
+    if bad or not args.security:
+        ap.error(f"--security: expected some of {', '.join(SECURITY_MODES)}, not {bad or 'nothing'}")
     if not all(1 <= c <= 10000 for c in args.levels):
         ap.error("--concurrency levels must be between 1 and 10000")
     return args
@@ -1017,7 +1108,9 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(msg)
     with _sigterm_as_exit():
         floors = {} if args.skip_physical else run_physical(args, shared)
-        rows = run_kraftnode(args, args.levels)
+        rows = []
+        for security in args.security:
+            rows += run_kraftnode(args, args.levels, security)
         anchors = [] if args.skip_anchors else run_anchors(args, shared, args.levels)
     rows += anchors
     cks = checks(rows, floors)

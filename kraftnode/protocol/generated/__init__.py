@@ -3,6 +3,8 @@
 
 from kraftnode.protocol.generated.add_raft_voter_request import AddRaftVoterRequest
 from kraftnode.protocol.generated.add_raft_voter_response import AddRaftVoterResponse
+from kraftnode.protocol.generated.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
+from kraftnode.protocol.generated.alter_user_scram_credentials_response import AlterUserScramCredentialsResponse
 from kraftnode.protocol.generated.api_versions_request import ApiVersionsRequest
 from kraftnode.protocol.generated.api_versions_response import ApiVersionsResponse
 from kraftnode.protocol.generated.begin_quorum_epoch_request import BeginQuorumEpochRequest
@@ -54,6 +56,8 @@ from kraftnode.protocol.generated.vote_response import VoteResponse
 __all__ = [
     "AddRaftVoterRequest",
     "AddRaftVoterResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "BeginQuorumEpochRequest",

@@ -34,7 +34,8 @@ def test_defaults_are_kafkas(tmp_path: Path) -> None:
     ("controller.quorum.fetch.timeout.ms=0\n", "controller.quorum.fetch.timeout.ms"),
     ("socket.request.max.bytes=-5\n", "socket.request.max.bytes"),
     ("process.roles=broker\n", "process.roles"),
-    ("listener.security.protocol.map=CONTROLLER:SSL\n", "listener.security.protocol.map"),
+    ("listener.security.protocol.map=CONTROLLER:TLS\n", "listener.security.protocol.map"),
+    ("listener.security.protocol.map=CONTROLLER:SSL\n", "listener.name.controller.ssl.keystore.location"),
 ])
 def test_invalid_values_name_the_key(tmp_path: Path, extra: str, key: str) -> None:
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
