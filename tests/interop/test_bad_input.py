@@ -20,7 +20,7 @@ import pytest
 
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
-from kraftnode.protocol.registry import API_VERSIONS, SERVED
+from kraftnode.protocol.registry import API_VERSIONS, SERVED, VOTE
 from tests.support.java_admin import JavaAdmin
 from tests.support.kafka import KafkaHome
 from tests.support.node import NodeProcess, frame_call, recv_frame, running_node
@@ -123,6 +123,8 @@ def test_every_served_api_is_advertised(node: NodeProcess) -> None:
         resp = frame_call(s, API_VERSIONS, 3, w.ApiVersionsRequest(
             client_software_name="kraftnode-tests", client_software_version="1"), 1)
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}  # type: ignore[attr-defined]
-    assert got == {s.key: (s.min_version, s.max_version) for s in SERVED.values()}
+    served = {s.key: (s.min_version, s.max_version) for s in SERVED.values()}
+    served[VOTE] = (0, 1)  # Vote v2 (KIP-996) only with kraftnode.raft.pre.vote.enable=true
+    assert got == served
 
 

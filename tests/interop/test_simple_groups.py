@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -98,7 +99,16 @@ def test_confluent_commit_and_committed(cluster: Cluster) -> None:
 
 
 def _sock(cluster: Cluster, i: int) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", cluster.port(i)), timeout=10)
+    """A connection to node i, waiting (up to 30 s) for a node restarted by an earlier test
+    to listen again."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", cluster.port(i)), timeout=10)
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def _commit(group: str, gen: int, member: str, topic: str = TOPIC, part: int = 0) -> w.OffsetCommitRequest:

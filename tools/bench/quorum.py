@@ -918,6 +918,7 @@ def checks(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]]) -> lis
             c["ok"] = c["ratio"] >= TARGET_METRICS_RATIO
         else:
             c["ok"], c["detail"] = None, "n/a (a side has no figure)"
+        out.append(c)
     for mode in ("SSL", "SASL_SSL"):
         sec = _row(rows, f"kraftnode-{mode}", 64)
         if sec is None:
