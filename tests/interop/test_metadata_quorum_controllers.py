@@ -106,7 +106,7 @@ def test_add_an_observer_then_the_errors(dyn: DynamicCluster, kafka_home: KafkaH
         f"already part of the set of voters {voter_set(java, dyn, [1, 2, 3])}.")
 
     unknown = mq(kafka_home, dyn, "remove-controller", "--controller-id", "9",
-                 "--controller-directory-id", dyn.directory_id(3))
+                 f"--controller-directory-id={dyn.directory_id(3)}")
     assert unknown.returncode == 1
     assert first_line(unknown) == (
         f"org.apache.kafka.common.errors.VoterNotFoundException: Cannot remove voter "
@@ -130,7 +130,7 @@ def test_remove_voters_down_to_the_last(dyn: DynamicCluster, kafka_home: KafkaHo
     leader = wait_for_hw(dyn, 1).leader_id
     followers = [i for i in (1, 2, 3) if i != leader]
     for n, f in enumerate(followers):
-        r = mq(kafka_home, dyn, "remove-controller", "-i", str(f), "-d", dyn.directory_id(f))
+        r = mq(kafka_home, dyn, "remove-controller", "-i", str(f), f"--controller-directory-id={dyn.directory_id(f)}")
         assert (r.returncode, r.stdout) == (
             0, f"Removed  KRaft controller {f} with directory id {dyn.directory_id(f)}\n"), r.stderr
         assert voters_now(dyn) == sorted([leader, *followers[n + 1:]])
@@ -138,7 +138,7 @@ def test_remove_voters_down_to_the_last(dyn: DynamicCluster, kafka_home: KafkaHo
     for f in followers:
         wait_observing(dyn, f)
 
-    last = mq(kafka_home, dyn, "remove-controller", "-i", str(leader), "-d", dyn.directory_id(leader))
+    last = mq(kafka_home, dyn, "remove-controller", "-i", str(leader), f"--controller-directory-id={dyn.directory_id(leader)}")
     assert last.returncode == 1
     assert first_line(last) == (
         f"org.apache.kafka.common.errors.VoterNotFoundException: Cannot remove voter {key(dyn, leader)} "

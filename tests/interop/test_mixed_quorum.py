@@ -464,8 +464,14 @@ def test_kafka_metadata_quorum_describes_the_mixed_quorum(mixed: Mixed, kafka_ho
     through a kraftnode and through the Java node (which registered itself with a kraftnode
     leader as Kafka's ControllerRegistrationManager does, so its DescribeCluster lists it)."""
     all_caught_up(mixed)
-    mixed.java.wait_for(lambda e: e["event"] == "registration" and e["error"] == "NONE", 30,
-                        "the Java node to register with a kraftnode active controller")
+    try:
+        # a new kraftnode leader answers NOT_CONTROLLER until its activation records commit,
+        # and the harness backs off up to 5 s between attempts (as Kafka's manager does)
+        mixed.java.wait_for(lambda e: e["event"] == "registration" and e["error"] == "NONE", 60,
+                            "the Java node to register with a kraftnode active controller")
+    except AssertionError as e:
+        tried = [ev for ev in mixed.java.events if ev.get("event") == "registration"]
+        raise AssertionError(f"{e}\nregistration attempts: {tried[-10:]}\n{mixed.logs()}") from None
     for want_java in (False, True):
         if want_java:
             lead, epoch = mixed.wait_leader(lambda lead, _: True, 20, "a leader")
@@ -669,7 +675,7 @@ class Dynamic:
 
     def remove(self, i: int) -> None:
         r = self.tool("remove-controller", "--controller-id", str(i),
-                      "--controller-directory-id", self.directory_id(i))
+                      f"--controller-directory-id={self.directory_id(i)}")
         assert r.returncode == 0, r.stdout + r.stderr
         # (the tool's own text, double space included)
         assert f"Removed  KRaft controller {i} with directory id {self.directory_id(i)}" in r.stdout, r.stdout

@@ -379,7 +379,7 @@ def test_add_and_remove_controller_with_the_cli(pair: DynamicPair) -> None:
     assert again.returncode == 2 and "DUPLICATE_VOTER" in again.stderr and "Traceback" not in again.stderr
 
     removed = quorum_cli("--bootstrap-controller", boot, "remove-controller", "--controller-id", "2",
-                         "--controller-directory-id", uuid_to_base64(dir2))
+                         f"--controller-directory-id={uuid_to_base64(dir2)}")
     assert removed.returncode == 0, removed.stderr
     assert removed.stdout == f"Removed  KRaft controller 2 with directory id {uuid_to_base64(dir2)}\n"
     assert [v.replica_id for v in describe_quorum(p1).current_voters] == [1]

@@ -61,7 +61,7 @@ def test_add_and_remove_a_controller_over_sasl_ssl(tmp_path: Path, kafka_home: A
         assert voters == {1, 2}, status.stdout
         removed = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", boot,
                                   "--command-config", conf1, "remove-controller", "--controller-id", "2",
-                                  "--controller-directory-id", dir2)
+                                  f"--controller-directory-id={dir2}")
         assert removed.returncode == 0, removed.stderr[-3000:]
         assert "Removed  KRaft controller 2" in removed.stdout
         log2 = (pair.root / "node2" / "node.log").read_text(errors="replace")
