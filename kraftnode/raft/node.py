@@ -897,14 +897,7 @@ class RaftNode:
         # Kafka 3.9's order of checks (KafkaRaftClient.handleVoteRequest): the candidate's
         # last offset and epoch, then validateVoterOnlyRequest (stale epoch, bad id), then
         # the epoch bump, and only then whether the request was meant for this replica.
-        if req.last_offset < 0 or req.last_offset_epoch < 0 or req.last_offset_epoch >= req.candidate_epoch:
-            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_REQUEST, False))
-            return
-        if req.candidate_epoch < self.epoch:
-            self._respond(request_id, self._vote_response(errors.NONE, errors.FENCED_LEADER_EPOCH, False))
-            return
-        if req.candidate_id < 0:
-            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_REQUEST, False))
+        if self._refused_vote_request(request_id, req, last_epoch_may_equal=False):
             return
         if req.candidate_epoch > self.epoch:
             self._become_unattached(req.candidate_epoch, now_ms)
@@ -912,9 +905,7 @@ class RaftNode:
             self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_VOTER_KEY, False))
             return
         candidate = ReplicaKey.of(req.candidate_id, req.candidate_directory_id)
-        up_to_date = OffsetAndEpoch(req.last_offset_epoch, req.last_offset) >= OffsetAndEpoch(
-            self.log.last_fetched_epoch, self.log.end_offset
-        )
+        up_to_date = self._candidate_log_up_to_date(req)
         st = self.state
         granted = False
         if candidate.id == self.local_key.id:
@@ -945,26 +936,40 @@ class RaftNode:
             self._respond(request_id, self._vote_response(errors.UNSUPPORTED_VERSION, errors.NONE, False))
             return
         # The prospective sends its current epoch, so its last epoch may equal it.
-        if req.last_offset < 0 or req.last_offset_epoch < 0 or req.last_offset_epoch > req.candidate_epoch:
-            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_REQUEST, False))
-            return
-        if req.candidate_epoch < self.epoch:
-            self._respond(request_id, self._vote_response(errors.NONE, errors.FENCED_LEADER_EPOCH, False))
-            return
-        if req.candidate_id < 0:
-            self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_REQUEST, False))
+        if self._refused_vote_request(request_id, req, last_epoch_may_equal=True):
             return
         if not self._valid_voter_key(req.voter_id, req.voter_directory_id):
             self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_VOTER_KEY, False))
             return
-        up_to_date = OffsetAndEpoch(req.last_offset_epoch, req.last_offset) >= OffsetAndEpoch(
-            self.log.last_fetched_epoch, self.log.end_offset
-        )
+        up_to_date = self._candidate_log_up_to_date(req)
         granted = req.candidate_id != self.local_key.id and (
             prevote.can_grant_pre_vote(self.state, up_to_date)
             or (plants.PRE_VOTE_IGNORES_LEADER in self.plants and up_to_date)
         )
         self._respond(request_id, self._vote_response(errors.NONE, errors.NONE, granted))
+
+    def _refused_vote_request(self, request_id: int, req: VoteRequest, *,
+                              last_epoch_may_equal: bool) -> bool:
+        """The checks a vote and a pre-vote request share, in Kafka's order (the candidate's
+        last offset and epoch, a stale epoch, a bad candidate id); answers and returns True
+        when one fails. A pre-vote's last epoch may equal its (current, unbumped) epoch."""
+        last_epoch_bad = (req.last_offset_epoch > req.candidate_epoch if last_epoch_may_equal
+                          else req.last_offset_epoch >= req.candidate_epoch)
+        if req.last_offset < 0 or req.last_offset_epoch < 0 or last_epoch_bad:
+            error = errors.INVALID_REQUEST
+        elif req.candidate_epoch < self.epoch:
+            error = errors.FENCED_LEADER_EPOCH
+        elif req.candidate_id < 0:
+            error = errors.INVALID_REQUEST
+        else:
+            return False
+        self._respond(request_id, self._vote_response(errors.NONE, error, False))
+        return True
+
+    def _candidate_log_up_to_date(self, req: VoteRequest) -> bool:
+        """KIP-595: the candidate's (last epoch, end offset) is at least this log's."""
+        return OffsetAndEpoch(req.last_offset_epoch, req.last_offset) >= OffsetAndEpoch(
+            self.log.last_fetched_epoch, self.log.end_offset)
 
     def _on_vote_response(self, source: int, resp: VoteResponse, now_ms: int) -> None:
         st = self.state
