@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import CLUSTER_ID, wait_for_hw
+from tests.support.cluster import CLUSTER_ID, serving, wait_for_hw
 from tests.support.java_admin import JavaAdmin
 from tests.support.kafka import KafkaHome
 from tests.support.quorums import DynamicCluster
@@ -28,12 +28,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 @pytest.fixture(scope="module")
 def dyn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DynamicCluster]:
     cl = DynamicCluster(tmp_path_factory.mktemp("java-admin"), 3, observers=1)
-    cl.start_all()
-    try:
-        wait_for_hw(cl, 1, 30)
-        yield cl
-    finally:
-        cl.close()
+    yield from serving(cl)
 
 
 @pytest.fixture(scope="module")

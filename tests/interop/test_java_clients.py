@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import Cluster, wait_for_hw
+from tests.support.cluster import Cluster, serving, wait_for_hw
 from tests.support.kafka import KafkaHome, java_env
 from tests.support.quorums import StaticCluster
 
@@ -35,12 +35,7 @@ PREFIX = 42  # VerifiableProducer --value-prefix: values are "42.<n>"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     cl = StaticCluster(tmp_path_factory.mktemp("java-clients"), 3)
-    cl.start_all()
-    try:
-        wait_for_hw(cl, 1, 30)
-        yield cl
-    finally:
-        cl.close()
+    yield from serving(cl)
 
 
 def console_consume(kafka: KafkaHome, bootstrap: str) -> list[tuple[int, int]]:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from kraftnode.log.meta_properties import read_meta_properties
-from tests.support.cluster import wait_for_hw
+from tests.support.cluster import serving, wait_for_hw
 from tests.support.java_admin import JavaAdmin
 from tests.support.kafka import KafkaHome
 from tests.support.quorums import DynamicCluster, format_node
@@ -36,12 +36,7 @@ def dyn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DynamicCluster]:
     meta = read_meta_properties(meta4)
     assert meta is not None and meta.directory_id is not None
     cl.dir_ids[4] = meta.directory_id
-    cl.start_all()
-    try:
-        wait_for_hw(cl, 1, 30)
-        yield cl
-    finally:
-        cl.close()
+    yield from serving(cl)
 
 
 @pytest.fixture(scope="module")

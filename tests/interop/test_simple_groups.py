@@ -18,7 +18,7 @@ import pytest
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
-from tests.support.cluster import Cluster, wait_for_hw
+from tests.support.cluster import Cluster, serving, wait_for_hw
 from tests.support.kafka import KafkaHome, java_env
 from tests.support.node import frame_call
 from tests.support.quorums import StaticCluster
@@ -30,12 +30,7 @@ TOPIC = "__cluster_metadata"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     cl = StaticCluster(tmp_path_factory.mktemp("groups"), 3)
-    cl.start_all()
-    try:
-        wait_for_hw(cl, 1, 30)
-        yield cl
-    finally:
-        cl.close()
+    yield from serving(cl)
 
 
 def _run(kafka: KafkaHome, classes: object, bootstrap: str, group: str, n: int) -> tuple[int, int]:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -146,3 +147,14 @@ def wait_for_hw(cl: Cluster, at_least: int = 1, timeout: float = 20) -> QuorumIn
 
 def log_lines(text: str, pattern: str) -> list[str]:
     return [ln for ln in text.splitlines() if re.search(pattern, ln)]
+
+
+def serving(cl: Cluster, timeout: float = 30) -> Iterator[Cluster]:
+    """For module fixtures (``yield from serving(cl)``): start every node, wait until the
+    bootstrap records are committed, hand the cluster over, and kill it afterwards."""
+    cl.start_all()
+    try:
+        wait_for_hw(cl, 1, timeout)
+        yield cl
+    finally:
+        cl.close()
