@@ -21,6 +21,8 @@ class RaftConfig:
     listener_name: str = "CONTROLLER"
     #: KIP-996 pre-vote and leader stickiness (kraftnode.raft.pre.vote.enable); off: Kafka 3.9.
     pre_vote: bool = False
+    #: Kafka 4.x controller.quorum.auto.join.enable: an observer adds itself as a voter.
+    auto_join: bool = False
 
     def __post_init__(self) -> None:
         for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):

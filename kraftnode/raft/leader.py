@@ -68,6 +68,12 @@ class LeaderState:
         self.pending_remove: PendingRemove | None = None
         #: Set when a committed voter set no longer holds this leader (it resigns on the next poll).
         self.resign_requested = False
+        #: Kafka 4.1's KRaftVersionUpgrade.Voters: in a static quorum (kraft.version 0), the
+        #: voter set the leader would write on an upgrade to kraft.version 1 -- the static set
+        #: with each voter as UpdateRaftVoter (or its Fetch's directory id) described it.
+        self.volatile_voters: VoterSet | None = None
+        #: KRaftVersionUpgrade.Version: the kraft.version an upgrade in this epoch appended.
+        self.upgraded_kraft_version: int | None = None
 
     # -- membership ---------------------------------------------------------
     def update_voter_set(self, voters: VoterSet) -> None:
@@ -77,12 +83,19 @@ class LeaderState:
         self.voters = {}
         for node in voters:
             progress = old.get(node.key.id)
+            if progress is not None and not progress.key.matches(node.key):
+                # Another directory under the same id (a re-formatted voter): a new replica.
+                self.observers.setdefault(progress.key, progress)
+                progress = None
             if progress is None:
                 progress = self.observers.pop(node.key, None) or ReplicaProgress(node.key)
+            # Kafka's ReplicaState.setReplicaKey: a voter first known without a directory id
+            # (kraft.version 0) takes the one the upgrade's VotersRecord gives it.
+            progress.key = node.key
             self.voters[node.key.id] = progress
         for rid, progress in old.items():
-            if rid not in self.voters:
-                self.observers[progress.key] = progress
+            if self.voters.get(rid) is not progress:
+                self.observers.setdefault(progress.key, progress)
         local = self.voters.get(self.local_key.id)
         if local is not None:
             local.acknowledged = True

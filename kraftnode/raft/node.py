@@ -375,6 +375,8 @@ class RaftNode:
             self._on_api_versions_response(source_id, response, now_ms)
         elif isinstance(response, UpdateRaftVoterResponse):
             self._on_update_voter_response(source_id, response, now_ms)
+        elif isinstance(response, AddRaftVoterResponse | RemoveRaftVoterResponse):
+            pass  # auto-join: a refusal is retried after the next update-voter period
         else:
             self._backoff(source_id, now_ms)
         self._poll(now_ms)
@@ -653,6 +655,12 @@ class RaftNode:
             # log, so observers (voters-to-be) learn kraft.version and the voters.
             updated = reconfig.update_voter(voters, local) or voters
             records += [KRaftVersionControlRecord(kraft_version), VotersControlRecord(updated)]
+        elif kraft_version == 0:
+            # Kafka 4.1's LeaderState: in a static quorum, the set an upgrade would write
+            # starts as the static set with this leader described as it is now.
+            if not local.endpoints:
+                local = VoterNode(local.key, voters.endpoints_of(local.key.id), *self.local_kraft_versions)
+            tracker.volatile_voters = reconfig.update_voter_ignoring_directory_id(voters, local)
         batch = self.log.append_as_leader(records, cand.epoch, is_control=True)
         if self.history.observe([batch]):
             self._voter_set_changed(now_ms)
@@ -799,6 +807,13 @@ class RaftNode:
                         now_ms, read_round=self._read_round)
         elif isinstance(st, Follower):
             if self._can_send(st.leader_id, now_ms):
+                if now_ms >= st.update_voter_deadline and not self.is_voter and self._should_auto_join(st):
+                    # Kafka 4.x controller.quorum.auto.join.enable: an observer that is caught
+                    # up asks to become a voter (removing a stale entry of its id first),
+                    # once per update-voter period, in place of a Fetch.
+                    st.update_voter_deadline = now_ms + self._update_voter_period_ms()
+                    self._send(st.leader_id, self._auto_join_request(), now_ms)
+                    return
                 if now_ms >= st.update_voter_deadline and self.is_voter:
                     # FollowerState's update-voter period: UpdateRaftVoter takes the place
                     # of the next Fetch when our entry in the voter set is out of date.
@@ -1182,6 +1197,7 @@ class RaftNode:
         assert isinstance(st, Leader)
         key = ReplicaKey.of(req.replica_id, req.replica_directory_id)
         st.tracker.record_voter_contact(key, now_ms)
+        self._learn_directory_id(st, key)
         diverging, snapshot = self._validate_offset_and_epoch(req.fetch_offset, req.last_fetched_epoch)
         if diverging is None and snapshot is None and req.replica_id >= 0:
             st.tracker.record_fetch(key, req.fetch_offset, self.log.end_offset, now_ms)
@@ -1417,12 +1433,78 @@ class RaftNode:
         return self.config.fetch_timeout_ms * reconfig.UPDATE_VOTER_PERIOD_FETCH_TIMEOUTS
 
     def _should_update_voter(self) -> bool:
-        """A voter whose entry in the (dynamic) voter set differs from what it is now."""
-        return (
-            self.local_key.directory_id is not None and bool(self.local_endpoints)
-            and self.history.kraft_version() >= 1
-            and reconfig.voter_node_needs_update(self.voters, self._local_voter_node())
-        )
+        """A voter whose entry in the (dynamic) voter set differs from what it is now; in a
+        static quorum (kraft.version 0), a voter that has not yet told this leader its
+        directory id, endpoints and kraft.version range (Kafka 4.1, for the upgrade)."""
+        if self.local_key.directory_id is None or not self.local_endpoints:
+            return False
+        if self.history.kraft_version() < 1:
+            st = self.state
+            return isinstance(st, Follower) and not st.voter_updated and self.is_voter
+        return reconfig.voter_node_needs_update(self.voters, self._local_voter_node())
+
+    def _should_auto_join(self, st: Follower) -> bool:
+        """An observer that may ask to join: auto-join on, a dynamic quorum, an identity and
+        endpoints to offer, and caught up with the leader (fetched, at its high watermark)."""
+        if not self.config.auto_join or self.history.kraft_version() < 1:
+            return False
+        if self.local_key.directory_id is None or not self.local_endpoints:
+            return False
+        return st.fetched and st.snapshot is None and self.log.end_offset >= self.high_watermark > 0
+
+    def _auto_join_request(self) -> Request:
+        """AddRaftVoter for ourselves, or first RemoveRaftVoter for the stale voter that has
+        our id under another directory id (Kafka 4.x's auto-join)."""
+        cid = self.config.cluster_id
+        old = self.voters.node(self.local_key.id)
+        if old is not None:
+            return RemoveRaftVoterRequest(cid, old.key.id, old.key.directory_id)
+        return AddRaftVoterRequest(cid, self.config.request_timeout_ms, self.local_key.id,
+                                   self.local_key.directory_id, self.local_endpoints)
+
+    def _learn_directory_id(self, st: Leader, key: ReplicaKey) -> None:
+        """Static quorum: a voter's Fetch names its directory id (ReplicaDirectoryId, which
+        Kafka 3.9 voters send too); the upgrade's voter set takes it if it has none yet."""
+        volatile = st.tracker.volatile_voters
+        if volatile is None or key.directory_id is None:
+            return
+        node = volatile.node(key.id)
+        if node is None or node.key.directory_id is not None:
+            return
+        st.tracker.volatile_voters = reconfig.update_voter_ignoring_directory_id(
+            volatile, VoterNode(key, node.endpoints, node.min_kraft_version, node.max_kraft_version))
+
+    def upgrade_kraft_version(self, version: int, validate_only: bool, now_ms: int) -> tuple[int, str | None, int]:
+        """KafkaRaftClient.upgradeKRaftVersion (Kafka 4.1): on the leader of a static quorum,
+        append one control batch with KRaftVersionRecord(``version``) and the VotersRecord of
+        every voter's directory id, endpoints and kraft.version range. Returns (error code,
+        message, handle): the handle completes (``AppendCompleted``) when the batch commits;
+        -1 when nothing was appended (a refusal, a validation, or a no-op)."""
+        st = self.state
+        if self._failed or not isinstance(st, Leader) or st.transfer is not None:
+            return errors.NOT_LEADER_OR_FOLLOWER, None, -1
+        tracker = st.tracker
+        persisted = self.history.kraft_version()
+        refusal = reconfig.kraft_upgrade_refusal(persisted, version, tracker.upgraded_kraft_version,
+                                                 tracker.volatile_voters)
+        if refusal is not None:
+            return errors.INVALID_UPDATE_VERSION, refusal, -1
+        volatile = tracker.volatile_voters
+        if validate_only or persisted == version or tracker.upgraded_kraft_version == version or volatile is None:
+            return errors.NONE, None, -1
+        tracker.volatile_voters = None
+        tracker.upgraded_kraft_version = version
+        handle = self._next_handle
+        self._next_handle += 1
+        batch = self.log.append_as_leader(
+            [KRaftVersionControlRecord(version), VotersControlRecord(volatile)], st.epoch, is_control=True)
+        self._pending_appends.append((batch.last_offset, handle))
+        if self.history.observe([batch]):
+            self._voter_set_changed(now_ms)
+        self._flush_leader(st, now_ms)
+        self._complete_parked(now_ms)
+        self._poll(now_ms)
+        return errors.NONE, None, handle
 
     def _voter_change_precheck(self, st: Leader, verb: str, now_ms: int) -> tuple[int, str] | None:
         """The checks every voter change starts with, in Kafka's order."""
@@ -1607,6 +1689,23 @@ class RaftNode:
                 or lo < 0 or hi < 0 or hi < lo):
             answer(errors.INVALID_REQUEST)
             return
+        volatile = st.tracker.volatile_voters
+        if self.history.kraft_version() < 1 and volatile is not None:
+            # Kafka 4.1: a static quorum keeps the update in memory, for an upgrade to write.
+            if not st.tracker.high_watermark_known:
+                answer(errors.REQUEST_TIMED_OUT)
+                return
+            if not reconfig.supports((lo, hi), 0):
+                answer(errors.INVALID_REQUEST)
+                return
+            updated = reconfig.update_voter_ignoring_directory_id(volatile, VoterNode(key, req.listeners, lo, hi))
+            if updated is None:
+                answer(errors.VOTER_NOT_FOUND)
+                return
+            st.tracker.volatile_voters = updated
+            st.tracker.record_voter_contact(key, now_ms)
+            answer(errors.NONE)
+            return
         refused = self._voter_change_precheck(st, "updating", now_ms)
         if refused is not None:
             answer(refused[0])
@@ -1624,6 +1723,12 @@ class RaftNode:
         answer(errors.NONE)
 
     def _on_update_voter_response(self, source: int, resp: UpdateRaftVoterResponse, now_ms: int) -> None:
+        st = self.state
+        if (isinstance(st, Follower) and st.leader_id == source
+                and resp.error_code in (errors.NONE, errors.UNSUPPORTED_VERSION)):
+            # Static quorum: told once per leader (a Kafka 3.9 leader answers
+            # UNSUPPORTED_VERSION: it keeps no in-memory voters, so do not ask again).
+            st.voter_updated = True
         if resp.error_code in (errors.NONE, errors.UNSUPPORTED_VERSION, errors.INVALID_REQUEST,
                                errors.REQUEST_TIMED_OUT):
             return  # the leader was reached; the next period retries if still needed

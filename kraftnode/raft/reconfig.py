@@ -106,6 +106,58 @@ def update_voter(voters: VoterSet, node: VoterNode) -> VoterSet | None:
     return VoterSet.of(node if n.key.id == node.key.id else n for n in voters)
 
 
+def update_voter_ignoring_directory_id(voters: VoterSet, node: VoterNode) -> VoterSet | None:
+    """VoterSet.updateVoterIgnoringDirectoryId (Kafka 4.1): replace the voter with
+    ``node.key.id`` whatever its directory id; None if the id is not a voter."""
+    if node.key.id not in voters.ids:
+        return None
+    return VoterSet.of(node if n.key.id == node.key.id else n for n in voters)
+
+
+def kraft_version_text(version: int) -> str:
+    """A kraft.version as Kafka's KRaftVersion enum prints itself (no toString override)."""
+    return f"KRAFT_VERSION_{version}"
+
+
+def voters_text(voters: VoterSet) -> str:
+    """A voter set in refusal messages: each voter's key, endpoints and kraft.version range."""
+    parts = []
+    for n in sorted(voters, key=lambda n: n.key.id):
+        eps = ", ".join(f"{e.name}={e.host}:{e.port}" for e in n.endpoints)
+        parts.append(f"{key_text(n.key)} [{eps}] {n.min_kraft_version}-{n.max_kraft_version}")
+    return "VoterSet(voters={" + "; ".join(parts) + "})"
+
+
+def kraft_upgrade_refusal(persisted: int, new: int, pending: int | None,
+                          volatile: VoterSet | None) -> str | None:
+    """Why LeaderState.maybeAppendUpgradedKRaftVersion (Kafka 4.1) refuses to move the
+    kraft.version from ``persisted`` to ``new`` (None: it appends, or it is a no-op, which the
+    caller tells apart by ``persisted == new`` / ``pending == new``). ``pending`` is an upgrade
+    appended in this epoch; ``volatile`` the leader's in-memory voters of a static quorum (the
+    static set with what UpdateRaftVoter and Fetch taught the leader)."""
+    if pending is not None:
+        if pending == new:
+            return None
+        # KRaftVersionUpgrade.Version is a Java record: printed as the record prints itself.
+        return (f"Invalid concurrent upgrade of kraft.version from version "
+                f"Version[kraftVersion={kraft_version_text(pending)}] to {kraft_version_text(new)}")
+    if persisted == new:
+        return None
+    if persisted > new:
+        return (f"Invalid upgrade of kraft.version from version {kraft_version_text(persisted)} to "
+                f"{kraft_version_text(new)} because the new version is a downgrade")
+    if volatile is None:
+        return (f"Invalid upgrade of kraft.version from version {kraft_version_text(persisted)} to "
+                f"{kraft_version_text(new)}")
+    if not all(n.min_kraft_version <= new <= n.max_kraft_version for n in volatile):
+        return f"Invalid upgrade of kraft.version to {kraft_version_text(new)} because not all of the voters support it"
+    if any(n.key.directory_id is None for n in volatile):
+        # Kafka throws IllegalStateException here (a voter that answered UpdateRaftVoter has a
+        # directory id, so only a Fetch-learned range could reach it): see docs/raft.md.
+        return f"Directory id must be known for all of the voters: {voters_text(volatile)}"
+    return None
+
+
 def voter_node_needs_update(voters: VoterSet, node: VoterNode) -> bool:
     """VoterSet.voterNodeNeedsUpdate: ``node`` is a voter and differs from its entry."""
     old = voters.node(node.key.id)

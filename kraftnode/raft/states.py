@@ -77,6 +77,8 @@ class Follower:
     fetched: bool = False
     #: The leader sent EndQuorumEpoch: the election at ``fetch_deadline`` skips pre-vote.
     leader_resigned: bool = False
+    #: kraft.version 0 (Kafka 4.1): this leader has our UpdateRaftVoter (asked once per leader).
+    voter_updated: bool = False
     name: str = "follower"
 
 
