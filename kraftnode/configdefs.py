@@ -127,6 +127,10 @@ KEYS: tuple[ConfigKey, ...] = (
        "go unanswered before it is retried.", group="Quorum", at_least=1),
     _k("controller.quorum.retry.backoff.ms", "int", "20", "Wait before retrying a failed request "
        "to a peer.", group="Quorum", at_least=0),
+    _k("controller.quorum.auto.join.enable", "boolean", "false", "Kafka 4.x: a controller that "
+       "is an observer of a dynamic quorum (kraft.version 1) -- its id is not a voter, or its "
+       "entry has another directory id -- adds itself as a voter with AddRaftVoter once caught "
+       "up, removing the stale entry of its id first. See docs/raft.md.", group="Quorum"),
     _k("controller.quorum.append.linger.ms", "int", "25", "How long the leader lingers to batch "
        "appends.", group="Quorum", at_least=0, honoured=False,
        why="appends are batched by group commit, with no linger"),

@@ -706,22 +706,50 @@ class NodeHandlers:
             updates[f.feature] = (f.max_version_level, kind)
         results = []
         for name, (level, kind) in sorted(updates.items()):
-            msg = self._feature_update_refusal(features, name, level, kind)
+            if name == "kraft.version":
+                code, msg = await self._kraft_version_update(features, level, kind, q.validate_only)
+            else:
+                msg = self._feature_update_refusal(features, name, level, kind)
+                code = Errors.INVALID_UPDATE_VERSION if msg else 0
             results.append(w.UpdateFeaturesResponse.UpdatableFeatureResult(
-                feature=name, error_code=Errors.INVALID_UPDATE_VERSION if msg else 0, error_message=msg))
+                feature=name, error_code=code, error_message=msg))
         return w.UpdateFeaturesResponse(throttle_time_ms=0, error_code=0, error_message=None,
                                         results=results)
 
+    async def _kraft_version_update(self, features: api_versions.FeatureView, level: int, kind: int,
+                                    validate_only: bool) -> tuple[int, str | None]:
+        """kraft.version as Kafka 4.1's FeatureControlManager.updateFeature changes it: the
+        common checks against the raft's kraft.version, then an upgrade goes to the raft
+        (KafkaRaftClient.upgradeKRaftVersion: KRaftVersionRecord and VotersRecord, answered
+        once committed; its refusals are InvalidUpdateVersionException messages, unprefixed);
+        any downgrade is refused. See docs/raft.md (static to dynamic upgrade)."""
+        current = self.driver.node.history.kraft_version()
+        msg = self._feature_update_refusal(features, "kraft.version", level, kind, current)
+        if msg is not None or level == current and kind != _UPGRADE:
+            return (Errors.INVALID_UPDATE_VERSION if msg else 0), msg
+        if kind != _UPGRADE:
+            return Errors.INVALID_UPDATE_VERSION, (f"Invalid update version {level} for feature kraft.version. "
+                                                   "Can't downgrade the version of this feature.")
+        code, message = await self.driver.upgrade_kraft_version(level, validate_only)
+        if code == Errors.NOT_LEADER_OR_FOLLOWER:
+            return Errors.NOT_CONTROLLER, None
+        if code:
+            log.info("kraft.version upgrade to %d refused: %s", level, message)
+        else:
+            log.info("kraft.version %s %d", "upgrade validated for" if validate_only else "upgraded to", level)
+        return code, message
+
     def _feature_update_refusal(self, features: api_versions.FeatureView, name: str, level: int,
-                                kind: int) -> str | None:
+                                kind: int, raft_level: int | None = None) -> str | None:
         """None if setting ``name`` to ``level`` succeeds here, else the error message; the
-        checks and their order are FeatureControlManager.updateFeature's."""
+        checks and their order are FeatureControlManager.updateFeature's. With ``raft_level``
+        (kraft.version's current level) only the checks every feature shares are made."""
         def invalid(why: str) -> str:
             return f"Invalid update version {level} for feature {name}. {why}"
 
         if kind not in (_UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE):
             return invalid("The controller does not support the given upgrade type.")
-        current = features.finalized.get(name, 0)
+        current = features.finalized.get(name, 0) if raft_level is None else raft_level
         if level < 0:
             return invalid("A feature version cannot be less than 0.")
         lo, hi = features.supported.get(name, (0, 0))
@@ -734,6 +762,8 @@ class NodeHandlers:
                            "upgrade type to either safe or unsafe downgrade.")
         if level > current and kind != _UPGRADE:
             return invalid("Can't downgrade to a newer version.")
+        if raft_level is not None:
+            return None
         if name == "metadata.version" and level < MINIMUM_BOOTSTRAP_MV:
             # FeatureControlManager.updateMetadataVersion
             return (f"Invalid metadata.version {level}. Unable to set a metadata.version less "

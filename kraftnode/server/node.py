@@ -135,7 +135,7 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
             cluster_id=cluster_id, election_timeout_ms=cfg.election_timeout_ms,
             election_backoff_max_ms=cfg.election_backoff_max_ms, fetch_timeout_ms=cfg.fetch_timeout_ms,
             request_timeout_ms=cfg.request_timeout_ms, retry_backoff_ms=cfg.retry_backoff_ms,
-            listener_name=listener, pre_vote=cfg.pre_vote)
+            listener_name=listener, pre_vote=cfg.pre_vote, auto_join=cfg.auto_join)
         node = RaftNode(
             cfg.node_id, directory_id, raft_cfg, rlog, election,  # type: ignore[arg-type]
             static, random.Random(), now_ms(),
@@ -202,7 +202,7 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 tg.start_soon(snapshots.run, lambda: drv.high_watermark)
                 log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
                          "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
-                         "static" if kraft_version == 0 else "dynamic", topic, ",".join(bound),
+                         "static" if node.history.kraft_version() == 0 else "dynamic", topic, ",".join(bound),
                          cfg.metadata_log_dir, rlog.end_offset)
 
                 async def watch_fatal() -> None:

@@ -73,6 +73,8 @@ class NodeConfig:
     pre_vote: bool = False
     #: kraftnode.read.linearizable
     read_linearizable: bool = False
+    #: controller.quorum.auto.join.enable (Kafka 4.x)
+    auto_join: bool = False
     #: one start-up warning per line: keys accepted but not honoured, unknown keys
     warnings: tuple[str, ...] = ()
     #: kraftnode.metrics.listener (HOST:PORT): where Prometheus metrics, /healthz and /readyz
@@ -216,6 +218,7 @@ def load(path: str) -> NodeConfig:
         log_file_backups=ms("kraftnode.log.file.backups"),
         pre_vote=bool(props.get_bool("kraftnode.raft.pre.vote.enable", False)),
         read_linearizable=bool(props.get_bool("kraftnode.read.linearizable", False)),
+        auto_join=bool(props.get_bool("controller.quorum.auto.join.enable", False)),
         warnings=warnings,
         snapshot_config=SnapshotConfig(  # Kafka declares all four LONG
             max_bytes_between_snapshots=long("metadata.log.max.record.bytes.between.snapshots",

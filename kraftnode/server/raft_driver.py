@@ -26,11 +26,13 @@ from kraftnode.log.quorum_state import QuorumStateData, QuorumStateStore
 from kraftnode.logsetup import os_error_text
 from kraftnode.protocol import generated as wire
 from kraftnode.protocol.registry import (
+    ADD_RAFT_VOTER,
     API_VERSIONS,
     BEGIN_QUORUM_EPOCH,
     END_QUORUM_EPOCH,
     FETCH,
     FETCH_SNAPSHOT,
+    REMOVE_RAFT_VOTER,
     UPDATE_RAFT_VOTER,
     VOTE,
 )
@@ -224,6 +226,22 @@ class RaftDriver:
         value = waiter.value
         return isinstance(value, ReadIndexCompleted) and value.error_code == 0
 
+    async def upgrade_kraft_version(self, version: int, validate_only: bool) -> tuple[int, str | None]:
+        """UpdateFeatures kraft.version (Kafka 4.1's upgradeKRaftVersion): (error code, message);
+        an upgrade that appends answers once its control batch commits."""
+        if self.fatal is not None:
+            return errors.NOT_LEADER_OR_FOLLOWER, None
+        code, message, handle = self.node.upgrade_kraft_version(version, validate_only, now_ms())
+        if handle < 0:
+            self._after_event()
+            return code, message
+        waiter = _Waiter()
+        self._appends[handle] = waiter
+        self._after_event()
+        await waiter.done.wait()
+        value = waiter.value
+        return (value.error_code, None) if isinstance(value, AppendCompleted) else (errors.REQUEST_TIMED_OUT, None)
+
     async def resign(self) -> None:
         self.node.resign(now_ms())
         self._after_event()
@@ -370,7 +388,9 @@ class RaftDriver:
                 self.log.flush()
                 self.metrics.flush_seconds += time.perf_counter() - t0
         elif isinstance(a, PersistElectionState):
-            data = election_to_quorum_state(a.state, self.kraft_version, sorted(self.node.voters.ids))
+            # the kraft.version in force now: a static quorum upgraded to 1 writes data version 1
+            data = election_to_quorum_state(a.state, self.node.history.kraft_version(),
+                                            sorted(self.node.voters.ids))
             self.store.write(data)
         elif isinstance(a, HighWatermarkAdvanced):
             self.high_watermark = a.high_watermark
@@ -505,4 +525,21 @@ class RaftDriver:
                                               lambda v: rw.update_voter_request_to_wire(r, v), timeout)
             assert isinstance(resp, wire.UpdateRaftVoterResponse)
             return rw.update_voter_response_from_wire(resp)
+        # controller.quorum.auto.join.enable: an observer's AddRaftVoter / RemoveRaftVoter of
+        # itself (the leader answers once the VotersRecord commits, within its request timeout)
+        if isinstance(r, m.AddRaftVoterRequest):
+            _, resp = await self.pool.request(dest, host, port, ADD_RAFT_VOTER,
+                                              lambda v: rw.add_voter_request_to_wire(r), 2 * timeout)
+            assert isinstance(resp, wire.AddRaftVoterResponse)
+            log.info("auto-join: AddRaftVoter of this node to leader %d: %s%s", dest,
+                     errors.name(resp.error_code), f" ({resp.error_message})" if resp.error_message else "")
+            return rw.add_voter_response_from_wire(resp)
+        if isinstance(r, m.RemoveRaftVoterRequest):
+            _, resp = await self.pool.request(dest, host, port, REMOVE_RAFT_VOTER,
+                                              lambda v: rw.remove_voter_request_to_wire(r), 2 * timeout)
+            assert isinstance(resp, wire.RemoveRaftVoterResponse)
+            log.info("auto-join: RemoveRaftVoter of this node's old directory %s to leader %d: %s%s",
+                     r.voter_directory_id, dest, errors.name(resp.error_code),
+                     f" ({resp.error_message})" if resp.error_message else "")
+            return rw.remove_voter_response_from_wire(resp)
         raise PeerError(f"cannot send {type(r).__name__}")

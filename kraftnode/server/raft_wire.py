@@ -339,6 +339,27 @@ def add_voter_response_to_wire(r: m.AddRaftVoterResponse) -> w.AddRaftVoterRespo
     return w.AddRaftVoterResponse(throttle_time_ms=0, error_code=r.error_code, error_message=r.error_message)
 
 
+def add_voter_request_to_wire(r: m.AddRaftVoterRequest) -> w.AddRaftVoterRequest:
+    """An auto-joining observer's own AddRaftVoter (controller.quorum.auto.join.enable)."""
+    return w.AddRaftVoterRequest(
+        cluster_id=r.cluster_id, timeout_ms=r.timeout_ms, voter_id=r.voter_id,
+        voter_directory_id=_dir(r.voter_directory_id),
+        listeners=[w.AddRaftVoterRequest.Listener(name=e.name, host=e.host, port=e.port) for e in r.listeners])
+
+
+def add_voter_response_from_wire(q: w.AddRaftVoterResponse) -> m.AddRaftVoterResponse:
+    return m.AddRaftVoterResponse(q.error_code, q.error_message)
+
+
+def remove_voter_request_to_wire(r: m.RemoveRaftVoterRequest) -> w.RemoveRaftVoterRequest:
+    return w.RemoveRaftVoterRequest(cluster_id=r.cluster_id, voter_id=r.voter_id,
+                                    voter_directory_id=_dir(r.voter_directory_id))
+
+
+def remove_voter_response_from_wire(q: w.RemoveRaftVoterResponse) -> m.RemoveRaftVoterResponse:
+    return m.RemoveRaftVoterResponse(q.error_code, q.error_message)
+
+
 def remove_voter_request_from_wire(q: w.RemoveRaftVoterRequest) -> m.RemoveRaftVoterRequest:
     return m.RemoveRaftVoterRequest(q.cluster_id, q.voter_id, _undir(q.voter_directory_id))
 
