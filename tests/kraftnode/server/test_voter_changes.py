@@ -299,7 +299,8 @@ def test_update_raft_voter_from_a_voter_with_the_same_endpoints_is_accepted(pair
 
 
 def test_static_quorum_refuses_voter_changes(tmp_path: Path) -> None:
-    """kraft.version 0 (controller.quorum.voters): UNSUPPORTED_VERSION with a message."""
+    """kraft.version 0 (controller.quorum.voters): UNSUPPORTED_VERSION with a message (until
+    kafka-features.sh upgrades it: tests/interop/test_kraft_upgrade.py)."""
     with running_node(tmp_path) as node:
         resp = retry_while_timed_out(lambda: add_voter(node.port, 2, uuid.uuid4(), 1),
                                      also=(Errors.NOT_LEADER_OR_FOLLOWER,))  # until elected
