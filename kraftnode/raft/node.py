@@ -584,9 +584,12 @@ class RaftNode:
     def _become_follower(self, epoch: int, leader_id: int, endpoints: tuple[Endpoint, ...], now_ms: int) -> None:
         if not endpoints:
             endpoints = self.voters.endpoints_of(leader_id)
+        # An auto-joining observer asks as soon as it is caught up with this leader (then
+        # once per period): waiting a whole period first, an observer that loses its leader
+        # now and then (a fetch timeout) would never ask at all.
+        first = now_ms if self.config.auto_join and not self.is_voter else now_ms + self._update_voter_period_ms()
         self._transition(Follower(
-            epoch, leader_id, endpoints, now_ms + self.config.fetch_timeout_ms,
-            update_voter_deadline=now_ms + self._update_voter_period_ms(),
+            epoch, leader_id, endpoints, now_ms + self.config.fetch_timeout_ms, update_voter_deadline=first,
         ), now_ms)
 
     def _become_candidate(self, now_ms: int) -> None:
