@@ -14,10 +14,12 @@ from kraftnode.raft.actions import AppendCompleted, SendRequest
 from kraftnode.raft.batches import KRaftVersionControlRecord, VotersControlRecord
 from kraftnode.raft.messages import (
     AddRaftVoterRequest,
+    AddRaftVoterResponse,
     BeginQuorumEpochRequest,
     FetchRequest,
     FetchResponse,
     RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
 )
@@ -119,6 +121,12 @@ def run_follower(node: RaftNode, start: int, end: int) -> list[object]:
                 elif isinstance(a.request, UpdateRaftVoterRequest):
                     resp = UpdateRaftVoterResponse(errors.NONE, node._current_leader())
                     other.append(a.request)
+                elif isinstance(a.request, AddRaftVoterRequest):
+                    resp = AddRaftVoterResponse(errors.REQUEST_TIMED_OUT, "lagging behind")
+                    other.append(a.request)
+                elif isinstance(a.request, RemoveRaftVoterRequest):
+                    resp = RemoveRaftVoterResponse(errors.REQUEST_TIMED_OUT, None)
+                    other.append(a.request)
                 else:
                     other.append(a.request)
                     continue
@@ -145,14 +153,16 @@ def test_observer_auto_joins_once_caught_up() -> None:
     node = observer(4, 4)
     reqs = observer_requests(node, node.config.fetch_timeout_ms * 3 + 500)
     assert not node.is_voter
-    (req,) = reqs
-    assert isinstance(req, AddRaftVoterRequest)
+    # At once when caught up, then (refused) once per update-voter period.
+    assert len(reqs) == 2
+    req = reqs[0]
+    assert isinstance(req, AddRaftVoterRequest) and reqs[1] == req
     assert (req.voter_id, req.voter_directory_id, req.listeners) == (4, dir_id(4), ep(4))
 
 
 def test_observer_with_a_stale_entry_removes_it_first() -> None:
     node = observer(3, 33)  # voter 3's disk was lost: new directory id 33
-    (req,) = observer_requests(node, node.config.fetch_timeout_ms * 3 + 500)
+    req = observer_requests(node, node.config.fetch_timeout_ms * 3 + 500)[0]
     assert isinstance(req, RemoveRaftVoterRequest)
     assert (req.voter_id, req.voter_directory_id) == (3, dir_id(3))
 
