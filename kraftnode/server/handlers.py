@@ -693,8 +693,9 @@ class NodeHandlers:
         tool prints after "Could not upgrade F to N."). Setting a feature to its current level
         succeeds, with or without ValidateOnly. A change Kafka would make is refused with
         INVALID_UPDATE_VERSION: kraftnode writes no FeatureLevelRecord outside the bootstrap
-        records (docs/server.md). (Kafka 3.9 itself "upgrades" kraft.version by writing a
-        FeatureLevelRecord that does not change the quorum's kraft.version -- KAFKA-18979.)"""
+        records (docs/server.md). kraft.version is the exception: upgraded through the raft as
+        Kafka 4.1 does (_kraft_version_update; Kafka 3.9 itself "upgrades" it by writing a
+        FeatureLevelRecord that does not change the quorum's kraft.version -- KAFKA-18979)."""
         if not self.core.is_leader:
             return w.UpdateFeaturesResponse(throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,
                                             error_message=None, results=[])
