@@ -3,7 +3,8 @@ upgraded with the genuine ``kafka-features.sh upgrade --feature kraft.version=1`
 fourth controller (``controller.quorum.auto.join.enable=true``, formatted
 ``--no-initial-controllers``) joins by itself, and a voter is removed with the genuine
 ``kafka-metadata-quorum.sh remove-controller``; finally a voter whose disk was lost comes
-back re-formatted, with a new directory id, and replaces its old entry by itself.
+back re-formatted, with a new directory id, and replaces its old entry by itself; and a fifth
+controller without auto-join is added with the genuine ``add-controller``.
 
 The refusals are Kafka 4.1's: the upgrade while a voter has not told the leader its
 directory id and kraft.version range (``LeaderState.maybeAppendUpgradedKRaftVersion``), and
@@ -77,7 +78,7 @@ def voters_are(cl: StaticCluster, keys: dict[int, uuid.UUID]) -> Callable[[], Qu
     return check
 
 
-def add_joiner(cl: StaticCluster, i: int) -> None:
+def add_joiner(cl: StaticCluster, i: int, auto_join: bool = True) -> None:
     """Node ``i``: a controller of this cluster outside the voter set, formatted
     ``--no-initial-controllers``, discovering the quorum through bootstrap servers."""
     port = free_ports(1)[0]
@@ -90,7 +91,7 @@ def add_joiner(cl: StaticCluster, i: int) -> None:
     (d / "server.properties").write_text(
         f"node.id={i}\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{port}\n"
         f"controller.listener.names=CONTROLLER\ncontroller.quorum.bootstrap.servers={bootstrap}\n"
-        f"controller.quorum.auto.join.enable=true\nlog.dirs={d / 'metadata'}\n{TIMEOUTS}")
+        f"controller.quorum.auto.join.enable={str(auto_join).lower()}\nlog.dirs={d / 'metadata'}\n{TIMEOUTS}")
     format_node(str(d / "server.properties"), CLUSTER_ID, "--no-initial-controllers")
 
 
@@ -169,3 +170,21 @@ def test_static_quorum_upgraded_then_auto_join_and_remove(static3: StaticCluster
     dirs[lost] = new_dir
     wait_until(f"re-formatted voter {lost} under its new directory id", voters_are(cl, dirs), 90)
     assert "RemoveRaftVoter of this node's old directory" in cl.log(lost)
+
+    # And a controller without auto-join is added with the genuine add-controller.
+    add_joiner(cl, 5, auto_join=False)
+    cl.start(5)
+    dirs[5] = directory_id(cl, 5)
+    wait_until("node 5 to observe", lambda: next((info for info in [wait_for_hw(cl, 1)]
+                                                  if any(o.replica_id == 5 for o in info.observers)), None))
+    deadline = time.monotonic() + 60
+    while True:
+        r = quorum_tool(kafka_home, cl, "--command-config", str(cl.root / "node5" / "server.properties"),
+                        "add-controller")
+        if r.returncode == 0 or time.monotonic() > deadline:
+            break
+        assert "lagging behind" in r.stderr, r.stderr  # not caught up yet: retry
+        time.sleep(1)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"Added controller 5 with directory id {uuid_to_base64(dirs[5])}" in r.stdout
+    wait_until("node 5 added", voters_are(cl, dirs))
