@@ -1,0 +1,42 @@
+"""Test-only planted bugs for real node processes (not part of kraftnode).
+
+A test that wants a node with a planted bug puts this directory first on the node
+process's PYTHONPATH (``NetnsQuorum.path_first``) and names the bug in
+``KRAFTNODE_TEST_PLANT``; Python imports ``sitecustomize`` at start-up, before
+kraftnode, and the bug is patched in from here. Without the variable nothing happens.
+
+``stale_lease``: a leader serves linearizable reads from a "lease" that never expires.
+Its read barrier completes at once, without a majority confirming the leadership (the
+raft core's own ``stale_read`` simulation plant, see kraftnode/raft/plants.py), and it
+never gives up leadership on its own (check-quorum disabled): etcd's documented hazard of
+lease-based reads without CheckQuorum. A leader cut off from the quorum then keeps
+answering reads from its old state while the majority elects another and commits more.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_PLANT = os.environ.get("KRAFTNODE_TEST_PLANT", "")
+
+if _PLANT == "stale_lease":
+    from typing import Any
+
+    from kraftnode.raft import config as _config
+    from kraftnode.raft import node as _node
+    from kraftnode.raft import plants as _plants
+
+    _init = _node.RaftNode.__init__
+
+    def _planted_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["plant"] = frozenset(kwargs.get("plant", frozenset())) | {_plants.STALE_READ}
+        _init(self, *args, **kwargs)
+
+    _node.RaftNode.__init__ = _planted_init  # type: ignore[method-assign]
+    # a day: the leader never resigns for want of fetches within a test
+    _config.RaftConfig.check_quorum_timeout_ms = property(lambda self: 86_400_000)  # type: ignore[method-assign,assignment]
+    print(f"PLANTED BUG (tests/support/plant_site): {_PLANT}", file=sys.stderr, flush=True)
+elif _PLANT:
+    print(f"unknown KRAFTNODE_TEST_PLANT {_PLANT!r}", file=sys.stderr, flush=True)
+    sys.exit(2)
