@@ -216,8 +216,9 @@ def check(model: Model[Any], ops: Sequence[Operation], timeout_s: float = 30.0) 
 
 
 # ------------------------------------------------------------------ a key-value register
-#: inputs of the key-value model: ("w", key, value) or ("r", key); a read's output is the
-#: value it saw (None: the key was never written); a write's output is ignored.
+#: inputs of the key-value model: ("w", key, value) or ("r", key, where); a read's output is
+#: the value it saw (None: the key was never written); a write's output is ignored. ``where``
+#: (e.g. the node that answered) is only shown in explanations.
 NO_VALUE = None
 
 
@@ -243,7 +244,7 @@ def _kv_partition(ops: Sequence[Operation]) -> list[list[Operation]]:
 def _kv_describe(op: Operation) -> str:
     end = "?" if op.indeterminate else f"{op.ret:.3f}"
     what = (f"write {op.input[1]}={op.input[2]}" if op.input[0] == "w"
-            else f"read {op.input[1]} -> {op.output}")
+            else f"read {op.input[1]} -> {op.output}{op.input[2]}")
     return f"client {op.client}: {what} [{op.call:.3f}, {end}]"
 
 
@@ -255,5 +256,5 @@ def write(client: int, key: Any, value: Any, call: float, ret: float) -> Operati
     return Operation(client, ("w", key, value), call, None, ret)
 
 
-def read(client: int, key: Any, value: Any, call: float, ret: float) -> Operation:
-    return Operation(client, ("r", key), call, value, ret)
+def read(client: int, key: Any, value: Any, call: float, ret: float, where: str = "") -> Operation:
+    return Operation(client, ("r", key, f" ({where})" if where else ""), call, value, ret)

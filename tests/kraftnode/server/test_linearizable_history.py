@@ -80,8 +80,20 @@ class Recorder:
         field(default_factory=list)
     #: (client, node, call, ret, high watermark)
     latests: list[tuple[int, int, float, float, int]] = field(default_factory=list)
-    failed_reads: int = 0
+    #: reads left out, by why (mostly NOT_LEADER_OR_FOLLOWER: a read sent to a follower)
+    failed_reads: dict[str, int] = field(default_factory=dict)
     write_errors: dict[str, int] = field(default_factory=dict)
+
+    def failed(self, why: str) -> None:
+        with self.lock:
+            self.failed_reads[why] = self.failed_reads.get(why, 0) + 1
+
+
+def _name(code: int) -> str:
+    try:
+        return Errors(code).name
+    except ValueError:
+        return str(code)
 
 
 def _produce(host: str, key: bytes, value: bytes) -> tuple[int, int]:
@@ -153,8 +165,7 @@ def _client(q: NetnsQuorum, rec: Recorder, c: int, leader: int, stop_at: float, 
                     rec.writes.append((c, key, value, t0, t1, offset))
                 else:
                     rec.writes.append((c, key, value, t0, math.inf, -1))
-                    name = Errors(code).name if code in Errors._value2member_map_ else str(code)
-                    rec.write_errors[name] = rec.write_errors.get(name, 0) + 1
+                    rec.write_errors[_name(code)] = rec.write_errors.get(_name(code), 0) + 1
             if code != Errors.NONE:
                 guess = rng.choice([i for i in q.ids if i != node])
         else:  # read at any node: the cut-off old leader too
@@ -174,19 +185,17 @@ def _client(q: NetnsQuorum, rec: Recorder, c: int, leader: int, stop_at: float, 
                         with rec.lock:
                             rec.fetches.append((c, node, t0, t1, latest, data))
                     else:
-                        with rec.lock:
-                            rec.failed_reads += 1
+                        rec.failed(_name(code) if code else "incomplete fetch")
                 else:
                     code, h = in_netns(q.ns(node), lambda hh=host: _latest(hh), timeout=OP_TIMEOUT_S + 10)
                     t1 = time.monotonic()
-                    with rec.lock:
-                        if code == Errors.NONE:
+                    if code == Errors.NONE:
+                        with rec.lock:
                             rec.latests.append((c, node, t0, t1, h))
-                        else:
-                            rec.failed_reads += 1
-            except Exception:  # noqa: BLE001 -- a failed read has no effect: left out
-                with rec.lock:
-                    rec.failed_reads += 1
+                    else:
+                        rec.failed(_name(code))
+            except Exception as e:  # noqa: BLE001 -- a failed read has no effect: left out
+                rec.failed(type(e).__name__)
         time.sleep(rng.uniform(0.02, 0.12))
 
 
@@ -203,19 +212,24 @@ def _final_log(q: NetnsQuorum, leader: int, hw: int) -> dict[int, tuple[bytes, b
     return {o: kv for o, kv in out.items() if o < hw}
 
 
-def _history(rec: Recorder, final: dict[int, tuple[bytes, bytes]], final_hw: int) -> list[Operation]:
+def _history(rec: Recorder, final: dict[int, tuple[bytes, bytes]], final_hw: int,
+             t_base: float) -> list[Operation]:
+    """The recorded ops as the checker's (times in seconds since the clients started)."""
     ops: list[Operation] = []
     for c, key, value, t0, t1, _ in rec.writes:
-        ops.append(write(c, key, value, t0, t1))
-    for c, _node, t0, t1, latest, _data in rec.fetches:
-        ops.extend(read(c, k, latest.get(k), t0, t1) for k in KEYS)
+        ops.append(write(c, key.decode(), value.decode(), t0 - t_base, t1 - t_base))
+    for c, node, t0, t1, latest, _data in rec.fetches:
+        ops.extend(read(c, k.decode(), latest[k].decode() if k in latest else None, t0 - t_base,
+                        t1 - t_base, f"Fetch at node {node}") for k in KEYS)
     ordered = sorted(final.items())
-    for c, _node, t0, t1, h in rec.latests:
+    for c, node, t0, t1, h in rec.latests:
         if h > final_hw:  # beyond anything ever committed: a value no write wrote
-            ops.extend(read(c, k, b"<offset beyond the committed log>", t0, t1) for k in KEYS)
+            ops.extend(read(c, k.decode(), "<offset beyond the committed log>", t0 - t_base, t1 - t_base,
+                            f"LATEST={h} at node {node}") for k in KEYS)
             continue
         latest = {k: v for o, (k, v) in ordered if o < h}
-        ops.extend(read(c, k, latest.get(k), t0, t1) for k in KEYS)
+        ops.extend(read(c, k.decode(), latest[k].decode() if k in latest else None, t0 - t_base,
+                        t1 - t_base, f"LATEST={h} at node {node}") for k in KEYS)
     return ops
 
 
@@ -272,9 +286,8 @@ def _run(tmp_path: Path, mode: str, seed: int) -> tuple[Outcome, list[str]]:
         wrong = {o: kv for o, kv in data.items() if log.get(o) != kv}
         assert not wrong, f"node {node} served records that are not the committed ones: {wrong}"
 
-    ops = _history(rec, log, final.high_watermark)
+    ops = _history(rec, log, final.high_watermark, t_start)
     res = check(KV_REGISTER, ops, CHECK_TIMEOUT_S)
-    stale_nodes = sorted({n for _, n, *_ in rec.fetches} | {n for _, n, *_ in rec.latests})
     by_node = {n: sum(1 for f in rec.fetches if f[1] == n) + sum(1 for x in rec.latests if x[1] == n)
                for n in q.ids}
     info = sum(1 for x in rec.writes if math.isinf(x[4]))
@@ -282,7 +295,7 @@ def _run(tmp_path: Path, mode: str, seed: int) -> tuple[Outcome, list[str]]:
           f"{t_heal - t_cut:.1f}s, new leader {final.leader_id} epoch {final.leader_epoch}; "
           f"history: {len(rec.writes)} writes ({len(acked)} acked, {info} indeterminate: "
           f"{rec.write_errors}), {len(rec.fetches)} fetch reads + {len(rec.latests)} LATEST reads "
-          f"answered (by node {by_node}; nodes {stale_nodes}), {rec.failed_reads} failed reads left out; "
+          f"answered (by node {by_node}), failed reads left out: {rec.failed_reads}; "
           f"{len(ops)} ops in {res.partitions} keys checked in {res.seconds:.2f}s: {res.outcome.value}")
     for v in res.violations[:2]:
         print(v)
