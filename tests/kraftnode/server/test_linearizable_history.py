@@ -40,7 +40,6 @@ import random
 import shutil
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,9 +152,10 @@ def _client(q: NetnsQuorum, rec: Recorder, c: int, leader: int, stop_at: float, 
             seq += 1
             key, value = rng.choice(KEYS), f"c{c}-{seq}".encode()
             node = guess
+            host = q.addr(node)
             t0 = time.monotonic()
             try:
-                code, offset = in_netns(q.ns(node), lambda h=q.addr(node): _produce(h, key, value),
+                code, offset = in_netns(q.ns(node), lambda h=host, k=key, v=value: _produce(h, k, v),
                                         timeout=OP_TIMEOUT_S + 10)
             except Exception:  # noqa: BLE001 -- any failure leaves the write indeterminate
                 code, offset = Errors.UNKNOWN_SERVER_ERROR, -1
@@ -291,11 +291,14 @@ def _run(tmp_path: Path, mode: str, seed: int) -> tuple[Outcome, list[str]]:
     by_node = {n: sum(1 for f in rec.fetches if f[1] == n) + sum(1 for x in rec.latests if x[1] == n)
                for n in q.ids}
     info = sum(1 for x in rec.writes if math.isinf(x[4]))
+    # reads the cut-off old leader answered while it was cut off (stale-read candidates)
+    cut_off = sum(1 for r in [*rec.fetches, *rec.latests] if r[1] == old and t_cut <= r[2] < t_heal)
     print(f"\n[{mode} seed {seed}] leader {old} cut off at {t_cut - t_start:.1f}s for "
           f"{t_heal - t_cut:.1f}s, new leader {final.leader_id} epoch {final.leader_epoch}; "
           f"history: {len(rec.writes)} writes ({len(acked)} acked, {info} indeterminate: "
           f"{rec.write_errors}), {len(rec.fetches)} fetch reads + {len(rec.latests)} LATEST reads "
-          f"answered (by node {by_node}), failed reads left out: {rec.failed_reads}; "
+          f"answered (by node {by_node}; {cut_off} by the cut-off leader while cut off), "
+          f"failed reads left out: {rec.failed_reads}; "
           f"{len(ops)} ops in {res.partitions} keys checked in {res.seconds:.2f}s: {res.outcome.value}")
     for v in res.violations[:2]:
         print(v)
