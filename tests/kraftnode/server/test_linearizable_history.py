@@ -30,6 +30,7 @@ Runs:
 - ``setting-off``: kraftnode.read.linearizable=false; run only with
   KRAFTNODE_LIN_SETTING_OFF=N (N runs), it reports what the checker found and asserts only
   that the check gave an answer and nothing acknowledged was lost.
+KRAFTNODE_LIN_RUNS=N repeats the first two N times.
 """
 
 from __future__ import annotations
@@ -307,13 +308,19 @@ def _run(tmp_path: Path, mode: str, seed: int) -> tuple[Outcome, list[str]]:
     return res.outcome, res.violations
 
 
-def test_history_is_linearizable_with_read_index(tmp_path: Path) -> None:
-    outcome, violations = _run(tmp_path, "linearizable", seed=1)
+#: KRAFTNODE_LIN_RUNS=N repeats the two checks N times (different client seeds)
+RUNS = range(int(os.environ.get("KRAFTNODE_LIN_RUNS") or 1))
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_history_is_linearizable_with_read_index(tmp_path: Path, run: int) -> None:
+    outcome, violations = _run(tmp_path, "linearizable", seed=1 + 10 * run)
     assert outcome is Outcome.OK, "\n\n".join(violations)
 
 
-def test_planted_stale_read_is_caught(tmp_path: Path) -> None:
-    outcome, _ = _run(tmp_path, "planted", seed=2)
+@pytest.mark.parametrize("run", RUNS)
+def test_planted_stale_read_is_caught(tmp_path: Path, run: int) -> None:
+    outcome, _ = _run(tmp_path, "planted", seed=2 + 10 * run)
     assert outcome is Outcome.ILLEGAL, "the checker missed the planted stale reads"
 
 
