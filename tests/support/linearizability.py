@@ -149,7 +149,7 @@ def _check_one(model: Model[Any], ops: Sequence[Operation], deadline: float) -> 
     steps = 0
     while head.next is not None:
         steps += 1
-        if steps & 1023 == 0 and time.monotonic() > deadline:
+        if steps & 255 == 0 and time.monotonic() > deadline:
             return Outcome.UNKNOWN, ""
         assert entry is not None
         if entry.is_call:
