@@ -185,11 +185,19 @@ def _explain(model: Model[Any], ops: Sequence[Operation], best: tuple[int, list[
     lines = [f"longest linearizable prefix ({depth} of {len(ops)} ops):"]
     for i in order[-8:]:
         lines.append(f"  {model.describe(ops[i])}")
-    lines.append(f"then could not place: {model.describe(ops[blocked])}")
-    pending = [ops[i] for i in range(len(ops)) if i not in set(order) and i != blocked
-               and ops[i].call <= ops[blocked].ret]
+    b = ops[blocked]
+    lines.append(f"then could not place: {model.describe(b)}")
+    done = set(order)
+    pending = [op for i, op in enumerate(ops) if i not in done and i != blocked and op.call <= b.ret]
     for op in pending[:8]:
         lines.append(f"  (also pending: {model.describe(op)})")
+    before = sorted((op for op in ops if op.ret < b.call), key=lambda op: op.ret)[-6:]
+    during = [op for op in ops if op is not b and op.call <= b.ret and op.ret >= b.call]
+    lines.append("ops completed just before it:")
+    lines.extend(f"  {model.describe(op)}" for op in before)
+    if during:
+        lines.append("ops overlapping it:")
+        lines.extend(f"  {model.describe(op)}" for op in during[:8])
     return "\n".join(lines)
 
 
@@ -216,9 +224,9 @@ def check(model: Model[Any], ops: Sequence[Operation], timeout_s: float = 30.0) 
 
 
 # ------------------------------------------------------------------ a key-value register
-#: inputs of the key-value model: ("w", key, value) or ("r", key, where); a read's output is
-#: the value it saw (None: the key was never written); a write's output is ignored. ``where``
-#: (e.g. the node that answered) is only shown in explanations.
+#: inputs of the key-value model: ("w", key, value, where) or ("r", key, where); a read's
+#: output is the value it saw (None: the key was never written); a write's output is ignored.
+#: ``where`` (e.g. the node that answered, an offset) is only shown in explanations.
 NO_VALUE = None
 
 
@@ -243,7 +251,7 @@ def _kv_partition(ops: Sequence[Operation]) -> list[list[Operation]]:
 
 def _kv_describe(op: Operation) -> str:
     end = "?" if op.indeterminate else f"{op.ret:.3f}"
-    what = (f"write {op.input[1]}={op.input[2]}" if op.input[0] == "w"
+    what = (f"write {op.input[1]}={op.input[2]}{op.input[3]}" if op.input[0] == "w"
             else f"read {op.input[1]} -> {op.output}{op.input[2]}")
     return f"client {op.client}: {what} [{op.call:.3f}, {end}]"
 
@@ -252,8 +260,8 @@ KV_REGISTER: Model[Any] = Model(init=lambda: NO_VALUE, step=_kv_step, partition=
                                 describe=_kv_describe)
 
 
-def write(client: int, key: Any, value: Any, call: float, ret: float) -> Operation:
-    return Operation(client, ("w", key, value), call, None, ret)
+def write(client: int, key: Any, value: Any, call: float, ret: float, where: str = "") -> Operation:
+    return Operation(client, ("w", key, value, f" ({where})" if where else ""), call, None, ret)
 
 
 def read(client: int, key: Any, value: Any, call: float, ret: float, where: str = "") -> Operation:

@@ -78,8 +78,8 @@ class Recorder:
     """Every op as it happened, on the test process's monotonic clock."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    #: (client, key, value, call, ret or inf, acked offset or -1)
-    writes: list[tuple[int, bytes, bytes, float, float, int]] = field(default_factory=list)
+    #: (client, key, value, call, ret or inf, node, acked offset or -1)
+    writes: list[tuple[int, bytes, bytes, float, float, int, int]] = field(default_factory=list)
     #: (client, node, call, ret, {key: latest value}, {offset: (key, value)})
     fetches: list[tuple[int, int, float, float, dict[bytes, bytes], dict[int, tuple[bytes, bytes]]]] = \
         field(default_factory=list)
@@ -168,9 +168,9 @@ def _client(q: NetnsQuorum, rec: Recorder, c: int, leader: int, stop_at: float, 
             t1 = time.monotonic()
             with rec.lock:
                 if code == Errors.NONE:
-                    rec.writes.append((c, key, value, t0, t1, offset))
+                    rec.writes.append((c, key, value, t0, t1, node, offset))
                 else:
-                    rec.writes.append((c, key, value, t0, math.inf, -1))
+                    rec.writes.append((c, key, value, t0, math.inf, node, -1))
                     rec.write_errors[_name(code)] = rec.write_errors.get(_name(code), 0) + 1
             if code != Errors.NONE:
                 guess = rng.choice([i for i in q.ids if i != node])
@@ -222,8 +222,11 @@ def _history(rec: Recorder, final: dict[int, tuple[bytes, bytes]], final_hw: int
              t_base: float) -> list[Operation]:
     """The recorded ops as the checker's (times in seconds since the clients started)."""
     ops: list[Operation] = []
-    for c, key, value, t0, t1, _ in rec.writes:
-        ops.append(write(c, key.decode(), value.decode(), t0 - t_base, t1 - t_base))
+    where = {kv: o for o, kv in final.items()}
+    for c, key, value, t0, t1, node, _ in rec.writes:
+        o = where.get((key, value))
+        at = f"offset {o}" if o is not None else "not in the log"
+        ops.append(write(c, key.decode(), value.decode(), t0 - t_base, t1 - t_base, f"to node {node}, {at}"))
     for c, node, t0, t1, latest, _data in rec.fetches:
         ops.extend(read(c, k.decode(), latest[k].decode() if k in latest else None, t0 - t_base,
                         t1 - t_base, f"Fetch at node {node}") for k in KEYS)
@@ -285,7 +288,7 @@ def _run(tmp_path: Path, mode: str, seed: int) -> tuple[Outcome, list[str]]:
         q.teardown()
 
     # nothing acknowledged is lost: each acked write is in the final log at its offset
-    acked = [(k, v, o) for _, k, v, _, ret, o in rec.writes if not math.isinf(ret)]
+    acked = [(k, v, o) for _, k, v, _, ret, _, o in rec.writes if not math.isinf(ret)]
     lost = [(k, v, o) for k, v, o in acked if log.get(o) != (k, v)]
     assert not lost, f"acknowledged writes missing from the committed log: {lost[:5]}"
     # a fetch read only ever shows committed records, at their committed offsets
