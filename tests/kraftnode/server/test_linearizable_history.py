@@ -32,7 +32,8 @@ Runs:
   that the check gave an answer and nothing acknowledged was lost.
 - ``stale-read-plant``: the setting on with only the read-index half of the plant
   (``stale_read``; check-quorum intact); run only with KRAFTNODE_LIN_STALE_READ_PLANT=N.
-KRAFTNODE_LIN_RUNS=N repeats the first two N times.
+KRAFTNODE_LIN_RUNS=N repeats the first two N times; KRAFTNODE_LIN_EXTRA_CONFIG="k=v;k=v" adds node
+configuration (e.g. kraftnode.raft.pre.vote.enable=true).
 """
 
 from __future__ import annotations
@@ -251,7 +252,9 @@ def _run(tmp_path: Path, mode: str, seed: int) -> tuple[Outcome, list[str]]:
     setting = "false" if mode == "setting-off" else "true"
     q = NetnsQuorum(tmp_path, 3, extra=f"controller.quorum.election.timeout.ms={ELECTION_MS}\n"
                                        f"controller.quorum.fetch.timeout.ms={FETCH_MS}\n"
-                                       f"kraftnode.read.linearizable={setting}\n")
+                                       f"kraftnode.read.linearizable={setting}\n"
+                                       # e.g. kraftnode.raft.pre.vote.enable=true, for a measurement
+                                       + os.environ.get("KRAFTNODE_LIN_EXTRA_CONFIG", "").replace(";", "\n"))
     plant = {"planted": "stale_lease", "stale-read-plant": "stale_read"}.get(mode)
     if plant is not None:
         q.path_first = [PLANT_DIR]
