@@ -147,6 +147,27 @@ class EmbeddedNode(Generic[S]):
                 if running.snapshots.runner.next_offset < offset:
                     await anyio.sleep(0.005)
 
+    async def read_barrier(self, timeout: float = 30) -> int:
+        """A linearizable read point (Raft's read index, docs/raft.md): on the leader, waits
+        until a majority has confirmed this node still leads *after* the call, then until
+        every record committed by then is applied to the state machine; returns that high
+        watermark. Reading ``node.state`` afterwards sees every write committed before the
+        call. Raises ``NotLeaderError`` on a follower, or when leadership was lost meanwhile
+        (a deposed leader never answers from stale state), ``AppendError`` on a timeout."""
+        running = self._node()
+        if not running.driver.node.is_leader:
+            raise NotLeaderError(running.driver.node.leader_id)
+        confirmed: bool | None = None
+        with anyio.move_on_after(timeout if timeout > 0 else math.inf):
+            confirmed = await running.driver.read_barrier()
+        if confirmed is False:
+            raise NotLeaderError(running.driver.node.leader_id)
+        if confirmed:
+            hw = running.driver.high_watermark
+            await self.wait_applied(hw, timeout)
+            return hw
+        raise AppendError("the read barrier did not complete in time", int(Errors.REQUEST_TIMED_OUT))
+
     # ------------------------------------------------------------ writes
     async def append(self, records: Sequence[tuple[bytes | None, bytes | None]],
                      timeout: float = 30) -> AppendResult:

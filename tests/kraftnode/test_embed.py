@@ -134,3 +134,72 @@ def test_an_unformatted_log_dir_is_a_startup_error(tmp_path: Path) -> None:
             pass
     with pytest.raises(StartupError, match="is not formatted"):
         anyio.run(go)
+
+
+def test_read_barrier_reflects_every_write_committed_before_it(tmp_path: Path) -> None:
+    """Three embedded voters in one process. Writes arrive as acks=all Produce requests
+    from a Kafka client (committed when acknowledged, applied to the state machine
+    later). The read barrier, on the leader, returns once its state holds every write
+    acknowledged before the call, and its returned offset covers them; on a follower it
+    refuses (NotLeaderError) rather than answer from possibly stale state."""
+    from kraftnode.embed import NotLeaderError
+    from kraftnode.protocol import generated as w
+    from kraftnode.protocol.registry import PRODUCE
+    from kraftnode.quorum_client import call
+    from recordbatch import Record, build_batch
+
+    class Recording(KeyValueStateMachine):
+        """Also remembers the last unkeyed record (the only kind a Kafka producer may send
+        to a quorum without controller duties: no key, a non-empty value)."""
+
+        last: bytes | None = None
+
+        def apply_record(self, key: bytes | memoryview | None, value: bytes | memoryview | None) -> None:
+            super().apply_record(key, value)
+            if key is None and value is not None:
+                self.last = bytes(value)
+
+    def produce(port: int, key: bytes | None, value: bytes) -> int:
+        req = w.ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[
+            w.ProduceRequest.TopicProduceData(name="__cluster_metadata", partition_data=[
+                w.ProduceRequest.PartitionProduceData(index=0, records=build_batch([Record(key, value)]))])])
+        _, resp = call("127.0.0.1", port, PRODUCE, 11, req, timeout=15)
+        pr = resp.responses[0].partition_responses[0]  # type: ignore[attr-defined]
+        assert pr.error_code == 0, pr
+        return int(pr.base_offset)
+
+    ports = free_ports(3)
+    voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
+    confs = []
+    for i, port in enumerate(ports):
+        d = tmp_path / f"n{i + 1}"
+        d.mkdir()
+        conf = d / "server.properties"
+        conf.write_text(f"node.id={i + 1}\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{port}\n"
+                        f"controller.listener.names=CONTROLLER\ncontroller.quorum.voters={voters}\n"
+                        f"log.dirs={d / 'metadata'}\n")
+        subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(conf), "--cluster-id",
+                        CLUSTER_ID], check=True, capture_output=True)
+        confs.append(conf)
+
+    async def main() -> None:
+        async with EmbeddedNode(confs[0], Recording()) as a, EmbeddedNode(confs[1], Recording()) as b, \
+                EmbeddedNode(confs[2], Recording()) as c:
+            nodes = {1: a, 2: b, 3: c}
+            leader = nodes[await a.wait_for_leader()]
+            followers = [n for n in nodes.values() if n is not leader]
+            port = ports[leader.node_id - 1]
+            for round_ in range(30):
+                value = f"v{round_}".encode()
+                offset = await anyio.to_thread.run_sync(produce, port, None, value)
+                # acknowledged = committed; the barrier returns only once the state holds it
+                hw = await leader.read_barrier()
+                assert hw > offset
+                assert leader.applied_offset >= hw
+                assert leader.state.last == value
+                for f in followers:
+                    with pytest.raises(NotLeaderError) as err:
+                        await f.read_barrier()
+                    assert err.value.leader_id == leader.node_id
+
+    anyio.run(main)

@@ -107,6 +107,10 @@ class NetnsQuorum:
     root: Path
     n: int
     extra: str = ""
+    #: extra environment for the node processes (a test hook such as tests/support/plant_site)
+    env: dict[str, str] = field(default_factory=dict)
+    #: directories put first on the node processes' PYTHONPATH
+    path_first: list[str] = field(default_factory=list)
     prefix: str = field(default_factory=lambda: f"kn-{os.getpid()}-")
     procs: dict[int, subprocess.Popen[bytes] | None] = field(default_factory=dict)
     created: list[str] = field(default_factory=list)
@@ -159,8 +163,8 @@ class NetnsQuorum:
     def start(self, i: int) -> None:
         d = self.root / f"node{i}"
         logf = (d / "node.log").open("ab")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1",
-               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env,
+               "PYTHONPATH": os.pathsep.join([*self.path_first, *(p for p in sys.path if p)])}
         # `ip netns exec` execs the command: the Popen pid is the node's own pid
         self.procs[i] = subprocess.Popen(
             ["ip", "netns", "exec", self.ns(i), sys.executable, "-m", "kraftnode", "start",
