@@ -36,17 +36,39 @@ from confluent_kafka import Producer
 
 from kraftnode.log.metadata_log import MetadataLog
 from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
-from kraftnode.log.snapshot import SnapshotId, list_snapshots, read_snapshot_batches, snapshot_file_name
+from kraftnode.log.snapshot import (
+    SnapshotId,
+    list_snapshots,
+    read_snapshot_batches,
+    snapshot_file_name,
+)
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
-from kraftnode.protocol.generated.metadata import ConfigRecord, NoOpRecord, PartitionRecord, TopicRecord
-from kraftnode.protocol.registry import PRODUCE
+from kraftnode.protocol.generated.metadata import (
+    ConfigRecord,
+    NoOpRecord,
+    PartitionRecord,
+    TopicRecord,
+)
+from kraftnode.protocol.registry import LIST_OFFSETS, PRODUCE
 from kraftnode.server.metadata_state import MetadataState
 from kraftnode.server.snapshots import snapshot_timestamp
 from kraftnode.server.state_machine import snapshot_data_records
 from recordbatch import Record, build_batch
 from recordbatch.control import decode_control_record
+from tests.interop.test_mixed_quorum import (
+    applied_end_of,
+    committed_ranges_contiguous,
+    describe_quorum,
+    high_watermark_of,
+    java_batches,
+    kraft_batches,
+    metrics_listeners,
+)
+from tests.interop.test_mixed_quorum import produce as mixed_produce
+from tests.kraftnode.server.test_describe_cluster import describe_cluster
 from tests.support.cluster import CLUSTER_ID, Cluster
+from tests.support.java_raft import JavaRaftNode
 from tests.support.kafka import KafkaHome
 from tests.support.node import call
 from tests.support.storage_check import StorageCheck
@@ -232,4 +254,176 @@ def test_kafkas_snapshot_reader_reads_snapshots_a_kraftnode_quorum_generated(
             assert state and set(state) <= {k for k, v in app.items()}
         assert checked >= 6 and app_checked >= 3, (checked, app_checked)
     finally:
+        cl.close()
+
+
+# --------------------------------------------------------------------------- mixed quorums
+
+def earliest_offset(port: int) -> int:
+    """ListOffsets EARLIEST on a leader: its log start offset (-1 when it does not answer)."""
+    L = w.ListOffsetsRequest
+    try:
+        _, resp = call(port, LIST_OFFSETS, 7, L(replica_id=-1, isolation_level=0, topics=[
+            L.ListOffsetsTopic(name=TOPIC, partitions=[L.ListOffsetsPartition(
+                partition_index=0, current_leader_epoch=-1, timestamp=-2)])]))
+    except OSError:
+        return -1
+    p = resp.topics[0].partitions[0]  # type: ignore[attr-defined]
+    return int(p.offset) if p.error_code == 0 else -1
+
+
+def segment_bases(pdir: Path) -> list[int]:
+    return sorted(int(p.name.split(".")[0]) for p in pdir.glob("*.log"))
+
+
+def test_a_java_voter_below_a_cleaned_kraftnode_log_catches_up_through_fetch_snapshot(
+        kafka_home: KafkaHome, tmp_path: Path) -> None:
+    """kraftnode 1 and 2 generate snapshots and retention advances their log start offset
+    (segments below it deleted); the genuine KafkaRaftClient voter 3 starts with an empty
+    log: its Fetch at offset 0 is answered with the leader's snapshot id, it downloads the
+    GENERATED snapshot with FetchSnapshot, loads it (handleLoadSnapshot, MetadataRecordSerde),
+    and replicates and commits what is written next."""
+    extra = ("metadata.log.max.record.bytes.between.snapshots=2000\n"
+             "metadata.log.segment.min.bytes=1024\nmetadata.log.segment.bytes=4096\n"
+             "metadata.max.retention.bytes=9000\n")
+    cl = Cluster(tmp_path, 3, extra=extra)   # node 3 is the Java voter
+    cl.node_extra = metrics_listeners({i: cl.port(i) for i in cl.ids})
+    cl.write_properties()
+    java = None
+    try:
+        cl.start(1)
+        cl.start(2)
+        lead = cl.wait_for_leader(30).leader_id
+        for _round in range(60):
+            r = mixed_produce(cl.port(lead), 25)
+            assert r.error_code == Errors.NONE, r
+            if earliest_offset(cl.port(lead)) > 0 and 0 not in segment_bases(partition_dir(cl, lead)) \
+                    and len(generated(cl, lead)) >= 3:
+                break
+        else:
+            raise AssertionError("the leader's log start never advanced\n" + cl.log(lead)[-3000:])
+        hw = high_watermark_of(cl.port(lead))
+        for i in (1, 2):
+            wait_until(f"kraftnode {i} to commit", lambda i=i: applied_end_of(cl.port(i)) >= hw, 20)
+        start = earliest_offset(cl.port(lead))
+        assert "log start offset advanced to" in cl.log(lead)
+        snaps = list_snapshots(partition_dir(cl, lead))
+        assert start in {s.offset for s in snaps} and start > 0, (start, snaps)
+        latest = snaps[-1]
+        latest_records = list(snapshot_data_records(read_snapshot_batches(
+            partition_dir(cl, lead) / snapshot_file_name(latest))))
+
+        voters = ",".join(f"{i}@127.0.0.1:{cl.port(i)}" for i in cl.ids)
+        java = JavaRaftNode(kafka_home, tmp_path / "java3", node_id=JAVA, port=cl.port(JAVA),
+                            cluster_id=CLUSTER_ID, voters=voters)
+        snap = java.wait_for(lambda e: e["event"] == "snapshot", 30, "the Java voter to load a snapshot")
+        # the leader's latest generated snapshot, every record decoded by Kafka's serde
+        assert (snap["offset"], snap["epoch"]) == (latest.offset, latest.epoch)
+        assert snap["offset"] >= start > 0
+        assert snap["records"] == len(latest_records) > 0 and snap["noop_records"] == 0
+        lead = cl.wait_for_leader(30).leader_id
+        r = mixed_produce(cl.port(lead), 3)
+        assert r.error_code == Errors.NONE, r
+        hw = high_watermark_of(cl.port(lead))
+        st = java.wait_status(lambda s: s["committed_offset"] + 1 >= hw, 20, "the Java voter to catch up")
+        assert st["log_end_offset"] >= hw and st["noop_records"] >= 3
+        commits = [e for e in list(java.events) if e["event"] == "commit"]
+        assert commits and commits[0]["base_offset"] == latest.offset  # Fetch resumed at the snapshot's end
+        assert committed_ranges_contiguous(java, hw)
+        assert kraft_batches(tmp_path / f"node{lead}", hw)[-len(commits):] == java_batches(java, hw)
+        # the leader sees the Java voter caught up
+        d = describe_quorum(cl.port(lead)).topics[0].partitions[0]
+        assert {v.replica_id: v.log_end_offset >= hw for v in d.current_voters}[JAVA]
+        assert not java.faults(), java.faults()
+    finally:
+        if java is not None:
+            java.close()
+        cl.close()
+
+
+def test_a_wiped_kraftnode_follower_loads_a_snapshot_the_java_leader_made(
+        kafka_home: KafkaHome, tmp_path: Path) -> None:
+    """The genuine KafkaRaftClient leads; it makes a snapshot with RaftClient.createSnapshot
+    and its (MockLog) log is cleaned below it with MockLog.deleteBeforeSnapshot. kraftnode 2,
+    wiped and re-formatted, fetches from offset 0, is told the snapshot id, downloads it with
+    FetchSnapshot, and loads it: the file is byte for byte the Java snapshot, its state holds
+    what only the snapshot held (a controller registration DescribeCluster lists), and it keeps
+    fetching and committing the Java leader's records."""
+    cl = Cluster(tmp_path, 3)   # kraftnode 1 and 2; node 3 is the Java voter
+    cl.node_extra = metrics_listeners({i: cl.port(i) for i in cl.ids})
+    cl.write_properties()
+    voters = ",".join(f"{i}@127.0.0.1:{cl.port(i)}" for i in cl.ids)
+    java = None
+
+    def logs() -> str:
+        return "\n".join(f"--- node {i}\n" + cl.log(i)[-2500:] for i in (1, 2)) + \
+            ("\n--- java\n" + java.stderr()[-2500:] if java is not None else "")
+    try:
+        cl.start(1)
+        cl.start(2)
+        java = JavaRaftNode(kafka_home, tmp_path / "java3", node_id=JAVA, port=cl.port(JAVA),
+                            cluster_id=CLUSTER_ID, voters=voters,
+                            extra={"controller.quorum.fetch.timeout.ms": "1000"})
+        # the Java voter leads: kill -9 kraftnode leaders until it wins (it notices first)
+        for _attempt in range(6):
+            st = java.wait_status(lambda s: s["leader"] >= 0, 20, "a leader")
+            if st["leader"] == JAVA:
+                break
+            old, epoch = st["leader"], st["epoch"]
+            cl.kill(old)
+            java.wait_status(lambda s, ep=epoch: s["leader"] >= 0 and s["epoch"] > ep, 15, "a new leader")
+            cl.start(old)
+        else:
+            raise AssertionError("the Java voter never led\n" + logs())
+        # kraftnode 2 is wiped and re-formatted while the Java leader commits with kraftnode 1
+        wait_until("kraftnode 1 back", lambda: applied_end_of(cl.port(1)) > 0, 20, logs)
+        cl.stop(2)
+        shutil.rmtree(tmp_path / "node2" / "metadata")
+        subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+                        str(tmp_path / "node2" / "server.properties"), "--cluster-id", CLUSTER_ID],
+                       check=True, capture_output=True)
+        for n in (5, 10, 20):
+            a = java.append(n)
+            assert "error" not in a, a
+        java.wait_status(lambda s: s["high_watermark"] > a["last_offset"], 15, "the Java leader to commit")
+        extra_port = cl.port(1) + 17
+        java.request_snapshot(controller=f"42:{extra_port}")
+        a = java.append(1)   # the snapshot is taken at the end of the next committed batch
+        assert "error" not in a, a
+        made = java.wait_snapshot_created()
+        assert made["offset"] == a["last_offset"] + 1 and made["deleted_before"]
+        assert made["log_start_offset"] == made["offset"]   # MockLog dropped everything below it
+        for n in (4, 6):
+            a = java.append(n)
+            assert "error" not in a, a
+        hw = java.wait_status(lambda s: s["high_watermark"] > a["last_offset"], 15, "commit")["high_watermark"]
+
+        # kraftnode 2 starts from an empty log, below the Java leader's log start
+        cl.start(2)
+        wait_until("kraftnode 2 to catch up", lambda: applied_end_of(cl.port(2)) >= hw, 30, logs)
+        sid = SnapshotId(made["offset"], made["epoch"])
+        path = partition_dir(cl, 2) / snapshot_file_name(sid)
+        assert f"installed snapshot {path.name}" in cl.log(2), logs()
+        assert path.read_bytes() == base64.b64decode(made["bytes"])   # byte for byte the Java snapshot
+        assert segment_bases(partition_dir(cl, 2))[0] >= sid.offset
+        # its state machine loaded it: the controller only the snapshot registers is listed
+        # by kraftnode 2 (DescribeCluster reads the metadata image), never by kraftnode 1
+        listed = wait_until("kraftnode 2 to list controller 42",
+                            lambda: {n.broker_id: n.port for n in describe_cluster(cl.port(2), 2).brokers}
+                            .get(42) == extra_port, 20, logs)
+        assert listed
+        assert 42 not in {n.broker_id for n in describe_cluster(cl.port(1), 2).brokers}
+        # and it keeps fetching: new records reach it, with the Java leader's offsets and epochs
+        a = java.append(7)
+        assert "error" not in a, a
+        hw = java.wait_status(lambda s: s["high_watermark"] > a["last_offset"], 15, "commit")["high_watermark"]
+        wait_until("kraftnode 2 to commit the new records", lambda: applied_end_of(cl.port(2)) >= hw, 20, logs)
+        java.wait_status(lambda s: s["committed_offset"] + 1 >= hw, 10, "the Java listener")
+        ours = kraft_batches(tmp_path / "node2", hw)
+        assert ours and ours[0][0] >= sid.offset
+        assert ours == [b for b in java_batches(java, hw) if b[0] >= ours[0][0]]
+        assert not java.faults(), java.faults()
+    finally:
+        if java is not None:
+            java.close()
         cl.close()
