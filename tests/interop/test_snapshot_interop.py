@@ -294,17 +294,23 @@ def test_a_java_voter_below_a_cleaned_kraftnode_log_catches_up_through_fetch_sna
         cl.start(1)
         cl.start(2)
         lead = cl.wait_for_leader(30).leader_id
-        for _round in range(60):
+        def cleaned() -> bool:
+            return earliest_offset(cl.port(lead)) > 0 and 0 not in segment_bases(partition_dir(cl, lead)) \
+                and len(generated(cl, lead)) >= 3
+        for _round in range(40):
             r = mixed_produce(cl.port(lead), 25)
             assert r.error_code == Errors.NONE, r
-            if earliest_offset(cl.port(lead)) > 0 and 0 not in segment_bases(partition_dir(cl, lead)) \
-                    and len(generated(cl, lead)) >= 3:
-                break
-        else:
-            raise AssertionError("the leader's log start never advanced\n" + cl.log(lead)[-3000:])
+        wait_until("the leader's log start to advance", cleaned, 30, lambda: cl.log(lead))
         hw = high_watermark_of(cl.port(lead))
         for i in (1, 2):
             wait_until(f"kraftnode {i} to commit", lambda i=i: applied_end_of(cl.port(i)) >= hw, 20)
+        # snapshot generation follows the commits in the background: wait until it is done
+        def settled(seen: list[Any] = []) -> bool:  # noqa: B006 (the previous look)
+            now = (list_snapshots(partition_dir(cl, lead)), len(generated(cl, lead)), earliest_offset(cl.port(lead)))
+            same = seen == [now]
+            seen[:] = [now]
+            return same
+        wait_until("the leader's snapshots to settle", lambda: settled() and (time.sleep(1.0) or settled()), 30)
         start = earliest_offset(cl.port(lead))
         assert "log start offset advanced to" in cl.log(lead)
         snaps = list_snapshots(partition_dir(cl, lead))
@@ -320,6 +326,9 @@ def test_a_java_voter_below_a_cleaned_kraftnode_log_catches_up_through_fetch_sna
         # the leader's latest generated snapshot, every record decoded by Kafka's serde
         assert (snap["offset"], snap["epoch"]) == (latest.offset, latest.epoch)
         assert snap["offset"] >= start > 0
+        assert latest_records, subprocess.run(
+            [sys.executable, "-m", "kraftnode", "dump-log", *map(str, sorted(partition_dir(cl, lead).glob("*.checkpoint")))],
+            capture_output=True, text=True).stdout[-6000:] + cl.log(lead)[-6000:]
         assert snap["records"] == len(latest_records) > 0 and snap["noop_records"] == 0
         lead = cl.wait_for_leader(30).leader_id
         r = mixed_produce(cl.port(lead), 3)
