@@ -41,6 +41,7 @@ same state comparison (:func:`state_records`) and the same plant name.
 
 from __future__ import annotations
 
+import bisect
 import os
 import pickle
 import shutil
@@ -135,7 +136,21 @@ def record_for(n: int) -> tuple[bytes | None, bytes | None]:
     return None, f"unkeyed-{n}".encode()
 
 
+_VIEWS: dict[tuple[int, int, tuple[object, ...]], list[BatchView]] = {}
+
+
 def as_views(batch: Batch) -> list[BatchView]:
+    """:func:`_as_views`, memoized (every node applies the same committed batches)."""
+    key = (batch.base_offset, batch.epoch, tuple(batch.records))
+    views = _VIEWS.get(key)
+    if views is None:
+        if len(_VIEWS) > 50_000:
+            _VIEWS.clear()
+        views = _VIEWS[key] = _as_views(batch)
+    return views
+
+
+def _as_views(batch: Batch) -> list[BatchView]:
     """A simulated data batch as real v2 batches, one per record (a record's kind decides
     how MetadataState reads its batch, so each record gets its own)."""
     out = []
@@ -281,11 +296,14 @@ class StateLayer:
         r = st.runner
         hw = core.high_watermark
         log = node.log
+        if r.next_offset >= hw:
+            return
         if r.next_offset < log.start_offset:
             from tests.simulation.sim import Violation
             raise Violation(f"node {node.node_id} applied up to {r.next_offset} but its log starts at "
                             f"{log.start_offset} and no snapshot was loaded")
-        for b in log.batches:
+        first = max(0, bisect.bisect_right(log._bases, r.next_offset) - 1)
+        for b in log.batches[first:]:
             if b.last_offset < r.next_offset:
                 continue
             if b.last_offset >= hw:
@@ -318,7 +336,9 @@ class StateLayer:
                     self._check_state(st, off, f"node {node.node_id}")
                     st.checked_at = off
             start = node.log.start_offset
-            if start > 0 and self._snapshot_path(node, start) is None:
+            sid = node.log.latest_snapshot_id()
+            if start > 0 and (sid is None or sid.offset != start or not os.path.exists(
+                    st.dir / snapshot_file_name(SnapshotId(sid.offset, sid.epoch)))):
                 raise Violation(f"node {node.node_id}{' (crashed)' if node.core is None else ''}: its log starts "
                                 f"at {start} but no durable snapshot ends there: cleaning removed records no "
                                 f"kept snapshot covers")
