@@ -114,7 +114,13 @@ class Message:
         for f in self.FIELDS:
             if not f.present_in(version):
                 continue
-            out[f.name[0].lower() + f.name[1:]] = _to_json(f, getattr(self, f.attr), version)
+            value = getattr(self, f.attr)
+            if f.tagged is not None and f.tagged[0] <= version <= f.tagged[1] \
+                    and _eq(value, getattr(_default_of(type(self)), f.attr)):
+                # Kafka's JsonConverterGenerator writes a tagged field only when it is not
+                # its default (generateNonDefaultValueCheck), as the wire format does
+                continue
+            out[f.name[0].lower() + f.name[1:]] = _to_json(f, value, version)
         return out
 
     @classmethod
@@ -133,6 +139,17 @@ class Message:
                 raise DecodeError(f"{cls.__qualname__}: missing {key!r}")
             setattr(inst, f.attr, _from_json(f, obj[key], version, f"{cls.__qualname__}.{key}"))
         return inst
+
+
+_DEFAULTS: dict[type, Any] = {}
+
+
+def _default_of(cls: type) -> Any:
+    """A default-constructed instance of a generated class (every field at its default)."""
+    d = _DEFAULTS.get(cls)
+    if d is None:
+        d = _DEFAULTS[cls] = cls()
+    return d
 
 
 def _eq(a: Any, b: Any) -> bool:

@@ -8,7 +8,10 @@ so ``subscribe()`` does not work; a group here never has members.
 Offsets are replicated and durable as Kafka's ``__consumer_offsets`` is: an OffsetCommit
 appends one batch to the raft log and is answered once that batch is committed (acks=all);
 every replica replays committed batches into :class:`GroupOffsets`, so a new leader answers
-OffsetFetch with what the old one accepted. Record layout (docs/server.md "Consumer group
+OffsetFetch with what the old one accepted. The records are keyed, so the state machine's
+snapshots carry the latest offset per (group, topic, partition): when the log below the
+view's position is gone (cleaned, replaced by an installed snapshot, or at start-up) the
+view starts over from the snapshot and replays the log after it. Record layout (docs/server.md "Consumer group
 offsets"): key = ``OFFSET_KEY_PREFIX`` + Kafka's OffsetCommitKey v1 (int16 version 1,
 group, topic, int32 partition), value = Kafka's OffsetCommitValue v3 (int16 version 3,
 int64 offset, int32 leader epoch, string metadata, int64 commit timestamp), strings as
@@ -24,11 +27,18 @@ from typing import Any
 
 import anyio
 
+from kraftnode.log.snapshot import (
+    SnapshotError,
+    list_snapshots,
+    read_snapshot_batches,
+    snapshot_file_name,
+)
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.raft_log import RawBatches
+from kraftnode.server.state_machine import snapshot_data_records
 from recordbatch import CorruptBatchError, Record, build_batch
 from recordbatch.wire import DecodeError
 
@@ -107,8 +117,10 @@ class GroupOffsets:
 
     def catch_up(self, mlog: Any, high_watermark: int) -> None:
         if self.next_offset < mlog.start_offset:
-            # offsets below a snapshot are not in it (docs/server.md): start from the log start
-            self.next_offset = mlog.start_offset
+            # the log below our position is gone (cleaned by retention, or replaced by a
+            # snapshot installed with FetchSnapshot, or we just started): the offsets
+            # committed there are in the snapshot, as the state machine's keyed records
+            self.load_snapshot(mlog, high_watermark)
         if high_watermark <= self.next_offset:
             return
         for b in mlog.batches(self.next_offset, high_watermark):
@@ -126,6 +138,36 @@ class GroupOffsets:
             except (CorruptBatchError, DecodeError, ValueError):
                 continue
         self.next_offset = high_watermark
+
+    def load_snapshot(self, mlog: Any, high_watermark: int) -> None:
+        """Start over from the newest snapshot between the log start offset and what is
+        committed (the offsets below its end are its keyed offset-commit records); the log
+        after it is replayed by :meth:`catch_up`."""
+        for _attempt in range(3):   # a snapshot may be deleted by cleaning while we look
+            start = mlog.start_offset
+            usable = [s for s in list_snapshots(mlog.dir) if start <= s.offset <= max(high_watermark, start)]
+            groups: dict[str, dict[tuple[str, int], tuple[int, int, str]]] = {}
+            self.groups = groups
+            if not usable:
+                log.warning("no snapshot covers the log start offset %d: committed offsets below it are "
+                            "not known", start)
+                self.next_offset = start
+                return
+            sid = usable[-1]
+            try:
+                for k, v in snapshot_data_records(read_snapshot_batches(mlog.dir / snapshot_file_name(sid))):
+                    if k is not None and v is not None:
+                        self.apply(k, v)
+            except FileNotFoundError:
+                continue
+            except (SnapshotError, CorruptBatchError, ValueError, OSError) as e:
+                log.warning("cannot read the committed offsets of snapshot %s: %s", snapshot_file_name(sid), e)
+                self.groups = {}
+                self.next_offset = start
+                return
+            self.next_offset = sid.offset
+            return
+        self.next_offset = mlog.start_offset
 
     def apply(self, key: bytes, value: bytes) -> None:
         k = decode_key(key)

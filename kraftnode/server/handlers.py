@@ -363,6 +363,8 @@ class NodeHandlers:
             code = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         else:
             code = None
+        if code is None and self.core.is_leader:
+            await self._await_activation(deadline)
         for t in q.topic_data:
             parts = []
             for p in t.partition_data:
@@ -373,7 +375,7 @@ class NodeHandlers:
                     pr.error_code = code
                 elif t.name != rw.METADATA_TOPIC or p.index != 0:
                     pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                elif not self.core.is_leader:
+                elif not self.core.is_leader or not self._activated():
                     pr.error_code = Errors.NOT_LEADER_OR_FOLLOWER
                     if v >= 10:
                         pr.current_leader = w.ProduceResponse.LeaderIdAndEpoch(leader_id=leader,
@@ -460,6 +462,20 @@ class NodeHandlers:
         quorum."""
         voters = self.core.voters.ids
         return {i: sw for i, sw in self.replica_software.items() if i in voters and sw != SOFTWARE_NAME}
+
+    def _activated(self) -> bool:
+        """A controller leader takes writes once its activation records (the bootstrap
+        records on an empty log, or the abort of an open transaction) are appended, so they
+        come first in its epoch, as in Kafka's QuorumController (the activation is the new
+        active controller's first write). A write accepted earlier would be replayed first:
+        a log whose first metadata record is not the bootstrap's is "not empty", and the
+        bootstrap records (metadata.version) would never be written."""
+        return self.duties is None or self.duties.is_active
+
+    async def _await_activation(self, deadline: float) -> None:
+        """Wait (within the request's timeout) for this new leader's activation."""
+        while self.core.is_leader and not self._activated() and time.monotonic() < deadline:
+            await anyio.sleep(0.005)
 
     def _metadata_only_check(self, views: list[Any]) -> tuple[int, str] | None:
         """Produce accepts only records Kafka's raft nodes can read.

@@ -180,7 +180,12 @@ class MetadataImage:
             if topic is not None:  # the topic's configs go with it (ConfigurationsDelta.replay)
                 self.configs.pop((CONFIG_RESOURCE_TOPIC, topic[0].name), None)
         elif isinstance(m, PartitionRecord):
-            self.partitions.setdefault(m.topic_id, {})[m.partition_id] = (m, version)
+            # A partition of a topic the image does not hold is dropped: Kafka's TopicsDelta
+            # cannot apply it (no TopicImage to build on; its controller never writes one), and
+            # a snapshot -- topics with their partitions -- could not carry it, so replaying the
+            # log and loading a snapshot of it would disagree once that topic is created.
+            if m.topic_id in self.topics:
+                self.partitions.setdefault(m.topic_id, {})[m.partition_id] = (m, version)
         elif isinstance(m, PartitionChangeRecord):
             parts = self.partitions.get(m.topic_id)
             cur = parts.get(m.partition_id) if parts is not None else None

@@ -10,6 +10,10 @@ from dataclasses import dataclass
 
 from kraftnode.raft import plants
 from tests.simulation.sim import Result, profile_of, run_seed
+from tests.simulation.state_layer import PLANTS as STATE_PLANTS
+
+#: the core's planted bugs and the state layer's (tests only)
+ALL_PLANTS: dict[str, str] = {**plants.ALL, **STATE_PLANTS}
 
 
 @dataclass
@@ -60,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed-base", type=int, default=0, help="first seed")
     parser.add_argument("--nodes", type=int, default=3, choices=[3, 5], help="number of voters")
     parser.add_argument("--observers", type=int, default=1, help="number of observers (non-voters)")
-    parser.add_argument("--plant", choices=sorted(plants.ALL), help="plant a known bug (expect a violation)")
+    parser.add_argument("--plant", choices=sorted(ALL_PLANTS), help="plant a known bug (expect a violation)")
     parser.add_argument("--list-plants", action="store_true", help="list the planted bugs and exit")
     parser.add_argument("--keep-going", action="store_true", help="do not stop at the first violation")
     parser.add_argument("--verbose", action="store_true", help="print the fault profile of failing seeds")
@@ -70,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     if args.list_plants:
-        for name, what in sorted(plants.ALL.items()):
+        for name, what in sorted(ALL_PLANTS.items()):
             print(f"{name}: {what}")
         return 0
     if args.seeds < 1 or args.observers < 0 or args.seed_base < 0:

@@ -49,6 +49,8 @@ from kraftnode.raft.messages import (
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 from tests.simulation.model import FaultProfile, SimLog, describe
+from tests.simulation.state_layer import PLANTS as STATE_PLANTS
+from tests.simulation.state_layer import StateLayer, StateSimLog
 
 FAULT_PHASE_MS = 12_000
 LIVENESS_BOUND_MS = 30_000
@@ -63,7 +65,7 @@ class SimNode:
     node_id: int
     is_voter: bool
     directory_id: uuid.UUID
-    log: SimLog = field(default_factory=SimLog)
+    log: SimLog = field(default_factory=StateSimLog)
     persisted: ElectionState = field(default_factory=lambda: ElectionState(0))
     core: RaftNode | None = None
     incarnation: int = 0
@@ -101,7 +103,11 @@ class Simulation:
         self.rng = random.Random(f"kraftnode-sim-{seed}-{voters}-{observers}")
         drawn = FaultProfile.draw(self.rng)
         self.profile = profile if profile is not None else drawn
-        self.plants = frozenset([plant]) if plant else frozenset()
+        # plants of the core (kraftnode.raft.plants) vs of the state layer (tests only)
+        self.plants = frozenset([plant]) if plant and plant not in STATE_PLANTS else frozenset()
+        #: the real state machine on every node, real snapshots (tests/simulation/state_layer.py)
+        self.state = StateLayer(self, plant if plant in STATE_PLANTS else None)
+        self.state_rng = random.Random(f"kraftnode-sim-state-{seed}")
         self.now = 0
         self.events = 0
         self._queue: list[tuple[int, int, str, tuple[object, ...]]] = []
@@ -208,6 +214,7 @@ class Simulation:
         node.handles = {}
         node.reads = {}
         rng = random.Random(f"{self.seed}-{node.node_id}-{node.incarnation}")
+        self.state.on_start(node)
         node.log.on_truncate = lambda offset, n=node: self._on_truncate(n, offset)
         node.core = RaftNode(
             node.node_id, node.directory_id, dataclasses.replace(self.config, pre_vote=node.pre_vote), node.log, node.persisted, self.voter_set, rng,
@@ -422,6 +429,8 @@ class Simulation:
         except Violation as exc:
             return Result(self.seed, False, f"t={self.now}ms: {exc}", self.events, self.now,
                           len(self.committed), self.elections)
+        finally:
+            self.state.close()
 
     def _step(self, kind: str, data: tuple[object, ...]) -> bool:
         if kind == "tick":
@@ -553,17 +562,15 @@ class Simulation:
                     f"of epoch {epoch - 1} was reachable by a majority ({sorted(steady)} for {window} ms)")
 
     def _snapshot(self) -> None:
-        """A node snapshots a committed, flushed prefix of its log and deletes it."""
+        """A node snapshots the state it has applied (the real state machine, a real snapshot
+        file, maybe crashing in the middle of writing it), then cleans its log below it
+        (StateLayer.snapshot)."""
         alive = [n for n in self.nodes.values() if n.core is not None]
         if not alive:
             return
         node = self.rng.choice(alive)
         assert node.core is not None
-        log = node.log
-        limit = min(node.core.high_watermark, log.flushed_offset)
-        cuts = [b.next_offset for b in log.batches if log.start_offset < b.next_offset <= limit]
-        if cuts:
-            log.compact(self.rng.choice(cuts))
+        self.state.snapshot(node)
 
     def _reconfigure(self) -> None:
         """An admin client asks the leader to add a non-voter or remove a voter (keeping 2)."""
@@ -740,6 +747,7 @@ class Simulation:
                     node.leader_checked_epoch = core.epoch
                     self._check_leader_complete(node)
         self._check_log_matching()
+        self.state.check()
 
     def _check_reported_high_watermark(
         self, node: SimNode, sender: object, correlation_id: object, response: object
@@ -851,4 +859,6 @@ def run_seed(seed: int, voters: int = 3, observers: int = 1, plant: str | None =
 
 
 def profile_of(seed: int, voters: int = 3, observers: int = 1) -> str:
-    return describe(Simulation(seed, voters, observers).profile)
+    sim = Simulation(seed, voters, observers)
+    sim.state.close()
+    return describe(sim.profile)

@@ -21,6 +21,11 @@ Invariants after every step (``check``):
 A *plant* (a deliberately buggy manager, defined here in the tests) advances the log start
 offset before the snapshot is durable; a crash in the middle of that snapshot must then be
 reported as a violation.
+
+This is the disk-level companion of the raft simulation's state layer
+(``tests/simulation/state_layer.py``, which runs the same state machine on every simulated
+node with real snapshots, cleaning and FetchSnapshot through the raft core): both compare
+states with the same :func:`state_records` and share the plant.
 """
 
 from __future__ import annotations
@@ -62,9 +67,11 @@ from kraftnode.server.raft_log import DiskRaftLog, DiskSnapshotStore
 from kraftnode.server.snapshots import SnapshotConfig, SnapshotManager, prepare_storage
 from kraftnode.server.state_machine import StateMachineRunner, snapshot_data_records
 from recordbatch import Record, build_batch, iter_batches
+from tests.simulation.state_layer import PLANTS as STATE_PLANTS
+from tests.simulation.state_layer import state_records
 
 CONFIG = LogConfig(segment_bytes=4096, segment_min_bytes=12, index_interval_bytes=512)
-PLANTS = frozenset({"delete_before_snapshot_durable"})
+PLANTS = frozenset(STATE_PLANTS)  # the same plant as the raft simulation's state layer
 
 
 class Violation(Exception):
@@ -94,10 +101,6 @@ class Replica:
     @property
     def runner(self) -> StateMachineRunner:
         return self.manager.runner
-
-
-def state_records(sm: MetadataState) -> list[tuple[bytes | None, bytes | None]]:
-    return sorted(sm.snapshot()(), key=lambda kv: (kv[0] or b"", kv[1] or b""))
 
 
 class SnapshotSimulation:

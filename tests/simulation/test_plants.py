@@ -9,13 +9,13 @@ from __future__ import annotations
 import pytest
 
 from kraftnode.raft import plants
-from tests.simulation.runner import run_many
+from tests.simulation.runner import ALL_PLANTS, run_many
 
 CI_SEED_BUDGET = 2000
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("plant", sorted(plants.ALL))
+@pytest.mark.parametrize("plant", sorted(ALL_PLANTS))
 def test_plant_is_caught(plant: str) -> None:
     used = 0
     for voters, observers, base in ((3, 1, 0), (5, 2, 200_000)):

@@ -3,7 +3,7 @@ kraftnode nodes: the ``raftnode`` harness in ``tests/interop/java/raftnode/``.
 
 The harness takes Kafka's config names as ``key=value`` arguments, reports JSON lines on
 stdout (``started``, ``leader``, ``commit``, ``status``, ``appended``, ``fault`` ...) and
-reads commands on stdin (``status``, ``append N``, ``resign``, ``shutdown``). This class
+reads commands on stdin (``status``, ``append N``, ``resign``, ``snapshot``, ``shutdown``). This class
 starts it, collects its events on a reader thread, and waits for conditions on them.
 """
 
@@ -88,7 +88,7 @@ class JavaRaftNode:
             ev = json.loads(line)
             with self._lock:
                 self.events.append(ev)
-            if ev["event"] in ("status", "appended", "resigned", "error"):
+            if ev["event"] in ("status", "appended", "resigned", "snapshot_requested", "error"):
                 self._replies.put(ev)
 
     def stderr(self) -> str:
@@ -131,6 +131,18 @@ class JavaRaftNode:
 
     def resign(self) -> dict[str, Any]:
         return self.command("resign")
+
+    def request_snapshot(self, **options: str) -> None:
+        """``RaftClient.createSnapshot`` at the end of the next committed batch (then
+        ``MockLog.deleteBeforeSnapshot`` unless ``clean="false"``); wait for it with
+        :meth:`wait_snapshot_created`."""
+        r = self.command(" ".join(["snapshot", *(f"{k}={v}" for k, v in options.items())]))
+        assert r["event"] == "snapshot_requested", r
+
+    def wait_snapshot_created(self, timeout: float = 20) -> dict[str, Any]:
+        ev = self.wait_for(lambda e: e["event"] == "snapshot_created", timeout, "the Java snapshot")
+        assert "error" not in ev, ev
+        return ev
 
     def wait_status(self, pred: Callable[[dict[str, Any]], bool], timeout: float, what: str) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

@@ -60,6 +60,7 @@ def main() -> int:
             if not args.no_checks:
                 sim.check()
     wall = time.perf_counter() - start
+    sim.state.close()   # the state layer's snapshot directory
     best = max((n for n in sim.nodes.values() if n.core is not None), key=lambda n: n.core.high_watermark)  # type: ignore[union-attr]
     hw = best.core.high_watermark if best.core is not None else 0
     committed_records = sum(b.record_count for b in best.log.batches if not b.is_control and b.last_offset < hw)

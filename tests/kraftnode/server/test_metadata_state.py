@@ -139,3 +139,22 @@ def test_controller_registration_record_follows_listener_info() -> None:
     # an unknown security protocol: Kafka's followers could not replay the record
     with pytest.raises(ValueError, match="Unknown security protocol 9 in listener X"):
         controller_registration_record(req(("CONTROLLER", 1, 0), ("X", 2, 9)))
+
+
+def test_a_partition_of_an_unknown_topic_is_dropped_so_replay_and_snapshot_agree() -> None:
+    """Found by the simulation's state layer: a PartitionRecord before its TopicRecord was
+    kept by replay, but a snapshot (topics with their partitions) could not carry it, so a
+    replica loaded from the snapshot disagreed with one that replayed the log once the topic
+    was created. Kafka's TopicsDelta cannot apply such a record either."""
+    from kraftnode.protocol.generated.metadata import PartitionRecord, TopicRecord
+
+    tid = uuid.UUID(int=5)
+    orphan = meta(PartitionRecord(partition_id=1, topic_id=tid, replicas=[1], isr=[1], leader=1))
+    replayed = replay(batch([orphan], 0), 1)
+    from_snapshot = MetadataState()
+    from_snapshot.load_snapshot(replayed.snapshot()())
+    topic = batch([meta(TopicRecord(name="t", topic_id=tid))], 1)
+    for st in (replayed, from_snapshot):
+        replay(topic, 2, st)
+    assert sorted(replayed.snapshot()(), key=repr) == sorted(from_snapshot.snapshot()(), key=repr)
+    assert replayed.image.partitions[tid] == {}

@@ -78,6 +78,7 @@ import org.apache.kafka.raft.KafkaRaftClient;
 import org.apache.kafka.raft.KafkaRaftClientDriver;
 import org.apache.kafka.raft.LeaderAndEpoch;
 import org.apache.kafka.raft.MockLog;
+import org.apache.kafka.raft.OffsetAndEpoch;
 import org.apache.kafka.raft.QuorumConfig;
 import org.apache.kafka.raft.RaftClient;
 import org.apache.kafka.raft.RaftRequest;
@@ -106,7 +107,8 @@ import org.apache.kafka.snapshot.SnapshotReader;
  * controller.quorum.bootstrap.servers, cluster.id, metadata.log.dir, and optionally the
  * controller.quorum.*.ms timeouts. Events are JSON lines on stdout; commands on stdin:
  * {@code append N} (N framed NoOpRecords, when leader), {@code status}, {@code resign},
- * {@code shutdown}.
+ * {@code snapshot [controller=ID:PORT] [clean=false]} (createSnapshot at the next committed
+ * batch's end, then MockLog.deleteBeforeSnapshot; see createSnapshot), {@code shutdown}.
  */
 public final class RaftNode {
     private static final PrintStream OUT = System.out;
@@ -128,6 +130,9 @@ public final class RaftNode {
     private KafkaRaftClientDriver<ApiMessageAndVersion> driver;
     private KafkaNetworkChannel channel;
     private ServerSocket server;
+    private MockLog log;
+    // "snapshot" command: taken by the listener (driver thread) at the next committed batch
+    private volatile Map<String, String> snapshotRequest = null;
 
     // What handleCommit has seen (the listener runs on the driver thread).
     private volatile long committedOffset = -1;   // last committed offset delivered
@@ -259,7 +264,7 @@ public final class RaftNode {
         if (!logDir.mkdirs() && !logDir.isDirectory()) {
             throw new IOException("cannot create " + logDir);
         }
-        MockLog log = new MockLog(METADATA_PARTITION, METADATA_TOPIC_ID, logContext);
+        log = new MockLog(METADATA_PARTITION, METADATA_TOPIC_ID, logContext);
 
         channel = new KafkaNetworkChannel(time, listenerName, buildNetworkClient(metrics, logContext, quorumConfig),
             quorumConfig.requestTimeoutMs(), "raft-" + nodeId);
@@ -341,6 +346,12 @@ public final class RaftNode {
                     e.put("records", types);
                     e.put("control", batch.controlRecords().size());
                     emit(e);
+                    Map<String, String> req = snapshotRequest;
+                    if (req != null && !reader.hasNext()) {
+                        snapshotRequest = null;
+                        createSnapshot(new OffsetAndEpoch(batch.lastOffset() + 1, batch.epoch()),
+                                       batch.appendTimestamp(), req);
+                    }
                 }
             } finally {
                 reader.close();
@@ -379,6 +390,71 @@ public final class RaftNode {
             e.put("epoch", leader.epoch());
             emit(e);
         }
+    }
+
+    // ------------------------------------------------------------------ snapshots
+
+    /**
+     * On the driver thread (from handleCommit): {@link RaftClient#createSnapshot} at the end of
+     * a committed batch, holding this node's state as metadata records (the finalized features,
+     * the controller registrations it replayed, and an extra RegisterControllerRecord for
+     * {@code controller=ID:PORT} if asked, so a reader can tell it loaded this snapshot), frozen;
+     * then the genuine {@link MockLog#deleteBeforeSnapshot} drops the log below it (what
+     * KafkaMetadataLog's retention does; MockLog.maybeClean never deletes). Emits
+     * {@code snapshot_created} with the id, the log start offset and the snapshot's bytes.
+     */
+    private void createSnapshot(OffsetAndEpoch id, long lastContainedLogTimestamp, Map<String, String> req) {
+        Map<String, Object> e = event("snapshot_created");
+        try {
+            Optional<org.apache.kafka.snapshot.SnapshotWriter<ApiMessageAndVersion>> w =
+                client.createSnapshot(id, lastContainedLogTimestamp);
+            if (!w.isPresent()) {
+                e.put("error", "createSnapshot returned nothing for " + id);
+                emit(e);
+                return;
+            }
+            List<ApiMessageAndVersion> records = new ArrayList<>();
+            for (Map.Entry<String, Short> f : new TreeMap<>(finalizedFeatures).entrySet()) {
+                records.add(new ApiMessageAndVersion(new FeatureLevelRecord().setName(f.getKey())
+                    .setFeatureLevel(f.getValue()), (short) 0));
+            }
+            for (RegisterControllerRecord rc : new TreeMap<>(registrations).values()) {
+                records.add(new ApiMessageAndVersion(rc.duplicate(), (short) 0));
+            }
+            String extra = req.get("controller");
+            if (extra != null) {
+                String[] idPort = extra.split(":");
+                RegisterControllerRecord.ControllerEndpointCollection eps =
+                    new RegisterControllerRecord.ControllerEndpointCollection();
+                eps.add(new RegisterControllerRecord.ControllerEndpoint().setName(listenerName.value())
+                    .setHost("127.0.0.1").setPort(Integer.parseInt(idPort[1]))
+                    .setSecurityProtocol(org.apache.kafka.common.security.auth.SecurityProtocol.PLAINTEXT.id));
+                records.add(new ApiMessageAndVersion(new RegisterControllerRecord()
+                    .setControllerId(Integer.parseInt(idPort[0])).setIncarnationId(Uuid.randomUuid())
+                    .setZkMigrationReady(false).setEndPoints(eps), (short) 0));
+            }
+            try (org.apache.kafka.snapshot.SnapshotWriter<ApiMessageAndVersion> writer = w.get()) {
+                writer.append(records);
+                writer.freeze();
+            }
+            boolean deleted = "true".equals(req.getOrDefault("clean", "true")) && log.deleteBeforeSnapshot(id);
+            org.apache.kafka.snapshot.RawSnapshotReader raw = log.readSnapshot(id).get();
+            org.apache.kafka.common.record.Records recs = raw.records();
+            ByteBuffer buf = ((org.apache.kafka.common.record.MemoryRecords) recs).buffer().duplicate();
+            byte[] bytes = new byte[buf.remaining()];
+            buf.get(bytes);
+            e.put("offset", id.offset());
+            e.put("epoch", id.epoch());
+            e.put("last_contained_log_timestamp", lastContainedLogTimestamp);
+            e.put("records", records.size());
+            e.put("deleted_before", deleted);
+            e.put("log_start_offset", log.startOffset());
+            e.put("size", bytes.length);
+            e.put("bytes", java.util.Base64.getEncoder().encodeToString(bytes));
+        } catch (Exception ex) {
+            e.put("error", String.valueOf(ex));
+        }
+        emit(e);
     }
 
     // ------------------------------------------------------------------ registration
@@ -660,6 +736,17 @@ public final class RaftNode {
                             e.put("epoch", le.epoch());
                         }
                         emit(e);
+                        break;
+                    }
+                    case "snapshot": {
+                        // snapshot [key=value ...]: taken at the end of the next committed batch
+                        Map<String, String> req = new HashMap<>();
+                        for (int i = 1; i < words.length; i++) {
+                            int eq = words[i].indexOf('=');
+                            req.put(words[i].substring(0, eq), words[i].substring(eq + 1));
+                        }
+                        snapshotRequest = req;
+                        emit(event("snapshot_requested"));
                         break;
                     }
                     case "resign": {

@@ -3,6 +3,8 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.metadata.MetadataJsonConverters;
+import org.apache.kafka.common.metadata.MetadataRecordType;
 import org.apache.kafka.common.protocol.ByteBufferAccessor;
 import org.apache.kafka.common.protocol.ObjectSerializationCache;
 import org.apache.kafka.common.protocol.Readable;
@@ -77,6 +79,13 @@ import java.util.TreeMap;
  *   seg-append-chunk ID SRC POS LEN  the same bytes in ONE append (a Kafka 3.9 follower's call)
  *   seg-roll | seg-flush | seg-close | seg-recover ID ;  seg-truncate ID OFFSET
  *   quorum-state FILE ;  epoch-checkpoint FILE ;  snapshot DIR OFFSET EPOCH ;  bootstrap DIR
+ *   snapshot-metadata DIR OFFSET EPOCH   RecordsSnapshotReader with MetadataRecordSerde (as a Kafka
+ *                                        controller loads a snapshot): every batch, control record and
+ *                                        data record (type, version, MetadataJsonConverters JSON as
+ *                                        kafka-dump-log prints it, and the serde's re-encoding)
+ *   snapshot-raw DIR OFFSET EPOCH        FileRawSnapshotReader's records, batch by batch: each record's
+ *                                        key and value as stored (for keyed application records, which
+ *                                        the raft RecordsIterator refuses)
  */
 public class StorageCheck {
     static final ObjectMapper JSON = new ObjectMapper();
@@ -221,6 +230,64 @@ public class StorageCheck {
                 }
                 break;
             }
+            case "snapshot-metadata": {
+                OffsetAndEpoch id = new OffsetAndEpoch(Long.parseLong(w[2]), Integer.parseInt(w[3]));
+                try (RecordsSnapshotReader<ApiMessageAndVersion> r = RecordsSnapshotReader.of(
+                        FileRawSnapshotReader.open(Paths.get(w[1]), id), MetadataRecordSerde.INSTANCE,
+                        BufferSupplier.create(), 8 * 1024 * 1024, true)) {
+                    res.put("snapshotOffset", r.snapshotId().offset());
+                    res.put("snapshotEpoch", r.snapshotId().epoch());
+                    res.put("lastContainedLogTimestamp", r.lastContainedLogTimestamp());
+                    res.put("lastContainedLogOffset", r.lastContainedLogOffset());
+                    res.put("lastContainedLogEpoch", r.lastContainedLogEpoch());
+                    ArrayNode batches = res.putArray("batches");
+                    while (r.hasNext()) {
+                        Batch<ApiMessageAndVersion> b = r.next();
+                        ObjectNode o = batches.addObject();
+                        o.put("baseOffset", b.baseOffset());
+                        o.put("lastOffset", b.lastOffset());
+                        o.put("epoch", b.epoch());
+                        o.put("appendTimestamp", b.appendTimestamp());
+                        ArrayNode ctl = o.putArray("control");
+                        for (ControlRecord c : b.controlRecords()) ctl.add(c.type() + " " + c.message());
+                        ArrayNode recs = o.putArray("records");
+                        for (ApiMessageAndVersion m : b.records()) {
+                            ObjectNode rec = recs.addObject();
+                            rec.put("type", MetadataRecordType.fromId(m.message().apiKey()).toString());
+                            rec.put("version", m.version());
+                            rec.set("data", MetadataJsonConverters.writeJson(m.message(), m.version()));
+                            ObjectSerializationCache cache = new ObjectSerializationCache();
+                            int size = MetadataRecordSerde.INSTANCE.recordSize(m, cache);
+                            ByteBuffer buf = ByteBuffer.allocate(size);
+                            MetadataRecordSerde.INSTANCE.write(m, cache, new ByteBufferAccessor(buf));
+                            rec.put("bytes", Base64.getEncoder().encodeToString(buf.array()));
+                        }
+                    }
+                }
+                break;
+            }
+            case "snapshot-raw": {
+                OffsetAndEpoch id = new OffsetAndEpoch(Long.parseLong(w[2]), Integer.parseInt(w[3]));
+                try (FileRawSnapshotReader raw = FileRawSnapshotReader.open(Paths.get(w[1]), id)) {
+                    res.put("sizeInBytes", raw.sizeInBytes());
+                    ArrayNode batches = res.putArray("batches");
+                    for (RecordBatch b : raw.records().batches()) {
+                        b.ensureValid();
+                        ObjectNode o = batches.addObject();
+                        o.put("baseOffset", b.baseOffset());
+                        o.put("lastOffset", b.lastOffset());
+                        o.put("epoch", b.partitionLeaderEpoch());
+                        o.put("isControl", b.isControlBatch());
+                        ArrayNode recs = o.putArray("records");
+                        for (Record rec : b) {
+                            ArrayNode kv = recs.addArray();
+                            kv.add(rec.hasKey() ? Base64.getEncoder().encodeToString(bytes(rec.key())) : null);
+                            kv.add(rec.hasValue() ? Base64.getEncoder().encodeToString(bytes(rec.value())) : null);
+                        }
+                    }
+                }
+                break;
+            }
             case "bootstrap": {
                 BootstrapMetadata m = new BootstrapDirectory(w[1], Optional.empty()).read();
                 res.put("metadataVersion", m.metadataVersion().featureLevel());
@@ -234,6 +301,12 @@ public class StorageCheck {
         }
         res.put("ok", true);
         return res;
+    }
+
+    static byte[] bytes(ByteBuffer b) {
+        byte[] out = new byte[b.remaining()];
+        b.duplicate().get(out);
+        return out;
     }
 
     static long base(File log) {
