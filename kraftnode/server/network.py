@@ -256,6 +256,21 @@ class _Connection(asyncio.Protocol):
             self.transport.resume_reading()
         return frame
 
+    def _set_session(self, sasl_principal: str | None) -> None:
+        """The connection's principal (Kafka's DefaultKafkaPrincipalBuilder) and address, for
+        the authorizer: the SASL user, else the client certificate's mapped subject, else
+        ANONYMOUS. Set in this connection's task, so every request it answers sees it."""
+        from kraftnode.server.security import authorizer
+
+        principal = sasl_principal
+        mapper = self.listener.principal_mapper
+        if principal is None and mapper is not None and self.transport is not None:
+            from kraftnode.server.security.tls import peer_principal
+
+            principal = peer_principal(self.transport.get_extra_info("ssl_object"), mapper)
+        authorizer.CURRENT_SESSION.set(authorizer.Session(principal or authorizer.ANONYMOUS,
+                                                          authorizer.host_of(self.peer)))
+
     async def _serve(self) -> None:
         handler = self.listener.handler
         metrics = self.listener.request_metrics
@@ -265,6 +280,8 @@ class _Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         make_auth = self.listener.authenticator
         auth = make_auth(self.peer) if make_auth is not None else None
+        if auth is None:
+            self._set_session(None)
         try:
             while True:
                 frame = await self._next_frame()
@@ -277,6 +294,8 @@ class _Connection(asyncio.Protocol):
                         transport.write(data)
                     if not keep_open:
                         return
+                    if auth.complete:
+                        self._set_session(auth.principal)
                     self.in_request = False
                     self.last_activity = loop.time()
                     continue
@@ -318,11 +337,14 @@ class KafkaListener:
     def __init__(self, host: str, port: int, handler: Handler,
                  limits: ServerLimits | None = None,
                  request_metrics: RequestMetrics | None = None, ssl: SSLContext | None = None,
-                 authenticator: Callable[[str], Any] | None = None) -> None:
+                 authenticator: Callable[[str], Any] | None = None,
+                 principal_mapper: Any = None) -> None:
         self.ssl = ssl   # TLS (an SSL / SASL_SSL listener): kraftnode.server.security.tls
         # SASL (a SASL_* listener): a per-connection kraftnode.server.security.sasl.Authenticator
         # that sees every frame until it is complete
         self.authenticator = authenticator
+        # an SSL listener's ssl.principal.mapping.rules (security.tls.PrincipalMapper)
+        self.principal_mapper = principal_mapper
         self.host = host
         self.port = port
         self.handler = handler
