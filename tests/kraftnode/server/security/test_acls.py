@@ -1,0 +1,294 @@
+"""ACLs as Kafka 3.9's StandardAuthorizer enforces them, with genuine clients, on real
+processes whose controller listener is SASL_PLAINTEXT (PLAIN users admin, alice, bob,
+mallory; super.users=User:admin, the principal the nodes log in to each other with):
+
+* the Java Admin creates, describes and deletes ACLs; a principal without ALTER on the
+  cluster cannot remove a voter or change features (ClusterAuthorizationException) while
+  the super user can; the ACLs replicate and survive a restart;
+* a principal with WRITE but not READ on ``__cluster_metadata`` produces (kafka-python,
+  acks=all) but cannot consume (TopicAuthorizationFailedError);
+* a principal with valid credentials but no CLUSTER_ACTION cannot vote or fetch as a replica;
+* the ACL records survive a snapshot that replaced the log segments holding them."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kraftnode.log.metadata_records import decode_metadata_record
+from kraftnode.log.snapshot import list_snapshots, read_snapshot_batches, snapshot_file_name
+from kraftnode.protocol import generated as w
+from kraftnode.protocol.errors import Errors
+from kraftnode.protocol.framing import encode_request, parse_response
+from kraftnode.protocol.generated.metadata import AccessControlEntryRecord
+from kraftnode.protocol.registry import (
+    BEGIN_QUORUM_EPOCH,
+    FETCH,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    SERVED,
+    VOTE,
+)
+from kraftnode.server.state_machine import snapshot_data_records
+from recordbatch.wire import uuid_to_base64
+from tests.kraftnode.server.test_voter_changes import DynamicPair, wait_until
+from tests.support.java_admin import JavaAdmin
+from tests.support.node import recv_frame, running_node
+
+pytestmark = pytest.mark.timeout(300)
+
+TOPIC = "__cluster_metadata"
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "mallory": "mallory-secret"}
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" ' + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
+SECURE = ("listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT\n"
+          "sasl.enabled.mechanisms=PLAIN\nsasl.mechanism.controller.protocol=PLAIN\n"
+          f"listener.name.controller.plain.sasl.jaas.config={JAAS}\n"
+          "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
+          "super.users=User:admin\n")
+
+
+def client_props(tmp: Path, user: str) -> str:
+    path = tmp / f"{user}.properties"
+    path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                    "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    f'username="{user}" password="{USERS[user]}";\n')
+    return str(path)
+
+
+def sasl_socket(port: int, user: str) -> socket.socket:
+    """A connection authenticated with PLAIN as ``user`` (SaslHandshake v1, SaslAuthenticate v2)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    hs = send(s, SASL_HANDSHAKE, 1, w.SaslHandshakeRequest(mechanism="PLAIN"), 1)
+    assert hs.error_code == 0
+    auth = send(s, SASL_AUTHENTICATE, 2, w.SaslAuthenticateRequest(
+        auth_bytes=f"\0{user}\0{USERS[user]}".encode()), 2)
+    assert auth.error_code == 0, auth.error_message
+    return s
+
+
+def send(s: socket.socket, api: int, v: int, body: Any, cid: int) -> Any:
+    s.sendall(encode_request(SERVED[api], v, cid, "acl-test", body))
+    frame = recv_frame(s, 10)
+    assert frame is not None, "connection closed"
+    got_cid, resp = parse_response(SERVED[api], v, frame)
+    assert got_cid == cid
+    return resp
+
+
+@pytest.fixture(scope="module")
+def admin(kafka_home: Any) -> Iterator[JavaAdmin]:
+    a = JavaAdmin(kafka_home)
+    try:
+        yield a
+    finally:
+        a.close()
+
+
+def _retry(admin: JavaAdmin, *cmd: object, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = admin(*cmd)
+        if "error" not in got or time.monotonic() > deadline:
+            return got
+        time.sleep(1)
+
+
+AUTHZ = "org.apache.kafka.common.errors.ClusterAuthorizationException"
+
+
+def test_java_admin_acls_and_cluster_alter_rights(tmp_path: Path, admin: JavaAdmin) -> None:
+    pair = DynamicPair(tmp_path / "q", SECURE)
+    boot = ""
+    try:
+        pair.start(1)
+        pair.start(2)
+        boot = f"127.0.0.1:{pair.port(1)}"
+        d2 = uuid_to_base64(pair.directory_id(2))
+        assert admin("open", "controllers", boot, client_props(tmp_path, "admin")) == {"ok": True}
+        # the super user adds node 2 (an observer fetching with the admin's credentials)
+        added = _retry(admin, "add", 2, d2, "CONTROLLER", "127.0.0.1", pair.port(2))
+        assert added == {"ok": True}, str(added) + pair.logs()
+
+        # ---- ACLs made, listed and refused with the Java Admin's createAcls/describeAcls
+        assert admin("createacl", "CLUSTER", "kafka-cluster", "LITERAL", "User:alice", "*", "DESCRIBE",
+                     "ALLOW") == {"ok": True}
+        assert admin("createacl", "TOPIC", TOPIC, "LITERAL", "User:bob", "*", "WRITE", "ALLOW") == {"ok": True}
+        assert admin("createacl", "TOPIC", "__cluster", "PREFIXED", "User:mallory", "*", "ALL",
+                     "DENY") == {"ok": True}
+        bad = admin("createacl", "CLUSTER", "my-cluster", "LITERAL", "User:bob", "*", "ALTER", "ALLOW")
+        assert bad == {"error": "org.apache.kafka.common.errors.InvalidRequestException",
+                       "message": "The only valid name for the CLUSTER resource is kafka-cluster"}
+        listed = admin("describeacls")["acls"]
+        assert listed == sorted([
+            "(pattern=ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, patternType=LITERAL), "
+            "entry=(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW))",
+            f"(pattern=ResourcePattern(resourceType=TOPIC, name={TOPIC}, patternType=LITERAL), "
+            "entry=(principal=User:bob, host=*, operation=WRITE, permissionType=ALLOW))",
+            "(pattern=ResourcePattern(resourceType=TOPIC, name=__cluster, patternType=PREFIXED), "
+            "entry=(principal=User:mallory, host=*, operation=ALL, permissionType=DENY))"])
+
+        # ---- alice: DESCRIBE on the cluster, no ALTER (bootstrap.servers: any node answers,
+        # node 2 forwards what the leader must do, after checking the caller itself)
+        for port in (pair.port(1), pair.port(2)):
+            assert admin("open", "servers", f"127.0.0.1:{port}", client_props(tmp_path, "alice")) == {"ok": True}
+            quorum = _retry(admin, "quorum")
+            assert "error" not in quorum, quorum
+            assert admin("describeacls")["acls"] == listed
+            refused = admin("remove", 2, d2)
+            assert refused["error"] == AUTHZ, refused
+            refused = admin("upgradefeature", "metadata.version", 21)
+            assert refused["error"] == AUTHZ, refused
+            refused = admin("createacl", "TOPIC", "x", "LITERAL", "User:alice", "*", "READ", "ALLOW")
+            assert refused["error"] == AUTHZ, refused
+        # bob: no DESCRIBE on the cluster
+        assert admin("open", "servers", boot, client_props(tmp_path, "bob")) == {"ok": True}
+        assert admin("quorum")["error"] == AUTHZ
+        assert admin("describeacls")["error"] == AUTHZ
+
+        # ---- the super user may do all of it
+        assert admin("open", "controllers", boot, client_props(tmp_path, "admin")) == {"ok": True}
+        assert admin("upgradefeature", "metadata.version", 21) == {"ok": True}
+        assert _retry(admin, "remove", 2, d2) == {"ok": True}
+        deleted = admin("deleteacls", "CLUSTER", "-", "ANY", "User:alice", "-", "ANY", "ANY")
+        assert deleted == {"deleted": [listed[0]]}
+        assert admin("open", "servers", boot, client_props(tmp_path, "alice")) == {"ok": True}
+        assert admin("quorum")["error"] == AUTHZ
+
+        # ---- the ACLs replicated to node 2 and survive a restart of node 1
+        pair.procs[1].kill()
+        pair.procs[1].wait()
+        pair.start(1)
+        assert admin("open", "servers", f"127.0.0.1:{pair.port(1)}",
+                     client_props(tmp_path, "admin")) == {"ok": True}
+        after = _retry(admin, "describeacls")
+        assert after == {"acls": listed[1:]}, after
+        assert admin("open", "servers", f"127.0.0.1:{pair.port(2)}",
+                     client_props(tmp_path, "admin")) == {"ok": True}
+        assert _retry(admin, "describeacls") == {"acls": listed[1:]}
+        logs = pair.logs()
+        assert "Principal = User:alice is Denied operation = ALTER" in logs
+        assert "Traceback" not in logs
+    finally:
+        admin("close")
+        pair.close()
+
+
+def test_write_without_read_produces_but_cannot_consume(tmp_path: Path, admin: JavaAdmin) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.errors import TopicAuthorizationFailedError
+
+    with running_node(tmp_path, SECURE) as node:
+        boot = f"127.0.0.1:{node.port}"
+        assert admin("open", "servers", boot, client_props(tmp_path, "admin")) == {"ok": True}
+        made = _retry(admin, "createacl", "TOPIC", TOPIC, "LITERAL", "User:bob", "*", "WRITE", "ALLOW")
+        assert made == {"ok": True}, made
+        admin("close")
+        cfg = dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_plain_username="bob",
+                   sasl_plain_password="bob-secret")
+        prod = KafkaProducer(bootstrap_servers=boot, acks="all", request_timeout_ms=10000, **cfg)
+        offset = prod.send(TOPIC, value=b"bob-was-here", partition=0).get(timeout=30).offset
+        prod.close()
+        assert offset >= 0
+        cons = KafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False, group_id=None,
+                             consumer_timeout_ms=5000, **cfg)
+        tp = TopicPartition(TOPIC, 0)
+        cons.assign([tp])
+        cons.seek(tp, offset)
+        with pytest.raises(TopicAuthorizationFailedError):
+            for _ in range(20):
+                cons.poll(timeout_ms=500)
+        cons.close()
+        # the same records are readable by the super user: the write was committed
+        admin_cfg = dict(cfg, sasl_plain_username="admin", sasl_plain_password="admin-secret")
+        cons = KafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False, group_id=None,
+                             consumer_timeout_ms=5000, **admin_cfg)
+        cons.assign([tp])
+        cons.seek(tp, offset)
+        got = next(iter(cons))
+        cons.close()
+        assert (got.offset, got.value) == (offset, b"bob-was-here")
+        assert "Principal = User:bob is Denied operation = READ" in node.log()
+
+
+def test_no_cluster_action_no_vote_and_no_replica_fetch(tmp_path: Path) -> None:
+    with running_node(tmp_path, SECURE) as node:
+        wait_until("the bootstrap commit", lambda: "controller activation" in node.log(), logs=node.log)
+        vote = w.VoteRequest(cluster_id="MkU3OEVBNTcwNTJENDM2Qg", topics=[w.VoteRequest.TopicData(
+            topic_name=TOPIC, partitions=[w.VoteRequest.PartitionData(
+                partition_index=0, candidate_epoch=1000, candidate_id=7, last_offset_epoch=1000,
+                last_offset=1000)])])
+        fetch = w.FetchRequest(replica_id=7, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
+            w.FetchRequest.FetchTopic(topic=TOPIC, partitions=[w.FetchRequest.FetchPartition(
+                partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=-1,
+                last_fetched_epoch=-1, log_start_offset=-1)])])
+        begin = w.BeginQuorumEpochRequest(cluster_id="MkU3OEVBNTcwNTJENDM2Qg", topics=[
+            w.BeginQuorumEpochRequest.TopicData(topic_name=TOPIC, partitions=[
+                w.BeginQuorumEpochRequest.PartitionData(partition_index=0, leader_id=7, leader_epoch=1000)])])
+        with sasl_socket(node.port, "mallory") as s:
+            assert send(s, VOTE, 1, vote, 3).error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
+            got = send(s, FETCH, 12, fetch, 4)
+            assert got.error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
+            assert got.responses[0].partitions[0].error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
+            assert send(s, BEGIN_QUORUM_EPOCH, 0, begin, 5).error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
+        # the node's own principal (a super user) may: the vote is judged on its merits
+        with sasl_socket(node.port, "admin") as s:
+            answer = send(s, VOTE, 1, vote, 3)
+            assert answer.error_code == 0
+            assert answer.topics[0].partitions[0].error_code != Errors.CLUSTER_AUTHORIZATION_FAILED
+            got = send(s, FETCH, 12, fetch, 4)
+            assert got.error_code == 0
+        log = node.log()
+        assert "Principal = User:mallory is Denied operation = CLUSTER_ACTION" in log
+        assert "for request = VOTE" in log and "for request = FETCH" in log
+
+
+def test_acls_survive_a_snapshot_that_replaced_their_log_segments(tmp_path: Path, admin: JavaAdmin) -> None:
+    from confluent_kafka import Producer
+
+    extra = SECURE + ("metadata.log.max.record.bytes.between.snapshots=20000\n"
+                      "metadata.log.segment.min.bytes=1024\nmetadata.log.segment.bytes=16384\n"
+                      "metadata.max.retention.bytes=30000\n")
+    conf = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": "admin",
+            "sasl.password": "admin-secret", "acks": "all"}
+    part = tmp_path / "meta-1" / f"{TOPIC}-0"
+    with running_node(tmp_path, extra) as node:
+        boot = f"127.0.0.1:{node.port}"
+        assert admin("open", "servers", boot, client_props(tmp_path, "admin")) == {"ok": True}
+        made = _retry(admin, "createacl", "CLUSTER", "kafka-cluster", "LITERAL", "User:alice", "*",
+                      "DESCRIBE", "ALLOW")
+        assert made == {"ok": True}, made
+        p = Producer({**conf, "bootstrap.servers": boot})
+        for i in range(600):   # ~150 KB: several snapshots, old segments deleted
+            p.produce(TOPIC, value=b"x" * 250, partition=0)
+            if i % 100 == 0:
+                p.poll(0)
+        assert p.flush(30) == 0
+
+        def cleaned() -> bool:
+            segs = sorted(part.glob("*.log"))
+            return bool(list_snapshots(part)) and bool(segs) and int(segs[0].name[:20]) > 0
+        wait_until("a snapshot and a cleaned log", cleaned, timeout=60, logs=node.log)
+        admin("close")
+    sid = list_snapshots(part)[-1]
+    records = [decode_metadata_record(v)[0] for _k, v in snapshot_data_records(
+        read_snapshot_batches(part / snapshot_file_name(sid))) if v is not None]
+    acls = [r for r in records if isinstance(r, AccessControlEntryRecord)]
+    assert [(a.principal, a.operation) for a in acls] == [("User:alice", 8)]
+    # restarted from the snapshot: the ACL is still enforced and listed
+    with running_node(tmp_path, extra) as node:
+        boot = f"127.0.0.1:{node.port}"
+        assert admin("open", "servers", boot, client_props(tmp_path, "alice")) == {"ok": True}
+        quorum = _retry(admin, "quorum")
+        assert "error" not in quorum, quorum
+        assert admin("describeacls")["acls"] == [
+            "(pattern=ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, patternType=LITERAL), "
+            "entry=(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW))"]
+        assert admin("open", "servers", boot, client_props(tmp_path, "bob")) == {"ok": True}
+        assert admin("quorum")["error"] == AUTHZ
+        admin("close")
