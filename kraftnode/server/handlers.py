@@ -178,7 +178,14 @@ class NodeHandlers:
         if handler is None:
             raise FrameError(f"{request.spec.name} is not served")
         if self.authz is not None:
-            refused = api_checks.refusal(self.authz, key, v, body)
+            try:
+                refused = api_checks.refusal(self.authz, key, v, body)
+                if refused is None and key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+                    self.authz.check_ready(az.session())
+            except az.AuthorizerNotReady:
+                log.info("%s from %s before the ACLs are loaded: UNKNOWN_SERVER_ERROR (Kafka's "
+                         "AuthorizerNotReadyException)", request.spec.name, az.session().principal)
+                refused = api_checks.error_response(key, v, body, Errors.UNKNOWN_SERVER_ERROR)
             if refused is not None:
                 return Reply(refused, v)
         result = await handler(self, body, v)

@@ -27,8 +27,11 @@ from kraftnode.protocol.registry import (
     FETCH_SNAPSHOT,
     FIND_COORDINATOR,
     INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    METADATA,
     OFFSET_COMMIT,
     OFFSET_FETCH,
+    PRODUCE,
     REMOVE_RAFT_VOTER,
     SERVED,
     UPDATE_FEATURES,
@@ -147,6 +150,24 @@ def error_response(key: int, v: int, body: Any, code: int) -> Any:
                             last_stable_offset=-1, log_start_offset=-1, records=None)
             for p in t.partitions]) for t in body.topics]
         return F(throttle_time_ms=0, error_code=code, session_id=0, responses=topics)
+    if key == PRODUCE:
+        P = w.ProduceResponse
+        return P(throttle_time_ms=0, responses=[P.TopicProduceResponse(name=t.name, partition_responses=[
+            P.PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1,
+                                       log_append_time_ms=-1, log_start_offset=-1)
+            for p in t.partition_data]) for t in body.topic_data])
+    if key == LIST_OFFSETS:
+        L = w.ListOffsetsResponse
+        return L(throttle_time_ms=0, topics=[L.ListOffsetsTopicResponse(name=t.name, partitions=[
+            L.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=code,
+                                           timestamp=-1, offset=-1, leader_epoch=-1)
+            for p in t.partitions]) for t in body.topics])
+    if key == METADATA:
+        M = w.MetadataResponse
+        return M(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[
+            M.MetadataResponseTopic(error_code=code, name=t.name, topic_id=t.topic_id, is_internal=False,
+                                    partitions=[], topic_authorized_operations=-2147483648)
+            for t in body.topics or []])
     resp: Any = resp_cls()
     if hasattr(resp, "error_code"):
         resp.error_code = code

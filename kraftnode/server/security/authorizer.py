@@ -152,14 +152,35 @@ def next_generation() -> int:
     return next(_GENERATION)
 
 
+class AuthorizerNotReady(Exception):
+    """Kafka's AuthorizerNotReadyException: the ACLs are not loaded yet (a request of a
+    principal other than a super user is answered with UNKNOWN_SERVER_ERROR)."""
+
+
 class StandardAuthorizer:
-    """``StandardAuthorizerData.authorize`` over the ACLs ``acls()`` returns."""
+    """``StandardAuthorizerData.authorize`` over the ACLs ``acls()`` returns.
+
+    ``ready()`` is Kafka's ``loadingComplete``: until the node has replayed its metadata log
+    up to the quorum's high watermark, the ACLs it holds may lack some (a DENY among them),
+    so only super users are authorized; others get :class:`AuthorizerNotReady`."""
 
     def __init__(self, super_users: frozenset[str], allow_if_no_acl: bool,
-                 acls: Callable[[], tuple[int, Mapping[uuid.UUID, Any]]]) -> None:
+                 acls: Callable[[], tuple[int, Mapping[uuid.UUID, Any]]],
+                 ready: Callable[[], bool] = lambda: True) -> None:
         self.super_users = super_users
         self.allow_if_no_acl = allow_if_no_acl
         self._acls = acls
+        self._ready = ready
+        self._loaded = False
+
+    def check_ready(self, s: Session) -> None:
+        """Raise AuthorizerNotReady for a non-super user before the initial load completes."""
+        if self._loaded or s.principal in self.super_users:
+            return
+        if not self._ready():
+            raise AuthorizerNotReady()
+        self._loaded = True
+        log.info("Completed initial ACL load: %d acl(s).", len(self._acls()[1]))
         self._cache_key = -1
         self._by_type: dict[int, list[Acl]] = {}
 
@@ -181,6 +202,7 @@ class StandardAuthorizer:
                   api: str = "", log_if_denied: bool = True) -> bool:
         if s.principal in self.super_users:
             return True
+        self.check_ready(s)
         me = _principal_key(s.principal)
         has_resource_acls = False
         allow: Acl | None = None
@@ -284,8 +306,8 @@ def _find_result(op: int, me: tuple[str, str] | None, host: str, a: Acl) -> int 
     return ALLOW if a.permission == ALLOW else DENY
 
 
-def from_config(props: Mapping[str, str], acls: Callable[[], tuple[int, Mapping[uuid.UUID, Any]]]
-                ) -> StandardAuthorizer | None:
+def from_config(props: Mapping[str, str], acls: Callable[[], tuple[int, Mapping[uuid.UUID, Any]]],
+                ready: Callable[[], bool] = lambda: True) -> StandardAuthorizer | None:
     """The authorizer ``server.properties`` asks for; None without ``authorizer.class.name``."""
     cls = (props.get(AUTHORIZER_CLASS_KEY) or "").strip()
     if not cls:
@@ -294,7 +316,8 @@ def from_config(props: Mapping[str, str], acls: Callable[[], tuple[int, Mapping[
         raise ConfigError(f"Invalid value {cls!r} for configuration {AUTHORIZER_CLASS_KEY}: "
                           f"kraftnode provides only {STANDARD_AUTHORIZER}")
     allow_text = (props.get("allow.everyone.if.no.acl.found") or "false").strip().lower()
-    return StandardAuthorizer(parse_super_users(props.get("super.users")), allow_text == "true", acls)
+    return StandardAuthorizer(parse_super_users(props.get("super.users")), allow_text == "true", acls,
+                              ready)
 
 
 def check_config(props: Mapping[str, str]) -> None:

@@ -39,4 +39,11 @@ def authorizer(props: Mapping[str, str], duties: Any) -> StandardAuthorizer | No
     """The StandardAuthorizer ``authorizer.class.name`` asks for, over the replayed ACLs."""
     if duties is None:
         return from_config(props, lambda: (0, {}))
-    return from_config(props, lambda: (duties.state.acl_generation, duties.state.image.acls))
+    driver = duties.driver
+
+    def loaded() -> bool:
+        # replayed up to a high watermark learned from the quorum (0: not known yet)
+        hw = driver.high_watermark
+        return bool(hw > 0 and duties.state.next_offset >= hw)
+
+    return from_config(props, lambda: (duties.state.acl_generation, duties.state.image.acls), loaded)

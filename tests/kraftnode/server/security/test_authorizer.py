@@ -209,3 +209,17 @@ def test_only_the_standard_authorizer_is_accepted() -> None:
                         "allow.everyone.if.no.acl.found": "true", "super.users": "User:a;User:b"},
                        lambda: (0, {}))
     assert a is not None and a.allow_if_no_acl and a.super_users == {"User:a", "User:b"}
+
+
+def test_only_super_users_are_authorized_before_the_initial_load() -> None:
+    loaded = [False]
+    state = MetadataState()
+    a = StandardAuthorizer(frozenset({"User:admin"}), True, lambda: (state.acl_generation, state.image.acls),
+                           lambda: loaded[0])
+    assert a.authorize(Session("User:admin", "h"), az.CLUSTER, "kafka-cluster", az.ALTER)
+    with pytest.raises(az.AuthorizerNotReady):
+        a.authorize(ALICE, az.TOPIC, "t", az.READ)
+    loaded[0] = True
+    assert a.authorize(ALICE, az.TOPIC, "t", az.READ)
+    loaded[0] = False   # latched: loading completes once
+    assert a.authorize(ALICE, az.TOPIC, "t", az.READ)
