@@ -305,3 +305,93 @@ def test_acls_survive_a_snapshot_that_replaced_their_log_segments(tmp_path: Path
         assert admin("open", "servers", boot, client_props(tmp_path, "bob")) == {"ok": True}
         assert admin("quorum")["error"] == AUTHZ
         admin("close")
+
+
+def test_broker_apis_check_topic_and_group_rights_per_resource(tmp_path: Path) -> None:
+    """Per-topic and per-group checks as KafkaApis makes them, with raw requests: alice may
+    READ the topic and the group ``g``; mallory may nothing (no ACL names her)."""
+    from kraftnode.protocol.registry import (
+        CREATE_ACLS,
+        DESCRIBE_CLUSTER,
+        DESCRIBE_CONFIGS,
+        FIND_COORDINATOR,
+        LIST_OFFSETS,
+        METADATA,
+        OFFSET_COMMIT,
+        OFFSET_FETCH,
+        PRODUCE,
+    )
+    from recordbatch import Record, build_batch
+
+    with running_node(tmp_path, SECURE) as node:
+        wait_until("the bootstrap commit", lambda: "controller activation" in node.log(), logs=node.log)
+        C = w.CreateAclsRequest.AclCreation
+        with sasl_socket(node.port, "admin") as s:
+            made = send(s, CREATE_ACLS, 3, w.CreateAclsRequest(creations=[
+                C(resource_type=2, resource_name=TOPIC, resource_pattern_type=3, principal="User:alice",
+                  host="*", operation=3, permission_type=3),
+                C(resource_type=3, resource_name="g", resource_pattern_type=4, principal="User:alice",
+                  host="*", operation=3, permission_type=3),
+                C(resource_type=2, resource_name="", resource_pattern_type=3, principal="User:alice",
+                  host="*", operation=3, permission_type=3),
+                C(resource_type=2, resource_name="t", resource_pattern_type=2, principal="User:alice",
+                  host="*", operation=3, permission_type=3)]), 1)
+        assert [(r.error_code, r.error_message) for r in made.results] == [
+            (0, None), (0, None), (Errors.INVALID_REQUEST, "Invalid empty resource name"),
+            (Errors.INVALID_REQUEST, "Invalid patternType MATCH")]
+        T = Errors.TOPIC_AUTHORIZATION_FAILED
+        meta_all = w.MetadataRequest(topics=None)
+        meta_named = w.MetadataRequest(topics=[w.MetadataRequest.MetadataRequestTopic(name=TOPIC)],
+                                       include_topic_authorized_operations=True)
+        lo = w.ListOffsetsRequest(replica_id=-1, topics=[w.ListOffsetsRequest.ListOffsetsTopic(
+            name=TOPIC, partitions=[w.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-2)])])
+        produce = w.ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[w.ProduceRequest.TopicProduceData(
+            name=TOPIC, partition_data=[w.ProduceRequest.PartitionProduceData(
+                index=0, records=build_batch([Record(key=None, value=b"v")]))])])
+        configs = w.DescribeConfigsRequest(resources=[
+            w.DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=TOPIC),
+            w.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="1")])
+        commit = w.OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, member_id="",
+                                       topics=[w.OffsetCommitRequest.OffsetCommitRequestTopic(
+                                           name=TOPIC, partitions=[w.OffsetCommitRequest.OffsetCommitRequestPartition(
+                                               partition_index=0, committed_offset=1)])])
+        fetch_offsets = w.OffsetFetchRequest(groups=[w.OffsetFetchRequest.OffsetFetchRequestGroup(
+            group_id="g", topics=None)])
+        with sasl_socket(node.port, "mallory") as s:
+            got = send(s, METADATA, 12, meta_all, 3)
+            assert got.topics == []                               # left out
+            got = send(s, METADATA, 10, meta_named, 4)
+            assert got.topics[0].error_code == T and got.topics[0].partitions == []
+            assert send(s, LIST_OFFSETS, 7, lo, 5).topics[0].partitions[0].error_code == T
+            got = send(s, PRODUCE, 9, produce, 6)
+            assert got.responses[0].partition_responses[0].error_code == T
+            got = send(s, DESCRIBE_CONFIGS, 4, configs, 7)
+            assert [(r.error_code, r.error_message) for r in got.results] == [
+                (T, "Topic authorization failed."),
+                (Errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")]
+            got = send(s, DESCRIBE_CLUSTER, 1, w.DescribeClusterRequest(endpoint_type=2), 8)
+            assert got.error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
+            got = send(s, DESCRIBE_CLUSTER, 1, w.DescribeClusterRequest(
+                endpoint_type=1, include_cluster_authorized_operations=True), 9)
+            assert got.error_code == 0 and got.cluster_authorized_operations == 0
+            got = send(s, FIND_COORDINATOR, 4, w.FindCoordinatorRequest(key_type=0, coordinator_keys=["g"]), 10)
+            assert got.coordinators[0].error_code == Errors.GROUP_AUTHORIZATION_FAILED
+            got = send(s, OFFSET_COMMIT, 8, commit, 11)
+            assert got.topics[0].partitions[0].error_code == Errors.GROUP_AUTHORIZATION_FAILED
+            got = send(s, OFFSET_FETCH, 8, fetch_offsets, 12)
+            assert got.groups[0].error_code == Errors.GROUP_AUTHORIZATION_FAILED
+        with sasl_socket(node.port, "alice") as s:
+            got = send(s, METADATA, 12, meta_all, 3)
+            assert [t.name for t in got.topics] == [TOPIC] and got.topics[0].error_code == 0
+            got = send(s, METADATA, 10, meta_named, 4)
+            assert got.topics[0].topic_authorized_operations == (1 << 3) | (1 << 8)  # READ, DESCRIBE
+            assert send(s, LIST_OFFSETS, 7, lo, 5).topics[0].partitions[0].error_code == 0
+            got = send(s, PRODUCE, 9, produce, 6)
+            assert got.responses[0].partition_responses[0].error_code == T  # READ is not WRITE
+            got = send(s, FIND_COORDINATOR, 4, w.FindCoordinatorRequest(key_type=0, coordinator_keys=["g1"]), 10)
+            assert got.coordinators[0].error_code == 0                 # prefixed "g": DESCRIBE implied
+            got = send(s, OFFSET_COMMIT, 8, commit, 11)
+            assert got.topics[0].partitions[0].error_code == 0
+            got = send(s, OFFSET_FETCH, 8, fetch_offsets, 12)
+            assert got.groups[0].error_code == 0
+            assert got.groups[0].topics[0].partitions[0].committed_offset == 1
