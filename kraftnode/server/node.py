@@ -189,7 +189,7 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                     kl = KafkaListener(host, lst.port, on_listener, limits, request_metrics,
                                        sec.ssl_context if sec else None,
                                        security_hooks.authenticator(sec, duties),
-                                       sec.principal_mapper if sec else None)
+                                       sec.principal_mapper if sec else None, lst.name)
                     port = await tg.start(kl.serve)
                     listeners.append((lst.name, kl))
                     bound.append(f"{lst.name}://{host}:{port}")
