@@ -7,8 +7,9 @@ carry magic 0/1 message sets and a KRaft log holds only v2 batches (Kafka 3.9
 would down-convert; we do not).  InitProducerId (22) is served beyond the table
 because Kafka producers are idempotent by default and start with it, and
 DescribeConfigs (32) because ``kafka-topics.sh --describe`` fails without it, and
-OffsetCommit/OffsetFetch/FindCoordinator (8-10) for simple consumer groups, and the
-ACL APIs (29-31) a Kafka 3.9 controller serves with an authorizer.
+OffsetCommit/OffsetFetch/FindCoordinator (8-10) for simple consumer groups, the
+ACL APIs (29-31) a Kafka 3.9 controller serves with an authorizer, and
+DescribeUserScramCredentials (50, a broker API) so the Java Admin can list SCRAM users.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ SERVED: dict[int, ApiSpec] = {
         _spec(INIT_PRODUCER_ID, "InitProducerId", 0, 5),
         _spec(API_VERSIONS, "ApiVersions", 0, 4),
         _spec(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
+        _spec(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),
         _spec(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
         # v2 (KIP-996 PreVote, Kafka 4.0) is advertised only with kraftnode.raft.pre.vote.enable
         # (FeatureView.api_max): by default a node advertises Kafka 3.9's 0-1.

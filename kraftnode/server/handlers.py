@@ -31,6 +31,7 @@ from kraftnode.protocol.registry import (
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_QUORUM,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
     END_QUORUM_EPOCH,
     FETCH,
     FETCH_SNAPSHOT,
@@ -851,8 +852,21 @@ class NodeHandlers:
                                         producer_epoch=epoch)
 
     async def _alter_scram(self, q: Any, v: int) -> Any:
+        """The leader writes the records; a follower forwards the request to it, as a Kafka
+        broker forwards it to the active controller (else NOT_CONTROLLER)."""
         from kraftnode.server.security import scram_admin
+        if not self.core.is_leader:
+            leader, _ = self._leader()
+            forwarded = await self._forward_to_leader(
+                leader, ALTER_USER_SCRAM_CREDENTIALS, q, v) if leader >= 0 else None
+            if forwarded is not None:
+                log.info("AlterUserScramCredentials forwarded to leader %d", leader)
+                return forwarded
         return await scram_admin.alter(self.driver, self.duties, q)
+
+    async def _describe_scram(self, q: Any, v: int) -> Any:
+        from kraftnode.server.security import scram_admin
+        return scram_admin.describe(self.duties, q)
 
     async def _describe_acls(self, q: Any, v: int) -> Any:
         return self.acl_admin.describe(q, v)
@@ -866,6 +880,7 @@ class NodeHandlers:
             api_key = CREATE_ACLS if create else DELETE_ACLS
             forwarded = await self._forward_to_leader(leader, api_key, q, v) if leader >= 0 else None
             if forwarded is not None:
+                log.info("%s forwarded to leader %d", type(q).__name__[:-7], leader)
                 return forwarded
         return await (self.acl_admin.create(q, v) if create else self.acl_admin.delete(q, v))
 
@@ -886,7 +901,7 @@ class NodeHandlers:
         UPDATE_FEATURES: _update_features, ADD_RAFT_VOTER: _voter_change,
         REMOVE_RAFT_VOTER: _voter_change, UPDATE_RAFT_VOTER: _voter_change,
         SASL_HANDSHAKE: _sasl_handshake, SASL_AUTHENTICATE: _sasl_authenticate,
-        ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
+        ALTER_USER_SCRAM_CREDENTIALS: _alter_scram, DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_scram,
         DESCRIBE_ACLS: _describe_acls, CREATE_ACLS: _alter_acls, DELETE_ACLS: _alter_acls,
         INIT_PRODUCER_ID: _init_producer_id,
         CONTROLLER_REGISTRATION: _controller_registration,

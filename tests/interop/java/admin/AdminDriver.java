@@ -25,6 +25,10 @@ import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.acl.AclPermissionType;
 import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.ScramMechanism;
+import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
+import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
 import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.common.resource.PatternType;
 import org.apache.kafka.common.resource.ResourcePattern;
@@ -61,6 +65,8 @@ import java.util.concurrent.TimeUnit;
  *   deleteacls TYPE NAME PATTERN PRINCIPAL HOST OP PERM  deleteAcls (one filter; '-' = null name/
  *                                                 principal/host): the deleted bindings
  *   upgradefeature NAME LEVEL                     updateFeatures (UPGRADE)
+ *   scramupsert USER MECHANISM PASSWORD ITERATIONS  alterUserScramCredentials (one upsertion)
+ *   scramusers                                    describeUserScramCredentials(): sorted USER:MECHANISM:ITERATIONS
  *   quorum                                        describeMetadataQuorum
  *   cluster                                       describeCluster
  *   features                                      describeFeatures
@@ -206,6 +212,23 @@ public class AdminDriver {
                                 new UpdateFeaturesOptions()).all().get(WAIT_S, TimeUnit.SECONDS);
                         out.put("ok", true);
                         break;
+                    case "scramupsert":
+                        admin.alterUserScramCredentials(Collections.singletonList(new UserScramCredentialUpsertion(
+                                w[1], new ScramCredentialInfo(ScramMechanism.fromMechanismName(w[2]),
+                                        Integer.parseInt(w[4])), w[3]))).all().get(WAIT_S, TimeUnit.SECONDS);
+                        out.put("ok", true);
+                        break;
+                    case "scramusers": {
+                        ArrayNode arr = out.putArray("users");
+                        List<String> rows = new ArrayList<>();
+                        for (UserScramCredentialsDescription d : admin.describeUserScramCredentials().all()
+                                .get(WAIT_S, TimeUnit.SECONDS).values()) {
+                            for (ScramCredentialInfo i : d.credentialInfos())
+                                rows.add(d.name() + ":" + i.mechanism().mechanismName() + ":" + i.iterations());
+                        }
+                        rows.stream().sorted().forEach(arr::add);
+                        break;
+                    }
                     case "close":
                         if (admin != null) admin.close();
                         admin = null;

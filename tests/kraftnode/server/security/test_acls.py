@@ -27,6 +27,7 @@ from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.framing import encode_request, parse_response
 from kraftnode.protocol.generated.metadata import AccessControlEntryRecord
 from kraftnode.protocol.registry import (
+    ALTER_USER_SCRAM_CREDENTIALS,
     BEGIN_QUORUM_EPOCH,
     FETCH,
     SASL_AUTHENTICATE,
@@ -149,12 +150,32 @@ def test_java_admin_acls_and_cluster_alter_rights(tmp_path: Path, admin: JavaAdm
             assert refused["error"] == AUTHZ, refused
             refused = admin("createacl", "TOPIC", "x", "LITERAL", "User:alice", "*", "READ", "ALLOW")
             assert refused["error"] == AUTHZ, refused
+        # SCRAM users: DescribeUserScramCredentials needs DESCRIBE, AlterUserScramCredentials ALTER
+        assert admin("scramusers") == {"users": []}
+        assert admin("scramupsert", "erin", "SCRAM-SHA-512", "erin-secret", 8192)["error"] == AUTHZ
         # bob: no DESCRIBE on the cluster
         assert admin("open", "servers", boot, client_props(tmp_path, "bob")) == {"ok": True}
         assert admin("quorum")["error"] == AUTHZ
         assert admin("describeacls")["error"] == AUTHZ
 
-        # ---- the super user may do all of it
+        assert admin("scramusers")["error"] == AUTHZ
+
+        # ---- the super user may do all of it; AlterUserScramCredentials sent to the
+        # follower (node 2) is forwarded to the leader, as a Kafka broker forwards it
+        assert admin("open", "servers", f"127.0.0.1:{pair.port(2)}",
+                     client_props(tmp_path, "admin")) == {"ok": True}
+        assert admin("scramupsert", "erin", "SCRAM-SHA-512", "erin-secret", 8192) == {"ok": True}
+        # (the Admin picks a node itself; a raw request makes sure the follower forwards)
+        U = w.AlterUserScramCredentialsRequest.ScramCredentialUpsertion
+        with sasl_socket(pair.port(2), "admin") as s:
+            got = send(s, ALTER_USER_SCRAM_CREDENTIALS, 0, w.AlterUserScramCredentialsRequest(
+                deletions=[], upsertions=[U(name="frank", mechanism=1, iterations=4096, salt=b"salt",
+                                            salted_password=b"x" * 32)]), 3)
+        assert [(r.user, r.error_code) for r in got.results] == [("frank", 0)]
+        log2 = (pair.root / "node2" / "node.log").read_text(errors="replace")
+        assert "AlterUserScramCredentials forwarded to leader 1" in log2
+        wait_until("the credentials on node 2", lambda: admin("scramusers") == {
+            "users": ["erin:SCRAM-SHA-512:8192", "frank:SCRAM-SHA-256:4096"]}, logs=pair.logs)
         assert admin("open", "controllers", boot, client_props(tmp_path, "admin")) == {"ok": True}
         assert admin("upgradefeature", "metadata.version", 21) == {"ok": True}
         assert _retry(admin, "remove", 2, d2) == {"ok": True}
