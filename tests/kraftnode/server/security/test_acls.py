@@ -209,7 +209,8 @@ def test_java_admin_acls_and_cluster_alter_rights(tmp_path: Path, admin: JavaAdm
         pair.close()
 
 
-def test_write_without_read_produces_but_cannot_consume(tmp_path: Path, admin: JavaAdmin) -> None:
+def test_write_without_read_produces_but_cannot_consume(tmp_path: Path, admin: JavaAdmin,
+                                                        kafka_home: Any) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.errors import TopicAuthorizationFailedError
 
@@ -243,6 +244,16 @@ def test_write_without_read_produces_but_cannot_consume(tmp_path: Path, admin: J
         got = next(iter(cons))
         cons.close()
         assert (got.offset, got.value) == (offset, b"bob-was-here")
+        # the Java console consumer as bob: TopicAuthorizationException; as admin: the record
+        denied = kafka_home.tool("kafka-console-consumer", "--bootstrap-server", boot, "--topic", TOPIC,
+                                 "--partition", "0", "--offset", str(offset), "--max-messages", "1",
+                                 "--timeout-ms", "20000", "--consumer.config", client_props(tmp_path, "bob"))
+        assert "TopicAuthorizationException" in denied.stderr, denied.stderr[-3000:]
+        assert "bob-was-here" not in denied.stdout
+        read = kafka_home.tool("kafka-console-consumer", "--bootstrap-server", boot, "--topic", TOPIC,
+                               "--partition", "0", "--offset", str(offset), "--max-messages", "1",
+                               "--timeout-ms", "20000", "--consumer.config", client_props(tmp_path, "admin"))
+        assert read.stdout.strip().splitlines()[-1:] == ["bob-was-here"], read.stderr[-3000:]
         assert "Principal = User:bob is Denied operation = READ" in node.log()
 
 
