@@ -8,6 +8,7 @@ DescribeConfigs DESCRIBE_CONFIGS) are made by the handlers per topic, through
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kraftnode.protocol.errors import Errors
@@ -70,8 +71,9 @@ def denied(authz: az.StandardAuthorizer | None, resource_type: int, name: str, o
 
 
 def _name(api: int) -> str:
+    """Kafka's ApiKeys name (``REMOVE_RAFT_VOTER``), as its audit log prints it."""
     spec = SERVED.get(api)
-    return spec.name.upper() if spec is not None else str(api)
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", spec.name).upper() if spec is not None else str(api)
 
 
 def cluster_operation(key: int, v: int, body: Any) -> int | None:
