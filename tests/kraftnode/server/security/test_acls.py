@@ -30,6 +30,8 @@ from kraftnode.protocol.generated.metadata import AccessControlEntryRecord
 from kraftnode.protocol.registry import (
     ALTER_USER_SCRAM_CREDENTIALS,
     BEGIN_QUORUM_EPOCH,
+    CREATE_ACLS,
+    DELETE_ACLS,
     FETCH,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
@@ -175,6 +177,25 @@ def test_java_admin_acls_and_cluster_alter_rights(tmp_path: Path, admin: JavaAdm
         assert [(r.user, r.error_code) for r in got.results] == [("frank", 0)]
         log2 = (pair.root / "node2" / "node.log").read_text(errors="replace")
         assert "AlterUserScramCredentials forwarded to leader 1" in log2
+        # CreateAcls / DeleteAcls on the follower: checked there, then forwarded to the leader
+        C = w.CreateAclsRequest.AclCreation
+        F = w.DeleteAclsRequest.DeleteAclsFilter
+        grant = w.CreateAclsRequest(creations=[C(resource_type=3, resource_name="grp", resource_pattern_type=3,
+                                                 principal="User:alice", host="*", operation=3,
+                                                 permission_type=3)])
+        revoke = w.DeleteAclsRequest(filters=[F(resource_type_filter=3, resource_name_filter="grp",
+                                                pattern_type_filter=1, principal_filter=None, host_filter=None,
+                                                operation=1, permission_type=1)])
+        with sasl_socket(pair.port(2), "alice") as s:
+            got = send(s, CREATE_ACLS, 3, grant, 3)
+            assert [r.error_code for r in got.results] == [Errors.CLUSTER_AUTHORIZATION_FAILED]
+        with sasl_socket(pair.port(2), "admin") as s:
+            assert [r.error_code for r in send(s, CREATE_ACLS, 3, grant, 3).results] == [0]
+            gone = send(s, DELETE_ACLS, 3, revoke, 4)
+            assert [(r.error_code, [(m.resource_name, m.principal) for m in r.matching_acls])
+                    for r in gone.filter_results] == [(0, [("grp", "User:alice")])]
+        log2 = (pair.root / "node2" / "node.log").read_text(errors="replace")
+        assert "CreateAcls forwarded to leader 1" in log2 and "DeleteAcls forwarded to leader 1" in log2
         wait_until("the credentials on node 2", lambda: admin("scramusers") == {
             "users": ["erin:SCRAM-SHA-512:8192", "frank:SCRAM-SHA-256:4096"]}, logs=pair.logs)
         assert admin("open", "controllers", boot, client_props(tmp_path, "admin")) == {"ok": True}
@@ -347,7 +368,6 @@ def test_broker_apis_check_topic_and_group_rights_per_resource(tmp_path: Path) -
     """Per-topic and per-group checks as KafkaApis makes them, with raw requests: alice may
     READ the topic and the group ``g``; mallory may nothing (no ACL names her)."""
     from kraftnode.protocol.registry import (
-        CREATE_ACLS,
         DESCRIBE_CLUSTER,
         DESCRIBE_CONFIGS,
         FIND_COORDINATOR,
