@@ -451,3 +451,41 @@ def test_broker_apis_check_topic_and_group_rights_per_resource(tmp_path: Path) -
             got = send(s, OFFSET_FETCH, 8, fetch_offsets, 12)
             assert got.groups[0].error_code == 0
             assert got.groups[0].topics[0].partitions[0].committed_offset == 1
+
+
+def test_a_node_without_cluster_action_stops_as_kafkas_raft_client_does(tmp_path: Path, admin: JavaAdmin) -> None:
+    """A genuine kraftnode observer logging in as mallory (valid credentials, no CLUSTER_ACTION):
+    the leader refuses its replica Fetch; like Kafka's KafkaRaftClient (which throws
+    ClusterAuthorizationException, fatal for its raft thread) it stops with a line saying
+    what is missing. Once an ACL grants CLUSTER_ACTION, it replicates."""
+    pair = DynamicPair(tmp_path / "q", SECURE)
+    conf2 = pair.root / "node2" / "server.properties"
+    conf2.write_text(conf2.read_text().replace('username="admin" password="admin-secret" user_admin',
+                                               'username="mallory" password="mallory-secret" user_admin'))
+    try:
+        pair.start(1)
+        pair.start(2)
+        assert pair.procs[2].wait(60) != 0
+        log2 = (pair.root / "node2" / "node.log").read_text(errors="replace")
+        assert re.search(r"node 2 stopped: (node 1|bootstrap server) 127\.0\.0\.1:\d+ refused Fetch with "
+                         r"CLUSTER_AUTHORIZATION_FAILED: this node's principal needs CLUSTER_ACTION on the "
+                         r"cluster \(add it to super.users, or grant it with an ACL\)", log2), log2[-3000:]
+        log1 = (pair.root / "node1" / "node.log").read_text(errors="replace")
+        assert "Principal = User:mallory is Denied operation = CLUSTER_ACTION" in log1
+        assert pair.procs[1].poll() is None
+        # grant it: the observer now replicates the log
+        assert admin("open", "servers", f"127.0.0.1:{pair.port(1)}", client_props(tmp_path, "admin")) == {"ok": True}
+        made = _retry(admin, "createacl", "CLUSTER", "kafka-cluster", "LITERAL", "User:mallory", "*",
+                      "CLUSTER_ACTION", "ALLOW")
+        assert made == {"ok": True}, made
+        pair.start(2)
+        def second_run() -> str:
+            text = (pair.root / "node2" / "node.log").read_text(errors="replace")
+            return text.rsplit("node 2 listening on", 1)[-1]
+        wait_until("node 2 following the leader", lambda: "became follower" in second_run(),
+                   timeout=30, logs=pair.logs)
+        time.sleep(3)
+        assert pair.procs[2].poll() is None, pair.logs()
+    finally:
+        admin("close")
+        pair.close()
