@@ -313,8 +313,11 @@ class _Connection(asyncio.Protocol):
             tls = await handshake
         except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
             # as Kafka's Selector: "Failed authentication with /IP (SSL handshake failed)"
-            log.warning("TLS handshake with %s on listener %s failed: %s; closing the connection",
-                        self.peer, self.listener.label, tls_failure(e, self.listener.limits))
+            # a client that just connects and closes (a port probe) is DEBUG chatter
+            level = logging.DEBUG if isinstance(e, ConnectionError) and \
+                not isinstance(e, ConnectionAbortedError) else logging.WARNING
+            log.log(level, "TLS handshake with %s on listener %s failed: %s; closing the connection",
+                    self.peer, self.listener.label, tls_failure(e, self.listener.limits))
             if not raw.is_closing():
                 raw.close()
             self._close()

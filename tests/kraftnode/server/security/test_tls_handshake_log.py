@@ -110,6 +110,12 @@ def test_failed_handshakes_are_logged_with_the_reason(tmp_path: Path) -> None:
                 pass
         got = _wait_for_line(node.log, line.format(me))
         assert "the handshake did not complete within 2000 ms (connections.max.idle.ms)" in got
+        # a port probe (connect, close) is not worth a warning
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            probe = s.getsockname()[1]
+        assert _api_versions(port, good) == 0
+        time.sleep(0.5)
+        assert f"127.0.0.1:{probe} " not in node.log()
         assert _api_versions(port, good) == 0
         assert "Traceback" not in node.log()
         assert node.proc.poll() is None
