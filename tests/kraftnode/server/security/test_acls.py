@@ -489,3 +489,44 @@ def test_a_node_without_cluster_action_stops_as_kafkas_raft_client_does(tmp_path
     finally:
         admin("close")
         pair.close()
+
+
+def test_ssl_principal_from_the_mapped_certificate_subject(tmp_path: Path) -> None:
+    """On an SSL listener the principal is the client certificate's subject mapped by
+    ssl.principal.mapping.rules (DefaultKafkaPrincipalBuilder): User:client gets DESCRIBE on
+    the cluster by ACL, User:other (same CA) does not, User:admin is a super user."""
+    import ssl as _ssl
+
+    from kraftnode.protocol.registry import CREATE_ACLS, DESCRIBE_QUORUM
+    from tests.support.certs import PASSWORD, make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    server, client, other, admin_cert = (pki.issue(n) for n in ("server", "client", "other", "admin"))
+    extra = ("listener.security.protocol.map=CONTROLLER:SSL\n"
+             f"ssl.keystore.type=PKCS12\nssl.keystore.location={server.p12}\nssl.keystore.password={PASSWORD}\n"
+             f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca_cert}\nssl.client.auth=required\n"
+             # the subject as Java prints it: C=US,O=kraftnode tests,OU=test,CN=client
+             "ssl.principal.mapping.rules=RULE:^.*CN=([^,]+)$/$1/L,DEFAULT\n"
+             "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
+             "super.users=User:admin\n")
+
+    def tls(port: int, party: Any) -> Any:
+        ctx = _ssl.create_default_context(cafile=str(pki.ca_cert))
+        ctx.load_cert_chain(str(party.cert), str(party.key))
+        return ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
+                               server_hostname="localhost")
+
+    dq = w.DescribeQuorumRequest(topics=[w.DescribeQuorumRequest.TopicData(
+        topic_name=TOPIC, partitions=[w.DescribeQuorumRequest.PartitionData(partition_index=0)])])
+    with running_node(tmp_path, extra) as node:
+        wait_until("the bootstrap commit", lambda: "controller activation" in node.log(), logs=node.log)
+        with tls(node.port, admin_cert) as s:
+            made = send(s, CREATE_ACLS, 3, w.CreateAclsRequest(creations=[w.CreateAclsRequest.AclCreation(
+                resource_type=4, resource_name="kafka-cluster", resource_pattern_type=3,
+                principal="User:client", host="127.0.0.1", operation=8, permission_type=3)]), 1)
+            assert [r.error_code for r in made.results] == [0]
+        with tls(node.port, client) as s:
+            assert send(s, DESCRIBE_QUORUM, 2, dq, 2).error_code == 0
+        with tls(node.port, other) as s:
+            assert send(s, DESCRIBE_QUORUM, 2, dq, 3).error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
+        assert "Principal = User:other is Denied operation = DESCRIBE from host = 127.0.0.1" in node.log()
