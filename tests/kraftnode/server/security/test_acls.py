@@ -530,3 +530,44 @@ def test_ssl_principal_from_the_mapped_certificate_subject(tmp_path: Path) -> No
         with tls(node.port, other) as s:
             assert send(s, DESCRIBE_QUORUM, 2, dq, 3).error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
         assert "Principal = User:other is Denied operation = DESCRIBE from host = 127.0.0.1" in node.log()
+
+
+def test_snapshot_acl_order_is_kafkas_aclsimage_order(kafka_home: Any) -> None:
+    """The ACL records of a snapshot come in the order Kafka 3.9's AclsImage.write gives
+    them (a HashMap<Uuid, StandardAcl>), checked against the genuine AclsImage/AclsDelta
+    over several batches with removals and a growing map."""
+    import random
+    import subprocess
+    import uuid
+
+    from kraftnode.protocol.generated.metadata import RemoveAccessControlEntryRecord
+    from kraftnode.server.metadata_state import MetadataState
+    from recordbatch.wire import uuid_to_base64
+
+    rng = random.Random(15)
+    state = MetadataState()
+    live: list[uuid.UUID] = []
+    lines: list[str] = []
+    for _batch in range(12):
+        for _ in range(rng.randint(1, 9)):
+            if live and rng.random() < 0.25:
+                gone = live.pop(rng.randrange(len(live)))
+                state._apply(RemoveAccessControlEntryRecord(id=gone), 0)
+                lines.append("-" + uuid_to_base64(gone))
+            else:
+                new = uuid.UUID(int=rng.getrandbits(128))
+                live.append(new)
+                state._apply(AccessControlEntryRecord(id=new, resource_type=2, resource_name=f"t-{new}",
+                                                      pattern_type=3, principal="User:a", host="*",
+                                                      operation=3, permission_type=3), 0)
+                lines.append("+" + uuid_to_base64(new))
+        lines.append("")
+    ours = [uuid_to_base64(m.id) for m, _v in state.image.records() if isinstance(m, AccessControlEntryRecord)]
+    classes = kafka_home.compile("acls-image")
+    from tests.support.kafka import java_env
+    r = subprocess.run(kafka_home.java(classes, "AclsImageOrder"), input="\n".join(lines) + "\n",
+                       capture_output=True, text=True, timeout=120, env=java_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(ours) > 20
+    assert ours == r.stdout.split()
+    assert ours != [uuid_to_base64(i) for i in live]   # not merely the order of creation
