@@ -40,6 +40,7 @@ from kraftnode.protocol.registry import (
     VOTE,
 )
 from kraftnode.server.security import authorizer as az
+from recordbatch.wire import UnsupportedVersionError
 
 # API -> the operation it needs on the cluster (ControllerApis / AclApis)
 CLUSTER_OPERATION: dict[int, int] = {
@@ -179,4 +180,9 @@ def error_response(key: int, v: int, body: Any, code: int) -> Any:
         resp.producer_id, resp.producer_epoch = -1, -1
     if key == FIND_COORDINATOR:
         resp.node_id, resp.host, resp.port = -1, "", -1
+    if getattr(resp, "error_message", None) is not None:
+        try:   # the field is absent at some versions (DescribeQuorum v0-1, FindCoordinator v0)
+            resp.encode_into(bytearray(), v)
+        except UnsupportedVersionError:
+            resp.error_message = None
     return resp

@@ -23,6 +23,7 @@ from kraftnode.protocol.registry import (
     DESCRIBE_CLUSTER,
     DESCRIBE_QUORUM,
     FETCH,
+    FIND_COORDINATOR,
     INIT_PRODUCER_ID,
     REMOVE_RAFT_VOTER,
     UPDATE_FEATURES,
@@ -223,3 +224,18 @@ def test_only_super_users_are_authorized_before_the_initial_load() -> None:
     assert a.authorize(ALICE, az.TOPIC, "t", az.READ)
     loaded[0] = False   # latched: loading completes once
     assert a.authorize(ALICE, az.TOPIC, "t", az.READ)
+
+
+@pytest.mark.parametrize("key,v,body", [
+    (DESCRIBE_QUORUM, 0, w.DescribeQuorumRequest()), (DESCRIBE_QUORUM, 2, w.DescribeQuorumRequest()),
+    (FIND_COORDINATOR, 0, w.FindCoordinatorRequest(key="g")),
+    (FIND_COORDINATOR, 3, w.FindCoordinatorRequest(key="g")),
+    (UPDATE_FEATURES, 0, w.UpdateFeaturesRequest()), (VOTE, 0, w.VoteRequest()),
+])
+def test_refusals_encode_at_every_version(key: int, v: int, body: Any) -> None:
+    from kraftnode.protocol.registry import SERVED
+
+    resp = api_checks.error_response(key, v, body, Errors.CLUSTER_AUTHORIZATION_FAILED)
+    out = bytearray()
+    resp.encode_into(out, v)
+    assert SERVED[key].response.decode(bytes(out), v).error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
