@@ -207,13 +207,15 @@ KEYS: tuple[ConfigKey, ...] = (
        "rebalance.", group="Broker", honoured=False, why=_BROKER),
     # ---- ours
     # ---- security: TLS/SASL key families are read by kraftnode/server/security (docs/security.md)
-    _k("authorizer.class.name", "string", "", "The authorizer (Kafka: StandardAuthorizer for ACLs).",
-       group="Security", honoured=False,
-       why="ACLs are not implemented yet: every authenticated client may call every API"),
-    _k("super.users", "list", "", "Principals allowed everything when an authorizer is set.",
-       group="Security", honoured=False, why="ACLs are not implemented yet"),
+    _k("authorizer.class.name", "string", "", "The authorizer: "
+       "`org.apache.kafka.metadata.authorizer.StandardAuthorizer` enables ACLs (stored in the "
+       "metadata log; docs/security.md); empty: every API is allowed to every client. Any other "
+       "class is refused at start-up.", group="Security"),
+    _k("super.users", "list", "", "With an authorizer: principals allowed everything, "
+       "`;`-separated (`User:admin;User:controller`). Must include the principal the "
+       "controllers use with each other.", group="Security"),
     _k("allow.everyone.if.no.acl.found", "boolean", "false", "With an authorizer: allow a "
-       "resource no ACL names.", group="Security", honoured=False, why="ACLs are not implemented yet"),
+       "resource no ACL names.", group="Security"),
     _k("connections.max.reauth.ms", "long", "0", "SASL session lifetime (KIP-368 "
        "re-authentication).", group="Security", honoured=False,
        why="re-authentication is not supported: sessions do not expire (lifetime 0)"),

@@ -7,7 +7,9 @@ carry magic 0/1 message sets and a KRaft log holds only v2 batches (Kafka 3.9
 would down-convert; we do not).  InitProducerId (22) is served beyond the table
 because Kafka producers are idempotent by default and start with it, and
 DescribeConfigs (32) because ``kafka-topics.sh --describe`` fails without it, and
-OffsetCommit/OffsetFetch/FindCoordinator (8-10) for simple consumer groups.
+OffsetCommit/OffsetFetch/FindCoordinator (8-10) for simple consumer groups, the
+ACL APIs (29-31) a Kafka 3.9 controller serves with an authorizer, and
+DescribeUserScramCredentials (50, a broker API) so the Java Admin can list SCRAM users.
 """
 
 from __future__ import annotations
@@ -50,10 +52,14 @@ OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
 SASL_HANDSHAKE = 17
+DESCRIBE_ACLS = 29
+CREATE_ACLS = 30
+DELETE_ACLS = 31
 DESCRIBE_CONFIGS = 32
 INIT_PRODUCER_ID = 22
 API_VERSIONS = 18
 SASL_AUTHENTICATE = 36
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 ALTER_USER_SCRAM_CREDENTIALS = 51
 VOTE = 52
 BEGIN_QUORUM_EPOCH = 53
@@ -87,10 +93,14 @@ SERVED: dict[int, ApiSpec] = {
         _spec(OFFSET_FETCH, "OffsetFetch", 0, 9),
         _spec(FIND_COORDINATOR, "FindCoordinator", 0, 5),
         _spec(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
+        _spec(DESCRIBE_ACLS, "DescribeAcls", 0, 3),
+        _spec(CREATE_ACLS, "CreateAcls", 0, 3),
+        _spec(DELETE_ACLS, "DeleteAcls", 0, 3),
         _spec(DESCRIBE_CONFIGS, "DescribeConfigs", 0, 4),
         _spec(INIT_PRODUCER_ID, "InitProducerId", 0, 5),
         _spec(API_VERSIONS, "ApiVersions", 0, 4),
         _spec(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
+        _spec(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),
         _spec(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
         # v2 (KIP-996 PreVote, Kafka 4.0) is advertised only with kraftnode.raft.pre.vote.enable
         # (FeatureView.api_max): by default a node advertises Kafka 3.9's 0-1.

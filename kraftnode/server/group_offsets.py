@@ -38,6 +38,7 @@ from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.raft_log import RawBatches
+from kraftnode.server.security import authorizer as az
 from kraftnode.server.state_machine import snapshot_data_records
 from recordbatch import CorruptBatchError, Record, build_batch
 from recordbatch.wire import DecodeError
@@ -204,7 +205,12 @@ async def find_coordinator(h: Any, q: w.FindCoordinatorRequest, v: int) -> w.Fin
 
     def answer(key: str) -> Any:
         c = R.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=0, error_message=None)
-        if q.key_type == GROUP_KEY_TYPE:
+        if q.key_type == GROUP_KEY_TYPE and v >= 4 and h._denied(az.GROUP, key, az.DESCRIBE,
+                                                                  FIND_COORDINATOR):
+            # KafkaApis.getCoordinator (v0-3 are refused whole, security.api_checks)
+            c.error_code = Errors.GROUP_AUTHORIZATION_FAILED
+            c.error_message = "Group authorization failed."
+        elif q.key_type == GROUP_KEY_TYPE:
             if ep is None:
                 c.error_code = Errors.COORDINATOR_NOT_AVAILABLE
             else:
@@ -258,6 +264,9 @@ async def offset_commit(h: Any, q: w.OffsetCommitRequest, v: int) -> w.OffsetCom
             parts.append(pr)
             if code:
                 continue
+            if h._denied(az.TOPIC, t.name, az.READ, OFFSET_COMMIT):  # KafkaApis: READ per topic
+                pr.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
+                continue
             if t.name != rw.METADATA_TOPIC or p.partition_index != 0:
                 pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -283,21 +292,27 @@ async def offset_commit(h: Any, q: w.OffsetCommitRequest, v: int) -> w.OffsetCom
 
 
 def _fetch_group(h: Any, view: GroupOffsets, group: str, wanted: list[tuple[str, list[int]]] | None
-                 ) -> list[tuple[str, list[tuple[int, int, int, str]]]]:
-    """(topic, [(partition, offset, epoch, metadata)]) for the partitions asked for; all the
-    group's committed partitions when ``wanted`` is None. Unknown ones get offset -1."""
+                 ) -> list[tuple[str, list[tuple[int, int, int, str, int]]]]:
+    """(topic, [(partition, offset, epoch, metadata, error)]) for the partitions asked for;
+    all the group's committed partitions when ``wanted`` is None. Unknown ones get offset -1.
+    With an authorizer (KafkaApis.handleOffsetFetchRequest): a topic asked for by name that
+    the caller may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED; such topics are left out
+    of an all-topics answer."""
     offsets = view.groups.get(group, {})
     if wanted is None:
         by_topic: dict[str, list[int]] = {}
         for (t, p) in sorted(offsets):
             by_topic.setdefault(t, []).append(p)
         wanted = list(by_topic.items())
+        # all the group's topics: those the caller may not describe are left out
+        wanted = [(t, ps) for t, ps in wanted if not h._denied(az.TOPIC, t, az.DESCRIBE, OFFSET_FETCH)]
     out = []
     for topic, parts in wanted:
         rows = []
+        denied = h._denied(az.TOPIC, topic, az.DESCRIBE, OFFSET_FETCH)
         for p in parts:
-            off, epoch, md = offsets.get((topic, p), (-1, -1, ""))
-            rows.append((p, off, epoch, md))
+            off, epoch, md = (-1, -1, "") if denied else offsets.get((topic, p), (-1, -1, ""))
+            rows.append((p, off, epoch, md, int(Errors.TOPIC_AUTHORIZATION_FAILED) if denied else 0))
         out.append((topic, rows))
     return out
 
@@ -311,14 +326,18 @@ async def offset_fetch(h: Any, q: w.OffsetFetchRequest, v: int) -> w.OffsetFetch
         for g in q.groups:
             wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
             topics = []
-            if not code:
+            group_code = code
+            if not code and h._denied(az.GROUP, g.group_id, az.DESCRIBE, OFFSET_FETCH):
+                group_code = Errors.GROUP_AUTHORIZATION_FAILED
+            if not group_code:
                 for topic, rows in _fetch_group(h, view, g.group_id, wanted):
                     topics.append(R.OffsetFetchResponseTopics(name=topic, partitions=[
                         R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o,
                                                         committed_leader_epoch=e, metadata=md,
-                                                        error_code=0)
-                        for p, o, e, md in rows]))
-            groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=code))
+                                                        error_code=err)
+                        for p, o, e, md, err in rows]))
+            groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics,
+                                                     error_code=group_code))
         return R(throttle_time_ms=0, groups=groups)
     wanted = None if q.topics is None else [(t.name, list(t.partition_indexes)) for t in q.topics]
     out = []
@@ -334,8 +353,9 @@ async def offset_fetch(h: Any, q: w.OffsetFetchRequest, v: int) -> w.OffsetFetch
         for topic, rows in _fetch_group(h, view, q.group_id, wanted):
             out.append(R.OffsetFetchResponseTopic(name=topic, partitions=[
                 R.OffsetFetchResponsePartition(partition_index=p, committed_offset=o,
-                                               committed_leader_epoch=e, metadata=md, error_code=0)
-                for p, o, e, md in rows]))
+                                               committed_leader_epoch=e, metadata=md,
+                                               error_code=err)
+                for p, o, e, md, err in rows]))
     return R(throttle_time_ms=0, topics=out, error_code=code)
 
 

@@ -25,9 +25,13 @@ from kraftnode.protocol.registry import (
     API_VERSIONS,
     BEGIN_QUORUM_EPOCH,
     CONTROLLER_REGISTRATION,
+    CREATE_ACLS,
+    DELETE_ACLS,
+    DESCRIBE_ACLS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_QUORUM,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
     END_QUORUM_EPOCH,
     FETCH,
     FETCH_SNAPSHOT,
@@ -53,6 +57,9 @@ from kraftnode.server.network import Reply
 from kraftnode.server.peer_client import SOFTWARE_NAME
 from kraftnode.server.raft_driver import RaftDriver, now_ms
 from kraftnode.server.raft_log import RawBatches
+from kraftnode.server.security import api_checks
+from kraftnode.server.security import authorizer as az
+from kraftnode.server.security.acl_admin import AclAdmin
 from kraftnode.server.security.listeners import CURRENT_LISTENER
 from recordbatch import CorruptBatchError, iter_batches
 from recordbatch.wire import ZERO_UUID, DecodeError, read_varint, read_varlong
@@ -76,7 +83,8 @@ class NodeHandlers:
     """Routes parsed requests to the code that answers them."""
 
     def __init__(self, ident: NodeIdentity, driver: RaftDriver,
-                 features: api_versions.FeatureView, duties: ControllerDuties | None = None) -> None:
+                 features: api_versions.FeatureView, duties: ControllerDuties | None = None,
+                 authz: az.StandardAuthorizer | None = None) -> None:
         self.ident = ident
         self.driver = driver
         self.features = features
@@ -87,6 +95,9 @@ class NodeHandlers:
         self._conn_software: dict[str, str] = {}
         self.replica_software: dict[int, str] = {}
         self.group_offsets = group_offsets.GroupOffsets()  # simple consumer groups
+        #: StandardAuthorizer (authorizer.class.name); None: every API allowed to everyone
+        self.authz = authz
+        self.acl_admin = AclAdmin(driver, duties, authz)
 
     # ---------------------------------------------------------------- helpers
     @property
@@ -138,6 +149,15 @@ class NodeHandlers:
     def _leader(self) -> tuple[int, int]:
         return self.core.leader_id, self.core.epoch
 
+    def _denied(self, resource_type: int, name: str, op: int, api: int) -> bool:
+        """True when the caller may not do ``op`` on the resource (security.api_checks)."""
+        return self.authz is not None and api_checks.denied(self.authz, resource_type, name, op, api)
+
+    def _authorized_ops(self, resource_type: int, name: str, without_authorizer: int) -> int:
+        if self.authz is None:
+            return without_authorizer
+        return self.authz.authorized_operations(az.session(), resource_type, name)
+
     async def __call__(self, request: Request, peer: str) -> Reply | None:
         key = request.spec.key
         v = request.api_version
@@ -158,6 +178,17 @@ class NodeHandlers:
         handler = self._handlers.get(key)
         if handler is None:
             raise FrameError(f"{request.spec.name} is not served")
+        if self.authz is not None:
+            try:
+                refused = api_checks.refusal(self.authz, key, v, body)
+                if refused is None and key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+                    self.authz.check_ready(az.session())
+            except az.AuthorizerNotReady:
+                log.info("%s from %s before the ACLs are loaded: UNKNOWN_SERVER_ERROR (Kafka's "
+                         "AuthorizerNotReadyException)", request.spec.name, az.session().principal)
+                refused = api_checks.error_response(key, v, body, Errors.UNKNOWN_SERVER_ERROR)
+            if refused is not None:
+                return Reply(refused, v)
         result = await handler(self, body, v)
         return None if result is None else Reply(result, v)
 
@@ -235,12 +266,20 @@ class NodeHandlers:
         budget = q.max_bytes if q.max_bytes > 0 else 0x7FFFFFFF
         for t in q.topics:
             ours = (t.topic_id == rw.METADATA_TOPIC_ID) if v >= 13 else (t.topic == rw.METADATA_TOPIC)
+            # KafkaApis.handleFetchRequest: READ on each topic (a topic id we do not know is
+            # UNKNOWN_TOPIC_ID before any authorization)
+            read_denied = (ours or v < 13) and self._denied(
+                az.TOPIC, rw.METADATA_TOPIC if v >= 13 else t.topic, az.READ, FETCH)
             parts = []
             for p in t.partitions:
                 pd = w.FetchResponse.PartitionData(partition_index=p.partition, high_watermark=-1,
                                                    last_stable_offset=-1, log_start_offset=-1,
                                                    records=None)
-                if not ours or p.partition != 0:
+                if v >= 13 and not ours:
+                    pd.error_code = Errors.UNKNOWN_TOPIC_ID
+                elif read_denied:
+                    pd.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
+                elif not ours or p.partition != 0:
                     pd.error_code = Errors.UNKNOWN_TOPIC_ID if v >= 13 else Errors.UNKNOWN_TOPIC_OR_PARTITION
                 elif not self.core.is_leader:
                     pd.error_code = Errors.NOT_LEADER_OR_FOLLOWER
@@ -293,10 +332,13 @@ class NodeHandlers:
         out = []
         for t in q.topics:
             parts = []
+            describe_denied = self._denied(az.TOPIC, t.name, az.DESCRIBE, LIST_OFFSETS)
             for p in t.partitions:
                 rp = w.ListOffsetsResponse.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
-                if t.name != rw.METADATA_TOPIC or p.partition_index != 0:
+                if describe_denied:  # KafkaApis.handleListOffsetRequest: DESCRIBE on the topic
+                    rp.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
+                elif t.name != rw.METADATA_TOPIC or p.partition_index != 0:
                     rp.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 elif not self.core.is_leader:
                     rp.error_code = Errors.NOT_LEADER_OR_FOLLOWER
@@ -367,12 +409,16 @@ class NodeHandlers:
             await self._await_activation(deadline)
         for t in q.topic_data:
             parts = []
+            # KafkaApis.handleProduceRequest: WRITE on each topic, before its existence
+            write_denied = code is None and self._denied(az.TOPIC, t.name, az.WRITE, PRODUCE)
             for p in t.partition_data:
                 pr = w.ProduceResponse.PartitionProduceResponse(index=p.index, base_offset=-1,
                                                                 log_append_time_ms=-1, log_start_offset=-1)
                 parts.append(pr)
                 if code is not None:
                     pr.error_code = code
+                elif write_denied:
+                    pr.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
                 elif t.name != rw.METADATA_TOPIC or p.index != 0:
                     pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 elif not self.core.is_leader or not self._activated():
@@ -537,12 +583,26 @@ class NodeHandlers:
                 leader_id=leader, leader_epoch=epoch, replica_nodes=voter_ids, isr_nodes=voter_ids,
                 offline_replicas=[])])
         topics = []
-        # MetadataRequest.isAllTopics: null, or (v0 has no null) an empty list at v0
+        # KafkaApis.handleTopicMetadataRequest: DESCRIBE on each topic; all-topics requests
+        # leave out the topics the caller may not describe, named ones get
+        # TOPIC_AUTHORIZATION_FAILED
+        hidden = self._denied(az.TOPIC, rw.METADATA_TOPIC, az.DESCRIBE, METADATA)
         if q.topics is None or (v == 0 and not q.topics):
-            topics = [ours]
+            topics = [] if hidden else [ours]
         else:
             for t in q.topics:
-                if t.name == rw.METADATA_TOPIC or (t.name is None and t.topic_id == rw.METADATA_TOPIC_ID):
+                if t.name is not None and t.name != rw.METADATA_TOPIC and \
+                        self._denied(az.TOPIC, t.name, az.DESCRIBE, METADATA):
+                    topics.append(w.MetadataResponse.MetadataResponseTopic(
+                        error_code=Errors.TOPIC_AUTHORIZATION_FAILED, name=t.name, topic_id=ZERO_UUID,
+                        is_internal=False, partitions=[], topic_authorized_operations=-2147483648))
+                elif t.name == rw.METADATA_TOPIC or (t.name is None and t.topic_id == rw.METADATA_TOPIC_ID):
+                    if hidden:
+                        topics.append(w.MetadataResponse.MetadataResponseTopic(
+                            error_code=Errors.TOPIC_AUTHORIZATION_FAILED, name=t.name,
+                            topic_id=ZERO_UUID if t.name is not None else t.topic_id,
+                            is_internal=False, partitions=[], topic_authorized_operations=-2147483648))
+                        continue
                     topics.append(ours)
                 else:
                     topics.append(w.MetadataResponse.MetadataResponseTopic(
@@ -552,11 +612,13 @@ class NodeHandlers:
         cluster_ops = _NOT_REQUESTED
         if v >= 8:  # KafkaApis.handleTopicMetadataRequest
             if v <= 10 and q.include_cluster_authorized_operations:
-                cluster_ops = CLUSTER_AUTHORIZED_OPERATIONS
+                cluster_ops = self._authorized_ops(az.CLUSTER, az.CLUSTER_NAME,
+                                                   CLUSTER_AUTHORIZED_OPERATIONS)
             if q.include_topic_authorized_operations:
                 for found in topics:  # every topic looked up by name (not an unknown topic id)
-                    if found.name is not None:
-                        found.topic_authorized_operations = TOPIC_AUTHORIZED_OPERATIONS
+                    if found.name is not None and found.error_code != Errors.TOPIC_AUTHORIZATION_FAILED:
+                        found.topic_authorized_operations = self._authorized_ops(
+                            az.TOPIC, found.name, TOPIC_AUTHORIZED_OPERATIONS)
         return w.MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=self.ident.cluster_id,
                                   controller_id=leader, topics=topics, cluster_authorized_operations=cluster_ops)
 
@@ -582,8 +644,9 @@ class NodeHandlers:
             cluster_id=self.ident.cluster_id, controller_id=leader if leader in eps else -1,
             brokers=[w.DescribeClusterResponse.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=None)
                      for i, (h, p) in sorted(eps.items())],
-            cluster_authorized_operations=CLUSTER_AUTHORIZED_OPERATIONS if q.include_cluster_authorized_operations
-            else _NOT_REQUESTED)
+            cluster_authorized_operations=self._authorized_ops(
+                az.CLUSTER, az.CLUSTER_NAME, CLUSTER_AUTHORIZED_OPERATIONS)
+            if q.include_cluster_authorized_operations else _NOT_REQUESTED)
 
     async def _describe_configs(self, q: w.DescribeConfigsRequest, v: int) -> w.DescribeConfigsResponse:
         """Configs of our one topic and of this node, as Kafka's ConfigHelper.describeConfigs
@@ -601,7 +664,16 @@ class NodeHandlers:
         for res in q.resources:
             code, msg = 0, None
             name = res.resource_name
-            if res.resource_type == _CONFIG_TOPIC:
+            if res.resource_type == _CONFIG_TOPIC and self._denied(az.TOPIC, name, az.DESCRIBE_CONFIGS,
+                                                                   DESCRIBE_CONFIGS):
+                # ConfigHelper.handleDescribeConfigsRequest: Errors.message() as the message
+                code = Errors.TOPIC_AUTHORIZATION_FAILED
+                msg = api_checks.MESSAGES[code]
+            elif res.resource_type in (_CONFIG_BROKER, 8) and self._denied(
+                    az.CLUSTER, az.CLUSTER_NAME, az.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS):
+                code = Errors.CLUSTER_AUTHORIZATION_FAILED
+                msg = api_checks.MESSAGES[code]
+            elif res.resource_type == _CONFIG_TOPIC:
                 invalid = _invalid_topic_name(name)
                 if invalid is not None:
                     code, msg = Errors.INVALID_TOPIC_EXCEPTION, invalid
@@ -827,8 +899,37 @@ class NodeHandlers:
                                         producer_epoch=epoch)
 
     async def _alter_scram(self, q: Any, v: int) -> Any:
+        """The leader writes the records; a follower forwards the request to it, as a Kafka
+        broker forwards it to the active controller (else NOT_CONTROLLER)."""
         from kraftnode.server.security import scram_admin
+        if not self.core.is_leader:
+            leader, _ = self._leader()
+            forwarded = await self._forward_to_leader(
+                leader, ALTER_USER_SCRAM_CREDENTIALS, q, v) if leader >= 0 else None
+            if forwarded is not None:
+                log.info("AlterUserScramCredentials forwarded to leader %d", leader)
+                return forwarded
         return await scram_admin.alter(self.driver, self.duties, q)
+
+    async def _describe_scram(self, q: Any, v: int) -> Any:
+        from kraftnode.server.security import scram_admin
+        return scram_admin.describe(self.duties, q)
+
+    async def _describe_acls(self, q: Any, v: int) -> Any:
+        return self.acl_admin.describe(q, v)
+
+    async def _alter_acls(self, q: Any, v: int) -> Any:
+        """CreateAcls / DeleteAcls: the leader writes the records; a follower forwards to it
+        (as a Kafka broker forwards to the active controller), else NOT_CONTROLLER."""
+        create = isinstance(q, w.CreateAclsRequest)
+        if self.authz is not None and not self.core.is_leader:
+            leader, _ = self._leader()
+            api_key = CREATE_ACLS if create else DELETE_ACLS
+            forwarded = await self._forward_to_leader(leader, api_key, q, v) if leader >= 0 else None
+            if forwarded is not None:
+                log.info("%s forwarded to leader %d", type(q).__name__[:-7], leader)
+                return forwarded
+        return await (self.acl_admin.create(q, v) if create else self.acl_admin.delete(q, v))
 
     async def _sasl_handshake(self, q: Any, v: int) -> w.SaslHandshakeResponse:
         return w.SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE, mechanisms=[])
@@ -847,7 +948,8 @@ class NodeHandlers:
         UPDATE_FEATURES: _update_features, ADD_RAFT_VOTER: _voter_change,
         REMOVE_RAFT_VOTER: _voter_change, UPDATE_RAFT_VOTER: _voter_change,
         SASL_HANDSHAKE: _sasl_handshake, SASL_AUTHENTICATE: _sasl_authenticate,
-        ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
+        ALTER_USER_SCRAM_CREDENTIALS: _alter_scram, DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_scram,
+        DESCRIBE_ACLS: _describe_acls, CREATE_ACLS: _alter_acls, DELETE_ACLS: _alter_acls,
         INIT_PRODUCER_ID: _init_producer_id,
         CONTROLLER_REGISTRATION: _controller_registration,
         **group_offsets.HANDLERS,

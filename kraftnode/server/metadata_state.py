@@ -65,6 +65,8 @@ from kraftnode.protocol.generated.metadata import (
     UserScramCredentialRecord,
     ZkMigrationStateRecord,
 )
+from kraftnode.raft.java_order import java_hashmap_order
+from kraftnode.server.security.authorizer import next_generation
 from kraftnode.server.state_machine import SnapshotRecords
 from recordbatch import BatchView, CorruptBatchError
 from recordbatch.layout import RECORDS_OFFSET
@@ -269,10 +271,18 @@ class MetadataImage:
         if self.next_producer_id >= 0:
             out.append((ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
                                           next_producer_id=self.next_producer_id), 0))
-        out.extend(self.acls.values())
+        # AclsImage.write: its HashMap<Uuid, StandardAcl> in iteration order
+        out.extend(self.acls[i] for i in java_hashmap_order(list(self.acls), _uuid_hash))
         out.extend(self.scram[k] for k in sorted(self.scram))
         out.extend(self.delegation_tokens.values())
         return out
+
+
+def _uuid_hash(u: Any) -> int:
+    """org.apache.kafka.common.Uuid.hashCode."""
+    n: int = u.int
+    x = (n >> 64) ^ (n & 0xFFFFFFFFFFFFFFFF)
+    return ((x >> 32) ^ x) & 0xFFFFFFFF
 
 
 def _merge_partition(p: Any, c: PartitionChangeRecord) -> Any:
@@ -316,6 +326,8 @@ class MetadataState:
     #: SCRAM credentials, (user name, mechanism type) -> record (security.scram)
     scram: dict[tuple[str, int], UserScramCredentialRecord] = field(default_factory=dict)
     transaction_start: int = -1
+    #: changes whenever the ACLs may have changed (the authorizer's cache key)
+    acl_generation: int = field(default_factory=next_generation)
     metadata_records: int = 0
     foreign_records: int = 0
     #: ApiVersions' FinalizedFeaturesEpoch as a Kafka 3.9 controller reports it
@@ -452,13 +464,16 @@ class MetadataState:
         if isinstance(m, AbortTransactionRecord):
             # Kafka's MetadataLoader drops the delta of an aborted transaction
             self.transaction_start = -1
+            self.acl_generation = next_generation()
             if self._before_transaction is not None:
                 self.image, summary = self._before_transaction
                 self.__dict__.update(summary)
                 self._before_transaction = None
             return
         self.image.replay(m, version)
-        if isinstance(m, FeatureLevelRecord):
+        if isinstance(m, (AccessControlEntryRecord, RemoveAccessControlEntryRecord)):
+            self.acl_generation = next_generation()
+        elif isinstance(m, FeatureLevelRecord):
             if m.feature_level == 0:
                 self.finalized.pop(m.name, None)
             else:

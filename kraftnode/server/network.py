@@ -127,6 +127,43 @@ class FrameReader:
         return len(self._buf) - self._pos
 
 
+class _EagerStart:
+    """A coroutine whose first step (up to its first suspension) runs at construction; awaiting
+    the object runs the rest. (Python 3.12's eager tasks, for one coroutine.)"""
+
+    __slots__ = ("_coro", "_pending", "_done", "_result")
+
+    def __init__(self, coro: Any) -> None:
+        self._coro = coro
+        self._done = False
+        self._result: Any = None
+        try:
+            self._pending = coro.send(None)
+        except StopIteration as e:
+            self._done, self._result = True, e.value
+
+    def __await__(self) -> Any:
+        if self._done:
+            return self._result
+        pending = self._pending
+        while True:
+            try:
+                sent = yield pending
+            except GeneratorExit:
+                self._coro.close()
+                raise
+            except BaseException as e:  # noqa: BLE001 - cancellation goes into the coroutine
+                try:
+                    pending = self._coro.throw(e)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    pending = self._coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
 class _Connection(asyncio.Protocol):
     """One client connection: frames queued by the protocol, answered by one task."""
 
@@ -147,6 +184,7 @@ class _Connection(asyncio.Protocol):
         self.idle_timer: asyncio.TimerHandle | None = None
         self.last_activity = 0.0
         self.in_request = False
+        self.handshaking = False   # a TLS handshake under way (it has its own timeout)
 
     # ------------------------------------------------------------ protocol side
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -162,7 +200,19 @@ class _Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self.last_activity = loop.time()
         self._arm_idle_timer(self.listener.limits.idle_timeout_s)
-        self.tg.start_soon(self._serve)
+        if self.listener.ssl is not None:
+            # TLS: loop.start_tls, awaited by the connection task, so that a failed handshake
+            # is logged with its reason (the loop's own TLS server logs nothing). Its first
+            # step runs now: the TLS protocol must own the transport before the loop starts
+            # reading it (uvloop starts reading right after connection_made returns).
+            loop = asyncio.get_running_loop()
+            self.handshaking = True
+            handshake = _EagerStart(loop.start_tls(
+                self.transport, self, self.listener.ssl, server_side=True,
+                ssl_handshake_timeout=self.listener.limits.idle_timeout_s))
+            self.tg.start_soon(self._tls_then_serve, handshake)
+        else:
+            self.tg.start_soon(self._serve)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -222,7 +272,7 @@ class _Connection(asyncio.Protocol):
             return
         idle = self.listener.limits.idle_timeout_s
         left = self.last_activity + idle - asyncio.get_running_loop().time()
-        if left <= 0 and not self.in_request and not self.frames:
+        if left <= 0 and not self.in_request and not self.frames and not self.handshaking:
             log.debug("closing idle connection from %s", self.peer)
             self._close()
             return
@@ -256,6 +306,44 @@ class _Connection(asyncio.Protocol):
             self.transport.resume_reading()
         return frame
 
+    async def _tls_then_serve(self, handshake: _EagerStart) -> None:
+        raw = self.transport
+        assert raw is not None
+        try:
+            tls = await handshake
+        except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
+            # as Kafka's Selector: "Failed authentication with /IP (SSL handshake failed)"
+            # a client that just connects and closes (a port probe) is DEBUG chatter
+            level = logging.DEBUG if isinstance(e, ConnectionError) and \
+                not isinstance(e, ConnectionAbortedError) else logging.WARNING
+            log.log(level, "TLS handshake with %s on listener %s failed: %s; closing the connection",
+                    self.peer, self.listener.label, tls_failure(e, self.listener.limits))
+            if not raw.is_closing():
+                raw.close()
+            self._close()
+            return
+        if tls is None or self.closed:
+            return
+        self.handshaking = False
+        self.last_activity = asyncio.get_running_loop().time()
+        self.transport = tls
+        await self._serve()
+
+    def _set_session(self, sasl_principal: str | None) -> None:
+        """The connection's principal (Kafka's DefaultKafkaPrincipalBuilder) and address, for
+        the authorizer: the SASL user, else the client certificate's mapped subject, else
+        ANONYMOUS. Set in this connection's task, so every request it answers sees it."""
+        from kraftnode.server.security import authorizer
+
+        principal = sasl_principal
+        mapper = self.listener.principal_mapper
+        if principal is None and mapper is not None and self.transport is not None:
+            from kraftnode.server.security.tls import peer_principal
+
+            principal = peer_principal(self.transport.get_extra_info("ssl_object"), mapper)
+        authorizer.CURRENT_SESSION.set(authorizer.Session(principal or authorizer.ANONYMOUS,
+                                                          authorizer.host_of(self.peer)))
+
     async def _serve(self) -> None:
         handler = self.listener.handler
         metrics = self.listener.request_metrics
@@ -265,6 +353,8 @@ class _Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         make_auth = self.listener.authenticator
         auth = make_auth(self.peer) if make_auth is not None else None
+        if auth is None:
+            self._set_session(None)
         try:
             while True:
                 frame = await self._next_frame()
@@ -277,6 +367,8 @@ class _Connection(asyncio.Protocol):
                         transport.write(data)
                     if not keep_open:
                         return
+                    if auth.complete:
+                        self._set_session(auth.principal)
                     self.in_request = False
                     self.last_activity = loop.time()
                     continue
@@ -308,6 +400,34 @@ class _Connection(asyncio.Protocol):
             self._close()
 
 
+def tls_failure(e: BaseException, limits: ServerLimits) -> str:
+    """Why a server-side TLS handshake failed, in an operator's words (and OpenSSL's)."""
+    import ssl
+
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return f"the client's certificate was refused: {e.verify_message} ({e.reason})"
+    reason = getattr(e, "reason", None) or ""
+    if isinstance(e, ssl.SSLError):
+        if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE",
+                      "PACKET_LENGTH_TOO_LONG", "UNEXPECTED_RECORD"):
+            return f"the client did not start a TLS handshake (a plaintext client on a TLS port?) ({reason})"
+        if reason == "PEER_DID_NOT_RETURN_A_CERTIFICATE":
+            return "the client sent no certificate, and ssl.client.auth requires one"
+        if "ALERT" in reason:
+            alert = reason.split("ALERT_", 1)[-1].replace("_", " ").lower()
+            return f"the client refused the handshake with TLS alert '{alert}' (does it trust this node's certificate?)"
+        if reason in ("NO_SHARED_CIPHER", "NO_PROTOCOLS_AVAILABLE", "UNSUPPORTED_PROTOCOL",
+                      "VERSION_TOO_LOW", "TLSV1_ALERT_PROTOCOL_VERSION"):
+            return f"no protocol version or cipher suite in common ({reason}; see ssl.enabled.protocols, ssl.cipher.suites)"
+        return f"{e}"
+    if isinstance(e, (asyncio.TimeoutError, ConnectionAbortedError)):
+        return (f"the handshake did not complete within {limits.idle_timeout_s * 1000:.0f} ms "
+                "(connections.max.idle.ms)")
+    if isinstance(e, ConnectionError):
+        return f"the client closed the connection during the handshake ({type(e).__name__})"
+    return f"{type(e).__name__}: {e}"
+
+
 class ListenerError(Exception):
     """A listener cannot bind (port in use, unresolvable host, ...): one line for the operator."""
 
@@ -318,11 +438,15 @@ class KafkaListener:
     def __init__(self, host: str, port: int, handler: Handler,
                  limits: ServerLimits | None = None,
                  request_metrics: RequestMetrics | None = None, ssl: SSLContext | None = None,
-                 authenticator: Callable[[str], Any] | None = None) -> None:
+                 authenticator: Callable[[str], Any] | None = None,
+                 principal_mapper: Any = None, name: str = "") -> None:
+        self.name = name
         self.ssl = ssl   # TLS (an SSL / SASL_SSL listener): kraftnode.server.security.tls
         # SASL (a SASL_* listener): a per-connection kraftnode.server.security.sasl.Authenticator
         # that sees every frame until it is complete
         self.authenticator = authenticator
+        # an SSL listener's ssl.principal.mapping.rules (security.tls.PrincipalMapper)
+        self.principal_mapper = principal_mapper
         self.host = host
         self.port = port
         self.handler = handler
@@ -333,16 +457,21 @@ class KafkaListener:
         self.connections_open = 0
         self.connections_created = 0
 
+    @property
+    def label(self) -> str:
+        """For log lines: ``NAME (host:port)``."""
+        where = f"{self.host}:{self.bound_port if self.bound_port is not None else self.port}"
+        return f"{self.name} ({where})" if self.name else where
+
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
         loop = asyncio.get_running_loop()
         async with anyio.create_task_group() as tg:
             try:
                 server = await loop.create_server(
-                    lambda: _Connection(self, tg), self.host, self.port, reuse_address=True,
-                    ssl=self.ssl,
-                    # a TLS handshake that never completes is closed after
-                    # connections.max.idle.ms, as Kafka's Selector expires idle channels
-                    ssl_handshake_timeout=self.limits.idle_timeout_s if self.ssl is not None else None)
+                    # TLS is started per connection (_Connection._tls_then_serve); a handshake
+                    # that never completes is closed after connections.max.idle.ms, as
+                    # Kafka's Selector expires idle channels
+                    lambda: _Connection(self, tg), self.host, self.port, reuse_address=True)
             except socket.gaierror as e:
                 raise ListenerError(f"Socket server failed to bind to {self.host}:{self.port}: "
                                     f"cannot resolve host {self.host!r} ({e.strerror})") from None

@@ -178,7 +178,7 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                                           {n: int(sec.protocol) for n, sec in cfg.security.items()}
                                           ) if controller else None
                 handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), drv,
-                                        features, duties)
+                                        features, duties, security_hooks.authorizer(cfg.authorizer_config, duties))
                 limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
                 bound = []
                 listeners = []
@@ -188,7 +188,8 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                     on_listener = OnListener(handlers, lst.name) if len(cfg.listeners) > 1 else handlers
                     kl = KafkaListener(host, lst.port, on_listener, limits, request_metrics,
                                        sec.ssl_context if sec else None,
-                                       security_hooks.authenticator(sec, duties))
+                                       security_hooks.authenticator(sec, duties),
+                                       sec.principal_mapper if sec else None, lst.name)
                     port = await tg.start(kl.serve)
                     listeners.append((lst.name, kl))
                     bound.append(f"{lst.name}://{host}:{port}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from kraftnode import configdefs
 from kraftnode.config import ConfigError, Listener, ServerConfig
 from kraftnode.log.metadata_log import LogConfig
+from kraftnode.server.security import authorizer
 from kraftnode.server.security import setup as security_setup
 from kraftnode.server.security.listeners import ListenerSecurity
 from kraftnode.server.snapshots import SnapshotConfig
@@ -87,6 +88,9 @@ class NodeConfig:
     #: Listener name -> its security protocol and TLS context (kraftnode.server.security);
     #: empty: every listener PLAINTEXT
     security: dict[str, ListenerSecurity] = field(default_factory=dict, hash=False, compare=False)
+    #: authorizer.class.name, super.users, allow.everyone.if.no.acl.found as set (checked at
+    #: load; kraftnode.server.security.authorizer)
+    authorizer_config: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def is_dynamic(self) -> bool:
@@ -191,7 +195,10 @@ def load(path: str) -> NodeConfig:
             raise ConfigError(f"Invalid value {raft_topic!r} for configuration kraftnode.raft.topic: "
                               "expected __cluster_metadata or __raft_performance_test")
     metrics_listener = parse_metrics_listener(props.get_str("kraftnode.metrics.listener"))
+    authorizer_config = {k: v for k, v in props.raw().items() if k in authorizer.CONFIG_KEYS}
+    authorizer.check_config(authorizer_config)
     return NodeConfig(
+        authorizer_config=authorizer_config,
         raft_topic=raft_topic,
         metrics_listener=metrics_listener,
         security=security,

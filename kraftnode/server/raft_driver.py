@@ -65,6 +65,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kraftnode.raft")
 
+# Errors.CLUSTER_AUTHORIZATION_FAILED: a peer's authorizer refused one of our raft requests
+_CLUSTER_AUTHORIZATION_FAILED = 31
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -460,6 +463,18 @@ class RaftDriver:
                 log.debug("request to %d failed: %s", a.destination, e)
                 self.node.request_failed(a.destination, a.correlation_id, now_ms())
                 self._after_event()
+                return
+            if getattr(response, "error_code", 0) == _CLUSTER_AUTHORIZATION_FAILED:
+                # KafkaRaftClient.handleTopLevelError throws ClusterAuthorizationException and
+                # the raft thread's fault handler stops the node: its principal lacks
+                # CLUSTER_ACTION on the cluster at the peer (super.users or an ACL)
+                who = f"node {a.destination}" if a.destination >= 0 else "bootstrap server"
+                self.fatal = (f"{who} {addr[0]}:{addr[1]} refused "
+                              f"{type(a.request).__name__[:-7]} with CLUSTER_AUTHORIZATION_FAILED: this "
+                              "node's principal needs CLUSTER_ACTION on the cluster (add it to "
+                              "super.users, or grant it with an ACL)")
+                log.error("fatal: %s; stopping", self.fatal)
+                self._done.set()
                 return
             # (no await between here and the reset: claims never overlap)
             self._claim_dest, self._claimed = a.destination, None

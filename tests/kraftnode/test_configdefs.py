@@ -68,8 +68,7 @@ def test_about_twenty_accepted_keys_are_ignored() -> None:
         "broker.id", "controller.quorum.append.linger.ms", "group.initial.rebalance.delay.ms",
         "inter.broker.listener.name", "log.retention.check.interval.ms", "log.retention.hours",
         "log.segment.bytes",
-        # authorization and re-authentication: not implemented (docs/security.md)
-        "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+        # re-authentication and custom principal builders: not implemented (docs/security.md)
         "connections.max.reauth.ms", "principal.builder.class",
         "num.io.threads", "num.network.threads", "num.partitions",
         "num.recovery.threads.per.data.dir", "offsets.topic.replication.factor",

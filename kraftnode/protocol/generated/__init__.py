@@ -11,12 +11,20 @@ from kraftnode.protocol.generated.begin_quorum_epoch_request import BeginQuorumE
 from kraftnode.protocol.generated.begin_quorum_epoch_response import BeginQuorumEpochResponse
 from kraftnode.protocol.generated.controller_registration_request import ControllerRegistrationRequest
 from kraftnode.protocol.generated.controller_registration_response import ControllerRegistrationResponse
+from kraftnode.protocol.generated.create_acls_request import CreateAclsRequest
+from kraftnode.protocol.generated.create_acls_response import CreateAclsResponse
+from kraftnode.protocol.generated.delete_acls_request import DeleteAclsRequest
+from kraftnode.protocol.generated.delete_acls_response import DeleteAclsResponse
+from kraftnode.protocol.generated.describe_acls_request import DescribeAclsRequest
+from kraftnode.protocol.generated.describe_acls_response import DescribeAclsResponse
 from kraftnode.protocol.generated.describe_cluster_request import DescribeClusterRequest
 from kraftnode.protocol.generated.describe_cluster_response import DescribeClusterResponse
 from kraftnode.protocol.generated.describe_configs_request import DescribeConfigsRequest
 from kraftnode.protocol.generated.describe_configs_response import DescribeConfigsResponse
 from kraftnode.protocol.generated.describe_quorum_request import DescribeQuorumRequest
 from kraftnode.protocol.generated.describe_quorum_response import DescribeQuorumResponse
+from kraftnode.protocol.generated.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
+from kraftnode.protocol.generated.describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse
 from kraftnode.protocol.generated.end_quorum_epoch_request import EndQuorumEpochRequest
 from kraftnode.protocol.generated.end_quorum_epoch_response import EndQuorumEpochResponse
 from kraftnode.protocol.generated.fetch_request import FetchRequest
@@ -64,12 +72,20 @@ __all__ = [
     "BeginQuorumEpochResponse",
     "ControllerRegistrationRequest",
     "ControllerRegistrationResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "EndQuorumEpochRequest",
     "EndQuorumEpochResponse",
     "FetchRequest",

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kraftnode.server.security import scram
+from kraftnode.server.security.authorizer import StandardAuthorizer, from_config
 from kraftnode.server.security.listeners import ListenerSecurity
 from kraftnode.server.security.sasl import Authenticator
 
@@ -32,3 +33,17 @@ def authenticator(sec: ListenerSecurity | None, duties: Any) -> Callable[[str], 
     cfg = sec.sasl
     cfg.scram_lookup = scram_lookup(duties)
     return lambda peer: Authenticator(cfg, peer)
+
+
+def authorizer(props: Mapping[str, str], duties: Any) -> StandardAuthorizer | None:
+    """The StandardAuthorizer ``authorizer.class.name`` asks for, over the replayed ACLs."""
+    if duties is None:
+        return from_config(props, lambda: (0, {}))
+    driver = duties.driver
+
+    def loaded() -> bool:
+        # replayed up to a high watermark learned from the quorum (0: not known yet)
+        hw = driver.high_watermark
+        return bool(hw > 0 and duties.state.next_offset >= hw)
+
+    return from_config(props, lambda: (duties.state.acl_generation, duties.state.image.acls), loaded)

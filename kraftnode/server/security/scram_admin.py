@@ -119,3 +119,39 @@ async def alter(driver: Any, duties: Any, q: Any) -> Resp:
                 user=r.user, error_code=failed if r.error_code == 0 else r.error_code,
                 error_message=None if r.error_code == 0 else r.error_message) for r in results]
     return Resp(throttle_time_ms=0, results=results)
+
+
+_DESCRIBE_DUPLICATE_USER = "Cannot describe SCRAM credentials for the same user twice in a single request: "
+_DESCRIBE_USER_THAT_DOES_NOT_EXIST = "Attempt to describe a user credential that does not exist: "
+
+
+def describe(duties: Any, q: Any) -> Any:
+    """DescribeUserScramCredentials as a Kafka 3.9 broker answers it from its metadata image
+    (ScramImage.describe): every user when none is named; a user named twice gets
+    DUPLICATE_RESOURCE, an unknown one RESOURCE_NOT_FOUND; mechanisms and iterations only."""
+    from kraftnode.protocol.generated import DescribeUserScramCredentialsResponse as D
+
+    creds: dict[tuple[str, int], Any] = duties.state.scram if duties is not None else {}
+    unique: dict[str, bool] = {}   # user -> named twice
+    if not q.users:
+        for name, _mech in creds:
+            unique.setdefault(name, False)
+    else:
+        for u in q.users:
+            unique[u.name] = u.name in unique
+    results = []
+    for name in _hash_order(list(unique)):   # a HashMap<String, Boolean> iterates so
+        r = D.DescribeUserScramCredentialsResult(user=name, error_code=0, error_message=None,
+                                                 credential_infos=[])
+        if unique[name]:
+            r.error_code, r.error_message = Errors.DUPLICATE_RESOURCE, _DESCRIBE_DUPLICATE_USER + name
+        else:
+            infos = [D.CredentialInfo(mechanism=mech, iterations=creds[(name, mech)].iterations)
+                     for mech in sorted(MECHANISM_BY_TYPE) if (name, mech) in creds]
+            if infos:
+                r.credential_infos = infos
+            else:
+                r.error_code = Errors.RESOURCE_NOT_FOUND
+                r.error_message = _DESCRIBE_USER_THAT_DOES_NOT_EXIST + name
+        results.append(r)
+    return D(throttle_time_ms=0, error_code=0, error_message=None, results=results)

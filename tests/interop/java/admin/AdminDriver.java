@@ -18,13 +18,28 @@ import org.apache.kafka.clients.admin.RaftVoterEndpoint;
 import org.apache.kafka.clients.admin.SupportedVersionRange;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AccessControlEntryFilter;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.ScramMechanism;
+import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
+import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
+import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourcePatternFilter;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.security.authorizer.AclEntry;
 import org.apache.kafka.raft.ReplicaKey;
 
 import java.io.BufferedReader;
+import java.io.FileInputStream;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -43,7 +58,15 @@ import java.util.concurrent.TimeUnit;
  * One JVM, one genuine Kafka Admin at a time, driven by commands on stdin (one per line,
  * words separated by spaces); every answer is one JSON line on stdout.
  *
- *   open controllers|servers HOST:PORT[,...]      Admin with bootstrap.controllers / bootstrap.servers
+ *   open controllers|servers HOST:PORT[,...] [PROPS]  Admin with bootstrap.controllers / bootstrap.servers
+ *                                                 (PROPS: a file of more client configs, e.g. SASL)
+ *   createacl TYPE NAME PATTERN PRINCIPAL HOST OP PERM   createAcls (one binding)
+ *   describeacls                                  describeAcls(AclBindingFilter.ANY): sorted bindings
+ *   deleteacls TYPE NAME PATTERN PRINCIPAL HOST OP PERM  deleteAcls (one filter; '-' = null name/
+ *                                                 principal/host): the deleted bindings
+ *   upgradefeature NAME LEVEL                     updateFeatures (UPGRADE)
+ *   scramupsert USER MECHANISM PASSWORD ITERATIONS  alterUserScramCredentials (one upsertion)
+ *   scramusers                                    describeUserScramCredentials(): sorted USER:MECHANISM:ITERATIONS
  *   quorum                                        describeMetadataQuorum
  *   cluster                                       describeCluster
  *   features                                      describeFeatures
@@ -80,6 +103,11 @@ public class AdminDriver {
                         Properties p = new Properties();
                         p.put(w[1].equals("controllers") ? AdminClientConfig.BOOTSTRAP_CONTROLLERS_CONFIG
                                 : AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, w[2]);
+                        if (w.length > 3) {
+                            try (FileInputStream f = new FileInputStream(w[3])) {
+                                p.load(f);
+                            }
+                        }
                         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
                         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
                         p.put(AdminClientConfig.RETRY_BACKOFF_MS_CONFIG, "100");
@@ -157,6 +185,50 @@ public class AdminDriver {
                         out.put("text", keys.toString());
                         break;
                     }
+                    case "createacl":
+                        admin.createAcls(Collections.singleton(binding(w))).all().get(WAIT_S, TimeUnit.SECONDS);
+                        out.put("ok", true);
+                        break;
+                    case "describeacls": {
+                        ArrayNode arr = out.putArray("acls");
+                        admin.describeAcls(AclBindingFilter.ANY).values().get(WAIT_S, TimeUnit.SECONDS)
+                                .stream().map(AclBinding::toString).sorted().forEach(arr::add);
+                        break;
+                    }
+                    case "deleteacls": {
+                        AclBindingFilter f = new AclBindingFilter(
+                                new ResourcePatternFilter(ResourceType.valueOf(w[1]), nul(w[2]),
+                                        PatternType.valueOf(w[3])),
+                                new AccessControlEntryFilter(nul(w[4]), nul(w[5]),
+                                        AclOperation.valueOf(w[6]), AclPermissionType.valueOf(w[7])));
+                        ArrayNode arr = out.putArray("deleted");
+                        admin.deleteAcls(Collections.singleton(f)).all().get(WAIT_S, TimeUnit.SECONDS)
+                                .stream().map(AclBinding::toString).sorted().forEach(arr::add);
+                        break;
+                    }
+                    case "upgradefeature":
+                        admin.updateFeatures(Collections.singletonMap(w[1], new FeatureUpdate(
+                                Short.parseShort(w[2]), FeatureUpdate.UpgradeType.UPGRADE)),
+                                new UpdateFeaturesOptions()).all().get(WAIT_S, TimeUnit.SECONDS);
+                        out.put("ok", true);
+                        break;
+                    case "scramupsert":
+                        admin.alterUserScramCredentials(Collections.singletonList(new UserScramCredentialUpsertion(
+                                w[1], new ScramCredentialInfo(ScramMechanism.fromMechanismName(w[2]),
+                                        Integer.parseInt(w[4])), w[3]))).all().get(WAIT_S, TimeUnit.SECONDS);
+                        out.put("ok", true);
+                        break;
+                    case "scramusers": {
+                        ArrayNode arr = out.putArray("users");
+                        List<String> rows = new ArrayList<>();
+                        for (UserScramCredentialsDescription d : admin.describeUserScramCredentials().all()
+                                .get(WAIT_S, TimeUnit.SECONDS).values()) {
+                            for (ScramCredentialInfo i : d.credentialInfos())
+                                rows.add(d.name() + ":" + i.mechanism().mechanismName() + ":" + i.iterations());
+                        }
+                        rows.stream().sorted().forEach(arr::add);
+                        break;
+                    }
                     case "close":
                         if (admin != null) admin.close();
                         admin = null;
@@ -178,6 +250,15 @@ public class AdminDriver {
             System.out.flush();
         }
         if (admin != null) admin.close();
+    }
+
+    private static String nul(String s) {
+        return s.equals("-") ? null : s;
+    }
+
+    private static AclBinding binding(String[] w) {
+        return new AclBinding(new ResourcePattern(ResourceType.valueOf(w[1]), w[2], PatternType.valueOf(w[3])),
+                new AccessControlEntry(w[4], w[5], AclOperation.valueOf(w[6]), AclPermissionType.valueOf(w[7])));
     }
 
     private static String names(Set<AclOperation> ops) {
