@@ -237,6 +237,13 @@ class PeerPool:
         self._failures: dict[Any, int] = {}
         self._retry_at: dict[Any, float] = {}
         self._locks: dict[Any, anyio.Lock] = {}
+        #: the version ranges each peer advertised on its last successful connection (kept
+        #: while it is unreachable: what it last said it speaks)
+        self._last_versions: dict[Any, dict[int, tuple[int, int]]] = {}
+
+    def last_versions(self, key: Any) -> dict[int, tuple[int, int]] | None:
+        """The ApiVersions ranges ``key`` advertised when last connected; None if never."""
+        return self._last_versions.get(key)
 
     async def connection(self, key: Any, host: str, port: int) -> PeerConnection:
         conn = self._conns.get(key)
@@ -262,6 +269,7 @@ class PeerPool:
                 self._retry_at[key] = anyio.current_time() + delay
                 raise PeerError(f"cannot connect to {key} at {host}:{port}: {e}") from None
             conn.stream_addr = (host, port)
+            self._last_versions[key] = conn.versions
             self._failures.pop(key, None)
             self._retry_at.pop(key, None)
             self._conns[key] = conn

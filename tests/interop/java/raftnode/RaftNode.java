@@ -619,6 +619,15 @@ public final class RaftNode {
             reply(connectionId, RequestUtils.serialize(responseHeader.data(), responseHeader.headerVersion(), r.data(), v));
             return;
         }
+        if (api == ApiKeys.VOTE) {
+            // which Vote versions reach a 3.9 voter (a Vote v2 pre-vote would fail to parse below
+            // and close the connection, as Kafka's RequestContext does)
+            Map<String, Object> ev = event("vote_request");
+            ev.put("version", (int) version);
+            ev.put("supported", api.isVersionSupported(version));
+            ev.put("client_id", header.clientId());
+            emit(ev);
+        }
         AbstractRequest request = AbstractRequest.parseRequest(api, version, body).request;
         if (api != ApiKeys.FETCH && api != ApiKeys.VOTE && api != ApiKeys.BEGIN_QUORUM_EPOCH
             && api != ApiKeys.END_QUORUM_EPOCH) {
