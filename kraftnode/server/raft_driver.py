@@ -472,8 +472,8 @@ class RaftDriver:
                 # advertised still counts while it is down or paused: a dead Kafka 3.9 leader is
                 # still a 3.9 voter, and with one in the quorum elections are 3.9's -- the core
                 # must not wait for a pre-vote answer that peer could never give. A peer never
-                # reached, or one that advertised v2, gets the pre-vote (failing if unreachable).
-                known = self.pool.last_versions(dest)
+                # reached (at this address), or one that advertised v2, gets the pre-vote.
+                known = self.pool.last_versions(dest, host, port)
                 if known is None or known.get(VOTE, (0, 0))[1] >= PRE_VOTE_VERSION:
                     known = (await self.pool.connection(dest, host, port)).versions
                 if known.get(VOTE, (0, 0))[1] < PRE_VOTE_VERSION:
