@@ -210,8 +210,11 @@ class NodeHandlers:
     # ---------------------------------------------------------------- raft RPCs
     async def _vote(self, q: w.VoteRequest, v: int) -> w.VoteResponse:
         if v > self.features.api_max.get(VOTE, v):
-            # Vote v2 is only spoken with pre-vote enabled (not advertised otherwise).
-            return w.VoteResponse(error_code=Errors.UNSUPPORTED_VERSION)
+            # Vote v2 is only spoken with pre-vote enabled (not advertised otherwise). Without it
+            # this node is a Kafka 3.9 controller, which cannot parse v2 and closes the connection
+            # (RequestContext.parseRequest -> InvalidRequestException -> SocketServer closes it).
+            raise DecodeError(f"unsupported version {v} of Vote (we serve 0-{self.features.api_max[VOTE]}; "
+                              "Vote v2 needs kraftnode.raft.pre.vote.enable=true)")
         r = rw.vote_request_from_wire(q)
         if r is None:
             return w.VoteResponse(error_code=Errors.INVALID_REQUEST)

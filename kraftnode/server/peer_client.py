@@ -237,6 +237,15 @@ class PeerPool:
         self._failures: dict[Any, int] = {}
         self._retry_at: dict[Any, float] = {}
         self._locks: dict[Any, anyio.Lock] = {}
+        #: the address and version ranges each peer advertised on its last successful
+        #: connection (kept while it is unreachable: what it last said it speaks)
+        self._last_versions: dict[Any, tuple[tuple[str, int], dict[int, tuple[int, int]]]] = {}
+
+    def last_versions(self, key: Any, host: str, port: int) -> dict[int, tuple[int, int]] | None:
+        """The ApiVersions ranges ``key`` advertised when last connected at this address;
+        None if never (or only at another address)."""
+        got = self._last_versions.get(key)
+        return got[1] if got is not None and got[0] == (host, port) else None
 
     async def connection(self, key: Any, host: str, port: int) -> PeerConnection:
         conn = self._conns.get(key)
@@ -262,6 +271,7 @@ class PeerPool:
                 self._retry_at[key] = anyio.current_time() + delay
                 raise PeerError(f"cannot connect to {key} at {host}:{port}: {e}") from None
             conn.stream_addr = (host, port)
+            self._last_versions[key] = ((host, port), conn.versions)
             self._failures.pop(key, None)
             self._retry_at.pop(key, None)
             self._conns[key] = conn

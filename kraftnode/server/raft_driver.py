@@ -503,8 +503,15 @@ class RaftDriver:
         timeout = self.request_timeout_s
         if isinstance(r, m.VoteRequest):
             if r.pre_vote:
-                conn = await self.pool.connection(dest, host, port)
-                if conn.versions.get(VOTE, (0, 0))[1] < PRE_VOTE_VERSION:
+                # Vote v2 only to a peer whose ApiVersions advertise it. What a peer last
+                # advertised still counts while it is down or paused: a dead Kafka 3.9 leader is
+                # still a 3.9 voter, and with one in the quorum elections are 3.9's -- the core
+                # must not wait for a pre-vote answer that peer could never give. A peer never
+                # reached (at this address), or one that advertised v2, gets the pre-vote.
+                known = self.pool.last_versions(dest, host, port)
+                if known is None or known.get(VOTE, (0, 0))[1] >= PRE_VOTE_VERSION:
+                    known = (await self.pool.connection(dest, host, port)).versions
+                if known.get(VOTE, (0, 0))[1] < PRE_VOTE_VERSION:
                     # As Kafka 4.0's NetworkClient: the peer does not advertise Vote v2 (a 3.9
                     # voter), so the pre-vote fails locally and the core elects at once.
                     return m.VoteResponse(errors.UNSUPPORTED_VERSION, errors.NONE, -1, -1, False)

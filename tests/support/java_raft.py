@@ -1,10 +1,15 @@
 """A genuine Kafka 3.9 ``KafkaRaftClient`` in its own JVM, as a quorum member beside
 kraftnode nodes: the ``raftnode`` harness in ``tests/interop/java/raftnode/``.
 
-The harness takes Kafka's config names as ``key=value`` arguments, reports JSON lines on
-stdout (``started``, ``leader``, ``commit``, ``status``, ``appended``, ``fault`` ...) and
-reads commands on stdin (``status``, ``append N``, ``resign``, ``snapshot``, ``shutdown``). This class
-starts it, collects its events on a reader thread, and waits for conditions on them.
+The harness takes Kafka's config names as ``key=value`` arguments (``extra``: e.g. the
+``listener.security.protocol.map``, ``ssl.*``, ``sasl.*`` and ``listener.name.<l>.*`` keys of
+an SSL or SASL_SSL controller listener, read by Kafka's own config definitions), reports JSON
+lines on stdout (``started`` with the listener's security protocol, ``leader``, ``commit``,
+``status``, ``appended``, ``inbound`` with the principal Kafka's channel authenticated for a new
+connection, ``vote_request`` with the version of every Vote received, ``registration``,
+``fault`` ...) and reads commands on stdin (``status``, ``append N``, ``resign``,
+``snapshot``, ``shutdown``). This class starts it, collects its events on a reader thread, and waits for
+conditions on them.
 """
 
 from __future__ import annotations

@@ -119,3 +119,44 @@ def test_ssl_and_sasl_ssl_rows_beside_plaintext(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("quorum-bench-kraftnode-*"))
     r = _run("--security", "TLS", "--shared-dir", str(tmp_path / "absent"))
     assert r.returncode == 2 and "--security" in r.stderr
+
+
+@pytest.mark.timeout(120)
+def test_pre_vote_and_linearizable_rows_beside_the_default(tmp_path: Path) -> None:
+    """--variants pre-vote,linearizable (issue 17): each on its own fresh quorum in the same
+    run as the default, every record acknowledged, consumer read latencies (ListOffsets
+    LATEST, Fetch) measured on every PLAINTEXT leader, and the ratios to the default row."""
+    r = _run("--json", "--shared-dir", str(tmp_path / "absent"), "--tmp", str(tmp_path),
+             "--variants", "pre-vote,linearizable", "--ops1", "20", "--opsn", "200",
+             "--read-ops", "50", "--keep", timeout=110)
+    assert r.returncode == 0, r.stderr[-3000:]
+    objs = [json.loads(ln) for ln in r.stdout.splitlines()]
+    rows = {(o["system"], o["concurrency"]): o for o in objs if o["kind"] == "row"}
+    assert {s for s, _ in rows} == {"kraftnode", "kraftnode+pre-vote", "kraftnode+linearizable"}
+    for (_system, conc), row in rows.items():
+        assert row["errors"] == 0 and row["ops"] == (20 if conc == 1 else 200), row
+        if conc == 1:
+            reads = row["reads"]
+            assert reads["errors"] == 0
+            assert reads["leader_offset"][0] >= 220   # LATEST saw every acknowledged write
+            for kind in ("list_offsets_latest", "fetch_last_record"):
+                assert reads[kind]["ops"] == 50
+                assert 0 < reads[kind]["p50_ms"] <= reads[kind]["p99_ms"]
+        else:
+            assert "reads" not in row
+    # the quorums really ran with the setting: it is in each node's server.properties
+    props = {d.name: (d / "node1" / "server.properties").read_text()
+             for d in tmp_path.glob("quorum-bench-kraftnode-*")}
+    assert len(props) == 3
+    assert sum("kraftnode.raft.pre.vote.enable=true" in t for t in props.values()) == 1
+    assert sum("kraftnode.read.linearizable=true" in t for t in props.values()) == 1
+    assert rows[("kraftnode+pre-vote", 64)]["variant"] == "kraftnode.raft.pre.vote.enable=true"
+    cmps = {o["system"]: o for o in objs if o["kind"] == "comparison"}
+    assert set(cmps) == {"kraftnode", "kraftnode+pre-vote", "kraftnode+linearizable"}
+    assert cmps["kraftnode"]["ops_per_s_ratio"] == 1.0
+    lin = cmps["kraftnode+linearizable"]
+    assert lin["ops_per_s_ratio"] == round(rows[("kraftnode+linearizable", 64)]["ops_per_s"]
+                                           / rows[("kraftnode", 64)]["ops_per_s"], 3)
+    assert lin["list_offsets_latest_p50_ratio"] > 0 and lin["p50_1_ratio"] > 0
+    r = _run("--variants", "lease", "--shared-dir", str(tmp_path / "absent"))
+    assert r.returncode == 2 and "--variants" in r.stderr and "Traceback" not in r.stderr

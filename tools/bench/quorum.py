@@ -35,7 +35,17 @@ Prometheus metrics (``kraftnode.metrics.listener``) and are scraped during the r
 two variants alternate in order and the table gains ``kraftnode+metrics`` rows and a
 check that records/s with metrics stay within 3% of records/s without.
 
+With ``--variants pre-vote,linearizable`` (issue 17) the same repeats also run quorums with
+``kraftnode.raft.pre.vote.enable=true`` and with ``kraftnode.read.linearizable=true`` (rows
+``kraftnode+pre-vote``, ``kraftnode+linearizable``). Every PLAINTEXT quorum also measures
+consumer read latency on the leader after its write runs: ``--read-ops`` ListOffsets LATEST
+round trips and as many Fetch round trips (the last record, MaxWaitMs 0), one at a time on one
+connection, p50/p99 (``reads`` in the row at 1 outstanding). All quorums of one repeat run back
+to back, in an order that alternates between repeats, so drift on a shared host hits every
+row alike; the table ends with each row's ratios to the PLAINTEXT default row.
+
 Usage: python tools/bench/quorum.py [--quick] [--skip-anchors] [--json] [--metrics-compare]
+       [--security PLAINTEXT,SSL,SASL_SSL] [--variants pre-vote,linearizable]
 """
 
 from __future__ import annotations
@@ -87,6 +97,11 @@ TARGET_RATIO_ETCD = 1.0
 TARGET_FLOOR_FACTOR = 2.0
 TARGET_METRICS_RATIO = 0.97   # issue 16: metrics on costs at most 3% of records/s
 TARGET_SECURE_RATIO = 0.8      # issue 15: SSL / SASL_SSL records/s >= 0.8x PLAINTEXT's
+#: issue 17: server settings measured beside the default (PLAINTEXT) quorum
+VARIANTS: dict[str, str] = {
+    "pre-vote": "kraftnode.raft.pre.vote.enable=true\n",
+    "linearizable": "kraftnode.read.linearizable=true\n",
+}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # librdkafka settings shared by both levels.  Nagle off (Kafka's Java client and the
@@ -316,6 +331,7 @@ class Quorum:
     children: Children = field(default_factory=Children)
     security: str = "PLAINTEXT"       # PLAINTEXT, SSL or SASL_SSL (see secure_setup)
     client_conf: dict[str, Any] = field(default_factory=dict)
+    variant: str = ""                 # "", or a key of VARIANTS (extra server settings)
 
     def start(self) -> None:
         self.ports = _free_ports(self.n)
@@ -334,6 +350,7 @@ class Quorum:
                 f"listeners=CONTROLLER://127.0.0.1:{port}\n"
                 f"controller.listener.names=CONTROLLER\n"
                 f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{extra}"
+                + VARIANTS.get(self.variant, "")
                 + (f"kraftnode.metrics.listener=127.0.0.1:{self.metrics_ports[i]}\n"
                    if self.metrics else ""))
             fmt = subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
@@ -511,6 +528,101 @@ def measure(bootstrap: str, conc: int, ops: int, warm: int, max_seconds: float,
         producer.flush(10)
 
 
+class _Conn:
+    """One raw Kafka connection (kraftnode's own framing), for request round trips."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.cid = 0
+
+    def call(self, api_key: int, version: int, body: Any) -> Any:
+        from kraftnode.protocol.framing import encode_request, parse_response
+        from kraftnode.protocol.registry import SERVED
+
+        self.cid += 1
+        spec = SERVED[api_key]
+        self.sock.sendall(encode_request(spec, version, self.cid, "quorum-bench-reader", body))
+        size = int.from_bytes(self._exactly(4), "big")
+        cid, resp = parse_response(spec, version, self._exactly(size))
+        if cid != self.cid:
+            raise RuntimeError(f"correlation id {cid}, expected {self.cid}")
+        return resp
+
+    def _exactly(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("connection closed by the node")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def measure_reads(port: int, n: int, max_seconds: float) -> dict[str, Any]:
+    """Consumer read latency on the leader: ``n`` ListOffsets LATEST round trips (v7,
+    isolation READ_UNCOMMITTED), then ``n`` Fetch round trips (v12, the last committed
+    record, MaxWaitMs 0), one request at a time on one connection; p50/p99 of each.  With
+    kraftnode.read.linearizable=true each one first waits for a read-index round."""
+    from kraftnode.protocol import generated as w
+    from kraftnode.protocol.registry import FETCH, LIST_OFFSETS
+
+    L, F = w.ListOffsetsRequest, w.FetchRequest
+    latest = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(
+        name=TOPIC, partitions=[L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                       timestamp=-1)])])
+    conn = _Conn(port)
+    out: dict[str, Any] = {}
+    errors = 0
+    try:
+        deadline = time.monotonic() + max_seconds
+        hw = -1
+        lat: list[float] = []
+        for _ in range(n):
+            if time.monotonic() >= deadline:
+                break
+            t0 = time.perf_counter()
+            p = conn.call(LIST_OFFSETS, 7, latest).topics[0].partitions[0]
+            lat.append(time.perf_counter() - t0)
+            if p.error_code:
+                errors += 1
+            else:
+                hw = int(p.offset)
+        out["list_offsets_latest"] = _lat_summary(lat)
+        out["leader_offset"] = hw
+        fetch = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                  session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic=TOPIC, partitions=[
+                      F.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=max(hw - 1, 0),
+                                       last_fetched_epoch=-1, log_start_offset=-1,
+                                       partition_max_bytes=1 << 20)])])
+        lat = []
+        for _ in range(n):
+            if time.monotonic() >= deadline:
+                break
+            t0 = time.perf_counter()
+            r = conn.call(FETCH, 12, fetch)
+            lat.append(time.perf_counter() - t0)
+            part = r.responses[0].partitions[0]
+            if r.error_code or part.error_code or not part.records:
+                errors += 1  # an error, or no record where one was committed
+        out["fetch_last_record"] = _lat_summary(lat)
+    finally:
+        conn.close()
+    out["errors"] = errors
+    out["client"] = "one raw connection to the leader, one request at a time (kraftnode.protocol framing)"
+    return out
+
+
+def _lat_summary(lat: list[float]) -> dict[str, Any]:
+    s = sorted(lat)
+    p50, p99 = pct(s, 0.50), pct(s, 0.99)
+    return {"ops": len(s), "p50_ms": None if p50 is None else round(p50 * 1e3, 3),
+            "p99_ms": None if p99 is None else round(p99 * 1e3, 3)}
+
+
 def ops_for(args: argparse.Namespace, conc: int) -> tuple[int, int]:
     n = args.ops1 if conc == 1 else args.opsn
     if args.quick:
@@ -608,44 +720,73 @@ def hotspots(raw: Path, top: int = 15) -> dict[str, Any]:
 # --------------------------------------------------------------------------- kraftnode runs
 
 
-def run_kraftnode(args: argparse.Namespace, levels: list[int],
-                  security: str = "PLAINTEXT") -> list[dict[str, Any]]:
-    """``args.repeats`` fresh quorums; every level on each; medians over the repeats.
-    ``security``: the controller listener's protocol (rows named kraftnode-SSL etc.).
+#: one kind of kraftnode quorum: (listener security protocol, server variant, metrics on)
+Unit = tuple[str, str, bool]
 
-    With ``--metrics-compare`` every repeat runs two fresh quorums back to back, one
-    without and one with ``kraftnode.metrics.listener`` (scraped every
-    ``--scrape-interval`` s), in alternating order, and both get rows."""
-    variants = [False, True] if args.metrics_compare else [False]
-    runs: dict[tuple[bool, int], list[dict[str, Any]]] = {
-        (v, c): [] for v in variants for c in levels}
+
+def run_kraftnode(args: argparse.Namespace, levels: list[int],
+                  security: str | list[str] = "PLAINTEXT",
+                  variants: list[str] | None = None) -> list[dict[str, Any]]:
+    """``args.repeats`` rounds; in each, one fresh quorum per kind -- every ``security``
+    protocol (rows kraftnode, kraftnode-SSL, ...) and every server ``variants`` entry
+    (PLAINTEXT, rows kraftnode+pre-vote, ...) -- back to back, the order reversed every
+    other round; every level on each; medians over the repeats.
+
+    With ``--metrics-compare`` every kind also runs a twin quorum with
+    ``kraftnode.metrics.listener`` set (scraped every ``--scrape-interval`` s)."""
+    securities = [security] if isinstance(security, str) else list(security)
+    metrics_variants = [False, True] if args.metrics_compare else [False]
+    kinds: list[tuple[str, str]] = [(sec, "") for sec in securities] + \
+        [("PLAINTEXT", v) for v in (variants or [])]
+    units: list[Unit] = [(sec, var, m) for sec, var in kinds for m in metrics_variants]
+    runs: dict[tuple[Unit, int], list[dict[str, Any]]] = {(u, c): [] for u in units for c in levels}
+    reads: dict[Unit, list[dict[str, Any]]] = {u: [] for u in units}
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
         if find_py_spy() is None:
             log("--profile: py-spy not found (pip install py-spy); not profiling")
     for rep in range(args.repeats):
-        order = variants if rep % 2 == 0 else variants[::-1]
-        for metrics in order:
-            _one_quorum(args, levels, rep, metrics, runs, security)
+        order = units if rep % 2 == 0 else units[::-1]
+        for unit in order:
+            _one_quorum(args, levels, rep, unit, runs, reads)
     out = []
-    for metrics in variants:
+    for unit in units:
         for conc in levels:
-            out.append(_kraftnode_row(runs[(metrics, conc)], conc, metrics, args, security))
+            row = _kraftnode_row(runs[(unit, conc)], conc, unit, args)
+            if conc == min(levels) and reads[unit]:
+                row["reads"] = _reads_row(reads[unit])
+            out.append(row)
     return out
 
 
-def _system(security: str, metrics: bool) -> str:
-    """Row name: kraftnode, kraftnode-SSL, kraftnode-SASL_SSL, each +metrics when scraped."""
+def _system(security: str, metrics: bool, variant: str = "") -> str:
+    """Row name: kraftnode, kraftnode-SSL, kraftnode-SASL_SSL, kraftnode+pre-vote,
+    kraftnode+linearizable, each +metrics when scraped."""
     return ("kraftnode" if security == "PLAINTEXT" else f"kraftnode-{security}") + \
-        ("+metrics" if metrics else "")
+        (f"+{variant}" if variant else "") + ("+metrics" if metrics else "")
 
 
-def _one_quorum(args: argparse.Namespace, levels: list[int], rep: int, metrics: bool,
-                runs: dict[tuple[bool, int], list[dict[str, Any]]], security: str) -> None:
+def _reads_row(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over the repeats of each read kind's p50/p99."""
+    out: dict[str, Any] = {"repeats": len(rs), "errors": sum(r["errors"] for r in rs),
+                           "leader_offset": [r.get("leader_offset") for r in rs],
+                           "client": rs[0]["client"], "runs": rs}
+    for kind in ("list_offsets_latest", "fetch_last_record"):
+        vals = [r[kind] for r in rs if r.get(kind)]
+        out[kind] = {k: (round(statistics.median(got), 3) if (got := [v[k] for v in vals if v[k] is not None])
+                         else None) for k in ("p50_ms", "p99_ms")}
+        out[kind]["ops"] = sum(v["ops"] for v in vals)
+    return out
+
+
+def _one_quorum(args: argparse.Namespace, levels: list[int], rep: int, unit: Unit,
+                runs: dict[tuple[Unit, int], list[dict[str, Any]]],
+                reads: dict[Unit, list[dict[str, Any]]]) -> None:
+    security, variant, metrics = unit
     tag = " (metrics on)" if metrics else (" (metrics off)" if args.metrics_compare else "")
-    system = _system(security, False)
+    system = _system(security, False, variant)
     tmp = Path(tempfile.mkdtemp(prefix="quorum-bench-kraftnode-", dir=args.tmp))
-    q = Quorum(tmp, metrics=metrics, security=security)
+    q = Quorum(tmp, metrics=metrics, security=security, variant=variant)
     try:
         if args.wait_idle > 0:
             log(f"host busy before kraftnode repeat {rep + 1}: "
@@ -670,23 +811,35 @@ def _one_quorum(args: argparse.Namespace, levels: list[int], rep: int, metrics: 
                 s["profiled"] = "py-spy sampled the leader during this run (it costs CPU)"
             s["repeat"] = rep + 1
             s["leader_node"] = leader
-            runs[(metrics, conc)].append(s)
+            runs[(unit, conc)].append(s)
             log(f"{system}{tag} c={conc}: {s['ops']} ops, {s['ops_per_s']} ops/s, "
                 f"p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms, errors {s['errors']}")
+        n_reads = args.read_ops // 10 if args.quick else args.read_ops
+        if security == "PLAINTEXT" and not metrics and n_reads > 0:
+            rd = measure_reads(q.ports[leader - 1], n_reads, args.max_seconds)
+            q.children.check_alive()
+            rd["repeat"] = rep + 1
+            reads[unit].append(rd)
+            log(f"{system} reads: ListOffsets LATEST p50 {rd['list_offsets_latest']['p50_ms']} ms "
+                f"p99 {rd['list_offsets_latest']['p99_ms']} ms; Fetch p50 "
+                f"{rd['fetch_last_record']['p50_ms']} ms p99 {rd['fetch_last_record']['p99_ms']} ms; "
+                f"errors {rd['errors']}")
     finally:
         q.stop()
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _kraftnode_row(rs: list[dict[str, Any]], conc: int, metrics: bool,
-                   args: argparse.Namespace, security: str) -> dict[str, Any]:
+def _kraftnode_row(rs: list[dict[str, Any]], conc: int, unit: Unit,
+                   args: argparse.Namespace) -> dict[str, Any]:
+    security, variant, metrics = unit
+
     def med(key: str) -> float | None:
         vals = [r[key] for r in rs if r[key] is not None]
         return round(statistics.median(vals), 3) if vals else None
 
     row = {
-        "system": _system(security, metrics), "security": security,
+        "system": _system(security, metrics, variant), "security": security,
         "version": kraftnode.__version__, "nodes": NODES,
         "concurrency": conc, "ops": sum(r["ops"] for r in rs),
         "ops_per_s": med("ops_per_s"), "p50_ms": med("p50_ms"), "p99_ms": med("p99_ms"),
@@ -701,6 +854,8 @@ def _kraftnode_row(rs: list[dict[str, Any]], conc: int, metrics: bool,
         "producer": rs[0]["producer"] if rs else None,
         "value_bytes": VALUE_SIZE, "runs": rs,
     }
+    if variant:
+        row["variant"] = VARIANTS[variant].strip()
     if metrics:
         row["metrics"] = (f"kraftnode.metrics.listener on every node, each scraped every "
                           f"{args.scrape_interval:g} s during the run")
@@ -935,6 +1090,36 @@ def checks(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]]) -> lis
     return out
 
 
+def comparisons(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every kraftnode row family against the PLAINTEXT default (``kraftnode``) of the same
+    run: records/s at the highest level, p50 at 1 outstanding, and the read latencies."""
+    base_n = max((r["concurrency"] for r in rows if r.get("system") == "kraftnode"), default=None)
+    b_n = _row(rows, "kraftnode", base_n) if base_n else None
+    b_1 = _row(rows, "kraftnode", 1)
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 3) if a and b else None
+
+    out = []
+    for system in dict.fromkeys(r["system"] for r in rows if str(r.get("system", "")).startswith("kraftnode")):
+        c: dict[str, Any] = {"system": system}
+        r_n = _row(rows, system, base_n) if base_n else None
+        if r_n and b_n:
+            c.update(outstanding=base_n, ops_per_s=r_n.get("ops_per_s"),
+                     ops_per_s_ratio=ratio(r_n.get("ops_per_s"), b_n.get("ops_per_s")))
+        r_1 = _row(rows, system, 1)
+        if r_1 and b_1:
+            c.update(p50_1_ms=r_1.get("p50_ms"), p50_1_ratio=ratio(r_1.get("p50_ms"), b_1.get("p50_ms")))
+        rd, brd = (r_1 or {}).get("reads"), (b_1 or {}).get("reads")
+        if rd and brd:
+            for kind in ("list_offsets_latest", "fetch_last_record"):
+                for q in ("p50_ms", "p99_ms"):
+                    c[f"{kind}_{q}"] = rd[kind][q]
+                    c[f"{kind}_{q.split('_')[0]}_ratio"] = ratio(rd[kind][q], brd[kind][q])
+        out.append(c)
+    return out
+
+
 def _cpu_per_record(run: dict[str, Any]) -> float | None:
     """Server CPU seconds per record in one run (the three servers together)."""
     servers = [x for x in (run.get("cpu_cores") or {}).get("servers") or [] if x is not None]
@@ -971,7 +1156,8 @@ def _fmt(v: Any, spec: str) -> str:
 
 
 def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
-                cks: list[dict[str, Any]], notes: list[str]) -> None:
+                cks: list[dict[str, Any]], notes: list[str],
+                cmps: list[dict[str, Any]] | None = None) -> None:
     print(f"kraftnode quorum benchmark -- {NODES} nodes on 127.0.0.1, {VALUE_SIZE}-byte values, "
           f"python {platform.python_version()}, {os.cpu_count()} cores")
     if floors:
@@ -982,22 +1168,45 @@ def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
             if f:
                 print(f"  {name:<24} p50 {f['p50_ms']:.3f} ms  p99 {f['p99_ms']:.3f} ms")
     print()
-    hdr = f"{'system':<18} {'version':<16} {'outstanding':>11} {'ops/s':>9} {'p50 ms':>8} " \
+    hdr = f"{'system':<22} {'version':<16} {'outstanding':>11} {'ops/s':>9} {'p50 ms':>8} " \
           f"{'p99 ms':>8} {'srv cpu':>7} {'noise':>6}  durability"
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         if "error" in r:
-            print(f"{r.get('system', '?'):<18} FAILED: {r['error']}")
+            print(f"{r.get('system', '?'):<22} FAILED: {r['error']}")
             continue
         ver = str(r.get("version", "")).split(" (")[0][:16]
-        dur = SHORT_DURABILITY.get(r["system"].split("-")[0], str(r.get("durability", ""))[:40])
-        print(f"{r['system']:<18} {ver:<16} {r['concurrency']:>11} "
+        dur = SHORT_DURABILITY.get(r["system"], SHORT_DURABILITY.get(
+            r["system"].split("-")[0].split("+")[0], str(r.get("durability", ""))[:40]))
+        if r.get("variant"):
+            dur = f"as kraftnode; {r['variant']}"
+        print(f"{r['system']:<22} {ver:<16} {r['concurrency']:>11} "
               f"{_fmt(r.get('ops_per_s'), ',.0f'):>9} {_fmt(r.get('p50_ms'), '.2f'):>8} "
               f"{_fmt(r.get('p99_ms'), '.2f'):>8} {_fmt(_servers_cpu(r), '.2f'):>7} "
               f"{_fmt(_other_cpu(r), '.2f'):>6}  {dur}")
     print("(srv cpu: cores used by the 3 servers together; noise: cores busy with load that is "
           "not ours during the run -- figures taken under different noise do not compare)")
+    reads = [r for r in rows if r.get("reads")]
+    if reads:
+        print("\nconsumer reads on the leader, one at a time (medians of the repeats' p50/p99):")
+        print(f"  {'system':<22} {'ListOffsets LATEST p50/p99 ms':>30} {'Fetch p50/p99 ms':>20} {'errors':>6}")
+        for r in reads:
+            lo, fe = r["reads"]["list_offsets_latest"], r["reads"]["fetch_last_record"]
+            print(f"  {r['system']:<22} {_fmt(lo['p50_ms'], '.3f'):>14} / {_fmt(lo['p99_ms'], '.3f'):<13} "
+                  f"{_fmt(fe['p50_ms'], '.3f'):>9} / {_fmt(fe['p99_ms'], '.3f'):<8} {r['reads']['errors']:>6}")
+    if cmps and len(cmps) > 1:
+        print("\nagainst the PLAINTEXT default row (kraftnode) of this run:")
+        print(f"  {'system':<22} {'records/s':>10} {'ratio':>6} {'p50@1 ms':>9} {'ratio':>6} "
+              f"{'LATEST p50':>10} {'ratio':>6} {'Fetch p50':>9} {'ratio':>6}")
+        for c in cmps:
+            print(f"  {c['system']:<22} {_fmt(c.get('ops_per_s'), ',.0f'):>10} "
+                  f"{_fmt(c.get('ops_per_s_ratio'), '.2f'):>6} {_fmt(c.get('p50_1_ms'), '.2f'):>9} "
+                  f"{_fmt(c.get('p50_1_ratio'), '.2f'):>6} "
+                  f"{_fmt(c.get('list_offsets_latest_p50_ms'), '.3f'):>10} "
+                  f"{_fmt(c.get('list_offsets_latest_p50_ratio'), '.2f'):>6} "
+                  f"{_fmt(c.get('fetch_last_record_p50_ms'), '.3f'):>9} "
+                  f"{_fmt(c.get('fetch_last_record_p50_ratio'), '.2f'):>6}")
     print("\ntargets:")
     for c in cks:
         verdict = {True: "MET", False: "MISSED", None: "n/a"}[c["ok"]]
@@ -1052,6 +1261,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="kraftnode listener security protocols to measure, each on its own "
                          "fresh quorums: PLAINTEXT, SSL, SASL_SSL (e.g. PLAINTEXT,SSL,SASL_SSL; "
                          "default PLAINTEXT)")
+    ap.add_argument("--variants", default="",
+                    help="kraftnode server settings measured beside the default, each on its own "
+                         "fresh PLAINTEXT quorums: pre-vote (kraftnode.raft.pre.vote.enable=true), "
+                         "linearizable (kraftnode.read.linearizable=true); e.g. pre-vote,linearizable")
+    ap.add_argument("--read-ops", type=int, default=2000, metavar="N",
+                    help="consumer read round trips on each PLAINTEXT quorum's leader, per kind "
+                         "(ListOffsets LATEST, Fetch); 0: none (default 2000; /10 with --quick)")
     ap.add_argument("--keep", action="store_true", help="keep kraftnode data dirs and logs")
     ap.add_argument("--metrics-compare", action="store_true",
                     help="every repeat also runs a quorum with kraftnode.metrics.listener set "
@@ -1072,6 +1288,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error("--scrape-interval must be between 0.05 and 600 seconds")
     if args.ops1 < 1 or args.opsn < 1 or args.max_seconds <= 0:
         ap.error("--ops1, --opsn and --max-seconds must be positive")
+    if args.read_ops < 0:
+        ap.error("--read-ops must not be negative")
+    args.variants = [x.strip().lower() for x in args.variants.split(",") if x.strip()]
+    bad_v = [x for x in args.variants if x not in VARIANTS]
+    if bad_v:
+        ap.error(f"--variants: expected some of {', '.join(VARIANTS)}, not {bad_v}")
     try:
         args.levels = [int(x) for x in args.concurrency.split(",")]
     except ValueError:
@@ -1109,12 +1331,11 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(msg)
     with _sigterm_as_exit():
         floors = {} if args.skip_physical else run_physical(args, shared)
-        rows = []
-        for security in args.security:
-            rows += run_kraftnode(args, args.levels, security)
+        rows = run_kraftnode(args, args.levels, args.security, args.variants)
         anchors = [] if args.skip_anchors else run_anchors(args, shared, args.levels)
     rows += anchors
     cks = checks(rows, floors)
+    cmps = comparisons(rows)
     if args.skip_anchors:
         notes.append("anchors skipped (--skip-anchors)")
     if args.json:
@@ -1124,10 +1345,12 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"kind": "row", **r}))
         for c in cks:
             print(json.dumps({"kind": "check", **c}))
+        for c in cmps:
+            print(json.dumps({"kind": "comparison", **c}))
         for n in notes:
             print(json.dumps({"kind": "note", "note": n}))
     else:
-        print_table(rows, floors, cks, notes)
+        print_table(rows, floors, cks, notes, cmps)
     return 0
 
 

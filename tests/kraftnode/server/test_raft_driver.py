@@ -17,11 +17,12 @@ from kraftnode.log.quorum_state import QuorumStateStore
 from kraftnode.raft import messages as m
 from kraftnode.raft.actions import AppendCompleted
 from kraftnode.raft.config import RaftConfig
+from kraftnode.raft.errors import UNSUPPORTED_VERSION
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.server import node_config
 from kraftnode.server.node import open_storage
-from kraftnode.server.peer_client import PeerPool
+from kraftnode.server.peer_client import PeerError, PeerPool
 from kraftnode.server.raft_driver import RaftDriver, now_ms, quorum_state_to_election
 from kraftnode.server.raft_log import DiskRaftLog
 
@@ -155,3 +156,52 @@ def test_a_request_that_arrives_before_the_driver_runs_is_answered_once_it_does(
             mlog.close()  # type: ignore[attr-defined]
 
     anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
+
+
+def test_pre_votes_go_only_to_peers_that_advertise_vote_v2_even_when_they_are_gone(tmp_path: Path) -> None:
+    """The pre-vote gate (KIP-996 with a Kafka 3.9 peer): a peer whose ApiVersions lack Vote v2
+    gets no pre-vote -- the driver answers UNSUPPORTED_VERSION locally, and the core stands as a
+    3.9 candidate at once. The peer's last ApiVersions answer still counts once it is down or
+    paused (a dead 3.9 leader is still a 3.9 voter: 3.9's election must not wait on a pre-vote
+    it can never get). A peer that advertised Vote v2, or one never reached, gets the pre-vote
+    (which fails with it unreachable, as Kafka 4.0's does)."""
+    from tests.support.node import running_node
+
+    cfg = _formatted(tmp_path, voters=3)
+    pre_vote = m.VoteRequest(CLUSTER, 2, 1, 1, None, None, 0, 0, pre_vote=True)
+    gone = ("127.0.0.1", _free_port())
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v2").mkdir()
+
+    async def roundtrip(driver: RaftDriver, dest: int, addr: tuple[str, int]) -> m.Response:
+        return await driver._roundtrip(dest, addr, pre_vote)  # noqa: SLF001 - the gate itself
+
+    with running_node(tmp_path / "v1", node_id=2) as v1_peer, \
+            running_node(tmp_path / "v2", "kraftnode.raft.pre.vote.enable=true\n", node_id=3) as v2_peer:
+        async def main() -> None:
+            async with anyio.create_task_group() as tg:
+                driver, mlog = _driver(cfg, tg)
+                v1, v2 = ("127.0.0.1", v1_peer.port), ("127.0.0.1", v2_peer.port)
+                # reachable: Vote 0-1 -> answered locally; Vote 0-2 -> sent (and answered)
+                r = await roundtrip(driver, 2, v1)
+                assert isinstance(r, m.VoteResponse) and r.error_code == UNSUPPORTED_VERSION
+                r = await roundtrip(driver, 3, v2)
+                assert isinstance(r, m.VoteResponse) and r.error_code != UNSUPPORTED_VERSION
+                # both peers go away (connections closed, nothing listens any more)
+                v1_peer.proc.kill()
+                v2_peer.proc.kill()
+                v1_peer.proc.wait()
+                v2_peer.proc.wait()
+                await driver.pool.close()
+                with anyio.fail_after(0.5):
+                    r = await roundtrip(driver, 2, v1)
+                assert isinstance(r, m.VoteResponse) and r.error_code == UNSUPPORTED_VERSION
+                # (a node id now at another address is a different process: nothing assumed)
+                for dest, addr in ((3, v2), (4, gone), (2, gone)):
+                    with pytest.raises(PeerError):
+                        await roundtrip(driver, dest, addr)
+                driver.stop()
+                tg.cancel_scope.cancel()
+                mlog.close()  # type: ignore[attr-defined]
+
+        anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})

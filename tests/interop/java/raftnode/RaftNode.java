@@ -1,16 +1,14 @@
 package raftnode;
 
 import java.io.BufferedReader;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.net.ServerSocket;
-import java.net.Socket;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -25,12 +23,17 @@ import java.util.OptionalLong;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.common.errors.TimeoutException;
 
 import org.apache.kafka.clients.ApiVersions;
+import org.apache.kafka.clients.ClientRequest;
+import org.apache.kafka.clients.ClientResponse;
+import org.apache.kafka.clients.NetworkClientUtils;
 import org.apache.kafka.clients.ManualMetadataUpdater;
 import org.apache.kafka.clients.MetadataRecoveryStrategy;
 import org.apache.kafka.clients.NetworkClient;
@@ -46,10 +49,13 @@ import org.apache.kafka.common.metadata.FeatureLevelRecord;
 import org.apache.kafka.common.metadata.NoOpRecord;
 import org.apache.kafka.common.metadata.RegisterControllerRecord;
 import org.apache.kafka.common.metrics.Metrics;
+import org.apache.kafka.common.network.ByteBufferSend;
 import org.apache.kafka.common.network.ChannelBuilder;
+import org.apache.kafka.common.network.ChannelBuilders;
+import org.apache.kafka.common.network.KafkaChannel;
 import org.apache.kafka.common.network.ListenerName;
 import org.apache.kafka.common.network.NetworkReceive;
-import org.apache.kafka.common.network.PlaintextChannelBuilder;
+import org.apache.kafka.common.network.NetworkSend;
 import org.apache.kafka.common.network.Selectable;
 import org.apache.kafka.common.network.Selector;
 import org.apache.kafka.common.protocol.ApiKeys;
@@ -65,6 +71,9 @@ import org.apache.kafka.common.requests.ApiVersionsResponse;
 import org.apache.kafka.common.requests.RequestHeader;
 import org.apache.kafka.common.requests.RequestUtils;
 import org.apache.kafka.common.requests.ResponseHeader;
+import org.apache.kafka.common.security.JaasContext;
+import org.apache.kafka.common.security.auth.SecurityProtocol;
+import org.apache.kafka.common.security.authenticator.CredentialCache;
 import org.apache.kafka.common.utils.LogContext;
 import org.apache.kafka.common.utils.Time;
 import org.apache.kafka.metadata.MetadataRecordSerde;
@@ -85,6 +94,7 @@ import org.apache.kafka.raft.RaftRequest;
 import org.apache.kafka.raft.RaftResponse;
 import org.apache.kafka.server.common.ApiMessageAndVersion;
 import org.apache.kafka.server.common.MetadataVersion;
+import org.apache.kafka.server.config.AbstractKafkaConfig;
 import org.apache.kafka.server.fault.FaultHandler;
 import org.apache.kafka.snapshot.SnapshotReader;
 
@@ -96,11 +106,21 @@ import org.apache.kafka.snapshot.SnapshotReader;
  * {@link KafkaRaftClientDriver}, quorum state in a {@link FileQuorumStateStore}. The log is
  * raft's {@link MockLog} (in memory: this process is never killed -9 by the tests).
  *
- * <p>Inbound: a small blocking socket server. Each connection is served one request at a
- * time (Kafka mutes a channel while its request is in flight): the header and body are
- * parsed with Kafka's own classes, raft requests go to {@code client.handle(...)} as a
- * {@link RaftRequest.Inbound}, and the response is written with its response header.
+ * <p>Inbound: as one of Kafka's SocketServer processors: an acceptor hands connections to a
+ * Kafka {@link Selector} built with {@link ChannelBuilders#serverChannelBuilder} for the
+ * listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL: Kafka's own TLS
+ * and SASL server authenticators), and each connection is served one request at a time
+ * (Kafka mutes a channel while its request is in flight): the header and body are parsed
+ * with Kafka's own classes, raft requests go to {@code client.handle(...)} as a
+ * {@link RaftRequest.Inbound}, and the response is sent with its response header.
  * ApiVersions is answered as a Kafka 3.9 controller's SimpleApiVersionManager answers it.
+ *
+ * <p>Security: {@code listener.security.protocol.map} and Kafka's {@code ssl.*},
+ * {@code sasl.*} and {@code listener.name.<l>.*} keys are read by Kafka's own config
+ * definitions ({@link AbstractKafkaConfig#CONFIG_DEF}, what KafkaConfig extends); outbound
+ * raft and registration traffic uses {@link ChannelBuilders#clientChannelBuilder} with
+ * {@code sasl.mechanism.controller.protocol} and the listener's JAAS login, as
+ * KafkaRaftManager does.
  *
  * <p>Arguments are {@code key=value} with Kafka's config names: node.id, directory.id,
  * listeners (CONTROLLER://127.0.0.1:PORT), controller.quorum.voters or
@@ -129,7 +149,14 @@ public final class RaftNode {
     private KafkaRaftClient<ApiMessageAndVersion> client;
     private KafkaRaftClientDriver<ApiMessageAndVersion> driver;
     private KafkaNetworkChannel channel;
-    private ServerSocket server;
+    private ServerSocketChannel server;
+    private final SecurityProtocol securityProtocol;
+    private final AbstractKafkaConfig kafkaConfig;
+    private Metrics metrics;
+    private Selector serverSelector;
+    private final ConcurrentLinkedQueue<SocketChannel> newConnections = new ConcurrentLinkedQueue<>();
+    private final ConcurrentLinkedQueue<NetworkSend> responses = new ConcurrentLinkedQueue<>();
+    private final AtomicLong connectionIds = new AtomicLong();
     private MockLog log;
     // "snapshot" command: taken by the listener (driver thread) at the next committed batch
     private volatile Map<String, String> snapshotRequest = null;
@@ -153,6 +180,35 @@ public final class RaftNode {
         int colon = hostPort.lastIndexOf(':');
         this.listenAddress = new InetSocketAddress(hostPort.substring(0, colon),
                                                    Integer.parseInt(hostPort.substring(colon + 1)));
+        this.securityProtocol = securityProtocolOf(listenerName, conf.get("listener.security.protocol.map"));
+        // Kafka's own definitions parse the security keys (types, defaults, listener prefixes)
+        Map<String, String> security = new HashMap<>();
+        for (Map.Entry<String, String> e : conf.entrySet()) {
+            String k = e.getKey();
+            if (k.startsWith("ssl.") || k.startsWith("sasl.") || k.startsWith("listener.")
+                || k.startsWith("connections.max.") || k.equals("principal.builder.class")) {
+                security.put(k, e.getValue());
+            }
+        }
+        this.kafkaConfig = new AbstractKafkaConfig(AbstractKafkaConfig.CONFIG_DEF, security,
+                                                   Collections.emptyMap(), false) { };
+    }
+
+    /** As KafkaConfig.effectiveListenerSecurityProtocolMap for a controller listener. */
+    private static SecurityProtocol securityProtocolOf(ListenerName listener, String map) {
+        if (map == null || map.trim().isEmpty()) {
+            for (SecurityProtocol p : SecurityProtocol.values()) {
+                if (p.name.equals(listener.value())) return p;
+            }
+            return SecurityProtocol.PLAINTEXT;
+        }
+        for (String entry : split(map)) {
+            int c = entry.indexOf(':');
+            if (c > 0 && entry.substring(0, c).trim().equals(listener.value())) {
+                return SecurityProtocol.forName(entry.substring(c + 1).trim());
+            }
+        }
+        throw new IllegalArgumentException("No security protocol defined for listener " + listener.value());
     }
 
     private String require(String key) {
@@ -231,13 +287,16 @@ public final class RaftNode {
         }
     }
 
-    /** As KafkaRaftManager.buildNetworkClient (PLAINTEXT controller listener). */
-    private NetworkClient buildNetworkClient(Metrics metrics, LogContext logContext, QuorumConfig quorumConfig) {
-        ChannelBuilder channelBuilder = new PlaintextChannelBuilder(listenerName);
-        channelBuilder.configure(Collections.emptyMap());
-        Selector selector = new Selector(NetworkReceive.UNLIMITED, 600_000L, metrics, time, "raft-channel",
+    /** As KafkaRaftManager.buildNetworkClient: the controller listener's security protocol,
+     * the server JAAS context of the listener and sasl.mechanism.controller.protocol. */
+    private NetworkClient buildNetworkClient(LogContext logContext, QuorumConfig quorumConfig, String group,
+                                             String clientId) {
+        ChannelBuilder channelBuilder = ChannelBuilders.clientChannelBuilder(securityProtocol, JaasContext.Type.SERVER,
+            kafkaConfig, listenerName, conf.getOrDefault("sasl.mechanism.controller.protocol", "GSSAPI"), time, true,
+            logContext);
+        Selector selector = new Selector(NetworkReceive.UNLIMITED, 600_000L, metrics, time, group,
             Collections.emptyMap(), false, channelBuilder, logContext);
-        return new NetworkClient(selector, new ManualMetadataUpdater(), "raft-client-" + nodeId,
+        return new NetworkClient(selector, new ManualMetadataUpdater(), clientId,
             1, 50, 500, Selectable.USE_DEFAULT_BUFFER_SIZE, Selectable.USE_DEFAULT_BUFFER_SIZE,
             quorumConfig.requestTimeoutMs(), 10_000L, 30_000L, time, true, new ApiVersions(),
             logContext, MetadataRecoveryStrategy.NONE);
@@ -245,7 +304,7 @@ public final class RaftNode {
 
     private void start() throws Exception {
         LogContext logContext = new LogContext("[RaftNode id=" + nodeId + "] ");
-        Metrics metrics = new Metrics(time);
+        metrics = new Metrics(time);
         QuorumConfig quorumConfig = new QuorumConfig(
             intConf("controller.quorum.request.timeout.ms", QuorumConfig.DEFAULT_QUORUM_REQUEST_TIMEOUT_MS),
             intConf("controller.quorum.retry.backoff.ms", QuorumConfig.DEFAULT_QUORUM_RETRY_BACKOFF_MS),
@@ -266,7 +325,8 @@ public final class RaftNode {
         }
         log = new MockLog(METADATA_PARTITION, METADATA_TOPIC_ID, logContext);
 
-        channel = new KafkaNetworkChannel(time, listenerName, buildNetworkClient(metrics, logContext, quorumConfig),
+        channel = new KafkaNetworkChannel(time, listenerName,
+            buildNetworkClient(logContext, quorumConfig, "raft-channel", "raft-client-" + nodeId),
             quorumConfig.requestTimeoutMs(), "raft-" + nodeId);
         Endpoints localListeners = Endpoints.fromInetSocketAddresses(Collections.singletonMap(listenerName, listenAddress));
         client = new KafkaRaftClient<>(OptionalInt.of(nodeId), directoryId, MetadataRecordSerde.INSTANCE, channel, log,
@@ -276,9 +336,17 @@ public final class RaftNode {
         client.initialize(voters, new FileQuorumStateStore(new File(logDir, FileQuorumStateStore.DEFAULT_FILE_NAME)),
             metrics);
 
-        server = new ServerSocket();
-        server.setReuseAddress(true);
+        // As SocketServer's processors: Kafka's server-side channel builder and Selector
+        ChannelBuilder serverChannels = ChannelBuilders.serverChannelBuilder(listenerName, false, securityProtocol,
+            kafkaConfig, new CredentialCache(), null, time, logContext, v -> apiVersions(v));
+        serverSelector = new Selector(NetworkReceive.UNLIMITED, 600_000L, 100, metrics, time, "socket-server",
+            Collections.emptyMap(), false, true, serverChannels,
+            org.apache.kafka.common.memory.MemoryPool.NONE, logContext);
+        server = ServerSocketChannel.open();
+        server.socket().setReuseAddress(true);
         server.bind(listenAddress);
+        registrationClient = buildNetworkClient(logContext, quorumConfig, "registration-channel",
+            "controller-" + nodeId + "-registration");
         channel.start();
         FaultHandler faults = (msg, cause) -> {
             Map<String, Object> e = event("fault");
@@ -297,11 +365,15 @@ public final class RaftNode {
         Thread acceptor = new Thread(this::acceptLoop, "raft-acceptor");
         acceptor.setDaemon(true);
         acceptor.start();
+        Thread processor = new Thread(this::processorLoop, "raft-processor");
+        processor.setDaemon(true);
+        processor.start();
 
         Map<String, Object> e = event("started");
         e.put("node_id", nodeId);
         e.put("directory_id", directoryId.toString());
-        e.put("port", server.getLocalPort());
+        e.put("port", server.socket().getLocalPort());
+        e.put("security_protocol", securityProtocol.name);
         emit(e);
     }
 
@@ -460,6 +532,7 @@ public final class RaftNode {
     // ------------------------------------------------------------------ registration
 
     private final Uuid incarnationId = Uuid.randomUuid();
+    private NetworkClient registrationClient;  // used by the registration thread only
 
     /**
      * As Kafka's ControllerRegistrationManager (KIP-919): once the committed metadata.version
@@ -470,7 +543,6 @@ public final class RaftNode {
      */
     private void registrationLoop() {
         long backoffMs = 100;
-        int correlationId = 0;
         while (true) {
             try {
                 Thread.sleep(backoffMs);
@@ -505,27 +577,22 @@ public final class RaftNode {
                 ControllerRegistrationRequestData.ListenerCollection listeners =
                     new ControllerRegistrationRequestData.ListenerCollection();
                 listeners.add(new ControllerRegistrationRequestData.Listener().setName(listenerName.value())
-                    .setHost(listenAddress.getHostString()).setPort(server.getLocalPort())
-                    .setSecurityProtocol(org.apache.kafka.common.security.auth.SecurityProtocol.PLAINTEXT.id));
+                    .setHost(listenAddress.getHostString()).setPort(server.socket().getLocalPort())
+                    .setSecurityProtocol(securityProtocol.id));
                 ControllerRegistrationRequestData data = new ControllerRegistrationRequestData()
                     .setControllerId(nodeId).setIncarnationId(incarnationId).setZkMigrationReady(false)
                     .setListeners(listeners).setFeatures(features);
-                ControllerRegistrationRequest request = new ControllerRegistrationRequest.Builder(data).build();
-                RequestHeader header = new RequestHeader(ApiKeys.CONTROLLER_REGISTRATION, request.version(),
-                    "controller-" + nodeId + "-registration", correlationId++);
-                ControllerRegistrationResponse response;
-                try (Socket sock = new Socket(leader.get().host(), leader.get().port())) {
-                    sock.setSoTimeout(10_000);
-                    DataOutputStream out = new DataOutputStream(sock.getOutputStream());
-                    ByteBuffer bytes = request.serializeWithHeader(header);
-                    out.writeInt(bytes.remaining());
-                    out.write(bytes.array(), bytes.arrayOffset() + bytes.position(), bytes.remaining());
-                    out.flush();
-                    DataInputStream in = new DataInputStream(sock.getInputStream());
-                    byte[] frame = new byte[in.readInt()];
-                    in.readFully(frame);
-                    response = (ControllerRegistrationResponse) AbstractResponse.parseResponse(ByteBuffer.wrap(frame), header);
+                // As NodeToControllerChannelManager: Kafka's NetworkClient over the listener's protocol
+                Node node = leader.get();
+                if (!NetworkClientUtils.awaitReady(registrationClient, node, time, 10_000)) {
+                    throw new IOException("controller " + node + " not ready");
                 }
+                ClientRequest request = registrationClient.newClientRequest(node.idString(),
+                    new ControllerRegistrationRequest.Builder(data), time.milliseconds(), true);
+                ClientResponse clientResponse = NetworkClientUtils.sendAndReceive(registrationClient, request, time);
+                if (clientResponse.versionMismatch() != null) throw clientResponse.versionMismatch();
+                if (clientResponse.responseBody() == null) throw new IOException("no response from " + node);
+                ControllerRegistrationResponse response = (ControllerRegistrationResponse) clientResponse.responseBody();
                 Map<String, Object> e = event("registration");
                 e.put("active_controller", le.leaderId().getAsInt());
                 e.put("error", Errors.forCode(response.data().errorCode()).name());
@@ -546,55 +613,96 @@ public final class RaftNode {
     // ------------------------------------------------------------------ inbound requests
 
     private void acceptLoop() {
-        while (!server.isClosed()) {
+        while (server.isOpen()) {
             try {
-                Socket s = server.accept();
-                s.setTcpNoDelay(true);
-                Thread t = new Thread(() -> serve(s), "raft-conn-" + s.getPort());
-                t.setDaemon(true);
-                t.start();
+                SocketChannel s = server.accept();
+                s.configureBlocking(false);
+                s.socket().setTcpNoDelay(true);
+                newConnections.add(s);
+                serverSelector.wakeup();
             } catch (IOException e) {
                 return;
             }
         }
     }
 
-    private void serve(Socket s) {
-        try (Socket sock = s;
-             DataInputStream in = new DataInputStream(sock.getInputStream());
-             DataOutputStream out = new DataOutputStream(sock.getOutputStream())) {
-            while (true) {
-                int size;
-                try {
-                    size = in.readInt();
-                } catch (IOException eof) {
-                    return;
+    /** One SocketServer processor: register accepted connections, send finished responses,
+     * poll; a channel is muted from the moment its request arrives until its response is
+     * sent. The first request on each connection reports the authenticated principal. */
+    private void processorLoop() {
+        java.util.Set<String> reported = new java.util.HashSet<>();
+        while (server.isOpen()) {
+            try {
+                SocketChannel sc;
+                while ((sc = newConnections.poll()) != null) {
+                    serverSelector.register("conn-" + connectionIds.incrementAndGet(), sc);
                 }
-                if (size < 0 || size > 100 * 1024 * 1024) return;
-                byte[] frame = new byte[size];
-                in.readFully(frame);
-                ByteBuffer buf = ByteBuffer.wrap(frame);
-                RequestHeader header = RequestHeader.parse(buf);
-                ByteBuffer response = respond(header, buf);
-                out.writeInt(response.remaining());
-                out.write(response.array(), response.arrayOffset() + response.position(), response.remaining());
-                out.flush();
+                NetworkSend send;
+                while ((send = responses.poll()) != null) {
+                    if (serverSelector.channel(send.destinationId()) != null) serverSelector.send(send);
+                }
+                serverSelector.poll(300);
+                for (NetworkReceive receive : serverSelector.completedReceives()) {
+                    String id = receive.source();
+                    serverSelector.mute(id);
+                    KafkaChannel ch = serverSelector.channel(id);
+                    try {
+                        ByteBuffer buf = receive.payload();
+                        RequestHeader header = RequestHeader.parse(buf);
+                        if (ch != null && reported.add(id)) {
+                            Map<String, Object> ev = event("inbound");
+                            ev.put("principal", String.valueOf(ch.principal()));
+                            ev.put("security_protocol", securityProtocol.name);
+                            ev.put("api", header.apiKey().name);
+                            ev.put("client_id", header.clientId());
+                            emit(ev);
+                        }
+                        respond(id, header, buf);
+                    } catch (Exception e) {
+                        Map<String, Object> ev = event("connection_error");
+                        ev.put("error", String.valueOf(e));
+                        emit(ev);
+                        serverSelector.close(id);
+                    }
+                }
+                for (NetworkSend done : serverSelector.completedSends()) {
+                    if (serverSelector.channel(done.destinationId()) != null) serverSelector.unmute(done.destinationId());
+                }
+                for (String gone : serverSelector.disconnected().keySet()) {
+                    reported.remove(gone);
+                }
+            } catch (Exception e) {
+                if (!server.isOpen()) return;
+                Map<String, Object> ev = event("connection_error");
+                ev.put("error", String.valueOf(e));
+                emit(ev);
             }
-        } catch (Exception e) {
-            Map<String, Object> ev = event("connection_error");
-            ev.put("error", String.valueOf(e));
-            emit(ev);
         }
     }
 
-    private ByteBuffer respond(RequestHeader header, ByteBuffer body) throws Exception {
+    private void reply(String connectionId, ByteBuffer response) {
+        responses.add(new NetworkSend(connectionId, ByteBufferSend.sizePrefixed(response)));
+        serverSelector.wakeup();
+    }
+
+    private void respond(String connectionId, RequestHeader header, ByteBuffer body) throws Exception {
         ApiKeys api = header.apiKey();
         short version = header.apiVersion();
         ResponseHeader responseHeader = header.toResponseHeader();
         if (api == ApiKeys.API_VERSIONS) {
             ApiVersionsResponse r = apiVersionsResponse(header, body);
             short v = r.data().errorCode() == Errors.UNSUPPORTED_VERSION.code() ? 0 : version;
-            return RequestUtils.serialize(responseHeader.data(), responseHeader.headerVersion(), r.data(), v);
+            reply(connectionId, RequestUtils.serialize(responseHeader.data(), responseHeader.headerVersion(), r.data(), v));
+            return;
+        }
+        if (api == ApiKeys.VOTE) {
+            // which Vote versions reach a 3.9 voter (a Vote v2 pre-vote would fail to parse below
+            // and close the connection, as Kafka's RequestContext does)
+            Map<String, Object> ev = event("vote_request");
+            ev.put("version", (int) version);
+            ev.put("supported", api.isVersionSupported(version));
+            ev.put("client_id", header.clientId());
+            emit(ev);
         }
         AbstractRequest request = AbstractRequest.parseRequest(api, version, body).request;
         if (api != ApiKeys.FETCH && api != ApiKeys.VOTE && api != ApiKeys.BEGIN_QUORUM_EPOCH
@@ -620,9 +728,16 @@ public final class RaftNode {
                 RaftRequest.Inbound inbound = new RaftRequest.Inbound(listenerName, header.correlationId(), version,
                     request.data(), time.milliseconds());
                 client.handle(inbound);
-                RaftResponse.Outbound out = inbound.completion.get();
-                answer = out.data();
-                break;
+                // answered when the raft client completes it (a Fetch may wait on the driver thread)
+                inbound.completion.whenComplete((out, error) -> {
+                    if (error != null) {
+                        serverSelector.close(connectionId);  // as Kafka: no answer, the connection closes
+                        return;
+                    }
+                    reply(connectionId, RequestUtils.serialize(responseHeader.data(), responseHeader.headerVersion(),
+                        out.data(), version));
+                });
+                return;
             }
             case DESCRIBE_CLUSTER:
                 answer = describeCluster();
@@ -635,7 +750,7 @@ public final class RaftNode {
             default:
                 answer = request.getErrorResponse(0, Errors.UNSUPPORTED_VERSION.exception()).data();
         }
-        return RequestUtils.serialize(responseHeader.data(), responseHeader.headerVersion(), answer, version);
+        reply(connectionId, RequestUtils.serialize(responseHeader.data(), responseHeader.headerVersion(), answer, version));
     }
 
     /** As ControllerApis.handleDescribeCluster: registered controllers on this listener. */
@@ -671,6 +786,12 @@ public final class RaftNode {
         if (!request.isValid()) {
             return request.getErrorResponse(0, Errors.INVALID_REQUEST.exception());
         }
+        return apiVersions(header.apiVersion());
+    }
+
+    /** The answer for a valid ApiVersions request of this version (also what the SASL
+     * server authenticator sends before authentication, through the channel builder). */
+    private ApiVersionsResponse apiVersions(short requestVersion) {
         Map<String, SupportedVersionRange> supported = new HashMap<>();
         supported.put(MetadataVersion.FEATURE_NAME, new SupportedVersionRange(
             MetadataVersion.MINIMUM_KRAFT_VERSION.featureLevel(), MetadataVersion.latestProduction().featureLevel()));
@@ -686,7 +807,7 @@ public final class RaftNode {
             .setFinalizedFeatures(new HashMap<>(finalizedFeatures))
             .setFinalizedFeaturesEpoch(finalizedEpoch)
             .setZkMigrationEnabled(false)
-            .setAlterFeatureLevel0(header.apiVersion() < 4)  // as ControllerApis.handleApiVersionsRequest
+            .setAlterFeatureLevel0(requestVersion < 4)  // as ControllerApis.handleApiVersionsRequest
             .build();
     }
 
@@ -790,6 +911,7 @@ public final class RaftNode {
         }
         try {
             server.close();
+            serverSelector.wakeup();
         } catch (IOException ignored) {
             // exiting anyway
         }
