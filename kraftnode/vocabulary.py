@@ -1,0 +1,41 @@
+"""Kafka's names and numbers that several layers need: one home for each.
+
+Everything here is a fact of Apache Kafka 3.9, not a choice of ours; each constant names the
+Java constant it copies. Error codes have their own home, ``kraftnode.protocol.errors.Errors``
+(Kafka's ``org.apache.kafka.common.protocol.Errors``); configuration keys and their defaults
+live in ``kraftnode.configdefs``; the ``controller.quorum.*`` defaults the raft core needs
+are the ``QUORUM_*`` constants below, which both of those read.
+
+This module imports nothing, so every layer (recordbatch excepted) may use it.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+#: Topic.CLUSTER_METADATA_TOPIC_NAME: the topic a KRaft controller quorum replicates.
+METADATA_TOPIC = "__cluster_metadata"
+#: Uuid.METADATA_TOPIC_ID (``AAAAAAAAAAAAAAAAAAAAAQ``).
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+#: The one partition of a raft topic (Topic.CLUSTER_METADATA_TOPIC_PARTITION).
+METADATA_PARTITION = 0
+
+#: The topic of Kafka's standalone raft server (kafka.tools.TestRaftServer) ...
+TEST_RAFT_TOPIC = "__raft_performance_test"
+#: ... its topic id (TestRaftServer uses Uuid.ONE_UUID + 1) ...
+TEST_RAFT_TOPIC_ID = uuid.UUID(int=2)
+#: ... and its cluster id, always all zeros.
+TEST_RAFT_SERVER_CLUSTER_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+#: The topics Kafka's own raft runs on, with their ids.
+RAFT_TOPICS: dict[str, uuid.UUID] = {
+    METADATA_TOPIC: METADATA_TOPIC_ID,
+    TEST_RAFT_TOPIC: TEST_RAFT_TOPIC_ID,
+}
+
+#: QuorumConfig defaults (Kafka 3.9), in milliseconds.
+QUORUM_ELECTION_TIMEOUT_MS = 1000       # controller.quorum.election.timeout.ms
+QUORUM_ELECTION_BACKOFF_MAX_MS = 1000   # controller.quorum.election.backoff.max.ms
+QUORUM_FETCH_TIMEOUT_MS = 2000          # controller.quorum.fetch.timeout.ms
+QUORUM_REQUEST_TIMEOUT_MS = 2000        # controller.quorum.request.timeout.ms
+QUORUM_RETRY_BACKOFF_MS = 20            # controller.quorum.retry.backoff.ms
