@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kraftnode.cli import UsageError
 from kraftnode.commands import transfer, voter_changes
+from kraftnode.commands.errors import UsageError
 from kraftnode.protocol import (
     DescribeQuorumRequest,
     Errors,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from kraftnode.cli import UsageError
+from kraftnode.commands.errors import UsageError
 from kraftnode.protocol import Errors
 from kraftnode.protocol.generated import EndQuorumEpochRequest
 from kraftnode.protocol.registry import END_QUORUM_EPOCH
