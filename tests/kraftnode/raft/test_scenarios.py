@@ -22,7 +22,8 @@ Commands (``last=E@O`` is a log position: epoch E, offset O)
        [backoff-max=MS]
       build the node at t=0. ``log`` lists one record per entry by its epoch; ``dynamic``
       starts the log with the bootstrap control batch (KRaftVersion 1 + VotersRecord with
-      directory ids) instead of static voters; ``snapshot`` compacts the log below N.
+      directory ids) instead of static voters; ``snapshot=N`` puts the first N entries
+      in a snapshot the log starts after.
   tick +MS | tick deadline        advance the clock and call ``tick``.
   recv vote from= epoch= last=E@O [pre-vote] [cluster=]
   recv fetch from= epoch= offset= last-epoch= [wait=MS]
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 import random
 import uuid
 from collections.abc import Callable, Sequence
@@ -61,7 +63,7 @@ from kraftnode.raft.actions import (
 from kraftnode.raft.batches import Batch, KRaftVersionControlRecord, VotersControlRecord
 from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
-from kraftnode.raft.log import MemoryRaftLog
+from kraftnode.raft.log import MemoryRaftLog, OffsetAndEpoch
 from kraftnode.raft.messages import (
     AddRaftVoterRequest,
     ApiVersionsResponse,
@@ -186,11 +188,13 @@ class Scenario:
             vs = VoterSet.of(VoterNode(ReplicaKey(i, dir_id(i)), endpoints(i), 0, 1) for i in ids)
             self.log.append_as_leader([KRaftVersionControlRecord(1), VotersControlRecord(vs)], 0, is_control=True)
             static = VoterSet()
-        for i, epoch in enumerate(ints(a.get("log", ""))):
+        entries = ints(a.get("log", ""))
+        snapshot_end = int(a.get("snapshot", "0"))
+        if snapshot_end:
+            self.install_snapshot([Batch(i, i, e, (f"r{i}",)) for i, e in enumerate(entries[:snapshot_end])])
+        for i, epoch in enumerate(entries[snapshot_end:], snapshot_end):
             self.log.append_as_leader([f"r{i}"], epoch)
         self.log.flush()
-        if "snapshot" in a:
-            self.log.compact(int(a["snapshot"]))
         voted = int(a.get("voted", "-1"))
         election = ElectionState(int(a.get("epoch", "0")), int(a.get("leader", "-1")),
                                  ReplicaKey(voted, dir_id(voted)) if voted >= 0 else None)
@@ -200,6 +204,15 @@ class Scenario:
         self.node = RaftNode(local, dir_id(local), config, self.log, election, static, random.Random(int(a.get("seed", "7"))), 0,
                              local_endpoints=endpoints(local), snapshots=self.log)
         return self.drain()
+
+    def install_snapshot(self, batches: list[Batch]) -> None:
+        """A log that starts with a snapshot of ``batches``, installed through the
+        SnapshotStore protocol (as a follower installs a fetched one): the snapshot's
+        content is MemoryRaftLog's test format, its pickled batches."""
+        snapshot_id = OffsetAndEpoch(batches[-1].epoch, batches[-1].next_offset)
+        self.log.begin_snapshot_download(snapshot_id)
+        self.log.write_snapshot_chunk(snapshot_id, 0, pickle.dumps(batches))
+        self.log.install_snapshot(snapshot_id)
 
     # -- time
     def cmd_tick(self, a: dict[str, str]) -> list[str]:
