@@ -11,7 +11,8 @@ separated by blank lines. The interpreter plays every peer of ONE node under tes
 drives ``kraftnode.raft.node.RaftNode`` through its public event API only (the
 constructor, ``handle_request``, ``handle_response``, ``request_failed``, ``tick``,
 ``append``, ``take_actions`` and read-only properties), the same API the server and the
-simulation use; so the scenarios survive any rebuild of the module's insides.
+simulation use, importing only what ``kraftnode.raft`` exports and the message types; so
+the scenarios survive any rebuild of the module's insides.
 
 Output is compared exactly. ``KRAFTNODE_SCENARIO_REWRITE=1`` rewrites the expected
 output from what the node does now (etcd's ``--rewrite``); review the diff before
@@ -53,17 +54,21 @@ from pathlib import Path
 import pytest
 
 from kraftnode.protocol.errors import Errors
-from kraftnode.raft.actions import (
+from kraftnode.raft import (
     Action,
     AppendCompleted,
+    Batch,
+    ElectionState,
     HighWatermarkAdvanced,
+    KRaftVersionControlRecord,
+    MemoryRaftLog,
+    OffsetAndEpoch,
+    RaftConfig,
+    RaftNode,
     SendRequest,
     SendResponse,
+    VotersControlRecord,
 )
-from kraftnode.raft.batches import Batch, KRaftVersionControlRecord, VotersControlRecord
-from kraftnode.raft.config import RaftConfig
-from kraftnode.raft.election import ElectionState
-from kraftnode.raft.log import MemoryRaftLog, OffsetAndEpoch
 from kraftnode.raft.messages import (
     AddRaftVoterRequest,
     ApiVersionsResponse,
@@ -81,7 +86,6 @@ from kraftnode.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 
 TESTDATA = Path(__file__).parent / "testdata"
