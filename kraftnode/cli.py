@@ -14,10 +14,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 import kraftnode.commands
-
-
-class UsageError(Exception):
-    """A user mistake: printed as one line, exit code 2."""
+from kraftnode.commands.errors import UsageError
 
 
 class _Parser(argparse.ArgumentParser):

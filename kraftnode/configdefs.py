@@ -23,6 +23,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kraftnode.vocabulary import (
+    METADATA_TOPIC,
+    QUORUM_ELECTION_BACKOFF_MAX_MS,
+    QUORUM_ELECTION_TIMEOUT_MS,
+    QUORUM_FETCH_TIMEOUT_MS,
+    QUORUM_REQUEST_TIMEOUT_MS,
+    QUORUM_RETRY_BACKOFF_MS,
+    RAFT_TOPICS,
+    TEST_RAFT_TOPIC,
+)
+
 __all__ = ["ConfigKey", "KEYS", "BY_NAME", "validate", "warnings_for", "render_markdown", "parse_value"]
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
@@ -116,16 +127,16 @@ KEYS: tuple[ConfigKey, ...] = (
        "`id@host:port,...`. Leave unset for a dynamic (KIP-853) quorum.", group="Quorum"),
     _k("controller.quorum.bootstrap.servers", "list", "", "Dynamic quorum: `host:port,...` of "
        "controllers to discover the quorum from.", group="Quorum"),
-    _k("controller.quorum.election.timeout.ms", "int", "1000", "Maximum time without a fetch from "
+    _k("controller.quorum.election.timeout.ms", "int", str(QUORUM_ELECTION_TIMEOUT_MS), "Maximum time without a fetch from "
        "the leader before a new election starts.", group="Quorum", at_least=1),
-    _k("controller.quorum.fetch.timeout.ms", "int", "2000", "Maximum time without a successful "
+    _k("controller.quorum.fetch.timeout.ms", "int", str(QUORUM_FETCH_TIMEOUT_MS), "Maximum time without a successful "
        "fetch from the leader before a voter becomes a candidate (and the leader's check-quorum "
        "window).", group="Quorum", at_least=1),
-    _k("controller.quorum.election.backoff.max.ms", "int", "1000", "Maximum back-off before a new "
+    _k("controller.quorum.election.backoff.max.ms", "int", str(QUORUM_ELECTION_BACKOFF_MAX_MS), "Maximum back-off before a new "
        "election after a failed one.", group="Quorum", at_least=1),
-    _k("controller.quorum.request.timeout.ms", "int", "2000", "How long a request to a peer may "
+    _k("controller.quorum.request.timeout.ms", "int", str(QUORUM_REQUEST_TIMEOUT_MS), "How long a request to a peer may "
        "go unanswered before it is retried.", group="Quorum", at_least=1),
-    _k("controller.quorum.retry.backoff.ms", "int", "20", "Wait before retrying a failed request "
+    _k("controller.quorum.retry.backoff.ms", "int", str(QUORUM_RETRY_BACKOFF_MS), "Wait before retrying a failed request "
        "to a peer.", group="Quorum", at_least=0),
     _k("controller.quorum.auto.join.enable", "boolean", "false", "Kafka 4.x: a controller that "
        "is an observer of a dynamic quorum (kraft.version 1) -- its id is not a voter, or its "
@@ -222,9 +233,9 @@ KEYS: tuple[ConfigKey, ...] = (
     _k("principal.builder.class", "string", None, "Builds a connection's principal.",
        group="Security", honoured=False, why="the default principal builder's rules are built in"),
     _k("kraftnode.raft.topic", "string", None, "The topic the quorum replicates: "
-       "`__cluster_metadata` (a KRaft controller quorum) or `__raft_performance_test` (to join "
+       f"`{METADATA_TOPIC}` (a KRaft controller quorum) or `{TEST_RAFT_TOPIC}` (to join "
        "Kafka's TestRaftServer). Default: decided by the cluster id.", group="kraftnode",
-       choices=("__cluster_metadata", "__raft_performance_test")),
+       choices=tuple(RAFT_TOPICS)),
     _k("kraftnode.log.file", "string", None, "Also write the node's log to this file, rotated by "
        "size (the console keeps its copy). Unset: console only. `--log-config` overrides it.",
        group="kraftnode"),

@@ -10,7 +10,7 @@ import socket
 import struct
 from typing import Any
 
-from kraftnode.cli import UsageError
+from kraftnode.commands.errors import UsageError
 from kraftnode.protocol import DescribeClusterRequest, Errors
 from kraftnode.protocol.framing import encode_request, parse_response
 from kraftnode.protocol.registry import DESCRIBE_CLUSTER, SERVED

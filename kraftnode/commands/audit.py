@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from kraftnode.cli import UsageError
+from kraftnode.commands.errors import UsageError
 
 NAME = "audit"
 HELP = "audit the metadata logs of every replica with Spark: consistency, leaders, voters, rates"

@@ -16,7 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
-from kraftnode.cli import UsageError
+from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError, ServerConfig
 from kraftnode.log.bootstrap import (
     KRAFT_VERSION_1_MINIMUM_MV,

@@ -15,14 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kraftnode.cli import UsageError
 from kraftnode.commands import transfer, voter_changes
+from kraftnode.commands.errors import UsageError
 from kraftnode.protocol import (
     DescribeQuorumRequest,
     Errors,
 )
 from kraftnode.protocol.registry import DESCRIBE_QUORUM
 from kraftnode.quorum_client import ClientError, call, describe_cluster, parse_servers
+from kraftnode.vocabulary import METADATA_PARTITION, METADATA_TOPIC
 from recordbatch.wire import ZERO_UUID, uuid_to_base64
 
 NAME = "quorum"
@@ -35,8 +36,6 @@ EXAMPLES = """\
   kraftnode quorum --bootstrap-controller 127.0.0.1:9093 remove-controller -i 4 -d DIRECTORY_ID
   kraftnode quorum --bootstrap-controller 127.0.0.1:9093 transfer-leadership --to 2
 """
-
-METADATA_TOPIC = "__cluster_metadata"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -134,7 +133,7 @@ def fetch_quorum_info(servers: list[tuple[str, int]], endpoint_type: int) -> Quo
 
 def _describe_quorum(host: str, port: int) -> QuorumInfo | None:
     req = DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
-        topic_name=METADATA_TOPIC, partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)])])
+        topic_name=METADATA_TOPIC, partitions=[DescribeQuorumRequest.PartitionData(partition_index=METADATA_PARTITION)])])
     _, resp = call(host, port, DESCRIBE_QUORUM, 2, req)
     if resp.error_code != Errors.NONE:  # type: ignore[attr-defined]
         return None

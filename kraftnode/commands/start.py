@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from kraftnode.cli import UsageError
+from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError
 
 NAME = "start"

@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from kraftnode.cli import UsageError
+from kraftnode.commands.errors import UsageError
 from kraftnode.protocol import Errors
 from kraftnode.protocol.generated import EndQuorumEpochRequest
 from kraftnode.protocol.registry import END_QUORUM_EPOCH
 from kraftnode.quorum_client import ClientError, call, parse_servers
+from kraftnode.vocabulary import METADATA_PARTITION, METADATA_TOPIC
 from recordbatch.wire import ZERO_UUID
 
-METADATA_TOPIC = "__cluster_metadata"
 WAIT_S = 15.0
 
 
@@ -48,7 +48,7 @@ def transfer_leadership(args: argparse.Namespace) -> int:
     start = time.monotonic()
     req = EndQuorumEpochRequest(topics=[EndQuorumEpochRequest.TopicData(
         topic_name=METADATA_TOPIC, partitions=[EndQuorumEpochRequest.PartitionData(
-            partition_index=0, leader_id=info.leader_id, leader_epoch=info.leader_epoch,
+            partition_index=METADATA_PARTITION, leader_id=info.leader_id, leader_epoch=info.leader_epoch,
             preferred_candidates=[EndQuorumEpochRequest.ReplicaInfo(
                 candidate_id=target, candidate_directory_id=voters[target].directory_id or ZERO_UUID)])])])
     try:
@@ -56,7 +56,7 @@ def transfer_leadership(args: argparse.Namespace) -> int:
     except ClientError as e:
         raise UsageError(f"the leader {info.leader_id} did not answer: {e}") from None
     r = resp  # type: ignore[assignment]
-    code = r.error_code or (r.topics[0].partitions[0].error_code if r.topics and r.topics[0].partitions else 0)  # type: ignore[attr-defined]
+    code = r.error_code or (r.topics[0].partitions[0].error_code if r.topics and r.topics[0].partitions else Errors.NONE)  # type: ignore[attr-defined]
     if code == Errors.VOTER_NOT_FOUND:
         raise UsageError(f"node {target} is not a voter")
     if code == Errors.REQUEST_TIMED_OUT:

@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import Any
 
-from kraftnode.cli import UsageError
+from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError, ServerConfig
 from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
 from kraftnode.protocol import Errors

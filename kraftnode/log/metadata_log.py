@@ -49,6 +49,7 @@ from kraftnode.log.segment import (
     LogSegment,
     parse_segment_file_name,
 )
+from kraftnode.vocabulary import METADATA_PARTITION, METADATA_TOPIC
 from recordbatch import BatchView, CorruptBatchError, iter_batches, set_base_offset_and_epoch
 
 __all__ = [
@@ -64,8 +65,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-METADATA_TOPIC = "__cluster_metadata"
-METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
+METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-{METADATA_PARTITION}"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 LOCK_FILE = ".lock"
@@ -207,7 +207,7 @@ class MetadataLog:
             log.warning("ignoring %s: %s", name, e)
             return None
         for topic, partition, offset in rows or []:
-            if topic == METADATA_TOPIC and partition == "0":
+            if topic == METADATA_TOPIC and partition == str(METADATA_PARTITION):
                 try:
                     return int(offset)
                 except ValueError:
@@ -215,7 +215,7 @@ class MetadataLog:
         return None
 
     def _write_offset_checkpoint(self, name: str, offset: int) -> None:
-        write_checkpoint(self.log_dir / name, [(METADATA_TOPIC, 0, offset)])
+        write_checkpoint(self.log_dir / name, [(METADATA_TOPIC, METADATA_PARTITION, offset)])
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         seg = LogSegment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,

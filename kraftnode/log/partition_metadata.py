@@ -12,13 +12,13 @@ import uuid
 from pathlib import Path
 
 from kraftnode.log.fileutil import atomic_write
+from kraftnode.vocabulary import METADATA_TOPIC_ID
 from recordbatch.wire import uuid_from_base64, uuid_to_base64
 
 __all__ = ["METADATA_TOPIC_ID", "PartitionMetadataError", "read_partition_metadata",
            "write_partition_metadata", "ensure_partition_metadata"]
 
 FILE_NAME = "partition.metadata"
-METADATA_TOPIC_ID = uuid.UUID(int=1)
 
 
 class PartitionMetadataError(ValueError):

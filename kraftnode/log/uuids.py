@@ -13,13 +13,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection
 
+from kraftnode.vocabulary import METADATA_TOPIC_ID
 from recordbatch.wire import uuid_to_base64
 
 __all__ = ["random_uuid", "random_directory_id", "is_reserved_uuid", "is_reserved_directory_id"]
 
 ZERO_UUID = uuid.UUID(int=0)
-ONE_UUID = uuid.UUID(int=1)
-METADATA_TOPIC_ID = ONE_UUID
+ONE_UUID = uuid.UUID(int=1)  # Uuid.ONE_UUID
 _RESERVED = frozenset({ZERO_UUID, ONE_UUID, METADATA_TOPIC_ID})
 
 

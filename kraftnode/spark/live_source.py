@@ -66,9 +66,11 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from kraftnode.vocabulary import METADATA_TOPIC
+
 __all__ = ["KraftDataSource", "TOPIC", "LIVE_DDL"]
 
-TOPIC = "__cluster_metadata"
+TOPIC = METADATA_TOPIC
 LIVE_DDL = ("offset BIGINT, partition_leader_epoch INT, timestamp BIGINT, key BINARY, value BINARY, "
             "headers ARRAY<STRUCT<key: STRING, value: BINARY>>")
 

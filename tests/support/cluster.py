@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kraftnode.cli import UsageError
+from kraftnode.commands.errors import UsageError
 from kraftnode.commands.quorum import QuorumInfo, fetch_quorum_info
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"

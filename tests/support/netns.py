@@ -34,10 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from kraftnode.commands.quorum import METADATA_TOPIC, QuorumInfo, ReplicaInfo
+from kraftnode.commands.quorum import QuorumInfo, ReplicaInfo
 from kraftnode.protocol import DescribeQuorumRequest
 from kraftnode.protocol.registry import DESCRIBE_QUORUM
 from kraftnode.quorum_client import ClientError, call
+from kraftnode.vocabulary import METADATA_TOPIC
 from tests.support.cluster import CLUSTER_ID
 
 T = TypeVar("T")

@@ -77,7 +77,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import kraftnode  # noqa: E402
-from kraftnode.cli import UsageError  # noqa: E402
+from kraftnode.commands.errors import UsageError  # noqa: E402
 from kraftnode.commands.quorum import fetch_quorum_info  # noqa: E402
 
 # next to the checkout; from a worktree under <project>/wt/<name>, two levels up

@@ -270,7 +270,7 @@ def test_full_disk_while_running(tmp_path: Path, small_fs: Path) -> None:
     """The disk fills under a running leader: the next append stops the node with one line."""
     from kraftnode.protocol import generated as w
     from kraftnode.protocol.registry import PRODUCE
-    from kraftnode.server.raft_wire import METADATA_TOPIC
+    from kraftnode.vocabulary import METADATA_TOPIC
     from recordbatch import Record, build_batch
     from tests.support.cluster import log_lines
     from tests.support.node import call

@@ -65,7 +65,7 @@ def test_help_runs_for_every_command() -> None:
 def _wait_for_leader(port: int, timeout: float = 30) -> None:
     import time
 
-    from kraftnode.cli import UsageError
+    from kraftnode.commands.errors import UsageError
     from kraftnode.commands.quorum import fetch_quorum_info
 
     deadline = time.monotonic() + timeout
