@@ -39,7 +39,7 @@ echo "== ruff";            .venv/bin/ruff check codegen kraftnode recordbatch te
 echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server codegen
 echo "== pytest"
 set +e
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from itertools import repeat
 
 from kraftnode.raft import plants
 from tests.simulation.sim import Result, profile_of, run_seed
@@ -39,13 +42,24 @@ def replay_command(seed: int, voters: int, observers: int, plant: str | None) ->
 
 def run_many(
     seeds: int, seed_base: int = 0, voters: int = 3, observers: int = 1, plant: str | None = None,
-    stop_on_failure: bool = False,
+    stop_on_failure: bool = False, workers: int = 1,
 ) -> Summary:
+    """Run ``seeds`` seeds from ``seed_base``. ``workers`` > 1 runs them in that many forked
+    processes (each seed is deterministic on its own, so the results are the same; CI uses the
+    machine's cores); ``stop_on_failure`` runs them in order in this process."""
     start = time.monotonic()
     failures: list[Result] = []
     events = committed = elections = 0
-    for seed in range(seed_base, seed_base + seeds):
-        result = run_seed(seed, voters, observers, plant)
+    seed_range = range(seed_base, seed_base + seeds)
+    results: Iterable[Result]
+    if workers > 1 and not stop_on_failure:
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+        with pool:
+            results = list(pool.map(run_seed, seed_range, repeat(voters), repeat(observers), repeat(plant),
+                                    chunksize=max(1, seeds // (workers * 8))))
+    else:
+        results = (run_seed(seed, voters, observers, plant) for seed in seed_range)
+    for seed, result in zip(seed_range, results, strict=True):
         events += result.events
         committed += result.committed
         elections += result.elections

@@ -5,6 +5,8 @@ Run more with ``python -m tests.simulation --seeds N --seed-base S --nodes 3|5``
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.simulation.runner import replay_command, run_many
@@ -21,7 +23,7 @@ CI_BUDGET = [
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(("voters", "observers", "seeds", "base"), CI_BUDGET)
 def test_ci_seed_budget(voters: int, observers: int, seeds: int, base: int) -> None:
-    summary = run_many(seeds, base, voters, observers)
+    summary = run_many(seeds, base, voters, observers, workers=os.cpu_count() or 1)
     print(f"{seeds} seeds, {voters} voters + {observers} observers: {summary.events} events, "
           f"{summary.committed} committed offsets, {summary.elections} elections, {summary.wall_s:.1f}s")
     assert summary.ok, "\n".join(
