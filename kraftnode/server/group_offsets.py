@@ -191,7 +191,7 @@ def _catch_up(h: Any) -> GroupOffsets:
 def _coordinator_error(h: Any) -> int:
     """NOT_COORDINATOR on a non-leader; COORDINATOR_LOAD_IN_PROGRESS on a leader that has not
     yet committed its epoch's first entry (earlier commits may still be unreplayed)."""
-    if not h.core.is_leader:
+    if not h.driver.is_leader:
         return int(Errors.NOT_COORDINATOR)
     if h.driver.high_watermark <= h._epoch_start_offset():
         return int(Errors.COORDINATOR_LOAD_IN_PROGRESS)
@@ -200,7 +200,7 @@ def _coordinator_error(h: Any) -> int:
 
 async def find_coordinator(h: Any, q: w.FindCoordinatorRequest, v: int) -> w.FindCoordinatorResponse:
     R = w.FindCoordinatorResponse
-    leader = h.core.leader_id
+    leader, _ = h.driver.leader_and_epoch()
     ep = h._voter_endpoints().get(leader) if leader >= 0 else None
 
     def answer(key: str) -> Any:

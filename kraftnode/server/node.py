@@ -164,6 +164,7 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                                           cfg.bootstrap_servers, kraft_version,
                                           cfg.request_timeout_ms / 1000, metrics=raft_metrics)
                 drv.linearizable_reads = cfg.read_linearizable
+                drv.start()  # the producer-state rescan of the log's tail
                 snapshots = SnapshotManager(mlog, runner, cfg.snapshot_config,
                                             lambda offset: voters_at(node, offset),
                                             on_snapshots_changed=rlog.snapshots_changed)
