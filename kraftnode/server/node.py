@@ -267,7 +267,7 @@ def _start_metrics(tg: anyio.abc.TaskGroup, server: Any, cfg: NodeConfig, driver
     from prometheus_client.platform_collector import PlatformCollector
     from prometheus_client.process_collector import ProcessCollector
 
-    from kraftnode.server.metrics import NodeCollector, liveness, readiness
+    from kraftnode.server.metrics_collector import NodeCollector, liveness, readiness
 
     registry = server.registry
     registry.register(NodeCollector(driver, raft_metrics, request_metrics, listeners,
