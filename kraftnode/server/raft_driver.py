@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskGroup
 
+from kraftnode.log.metadata_log import MetadataLog
 from kraftnode.log.quorum_state import QuorumStateData, QuorumStateStore
 from kraftnode.logsetup import os_error_text
 from kraftnode.raft import errors
@@ -196,6 +197,11 @@ class RaftDriver(PeerSending):
     def batches(self, start: int, end: int) -> Iterator[BatchView]:
         """The batches holding offsets ``start`` up to (not including) ``end``."""
         return self.log.log.batches(start, end)
+
+    @property
+    def metadata_log(self) -> MetadataLog:
+        """The log itself, for the readers that replay it (group offsets, snapshots)."""
+        return self.log.log
 
     @property
     def voters(self) -> VoterSet:
