@@ -107,7 +107,7 @@ async def serving(cfg: node_config.NodeConfig, listen: bool = False) -> AsyncIte
                           election_backoff_max_ms=cfg.election_backoff_max_ms,
                           fetch_timeout_ms=cfg.fetch_timeout_ms, request_timeout_ms=cfg.request_timeout_ms,
                           retry_backoff_ms=cfg.retry_backoff_ms, listener_name=listener)
-    core = RaftNode(cfg.node_id, directory_id, raft_cfg, rlog,  # type: ignore[arg-type]
+    core = RaftNode(cfg.node_id, directory_id, raft_cfg, rlog,
                     quorum_state_to_election(store.read()), voters, random.Random(1), now_ms(),
                     local_endpoints=(Endpoint(listener, cfg.advertised_host, cfg.advertised_port),))
     async with anyio.create_task_group() as tg:
