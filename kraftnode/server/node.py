@@ -105,17 +105,7 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
     driver: RaftDriver | None = None
     metrics_server: Any = None
     try:
-        try:
-            election = quorum_state_to_election(store.read())
-        except QuorumStateError as e:
-            raise StartupError(str(e)) from None
-        # the state machine: load the latest valid snapshot, replay only the log after it
-        sm: StateMachine = MetadataState() if state_machine is None else state_machine
-        runner = StateMachineRunner(sm)
-        try:
-            prepare_storage(mlog, runner)
-        except (OSError, SnapshotError, ValueError) as e:
-            raise StartupError(f"cannot load the metadata snapshots in {mlog.dir}: {e}") from None
+        election, sm, runner = _load_state(mlog, store, state_machine)
         rlog = DiskRaftLog(mlog, mlog.dir)
         topic = _raft_topic(cfg, cluster_id)
         controller = topic == vocabulary.METADATA_TOPIC and isinstance(sm, MetadataState)
@@ -183,6 +173,23 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
     if driver is not None and driver.fatal is not None:
         raise NodeFailure(f"node {cfg.node_id} stopped: {driver.fatal}")
     log.info("node %d shut down cleanly", cfg.node_id)
+
+
+def _load_state(mlog: MetadataLog, store: QuorumStateStore, state_machine: StateMachine | None,
+                ) -> tuple[ElectionState, StateMachine, StateMachineRunner]:
+    """The stored election state, and the state machine loaded from the latest valid
+    snapshot (only the log after it is replayed)."""
+    try:
+        election = quorum_state_to_election(store.read())
+    except QuorumStateError as e:
+        raise StartupError(str(e)) from None
+    sm: StateMachine = MetadataState() if state_machine is None else state_machine
+    runner = StateMachineRunner(sm)
+    try:
+        prepare_storage(mlog, runner)
+    except (OSError, SnapshotError, ValueError) as e:
+        raise StartupError(f"cannot load the metadata snapshots in {mlog.dir}: {e}") from None
+    return election, sm, runner
 
 
 def _raft_topic(cfg: NodeConfig, cluster_id: str) -> str:
