@@ -9,6 +9,9 @@ from typing import Any
 
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
+from kraftnode.protocol.generated.describe_quorum_response import (
+    _DescribeQuorumResponse_ReplicaState as _ReplicaState,
+)
 from kraftnode.protocol.registry import (
     ADD_RAFT_VOTER,
     ALTER_USER_SCRAM_CREDENTIALS,
@@ -18,6 +21,7 @@ from kraftnode.protocol.registry import (
     DESCRIBE_QUORUM,
     REMOVE_RAFT_VOTER,
 )
+from kraftnode.raft import messages as m
 from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.server import api_versions
 from kraftnode.server import raft_rpcs as rpcs
@@ -144,7 +148,7 @@ class AdminHandlers(RaftPeerHandlers):
                 return forwarded
         R = w.DescribeQuorumResponse.ReplicaState
 
-        def rs(x: Any) -> Any:
+        def rs(x: m.ReplicaStateView) -> _ReplicaState:
             return R(replica_id=x.replica_id, replica_directory_id=x.replica_directory_id or ZERO_UUID,
                      log_end_offset=x.log_end_offset, last_fetch_timestamp=x.last_fetch_timestamp,
                      last_caught_up_timestamp=x.last_caught_up_timestamp)

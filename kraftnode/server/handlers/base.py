@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from kraftnode.protocol.registry import DESCRIBE_QUORUM
 from kraftnode.server import api_versions, group_offsets
@@ -22,6 +21,7 @@ from kraftnode.server.security import api_checks
 from kraftnode.server.security import authorizer as az
 from kraftnode.server.security.acl_admin import AclAdmin
 from kraftnode.server.security.listeners import CURRENT_LISTENER
+from recordbatch.message import Message
 
 log = logging.getLogger("kraftnode.handlers")
 
@@ -133,7 +133,7 @@ class HandlerBase:
             f.finalized_epoch = self.duties.state.features_epoch
         return f
 
-    async def _forward_to_leader(self, leader: int, api_key: int, q: Any, v: int) -> Any | None:
+    async def _forward_to_leader(self, leader: int, api_key: int, q: Message, v: int) -> Message | None:
         """Ask the leader on the client's behalf, as a Kafka broker forwards DescribeQuorum,
         AddRaftVoter and RemoveRaftVoter to the active controller (KafkaApis
         forwardToControllerOrFail): clients such as kafka-python, and the Java Admin with
