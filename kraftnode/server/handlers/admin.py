@@ -5,7 +5,6 @@ leader where a Kafka broker forwards to the active controller."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
@@ -43,6 +42,7 @@ from kraftnode.server.handlers.kafka_compat import (
 from kraftnode.server.handlers.raft_peers import RaftPeerHandlers
 from kraftnode.server.security import api_checks
 from kraftnode.server.security import authorizer as az
+from recordbatch.message import Message
 from recordbatch.wire import ZERO_UUID
 
 log = logging.getLogger("kraftnode.handlers")
@@ -258,7 +258,8 @@ class AdminHandlers(RaftPeerHandlers):
             return None
         return invalid(f"kraftnode does not change finalized features; {name} stays at "
                        f"{_MV_NAMES.get(current, current) if name == 'metadata.version' else current}.")
-    async def _alter_scram(self, q: Any, v: int) -> Any:
+
+    async def _alter_scram(self, q: w.AlterUserScramCredentialsRequest, v: int) -> Message:
         """The leader writes the records; a follower forwards the request to it, as a Kafka
         broker forwards it to the active controller (else NOT_CONTROLLER)."""
         from kraftnode.server.security import scram_admin
@@ -271,14 +272,16 @@ class AdminHandlers(RaftPeerHandlers):
                 return forwarded
         return await scram_admin.alter(self.driver, self.duties, q)
 
-    async def _describe_scram(self, q: Any, v: int) -> Any:
+    async def _describe_scram(self, q: w.DescribeUserScramCredentialsRequest,
+                              v: int) -> w.DescribeUserScramCredentialsResponse:
         from kraftnode.server.security import scram_admin
-        return scram_admin.describe(self.duties, q)
+        out: w.DescribeUserScramCredentialsResponse = scram_admin.describe(self.duties, q)
+        return out
 
-    async def _describe_acls(self, q: Any, v: int) -> Any:
+    async def _describe_acls(self, q: w.DescribeAclsRequest, v: int) -> w.DescribeAclsResponse:
         return self.acl_admin.describe(q, v)
 
-    async def _alter_acls(self, q: Any, v: int) -> Any:
+    async def _alter_acls(self, q: w.CreateAclsRequest | w.DeleteAclsRequest, v: int) -> Message:
         """CreateAcls / DeleteAcls: the leader writes the records; a follower forwards to it
         (as a Kafka broker forwards to the active controller), else NOT_CONTROLLER."""
         create = isinstance(q, w.CreateAclsRequest)
@@ -291,10 +294,10 @@ class AdminHandlers(RaftPeerHandlers):
                 return forwarded
         return await (self.acl_admin.create(q, v) if create else self.acl_admin.delete(q, v))
 
-    async def _sasl_handshake(self, q: Any, v: int) -> w.SaslHandshakeResponse:
+    async def _sasl_handshake(self, q: w.SaslHandshakeRequest, v: int) -> w.SaslHandshakeResponse:
         return w.SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE, mechanisms=[])
 
-    async def _sasl_authenticate(self, q: Any, v: int) -> w.SaslAuthenticateResponse:
+    async def _sasl_authenticate(self, q: w.SaslAuthenticateRequest, v: int) -> w.SaslAuthenticateResponse:
         return w.SaslAuthenticateResponse(
             error_code=Errors.ILLEGAL_SASL_STATE,
             error_message="SaslAuthenticate request received after successful authentication",
