@@ -266,6 +266,25 @@ class RaftNode:
             tuple(observers), nodes
         )
 
+    # ---- typed queries for the server (issue 13): what handlers may ask the core
+    def leader_and_epoch(self) -> tuple[int, int]:
+        """(leader id or -1, epoch): what a NOT_LEADER answer's CurrentLeader carries."""
+        return self.leader_id, self.epoch
+
+    def epoch_start_offset(self) -> int | None:
+        """The offset at which this leader's epoch began (its log end when elected);
+        None when not the leader. KIP-207: LATEST is not offered below it."""
+        st = self.state
+        return st.tracker.epoch_start_offset if isinstance(st, Leader) else None
+
+    def append_records(self, records: Sequence[object], now_ms: int) -> tuple[int, int]:
+        """:meth:`append`, also returning the base offset the log assigned to the batch
+        (-1 when refused): (handle, base offset). ``append`` keeps returning the handle
+        alone; the offset is read here, in the core that owns the log, not guessed by callers."""
+        base = self.log.end_offset if isinstance(self.state, Leader) else -1
+        handle = self.append(records, now_ms)
+        return handle, base if self.log.end_offset > base >= 0 else -1
+
     # ================================================================ events
     def tick(self, now_ms: int) -> None:
         """Time has advanced to ``now_ms``: fire due timers, send due requests."""

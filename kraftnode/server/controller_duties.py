@@ -236,13 +236,13 @@ class ControllerDuties:
     @property
     def is_active(self) -> bool:
         """Leader, caught up, and activation records appended for this epoch."""
-        return self.driver.node.is_leader and self.active_epoch == self.driver.node.epoch
+        return self.driver.is_leader and self.active_epoch == self.driver.leader_and_epoch()[1]
 
     # ---------------------------------------------------------------- loop
     def _urgent(self) -> bool:
         """Activation or registration is pending: follow every commit.  Otherwise the
         replay may lag by up to a second, which keeps this task off the commit path."""
-        if self.driver.node.is_leader and self.active_epoch != self.driver.node.epoch:
+        if self.driver.is_leader and self.active_epoch != self.driver.leader_and_epoch()[1]:
             return True
         mv = self.state.metadata_version
         return mv is None or (mv >= METADATA_VERSION_CONTROLLER_REGISTRATION and not self.registered())
@@ -357,7 +357,7 @@ class ControllerDuties:
             return
         if time.monotonic() < self._next_registration:
             return
-        leader = self.driver.node.leader_id
+        leader, _ = self.driver.leader_and_epoch()
         if leader < 0:
             return
         req = self.registration_request()

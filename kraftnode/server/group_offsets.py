@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -42,6 +42,9 @@ from kraftnode.server.security import authorizer as az
 from kraftnode.server.state_machine import snapshot_data_records
 from recordbatch import CorruptBatchError, Record, build_batch
 from recordbatch.wire import DecodeError
+
+if TYPE_CHECKING:
+    from kraftnode.server.handlers.base import HandlerBase
 
 log = logging.getLogger("kraftnode.groups")
 
@@ -182,25 +185,25 @@ class GroupOffsets:
 
 
 # ------------------------------------------------------------------ handlers
-def _catch_up(h: Any) -> GroupOffsets:
+def _catch_up(h: HandlerBase) -> GroupOffsets:
     view: GroupOffsets = h.group_offsets
-    view.catch_up(h.driver.log.log, h.driver.high_watermark)
+    view.catch_up(h.driver.metadata_log, h.driver.high_watermark)
     return view
 
 
-def _coordinator_error(h: Any) -> int:
+def _coordinator_error(h: HandlerBase) -> int:
     """NOT_COORDINATOR on a non-leader; COORDINATOR_LOAD_IN_PROGRESS on a leader that has not
     yet committed its epoch's first entry (earlier commits may still be unreplayed)."""
-    if not h.core.is_leader:
+    if not h.driver.is_leader:
         return int(Errors.NOT_COORDINATOR)
     if h.driver.high_watermark <= h._epoch_start_offset():
         return int(Errors.COORDINATOR_LOAD_IN_PROGRESS)
     return int(Errors.NONE)
 
 
-async def find_coordinator(h: Any, q: w.FindCoordinatorRequest, v: int) -> w.FindCoordinatorResponse:
+async def find_coordinator(h: HandlerBase, q: w.FindCoordinatorRequest, v: int) -> w.FindCoordinatorResponse:
     R = w.FindCoordinatorResponse
-    leader = h.core.leader_id
+    leader, _ = h.driver.leader_and_epoch()
     ep = h._voter_endpoints().get(leader) if leader >= 0 else None
 
     def answer(key: str) -> Any:
@@ -231,7 +234,7 @@ async def find_coordinator(h: Any, q: w.FindCoordinatorRequest, v: int) -> w.Fin
              node_id=c.node_id, host=c.host, port=c.port)
 
 
-def _commit_refusal(h: Any, q: w.OffsetCommitRequest, v: int, view: GroupOffsets) -> int:
+def _commit_refusal(h: HandlerBase, q: w.OffsetCommitRequest, v: int, view: GroupOffsets) -> int:
     code = _coordinator_error(h)
     if code:
         return code
@@ -250,7 +253,7 @@ def _commit_refusal(h: Any, q: w.OffsetCommitRequest, v: int, view: GroupOffsets
     return int(Errors.GROUP_ID_NOT_FOUND) if v >= 9 else int(Errors.ILLEGAL_GENERATION)
 
 
-async def offset_commit(h: Any, q: w.OffsetCommitRequest, v: int) -> w.OffsetCommitResponse:
+async def offset_commit(h: HandlerBase, q: w.OffsetCommitRequest, v: int) -> w.OffsetCommitResponse:
     R = w.OffsetCommitResponse
     view = _catch_up(h)
     code = _commit_refusal(h, q, v, view)
@@ -291,7 +294,7 @@ async def offset_commit(h: Any, q: w.OffsetCommitRequest, v: int) -> w.OffsetCom
     return R(throttle_time_ms=0, topics=topics)
 
 
-def _fetch_group(h: Any, view: GroupOffsets, group: str, wanted: list[tuple[str, list[int]]] | None
+def _fetch_group(h: HandlerBase, view: GroupOffsets, group: str, wanted: list[tuple[str, list[int]]] | None
                  ) -> list[tuple[str, list[tuple[int, int, int, str, int]]]]:
     """(topic, [(partition, offset, epoch, metadata, error)]) for the partitions asked for;
     all the group's committed partitions when ``wanted`` is None. Unknown ones get offset -1.
@@ -317,7 +320,7 @@ def _fetch_group(h: Any, view: GroupOffsets, group: str, wanted: list[tuple[str,
     return out
 
 
-async def offset_fetch(h: Any, q: w.OffsetFetchRequest, v: int) -> w.OffsetFetchResponse:
+async def offset_fetch(h: HandlerBase, q: w.OffsetFetchRequest, v: int) -> w.OffsetFetchResponse:
     R = w.OffsetFetchResponse
     code = _coordinator_error(h)
     view = _catch_up(h)

@@ -23,7 +23,7 @@ from anyio.abc import TaskStatus
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
-from kraftnode.server.metrics import Health
+from kraftnode.server.metrics_collector import Health
 
 log = logging.getLogger("kraftnode.metrics")
 

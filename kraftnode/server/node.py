@@ -12,15 +12,16 @@ import logging
 import os
 import random
 import signal
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
-from kraftnode import __version__
+from kraftnode import __version__, vocabulary
 from kraftnode.config import ConfigError
 from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
 from kraftnode.log.metadata_log import METADATA_PARTITION_DIR, LogError, MetadataLog
@@ -28,6 +29,7 @@ from kraftnode.log.quorum_state import QuorumStateError, QuorumStateStore
 from kraftnode.log.snapshot import SnapshotError
 from kraftnode.logsetup import os_error_text
 from kraftnode.raft.config import RaftConfig
+from kraftnode.raft.election import ElectionState
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.server import api_versions
@@ -45,6 +47,9 @@ from kraftnode.server.security.listeners import OnListener
 from kraftnode.server.snapshots import SnapshotManager, prepare_storage, voters_at
 from kraftnode.server.state_machine import StateMachine, StateMachineRunner
 
+if TYPE_CHECKING:
+    from kraftnode.server.metrics import RequestMetrics
+
 log = logging.getLogger("kraftnode.node")
 
 
@@ -56,7 +61,7 @@ class NodeFailure(StartupError):
     """The node stopped on an environment failure (a full disk, ...); printed as one line, exit 2."""
 
 
-def open_storage(cfg: NodeConfig) -> tuple[str, object, MetadataLog, QuorumStateStore]:
+def open_storage(cfg: NodeConfig) -> tuple[str, uuid.UUID | None, MetadataLog, QuorumStateStore]:
     root = Path(cfg.metadata_log_dir)
     try:
         meta = read_meta_properties(root)
@@ -100,48 +105,15 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
     driver: RaftDriver | None = None
     metrics_server: Any = None
     try:
-        try:
-            election = quorum_state_to_election(store.read())
-        except QuorumStateError as e:
-            raise StartupError(str(e)) from None
-        # the state machine: load the latest valid snapshot, replay only the log after it
-        sm: StateMachine = MetadataState() if state_machine is None else state_machine
-        runner = StateMachineRunner(sm)
-        try:
-            prepare_storage(mlog, runner)
-        except (OSError, SnapshotError, ValueError) as e:
-            raise StartupError(f"cannot load the metadata snapshots in {mlog.dir}: {e}") from None
+        election, sm, runner = _load_state(mlog, store, state_machine)
         rlog = DiskRaftLog(mlog, mlog.dir)
-        # Kafka's standalone raft server (TestRaftServer) runs its quorum on its own topic
-        # with the all-zero cluster id; a kraftnode joining such a quorum must do the same
-        topic = cfg.raft_topic or ("__raft_performance_test"
-                                   if cluster_id == rw.TEST_RAFT_SERVER_CLUSTER_ID else "__cluster_metadata")
-        rw.use_topic(topic)
-        if topic == "__raft_performance_test" and cluster_id != rw.TEST_RAFT_SERVER_CLUSTER_ID:
-            # TestRaftServer always runs with Uuid.ZERO_UUID as its cluster id and answers
-            # INCONSISTENT_CLUSTER_ID to any other, so this node could not share its quorum
-            log.warning("kraftnode.raft.topic=__raft_performance_test but the cluster id is %s: "
-                        "Kafka's TestRaftServer uses cluster id %s and will refuse this node's "
-                        "requests (format with --cluster-id %s to join it)", cluster_id,
-                        rw.TEST_RAFT_SERVER_CLUSTER_ID, rw.TEST_RAFT_SERVER_CLUSTER_ID)
-        controller = topic == "__cluster_metadata" and isinstance(sm, MetadataState)
+        topic = _raft_topic(cfg, cluster_id)
+        controller = topic == vocabulary.METADATA_TOPIC and isinstance(sm, MetadataState)
         listener = cfg.controller_listener
         # every controller listener as advertised, the default one first (NodeConfig)
         endpoints = cfg.controller_endpoints or ((listener, cfg.advertised_host, cfg.advertised_port),)
-        static = VoterSet.static({v.node_id: [Endpoint(listener, v.host, v.port)]
-                                  for v in cfg.static_voters}) if cfg.static_voters else VoterSet.of([])
         kraft_version = 0 if cfg.static_voters else 1
-        raft_cfg = RaftConfig(
-            cluster_id=cluster_id, election_timeout_ms=cfg.election_timeout_ms,
-            election_backoff_max_ms=cfg.election_backoff_max_ms, fetch_timeout_ms=cfg.fetch_timeout_ms,
-            request_timeout_ms=cfg.request_timeout_ms, retry_backoff_ms=cfg.retry_backoff_ms,
-            listener_name=listener, pre_vote=cfg.pre_vote, auto_join=cfg.auto_join)
-        node = RaftNode(
-            cfg.node_id, directory_id, raft_cfg, rlog, election,  # type: ignore[arg-type]
-            static, random.Random(), now_ms(),
-            local_endpoints=tuple(Endpoint(*e) for e in endpoints),
-            bootstrap_servers=[-1 - i for i in range(len(cfg.bootstrap_servers))],
-            snapshots=DiskSnapshotStore(rlog))
+        node = _raft_node(cfg, cluster_id, directory_id, rlog, election, endpoints)
         raft_metrics = request_metrics = None
         metrics_server = await _bind_metrics(cfg)
         if metrics_server is not None:
@@ -154,16 +126,12 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                     else contextlib.nullcontext(None))
         with receiver as signals:
             async with anyio.create_task_group() as tg:
-                ctrl_sec = cfg.security.get(listener)
-                pool = PeerPool(tg, f"raft-client-{cfg.node_id}", cfg.request_timeout_ms / 1000,
-                                cfg.retry_backoff_ms / 1000, max(cfg.retry_backoff_ms, 1000) / 1000,
-                                ssl=ctrl_sec.client_ssl_context if ctrl_sec else None,
-                                sasl_login=ctrl_sec.client_login if ctrl_sec else None)
-                driver = drv = RaftDriver(node, rlog, store, pool,
+                driver = drv = RaftDriver(node, rlog, store, _peer_pool(tg, cfg),
                                           {v.node_id: (v.host, v.port) for v in cfg.static_voters},
                                           cfg.bootstrap_servers, kraft_version,
                                           cfg.request_timeout_ms / 1000, metrics=raft_metrics)
                 drv.linearizable_reads = cfg.read_linearizable
+                drv.start()  # the producer-state rescan of the log's tail
                 snapshots = SnapshotManager(mlog, runner, cfg.snapshot_config,
                                             lambda offset: voters_at(node, offset),
                                             on_snapshots_changed=rlog.snapshots_changed)
@@ -179,21 +147,7 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                                           ) if controller else None
                 handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), drv,
                                         features, duties, security_hooks.authorizer(cfg.authorizer_config, duties))
-                limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
-                bound = []
-                listeners = []
-                for lst in cfg.listeners:
-                    host = lst.host or "0.0.0.0"
-                    sec = cfg.security.get(lst.name)
-                    on_listener = OnListener(handlers, lst.name) if len(cfg.listeners) > 1 else handlers
-                    kl = KafkaListener(host, lst.port, on_listener, limits, request_metrics,
-                                       sec.ssl_context if sec else None,
-                                       security_hooks.authenticator(sec, duties),
-                                       sec.principal_mapper if sec else None, lst.name)
-                    port = await tg.start(kl.serve)
-                    listeners.append((lst.name, kl))
-                    bound.append(f"{lst.name}://{host}:{port}")
-                    print(f"node {cfg.node_id} listening on {lst.name}://{host}:{port}", flush=True)
+                bound, listeners = await _start_listeners(tg, cfg, handlers, request_metrics, duties)
                 if metrics_server is not None:
                     _start_metrics(tg, metrics_server, cfg, drv, raft_metrics, request_metrics,
                                    listeners, cluster_id)
@@ -206,25 +160,9 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                          "static" if node.history.kraft_version() == 0 else "dynamic", topic, ",".join(bound),
                          cfg.metadata_log_dir, rlog.end_offset)
 
-                async def watch_fatal() -> None:
-                    while drv.fatal is None:
-                        await anyio.sleep(0.2)
-                    tg.cancel_scope.cancel()
-
-                async def on_stop() -> None:
-                    await stop_requested.wait()
-                    await _graceful_shutdown(drv)
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(watch_fatal)
-                tg.start_soon(on_stop)
                 if on_started is not None:
                     on_started(RunningNode(drv, snapshots, stop_requested.set))
-                if signals is not None:
-                    async for sig in signals:
-                        log.info("received %s: shutting down", signal.Signals(sig).name)
-                        stop_requested.set()
-                        break
+                await _serve_until_stopped(tg, drv, stop_requested, signals)
     finally:
         if metrics_server is not None:
             metrics_server.close()
@@ -235,6 +173,113 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
     if driver is not None and driver.fatal is not None:
         raise NodeFailure(f"node {cfg.node_id} stopped: {driver.fatal}")
     log.info("node %d shut down cleanly", cfg.node_id)
+
+
+def _load_state(mlog: MetadataLog, store: QuorumStateStore, state_machine: StateMachine | None,
+                ) -> tuple[ElectionState, StateMachine, StateMachineRunner]:
+    """The stored election state, and the state machine loaded from the latest valid
+    snapshot (only the log after it is replayed)."""
+    try:
+        election = quorum_state_to_election(store.read())
+    except QuorumStateError as e:
+        raise StartupError(str(e)) from None
+    sm: StateMachine = MetadataState() if state_machine is None else state_machine
+    runner = StateMachineRunner(sm)
+    try:
+        prepare_storage(mlog, runner)
+    except (OSError, SnapshotError, ValueError) as e:
+        raise StartupError(f"cannot load the metadata snapshots in {mlog.dir}: {e}") from None
+    return election, sm, runner
+
+
+def _raft_topic(cfg: NodeConfig, cluster_id: str) -> str:
+    """The quorum's topic (set process-wide with raft_wire.use_topic). Kafka's standalone
+    raft server (TestRaftServer) runs its quorum on its own topic with the all-zero cluster
+    id; a kraftnode joining such a quorum must do the same."""
+    topic = cfg.raft_topic or (vocabulary.TEST_RAFT_TOPIC
+                               if cluster_id == vocabulary.TEST_RAFT_SERVER_CLUSTER_ID
+                               else vocabulary.METADATA_TOPIC)
+    rw.use_topic(topic)
+    if topic == vocabulary.TEST_RAFT_TOPIC and cluster_id != vocabulary.TEST_RAFT_SERVER_CLUSTER_ID:
+        # TestRaftServer always runs with Uuid.ZERO_UUID as its cluster id and answers
+        # INCONSISTENT_CLUSTER_ID to any other, so this node could not share its quorum
+        log.warning("kraftnode.raft.topic=__raft_performance_test but the cluster id is %s: "
+                    "Kafka's TestRaftServer uses cluster id %s and will refuse this node's "
+                    "requests (format with --cluster-id %s to join it)", cluster_id,
+                    vocabulary.TEST_RAFT_SERVER_CLUSTER_ID, vocabulary.TEST_RAFT_SERVER_CLUSTER_ID)
+    return topic
+
+
+def _raft_node(cfg: NodeConfig, cluster_id: str, directory_id: uuid.UUID | None, rlog: DiskRaftLog,
+               election: ElectionState, endpoints: Sequence[tuple[str, str, int]]) -> RaftNode:
+    """The raft core of this node, from its configuration."""
+    listener = cfg.controller_listener
+    static = VoterSet.static({v.node_id: [Endpoint(listener, v.host, v.port)]
+                              for v in cfg.static_voters}) if cfg.static_voters else VoterSet.of([])
+    raft_cfg = RaftConfig(
+        cluster_id=cluster_id, election_timeout_ms=cfg.election_timeout_ms,
+        election_backoff_max_ms=cfg.election_backoff_max_ms, fetch_timeout_ms=cfg.fetch_timeout_ms,
+        request_timeout_ms=cfg.request_timeout_ms, retry_backoff_ms=cfg.retry_backoff_ms,
+        listener_name=listener, pre_vote=cfg.pre_vote, auto_join=cfg.auto_join)
+    return RaftNode(
+        cfg.node_id, directory_id, raft_cfg, rlog, election,
+        static, random.Random(), now_ms(),
+        local_endpoints=tuple(Endpoint(*e) for e in endpoints),
+        bootstrap_servers=[-1 - i for i in range(len(cfg.bootstrap_servers))],
+        snapshots=DiskSnapshotStore(rlog))
+
+
+async def _start_listeners(tg: anyio.abc.TaskGroup, cfg: NodeConfig, handlers: NodeHandlers,
+                           request_metrics: RequestMetrics | None, duties: ControllerDuties | None,
+                           ) -> tuple[list[str], list[tuple[str, KafkaListener]]]:
+    """Bind and serve every listener; (their bound addresses, (name, listener) pairs)."""
+    limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
+    bound = []
+    listeners = []
+    for lst in cfg.listeners:
+        host = lst.host or "0.0.0.0"
+        sec = cfg.security.get(lst.name)
+        on_listener = OnListener(handlers, lst.name) if len(cfg.listeners) > 1 else handlers
+        kl = KafkaListener(host, lst.port, on_listener, limits, request_metrics,
+                           sec.ssl_context if sec else None,
+                           security_hooks.authenticator(sec, duties),
+                           sec.principal_mapper if sec else None, lst.name)
+        port = await tg.start(kl.serve)
+        listeners.append((lst.name, kl))
+        bound.append(f"{lst.name}://{host}:{port}")
+        print(f"node {cfg.node_id} listening on {lst.name}://{host}:{port}", flush=True)
+    return bound, listeners
+
+
+def _peer_pool(tg: anyio.abc.TaskGroup, cfg: NodeConfig) -> PeerPool:
+    """The connections to raft peers, secured as the controller listener is."""
+    ctrl_sec = cfg.security.get(cfg.controller_listener)
+    return PeerPool(tg, f"raft-client-{cfg.node_id}", cfg.request_timeout_ms / 1000,
+                    cfg.retry_backoff_ms / 1000, max(cfg.retry_backoff_ms, 1000) / 1000,
+                    ssl=ctrl_sec.client_ssl_context if ctrl_sec else None,
+                    sasl_login=ctrl_sec.client_login if ctrl_sec else None)
+
+
+async def _serve_until_stopped(tg: anyio.abc.TaskGroup, drv: RaftDriver, stop_requested: anyio.Event,
+                               signals: Any) -> None:
+    """Run until a fatal error, ``stop_requested`` (a graceful shutdown) or a signal."""
+    async def watch_fatal() -> None:
+        while drv.fatal is None:
+            await anyio.sleep(0.2)
+        tg.cancel_scope.cancel()
+
+    async def on_stop() -> None:
+        await stop_requested.wait()
+        await _graceful_shutdown(drv)
+        tg.cancel_scope.cancel()
+
+    tg.start_soon(watch_fatal)
+    tg.start_soon(on_stop)
+    if signals is not None:
+        async for sig in signals:
+            log.info("received %s: shutting down", signal.Signals(sig).name)
+            stop_requested.set()
+            break
 
 
 async def _bind_metrics(cfg: NodeConfig) -> Any:
@@ -266,7 +311,7 @@ def _start_metrics(tg: anyio.abc.TaskGroup, server: Any, cfg: NodeConfig, driver
     from prometheus_client.platform_collector import PlatformCollector
     from prometheus_client.process_collector import ProcessCollector
 
-    from kraftnode.server.metrics import NodeCollector, liveness, readiness
+    from kraftnode.server.metrics_collector import NodeCollector, liveness, readiness
 
     registry = server.registry
     registry.register(NodeCollector(driver, raft_metrics, request_metrics, listeners,

@@ -9,9 +9,10 @@ typo does not silently fall back to a default.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kraftnode import configdefs
+from kraftnode import configdefs, vocabulary
 from kraftnode.config import ConfigError, Listener, ServerConfig
 from kraftnode.log.metadata_log import LogConfig
 from kraftnode.server.security import authorizer
@@ -160,25 +161,8 @@ def load(path: str) -> NodeConfig:
         raise ConfigError(f"Invalid value {','.join(roles)!r} for configuration process.roles: "
                           "a kraftnode is a controller")
     listeners = cfg.listeners
-    if not listeners:
-        raise ConfigError("Invalid value for configuration listeners: no listener given")
-    names = cfg.controller_listener_names or [listeners[0].name]
-    by_name = {ln.name: ln for ln in listeners}
-    if names[0] not in by_name:
-        raise ConfigError(f"Invalid value for configuration controller.listener.names: "
-                          f"listener {names[0]} is not in listeners")
-    adv = {ln.name: ln for ln in cfg.advertised_listeners}
-    ctrl = adv.get(names[0]) or by_name[names[0]]
+    names, ctrl, controller_endpoints = _controller_listeners(cfg)
     adv_host = ctrl.host or "localhost"
-    # Kafka 3.9 (KafkaConfig.effectiveAdvertisedControllerListeners) puts *every* controller
-    # listener in the node's voter entry, and kafka-metadata-quorum add-controller sends them
-    # all: advertising only the first would make the entry look stale to this node, which
-    # would then keep rewriting it with UpdateRaftVoter. A name without a listener is skipped.
-    controller_endpoints = tuple(
-        (name, ln.host or "localhost", ln.port)
-        for name in dict.fromkeys(names)
-        if (ln := adv.get(name) or by_name.get(name)) is not None
-    )
     security = security_setup.build(props.raw(), [ln.name for ln in listeners], names)
     voters = parse_voters(cfg.quorum_voters)
     bootstrap = tuple(_hostport("controller.quorum.bootstrap.servers", s)
@@ -188,12 +172,7 @@ def load(path: str) -> NodeConfig:
                           "or controller.quorum.bootstrap.servers (dynamic quorum)")
     warnings = tuple(configdefs.warnings_for(props.raw()))
     log_file = values.get("kraftnode.log.file")
-    raft_topic = props.get_str("kraftnode.raft.topic")
-    if raft_topic is not None:
-        raft_topic = raft_topic.strip()
-        if raft_topic not in ("__cluster_metadata", "__raft_performance_test"):
-            raise ConfigError(f"Invalid value {raft_topic!r} for configuration kraftnode.raft.topic: "
-                              "expected __cluster_metadata or __raft_performance_test")
+    raft_topic = _raft_topic(props.get_str("kraftnode.raft.topic"))
     metrics_listener = parse_metrics_listener(props.get_str("kraftnode.metrics.listener"))
     authorizer_config = {k: v for k, v in props.raw().items() if k in authorizer.CONFIG_KEYS}
     authorizer.check_config(authorizer_config)
@@ -227,11 +206,50 @@ def load(path: str) -> NodeConfig:
         read_linearizable=bool(props.get_bool("kraftnode.read.linearizable", False)),
         auto_join=bool(props.get_bool("controller.quorum.auto.join.enable", False)),
         warnings=warnings,
-        snapshot_config=SnapshotConfig(  # Kafka declares all four LONG
-            max_bytes_between_snapshots=long("metadata.log.max.record.bytes.between.snapshots",
-                                             SnapshotConfig.max_bytes_between_snapshots, 1),
-            max_snapshot_interval_ms=long("metadata.log.max.snapshot.interval.ms",
-                                          SnapshotConfig.max_snapshot_interval_ms, 0),
-            retention_bytes=long("metadata.max.retention.bytes", SnapshotConfig.retention_bytes, None),
-            retention_ms=long("metadata.max.retention.ms", SnapshotConfig.retention_ms, None)),
+        snapshot_config=_snapshot_config(long),
     )
+
+
+def _controller_listeners(cfg: ServerConfig) -> tuple[list[str], Listener, tuple[tuple[str, str, int], ...]]:
+    """(controller listener names, the default one as advertised, every controller endpoint)."""
+    listeners = cfg.listeners
+    if not listeners:
+        raise ConfigError("Invalid value for configuration listeners: no listener given")
+    names = cfg.controller_listener_names or [listeners[0].name]
+    by_name = {ln.name: ln for ln in listeners}
+    if names[0] not in by_name:
+        raise ConfigError(f"Invalid value for configuration controller.listener.names: "
+                          f"listener {names[0]} is not in listeners")
+    adv = {ln.name: ln for ln in cfg.advertised_listeners}
+    ctrl = adv.get(names[0]) or by_name[names[0]]
+    # Kafka 3.9 (KafkaConfig.effectiveAdvertisedControllerListeners) puts *every* controller
+    # listener in the node's voter entry, and kafka-metadata-quorum add-controller sends them
+    # all: advertising only the first would make the entry look stale to this node, which
+    # would then keep rewriting it with UpdateRaftVoter. A name without a listener is skipped.
+    controller_endpoints = tuple(
+        (name, ln.host or "localhost", ln.port)
+        for name in dict.fromkeys(names)
+        if (ln := adv.get(name) or by_name.get(name)) is not None
+    )
+    return names, ctrl, controller_endpoints
+
+
+def _raft_topic(value: str | None) -> str | None:
+    """kraftnode.raft.topic: one of the topics Kafka's raft runs on (vocabulary.RAFT_TOPICS)."""
+    if value is None:
+        return None
+    topic = value.strip()
+    if topic not in vocabulary.RAFT_TOPICS:
+        raise ConfigError(f"Invalid value {topic!r} for configuration kraftnode.raft.topic: "
+                          f"expected {' or '.join(vocabulary.RAFT_TOPICS)}")
+    return topic
+
+
+def _snapshot_config(long: Callable[[str, int, int | None], int]) -> SnapshotConfig:
+    return SnapshotConfig(  # Kafka declares all four LONG
+        max_bytes_between_snapshots=long("metadata.log.max.record.bytes.between.snapshots",
+                                         SnapshotConfig.max_bytes_between_snapshots, 1),
+        max_snapshot_interval_ms=long("metadata.log.max.snapshot.interval.ms",
+                                      SnapshotConfig.max_snapshot_interval_ms, 0),
+        retention_bytes=long("metadata.max.retention.bytes", SnapshotConfig.retention_bytes, None),
+        retention_ms=long("metadata.max.retention.ms", SnapshotConfig.retention_ms, None))

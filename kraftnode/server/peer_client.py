@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from kraftnode.protocol import ApiVersionsRequest, ApiVersionsResponse
+from kraftnode.protocol import ApiVersionsRequest, ApiVersionsResponse, Errors
 from kraftnode.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, encode_request
 from kraftnode.protocol.generated import ResponseHeader
 from kraftnode.protocol.registry import API_VERSIONS, SERVED
@@ -118,7 +118,7 @@ class PeerConnection:
                 client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION),
                 timeout_s)
             assert isinstance(resp, ApiVersionsResponse)
-            if resp.error_code == 35 and resp.api_keys:  # peer only speaks older ApiVersions
+            if resp.error_code == Errors.UNSUPPORTED_VERSION and resp.api_keys:  # peer only speaks older ApiVersions
                 resp = await conn._request_at(API_VERSIONS, 0, ApiVersionsRequest(), timeout_s)
                 assert isinstance(resp, ApiVersionsResponse)
             if resp.error_code != 0:

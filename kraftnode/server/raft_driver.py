@@ -15,27 +15,16 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
 
+from kraftnode.log.metadata_log import MetadataLog
 from kraftnode.log.quorum_state import QuorumStateData, QuorumStateStore
 from kraftnode.logsetup import os_error_text
-from kraftnode.protocol import generated as wire
-from kraftnode.protocol.registry import (
-    ADD_RAFT_VOTER,
-    API_VERSIONS,
-    BEGIN_QUORUM_EPOCH,
-    END_QUORUM_EPOCH,
-    FETCH,
-    FETCH_SNAPSHOT,
-    REMOVE_RAFT_VOTER,
-    UPDATE_RAFT_VOTER,
-    VOTE,
-)
 from kraftnode.raft import errors
 from kraftnode.raft import messages as m
 from kraftnode.raft.actions import (
@@ -50,27 +39,22 @@ from kraftnode.raft.actions import (
     StateChanged,
 )
 from kraftnode.raft.election import ElectionState
+from kraftnode.raft.messages import DescribeQuorumData
 from kraftnode.raft.node import RaftNode
-from kraftnode.raft.prevote import PRE_VOTE_VERSION
-from kraftnode.raft.states import Follower
-from kraftnode.raft.voters import ReplicaKey
-from kraftnode.server import raft_wire as rw
-from kraftnode.server.peer_client import SOFTWARE_NAME, SOFTWARE_VERSION, PeerError, PeerPool
+from kraftnode.raft.voters import ReplicaKey, VoterSet
+from kraftnode.server.peer_client import PeerPool
 from kraftnode.server.producers import ProducerIds
 from kraftnode.server.raft_log import DiskRaftLog
+from kraftnode.server.raft_send import PeerSending, now_ms
+from recordbatch import BatchView
 from recordbatch.wire import ZERO_UUID
 
 if TYPE_CHECKING:
     from kraftnode.server.metrics import RaftMetrics
 
+__all__ = ["RaftDriver", "Waiter", "election_to_quorum_state", "now_ms", "quorum_state_to_election"]
+
 log = logging.getLogger("kraftnode.raft")
-
-# Errors.CLUSTER_AUTHORIZATION_FAILED: a peer's authorizer refused one of our raft requests
-_CLUSTER_AUTHORIZATION_FAILED = 31
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def election_to_quorum_state(e: ElectionState, kraft_version: int,
@@ -99,7 +83,11 @@ class _Waiter:
     appended: tuple[int, int] | None = None
 
 
-class RaftDriver:
+#: what an append's caller waits on: ``done`` is set with ``value`` (an AppendCompleted)
+Waiter = _Waiter
+
+
+class RaftDriver(PeerSending):
     """Owns the core; every call into it happens on the event loop thread.
 
     Actions run in the order the core emitted them, from one FIFO queue, and each is
@@ -136,17 +124,7 @@ class RaftDriver:
         self.linearizable_reads = False
         self.request_timeout_s = request_timeout_s
         self.producers = ProducerIds(node.local_key.id)
-        log_.on_append = self.producers.observe
-        log_.on_truncate = self.producers.truncate
-        # learn the producers of the log's tail (the last 8 MiB) written before a restart
-        tail_start = log_.start_offset
-        scanned = 0
-        for base, _end, size in reversed(log_.log.segments()):
-            tail_start = base
-            scanned += size
-            if scanned > 8 * 1024 * 1024:
-                break
-        self.producers.observe(log_.log.batches(tail_start))
+        self._started = False
         self.high_watermark = node.high_watermark
         self.hw_changed = anyio.Event()
         self.state_changed = anyio.Event()
@@ -169,6 +147,73 @@ class RaftDriver:
         self._claim_dest: int | None = None
         self._claimed: SendRequest | None = None
 
+    # -------------------------------------------------------------- start-up
+    def start(self) -> None:
+        """The start-up work, out of the constructor: hook the producer-state tracker to
+        the log and learn the producers of the log's tail (the last 8 MiB) written before
+        a restart. Idempotent; :meth:`run` calls it if the owner has not."""
+        if self._started:
+            return
+        self._started = True
+        log_ = self.log
+        log_.on_append = self.producers.observe
+        log_.on_truncate = self.producers.truncate
+        tail_start = log_.start_offset
+        scanned = 0
+        for base, _end, size in reversed(log_.log.segments()):
+            tail_start = base
+            scanned += size
+            if scanned > 8 * 1024 * 1024:
+                break
+        self.producers.observe(log_.log.batches(tail_start))
+
+    # -------------------------------------------------------------- read API
+    # What request handlers may ask: typed queries, so that no handler reaches through the
+    # driver into the core's state classes or the log's segments.
+    @property
+    def is_leader(self) -> bool:
+        return self.node.is_leader
+
+    def leader_and_epoch(self) -> tuple[int, int]:
+        """(leader id or -1, epoch) as the core knows them."""
+        return self.node.leader_and_epoch()
+
+    def epoch_start_offset(self) -> int | None:
+        """The leader's epoch start offset; None when not the leader."""
+        return self.node.epoch_start_offset()
+
+    def log_start_offset(self) -> int:
+        return self.log.start_offset
+
+    def log_end_offset(self) -> int:
+        return self.log.end_offset
+
+    def read(self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool) -> bytes:
+        """Raw batches from ``offset`` below ``max_offset``, at most ``max_bytes`` (but at
+        least one batch with ``min_one_batch``), as Kafka's LocalLog.read."""
+        return bytes(self.log.log.read(offset, max_bytes, max_offset=max_offset,
+                                       min_one_batch=min_one_batch).records)
+
+    def batches(self, start: int, end: int) -> Iterator[BatchView]:
+        """The batches holding offsets ``start`` up to (not including) ``end``."""
+        return self.log.log.batches(start, end)
+
+    @property
+    def metadata_log(self) -> MetadataLog:
+        """The log itself, for the readers that replay it (group offsets, snapshots)."""
+        return self.log.log
+
+    @property
+    def voters(self) -> VoterSet:
+        return self.node.voters
+
+    def describe_quorum(self) -> DescribeQuorumData:
+        return self.node.describe_quorum(now_ms())
+
+    def current_kraft_version(self) -> int:
+        """The kraft.version in force now (the log's KRaftVersionRecords)."""
+        return self.node.history.kraft_version()
+
     # -------------------------------------------------------------- interface
     async def call(self, request: m.Request) -> m.Response:
         """Hand an inbound raft request to the core and wait for its answer."""
@@ -189,20 +234,31 @@ class RaftDriver:
                 await asyncio.sleep(0)
         finally:
             self._requests.pop(rid, None)
-        return waiter.value  # type: ignore[no-any-return]
+        answer: m.Response = waiter.value
+        return answer
 
     def append_nowait(self, records: Sequence[object]) -> tuple[int, _Waiter]:
         """Append on the leader; returns (handle, waiter completed at commit or failure)."""
+        handle, _base, waiter = self._append(records)
+        return handle, waiter
+
+    def append(self, records: Sequence[object]) -> tuple[int, _Waiter]:
+        """Append on the leader; returns (base offset the log assigned, or -1 if refused;
+        waiter completed at commit or failure)."""
+        _handle, base, waiter = self._append(records)
+        return base, waiter
+
+    def _append(self, records: Sequence[object]) -> tuple[int, int, _Waiter]:
         waiter = _Waiter()
         if self.fatal is not None:
-            return -1, waiter           # stopping: never completes; the node's tasks are cancelled
+            return -1, -1, waiter       # stopping: never completes; the node's tasks are cancelled
         try:
             if self.metrics is None:
-                handle = self.node.append(records, now_ms())
+                handle, base = self.node.append_records(records, now_ms())
             else:
                 before = self.log.end_offset
                 t = now_ms()
-                handle = self.node.append(records, t)
+                handle, base = self.node.append_records(records, t)
                 waiter.appended = (t, self.log.end_offset - before)
         except OSError as e:
             # the metadata log's disk failed (full, read-only, I/O error): stop the node, as
@@ -210,10 +266,10 @@ class RaftDriver:
             self.fatal = f"append failed: {os_error_text(e)}"
             log.error("fatal: %s; stopping", self.fatal)
             self._done.set()
-            return -1, waiter
+            return -1, -1, waiter
         self._appends[handle] = waiter
         self._after_event()
-        return handle, waiter
+        return handle, base, waiter
 
     async def read_barrier(self) -> bool:
         """kraftnode.read.linearizable: wait until this leader has confirmed its leadership with
@@ -258,6 +314,7 @@ class RaftDriver:
 
         The timer is a loop callback, not a task: ticking the core at its deadlines
         and running flushes left to it needs no cancel scope or event per wake-up."""
+        self.start()
         self._tg = tg
         self._loop = asyncio.get_running_loop()
         self._on_timer()
@@ -433,135 +490,3 @@ class RaftDriver:
             self.fatal = a.message
             self._done.set()
         return False
-
-    # -------------------------------------------------------------- network
-    def _address(self, a: SendRequest) -> tuple[str, int] | None:
-        if a.destination < 0:
-            i = -1 - a.destination
-            return self.bootstrap[i] if i < len(self.bootstrap) else None
-        # the endpoint of our own controller listener, as Kafka picks it; else the first
-        listener = self.node.config.listener_name
-        for ep in a.endpoints:
-            if ep.name == listener:
-                return ep.host, ep.port
-        if a.endpoints:
-            return a.endpoints[0].host, a.endpoints[0].port
-        return self.addresses.get(a.destination)
-
-    async def _send(self, first: SendRequest) -> None:
-        """Carry requests to one peer.  When handling a response makes the core send
-        the next request to the same peer (a follower's next Fetch), this task sends
-        it itself instead of starting another: one task start less per round trip."""
-        a: SendRequest | None = first
-        while a is not None and self.fatal is None:
-            addr = self._address(a)
-            try:
-                if addr is None:
-                    raise PeerError(f"no address for node {a.destination}")
-                response = await self._roundtrip(a.destination, addr, a.request)
-            except PeerError as e:
-                log.debug("request to %d failed: %s", a.destination, e)
-                self.node.request_failed(a.destination, a.correlation_id, now_ms())
-                self._after_event()
-                return
-            if getattr(response, "error_code", 0) == _CLUSTER_AUTHORIZATION_FAILED:
-                # KafkaRaftClient.handleTopLevelError throws ClusterAuthorizationException and
-                # the raft thread's fault handler stops the node: its principal lacks
-                # CLUSTER_ACTION on the cluster at the peer (super.users or an ACL)
-                who = f"node {a.destination}" if a.destination >= 0 else "bootstrap server"
-                self.fatal = (f"{who} {addr[0]}:{addr[1]} refused "
-                              f"{type(a.request).__name__[:-7]} with CLUSTER_AUTHORIZATION_FAILED: this "
-                              "node's principal needs CLUSTER_ACTION on the cluster (add it to "
-                              "super.users, or grant it with an ACL)")
-                log.error("fatal: %s; stopping", self.fatal)
-                self._done.set()
-                return
-            # (no await between here and the reset: claims never overlap)
-            self._claim_dest, self._claimed = a.destination, None
-            try:
-                t = now_ms()
-                self.node.handle_response(a.destination, a.correlation_id, response, t)
-                if self.metrics is not None and isinstance(response, m.FetchResponse):
-                    self._note_caught_up(a.destination, response, t)
-                self._after_event()
-                a = self._claimed
-            finally:
-                self._claim_dest, self._claimed = None, None
-
-    def _note_caught_up(self, source: int, r: m.FetchResponse, now: int) -> None:
-        """/readyz: remember when a Fetch answer from our leader found our log at or past
-        the high watermark it sent."""
-        st = self.node.state
-        if (self.metrics is not None and isinstance(st, Follower) and st.leader_id == source
-                and r.error_code == 0 and r.partition_error_code == 0 and r.high_watermark >= 0
-                and r.current_leader.leader_epoch == st.epoch
-                and self.log.end_offset >= r.high_watermark):
-            self.metrics.caught_up = (st.epoch, now)
-
-    async def _roundtrip(self, dest: int, addr: tuple[str, int], r: m.Request) -> m.Response:
-        host, port = addr
-        timeout = self.request_timeout_s
-        if isinstance(r, m.VoteRequest):
-            if r.pre_vote:
-                # Vote v2 only to a peer whose ApiVersions advertise it. What a peer last
-                # advertised still counts while it is down or paused: a dead Kafka 3.9 leader is
-                # still a 3.9 voter, and with one in the quorum elections are 3.9's -- the core
-                # must not wait for a pre-vote answer that peer could never give. A peer never
-                # reached (at this address), or one that advertised v2, gets the pre-vote.
-                known = self.pool.last_versions(dest, host, port)
-                if known is None or known.get(VOTE, (0, 0))[1] >= PRE_VOTE_VERSION:
-                    known = (await self.pool.connection(dest, host, port)).versions
-                if known.get(VOTE, (0, 0))[1] < PRE_VOTE_VERSION:
-                    # As Kafka 4.0's NetworkClient: the peer does not advertise Vote v2 (a 3.9
-                    # voter), so the pre-vote fails locally and the core elects at once.
-                    return m.VoteResponse(errors.UNSUPPORTED_VERSION, errors.NONE, -1, -1, False)
-            _, resp = await self.pool.request(dest, host, port, VOTE,
-                                              lambda v: rw.vote_request_to_wire(r, v), timeout)
-            return rw.vote_response_from_wire(resp)  # type: ignore[arg-type]
-        if isinstance(r, m.BeginQuorumEpochRequest):
-            _, resp = await self.pool.request(dest, host, port, BEGIN_QUORUM_EPOCH,
-                                              lambda v: rw.begin_request_to_wire(r, v), timeout)
-            return rw.begin_response_from_wire(resp)  # type: ignore[arg-type]
-        if isinstance(r, m.EndQuorumEpochRequest):
-            _, resp = await self.pool.request(dest, host, port, END_QUORUM_EPOCH,
-                                              lambda v: rw.end_request_to_wire(r, v), timeout)
-            return rw.end_response_from_wire(resp)  # type: ignore[arg-type]
-        if isinstance(r, m.FetchRequest):
-            # a long poll: allow MaxWaitMs on top of the request timeout
-            v, resp = await self.pool.request(dest, host, port, FETCH,
-                                              lambda v: rw.fetch_request_to_wire(r, v),
-                                              timeout + r.max_wait_ms / 1000)
-            return rw.fetch_response_from_wire(resp, v)  # type: ignore[arg-type]
-        if isinstance(r, m.FetchSnapshotRequest):
-            _, resp = await self.pool.request(dest, host, port, FETCH_SNAPSHOT,
-                                              lambda v: rw.fetch_snapshot_request_to_wire(r, v), timeout)
-            return rw.fetch_snapshot_response_from_wire(resp)  # type: ignore[arg-type]
-        # KIP-853: the leader's ApiVersions probe of a voter-to-be, a voter's UpdateRaftVoter
-        if isinstance(r, m.ApiVersionsRequest):
-            _, resp = await self.pool.request(dest, host, port, API_VERSIONS, lambda v: wire.ApiVersionsRequest(
-                client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION), timeout)
-            assert isinstance(resp, wire.ApiVersionsResponse)
-            return m.ApiVersionsResponse(resp.error_code, rw.kraft_version_range(resp))
-        if isinstance(r, m.UpdateRaftVoterRequest):
-            _, resp = await self.pool.request(dest, host, port, UPDATE_RAFT_VOTER,
-                                              lambda v: rw.update_voter_request_to_wire(r, v), timeout)
-            assert isinstance(resp, wire.UpdateRaftVoterResponse)
-            return rw.update_voter_response_from_wire(resp)
-        # controller.quorum.auto.join.enable: an observer's AddRaftVoter / RemoveRaftVoter of
-        # itself (the leader answers once the VotersRecord commits, within its request timeout)
-        if isinstance(r, m.AddRaftVoterRequest):
-            _, resp = await self.pool.request(dest, host, port, ADD_RAFT_VOTER,
-                                              lambda v: rw.add_voter_request_to_wire(r), 2 * timeout)
-            assert isinstance(resp, wire.AddRaftVoterResponse)
-            log.info("auto-join: AddRaftVoter of this node to leader %d: %s%s", dest,
-                     errors.name(resp.error_code), f" ({resp.error_message})" if resp.error_message else "")
-            return rw.add_voter_response_from_wire(resp)
-        if isinstance(r, m.RemoveRaftVoterRequest):
-            _, resp = await self.pool.request(dest, host, port, REMOVE_RAFT_VOTER,
-                                              lambda v: rw.remove_voter_request_to_wire(r), 2 * timeout)
-            assert isinstance(resp, wire.RemoveRaftVoterResponse)
-            log.info("auto-join: RemoveRaftVoter of this node's old directory %s to leader %d: %s%s",
-                     r.voter_directory_id, dest, errors.name(resp.error_code),
-                     f" ({resp.error_message})" if resp.error_message else "")
-            return rw.remove_voter_response_from_wire(resp)
-        raise PeerError(f"cannot send {type(r).__name__}")

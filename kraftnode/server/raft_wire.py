@@ -13,23 +13,21 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kraftnode import vocabulary
+from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.raft import messages as m
 from kraftnode.raft.voters import Endpoint, ReplicaKey
 from kraftnode.server.raft_log import batches_from_records, records_from_batches
 from recordbatch.wire import ZERO_UUID
 
-METADATA_TOPIC = "__cluster_metadata"
-METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID, AAAAAAAAAAAAAAAAAAAAAQ
-
-# The topics Kafka's own Raft runs on: a KRaft controller quorum, and the standalone
-# raft server (`kafka.tools.TestRaftServer`, bin/test-kraft-server-start.sh), whose
-# quorum always has the all-zero cluster id.
-RAFT_TOPICS = {
-    "__cluster_metadata": uuid.UUID(int=1),
-    "__raft_performance_test": uuid.UUID(int=2),
-}
-TEST_RAFT_SERVER_CLUSTER_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+# The quorum's topic as this process names it in raft RPCs: kraftnode.vocabulary's
+# METADATA_TOPIC unless use_topic picks another of vocabulary.RAFT_TOPICS (Kafka's
+# TestRaftServer topic, whose quorum always has the all-zero cluster id).
+METADATA_TOPIC = vocabulary.METADATA_TOPIC
+METADATA_TOPIC_ID = vocabulary.METADATA_TOPIC_ID
+RAFT_TOPICS = vocabulary.RAFT_TOPICS
+TEST_RAFT_SERVER_CLUSTER_ID = vocabulary.TEST_RAFT_SERVER_CLUSTER_ID
 
 
 def use_topic(name: str) -> None:
@@ -39,8 +37,8 @@ def use_topic(name: str) -> None:
     """
     global METADATA_TOPIC, METADATA_TOPIC_ID
     METADATA_TOPIC, METADATA_TOPIC_ID = name, RAFT_TOPICS[name]
-METADATA_PARTITION = 0
-INVALID_REQUEST = 42
+METADATA_PARTITION = vocabulary.METADATA_PARTITION
+INVALID_REQUEST = int(Errors.INVALID_REQUEST)
 
 
 def _dir(u: uuid.UUID | None) -> uuid.UUID:
@@ -106,7 +104,8 @@ def vote_request_from_wire(q: w.VoteRequest) -> m.VoteRequest | None:
 
 
 def vote_response_to_wire(r: m.VoteResponse, version: int) -> w.VoteResponse:
-    return _epoch_response_to_wire(w.VoteResponse, r, version, vote_granted=r.vote_granted)  # type: ignore[no-any-return]
+    out: w.VoteResponse = _epoch_response_to_wire(w.VoteResponse, r, version, vote_granted=r.vote_granted)
+    return out
 
 
 def vote_response_from_wire(q: w.VoteResponse) -> m.VoteResponse:
@@ -142,11 +141,13 @@ def begin_request_from_wire(q: w.BeginQuorumEpochRequest) -> m.BeginQuorumEpochR
 
 
 def begin_response_to_wire(r: m.BeginQuorumEpochResponse, version: int) -> w.BeginQuorumEpochResponse:
-    return _epoch_response_to_wire(w.BeginQuorumEpochResponse, r, version)  # type: ignore[no-any-return]
+    out: w.BeginQuorumEpochResponse = _epoch_response_to_wire(w.BeginQuorumEpochResponse, r, version)
+    return out
 
 
 def begin_response_from_wire(q: w.BeginQuorumEpochResponse) -> m.BeginQuorumEpochResponse:
-    return _epoch_response_from_wire(m.BeginQuorumEpochResponse, q)  # type: ignore[no-any-return]
+    out: m.BeginQuorumEpochResponse = _epoch_response_from_wire(m.BeginQuorumEpochResponse, q)
+    return out
 
 
 # ---------------------------------------------------------- EndQuorumEpoch
@@ -179,11 +180,13 @@ def end_request_from_wire(q: w.EndQuorumEpochRequest, version: int) -> m.EndQuor
 
 
 def end_response_to_wire(r: m.EndQuorumEpochResponse, version: int) -> w.EndQuorumEpochResponse:
-    return _epoch_response_to_wire(w.EndQuorumEpochResponse, r, version)  # type: ignore[no-any-return]
+    out: w.EndQuorumEpochResponse = _epoch_response_to_wire(w.EndQuorumEpochResponse, r, version)
+    return out
 
 
 def end_response_from_wire(q: w.EndQuorumEpochResponse) -> m.EndQuorumEpochResponse:
-    return _epoch_response_from_wire(m.EndQuorumEpochResponse, q)  # type: ignore[no-any-return]
+    out: m.EndQuorumEpochResponse = _epoch_response_from_wire(m.EndQuorumEpochResponse, q)
+    return out
 
 
 # -------------------------------------------------------------------- Fetch

@@ -101,7 +101,7 @@ class AclAdmin:
             return CreateAclsResponse(throttle_time_ms=0, results=[
                 Result(error_code=Errors.SECURITY_DISABLED, error_message=_NO_AUTHORIZER)
                 for _ in q.creations])
-        if not self.driver.node.is_leader or self.duties is None:
+        if not self.driver.is_leader or self.duties is None:
             return CreateAclsResponse(throttle_time_ms=0, results=[
                 Result(error_code=Errors.NOT_CONTROLLER, error_message=None) for _ in q.creations])
         async with self._lock:
@@ -154,7 +154,7 @@ class AclAdmin:
             return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
                 FR(error_code=Errors.SECURITY_DISABLED, error_message=_NO_AUTHORIZER, matching_acls=[])
                 for _ in q.filters])
-        if not self.driver.node.is_leader or self.duties is None:
+        if not self.driver.is_leader or self.duties is None:
             return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
                 FR(error_code=Errors.NOT_CONTROLLER, error_message=None, matching_acls=[])
                 for _ in q.filters])

@@ -45,7 +45,7 @@ def _validate_name_mech(name: str, mech: int) -> tuple[int, str] | None:
 
 async def alter(driver: Any, duties: Any, q: Any) -> Resp:
     users = [d.name for d in q.deletions] + [u.name for u in q.upsertions]
-    if duties is None or not driver.node.is_leader:
+    if duties is None or not driver.is_leader:
         return Resp(throttle_time_ms=0, results=[
             Resp.AlterUserScramCredentialsResult(user=u, error_code=Errors.NOT_CONTROLLER, error_message=None)
             for u in dict.fromkeys(users)])

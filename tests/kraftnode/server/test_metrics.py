@@ -21,14 +21,12 @@ from kraftnode.protocol.registry import SERVED
 from kraftnode.server.metrics import (
     WINDOW_MS,
     AvgMax,
-    Health,
-    NodeCollector,
     RaftMetrics,
     Rate,
     RequestMetrics,
     error_counts,
-    readiness,
 )
+from kraftnode.server.metrics_collector import Health, NodeCollector, readiness
 from kraftnode.server.metrics_http import MetricsServer
 from kraftnode.server.network import KafkaListener, Reply
 from tests.kraftnode.server.test_raft_driver import _driver, _formatted
@@ -228,7 +226,7 @@ def test_a_follower_is_ready_only_while_caught_up_within_the_fetch_timeout(tmp_p
             assert isinstance(st, Follower) and st.leader_id == 2
             h = readiness(driver, 2000, rm)
             assert not h.ok and "not caught up" in h.reason
-            from kraftnode.server.metrics import high_watermark_metric
+            from kraftnode.server.metrics_collector import high_watermark_metric
 
             assert high_watermark_metric(driver) == -1   # nothing learnt since start-up
             hw = driver.log.end_offset

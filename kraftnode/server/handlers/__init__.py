@@ -1,0 +1,138 @@
+"""Request handlers: turn parsed wire requests into core events or log reads, and back.
+
+Split by audience: ``raft_peers`` (Vote, BeginQuorumEpoch, EndQuorumEpoch, a replica's
+Fetch, FetchSnapshot, UpdateRaftVoter: through the one RPC table, kraftnode.server.raft_rpcs),
+``applications`` (Produce, consumer Fetch, ListOffsets, Metadata, InitProducerId, groups),
+``admin`` (DescribeCluster, DescribeQuorum, DescribeConfigs, UpdateFeatures, voter
+changes, ACL/SCRAM admin and forwarding), and ``kafka_compat`` (record shape checks and
+Kafka's numbers). :class:`NodeHandlers` joins them; :data:`HANDLERS` is the one dispatch
+table from API key to handler, and security.api_checks the one per-API authorization table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kraftnode.protocol import Errors
+from kraftnode.protocol import generated as w
+from kraftnode.protocol.framing import FrameError, Request
+from kraftnode.protocol.registry import (
+    ADD_RAFT_VOTER,
+    ALTER_USER_SCRAM_CREDENTIALS,
+    API_VERSIONS,
+    BEGIN_QUORUM_EPOCH,
+    CONTROLLER_REGISTRATION,
+    CREATE_ACLS,
+    DELETE_ACLS,
+    DESCRIBE_ACLS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
+    DESCRIBE_QUORUM,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    END_QUORUM_EPOCH,
+    FETCH,
+    FETCH_SNAPSHOT,
+    INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    METADATA,
+    PRODUCE,
+    REMOVE_RAFT_VOTER,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    UPDATE_FEATURES,
+    UPDATE_RAFT_VOTER,
+    VOTE,
+)
+from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
+from kraftnode.server import api_versions, group_offsets
+from kraftnode.server import raft_wire as rw
+from kraftnode.server.handlers.admin import AdminHandlers
+from kraftnode.server.handlers.applications import ApplicationHandlers
+from kraftnode.server.handlers.base import VOTER_CHANGE_FORWARD_TIMEOUT_S, NodeIdentity
+from kraftnode.server.handlers.kafka_compat import (
+    CLUSTER_AUTHORIZED_OPERATIONS,
+    TOPIC_AUTHORIZED_OPERATIONS,
+    kraft_record_shape_error,
+)
+from kraftnode.server.network import Reply
+from kraftnode.server.security import api_checks
+from kraftnode.server.security import authorizer as az
+
+__all__ = [
+    "CLUSTER_AUTHORIZED_OPERATIONS", "HANDLERS", "TOPIC_AUTHORIZED_OPERATIONS",
+    "VOTER_CHANGE_FORWARD_TIMEOUT_S", "NodeHandlers", "NodeIdentity", "java_hashmap_order",
+    "kraft_record_shape_error", "replica_key_hash",
+]
+
+log = logging.getLogger("kraftnode.handlers")
+
+
+class NodeHandlers(ApplicationHandlers, AdminHandlers):
+    """Routes parsed requests to the code that answers them (:data:`HANDLERS`)."""
+
+    async def __call__(self, request: Request, peer: str) -> Reply | None:
+        key = request.spec.key
+        v = request.api_version
+        body: Any = request.body
+        if key == API_VERSIONS:
+            resp, rv = api_versions.answer(request, self._features())
+            sw = ""
+            if request.body is not None and v >= 3:
+                sw = f" ({body.client_software_name} {body.client_software_version})"
+                self._conn_software[peer] = body.client_software_name
+            log.debug("ApiVersions v%d from %s%s: answered v%d, error %d", v, peer, sw, rv,
+                     resp.error_code)
+            return Reply(resp, rv)
+        if key == FETCH and peer in self._conn_software:
+            replica = rw.fetch_replica_id(body, v)
+            if replica >= 0:
+                self.replica_software[replica] = self._conn_software[peer]
+        handler = HANDLERS.get(key)
+        if handler is None:
+            raise FrameError(f"{request.spec.name} is not served")
+        if self.authz is not None:
+            try:
+                refused = api_checks.refusal(self.authz, key, v, body)
+                if refused is None and key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+                    self.authz.check_ready(az.session())
+            except az.AuthorizerNotReady:
+                log.info("%s from %s before the ACLs are loaded: UNKNOWN_SERVER_ERROR (Kafka's "
+                         "AuthorizerNotReadyException)", request.spec.name, az.session().principal)
+                refused = api_checks.error_response(key, v, body, Errors.UNKNOWN_SERVER_ERROR)
+            if refused is not None:
+                return Reply(refused, v)
+        result = await handler(self, body, v)
+        return None if result is None else Reply(result, v)
+
+    async def _fetch(self, q: w.FetchRequest, v: int) -> w.FetchResponse:
+        """A raft replica's Fetch (ReplicaId >= 0) goes to the core; a consumer's reads."""
+        if rw.fetch_replica_id(q, v) >= 0:
+            return await self._replica_fetch(q, v)
+        return await self._consumer_fetch(q, v)
+
+
+Handler = Callable[[NodeHandlers, Any, int], Awaitable[Any]]
+
+#: The one dispatch table: API key -> handler (called with the parsed body and version).
+HANDLERS: dict[int, Handler] = {
+    # raft peers
+    VOTE: NodeHandlers._vote, BEGIN_QUORUM_EPOCH: NodeHandlers._begin,
+    END_QUORUM_EPOCH: NodeHandlers._end, FETCH: NodeHandlers._fetch,
+    FETCH_SNAPSHOT: NodeHandlers._fetch_snapshot, UPDATE_RAFT_VOTER: NodeHandlers._update_voter,
+    # applications
+    PRODUCE: NodeHandlers._produce, LIST_OFFSETS: NodeHandlers._list_offsets,
+    METADATA: NodeHandlers._metadata, INIT_PRODUCER_ID: NodeHandlers._init_producer_id,
+    CONTROLLER_REGISTRATION: NodeHandlers._controller_registration,
+    **group_offsets.HANDLERS,
+    # admin
+    DESCRIBE_CLUSTER: NodeHandlers._describe_cluster, DESCRIBE_QUORUM: NodeHandlers._describe_quorum,
+    DESCRIBE_CONFIGS: NodeHandlers._describe_configs, UPDATE_FEATURES: NodeHandlers._update_features,
+    ADD_RAFT_VOTER: NodeHandlers._voter_change, REMOVE_RAFT_VOTER: NodeHandlers._voter_change,
+    SASL_HANDSHAKE: NodeHandlers._sasl_handshake, SASL_AUTHENTICATE: NodeHandlers._sasl_authenticate,
+    ALTER_USER_SCRAM_CREDENTIALS: NodeHandlers._alter_scram,
+    DESCRIBE_USER_SCRAM_CREDENTIALS: NodeHandlers._describe_scram,
+    DESCRIBE_ACLS: NodeHandlers._describe_acls, CREATE_ACLS: NodeHandlers._alter_acls,
+    DELETE_ACLS: NodeHandlers._alter_acls,
+}

@@ -1,0 +1,327 @@
+"""Admin requests: DescribeCluster, DescribeQuorum, DescribeConfigs, UpdateFeatures, voter
+changes (Add/RemoveRaftVoter), and the ACL and SCRAM admin APIs, with forwarding to the
+leader where a Kafka broker forwards to the active controller."""
+
+from __future__ import annotations
+
+import logging
+
+from kraftnode.protocol import Errors
+from kraftnode.protocol import generated as w
+from kraftnode.protocol.generated.describe_quorum_response import (
+    _DescribeQuorumResponse_ReplicaState as _ReplicaState,
+)
+from kraftnode.protocol.registry import (
+    ADD_RAFT_VOTER,
+    ALTER_USER_SCRAM_CREDENTIALS,
+    CREATE_ACLS,
+    DELETE_ACLS,
+    DESCRIBE_CONFIGS,
+    DESCRIBE_QUORUM,
+    REMOVE_RAFT_VOTER,
+)
+from kraftnode.raft import messages as m
+from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
+from kraftnode.server import api_versions
+from kraftnode.server import raft_rpcs as rpcs
+from kraftnode.server import raft_wire as rw
+from kraftnode.server.handlers.kafka_compat import (
+    _CONFIG_BROKER,
+    _CONFIG_TOPIC,
+    _CONFIG_TYPES,
+    _ERROR_MESSAGES,
+    _MV_NAMES,
+    _NOT_REQUESTED,
+    _SAFE_DOWNGRADE,
+    _UNSAFE_DOWNGRADE,
+    _UPGRADE,
+    CLUSTER_AUTHORIZED_OPERATIONS,
+    MINIMUM_BOOTSTRAP_MV,
+    _invalid_topic_name,
+)
+from kraftnode.server.handlers.raft_peers import RaftPeerHandlers
+from kraftnode.server.security import api_checks
+from kraftnode.server.security import authorizer as az
+from recordbatch.message import Message
+from recordbatch.wire import ZERO_UUID
+
+log = logging.getLogger("kraftnode.handlers")
+
+
+class AdminHandlers(RaftPeerHandlers):
+    async def _describe_cluster(self, q: w.DescribeClusterRequest, v: int) -> w.DescribeClusterResponse:
+        et = q.endpoint_type if v >= 1 else 1
+        if et not in (1, 2):
+            # AuthHelper.computeDescribeClusterResponse: an otherwise empty response
+            return w.DescribeClusterResponse(error_code=Errors.UNSUPPORTED_ENDPOINT_TYPE,
+                                             error_message=f"Unsupported endpoint type {et}")
+        eps = self._controller_endpoints()
+        leader, _ = self._leader()
+        if et == 2 and leader not in eps:
+            # No known leader: list no controllers. The Java Admin (bootstrap.controllers)
+            # ignores an empty list and asks again (AdminMetadataManager.update), as it does
+            # when a Kafka quorum that is still electing has no controller registrations yet;
+            # a list without a controller would make it wait for a node assignment
+            # (LeastLoadedBrokerOrActiveKController) until its calls time out.
+            eps = {}
+        return w.DescribeClusterResponse(
+            throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=et,
+            # as Kafka's AuthHelper.computeDescribeClusterResponse: -1 unless listed
+            cluster_id=self.ident.cluster_id, controller_id=leader if leader in eps else -1,
+            brokers=[w.DescribeClusterResponse.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=None)
+                     for i, (h, p) in sorted(eps.items())],
+            cluster_authorized_operations=self._authorized_ops(
+                az.CLUSTER, az.CLUSTER_NAME, CLUSTER_AUTHORIZED_OPERATIONS)
+            if q.include_cluster_authorized_operations else _NOT_REQUESTED)
+
+    async def _describe_configs(self, q: w.DescribeConfigsRequest, v: int) -> w.DescribeConfigsResponse:
+        """Configs of our one topic and of this node, as Kafka's ConfigHelper.describeConfigs
+        answers them. ``kafka-topics.sh --describe`` asks for the topic's configs after its
+        Metadata and fails the whole command if DescribeConfigs is not served.
+
+        Nothing is overridden here: the topic has no topic-level configs and the node no
+        dynamic broker configs, so both are answered with an empty list -- what Kafka lists
+        as non-default, which is all kafka-topics.sh and kafka-configs.sh --describe print.
+        Kafka would also list every default value; we do not invent a LogConfig we do not
+        have. Other resource types (broker loggers, client metrics, groups) have nothing
+        behind them here and get INVALID_REQUEST."""
+        R = w.DescribeConfigsResponse.DescribeConfigsResult
+        results = []
+        for res in q.resources:
+            code, msg = 0, None
+            name = res.resource_name
+            if res.resource_type == _CONFIG_TOPIC and self._denied(az.TOPIC, name, az.DESCRIBE_CONFIGS,
+                                                                   DESCRIBE_CONFIGS):
+                # ConfigHelper.handleDescribeConfigsRequest: Errors.message() as the message
+                code = Errors.TOPIC_AUTHORIZATION_FAILED
+                msg = api_checks.MESSAGES[code]
+            elif res.resource_type in (_CONFIG_BROKER, 8) and self._denied(
+                    az.CLUSTER, az.CLUSTER_NAME, az.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS):
+                code = Errors.CLUSTER_AUTHORIZATION_FAILED
+                msg = api_checks.MESSAGES[code]
+            elif res.resource_type == _CONFIG_TOPIC:
+                invalid = _invalid_topic_name(name)
+                if invalid is not None:
+                    code, msg = Errors.INVALID_TOPIC_EXCEPTION, invalid
+                elif name != rw.METADATA_TOPIC:
+                    code = Errors.UNKNOWN_TOPIC_OR_PARTITION  # Kafka sets no message here
+            elif res.resource_type == _CONFIG_BROKER:
+                if name and name != str(self.ident.node_id):
+                    code, msg = Errors.INVALID_REQUEST, (
+                        f"Unexpected broker id, expected {self.ident.node_id} or empty string, "
+                        f"but received {name}")
+            else:
+                code, msg = Errors.INVALID_REQUEST, (
+                    f"Unsupported resource type: {_CONFIG_TYPES.get(res.resource_type, 'UNKNOWN')}")
+            results.append(R(error_code=code, error_message=msg, resource_type=res.resource_type,
+                             resource_name=name, configs=[]))
+        return w.DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+    async def _describe_quorum(self, q: w.DescribeQuorumRequest, v: int) -> w.DescribeQuorumResponse:
+        # admin tools always name __cluster_metadata; a node of a TestRaftServer quorum
+        # (see raft_wire.use_topic) answers for its own topic under either name
+        asked = q.topics[0].topic_name if len(q.topics) == 1 else None
+        p = q.topics[0].partitions[0] if asked in (rw.METADATA_TOPIC, "__cluster_metadata") \
+            and len(q.topics[0].partitions) == 1 else None
+        if p is None or p.partition_index != 0:
+            # as Kafka: UNKNOWN_TOPIC_OR_PARTITION for every partition asked about
+            D = w.DescribeQuorumResponse
+            return D(error_code=0, error_message=None, nodes=[], topics=[D.TopicData(
+                topic_name=t.topic_name, partitions=[D.PartitionData(
+                    partition_index=x.partition_index, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=None, leader_id=0, leader_epoch=0, high_watermark=0,
+                    current_voters=[], observers=[]) for x in t.partitions]) for t in q.topics])
+        d = self.driver.describe_quorum()
+        if d.error_code == Errors.NOT_LEADER_OR_FOLLOWER and d.leader_id >= 0:
+            # Ask for the quorum's own topic: the leader may be Kafka's TestRaftServer, which
+            # answers UNKNOWN_TOPIC_OR_PARTITION for any other (KafkaRaftClient
+            # .handleDescribeQuorumRequest); the answer goes back under the name asked,
+            # which the Java Admin requires to be the one it sent.
+            Q = w.DescribeQuorumRequest
+            ask = Q(topics=[Q.TopicData(topic_name=rw.METADATA_TOPIC,
+                                        partitions=[Q.PartitionData(partition_index=0)])])
+            forwarded = await self._forward_to_leader(d.leader_id, DESCRIBE_QUORUM, ask, v)
+            if isinstance(forwarded, w.DescribeQuorumResponse):
+                for t in forwarded.topics:
+                    if t.topic_name == rw.METADATA_TOPIC:
+                        t.topic_name = asked or rw.METADATA_TOPIC
+                return forwarded
+        R = w.DescribeQuorumResponse.ReplicaState
+
+        def rs(x: m.ReplicaStateView) -> _ReplicaState:
+            return R(replica_id=x.replica_id, replica_directory_id=x.replica_directory_id or ZERO_UUID,
+                     log_end_offset=x.log_end_offset, last_fetch_timestamp=x.last_fetch_timestamp,
+                     last_caught_up_timestamp=x.last_caught_up_timestamp)
+
+        voters = java_hashmap_order(d.current_voters, lambda x: x.replica_id)
+        observers = java_hashmap_order(
+            d.observers, lambda x: replica_key_hash(x.replica_id, x.replica_directory_id))
+        part = w.DescribeQuorumResponse.PartitionData(
+            partition_index=0, error_code=d.error_code, leader_id=d.leader_id,
+            leader_epoch=d.leader_epoch, high_watermark=d.high_watermark,
+            current_voters=[rs(x) for x in voters], observers=[rs(x) for x in observers])
+        if d.error_code and v >= 2:
+            part.error_message = _ERROR_MESSAGES.get(Errors(d.error_code), Errors(d.error_code).name)
+        nodes = []
+        if v >= 2 and not d.error_code:
+            for node_id, endpoints in sorted(d.nodes.items()):
+                nodes.append(w.DescribeQuorumResponse.Node(node_id=node_id, listeners=[
+                    w.DescribeQuorumResponse.Listener(name=e.name, host=e.host, port=e.port)
+                    for e in endpoints]))
+        return w.DescribeQuorumResponse(error_code=0, topics=[w.DescribeQuorumResponse.TopicData(
+            topic_name=asked or rw.METADATA_TOPIC, partitions=[part])], nodes=nodes)
+    async def _update_features(self, q: w.UpdateFeaturesRequest, v: int) -> w.UpdateFeaturesResponse:
+        """kafka-features.sh upgrade/downgrade/disable. Each feature is judged on its own and
+        the results are listed by feature name, as Kafka 3.9's QuorumController.updateFeatures
+        (FeatureControlManager.updateFeature, results in a TreeMap); a refusal Kafka would make
+        is made with Kafka's message ("Invalid update version N for feature F. ...", which the
+        tool prints after "Could not upgrade F to N."). Setting a feature to its current level
+        succeeds, with or without ValidateOnly. A change Kafka would make is refused with
+        INVALID_UPDATE_VERSION: kraftnode writes no FeatureLevelRecord outside the bootstrap
+        records (docs/server.md). kraft.version is the exception: upgraded through the raft as
+        Kafka 4.1 does (_kraft_version_update; Kafka 3.9 itself "upgrades" it by writing a
+        FeatureLevelRecord that does not change the quorum's kraft.version -- KAFKA-18979)."""
+        if not self.driver.is_leader:
+            return w.UpdateFeaturesResponse(throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,
+                                            error_message=None, results=[])
+        features = self._features()
+        updates: dict[str, tuple[int, int]] = {}
+        for f in q.feature_updates:
+            # v0 has AllowDowngrade instead of UpgradeType (UpdateFeaturesRequest.featureUpdates)
+            kind = f.upgrade_type if v >= 1 else (_SAFE_DOWNGRADE if f.allow_downgrade else _UPGRADE)
+            updates[f.feature] = (f.max_version_level, kind)
+        results = []
+        for name, (level, kind) in sorted(updates.items()):
+            if name == "kraft.version":
+                code, msg = await self._kraft_version_update(features, level, kind, q.validate_only)
+            else:
+                msg = self._feature_update_refusal(features, name, level, kind)
+                code = Errors.INVALID_UPDATE_VERSION if msg else 0
+            results.append(w.UpdateFeaturesResponse.UpdatableFeatureResult(
+                feature=name, error_code=code, error_message=msg))
+        return w.UpdateFeaturesResponse(throttle_time_ms=0, error_code=0, error_message=None,
+                                        results=results)
+
+    async def _kraft_version_update(self, features: api_versions.FeatureView, level: int, kind: int,
+                                    validate_only: bool) -> tuple[int, str | None]:
+        """kraft.version as Kafka 4.1's FeatureControlManager.updateFeature changes it: the
+        common checks against the raft's kraft.version, then an upgrade goes to the raft
+        (KafkaRaftClient.upgradeKRaftVersion: KRaftVersionRecord and VotersRecord, answered
+        once committed; its refusals are InvalidUpdateVersionException messages, unprefixed);
+        any downgrade is refused. See docs/raft.md (static to dynamic upgrade)."""
+        current = self.driver.current_kraft_version()
+        msg = self._feature_update_refusal(features, "kraft.version", level, kind, current)
+        if msg is not None or level == current and kind != _UPGRADE:
+            return (Errors.INVALID_UPDATE_VERSION if msg else 0), msg
+        if kind != _UPGRADE:
+            return Errors.INVALID_UPDATE_VERSION, (f"Invalid update version {level} for feature kraft.version. "
+                                                   "Can't downgrade the version of this feature.")
+        code, message = await self.driver.upgrade_kraft_version(level, validate_only)
+        if code == Errors.NOT_LEADER_OR_FOLLOWER:
+            return Errors.NOT_CONTROLLER, None
+        if code:
+            log.info("kraft.version upgrade to %d refused: %s", level, message)
+        else:
+            log.info("kraft.version %s %d", "upgrade validated for" if validate_only else "upgraded to", level)
+        return code, message
+
+    def _feature_update_refusal(self, features: api_versions.FeatureView, name: str, level: int,
+                                kind: int, raft_level: int | None = None) -> str | None:
+        """None if setting ``name`` to ``level`` succeeds here, else the error message; the
+        checks and their order are FeatureControlManager.updateFeature's. With ``raft_level``
+        (kraft.version's current level) only the checks every feature shares are made."""
+        def invalid(why: str) -> str:
+            return f"Invalid update version {level} for feature {name}. {why}"
+
+        if kind not in (_UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE):
+            return invalid("The controller does not support the given upgrade type.")
+        current = features.finalized.get(name, 0) if raft_level is None else raft_level
+        if level < 0:
+            return invalid("A feature version cannot be less than 0.")
+        lo, hi = features.supported.get(name, (0, 0))
+        if not lo <= level <= hi:  # QuorumFeatures.reasonNotSupported
+            who = f"Local controller {self.ident.node_id}"
+            return invalid(f"{who} does not support this feature." if hi == 0 else
+                           f"{who} only supports versions {api_versions.version_range(lo, hi)}")
+        if level < current and kind == _UPGRADE:
+            return invalid("Can't downgrade the version of this feature without setting the "
+                           "upgrade type to either safe or unsafe downgrade.")
+        if level > current and kind != _UPGRADE:
+            return invalid("Can't downgrade to a newer version.")
+        if raft_level is not None:
+            return None
+        if name == "metadata.version" and level < MINIMUM_BOOTSTRAP_MV:
+            # FeatureControlManager.updateMetadataVersion
+            return (f"Invalid metadata.version {level}. Unable to set a metadata.version less "
+                    f"than {_MV_NAMES[MINIMUM_BOOTSTRAP_MV]}")
+        if level == current:
+            return None
+        return invalid(f"kraftnode does not change finalized features; {name} stays at "
+                       f"{_MV_NAMES.get(current, current) if name == 'metadata.version' else current}.")
+
+    async def _alter_scram(self, q: w.AlterUserScramCredentialsRequest, v: int) -> Message:
+        """The leader writes the records; a follower forwards the request to it, as a Kafka
+        broker forwards it to the active controller (else NOT_CONTROLLER)."""
+        from kraftnode.server.security import scram_admin
+        if not self.driver.is_leader:
+            leader, _ = self._leader()
+            forwarded = await self._forward_to_leader(
+                leader, ALTER_USER_SCRAM_CREDENTIALS, q, v) if leader >= 0 else None
+            if forwarded is not None:
+                log.info("AlterUserScramCredentials forwarded to leader %d", leader)
+                return forwarded
+        return await scram_admin.alter(self.driver, self.duties, q)
+
+    async def _describe_scram(self, q: w.DescribeUserScramCredentialsRequest,
+                              v: int) -> w.DescribeUserScramCredentialsResponse:
+        from kraftnode.server.security import scram_admin
+        out: w.DescribeUserScramCredentialsResponse = scram_admin.describe(self.duties, q)
+        return out
+
+    async def _describe_acls(self, q: w.DescribeAclsRequest, v: int) -> w.DescribeAclsResponse:
+        return self.acl_admin.describe(q, v)
+
+    async def _alter_acls(self, q: w.CreateAclsRequest | w.DeleteAclsRequest, v: int) -> Message:
+        """CreateAcls / DeleteAcls: the leader writes the records; a follower forwards to it
+        (as a Kafka broker forwards to the active controller), else NOT_CONTROLLER."""
+        create = isinstance(q, w.CreateAclsRequest)
+        if self.authz is not None and not self.driver.is_leader:
+            leader, _ = self._leader()
+            api_key = CREATE_ACLS if create else DELETE_ACLS
+            forwarded = await self._forward_to_leader(leader, api_key, q, v) if leader >= 0 else None
+            if forwarded is not None:
+                log.info("%s forwarded to leader %d", type(q).__name__[:-7], leader)
+                return forwarded
+        return await (self.acl_admin.create(q, v) if create else self.acl_admin.delete(q, v))
+
+    async def _sasl_handshake(self, q: w.SaslHandshakeRequest, v: int) -> w.SaslHandshakeResponse:
+        return w.SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE, mechanisms=[])
+
+    async def _sasl_authenticate(self, q: w.SaslAuthenticateRequest, v: int) -> w.SaslAuthenticateResponse:
+        return w.SaslAuthenticateResponse(
+            error_code=Errors.ILLEGAL_SASL_STATE,
+            error_message="SaslAuthenticate request received after successful authentication",
+            auth_bytes=b"")
+
+    async def _voter_change(self, q: w.AddRaftVoterRequest | w.RemoveRaftVoterRequest,
+                            v: int) -> w.AddRaftVoterResponse | w.RemoveRaftVoterResponse:
+        """Add/RemoveRaftVoter (KIP-853): the core decides and answers (a pending add or
+        remove answers when its VotersRecord commits, or after the request timeout). Reaching
+        a node that is not the leader they are forwarded to it (see _forward_to_leader)."""
+        if not self.driver.is_leader:
+            leader, _ = self._leader()
+            api_key = ADD_RAFT_VOTER if isinstance(q, w.AddRaftVoterRequest) else REMOVE_RAFT_VOTER
+            forwarded = await self._forward_to_leader(leader, api_key, q, v) if leader >= 0 else None
+            if isinstance(forwarded, w.AddRaftVoterResponse | w.RemoveRaftVoterResponse):
+                log.info("%s for voter %d forwarded to leader %d: %s", type(q).__name__[:-7],
+                         q.voter_id, leader, Errors(forwarded.error_code).name)
+                return forwarded
+        resp: w.AddRaftVoterResponse | w.RemoveRaftVoterResponse
+        if isinstance(q, w.AddRaftVoterRequest):
+            resp = await self._serve_raft(rpcs.ADD_RAFT_VOTER_RPC, q, v)
+        else:
+            resp = await self._serve_raft(rpcs.REMOVE_RAFT_VOTER_RPC, q, v)
+        log.info("%s for voter %d (directory %s): %s%s", type(q).__name__[:-7], q.voter_id,
+                 q.voter_directory_id, Errors(resp.error_code).name,
+                 f" ({resp.error_message})" if resp.error_message else "")
+        return resp

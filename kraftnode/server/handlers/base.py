@@ -1,0 +1,175 @@
+"""What every request handler shares: the node's identity, its driver (the typed read API
+onto the raft core), the endpoints clients are told about, authorization helpers, and
+forwarding to the leader.
+
+The handlers are split by audience (raft_peers, applications, admin; Kafka's quirks in
+kafka_compat); each is a mixin over :class:`HandlerBase`, joined in
+:class:`kraftnode.server.handlers.NodeHandlers` with the one dispatch table.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from kraftnode.protocol.registry import DESCRIBE_QUORUM
+from kraftnode.server import api_versions, group_offsets
+from kraftnode.server.controller_duties import ControllerDuties, voter_address
+from kraftnode.server.peer_client import SOFTWARE_NAME, PeerError
+from kraftnode.server.raft_driver import RaftDriver
+from kraftnode.server.security import api_checks
+from kraftnode.server.security import authorizer as az
+from kraftnode.server.security.acl_admin import AclAdmin
+from kraftnode.server.security.listeners import CURRENT_LISTENER
+from recordbatch.message import Message
+
+log = logging.getLogger("kraftnode.handlers")
+
+# How long a node waits for the leader's answer to a voter change it forwards: the Java
+# Admin's default request.timeout.ms, after which the client has given up anyway.
+VOTER_CHANGE_FORWARD_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class NodeIdentity:
+    node_id: int
+    cluster_id: str
+    listener_name: str
+
+
+class HandlerBase:
+    """State and helpers the audience mixins share."""
+
+    def __init__(self, ident: NodeIdentity, driver: RaftDriver,
+                 features: api_versions.FeatureView, duties: ControllerDuties | None = None,
+                 authz: az.StandardAuthorizer | None = None) -> None:
+        self.ident = ident
+        self.driver = driver
+        self.features = features
+        self.producers = driver.producers
+        self.duties = duties
+        # client software per connection (from ApiVersions) and per fetching replica id:
+        # the leader must know whether a Kafka controller replays this log (see _produce)
+        self._conn_software: dict[str, str] = {}
+        self.replica_software: dict[int, str] = {}
+        self.group_offsets = group_offsets.GroupOffsets()  # simple consumer groups
+        #: StandardAuthorizer (authorizer.class.name); None: every API allowed to everyone
+        self.authz = authz
+        self.acl_admin = AclAdmin(driver, duties, authz)
+
+    # ---------------------------------------------------------------- helpers
+    def _voter_endpoints(self) -> dict[int, tuple[str, int]]:
+        """Each voter's endpoint on our controller listener (the address clients use)."""
+        out: dict[int, tuple[str, int]] = {}
+        listener = self._listener()
+        for node in self.driver.voters:
+            addr = voter_address(self.driver, node.key.id, listener)
+            if listener != self.ident.listener_name and node.endpoint(listener) is None:
+                # a static voter set names only the default listener: the controller's
+                # registration (RegisterControllerRecord) has its other listeners
+                addr = self._registered_endpoint(node.key.id, listener) or addr
+            if addr is not None:
+                out[node.key.id] = addr
+        return out
+
+    def _registered_endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None:
+        reg = self.duties.state.controllers.get(node_id) if self.duties is not None else None
+        if reg is not None:
+            for e in reg.end_points:
+                if e.name.upper() == listener.upper():
+                    return e.host, e.port
+        return None
+
+    def _listener(self) -> str:
+        """The listener the request came in on (security.listeners.OnListener), else ours."""
+        return CURRENT_LISTENER.get() or self.ident.listener_name
+
+    def _controller_endpoints(self) -> dict[int, tuple[str, int]]:
+        """The controllers DescribeCluster lists: the voters, and every controller registered
+        (RegisterControllerRecord) with an endpoint on our listener. A Kafka 3.9 controller
+        lists its registered controllers (ControllerRegistrationsPublisher
+        .describeClusterControllers), so a controller that is not a voter -- one waiting to
+        be added, or one removed -- is listed too; the voters are listed even before their
+        registrations commit, so that a client bootstrapping then finds the quorum."""
+        eps = self._voter_endpoints()
+        if self.duties is not None:
+            listener = self._listener().upper()
+            for cid, reg in self.duties.state.controllers.items():
+                ep = next((e for e in reg.end_points if e.name.upper() == listener), None)
+                if cid not in eps and ep is not None:
+                    eps[cid] = (ep.host, ep.port)
+        return eps
+
+    def _leader(self) -> tuple[int, int]:
+        return self.driver.leader_and_epoch()
+
+    def _epoch_start_offset(self) -> int:
+        """The offset at which this leader's epoch began (its log end when elected); -1
+        when not the leader."""
+        start = self.driver.epoch_start_offset()
+        return -1 if start is None else start
+
+    def _denied(self, resource_type: int, name: str, op: int, api: int) -> bool:
+        """True when the caller may not do ``op`` on the resource (security.api_checks)."""
+        return self.authz is not None and api_checks.denied(self.authz, resource_type, name, op, api)
+
+    def _authorized_ops(self, resource_type: int, name: str, without_authorizer: int) -> int:
+        if self.authz is None:
+            return without_authorizer
+        return self.authz.authorized_operations(az.session(), resource_type, name)
+
+    def _features(self) -> api_versions.FeatureView:
+        """Finalized features as a Kafka 3.9 controller reports them (ControllerServer's
+        FeaturesPublisher): the levels of the committed FeatureLevelRecords and the offset at
+        which they last changed. kraft.version is not among them: it has no FeatureLevelRecord
+        (BootstrapMetadata.fromVersions), so a 3.9 controller does not list it even in a
+        dynamic quorum, and kafka-features.sh describe prints its FinalizedVersionLevel as 0
+        (only a 3.9 broker's KRaftMetadataCache adds it, from the raft client)."""
+        f = self.features
+        f.finalized = {"metadata.version": api_versions.METADATA_VERSION_3_9}
+        f.finalized_epoch = max(self.driver.high_watermark - 1, -1)
+        if self.duties is not None and self.duties.state.metadata_version is not None:
+            f.finalized = dict(self.duties.state.finalized)
+            f.finalized_epoch = self.duties.state.features_epoch
+        return f
+
+    async def _forward_to_leader(self, leader: int, api_key: int, q: Message, v: int) -> Message | None:
+        """Ask the leader on the client's behalf, as a Kafka broker forwards DescribeQuorum,
+        AddRaftVoter and RemoveRaftVoter to the active controller (KafkaApis
+        forwardToControllerOrFail): clients such as kafka-python, and the Java Admin with
+        bootstrap.servers (KafkaAdminClient's LeastLoadedBrokerOrActiveKController picks the
+        least loaded node), send them to any node. None when the leader cannot be asked."""
+        ep = self._voter_endpoints().get(leader)
+        if ep is None or leader == self.ident.node_id:
+            return None
+        if api_key == DESCRIBE_QUORUM:
+            key: tuple[str, int] = ("forward", leader)
+            timeout = self.driver.request_timeout_s
+        else:
+            # A voter change is answered once its VotersRecord commits (or after the leader's
+            # own request timeout); its own connection, so that forwarded DescribeQuorums,
+            # answered one at a time per connection, do not queue behind it.
+            key = ("forward-voter-change", leader)
+            timeout = max(VOTER_CHANGE_FORWARD_TIMEOUT_S, self.driver.request_timeout_s)
+        try:
+            _, resp = await self.driver.pool.request(key, ep[0], ep[1], api_key,
+                                                     lambda _v: q, timeout, v)
+        except PeerError as e:
+            log.info("could not forward %s to leader %d: %s", type(q).__name__[:-7], leader, e)
+            return None
+        return resp
+    def kafka_controllers(self) -> dict[int, str]:
+        """Voters whose fetches come from software other than kraftnode: Kafka controllers,
+        or Kafka's standalone raft server (TestRaftServer) in a ``__raft_performance_test``
+        quorum."""
+        voters = self.driver.voters.ids
+        return {i: sw for i, sw in self.replica_software.items() if i in voters and sw != SOFTWARE_NAME}
+
+    def _activated(self) -> bool:
+        """A controller leader takes writes once its activation records (the bootstrap
+        records on an empty log, or the abort of an open transaction) are appended, so they
+        come first in its epoch, as in Kafka's QuorumController (the activation is the new
+        active controller's first write). A write accepted earlier would be replayed first:
+        a log whose first metadata record is not the bootstrap's is "not empty", and the
+        bootstrap records (metadata.version) would never be written."""
+        return self.duties is None or self.duties.is_active
