@@ -45,7 +45,6 @@ from kraftnode.raft.batches import (
 from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.history import VoterSetHistory
-from kraftnode.raft.leader import LeaderState
 from kraftnode.raft.log import OffsetAndEpoch, RaftLog
 from kraftnode.raft.messages import (
     AddRaftVoterRequest,
@@ -86,6 +85,7 @@ from kraftnode.raft.states import (
     Unattached,
     Voted,
 )
+from kraftnode.raft.tracker import ReplicaTracker
 from kraftnode.raft.transfer import PendingTransfer
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 
@@ -638,7 +638,7 @@ class RaftNode:
     def _become_leader(self, cand: Candidate, now_ms: int) -> None:
         voters = self.voters
         epoch_start = self.log.end_offset
-        tracker = LeaderState(
+        tracker = ReplicaTracker(
             self.local_key, cand.epoch, epoch_start, voters, now_ms, self.config.check_quorum_timeout_ms,
             require_current_epoch=plants.HW_WITHOUT_CURRENT_EPOCH not in self.plants,
         )

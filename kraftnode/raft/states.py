@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kraftnode.raft.leader import LeaderState
 from kraftnode.raft.log import OffsetAndEpoch
+from kraftnode.raft.tracker import ReplicaTracker
 from kraftnode.raft.transfer import PendingTransfer
 from kraftnode.raft.voters import Endpoint, ReplicaKey
 
@@ -108,7 +108,7 @@ class Leader:
 
     epoch: int
     leader_id: int
-    tracker: LeaderState
+    tracker: ReplicaTracker
     #: A leadership transfer in progress (appends are refused meanwhile).
     transfer: PendingTransfer | None = None
     name: str = "leader"

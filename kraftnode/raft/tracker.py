@@ -35,7 +35,7 @@ class ReplicaProgress:
     acknowledged: bool = False
 
 
-class LeaderState:
+class ReplicaTracker:
     """Replication state of a leader for one epoch."""
 
     def __init__(
