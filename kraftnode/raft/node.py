@@ -74,6 +74,7 @@ from kraftnode.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from kraftnode.raft.quorum_state import QuorumState
 from kraftnode.raft.snapshots import SnapshotStore
 from kraftnode.raft.states import (
     Candidate,
@@ -157,13 +158,17 @@ class RaftNode:
         self._reads: list[tuple[int, int]] = []
         self._read_round = 0
         self._read_confirmed: dict[int, int] = {}
-        self._election = election
-        self.state: EpochState = self._initial_state(election, now_ms)
-        if self._election_of(self.state) != election:
-            self._persist(self._election_of(self.state))
+        self.quorum = QuorumState(self.local_key, election, Unattached(0, None))
+        self.quorum.state = self._initial_state(election, now_ms)
+        self._persist(self.quorum.record(self.quorum.election_of(self.state)))
         self._emit_state_changed()
 
     # ================================================================ queries
+    @property
+    def state(self) -> EpochState:
+        """The current epoch state (Kafka's EpochState), kept by :attr:`quorum`."""
+        return self.quorum.state
+
     @property
     def epoch(self) -> int:
         return self.state.epoch
@@ -191,7 +196,7 @@ class RaftNode:
 
     @property
     def election_state(self) -> ElectionState:
-        return self._election
+        return self.quorum.election
 
     @property
     def failed(self) -> bool:
@@ -511,31 +516,11 @@ class RaftNode:
             return Voted(epoch, voted, self._election_deadline(now_ms))
         return Unattached(epoch, self._election_deadline_or_none(now_ms))
 
-    def _election_of(self, st: EpochState) -> ElectionState:
-        if isinstance(st, Unattached):
-            # Same epoch (an observer losing its leader): a vote cast in it stays on record.
-            voted_before = self._election.voted_key if self._election.epoch == st.epoch else None
-            return ElectionState(st.epoch, -1, voted_before)
-        if isinstance(st, Voted):
-            return ElectionState(st.epoch, -1, st.voted_key)
-        if isinstance(st, Candidate):
-            return ElectionState(st.epoch, -1, self.local_key)
-        if isinstance(st, Prospective):
-            return ElectionState(st.epoch, st.leader_id, st.voted_key)
-        if isinstance(st, Leader | Resigned):
-            return ElectionState(st.epoch, st.leader_id, self.local_key)
-        # Follower: keep the vote cast in this epoch, so a restart cannot vote twice.
-        voted = self._election.voted_key if self._election.epoch == st.epoch else None
-        return ElectionState(st.epoch, st.leader_id, voted)
-
     def _transition(self, new_state: EpochState, now_ms: int) -> None:
-        old = self.state
-        self.state = new_state
+        old, election = self.quorum.transition(new_state)
         self._inflight.clear()
         self._backoff_until.clear()
-        election = self._election_of(new_state)
-        if election != self._election:
-            self._persist(election)
+        self._persist(election)
         if isinstance(old, Leader) and not isinstance(new_state, Leader):
             # LeaderState.close(): pending voter changes fail with NOT_LEADER_OR_FOLLOWER.
             self._finish_add(old, errors.NOT_LEADER_OR_FOLLOWER, None)
@@ -555,9 +540,10 @@ class RaftNode:
                 self._actions.append(SendResponse(p.request_id, self._fetch_error(errors.NOT_LEADER_OR_FOLLOWER)))
         self._emit_state_changed()
 
-    def _persist(self, election: ElectionState) -> None:
-        self._election = election
-        self._actions.append(PersistElectionState(election))
+    def _persist(self, election: ElectionState | None) -> None:
+        """Emit the election state the quorum state recorded (None: nothing changed)."""
+        if election is not None:
+            self._actions.append(PersistElectionState(election))
 
     def _emit_state_changed(self) -> None:
         st = self.state
@@ -608,7 +594,7 @@ class RaftNode:
         leader_id, endpoints = -1, cast(tuple[Endpoint, ...], ())
         if isinstance(st, Follower):
             leader_id, endpoints = st.leader_id, st.leader_endpoints
-        voted = self._election.voted_key if self._election.epoch == st.epoch else None
+        voted = self.quorum.voted_key
         retries = st.retries if isinstance(st, Candidate) else 0
         pro = Prospective(st.epoch, leader_id, endpoints, voted, self._election_deadline(now_ms), retries,
                           {self.local_key.id})

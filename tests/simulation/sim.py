@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kraftnode.raft import errors, plants
+from kraftnode.raft import errors, plants, quorum_state
 from kraftnode.raft.actions import (
     AppendCompleted,
     FatalError,
@@ -80,6 +80,8 @@ class SimNode:
     leader_since: int = -1
     #: Pending read barriers: handle -> committed offsets known (globally) when called.
     reads: dict[int, int] = field(default_factory=dict)
+    #: The (state, epoch) of the last StateChanged of this incarnation (None: not started).
+    last_state: tuple[str, int] | None = None
 
 
 @dataclass
@@ -213,6 +215,7 @@ class Simulation:
         node.leader_checked_epoch = -1
         node.handles = {}
         node.reads = {}
+        node.last_state = None
         rng = random.Random(f"{self.seed}-{node.node_id}-{node.incarnation}")
         self.state.on_start(node)
         node.log.on_truncate = lambda offset, n=node: self._on_truncate(n, offset)
@@ -226,6 +229,15 @@ class Simulation:
         )
         node.core.tick(self.now)
         self._drain(node)
+
+    def _check_transition(self, node: SimNode, changed: StateChanged) -> None:
+        """Every state change the core makes is an edge of the quorum state's table."""
+        if node.last_state is not None:
+            old, old_epoch = node.last_state
+            if not quorum_state.allowed(old, old_epoch, changed.state, changed.epoch):
+                raise Violation(f"node {node.node_id}: illegal transition {old} (epoch {old_epoch}) -> "
+                                f"{changed.state} (epoch {changed.epoch})")
+        node.last_state = (changed.state, changed.epoch)
 
     def _on_truncate(self, node: SimNode, offset: int) -> None:
         if node.core is not None and offset < node.core.high_watermark:
@@ -266,6 +278,8 @@ class Simulation:
         assert core is not None
         actions = core.take_actions()
         for action in actions:
+            if isinstance(action, StateChanged):
+                self._check_transition(node, action)
             # Leadership counts from the core's decision, even if the node crashes
             # before the driver executes the rest of the list.
             if isinstance(action, StateChanged) and action.state == "leader":
