@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from kraftnode.raft import errors, plants, prevote, reconfig
+from kraftnode.raft import errors, prevote, reconfig
 from kraftnode.raft.actions import (
     Action,
     AppendCompleted,
@@ -86,7 +86,7 @@ from kraftnode.raft.states import (
     Unattached,
     Voted,
 )
-from kraftnode.raft.tracker import ReplicaTracker
+from kraftnode.raft.tracker import ReplicaProgress, ReplicaTracker
 from kraftnode.raft.transfer import PendingTransfer
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 
@@ -127,7 +127,6 @@ class RaftNode:
         *,
         local_endpoints: tuple[Endpoint, ...] = (),
         bootstrap_servers: Sequence[int] = (),
-        plant: frozenset[str] = frozenset(),
         snapshots: SnapshotStore | None = None,
         local_kraft_versions: tuple[int, int] = reconfig.SUPPORTED_KRAFT_VERSIONS,
     ) -> None:
@@ -139,7 +138,6 @@ class RaftNode:
         #: The kraft.version range this replica supports (ApiVersions, UpdateRaftVoter).
         self.local_kraft_versions = local_kraft_versions
         self.bootstrap_servers = list(bootstrap_servers)
-        self.plants = plants.validate(plant)
         self.snapshots = snapshots
         self.history = self._load_history(static_voters)
         #: Exclusive: every offset below is committed. Never decreases.
@@ -470,14 +468,17 @@ class RaftNode:
         confirmed = sorted((self._read_confirmed.get(v, 0) if v != self.local_key.id else self._read_round)
                            for v in voters.ids)
         # The highest round a majority has confirmed.
-        majority_round = confirmed[len(confirmed) - voters.majority_size()]
-        if plants.STALE_READ in self.plants:
-            majority_round = self._read_round
+        majority_round = self._read_round_confirmed(confirmed[len(confirmed) - voters.majority_size()])
         done = [r for r in self._reads if r[1] <= majority_round]
         if done:
             self._reads = [r for r in self._reads if r[1] > majority_round]
             for handle, _ in done:
                 self._actions.append(ReadIndexCompleted(handle, self.high_watermark, errors.NONE))
+
+    def _read_round_confirmed(self, majority_round: int) -> int:
+        """Read index rule: a read completes once a majority has confirmed a round at or
+        after it (the rounds confirmed by a majority are passed in, the highest first wins)."""
+        return majority_round
 
     def resign(self, now_ms: int) -> None:
         """Graceful shutdown: a leader resigns and asks the most caught-up voter to take over."""
@@ -624,10 +625,7 @@ class RaftNode:
     def _become_leader(self, cand: Candidate, now_ms: int) -> None:
         voters = self.voters
         epoch_start = self.log.end_offset
-        tracker = ReplicaTracker(
-            self.local_key, cand.epoch, epoch_start, voters, now_ms, self.config.check_quorum_timeout_ms,
-            require_current_epoch=plants.HW_WITHOUT_CURRENT_EPOCH not in self.plants,
-        )
+        tracker = self._replica_tracker(cand.epoch, epoch_start, voters, now_ms)
         st = Leader(cand.epoch, self.local_key.id, tracker)
         self._transition(st, now_ms)
         granting = tuple(n.key for n in voters if n.key.id in cand.granted)
@@ -654,6 +652,10 @@ class RaftNode:
         if self.history.observe([batch]):
             self._voter_set_changed(now_ms)
         self._flush_leader(st, now_ms)
+
+    def _replica_tracker(self, epoch: int, epoch_start: int, voters: VoterSet, now_ms: int) -> ReplicaTracker:
+        """The replication bookkeeping of a new leader epoch."""
+        return ReplicaTracker(self.local_key, epoch, epoch_start, voters, now_ms, self.config.check_quorum_timeout_ms)
 
     def _resign(self, now_ms: int, preferred_override: tuple[ReplicaKey, ...] | None = None) -> None:
         st = self.state
@@ -911,27 +913,25 @@ class RaftNode:
         candidate = ReplicaKey.of(req.candidate_id, req.candidate_directory_id)
         up_to_date = self._candidate_log_up_to_date(req)
         st = self.state
-        granted = False
-        if candidate.id == self.local_key.id:
-            granted = False
-        elif isinstance(st, Unattached):
-            granted = up_to_date
-        elif isinstance(st, Voted):
-            granted = st.voted_key.matches(candidate) or (plants.DOUBLE_VOTE in self.plants and up_to_date)
-        elif isinstance(st, Prospective) and st.leader_id < 0:
-            # Kafka 4.0's ProspectiveState: the vote cast in this epoch, if any, binds.
-            granted = st.voted_key.matches(candidate) if st.voted_key is not None else up_to_date
-        mark = len(self._actions)
+        granted = self._grants_vote(candidate, up_to_date)
         if granted and (isinstance(st, Unattached) or (isinstance(st, Prospective) and st.voted_key is None)):
             self._transition(Voted(st.epoch, candidate, self._election_deadline(now_ms)), now_ms)
-        response = self._vote_response(errors.NONE, errors.NONE, granted)
-        if plants.REPLY_BEFORE_PERSIST in self.plants and granted:
-            moved = [a for a in self._actions[mark:] if isinstance(a, PersistElectionState)]
-            self._actions[mark:] = [a for a in self._actions[mark:] if not isinstance(a, PersistElectionState)]
-            self._respond(request_id, response)
-            self._actions.extend(moved)
-            return
-        self._respond(request_id, response)
+        self._respond(request_id, self._vote_response(errors.NONE, errors.NONE, granted))
+
+    def _grants_vote(self, candidate: ReplicaKey, up_to_date: bool) -> bool:
+        """Kafka's EpochState.canGrantVote: one vote per epoch, only to an up-to-date log,
+        only while no leader is known (the epoch was already bumped to the candidate's)."""
+        st = self.state
+        if candidate.id == self.local_key.id:
+            return False
+        if isinstance(st, Unattached):
+            return up_to_date
+        if isinstance(st, Voted):
+            return st.voted_key.matches(candidate)
+        if isinstance(st, Prospective) and st.leader_id < 0:
+            # Kafka 4.0's ProspectiveState: the vote cast in this epoch, if any, binds.
+            return st.voted_key.matches(candidate) if st.voted_key is not None else up_to_date
+        return False
 
     def _on_pre_vote_request(self, request_id: int, req: VoteRequest) -> None:
         """KIP-996: answer a pre-vote. Nothing changes here: no epoch bump, no vote on record."""
@@ -946,11 +946,12 @@ class RaftNode:
             self._respond(request_id, self._vote_response(errors.NONE, errors.INVALID_VOTER_KEY, False))
             return
         up_to_date = self._candidate_log_up_to_date(req)
-        granted = req.candidate_id != self.local_key.id and (
-            prevote.can_grant_pre_vote(self.state, up_to_date)
-            or (plants.PRE_VOTE_IGNORES_LEADER in self.plants and up_to_date)
-        )
+        granted = req.candidate_id != self.local_key.id and self._grants_pre_vote(up_to_date)
         self._respond(request_id, self._vote_response(errors.NONE, errors.NONE, granted))
+
+    def _grants_pre_vote(self, up_to_date: bool) -> bool:
+        """KIP-996: a pre-vote needs an up-to-date log and no live leader (stickiness)."""
+        return prevote.can_grant_pre_vote(self.state, up_to_date)
 
     def _refused_vote_request(self, request_id: int, req: VoteRequest, *,
                               last_epoch_may_equal: bool) -> bool:
@@ -1125,12 +1126,15 @@ class RaftNode:
         progress = st.tracker.voters.get(transfer.target.id)
         # N's fetch offset is durable on N: once it reaches our end, N's log is at least as
         # up to date as every voter's, so its election cannot be refused for its log.
-        if (progress is None or progress.end_offset < self.log.end_offset) \
-                and plants.TRANSFER_WITHOUT_CATCH_UP not in self.plants:
+        if not self._transfer_target_caught_up(progress):
             return
         st.transfer = None
         self._respond(transfer.request_id, self._eqe_response(errors.NONE, errors.NONE))
         self._resign(now_ms, (transfer.target,))
+
+    def _transfer_target_caught_up(self, progress: ReplicaProgress | None) -> bool:
+        """A transfer resigns only once the successor has this leader's whole log."""
+        return progress is not None and progress.end_offset >= self.log.end_offset
 
     def _on_end_quorum_epoch_response(self, source: int, resp: EndQuorumEpochResponse, now_ms: int) -> None:
         endpoints = self._endpoints_from_nodes(resp.leader_id, resp.node_endpoints)
@@ -1344,20 +1348,7 @@ class RaftNode:
             st.fetch_deadline = now_ms + self.config.fetch_timeout_ms
             st.fetched = True
         if resp.diverging_epoch is not None:
-            if plants.SKIP_DIVERGENCE_TRUNCATION in self.plants:
-                # Planted bug: keep the divergent tail and trust the leader's HW anyway.
-                self._set_high_watermark(min(resp.high_watermark, self.log.end_offset), now_ms)
-                return
-            if resp.diverging_epoch.end_offset < self.high_watermark:
-                self._failed = True
-                self._actions.append(FatalError(
-                    errors.INVALID_REQUEST,
-                    f"leader {source} asked to truncate to {resp.diverging_epoch.end_offset}, "
-                    f"below the high watermark {self.high_watermark}",
-                ))
-                return
-            # The HW is only adopted once our log is known to match the leader's.
-            self._truncate_to_diverging(resp.diverging_epoch)
+            self._on_diverging_epoch(source, resp, resp.diverging_epoch, now_ms)
             return
         elif resp.snapshot_id is not None:
             if self.snapshots is None:
@@ -1375,6 +1366,20 @@ class RaftNode:
                 self._backoff(source, now_ms)
                 return
         self._set_high_watermark(min(resp.high_watermark, self.log.end_offset), now_ms)
+
+    def _on_diverging_epoch(self, source: int, resp: FetchResponse, diverging: DivergingEpoch, now_ms: int) -> None:
+        """KIP-595: the leader's log diverges from ours: truncate (never below the high
+        watermark: that is fatal) and fetch again; the HW is only adopted once our log is
+        known to match the leader's."""
+        if diverging.end_offset < self.high_watermark:
+            self._failed = True
+            self._actions.append(FatalError(
+                errors.INVALID_REQUEST,
+                f"leader {source} asked to truncate to {diverging.end_offset}, "
+                f"below the high watermark {self.high_watermark}",
+            ))
+            return
+        self._truncate_to_diverging(diverging)
 
     def _truncate_to_diverging(self, diverging: DivergingEpoch) -> None:
         """Kafka's truncateToEndOffset: cut back to where our log agrees with the leader's."""

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kraftnode.raft import plants
+from tests.simulation import plants
 from tests.simulation.sim import Result, profile_of, run_seed
 from tests.simulation.state_layer import PLANTS as STATE_PLANTS
 

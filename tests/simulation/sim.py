@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kraftnode.raft import errors, plants, quorum_state
+from kraftnode.raft import errors, quorum_state
 from kraftnode.raft.actions import (
     AppendCompleted,
     FatalError,
@@ -48,6 +48,7 @@ from kraftnode.raft.messages import (
 )
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
+from tests.simulation import plants
 from tests.simulation.model import FaultProfile, SimLog, describe
 from tests.simulation.state_layer import PLANTS as STATE_PLANTS
 from tests.simulation.state_layer import StateLayer, StateSimLog
@@ -105,7 +106,7 @@ class Simulation:
         self.rng = random.Random(f"kraftnode-sim-{seed}-{voters}-{observers}")
         drawn = FaultProfile.draw(self.rng)
         self.profile = profile if profile is not None else drawn
-        # plants of the core (kraftnode.raft.plants) vs of the state layer (tests only)
+        # plants of the core (tests/simulation/plants.py) vs of the state layer
         self.plants = frozenset([plant]) if plant and plant not in STATE_PLANTS else frozenset()
         #: the real state machine on every node, real snapshots (tests/simulation/state_layer.py)
         self.state = StateLayer(self, plant if plant in STATE_PLANTS else None)
@@ -219,12 +220,13 @@ class Simulation:
         rng = random.Random(f"{self.seed}-{node.node_id}-{node.incarnation}")
         self.state.on_start(node)
         node.log.on_truncate = lambda offset, n=node: self._on_truncate(n, offset)
-        node.core = RaftNode(
+        # A planted core is a subclass of RaftNode (tests/simulation/plants.py).
+        core_class = plants.node_class(self.plants) if self.plants else RaftNode
+        node.core = core_class(
             node.node_id, node.directory_id, dataclasses.replace(self.config, pre_vote=node.pre_vote), node.log, node.persisted, self.voter_set, rng,
             # Dynamic seeds: every node is a bootstrap server (controller.quorum.bootstrap.servers
             # lists all controllers), so replicas removed from the voter set still find the leader.
             self.now, bootstrap_servers=sorted(self.nodes if self.dynamic else self.expected_voters.ids),
-            plant=self.plants,
             snapshots=node.log, local_endpoints=(Endpoint("CONTROLLER", f"n{node.node_id}", 9093),),
         )
         node.core.tick(self.now)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kraftnode.raft import errors, plants
+from kraftnode.raft import errors
 from kraftnode.raft.actions import AppendCompleted, HighWatermarkAdvanced
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.log import MemoryRaftLog
@@ -24,6 +24,7 @@ from tests.kraftnode.raft.rafttest_helpers import (
     sent,
     voters,
 )
+from tests.simulation import plants
 
 
 def _leader_with_old_entries(plant: frozenset[str] = frozenset()):  # type: ignore[no-untyped-def]
