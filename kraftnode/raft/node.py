@@ -57,7 +57,6 @@ from kraftnode.raft.messages import (
     ReplicaStateView,
     Request,
     Response,
-    SnapshotId,
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
     VoteRequest,
@@ -67,20 +66,17 @@ from kraftnode.raft.quorum_state import QuorumState
 from kraftnode.raft.rules import (
     elections,
     leadership,
+    per_state,
     replication,
     snapshot_transfer,
     voter_changes,
 )
 from kraftnode.raft.snapshots import SnapshotStore
 from kraftnode.raft.states import (
-    Candidate,
     EpochState,
     Follower,
     Leader,
-    Prospective,
-    Resigned,
     Unattached,
-    Voted,
 )
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterSet
 
@@ -185,35 +181,7 @@ class RaftNode:
         st = self.state
         times: list[int] = [f.deadline for f in self._inflight.values()]
         times.extend(self._backoff_until.values())
-        if isinstance(st, Unattached | Voted):
-            # Only voters run elections (a replica removed from the voter set may still be
-            # unattached or voted; as an observer it looks for the leader instead).
-            if st.election_deadline is not None and self.is_voter:
-                times.append(st.election_deadline)
-        elif isinstance(st, Candidate):
-            times.append(st.backoff_until if st.backoff_until is not None else st.election_deadline)
-        elif isinstance(st, Follower):
-            times.append(st.fetch_deadline)
-            if (self._should_update_voter() and st.leader_id not in self._inflight
-                    and st.leader_id not in self._backoff_until):
-                times.append(st.update_voter_deadline)
-        elif isinstance(st, Leader):
-            if st.tracker.check_quorum_applies():
-                times.append(st.tracker.check_quorum_deadline)
-            if st.tracker.pending_add is not None:
-                times.append(st.tracker.pending_add.deadline)
-            if st.tracker.pending_remove is not None:
-                times.append(st.tracker.pending_remove.deadline)
-            if st.transfer is not None:
-                times.append(st.transfer.deadline)
-            times.extend(p.deadline for p in self._parked)
-            # A resend blocked by an in-flight request or a backoff waits for that instead.
-            times.extend(
-                t for rid, t in st.tracker.next_begin_quorum_ms.items()
-                if rid not in self._inflight and rid not in self._backoff_until
-            )
-        elif isinstance(st, Resigned | Prospective):
-            times.append(st.election_deadline)
+        per_state.DEADLINES[st.name](self, times)
         return min(times) if times else None
 
     def describe_quorum(self, now_ms: int) -> DescribeQuorumData:
@@ -255,52 +223,7 @@ class RaftNode:
         for dest, until in list(self._backoff_until.items()):
             if until <= now_ms:
                 del self._backoff_until[dest]
-        st = self.state
-        if isinstance(st, Unattached | Voted):
-            if st.election_deadline is not None and now_ms >= st.election_deadline and self.is_voter:
-                self._start_election(now_ms)
-        elif isinstance(st, Candidate):
-            if st.backoff_until is None and now_ms >= st.election_deadline:
-                st.backoff_until = now_ms + self._binary_backoff(st.retries)
-            if st.backoff_until is not None and now_ms >= st.backoff_until:
-                self._start_election(now_ms)  # a zero backoff starts the next election now
-        elif isinstance(st, Prospective):
-            if now_ms >= st.election_deadline:
-                self._prospective_lost(st, now_ms)
-        elif isinstance(st, Follower):
-            if now_ms >= st.fetch_deadline:
-                if self.is_voter:
-                    if st.leader_resigned:
-                        # The leader resigned (EndQuorumEpoch): no leader to stick to, so
-                        # the election starts at once, as in Kafka 3.9.
-                        self._become_candidate(now_ms)
-                    else:
-                        self._start_election(now_ms)
-                else:
-                    self._transition(Unattached(st.epoch, None), now_ms)
-        elif isinstance(st, Leader):
-            st.tracker.clear_inactive_observers(now_ms)
-            self._expire_voter_changes(st, now_ms)
-            if st.transfer is not None and now_ms >= st.transfer.deadline:
-                # The successor did not catch up in one election timeout: give up, keep leading.
-                self._respond(st.transfer.request_id, self._eqe_response(errors.NONE, errors.REQUEST_TIMED_OUT))
-                st.transfer = None
-            if st.tracker.check_quorum_expired(now_ms):
-                self._resign(now_ms)
-            else:
-                due = [p for p in self._parked if p.deadline <= now_ms]
-                if due:
-                    self._parked = [p for p in self._parked if p.deadline > now_ms]
-                    for parked in due:
-                        self._answer_fetch(parked.request_id, parked.request, now_ms)
-        elif isinstance(st, Resigned):
-            if now_ms >= st.election_deadline:
-                if self.is_voter:
-                    self._become_candidate(now_ms)
-                else:
-                    # A leader removed from the voter set: as Kafka 3.9's pollResigned, move
-                    # to the next epoch so that nobody follows this replica as leader any more.
-                    self._become_unattached(st.epoch + 1, now_ms)
+        per_state.TICK[self.state.name](self, now_ms)
         self._poll(now_ms)
 
     def handle_request(self, request_id: int, request: Request, now_ms: int) -> None:
@@ -523,97 +446,7 @@ class RaftNode:
         if isinstance(st, Leader) and st.transfer is not None:
             self._maybe_complete_transfer(st, now_ms)
             st = self.state
-        cid = self.config.cluster_id
-        if isinstance(st, Candidate):
-            if st.backoff_until is not None:
-                return
-            for node in self.voters:
-                rid = node.key.id
-                if rid in st.granted or rid in st.rejected or not self._can_send(rid, now_ms):
-                    continue
-                self._send(rid, VoteRequest(
-                    cid, rid, st.epoch, self.local_key.id, self.local_key.directory_id,
-                    node.key.directory_id, self.log.last_fetched_epoch, self.log.end_offset,
-                ), now_ms)
-        elif isinstance(st, Prospective):
-            for node in self.voters:
-                rid = node.key.id
-                if rid in st.granted or rid in st.rejected or not self._can_send(rid, now_ms):
-                    continue
-                self._send(rid, VoteRequest(
-                    cid, rid, st.epoch, self.local_key.id, self.local_key.directory_id,
-                    node.key.directory_id, self.log.last_fetched_epoch, self.log.end_offset, pre_vote=True,
-                ), now_ms)
-        elif isinstance(st, Leader):
-            tracker = st.tracker
-            for rid in tracker.unacknowledged_voters():
-                due = tracker.next_begin_quorum_ms.get(rid, 0)
-                if due > now_ms or not self._can_send(rid, now_ms):
-                    continue
-                tracker.next_begin_quorum_ms[rid] = now_ms + self.config.begin_quorum_resend_ms
-                target = self.voters.node(rid)
-                vdir = target.key.directory_id if target is not None else None
-                self._send(rid, BeginQuorumEpochRequest(
-                    cid, rid, vdir, self.local_key.id, st.epoch, self.local_endpoints), now_ms)
-            for rid in list(tracker.next_begin_quorum_ms):
-                if tracker.voters.get(rid) is None or tracker.voters[rid].acknowledged:
-                    del tracker.next_begin_quorum_ms[rid]
-            if self._reads:
-                # Read index: a BeginQuorumEpoch, which any voter (a Kafka 3.9 one too) answers,
-                # sent after the read arrived; its success answer confirms our leadership.
-                for node in self.voters:
-                    rid = node.key.id
-                    if (rid == self.local_key.id or self._read_confirmed.get(rid, 0) >= self._read_round
-                            or not self._can_send(rid, now_ms)):
-                        continue
-                    self._send(rid, BeginQuorumEpochRequest(
-                        cid, rid, node.key.directory_id, self.local_key.id, st.epoch, self.local_endpoints),
-                        now_ms, read_round=self._read_round)
-        elif isinstance(st, Follower):
-            if self._can_send(st.leader_id, now_ms):
-                if now_ms >= st.update_voter_deadline and not self.is_voter and self._should_auto_join(st):
-                    # Kafka 4.x controller.quorum.auto.join.enable: an observer that is caught
-                    # up asks to become a voter (removing a stale entry of its id first),
-                    # once per update-voter period, in place of a Fetch.
-                    st.update_voter_deadline = now_ms + self._update_voter_period_ms()
-                    self._send(st.leader_id, self._auto_join_request(), now_ms)
-                    return
-                if now_ms >= st.update_voter_deadline and self.is_voter:
-                    # FollowerState's update-voter period: UpdateRaftVoter takes the place
-                    # of the next Fetch when our entry in the voter set is out of date.
-                    st.update_voter_deadline = now_ms + self._update_voter_period_ms()
-                    if self._should_update_voter():
-                        lo, hi = self.local_kraft_versions
-                        self._send(st.leader_id, UpdateRaftVoterRequest(
-                            cid, st.epoch, self.local_key.id, self.local_key.directory_id,
-                            self.local_endpoints, lo, hi), now_ms)
-                        return
-                if st.snapshot is not None:
-                    snap_id, position = st.snapshot
-                    self._send(st.leader_id, FetchSnapshotRequest(
-                        cid, self.local_key.id, self.local_key.directory_id, st.epoch,
-                        SnapshotId(snap_id.offset, snap_id.epoch), position, self.config.fetch_max_bytes,
-                    ), now_ms)
-                else:
-                    self._send_fetch(st.leader_id, st.epoch, now_ms)
-        elif isinstance(st, Unattached | Voted):
-            # An observer without a leader (also one that voted, e.g. as a removed voter)
-            # looks for it through the bootstrap servers.
-            if not self.is_voter and not self._inflight:
-                servers = self.bootstrap_servers or sorted(self.voters.ids)
-                servers = [s for s in servers if s != self.local_key.id]
-                if servers:
-                    dest = servers[self._bootstrap_index % len(servers)]
-                    if self._can_send(dest, now_ms):
-                        self._bootstrap_index += 1
-                        self._send_fetch(dest, st.epoch, now_ms)
-                    elif dest in self._backoff_until:
-                        self._bootstrap_index += 1
-        elif isinstance(st, Resigned):
-            for rid in sorted(st.unacked):
-                if self._can_send(rid, now_ms):
-                    self._send(rid, EndQuorumEpochRequest(
-                        cid, self.local_key.id, st.epoch, st.preferred, self.local_endpoints), now_ms)
+        per_state.POLL[st.name](self, now_ms)
 
     # ============================================================ responses
     def _current_leader(self) -> CurrentLeader:
