@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from kraftnode.raft.actions import PersistElectionState, SendResponse
+from kraftnode.raft.actions import PersistElectionState, SendResponse, StateChanged
 from kraftnode.raft.messages import DivergingEpoch, FetchResponse, VoteRequest, VoteResponse
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.states import Voted
@@ -69,14 +69,18 @@ class _DoubleVote(RaftNode):
 
 
 class _ReplyBeforePersist(RaftNode):
+    """The vote's own PersistElectionState (of the move to voted) goes after the reply."""
+
     def _on_vote_request(self, request_id: int, req: VoteRequest, now_ms: int) -> None:
         mark = len(self._actions)
         super()._on_vote_request(request_id, req, now_ms)
         new = self._actions[mark:]
-        if any(isinstance(a, SendResponse) and isinstance(a.response, VoteResponse) and a.response.vote_granted
-               for a in new):
-            persisted = [a for a in new if isinstance(a, PersistElectionState)]
-            self._actions[mark:] = [a for a in new if not isinstance(a, PersistElectionState)] + persisted
+        voted = [i for i, a in enumerate(new) if isinstance(a, StateChanged) and a.state == "voted"]
+        granted = any(isinstance(a, SendResponse) and isinstance(a.response, VoteResponse)
+                      and a.response.vote_granted for a in new)
+        if granted and voted and voted[-1] > 0 and isinstance(new[voted[-1] - 1], PersistElectionState):
+            persist = new.pop(voted[-1] - 1)
+            self._actions[mark:] = [*new, persist]
 
 
 class _SkipDivergenceTruncation(RaftNode):
