@@ -74,9 +74,9 @@ from kraftnode.raft.rules import (
 from kraftnode.raft.snapshots import SnapshotStore
 from kraftnode.raft.states import (
     EpochState,
-    Follower,
-    Leader,
-    Unattached,
+    FollowerState,
+    LeaderState,
+    UnattachedState,
 )
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterSet
 
@@ -126,7 +126,7 @@ class RaftNode:
         self._reads: list[tuple[int, int]] = []
         self._read_round = 0
         self._read_confirmed: dict[int, int] = {}
-        self.quorum = QuorumState(self.local_key, election, Unattached(0, None))
+        self.quorum = QuorumState(self.local_key, election, UnattachedState(0, None))
         self.quorum.state = self._initial_state(election, now_ms)
         self._persist(self.quorum.record(self.quorum.election_of(self.state)))
         self._emit_state_changed()
@@ -160,7 +160,7 @@ class RaftNode:
 
     @property
     def is_leader(self) -> bool:
-        return isinstance(self.state, Leader)
+        return isinstance(self.state, LeaderState)
 
     @property
     def election_state(self) -> ElectionState:
@@ -187,7 +187,7 @@ class RaftNode:
     def describe_quorum(self, now_ms: int) -> DescribeQuorumData:
         """The leader's DescribeQuorum view (KIP-836 fields); an error elsewhere."""
         st = self.state
-        if not isinstance(st, Leader):
+        if not isinstance(st, LeaderState):
             return DescribeQuorumData(errors.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, -1)
         tracker = st.tracker
         tracker.clear_inactive_observers(now_ms)
@@ -288,7 +288,7 @@ class RaftNode:
             del self._inflight[destination]
             self._backoff(destination, now_ms)
             st = self.state
-            if isinstance(st, Leader):
+            if isinstance(st, LeaderState):
                 pending = st.tracker.pending_add
                 if pending is not None and pending.last_offset is None and pending.key.id == destination:
                     # Kafka turns a failed ApiVersions into an error response, which aborts the add.
@@ -306,7 +306,7 @@ class RaftNode:
         handle = self._next_handle
         self._next_handle += 1
         st = self.state
-        if self._failed or not isinstance(st, Leader) or st.transfer is not None or not records:
+        if self._failed or not isinstance(st, LeaderState) or st.transfer is not None or not records:
             code = errors.NOT_LEADER_OR_FOLLOWER if records else errors.INVALID_REQUEST
             self._actions.append(AppendCompleted(handle, -1, code))
             return handle
@@ -327,7 +327,7 @@ class RaftNode:
         handle = self._next_handle
         self._next_handle += 1
         st = self.state
-        if self._failed or not isinstance(st, Leader) or st.transfer is not None or not records:
+        if self._failed or not isinstance(st, LeaderState) or st.transfer is not None or not records:
             code = errors.NOT_LEADER_OR_FOLLOWER if records else errors.INVALID_REQUEST
             self._actions.append(AppendCompleted(handle, -1, code))
             return handle
@@ -349,7 +349,7 @@ class RaftNode:
         that): NOT_LEADER_OR_FOLLOWER."""
         handle = self._next_handle
         self._next_handle += 1
-        if self._failed or not isinstance(self.state, Leader):
+        if self._failed or not isinstance(self.state, LeaderState):
             self._actions.append(ReadIndexCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
             return handle
         self._read_round += 1
@@ -360,7 +360,7 @@ class RaftNode:
 
     def resign(self, now_ms: int) -> None:
         """Graceful shutdown: a leader resigns and asks the most caught-up voter to take over."""
-        if isinstance(self.state, Leader):
+        if isinstance(self.state, LeaderState):
             self._resign(now_ms)
             self._poll(now_ms)
 
@@ -380,7 +380,7 @@ class RaftNode:
         self._inflight.clear()
         self._backoff_until.clear()
         self._persist(election)
-        if isinstance(old, Leader) and not isinstance(new_state, Leader):
+        if isinstance(old, LeaderState) and not isinstance(new_state, LeaderState):
             # LeaderState.close(): pending voter changes fail with NOT_LEADER_OR_FOLLOWER.
             self._finish_add(old, errors.NOT_LEADER_OR_FOLLOWER, None)
             self._finish_remove(old, errors.NOT_LEADER_OR_FOLLOWER, None)
@@ -425,7 +425,7 @@ class RaftNode:
         st = self.state
         if endpoints is None:
             endpoints = self.voters.endpoints_of(destination)
-            if isinstance(st, Follower) and destination == st.leader_id and st.leader_endpoints:
+            if isinstance(st, FollowerState) and destination == st.leader_id and st.leader_endpoints:
                 endpoints = st.leader_endpoints
         self._actions.append(SendRequest(destination, corr, request, endpoints))
 
@@ -440,10 +440,10 @@ class RaftNode:
         if self._failed:
             return
         st = self.state
-        if isinstance(st, Leader) and st.tracker.resign_requested:
+        if isinstance(st, LeaderState) and st.tracker.resign_requested:
             self._resign(now_ms)
             st = self.state
-        if isinstance(st, Leader) and st.transfer is not None:
+        if isinstance(st, LeaderState) and st.transfer is not None:
             self._maybe_complete_transfer(st, now_ms)
             st = self.state
         per_state.POLL[st.name](self, now_ms)
@@ -459,7 +459,7 @@ class RaftNode:
         st = self.state
         if leader == self.local_key.id:
             eps: tuple[Endpoint, ...] = self.local_endpoints or self.voters.endpoints_of(leader)
-        elif isinstance(st, Follower) and st.leader_endpoints:
+        elif isinstance(st, FollowerState) and st.leader_endpoints:
             eps = st.leader_endpoints
         else:
             eps = self.voters.endpoints_of(leader)

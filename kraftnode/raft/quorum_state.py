@@ -26,14 +26,14 @@ from dataclasses import dataclass
 
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.states import (
-    Candidate,
+    CandidateState,
     EpochState,
-    Follower,
-    Leader,
-    Prospective,
-    Resigned,
-    Unattached,
-    Voted,
+    FollowerState,
+    LeaderState,
+    ProspectiveState,
+    ResignedState,
+    UnattachedState,
+    VotedState,
 )
 from kraftnode.raft.voters import ReplicaKey
 
@@ -102,25 +102,25 @@ class QuorumState:
         return self.election.voted_key if self.election.epoch == self.state.epoch else None
 
     def is_leader(self) -> bool:
-        return isinstance(self.state, Leader)
+        return isinstance(self.state, LeaderState)
 
     def election_of(self, st: EpochState) -> ElectionState:
         """What must be durable in ``st``: its epoch, leader, and the vote cast in it."""
-        if isinstance(st, Unattached):
+        if isinstance(st, UnattachedState):
             # Same epoch (an observer losing its leader): a vote cast in it stays on record.
             voted_before = self.election.voted_key if self.election.epoch == st.epoch else None
             return ElectionState(st.epoch, -1, voted_before)
-        if isinstance(st, Voted):
+        if isinstance(st, VotedState):
             return ElectionState(st.epoch, -1, st.voted_key)
-        if isinstance(st, Candidate):
+        if isinstance(st, CandidateState):
             return ElectionState(st.epoch, -1, self.local_key)
-        if isinstance(st, Prospective):
+        if isinstance(st, ProspectiveState):
             return ElectionState(st.epoch, st.leader_id, st.voted_key)
-        if isinstance(st, Leader | Resigned):
+        if isinstance(st, LeaderState | ResignedState):
             return ElectionState(st.epoch, st.leader_id, self.local_key)
         # Follower: keep the vote cast in this epoch, so a restart cannot vote twice.
         voted = self.election.voted_key if self.election.epoch == st.epoch else None
-        assert isinstance(st, Follower)
+        assert isinstance(st, FollowerState)
         return ElectionState(st.epoch, st.leader_id, voted)
 
     def record(self, election: ElectionState) -> ElectionState | None:

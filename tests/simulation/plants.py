@@ -13,7 +13,7 @@ from functools import cache
 from kraftnode.raft.actions import PersistElectionState, SendResponse, StateChanged
 from kraftnode.raft.messages import DivergingEpoch, FetchResponse, VoteRequest, VoteResponse
 from kraftnode.raft.node import RaftNode
-from kraftnode.raft.states import Voted
+from kraftnode.raft.states import VotedState
 from kraftnode.raft.tracker import ReplicaProgress, ReplicaTracker
 from kraftnode.raft.voters import ReplicaKey, VoterSet
 
@@ -63,7 +63,7 @@ class _HwWithoutCurrentEpoch(RaftNode):
 
 class _DoubleVote(RaftNode):
     def _grants_vote(self, candidate: ReplicaKey, up_to_date: bool) -> bool:
-        if isinstance(self.state, Voted) and candidate.id != self.local_key.id and up_to_date:
+        if isinstance(self.state, VotedState) and candidate.id != self.local_key.id and up_to_date:
             return True
         return super()._grants_vote(candidate, up_to_date)
 

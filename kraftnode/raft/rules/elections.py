@@ -17,13 +17,13 @@ from kraftnode.raft.inflight import ELECTION_BACKOFF_BASE_MS
 from kraftnode.raft.log import OffsetAndEpoch
 from kraftnode.raft.messages import VoteRequest, VoteResponse
 from kraftnode.raft.states import (
-    Candidate,
+    CandidateState,
     EpochState,
-    Follower,
-    Prospective,
-    Resigned,
-    Unattached,
-    Voted,
+    FollowerState,
+    ProspectiveState,
+    ResignedState,
+    UnattachedState,
+    VotedState,
 )
 from kraftnode.raft.voters import Endpoint, ReplicaKey
 
@@ -34,23 +34,23 @@ if TYPE_CHECKING:
 def initial_state(node: RaftNode, election: ElectionState, now_ms: int) -> EpochState:
     log_epoch = node.log.last_fetched_epoch
     if election.epoch < log_epoch:
-        return Unattached(log_epoch, node._election_deadline_or_none(now_ms))
+        return UnattachedState(log_epoch, node._election_deadline_or_none(now_ms))
     epoch = election.epoch
     if election.leader_id == node.local_key.id:
         others = {k.id for k in node.voters.keys() if k.id != node.local_key.id}
-        return Resigned(epoch, node.local_key.id, node._election_deadline(now_ms), (), others)
+        return ResignedState(epoch, node.local_key.id, node._election_deadline(now_ms), (), others)
     voted = election.voted_key
     if election.has_leader:
-        return Follower(
+        return FollowerState(
             epoch, election.leader_id, node.voters.endpoints_of(election.leader_id),
             now_ms + node.config.fetch_timeout_ms,
             update_voter_deadline=now_ms + node._update_voter_period_ms(),
         )
     if voted is not None and voted.matches(node.local_key) and node.is_voter:
-        return Candidate(epoch, 1, node._election_deadline(now_ms), {node.local_key.id})
+        return CandidateState(epoch, 1, node._election_deadline(now_ms), {node.local_key.id})
     if voted is not None:
-        return Voted(epoch, voted, node._election_deadline(now_ms))
-    return Unattached(epoch, node._election_deadline_or_none(now_ms))
+        return VotedState(epoch, voted, node._election_deadline(now_ms))
+    return UnattachedState(epoch, node._election_deadline_or_none(now_ms))
 
 
 def become_unattached(node: RaftNode, epoch: int, now_ms: int) -> None:
@@ -65,11 +65,11 @@ def become_unattached(node: RaftNode, epoch: int, now_ms: int) -> None:
     deadline: int | None
     if not node.is_voter:
         deadline = None
-    elif isinstance(st, Unattached | Voted | Candidate | Prospective) and st.election_deadline is not None:
+    elif isinstance(st, UnattachedState | VotedState | CandidateState | ProspectiveState) and st.election_deadline is not None:
         deadline = st.election_deadline
     else:
         deadline = node._election_deadline(now_ms)
-    node._transition(Unattached(epoch, deadline), now_ms)
+    node._transition(UnattachedState(epoch, deadline), now_ms)
 
 
 def become_follower(node: RaftNode, epoch: int, leader_id: int, endpoints: tuple[Endpoint, ...], now_ms: int) -> None:
@@ -79,15 +79,15 @@ def become_follower(node: RaftNode, epoch: int, leader_id: int, endpoints: tuple
     # once per period): waiting a whole period first, an observer that loses its leader
     # now and then (a fetch timeout) would never ask at all.
     first = now_ms if node.config.auto_join and not node.is_voter else now_ms + node._update_voter_period_ms()
-    node._transition(Follower(
+    node._transition(FollowerState(
         epoch, leader_id, endpoints, now_ms + node.config.fetch_timeout_ms, update_voter_deadline=first,
     ), now_ms)
 
 
 def become_candidate(node: RaftNode, now_ms: int) -> None:
     st = node.state
-    retries = st.retries + 1 if isinstance(st, Candidate | Prospective) else 1
-    cand = Candidate(st.epoch + 1, retries, node._election_deadline(now_ms), {node.local_key.id})
+    retries = st.retries + 1 if isinstance(st, CandidateState | ProspectiveState) else 1
+    cand = CandidateState(st.epoch + 1, retries, node._election_deadline(now_ms), {node.local_key.id})
     node._transition(cand, now_ms)
     node._maybe_win(cand, now_ms)
 
@@ -99,34 +99,34 @@ def start_election(node: RaftNode, now_ms: int) -> None:
         return
     st = node.state
     leader_id, endpoints = -1, cast(tuple[Endpoint, ...], ())
-    if isinstance(st, Follower):
+    if isinstance(st, FollowerState):
         leader_id, endpoints = st.leader_id, st.leader_endpoints
     voted = node.quorum.voted_key
-    retries = st.retries if isinstance(st, Candidate) else 0
-    pro = Prospective(st.epoch, leader_id, endpoints, voted, node._election_deadline(now_ms), retries,
+    retries = st.retries if isinstance(st, CandidateState) else 0
+    pro = ProspectiveState(st.epoch, leader_id, endpoints, voted, node._election_deadline(now_ms), retries,
                       {node.local_key.id})
     node._transition(pro, now_ms)
     node._maybe_win_pre_vote(pro, now_ms)
 
 
-def maybe_win_pre_vote(node: RaftNode, pro: Prospective, now_ms: int) -> None:
+def maybe_win_pre_vote(node: RaftNode, pro: ProspectiveState, now_ms: int) -> None:
     voters = node.voters
     if prevote.prospective_won(pro, voters.ids, voters.majority_size()):
         node._become_candidate(now_ms)
 
 
-def prospective_lost(node: RaftNode, pro: Prospective, now_ms: int) -> None:
+def prospective_lost(node: RaftNode, pro: ProspectiveState, now_ms: int) -> None:
     """Kafka 4.0's prospectiveTransitionAfterElectionLoss: back to the leader we knew
     (stickiness), or wait out a fresh election timer, keeping any vote of this epoch."""
     if pro.leader_id >= 0:
         node._become_follower(pro.epoch, pro.leader_id, pro.leader_endpoints, now_ms)
     elif pro.voted_key is not None and not pro.voted_key.matches(node.local_key):
-        node._transition(Voted(pro.epoch, pro.voted_key, node._election_deadline(now_ms)), now_ms)
+        node._transition(VotedState(pro.epoch, pro.voted_key, node._election_deadline(now_ms)), now_ms)
     else:
-        node._transition(Unattached(pro.epoch, node._election_deadline(now_ms)), now_ms)
+        node._transition(UnattachedState(pro.epoch, node._election_deadline(now_ms)), now_ms)
 
 
-def maybe_win(node: RaftNode, cand: Candidate, now_ms: int) -> None:
+def maybe_win(node: RaftNode, cand: CandidateState, now_ms: int) -> None:
     voters = node.voters
     if len(cand.granted & voters.ids) >= voters.majority_size():
         node._become_leader(cand, now_ms)
@@ -145,8 +145,8 @@ def maybe_handle_leader_info(node: RaftNode, leader_id: int, epoch: int, endpoin
         epoch == node.epoch
         and leader_id >= 0
         and leader_id != node.local_key.id
-        and (isinstance(node.state, Unattached | Voted | Candidate)
-             or (isinstance(node.state, Prospective) and node.state.leader_id < 0))
+        and (isinstance(node.state, UnattachedState | VotedState | CandidateState)
+             or (isinstance(node.state, ProspectiveState) and node.state.leader_id < 0))
     ):
         node._become_follower(epoch, leader_id, endpoints, now_ms)
         return True
@@ -209,8 +209,8 @@ def on_vote_request(node: RaftNode, request_id: int, req: VoteRequest, now_ms: i
     up_to_date = node._candidate_log_up_to_date(req)
     st = node.state
     granted = node._grants_vote(candidate, up_to_date)
-    if granted and (isinstance(st, Unattached) or (isinstance(st, Prospective) and st.voted_key is None)):
-        node._transition(Voted(st.epoch, candidate, node._election_deadline(now_ms)), now_ms)
+    if granted and (isinstance(st, UnattachedState) or (isinstance(st, ProspectiveState) and st.voted_key is None)):
+        node._transition(VotedState(st.epoch, candidate, node._election_deadline(now_ms)), now_ms)
     node._respond(request_id, node._vote_response(errors.NONE, errors.NONE, granted))
 
 
@@ -220,11 +220,11 @@ def grants_vote(node: RaftNode, candidate: ReplicaKey, up_to_date: bool) -> bool
     st = node.state
     if candidate.id == node.local_key.id:
         return False
-    if isinstance(st, Unattached):
+    if isinstance(st, UnattachedState):
         return up_to_date
-    if isinstance(st, Voted):
+    if isinstance(st, VotedState):
         return st.voted_key.matches(candidate)
-    if isinstance(st, Prospective) and st.leader_id < 0:
+    if isinstance(st, ProspectiveState) and st.leader_id < 0:
         # Kafka 4.0's ProspectiveState: the vote cast in this epoch, if any, binds.
         return st.voted_key.matches(candidate) if st.voted_key is not None else up_to_date
     return False
@@ -279,15 +279,15 @@ def candidate_log_up_to_date(node: RaftNode, req: VoteRequest) -> bool:
 
 def on_vote_response(node: RaftNode, source: int, resp: VoteResponse, now_ms: int) -> None:
     st = node.state
-    if isinstance(st, Prospective) and resp.error_code == errors.UNSUPPORTED_VERSION:
+    if isinstance(st, ProspectiveState) and resp.error_code == errors.UNSUPPORTED_VERSION:
         # A voter without Vote v2 (Kafka 3.9): skip the pre-vote, as Kafka 4.0 does.
         node._become_candidate(now_ms)
         return
     if resp.error_code == errors.INCONSISTENT_CLUSTER_ID:
-        if isinstance(st, Candidate):
+        if isinstance(st, CandidateState):
             st.rejected.add(source)
             node._maybe_lose(st, now_ms)
-        elif isinstance(st, Prospective):
+        elif isinstance(st, ProspectiveState):
             st.rejected.add(source)
             node._maybe_lose_pre_vote(st, now_ms)
         return
@@ -303,7 +303,7 @@ def on_vote_response(node: RaftNode, source: int, resp: VoteResponse, now_ms: in
         node._backoff(source, now_ms)
         return
     st = node.state
-    if isinstance(st, Prospective) and resp.leader_epoch == st.epoch:
+    if isinstance(st, ProspectiveState) and resp.leader_epoch == st.epoch:
         if resp.vote_granted:
             st.granted.add(source)
             node._maybe_win_pre_vote(st, now_ms)
@@ -311,7 +311,7 @@ def on_vote_response(node: RaftNode, source: int, resp: VoteResponse, now_ms: in
             st.rejected.add(source)
             node._maybe_lose_pre_vote(st, now_ms)
         return
-    if not isinstance(st, Candidate) or resp.leader_epoch != st.epoch:
+    if not isinstance(st, CandidateState) or resp.leader_epoch != st.epoch:
         return
     if resp.vote_granted:
         st.granted.add(source)
@@ -321,13 +321,13 @@ def on_vote_response(node: RaftNode, source: int, resp: VoteResponse, now_ms: in
         node._maybe_lose(st, now_ms)
 
 
-def maybe_lose_pre_vote(node: RaftNode, st: Prospective, now_ms: int) -> None:
+def maybe_lose_pre_vote(node: RaftNode, st: ProspectiveState, now_ms: int) -> None:
     voters = node.voters
     if prevote.prospective_lost(st, voters.ids, voters.majority_size()):
         node._prospective_lost(st, now_ms)
 
 
-def maybe_lose(node: RaftNode, st: Candidate, now_ms: int) -> None:
+def maybe_lose(node: RaftNode, st: CandidateState, now_ms: int) -> None:
     """A majority rejected us: stop this election now and back off."""
     voters = node.voters
     if st.backoff_until is None and len(st.rejected & voters.ids) > len(voters) - voters.majority_size():

@@ -22,7 +22,13 @@ from kraftnode.raft.messages import (
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
 )
-from kraftnode.raft.states import Candidate, Follower, Leader, Prospective, Resigned
+from kraftnode.raft.states import (
+    CandidateState,
+    FollowerState,
+    LeaderState,
+    ProspectiveState,
+    ResignedState,
+)
 from kraftnode.raft.tracker import ReplicaProgress, ReplicaTracker
 from kraftnode.raft.transfer import PendingTransfer
 from kraftnode.raft.voters import ReplicaKey, VoterNode, VoterSet
@@ -31,11 +37,11 @@ if TYPE_CHECKING:
     from kraftnode.raft.node import RaftNode
 
 
-def become_leader(node: RaftNode, cand: Candidate, now_ms: int) -> None:
+def become_leader(node: RaftNode, cand: CandidateState, now_ms: int) -> None:
     voters = node.voters
     epoch_start = node.log.end_offset
     tracker = node._replica_tracker(cand.epoch, epoch_start, voters, now_ms)
-    st = Leader(cand.epoch, node.local_key.id, tracker)
+    st = LeaderState(cand.epoch, node.local_key.id, tracker)
     node._transition(st, now_ms)
     granting = tuple(n.key for n in voters if n.key.id in cand.granted)
     records: list[ControlRecord] = [LeaderChangeRecord(node.local_key.id, tuple(voters.keys()), granting)]
@@ -70,11 +76,11 @@ def replica_tracker(node: RaftNode, epoch: int, epoch_start: int, voters: VoterS
 
 def resign(node: RaftNode, now_ms: int, preferred_override: tuple[ReplicaKey, ...] | None = None) -> None:
     st = node.state
-    assert isinstance(st, Leader)
+    assert isinstance(st, LeaderState)
     preferred = preferred_override or tuple(st.tracker.voters_by_descending_offset())
     others = {k.id for k in node.voters.keys() if k.id != node.local_key.id}
     node._transition(
-        Resigned(st.epoch, node.local_key.id, node._election_deadline(now_ms), preferred, others), now_ms
+        ResignedState(st.epoch, node.local_key.id, node._election_deadline(now_ms), preferred, others), now_ms
     )
 
 
@@ -99,7 +105,7 @@ def on_begin_quorum_epoch(node: RaftNode, request_id: int, req: BeginQuorumEpoch
         node._respond(request_id, node._bqe_response(errors.NONE, errors.INVALID_REQUEST))
         return
     if (not node._maybe_handle_leader_info(req.leader_id, req.leader_epoch, req.leader_endpoints, now_ms)
-            and isinstance(node.state, Prospective) and req.leader_epoch == node.epoch):
+            and isinstance(node.state, ProspectiveState) and req.leader_epoch == node.epoch):
         node._become_follower(req.leader_epoch, req.leader_id, req.leader_endpoints, now_ms)
     if not node._valid_voter_key(req.voter_id, req.voter_directory_id):
         node._respond(request_id, node._bqe_response(errors.NONE, errors.INVALID_VOTER_KEY))
@@ -113,7 +119,7 @@ def on_begin_quorum_epoch_response(node: RaftNode, source: int, resp: BeginQuoru
     if node._maybe_handle_leader_info(resp.leader_id, resp.leader_epoch, endpoints, now_ms):
         return
     st = node.state
-    if resp.error_code == errors.NONE and resp.partition_error_code == errors.NONE and isinstance(st, Leader) \
+    if resp.error_code == errors.NONE and resp.partition_error_code == errors.NONE and isinstance(st, LeaderState) \
             and resp.leader_epoch == st.epoch:
         st.tracker.acknowledge(source)
         if read_round > node._read_confirmed.get(source, 0):
@@ -136,7 +142,7 @@ def on_end_quorum_epoch(node: RaftNode, request_id: int, req: EndQuorumEpochRequ
         node._respond(request_id, node._eqe_response(errors.NONE, errors.FENCED_LEADER_EPOCH))
         return
     st = node.state
-    if isinstance(st, Leader) and req.leader_id == node.local_key.id and req.leader_epoch == st.epoch:
+    if isinstance(st, LeaderState) and req.leader_id == node.local_key.id and req.leader_epoch == st.epoch:
         node._on_transfer_request(request_id, st, req, now_ms)
         return
     if req.leader_id < 0 or req.leader_id == node.local_key.id:
@@ -144,14 +150,14 @@ def on_end_quorum_epoch(node: RaftNode, request_id: int, req: EndQuorumEpochRequ
         return
     node._maybe_handle_leader_info(req.leader_id, req.leader_epoch, req.leader_endpoints, now_ms)
     st = node.state
-    if isinstance(st, Follower) and st.leader_id == req.leader_id and st.epoch == req.leader_epoch:
+    if isinstance(st, FollowerState) and st.leader_id == req.leader_id and st.epoch == req.leader_epoch:
         st.fetch_deadline = now_ms + node._end_epoch_backoff(req.preferred_candidates)
         st.fetched = False  # KIP-996: the leader has gone; pre-votes may be granted
         st.leader_resigned = True
     node._respond(request_id, node._eqe_response(errors.NONE, errors.NONE))
 
 
-def on_transfer_request(node: RaftNode, request_id: int, st: Leader, req: EndQuorumEpochRequest, now_ms: int) -> None:
+def on_transfer_request(node: RaftNode, request_id: int, st: LeaderState, req: EndQuorumEpochRequest, now_ms: int) -> None:
     """Leadership transfer (see :mod:`kraftnode.raft.transfer`)."""
     if len(req.preferred_candidates) != 1 or st.transfer is not None:
         node._respond(request_id, node._eqe_response(errors.NONE, errors.INVALID_REQUEST))
@@ -172,7 +178,7 @@ def on_transfer_request(node: RaftNode, request_id: int, st: Leader, req: EndQuo
     node._maybe_complete_transfer(st, now_ms)
 
 
-def maybe_complete_transfer(node: RaftNode, st: Leader, now_ms: int) -> None:
+def maybe_complete_transfer(node: RaftNode, st: LeaderState, now_ms: int) -> None:
     transfer = st.transfer
     assert transfer is not None
     progress = st.tracker.voters.get(transfer.target.id)
@@ -195,7 +201,7 @@ def on_end_quorum_epoch_response(node: RaftNode, source: int, resp: EndQuorumEpo
     if node._maybe_handle_leader_info(resp.leader_id, resp.leader_epoch, endpoints, now_ms):
         return
     st = node.state
-    if resp.error_code == errors.NONE and resp.partition_error_code == errors.NONE and isinstance(st, Resigned):
+    if resp.error_code == errors.NONE and resp.partition_error_code == errors.NONE and isinstance(st, ResignedState):
         st.unacked.discard(source)
     else:
         node._backoff(source, now_ms)

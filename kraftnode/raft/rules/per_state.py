@@ -20,13 +20,13 @@ from kraftnode.raft.messages import (
     VoteRequest,
 )
 from kraftnode.raft.states import (
-    Candidate,
-    Follower,
-    Leader,
-    Prospective,
-    Resigned,
-    Unattached,
-    Voted,
+    CandidateState,
+    FollowerState,
+    LeaderState,
+    ProspectiveState,
+    ResignedState,
+    UnattachedState,
+    VotedState,
 )
 
 if TYPE_CHECKING:
@@ -37,14 +37,14 @@ if TYPE_CHECKING:
 def tick_waiting(node: RaftNode, now_ms: int) -> None:
     """Unattached or voted: a voter's election timer starts an election."""
     st = node.state
-    assert isinstance(st, Unattached | Voted)
+    assert isinstance(st, UnattachedState | VotedState)
     if st.election_deadline is not None and now_ms >= st.election_deadline and node.is_voter:
         node._start_election(now_ms)
 
 
 def tick_candidate(node: RaftNode, now_ms: int) -> None:
     st = node.state
-    assert isinstance(st, Candidate)
+    assert isinstance(st, CandidateState)
     if st.backoff_until is None and now_ms >= st.election_deadline:
         st.backoff_until = now_ms + node._binary_backoff(st.retries)
     if st.backoff_until is not None and now_ms >= st.backoff_until:
@@ -53,18 +53,18 @@ def tick_candidate(node: RaftNode, now_ms: int) -> None:
 
 def tick_prospective(node: RaftNode, now_ms: int) -> None:
     st = node.state
-    assert isinstance(st, Prospective)
+    assert isinstance(st, ProspectiveState)
     if now_ms >= st.election_deadline:
         node._prospective_lost(st, now_ms)
 
 
 def tick_follower(node: RaftNode, now_ms: int) -> None:
     st = node.state
-    assert isinstance(st, Follower)
+    assert isinstance(st, FollowerState)
     if now_ms < st.fetch_deadline:
         return
     if not node.is_voter:
-        node._transition(Unattached(st.epoch, None), now_ms)
+        node._transition(UnattachedState(st.epoch, None), now_ms)
     elif st.leader_resigned:
         # The leader resigned (EndQuorumEpoch): no leader to stick to, so the election
         # starts at once, as in Kafka 3.9.
@@ -75,7 +75,7 @@ def tick_follower(node: RaftNode, now_ms: int) -> None:
 
 def tick_leader(node: RaftNode, now_ms: int) -> None:
     st = node.state
-    assert isinstance(st, Leader)
+    assert isinstance(st, LeaderState)
     st.tracker.clear_inactive_observers(now_ms)
     node._expire_voter_changes(st, now_ms)
     if st.transfer is not None and now_ms >= st.transfer.deadline:
@@ -94,7 +94,7 @@ def tick_leader(node: RaftNode, now_ms: int) -> None:
 
 def tick_resigned(node: RaftNode, now_ms: int) -> None:
     st = node.state
-    assert isinstance(st, Resigned)
+    assert isinstance(st, ResignedState)
     if now_ms < st.election_deadline:
         return
     if node.is_voter:
@@ -110,7 +110,7 @@ def poll_waiting(node: RaftNode, now_ms: int) -> None:
     """An observer without a leader (also one that voted, e.g. as a removed voter) looks
     for it through the bootstrap servers."""
     st = node.state
-    assert isinstance(st, Unattached | Voted)
+    assert isinstance(st, UnattachedState | VotedState)
     if node.is_voter or node._inflight:
         return
     servers = node.bootstrap_servers or sorted(node.voters.ids)
@@ -124,7 +124,7 @@ def poll_waiting(node: RaftNode, now_ms: int) -> None:
             node._bootstrap_index += 1
 
 
-def _ask_for_votes(node: RaftNode, st: Candidate | Prospective, now_ms: int, pre_vote: bool) -> None:
+def _ask_for_votes(node: RaftNode, st: CandidateState | ProspectiveState, now_ms: int, pre_vote: bool) -> None:
     for voter in node.voters:
         rid = voter.key.id
         if rid in st.granted or rid in st.rejected or not node._can_send(rid, now_ms):
@@ -137,14 +137,14 @@ def _ask_for_votes(node: RaftNode, st: Candidate | Prospective, now_ms: int, pre
 
 def poll_candidate(node: RaftNode, now_ms: int) -> None:
     st = node.state
-    assert isinstance(st, Candidate)
+    assert isinstance(st, CandidateState)
     if st.backoff_until is None:
         _ask_for_votes(node, st, now_ms, pre_vote=False)
 
 
 def poll_prospective(node: RaftNode, now_ms: int) -> None:
     st = node.state
-    assert isinstance(st, Prospective)
+    assert isinstance(st, ProspectiveState)
     _ask_for_votes(node, st, now_ms, pre_vote=True)
 
 
@@ -152,7 +152,7 @@ def poll_follower(node: RaftNode, now_ms: int) -> None:
     """One request at a time to the leader: auto-join or UpdateRaftVoter when due, else
     the snapshot download or the next Fetch."""
     st = node.state
-    assert isinstance(st, Follower)
+    assert isinstance(st, FollowerState)
     if not node._can_send(st.leader_id, now_ms):
         return
     cid = node.config.cluster_id
@@ -187,7 +187,7 @@ def poll_leader(node: RaftNode, now_ms: int) -> None:
     """BeginQuorumEpoch to the voters that have not endorsed this epoch (resent), and to
     every voter for a pending read barrier."""
     st = node.state
-    assert isinstance(st, Leader)
+    assert isinstance(st, LeaderState)
     cid = node.config.cluster_id
     tracker = st.tracker
     for rid in tracker.unacknowledged_voters():
@@ -217,7 +217,7 @@ def poll_leader(node: RaftNode, now_ms: int) -> None:
 
 def poll_resigned(node: RaftNode, now_ms: int) -> None:
     st = node.state
-    assert isinstance(st, Resigned)
+    assert isinstance(st, ResignedState)
     for rid in sorted(st.unacked):
         if node._can_send(rid, now_ms):
             node._send(rid, EndQuorumEpochRequest(
@@ -229,27 +229,27 @@ def deadlines_waiting(node: RaftNode, times: list[int]) -> None:
     """Only voters run elections (a replica removed from the voter set may still be
     unattached or voted; as an observer it looks for the leader instead)."""
     st = node.state
-    assert isinstance(st, Unattached | Voted)
+    assert isinstance(st, UnattachedState | VotedState)
     if st.election_deadline is not None and node.is_voter:
         times.append(st.election_deadline)
 
 
 def deadlines_candidate(node: RaftNode, times: list[int]) -> None:
     st = node.state
-    assert isinstance(st, Candidate)
+    assert isinstance(st, CandidateState)
     times.append(st.backoff_until if st.backoff_until is not None else st.election_deadline)
 
 
 def deadlines_election(node: RaftNode, times: list[int]) -> None:
     """Prospective or resigned: the election timer."""
     st = node.state
-    assert isinstance(st, Prospective | Resigned)
+    assert isinstance(st, ProspectiveState | ResignedState)
     times.append(st.election_deadline)
 
 
 def deadlines_follower(node: RaftNode, times: list[int]) -> None:
     st = node.state
-    assert isinstance(st, Follower)
+    assert isinstance(st, FollowerState)
     times.append(st.fetch_deadline)
     if (node._should_update_voter() and st.leader_id not in node._inflight
             and st.leader_id not in node._backoff_until):
@@ -258,7 +258,7 @@ def deadlines_follower(node: RaftNode, times: list[int]) -> None:
 
 def deadlines_leader(node: RaftNode, times: list[int]) -> None:
     st = node.state
-    assert isinstance(st, Leader)
+    assert isinstance(st, LeaderState)
     if st.tracker.check_quorum_applies():
         times.append(st.tracker.check_quorum_deadline)
     if st.tracker.pending_add is not None:

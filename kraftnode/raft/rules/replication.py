@@ -23,7 +23,7 @@ from kraftnode.raft.batches import Batch
 from kraftnode.raft.inflight import InFlight, ParkedFetch
 from kraftnode.raft.log import OffsetAndEpoch
 from kraftnode.raft.messages import DivergingEpoch, FetchRequest, FetchResponse, SnapshotId
-from kraftnode.raft.states import Follower, Leader
+from kraftnode.raft.states import FollowerState, LeaderState
 from kraftnode.raft.voters import ReplicaKey
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def reported_high_watermark(node: RaftNode) -> int:
     value it held as a follower could be lower than a follower's own, and a Java
     follower treats a high watermark that goes backwards as fatal."""
     st = node.state
-    if isinstance(st, Leader) and st.tracker.majority_offset() <= st.tracker.epoch_start_offset:
+    if isinstance(st, LeaderState) and st.tracker.majority_offset() <= st.tracker.epoch_start_offset:
         return -1
     return node.high_watermark
 
@@ -55,7 +55,7 @@ def validate_leader_epoch(node: RaftNode, request_epoch: int) -> int:
         return errors.FENCED_LEADER_EPOCH
     if request_epoch > node.epoch:
         return errors.UNKNOWN_LEADER_EPOCH
-    if not isinstance(node.state, Leader):
+    if not isinstance(node.state, LeaderState):
         return errors.NOT_LEADER_OR_FOLLOWER
     return errors.NONE
 
@@ -73,7 +73,7 @@ def on_fetch_request(node: RaftNode, request_id: int, req: FetchRequest, now_ms:
         node._respond(request_id, node._fetch_error(error))
         return
     st = node.state
-    assert isinstance(st, Leader)
+    assert isinstance(st, LeaderState)
     key = ReplicaKey.of(req.replica_id, req.replica_directory_id)
     st.tracker.record_voter_contact(key, now_ms)
     node._learn_directory_id(st, key)
@@ -140,7 +140,7 @@ def complete_parked(node: RaftNode, now_ms: int) -> None:
 def on_fetch_response(node: RaftNode, source: int, inflight: InFlight, resp: FetchResponse, now_ms: int) -> None:
     st = node.state
     if resp.error_code != errors.NONE:
-        if (resp.error_code == errors.INCONSISTENT_CLUSTER_ID and isinstance(st, Follower)
+        if (resp.error_code == errors.INCONSISTENT_CLUSTER_ID and isinstance(st, FollowerState)
                 and st.leader_id == source):
             node._failed = True
             node._actions.append(FatalError(resp.error_code, f"leader {source} reports another cluster id"))
@@ -153,7 +153,7 @@ def on_fetch_response(node: RaftNode, source: int, inflight: InFlight, resp: Fet
         return
     st = node.state
     if (
-        not isinstance(st, Follower) or st.leader_id != source or leader.leader_epoch != st.epoch
+        not isinstance(st, FollowerState) or st.leader_id != source or leader.leader_epoch != st.epoch
         or resp.partition_error_code != errors.NONE
     ):
         node._backoff(source, now_ms)
@@ -217,7 +217,7 @@ def truncate_to_diverging(node: RaftNode, diverging: DivergingEpoch) -> None:
     node.history.truncate_new_entries(log.end_offset)  # followers only: no leader state to update
 
 
-def append_as_follower(node: RaftNode, st: Follower, batches: Sequence[Batch]) -> bool:
+def append_as_follower(node: RaftNode, st: FollowerState, batches: Sequence[Batch]) -> bool:
     expected = node.log.end_offset
     last_epoch = node.log.last_fetched_epoch
     for batch in batches:
@@ -242,7 +242,7 @@ def send_fetch(node: RaftNode, destination: int, epoch: int, now_ms: int) -> Non
     ), now_ms, fetch_offset=offset)
 
 
-def flush_leader(node: RaftNode, st: Leader, now_ms: int) -> None:
+def flush_leader(node: RaftNode, st: LeaderState, now_ms: int) -> None:
     if node._actions and isinstance(node._actions[-1], FlushLog):
         node._actions[-1] = FlushLog(node.log.end_offset)
     else:
@@ -251,7 +251,7 @@ def flush_leader(node: RaftNode, st: Leader, now_ms: int) -> None:
     node._maybe_advance_high_watermark(st, now_ms)
 
 
-def maybe_advance_high_watermark(node: RaftNode, st: Leader, now_ms: int) -> None:
+def maybe_advance_high_watermark(node: RaftNode, st: LeaderState, now_ms: int) -> None:
     new_hw = st.tracker.candidate_high_watermark(node.high_watermark)
     if new_hw is not None:
         st.tracker.high_watermark_known = True
@@ -274,13 +274,13 @@ def set_high_watermark_inner(node: RaftNode, hw: int, now_ms: int) -> None:
             node._pending_appends = [(o, h) for o, h in node._pending_appends if o >= hw]
             for offset, handle in done:
                 node._actions.append(AppendCompleted(handle, offset, errors.NONE))
-    if isinstance(node.state, Leader):
+    if isinstance(node.state, LeaderState):
         node._voter_changes_committed(node.state)
         node._complete_parked(now_ms)
 
 
 def complete_reads(node: RaftNode) -> None:
-    if not node._reads or not isinstance(node.state, Leader) or node._reported_high_watermark() < 0:
+    if not node._reads or not isinstance(node.state, LeaderState) or node._reported_high_watermark() < 0:
         return
     voters = node.voters
     confirmed = sorted((node._read_confirmed.get(v, 0) if v != node.local_key.id else node._read_round)

@@ -13,7 +13,7 @@ from kraftnode.raft import errors
 from kraftnode.raft.actions import FlushLog
 from kraftnode.raft.log import OffsetAndEpoch
 from kraftnode.raft.messages import FetchSnapshotRequest, FetchSnapshotResponse
-from kraftnode.raft.states import Follower, Leader
+from kraftnode.raft.states import FollowerState, LeaderState
 from kraftnode.raft.voters import ReplicaKey
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def on_fetch_snapshot(node: RaftNode, request_id: int, req: FetchSnapshotRequest
         answer(error)
         return
     st = node.state
-    assert isinstance(st, Leader)
+    assert isinstance(st, LeaderState)
     st.tracker.record_voter_contact(ReplicaKey.of(req.replica_id, req.replica_directory_id), now_ms)
     snap_id = OffsetAndEpoch(req.snapshot_id.epoch, req.snapshot_id.end_offset)
     chunk = None
@@ -61,7 +61,7 @@ def on_fetch_snapshot_response(node: RaftNode, source: int, resp: FetchSnapshotR
     if node._maybe_handle_leader_info(leader.leader_id, leader.leader_epoch, endpoints, now_ms):
         return
     st = node.state
-    if not isinstance(st, Follower) or st.leader_id != source or st.snapshot is None:
+    if not isinstance(st, FollowerState) or st.leader_id != source or st.snapshot is None:
         node._backoff(source, now_ms)
         return
     snap_id, position = st.snapshot

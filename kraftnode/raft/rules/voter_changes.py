@@ -24,7 +24,7 @@ from kraftnode.raft.messages import (
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
 )
-from kraftnode.raft.states import Follower, Leader
+from kraftnode.raft.states import FollowerState, LeaderState
 from kraftnode.raft.voters import ReplicaKey, VoterNode, VoterSet
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 def voter_set_changed(node: RaftNode, now_ms: int) -> None:
     """A VotersRecord was appended or truncated away: the new set applies at once (KIP-853)."""
     st = node.state
-    if isinstance(st, Leader):
+    if isinstance(st, LeaderState):
         st.tracker.update_voter_set(node.voters)
         node._maybe_advance_high_watermark(st, now_ms)
 
@@ -56,11 +56,11 @@ def should_update_voter(node: RaftNode) -> bool:
         return False
     if node.history.kraft_version() < 1:
         st = node.state
-        return isinstance(st, Follower) and not st.voter_updated and node.is_voter
+        return isinstance(st, FollowerState) and not st.voter_updated and node.is_voter
     return reconfig.voter_node_needs_update(node.voters, node._local_voter_node())
 
 
-def should_auto_join(node: RaftNode, st: Follower) -> bool:
+def should_auto_join(node: RaftNode, st: FollowerState) -> bool:
     """An observer that may ask to join: auto-join on, a dynamic quorum, an identity and
     endpoints to offer, and caught up with the leader (fetched, at its high watermark)."""
     if not node.config.auto_join or node.history.kraft_version() < 1:
@@ -81,7 +81,7 @@ def auto_join_request(node: RaftNode) -> Request:
                                node.local_key.directory_id, node.local_endpoints)
 
 
-def learn_directory_id(node: RaftNode, st: Leader, key: ReplicaKey) -> None:
+def learn_directory_id(node: RaftNode, st: LeaderState, key: ReplicaKey) -> None:
     """Static quorum: a voter's Fetch names its directory id (ReplicaDirectoryId, which
     Kafka 3.9 voters send too); the upgrade's voter set takes it if it has none yet."""
     volatile = st.tracker.volatile_voters
@@ -101,7 +101,7 @@ def upgrade_kraft_version(node: RaftNode, version: int, validate_only: bool, now
     message, handle): the handle completes (``AppendCompleted``) when the batch commits;
     -1 when nothing was appended (a refusal, a validation, or a no-op)."""
     st = node.state
-    if node._failed or not isinstance(st, Leader) or st.transfer is not None:
+    if node._failed or not isinstance(st, LeaderState) or st.transfer is not None:
         return errors.NOT_LEADER_OR_FOLLOWER, None, -1
     tracker = st.tracker
     persisted = node.history.kraft_version()
@@ -127,7 +127,7 @@ def upgrade_kraft_version(node: RaftNode, version: int, validate_only: bool, now
     return errors.NONE, None, handle
 
 
-def voter_change_precheck(node: RaftNode, st: Leader, verb: str, now_ms: int) -> tuple[int, str] | None:
+def voter_change_precheck(node: RaftNode, st: LeaderState, verb: str, now_ms: int) -> tuple[int, str] | None:
     """The checks every voter change starts with, in Kafka's order."""
     tracker = st.tracker
     node._expire_voter_changes(st, now_ms)
@@ -148,7 +148,7 @@ def voter_change_precheck(node: RaftNode, st: Leader, verb: str, now_ms: int) ->
     return None
 
 
-def append_voters(node: RaftNode, st: Leader, voters: VoterSet, now_ms: int) -> int:
+def append_voters(node: RaftNode, st: LeaderState, voters: VoterSet, now_ms: int) -> int:
     """Append a VotersRecord (effective at once); returns its offset. The caller flushes."""
     batch = node.log.append_as_leader([VotersControlRecord(voters)], st.epoch, is_control=True)
     if node.history.observe([batch]):
@@ -156,26 +156,26 @@ def append_voters(node: RaftNode, st: Leader, voters: VoterSet, now_ms: int) -> 
     return batch.last_offset
 
 
-def commit_voters(node: RaftNode, st: Leader, now_ms: int) -> None:
+def commit_voters(node: RaftNode, st: LeaderState, now_ms: int) -> None:
     node._flush_leader(st, now_ms)
     node._complete_parked(now_ms)
 
 
-def finish_add(node: RaftNode, st: Leader, code: int, message: str | None) -> None:
+def finish_add(node: RaftNode, st: LeaderState, code: int, message: str | None) -> None:
     pending = st.tracker.pending_add
     if pending is not None:
         st.tracker.pending_add = None
         node._respond(pending.request_id, AddRaftVoterResponse(code, message))
 
 
-def finish_remove(node: RaftNode, st: Leader, code: int, message: str | None) -> None:
+def finish_remove(node: RaftNode, st: LeaderState, code: int, message: str | None) -> None:
     pending = st.tracker.pending_remove
     if pending is not None:
         st.tracker.pending_remove = None
         node._respond(pending.request_id, RemoveRaftVoterResponse(code, message))
 
 
-def expire_voter_changes(node: RaftNode, st: Leader, now_ms: int) -> None:
+def expire_voter_changes(node: RaftNode, st: LeaderState, now_ms: int) -> None:
     tracker = st.tracker
     if tracker.pending_add is not None and tracker.pending_add.deadline <= now_ms:
         node._finish_add(st, errors.REQUEST_TIMED_OUT, None)
@@ -183,7 +183,7 @@ def expire_voter_changes(node: RaftNode, st: Leader, now_ms: int) -> None:
         node._finish_remove(st, errors.REQUEST_TIMED_OUT, None)
 
 
-def voter_changes_committed(node: RaftNode, st: Leader) -> None:
+def voter_changes_committed(node: RaftNode, st: LeaderState) -> None:
     """The high watermark moved: answer the change whose VotersRecord it now covers."""
     tracker = st.tracker
     add = tracker.pending_add
@@ -206,7 +206,7 @@ def on_add_voter(node: RaftNode, request_id: int, req: AddRaftVoterRequest, now_
         answer(errors.INCONSISTENT_CLUSTER_ID)
         return
     st = node.state
-    if not isinstance(st, Leader):
+    if not isinstance(st, LeaderState):
         answer(errors.NOT_LEADER_OR_FOLLOWER)
         return
     key = ReplicaKey.of(req.voter_id, req.voter_directory_id)
@@ -239,7 +239,7 @@ def on_add_voter(node: RaftNode, request_id: int, req: AddRaftVoterRequest, now_
 
 def on_api_versions_response(node: RaftNode, source: int, resp: ApiVersionsResponse, now_ms: int) -> None:
     st = node.state
-    if not isinstance(st, Leader):
+    if not isinstance(st, LeaderState):
         return
     pending = st.tracker.pending_add
     if pending is None or pending.last_offset is not None or pending.key.id != source:
@@ -277,7 +277,7 @@ def on_remove_voter(node: RaftNode, request_id: int, req: RemoveRaftVoterRequest
         answer(errors.INCONSISTENT_CLUSTER_ID)
         return
     st = node.state
-    if not isinstance(st, Leader):
+    if not isinstance(st, LeaderState):
         answer(errors.NOT_LEADER_OR_FOLLOWER)
         return
     key = ReplicaKey.of(req.voter_id, req.voter_directory_id)
@@ -312,7 +312,7 @@ def on_update_voter(node: RaftNode, request_id: int, req: UpdateRaftVoterRequest
         answer(error)
         return
     st = node.state
-    assert isinstance(st, Leader)
+    assert isinstance(st, LeaderState)
     key = ReplicaKey.of(req.voter_id, req.voter_directory_id)
     lo, hi = req.min_supported_version, req.max_supported_version
     if (req.voter_id < 0 or key.directory_id is None
@@ -356,7 +356,7 @@ def on_update_voter(node: RaftNode, request_id: int, req: UpdateRaftVoterRequest
 
 def on_update_voter_response(node: RaftNode, source: int, resp: UpdateRaftVoterResponse, now_ms: int) -> None:
     st = node.state
-    if (isinstance(st, Follower) and st.leader_id == source
+    if (isinstance(st, FollowerState) and st.leader_id == source
             and resp.error_code in (errors.NONE, errors.UNSUPPORTED_VERSION)):
         # Static quorum: told once per leader (a Kafka 3.9 leader answers
         # UNSUPPORTED_VERSION: it keeps no in-memory voters, so do not ask again).

@@ -15,14 +15,14 @@ from kraftnode.raft.quorum_state import (
     QuorumState,
 )
 from kraftnode.raft.states import (
-    Candidate,
+    CandidateState,
     EpochState,
-    Follower,
-    Leader,
-    Prospective,
-    Resigned,
-    Unattached,
-    Voted,
+    FollowerState,
+    LeaderState,
+    ProspectiveState,
+    ResignedState,
+    UnattachedState,
+    VotedState,
 )
 from kraftnode.raft.tracker import ReplicaTracker
 from kraftnode.raft.voters import ReplicaKey
@@ -34,19 +34,19 @@ ME = ReplicaKey(1, None)
 def make_state(name: str, epoch: int) -> EpochState:
     """An epoch state of each kind (the transition check looks only at kind and epoch)."""
     if name == "unattached":
-        return Unattached(epoch, 0)
+        return UnattachedState(epoch, 0)
     if name == "voted":
-        return Voted(epoch, ReplicaKey(2, None), 0)
+        return VotedState(epoch, ReplicaKey(2, None), 0)
     if name == "candidate":
-        return Candidate(epoch, 1, 0, {1})
+        return CandidateState(epoch, 1, 0, {1})
     if name == "prospective":
-        return Prospective(epoch, -1, (), None, 0)
+        return ProspectiveState(epoch, -1, (), None, 0)
     if name == "follower":
-        return Follower(epoch, 2, (), 0)
+        return FollowerState(epoch, 2, (), 0)
     if name == "leader":
-        return Leader(epoch, 1, ReplicaTracker(ME, epoch, 0, voters(1, 2, 3), 0, 3000))
+        return LeaderState(epoch, 1, ReplicaTracker(ME, epoch, 0, voters(1, 2, 3), 0, 3000))
     assert name == "resigned"
-    return Resigned(epoch, 1, 0, (), set())
+    return ResignedState(epoch, 1, 0, (), set())
 
 
 EDGES = [(old, new, change) for old in STATES for new in STATES for change in (SAME, HIGHER)]
@@ -82,9 +82,9 @@ def test_table_names_only_known_states() -> None:
 
 def test_transition_persists_only_a_changed_election_state() -> None:
     quorum = QuorumState(ME, ElectionState(5), make_state("unattached", 5))
-    _, persisted = quorum.transition(Voted(5, ReplicaKey(2, None), 0))
+    _, persisted = quorum.transition(VotedState(5, ReplicaKey(2, None), 0))
     assert persisted == ElectionState(5, -1, ReplicaKey(2, None))
-    _, persisted = quorum.transition(Follower(5, 2, (), 0))
+    _, persisted = quorum.transition(FollowerState(5, 2, (), 0))
     assert persisted == ElectionState(5, 2, ReplicaKey(2, None))  # the vote of epoch 5 stays on record
-    _, persisted = quorum.transition(Prospective(5, 2, (), ReplicaKey(2, None), 0))
+    _, persisted = quorum.transition(ProspectiveState(5, 2, (), ReplicaKey(2, None), 0))
     assert persisted is None
