@@ -43,7 +43,6 @@ from kraftnode.raft.messages import (
     ApiVersionsResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
-    CurrentLeader,
     DescribeQuorumData,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
@@ -51,7 +50,6 @@ from kraftnode.raft.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
-    NodeEndpoint,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
     ReplicaStateView,
@@ -69,6 +67,7 @@ from kraftnode.raft.rules import (
     per_state,
     replication,
     snapshot_transfer,
+    validation,
     voter_changes,
 )
 from kraftnode.raft.snapshots import SnapshotStore
@@ -381,22 +380,7 @@ class RaftNode:
         self._backoff_until.clear()
         self._persist(election)
         if isinstance(old, LeaderState) and not isinstance(new_state, LeaderState):
-            # LeaderState.close(): pending voter changes fail with NOT_LEADER_OR_FOLLOWER.
-            self._finish_add(old, errors.NOT_LEADER_OR_FOLLOWER, None)
-            self._finish_remove(old, errors.NOT_LEADER_OR_FOLLOWER, None)
-            for handle, _ in self._reads:
-                self._actions.append(ReadIndexCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
-            self._reads.clear()
-            self._read_confirmed.clear()
-            if old.transfer is not None:
-                self._actions.append(SendResponse(old.transfer.request_id, EndQuorumEpochResponse(
-                    errors.NONE, errors.NOT_LEADER_OR_FOLLOWER, new_state.leader_id, new_state.epoch, ())))
-            for _, handle in self._pending_appends:
-                self._actions.append(AppendCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
-            self._pending_appends.clear()
-            parked, self._parked = self._parked, []
-            for p in parked:
-                self._actions.append(SendResponse(p.request_id, self._fetch_error(errors.NOT_LEADER_OR_FOLLOWER)))
+            self._close_leader_state(old, new_state)
         self._emit_state_changed()
 
     def _persist(self, election: ElectionState | None) -> None:
@@ -449,42 +433,9 @@ class RaftNode:
         per_state.POLL[st.name](self, now_ms)
 
     # ============================================================ responses
-    def _current_leader(self) -> CurrentLeader:
-        return CurrentLeader(self.leader_id, self.epoch)
-
-    def _leader_node_endpoints(self) -> tuple[NodeEndpoint, ...]:
-        leader = self.leader_id
-        if leader < 0:
-            return ()
-        st = self.state
-        if leader == self.local_key.id:
-            eps: tuple[Endpoint, ...] = self.local_endpoints or self.voters.endpoints_of(leader)
-        elif isinstance(st, FollowerState) and st.leader_endpoints:
-            eps = st.leader_endpoints
-        else:
-            eps = self.voters.endpoints_of(leader)
-        for ep in eps:
-            if ep.name == self.config.listener_name:
-                return (NodeEndpoint(leader, ep.host, ep.port),)
-        return (NodeEndpoint(leader, eps[0].host, eps[0].port),) if eps else ()
-
-    def _endpoints_from_nodes(self, leader_id: int, nodes: Sequence[NodeEndpoint]) -> tuple[Endpoint, ...]:
-        return tuple(Endpoint(self.config.listener_name, n.host, n.port) for n in nodes if n.node_id == leader_id)
 
     def _respond(self, request_id: int, response: Response) -> None:
         self._actions.append(SendResponse(request_id, response))
-
-    def _cluster_ok(self, cluster_id: str | None) -> bool:
-        return cluster_id is None or self.config.cluster_id is None or cluster_id == self.config.cluster_id
-
-    def _valid_voter_key(self, voter_id: int, voter_directory_id: uuid.UUID | None) -> bool:
-        """KIP-853: a v1 request naming another replica as its target is refused."""
-        if voter_id < 0:
-            return True
-        if voter_id != self.local_key.id:
-            return False
-        key = ReplicaKey.of(voter_id, voter_directory_id)
-        return key.matches(self.local_key)
 
     # --- Vote
 
@@ -529,6 +480,7 @@ class RaftNode:
     # leadership
     _become_leader = leadership.become_leader
     _replica_tracker = leadership.replica_tracker
+    _close_leader_state = leadership.close_leader_state
     _resign = leadership.resign
     _bqe_response = leadership.bqe_response
     _on_begin_quorum_epoch = leadership.on_begin_quorum_epoch
@@ -561,6 +513,12 @@ class RaftNode:
     # snapshot_transfer
     _on_fetch_snapshot = snapshot_transfer.on_fetch_snapshot
     _on_fetch_snapshot_response = snapshot_transfer.on_fetch_snapshot_response
+    # validation
+    _current_leader = validation.current_leader
+    _leader_node_endpoints = validation.leader_node_endpoints
+    _endpoints_from_nodes = validation.endpoints_from_nodes
+    _cluster_ok = validation.cluster_ok
+    _valid_voter_key = validation.valid_voter_key
     # voter_changes
     _voter_set_changed = voter_changes.voter_set_changed
     _local_voter_node = voter_changes.local_voter_node

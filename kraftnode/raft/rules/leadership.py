@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kraftnode.raft import errors, reconfig
+from kraftnode.raft.actions import AppendCompleted, ReadIndexCompleted, SendResponse
 from kraftnode.raft.batches import (
     ControlRecord,
     KRaftVersionControlRecord,
@@ -24,6 +25,7 @@ from kraftnode.raft.messages import (
 )
 from kraftnode.raft.states import (
     CandidateState,
+    EpochState,
     FollowerState,
     LeaderState,
     ProspectiveState,
@@ -205,3 +207,23 @@ def on_end_quorum_epoch_response(node: RaftNode, source: int, resp: EndQuorumEpo
         st.unacked.discard(source)
     else:
         node._backoff(source, now_ms)
+
+
+def close_leader_state(node: RaftNode, old: LeaderState, new_state: EpochState) -> None:
+    """Kafka's LeaderState.close(): what the leader still owed fails with
+    NOT_LEADER_OR_FOLLOWER (voter changes, reads, a transfer, appends, parked fetches)."""
+    node._finish_add(old, errors.NOT_LEADER_OR_FOLLOWER, None)
+    node._finish_remove(old, errors.NOT_LEADER_OR_FOLLOWER, None)
+    for handle, _ in node._reads:
+        node._actions.append(ReadIndexCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
+    node._reads.clear()
+    node._read_confirmed.clear()
+    if old.transfer is not None:
+        node._actions.append(SendResponse(old.transfer.request_id, EndQuorumEpochResponse(
+            errors.NONE, errors.NOT_LEADER_OR_FOLLOWER, new_state.leader_id, new_state.epoch, ())))
+    for _, handle in node._pending_appends:
+        node._actions.append(AppendCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
+    node._pending_appends.clear()
+    parked, node._parked = node._parked, []
+    for p in parked:
+        node._actions.append(SendResponse(p.request_id, node._fetch_error(errors.NOT_LEADER_OR_FOLLOWER)))
