@@ -52,7 +52,6 @@ from kraftnode.raft.messages import (
     FetchSnapshotResponse,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
-    ReplicaStateView,
     Request,
     Response,
     UpdateRaftVoterRequest,
@@ -185,30 +184,7 @@ class RaftNode:
 
     def describe_quorum(self, now_ms: int) -> DescribeQuorumData:
         """The leader's DescribeQuorum view (KIP-836 fields); an error elsewhere."""
-        st = self.state
-        if not isinstance(st, LeaderState):
-            return DescribeQuorumData(errors.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, -1)
-        tracker = st.tracker
-        tracker.clear_inactive_observers(now_ms)
-
-        def view(key: ReplicaKey, end: int, fetch_ts: int, caught_ts: int) -> ReplicaStateView:
-            return ReplicaStateView(key.id, key.directory_id, end, fetch_ts, caught_ts)
-
-        voters = []
-        for rid, p in tracker.voters.items():
-            if rid == self.local_key.id:
-                voters.append(view(p.key, self.log.end_offset, now_ms, now_ms))
-            else:
-                voters.append(view(p.key, p.end_offset, p.last_fetch_timestamp, p.last_caught_up_timestamp))
-        observers = [
-            view(p.key, p.end_offset, p.last_fetch_timestamp, p.last_caught_up_timestamp)
-            for p in tracker.observers.values()
-        ]
-        nodes = {node.key.id: node.endpoints for node in self.voters}
-        return DescribeQuorumData(
-            errors.NONE, self.local_key.id, st.epoch, self._reported_high_watermark(), tuple(voters),
-            tuple(observers), nodes
-        )
+        return replication.describe_quorum(self, now_ms)
 
     # ================================================================ events
     def tick(self, now_ms: int) -> None:
@@ -302,12 +278,8 @@ class RaftNode:
         Leadership lost before commit: completes with NOT_LEADER_OR_FOLLOWER
         (the records may or may not end up committed by a later leader).
         """
-        handle = self._next_handle
-        self._next_handle += 1
-        st = self.state
-        if self._failed or not isinstance(st, LeaderState) or st.transfer is not None or not records:
-            code = errors.NOT_LEADER_OR_FOLLOWER if records else errors.INVALID_REQUEST
-            self._actions.append(AppendCompleted(handle, -1, code))
+        handle, st = self._appending_leader(bool(records))
+        if st is None:
             return handle
         batch = self.log.append_as_leader(records, st.epoch)
         self._pending_appends.append((batch.last_offset, handle))
@@ -323,12 +295,8 @@ class RaftNode:
 
         Returns a handle completed like :meth:`append`. Used by voter-change RPCs.
         """
-        handle = self._next_handle
-        self._next_handle += 1
-        st = self.state
-        if self._failed or not isinstance(st, LeaderState) or st.transfer is not None or not records:
-            code = errors.NOT_LEADER_OR_FOLLOWER if records else errors.INVALID_REQUEST
-            self._actions.append(AppendCompleted(handle, -1, code))
+        handle, st = self._appending_leader(bool(records))
+        if st is None:
             return handle
         batch = self.log.append_as_leader(list(records), st.epoch, is_control=True)
         self._pending_appends.append((batch.last_offset, handle))
@@ -338,6 +306,18 @@ class RaftNode:
         self._complete_parked(now_ms)
         self._poll(now_ms)
         return handle
+
+    def _appending_leader(self, has_records: bool) -> tuple[int, LeaderState | None]:
+        """A new append handle, and the leader state if this node may append now (else the
+        handle already completed: NOT_LEADER_OR_FOLLOWER, or INVALID_REQUEST when empty)."""
+        handle = self._next_handle
+        self._next_handle += 1
+        st = self.state
+        if self._failed or not isinstance(st, LeaderState) or st.transfer is not None or not has_records:
+            code = errors.NOT_LEADER_OR_FOLLOWER if has_records else errors.INVALID_REQUEST
+            self._actions.append(AppendCompleted(handle, -1, code))
+            return handle, None
+        return handle, st
 
     def read_index(self, now_ms: int) -> int:
         """A read barrier (Raft's read index, section 6.4): returns a handle completed by

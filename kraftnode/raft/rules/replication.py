@@ -22,7 +22,14 @@ from kraftnode.raft.actions import (
 from kraftnode.raft.batches import Batch
 from kraftnode.raft.inflight import InFlight, ParkedFetch
 from kraftnode.raft.log import OffsetAndEpoch
-from kraftnode.raft.messages import DivergingEpoch, FetchRequest, FetchResponse, SnapshotId
+from kraftnode.raft.messages import (
+    DescribeQuorumData,
+    DivergingEpoch,
+    FetchRequest,
+    FetchResponse,
+    ReplicaStateView,
+    SnapshotId,
+)
 from kraftnode.raft.states import FollowerState, LeaderState
 from kraftnode.raft.voters import ReplicaKey
 
@@ -298,3 +305,31 @@ def read_round_confirmed(node: RaftNode, majority_round: int) -> int:
     """Read index rule: a read completes once a majority has confirmed a round at or
     after it (the rounds confirmed by a majority are passed in, the highest first wins)."""
     return majority_round
+
+
+def describe_quorum(node: RaftNode, now_ms: int) -> DescribeQuorumData:
+    """The leader's DescribeQuorum view (KIP-836 fields); an error elsewhere."""
+    st = node.state
+    if not isinstance(st, LeaderState):
+        return DescribeQuorumData(errors.NOT_LEADER_OR_FOLLOWER, node.leader_id, node.epoch, -1)
+    tracker = st.tracker
+    tracker.clear_inactive_observers(now_ms)
+
+    def view(key: ReplicaKey, end: int, fetch_ts: int, caught_ts: int) -> ReplicaStateView:
+        return ReplicaStateView(key.id, key.directory_id, end, fetch_ts, caught_ts)
+
+    voters = []
+    for rid, p in tracker.voters.items():
+        if rid == node.local_key.id:
+            voters.append(view(p.key, node.log.end_offset, now_ms, now_ms))
+        else:
+            voters.append(view(p.key, p.end_offset, p.last_fetch_timestamp, p.last_caught_up_timestamp))
+    observers = [
+        view(p.key, p.end_offset, p.last_fetch_timestamp, p.last_caught_up_timestamp)
+        for p in tracker.observers.values()
+    ]
+    nodes = {vnode.key.id: vnode.endpoints for vnode in node.voters}
+    return DescribeQuorumData(
+        errors.NONE, node.local_key.id, st.epoch, node._reported_high_watermark(), tuple(voters),
+        tuple(observers), nodes
+    )
