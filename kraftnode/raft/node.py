@@ -12,6 +12,15 @@ BeginQuorumEpoch answer); a follower emits ``FlushLog`` after appending and befo
 its next Fetch (the fetch offset acknowledges durable data); a leader emits
 ``FlushLog`` before counting its own log towards the high watermark, and commit
 notifications come after it.
+
+Floor plan: this module is the public event API only. Messages are routed by type
+(as Kafka's KafkaRaftClient.handleRequest/handleResponse switch on the API key) to
+the rules in :mod:`kraftnode.raft.rules` (elections, leadership, replication,
+snapshot_transfer, voter_changes), which are bound below as methods of the same
+name, so a test can replace one rule by subclassing; what depends on the current
+state (timers, requests owed, deadlines) is looked up per state in
+:mod:`kraftnode.raft.rules.per_state`; every state change goes through
+:class:`~kraftnode.raft.quorum_state.QuorumState`'s transition table.
 """
 
 from __future__ import annotations
