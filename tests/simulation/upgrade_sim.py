@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import shutil
 import uuid
 from unittest import mock
 
@@ -41,8 +42,8 @@ from kraftnode.raft.batches import KRaftVersionControlRecord, VotersControlRecor
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.states import LeaderState
 from kraftnode.raft.voters import ReplicaKey, VoterNode, VoterSet
-from tests.simulation.model import SimLog
 from tests.simulation.sim import Result, SimNode, Simulation, Violation
+from tests.simulation.state_layer import StateSimLog
 
 UPGRADE_EVERY_MS = 300
 
@@ -174,7 +175,11 @@ class UpgradeSimulation(Simulation):
             return
         victim = self.nodes[self.upgrade_rng.choice(voters)]
         self._crash(victim)
-        victim.log = SimLog()
+        victim.log = StateSimLog()
+        # The disk holds the snapshot files too: they go with it.
+        lost = self.state.nodes.pop(victim.node_id, None)
+        if lost is not None:
+            shutil.rmtree(lost.dir, ignore_errors=True)
         victim.persisted = type(victim.persisted)(0)
         victim.directory_id = uuid.UUID(int=self.upgrade_rng.getrandbits(128))
         self.past_dirs[victim.node_id].add(victim.directory_id)
