@@ -284,12 +284,8 @@ def on_vote_response(node: RaftNode, source: int, resp: VoteResponse, now_ms: in
         node._become_candidate(now_ms)
         return
     if resp.error_code == errors.INCONSISTENT_CLUSTER_ID:
-        if isinstance(st, CandidateState):
-            st.rejected.add(source)
-            node._maybe_lose(st, now_ms)
-        elif isinstance(st, ProspectiveState):
-            st.rejected.add(source)
-            node._maybe_lose_pre_vote(st, now_ms)
+        if isinstance(st, CandidateState | ProspectiveState):
+            _count_vote(node, st, source, False, now_ms)
         return
     if resp.error_code != errors.NONE:
         node._backoff(source, now_ms)
@@ -303,21 +299,23 @@ def on_vote_response(node: RaftNode, source: int, resp: VoteResponse, now_ms: in
         node._backoff(source, now_ms)
         return
     st = node.state
-    if isinstance(st, ProspectiveState) and resp.leader_epoch == st.epoch:
-        if resp.vote_granted:
-            st.granted.add(source)
+    if isinstance(st, CandidateState | ProspectiveState) and resp.leader_epoch == st.epoch:
+        _count_vote(node, st, source, resp.vote_granted, now_ms)
+
+
+def _count_vote(node: RaftNode, st: CandidateState | ProspectiveState, source: int, granted: bool,
+                now_ms: int) -> None:
+    """A voter's answer, counted by the state that asked: a prospective's pre-vote may
+    lead to a real election, a candidate's vote to leadership; enough refusals lose."""
+    (st.granted if granted else st.rejected).add(source)
+    if isinstance(st, ProspectiveState):
+        if granted:
             node._maybe_win_pre_vote(st, now_ms)
         else:
-            st.rejected.add(source)
             node._maybe_lose_pre_vote(st, now_ms)
-        return
-    if not isinstance(st, CandidateState) or resp.leader_epoch != st.epoch:
-        return
-    if resp.vote_granted:
-        st.granted.add(source)
+    elif granted:
         node._maybe_win(st, now_ms)
     else:
-        st.rejected.add(source)
         node._maybe_lose(st, now_ms)
 
 
