@@ -3,7 +3,8 @@ kraft.version upgrade and auto-join, as Kafka's internals/AddVoterHandler,
 RemoveVoterHandler and UpdateVoterHandler.
 
 Each function is a rule of :class:`~kraftnode.raft.node.RaftNode` (bound there as a
-method of the same name with a leading underscore), taking the node as ``node``.
+method of the same name with a leading underscore; ``upgrade_kraft_version`` is
+public), taking the node as ``node``.
 """
 
 from __future__ import annotations
