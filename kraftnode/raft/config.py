@@ -1,8 +1,20 @@
-"""Tunables of the core, with Kafka 3.9's ``controller.quorum.*`` defaults."""
+"""Tunables of the core, with Kafka 3.9's ``controller.quorum.*`` defaults.
+
+The defaults come from :mod:`kraftnode.vocabulary` (``QUORUM_*``), the one home the
+configuration definitions read too, so the core and ``kraftnode.configdefs`` cannot drift.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from kraftnode.vocabulary import (
+    QUORUM_ELECTION_BACKOFF_MAX_MS,
+    QUORUM_ELECTION_TIMEOUT_MS,
+    QUORUM_FETCH_TIMEOUT_MS,
+    QUORUM_REQUEST_TIMEOUT_MS,
+    QUORUM_RETRY_BACKOFF_MS,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -10,11 +22,11 @@ class RaftConfig:
     """Timeouts in milliseconds; names follow Kafka's quorum configs."""
 
     cluster_id: str | None = None
-    election_timeout_ms: int = 1000  # controller.quorum.election.timeout.ms
-    election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
-    fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms
-    request_timeout_ms: int = 2000  # controller.quorum.request.timeout.ms
-    retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
+    election_timeout_ms: int = QUORUM_ELECTION_TIMEOUT_MS  # controller.quorum.election.timeout.ms
+    election_backoff_max_ms: int = QUORUM_ELECTION_BACKOFF_MAX_MS  # controller.quorum.election.backoff.max.ms
+    fetch_timeout_ms: int = QUORUM_FETCH_TIMEOUT_MS  # controller.quorum.fetch.timeout.ms
+    request_timeout_ms: int = QUORUM_REQUEST_TIMEOUT_MS  # controller.quorum.request.timeout.ms
+    retry_backoff_ms: int = QUORUM_RETRY_BACKOFF_MS  # controller.quorum.retry.backoff.ms
     fetch_max_wait_ms: int = 500  # Kafka's raft fetch max wait
     fetch_max_bytes: int = 8 * 1024 * 1024
     #: Listener used for the leader endpoints we advertise.

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TypeVar
 
 __all__ = ["java_hashmap_order", "replica_key_hash"]
 
+T = TypeVar("T")
 
-def java_hashmap_order(items: Iterable[Any], java_hash: Callable[[Any], int]) -> list[Any]:
+
+def java_hashmap_order(items: Iterable[T], java_hash: Callable[[T], int]) -> list[T]:
     """``items`` (in insertion order) in the order a java.util.HashMap (or HashSet) keyed
     by ``java_hash(item)`` iterates them.
 
@@ -29,7 +31,7 @@ def java_hashmap_order(items: Iterable[Any], java_hash: Callable[[Any], int]) ->
     while len(ordered) > capacity * 3 // 4:
         capacity *= 2
 
-    def bucket(item: Any) -> int:
+    def bucket(item: T) -> int:
         h = java_hash(item) & 0xFFFFFFFF
         return (h ^ (h >> 16)) & (capacity - 1)
 

@@ -96,10 +96,10 @@ class RaftLog(Protocol):
 class MemoryRaftLog:
     """An in-memory :class:`RaftLog` (and snapshot store) with an explicit durability point.
 
-    ``flushed_offset`` is the end offset as of the last :meth:`flush`; the simulator
-    uses :meth:`crash` to drop (part of) the unflushed tail, as a process crash
-    before fsync does. :meth:`compact` turns a committed prefix into a snapshot
-    (the pickled batches, for tests only) and deletes it from the log.
+    ``flushed_offset`` is the end offset as of the last :meth:`flush`. A snapshot is
+    the pickled batches below it (a test-only format); the tests' ``HarnessLog``
+    (tests/kraftnode/raft/harness_log.py) adds what only a harness needs: losing the
+    unflushed tail in a crash and compacting a prefix into a snapshot.
     """
 
     def __init__(self) -> None:
@@ -233,39 +233,7 @@ class MemoryRaftLog:
     def flush(self) -> None:
         self.flushed_offset = self.end_offset
 
-    def crash(self, keep_unflushed_batches: int = 0) -> None:
-        """Simulate a crash: the unflushed tail is lost except its first N batches."""
-        i = bisect.bisect_left(self._bases, self.flushed_offset)
-        keep = min(i + keep_unflushed_batches, len(self.batches))
-        self.truncate_to(self.batches[keep - 1].next_offset if keep > 0 else self._start)
-        self.flushed_offset = self.end_offset
-
     # -- snapshots (SnapshotStore) -------------------------------------------
-    def compact(self, offset: int) -> OffsetAndEpoch:
-        """Snapshot everything below ``offset`` (a batch boundary, committed) and delete it."""
-        import pickle
-
-        if offset <= self._start or offset > self.flushed_offset:
-            raise ValueError(f"cannot snapshot at {offset}: log holds {self._start}..{self.flushed_offset}")
-        i = bisect.bisect_left(self._bases, offset)
-        if i >= len(self._bases) + 1 or (i < len(self._bases) and self._bases[i] != offset) or (
-            i == len(self._bases) and self.end_offset != offset
-        ):
-            raise ValueError(f"{offset} is not a batch boundary")
-        removed = self.batches[:i]
-        epoch = removed[-1].epoch
-        self.snapshot_batches = self.snapshot_batches + removed
-        self.snapshot_id = OffsetAndEpoch(epoch, offset)
-        self._snapshot_bytes = pickle.dumps(self.snapshot_batches)
-        del self.batches[:i]
-        del self._bases[:i]
-        self._start = offset
-        # Keep the epoch covering the new start, starting there (as Kafka's epoch cache does).
-        kept = [(e, max(s, offset)) for j, (e, s) in enumerate(self._epochs)
-                if j + 1 == len(self._epochs) or self._epochs[j + 1][1] > offset]
-        self._epochs = kept if self.batches else []
-        return self.snapshot_id
-
     def read_snapshot_chunk(
         self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int
     ) -> tuple[bytes, int] | None:

@@ -21,14 +21,14 @@ core behaves exactly as Kafka 3.9's. The rules, from Kafka 4.0's EpochState
 from __future__ import annotations
 
 from kraftnode.raft.states import (
-    Candidate,
+    CandidateState,
     EpochState,
-    Follower,
-    Leader,
-    Prospective,
-    Resigned,
-    Unattached,
-    Voted,
+    FollowerState,
+    LeaderState,
+    ProspectiveState,
+    ResignedState,
+    UnattachedState,
+    VotedState,
 )
 
 #: The first Vote version that carries PreVote.
@@ -37,19 +37,19 @@ PRE_VOTE_VERSION = 2
 
 def can_grant_pre_vote(state: EpochState, log_up_to_date: bool) -> bool:
     """Whether ``state`` grants a pre-vote to a prospective (Kafka 4.0's rules)."""
-    if isinstance(state, Leader | Resigned):
+    if isinstance(state, LeaderState | ResignedState):
         return False
-    if isinstance(state, Follower):
+    if isinstance(state, FollowerState):
         return log_up_to_date and not state.fetched
-    if isinstance(state, Unattached | Voted | Prospective | Candidate):
+    if isinstance(state, UnattachedState | VotedState | ProspectiveState | CandidateState):
         return log_up_to_date
     return False  # pragma: no cover - every state is listed above
 
 
-def prospective_lost(state: Prospective, voter_ids: frozenset[int], majority: int) -> bool:
+def prospective_lost(state: ProspectiveState, voter_ids: frozenset[int], majority: int) -> bool:
     """A majority of voters refused: no point waiting for the rest."""
     return len(state.rejected & voter_ids) > len(voter_ids) - majority
 
 
-def prospective_won(state: Prospective, voter_ids: frozenset[int], majority: int) -> bool:
+def prospective_won(state: ProspectiveState, voter_ids: frozenset[int], majority: int) -> bool:
     return len(state.granted & voter_ids) >= majority

@@ -1,6 +1,7 @@
-"""The epoch states of KIP-595 (Kafka's EpochState classes), as plain data.
+"""The epoch states of KIP-595 (Kafka's EpochState classes, by Kafka's names), as plain data.
 
-Transitions and rules live in :mod:`kraftnode.raft.node`; these classes only
+Transitions are checked by :mod:`kraftnode.raft.quorum_state`, rules live in
+:mod:`kraftnode.raft.rules`; these classes only
 hold what each state remembers: its epoch, who leads or was voted for, and its
 timers as absolute deadlines in the driver's millisecond clock.
 """
@@ -9,14 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kraftnode.raft.leader import LeaderState
 from kraftnode.raft.log import OffsetAndEpoch
+from kraftnode.raft.tracker import ReplicaTracker
 from kraftnode.raft.transfer import PendingTransfer
 from kraftnode.raft.voters import Endpoint, ReplicaKey
 
 
 @dataclass(slots=True)
-class Unattached:
+class UnattachedState:
     """No leader known and no vote cast in ``epoch``. Voters wait out ``election_deadline``."""
 
     epoch: int
@@ -29,7 +30,7 @@ class Unattached:
 
 
 @dataclass(slots=True)
-class Voted:
+class VotedState:
     """Voted for ``voted_key`` in ``epoch``; no leader known yet."""
 
     epoch: int
@@ -43,7 +44,7 @@ class Voted:
 
 
 @dataclass(slots=True)
-class Candidate:
+class CandidateState:
     """Asking for votes in ``epoch`` (we voted for ourselves)."""
 
     epoch: int
@@ -61,7 +62,7 @@ class Candidate:
 
 
 @dataclass(slots=True)
-class Follower:
+class FollowerState:
     """Following ``leader_id`` in ``epoch``; an election starts at ``fetch_deadline`` (voters)."""
 
     epoch: int
@@ -83,7 +84,7 @@ class Follower:
 
 
 @dataclass(slots=True)
-class Prospective:
+class ProspectiveState:
     """KIP-996 (Kafka 4.0's ProspectiveState): asking for pre-votes in ``epoch``, unbumped.
 
     Keeps the leader it followed (``leader_id``, -1 if none) and the vote cast in this
@@ -103,19 +104,19 @@ class Prospective:
 
 
 @dataclass(slots=True)
-class Leader:
+class LeaderState:
     """Leading ``epoch``; replication bookkeeping is in ``tracker``."""
 
     epoch: int
     leader_id: int
-    tracker: LeaderState
+    tracker: ReplicaTracker
     #: A leadership transfer in progress (appends are refused meanwhile).
     transfer: PendingTransfer | None = None
     name: str = "leader"
 
 
 @dataclass(slots=True)
-class Resigned:
+class ResignedState:
     """A former leader of ``epoch`` that has stepped down and asks others to elect.
 
     ``preferred`` is the EndQuorumEpoch successor list; ``unacked`` the voters that
@@ -130,4 +131,15 @@ class Resigned:
     name: str = "resigned"
 
 
-EpochState = Unattached | Voted | Candidate | Follower | Leader | Resigned | Prospective
+EpochState = (
+    UnattachedState | VotedState | CandidateState | FollowerState | LeaderState | ResignedState | ProspectiveState
+)
+
+# The short names the server and older tests use (kept so they need not change at once).
+Unattached = UnattachedState
+Voted = VotedState
+Candidate = CandidateState
+Follower = FollowerState
+Leader = LeaderState
+Resigned = ResignedState
+Prospective = ProspectiveState

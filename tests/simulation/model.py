@@ -8,11 +8,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kraftnode.raft.batches import Batch, ControlRecord
-from kraftnode.raft.log import MemoryRaftLog, OffsetAndEpoch
+from kraftnode.raft.log import OffsetAndEpoch
+from tests.kraftnode.raft.harness_log import HarnessLog
 
 
-class SimLog(MemoryRaftLog):
-    """MemoryRaftLog plus a hash chain per batch (fast log-matching checks) and a truncation hook."""
+class SimLog(HarnessLog):
+    """HarnessLog (MemoryRaftLog with crash/compact), a hash chain per batch (fast log-matching
+    checks) and a truncation hook."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -11,7 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat
 
-from kraftnode.raft import plants
+from tests.simulation import plants
 from tests.simulation.sim import Result, profile_of, run_seed
 from tests.simulation.state_layer import PLANTS as STATE_PLANTS
 

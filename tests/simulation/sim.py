@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kraftnode.raft import errors, plants
+from kraftnode.raft import errors, quorum_state
 from kraftnode.raft.actions import (
     AppendCompleted,
     FatalError,
@@ -48,6 +48,7 @@ from kraftnode.raft.messages import (
 )
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
+from tests.simulation import plants
 from tests.simulation.model import FaultProfile, SimLog, describe
 from tests.simulation.state_layer import PLANTS as STATE_PLANTS
 from tests.simulation.state_layer import StateLayer, StateSimLog
@@ -80,6 +81,8 @@ class SimNode:
     leader_since: int = -1
     #: Pending read barriers: handle -> committed offsets known (globally) when called.
     reads: dict[int, int] = field(default_factory=dict)
+    #: The (state, epoch) of the last StateChanged of this incarnation (None: not started).
+    last_state: tuple[str, int] | None = None
 
 
 @dataclass
@@ -103,7 +106,7 @@ class Simulation:
         self.rng = random.Random(f"kraftnode-sim-{seed}-{voters}-{observers}")
         drawn = FaultProfile.draw(self.rng)
         self.profile = profile if profile is not None else drawn
-        # plants of the core (kraftnode.raft.plants) vs of the state layer (tests only)
+        # plants of the core (tests/simulation/plants.py) vs of the state layer
         self.plants = frozenset([plant]) if plant and plant not in STATE_PLANTS else frozenset()
         #: the real state machine on every node, real snapshots (tests/simulation/state_layer.py)
         self.state = StateLayer(self, plant if plant in STATE_PLANTS else None)
@@ -213,19 +216,30 @@ class Simulation:
         node.leader_checked_epoch = -1
         node.handles = {}
         node.reads = {}
+        node.last_state = None
         rng = random.Random(f"{self.seed}-{node.node_id}-{node.incarnation}")
         self.state.on_start(node)
         node.log.on_truncate = lambda offset, n=node: self._on_truncate(n, offset)
-        node.core = RaftNode(
+        # A planted core is a subclass of RaftNode (tests/simulation/plants.py).
+        core_class = plants.node_class(self.plants) if self.plants else RaftNode
+        node.core = core_class(
             node.node_id, node.directory_id, dataclasses.replace(self.config, pre_vote=node.pre_vote), node.log, node.persisted, self.voter_set, rng,
             # Dynamic seeds: every node is a bootstrap server (controller.quorum.bootstrap.servers
             # lists all controllers), so replicas removed from the voter set still find the leader.
             self.now, bootstrap_servers=sorted(self.nodes if self.dynamic else self.expected_voters.ids),
-            plant=self.plants,
             snapshots=node.log, local_endpoints=(Endpoint("CONTROLLER", f"n{node.node_id}", 9093),),
         )
         node.core.tick(self.now)
         self._drain(node)
+
+    def _check_transition(self, node: SimNode, changed: StateChanged) -> None:
+        """Every state change the core makes is an edge of the quorum state's table."""
+        if node.last_state is not None:
+            old, old_epoch = node.last_state
+            if not quorum_state.allowed(old, old_epoch, changed.state, changed.epoch):
+                raise Violation(f"node {node.node_id}: illegal transition {old} (epoch {old_epoch}) -> "
+                                f"{changed.state} (epoch {changed.epoch})")
+        node.last_state = (changed.state, changed.epoch)
 
     def _on_truncate(self, node: SimNode, offset: int) -> None:
         if node.core is not None and offset < node.core.high_watermark:
@@ -266,6 +280,8 @@ class Simulation:
         assert core is not None
         actions = core.take_actions()
         for action in actions:
+            if isinstance(action, StateChanged):
+                self._check_transition(node, action)
             # Leadership counts from the core's decision, even if the node crashes
             # before the driver executes the rest of the list.
             if isinstance(action, StateChanged) and action.state == "leader":

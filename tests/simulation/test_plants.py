@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kraftnode.raft import plants
+from tests.simulation import plants
 from tests.simulation.runner import ALL_PLANTS, run_many
 
 CI_SEED_BUDGET = 2000

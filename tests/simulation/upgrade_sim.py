@@ -40,7 +40,7 @@ from kraftnode.raft import errors
 from kraftnode.raft.actions import AppendCompleted
 from kraftnode.raft.batches import KRaftVersionControlRecord, VotersControlRecord
 from kraftnode.raft.node import RaftNode
-from kraftnode.raft.states import Leader
+from kraftnode.raft.states import LeaderState
 from kraftnode.raft.voters import ReplicaKey, VoterNode, VoterSet
 from tests.simulation.sim import Result, SimNode, Simulation, Violation
 from tests.simulation.state_layer import StateSimLog
@@ -52,7 +52,7 @@ class _UpgradeLearnsObservers(RaftNode):
     """Planted: the leader takes any fetcher with a directory id into the set the upgrade
     will write -- observers become voters all at once."""
 
-    def _learn_directory_id(self, st: Leader, key: ReplicaKey) -> None:
+    def _learn_directory_id(self, st: LeaderState, key: ReplicaKey) -> None:
         volatile = st.tracker.volatile_voters
         if volatile is not None and key.directory_id is not None and key.id not in volatile.ids:
             st.tracker.volatile_voters = VoterSet.of([*volatile, VoterNode(key, (), 0, 1)])
@@ -63,7 +63,7 @@ class _ConcurrentVoterChanges(RaftNode):
     """Planted: the leader admits an add or remove while another is pending or its
     VotersRecord is uncommitted (only the high watermark must be known)."""
 
-    def _voter_change_precheck(self, st: Leader, verb: str, now_ms: int) -> tuple[int, str] | None:
+    def _voter_change_precheck(self, st: LeaderState, verb: str, now_ms: int) -> tuple[int, str] | None:
         if not st.tracker.high_watermark_known or self.history.kraft_version() < 1:
             return super()._voter_change_precheck(st, verb, now_ms)
         return None

@@ -13,6 +13,7 @@ from kraftnode.raft.log import MemoryRaftLog
 from kraftnode.raft.messages import FetchRequest, FetchResponse, VoteRequest
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
+from tests.simulation import plants
 
 T = TypeVar("T")
 CLUSTER = "test-cluster"
@@ -40,10 +41,10 @@ def make_node(
     plant: frozenset[str] = frozenset(),
     seed: int = 7,
 ) -> RaftNode:
-    node = RaftNode(
+    node = plants.node_class(plant)(
         local_id, dir_id(local_id), config, log if log is not None else MemoryRaftLog(),
         election if election is not None else ElectionState(0),
-        voter_set if voter_set is not None else voters(1, 2, 3), random.Random(seed), now, plant=plant,
+        voter_set if voter_set is not None else voters(1, 2, 3), random.Random(seed), now,
     )
     return node
 

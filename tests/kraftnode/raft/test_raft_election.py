@@ -15,7 +15,7 @@ from kraftnode.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from kraftnode.raft.states import Candidate
+from kraftnode.raft.states import CandidateState
 from kraftnode.raft.voters import ReplicaKey
 from tests.kraftnode.raft.rafttest_helpers import (
     CONFIG,
@@ -80,7 +80,7 @@ def test_majority_rejection_stops_the_election_at_once_and_backs_off() -> None:
     for a in votes[:3]:
         node.handle_response(a.destination, a.correlation_id, VoteResponse(0, 0, -1, 1, False), now + 1)
     st = node.state
-    assert isinstance(st, Candidate) and st.backoff_until is not None
+    assert isinstance(st, CandidateState) and st.backoff_until is not None
     assert st.backoff_until <= now + 1 + CONFIG.election_backoff_max_ms
     assert st.backoff_until < st.election_deadline
     # Kafka's binaryExponentialElectionBackoffMs: RETRY_BACKOFF_BASE_MS (100) * random(2 << (retries-1))
@@ -103,7 +103,7 @@ def test_election_backoff_is_kafkas_binary_exponential_backoff() -> None:
         for a in votes[:2]:
             node.handle_response(a.destination, a.correlation_id, VoteResponse(0, 0, -1, 1, False), now + 1)
         st = node.state
-        assert isinstance(st, Candidate) and st.backoff_until is not None
+        assert isinstance(st, CandidateState) and st.backoff_until is not None
         seen.add(st.backoff_until - (now + 1))
     assert seen == {0, 100}  # retries = 1: nextInt(2)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kraftnode.raft import errors, plants
+from kraftnode.raft import errors
 from kraftnode.raft.actions import FatalError, FlushLog, HighWatermarkAdvanced, SendRequest
 from kraftnode.raft.batches import Batch
 from kraftnode.raft.election import ElectionState
@@ -24,6 +24,7 @@ from tests.kraftnode.raft.rafttest_helpers import (
     requests_to,
     sent,
 )
+from tests.simulation import plants
 
 
 def _follower(log: MemoryRaftLog | None = None, epoch: int = 3, plant: frozenset[str] = frozenset()):  # type: ignore[no-untyped-def]

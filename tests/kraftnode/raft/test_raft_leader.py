@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from kraftnode.raft import errors, plants
+from kraftnode.raft import errors
 from kraftnode.raft.actions import AppendCompleted, HighWatermarkAdvanced
 from kraftnode.raft.election import ElectionState
-from kraftnode.raft.leader import LeaderState
 from kraftnode.raft.log import MemoryRaftLog
 from kraftnode.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
 )
+from kraftnode.raft.tracker import ReplicaTracker
 from kraftnode.raft.voters import ReplicaKey
 from tests.kraftnode.raft.rafttest_helpers import (
     CONFIG,
@@ -24,6 +24,7 @@ from tests.kraftnode.raft.rafttest_helpers import (
     sent,
     voters,
 )
+from tests.simulation import plants
 
 
 def _leader_with_old_entries(plant: frozenset[str] = frozenset()):  # type: ignore[no-untyped-def]
@@ -57,7 +58,7 @@ def test_planted_bug_commits_old_epoch_entries() -> None:
 
 def test_hw_never_goes_back_when_the_voter_set_changes() -> None:
     me = ReplicaKey(1)
-    state = LeaderState(me, 2, 0, voters(1, 2, 3), 0, 3000)
+    state = ReplicaTracker(me, 2, 0, voters(1, 2, 3), 0, 3000)
     state.update_local(10, 0)
     state.record_fetch(ReplicaKey(2), 10, 10, 0)
     hw = state.candidate_high_watermark(0)

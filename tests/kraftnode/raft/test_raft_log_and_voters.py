@@ -7,7 +7,7 @@ import uuid
 from kraftnode.raft.batches import Batch, KRaftVersionControlRecord, VotersControlRecord
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.history import VoterSetHistory
-from kraftnode.raft.log import MemoryRaftLog, OffsetAndEpoch
+from kraftnode.raft.log import OffsetAndEpoch
 from kraftnode.raft.messages import (
     BeginQuorumEpochRequest,
     CurrentLeader,
@@ -15,11 +15,12 @@ from kraftnode.raft.messages import (
     FetchRequest,
     FetchResponse,
 )
+from tests.kraftnode.raft.harness_log import HarnessLog
 from tests.kraftnode.raft.rafttest_helpers import fetch_request, make_node, sent, voters
 
 
-def _log() -> MemoryRaftLog:
-    log = MemoryRaftLog()
+def _log() -> HarnessLog:
+    log = HarnessLog()
     log.append_as_leader(["a", "b"], 1)  # 0-1
     log.append_as_leader(["c"], 3)  # 2
     log.append_as_leader(["d"], 3)  # 3
@@ -82,7 +83,7 @@ def test_voter_history_includes_uncommitted_and_reverts_on_truncation() -> None:
 
 
 def test_dynamic_voter_set_from_the_log_decides_who_may_vote() -> None:
-    log = MemoryRaftLog()
+    log = HarnessLog()
     dynamic = voters(1, 2, 3, directory_ids=True)
     log.append_as_leader([KRaftVersionControlRecord(1), VotersControlRecord(dynamic)], 0, is_control=True)
     node = make_node(1, log=log, voter_set=voters())  # no static voters at all
@@ -99,8 +100,8 @@ def test_dynamic_voter_set_from_the_log_decides_who_may_vote() -> None:
     assert not impostor.is_voter
 
 
-def _copy(log: MemoryRaftLog) -> MemoryRaftLog:
-    out = MemoryRaftLog()
+def _copy(log: HarnessLog) -> HarnessLog:
+    out = HarnessLog()
     out.append_as_follower(log.batches)
     return out
 

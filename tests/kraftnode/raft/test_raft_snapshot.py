@@ -9,7 +9,7 @@ from kraftnode.raft.actions import SendRequest, SendResponse
 from kraftnode.raft.batches import KRaftVersionControlRecord, VotersControlRecord
 from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
-from kraftnode.raft.log import MemoryRaftLog, OffsetAndEpoch
+from kraftnode.raft.log import OffsetAndEpoch
 from kraftnode.raft.messages import (
     FetchRequest,
     FetchSnapshotRequest,
@@ -17,12 +17,13 @@ from kraftnode.raft.messages import (
     SnapshotId,
 )
 from kraftnode.raft.node import RaftNode
+from tests.kraftnode.raft.harness_log import HarnessLog
 from tests.kraftnode.raft.rafttest_helpers import CLUSTER, dir_id, elect, voters
 
 CONFIG = RaftConfig(cluster_id=CLUSTER, fetch_max_bytes=300)
 
 
-def _node(node_id: int, log: MemoryRaftLog, election: ElectionState) -> RaftNode:
+def _node(node_id: int, log: HarnessLog, election: ElectionState) -> RaftNode:
     return RaftNode(node_id, dir_id(node_id), CONFIG, log, election, voters(), random.Random(1), 0, snapshots=log)
 
 
@@ -42,7 +43,7 @@ def _pump(leader: RaftNode, follower: RaftNode, now: int, rounds: int = 200) -> 
 
 def test_lagging_follower_installs_the_leaders_snapshot() -> None:
     dynamic = voters(1, 2, 3, directory_ids=True)
-    leader_log = MemoryRaftLog()
+    leader_log = HarnessLog()
     leader_log.append_as_leader([KRaftVersionControlRecord(1), VotersControlRecord(dynamic)], 0, is_control=True)
     leader_log.flush()
     leader = _node(1, leader_log, ElectionState(0))
@@ -59,7 +60,7 @@ def test_lagging_follower_installs_the_leaders_snapshot() -> None:
     snap = leader_log.compact(end - 5)  # one record per batch: any offset is a boundary
     assert leader_log.start_offset == snap.offset
 
-    follower_log = MemoryRaftLog()
+    follower_log = HarnessLog()
     follower_log.append_as_follower(list(leader_log.snapshot_batches[:1]))  # only the bootstrap batch
     follower_log.flush()
     follower = _node(3, follower_log, ElectionState(1, 1, None))
@@ -72,7 +73,7 @@ def test_lagging_follower_installs_the_leaders_snapshot() -> None:
 
 
 def test_leader_refuses_unknown_snapshots_and_bad_positions() -> None:
-    log = MemoryRaftLog()
+    log = HarnessLog()
     log.append_as_leader(["a"], 0)
     log.flush()
     leader = RaftNode(1, dir_id(1), CONFIG, log, ElectionState(0), voters(1), random.Random(1), 0, snapshots=log)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kraftnode.raft import errors, plants
+from kraftnode.raft import errors
 from kraftnode.raft.actions import Action, PersistElectionState, SendResponse
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.log import MemoryRaftLog
@@ -17,6 +17,7 @@ from tests.kraftnode.raft.rafttest_helpers import (
     responses,
     vote_request,
 )
+from tests.simulation import plants
 
 
 def _vote(node: RaftNode, request: VoteRequest, now: int = 5) -> tuple[VoteResponse, list[Action]]:

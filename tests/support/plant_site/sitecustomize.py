@@ -7,7 +7,7 @@ kraftnode, and the bug is patched in from here. Without the variable nothing hap
 
 ``stale_lease``: a leader serves linearizable reads from a "lease" that never expires.
 Its read barrier completes at once, without a majority confirming the leadership (the
-raft core's own ``stale_read`` simulation plant, see kraftnode/raft/plants.py), and it
+raft core's own ``stale_read`` simulation plant, see tests/simulation/plants.py), and it
 never gives up leadership on its own (check-quorum disabled): etcd's documented hazard of
 lease-based reads without CheckQuorum. A leader cut off from the quorum then keeps
 answering reads from its old state while the majority elects another and commits more.
@@ -26,17 +26,12 @@ _PLANT = os.environ.get("KRAFTNODE_TEST_PLANT", "")
 
 
 def _plant_stale_read() -> None:
-    from typing import Any
+    from kraftnode.raft import node
 
-    from kraftnode.raft import node, plants
+    def planted(self: node.RaftNode, majority_round: int) -> int:
+        return self._read_round  # every read round counts as confirmed at once
 
-    init = node.RaftNode.__init__
-
-    def planted_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs["plant"] = frozenset(kwargs.get("plant", frozenset())) | {plants.STALE_READ}
-        init(self, *args, **kwargs)
-
-    node.RaftNode.__init__ = planted_init  # type: ignore[method-assign]
+    node.RaftNode._read_round_confirmed = planted  # type: ignore[method-assign]
 
 
 def _plant_no_check_quorum() -> None:

@@ -35,7 +35,7 @@ class ReplicaProgress:
     acknowledged: bool = False
 
 
-class LeaderState:
+class ReplicaTracker:
     """Replication state of a leader for one epoch."""
 
     def __init__(
@@ -46,13 +46,11 @@ class LeaderState:
         voters: VoterSet,
         now_ms: int,
         check_quorum_timeout_ms: int,
-        require_current_epoch: bool = True,
     ) -> None:
         self.local_key = local_key
         self.epoch = epoch
         self.epoch_start_offset = epoch_start_offset
         self.check_quorum_timeout_ms = check_quorum_timeout_ms
-        self.require_current_epoch = require_current_epoch
         self.voters: dict[int, ReplicaProgress] = {}
         self.observers: dict[ReplicaKey, ReplicaProgress] = {}
         self.voter_set = voters
@@ -165,11 +163,17 @@ class LeaderState:
         this epoch must be committed first), and the value never decreases.
         """
         offset = self.majority_offset()
-        if self.require_current_epoch and offset <= self.epoch_start_offset:
+        if not self.commits_current_epoch(offset):
             return None
         if offset > current_hw:
             return offset
         return None
+
+    def commits_current_epoch(self, offset: int) -> bool:
+        """Raft's figure-8 rule (Kafka's LeaderState.maybeUpdateHighWatermark): a high
+        watermark at ``offset`` must cover an entry of this epoch, i.e. pass the epoch start
+        offset, before earlier epochs' entries count as committed."""
+        return offset > self.epoch_start_offset
 
     # -- check quorum -------------------------------------------------------
     def record_voter_contact(self, key: ReplicaKey, now_ms: int) -> None:
