@@ -204,13 +204,13 @@ class RaftNode:
         """The offset at which this leader's epoch began (its log end when elected);
         None when not the leader. KIP-207: LATEST is not offered below it."""
         st = self.state
-        return st.tracker.epoch_start_offset if isinstance(st, Leader) else None
+        return st.tracker.epoch_start_offset if isinstance(st, LeaderState) else None
 
     def append_records(self, records: Sequence[object], now_ms: int) -> tuple[int, int]:
         """:meth:`append`, also returning the base offset the log assigned to the batch
         (-1 when refused): (handle, base offset). ``append`` keeps returning the handle
         alone; the offset is read here, in the core that owns the log, not guessed by callers."""
-        base = self.log.end_offset if isinstance(self.state, Leader) else -1
+        base = self.log.end_offset if isinstance(self.state, LeaderState) else -1
         handle = self.append(records, now_ms)
         return handle, base if self.log.end_offset > base >= 0 else -1
 
