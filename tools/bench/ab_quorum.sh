@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# A/B of tools/bench/quorum.py between two checkouts (e.g. git worktrees of two commits),
+# alternated round by round on the same host so both sides see the same noise:
+#   tools/bench/ab_quorum.sh DIR_A DIR_B [ROUNDS]
+# Prints each run's rows (JSON) and the medians per side with the ratio B/A.
+set -euo pipefail
+if [ $# -lt 2 ]; then echo "usage: $0 DIR_A DIR_B [ROUNDS]" >&2; exit 2; fi
+A=$(cd "$1" && pwd); B=$(cd "$2" && pwd); ROUNDS=${3:-9}
+PY=${PYTHON:-$(cd "$(dirname "$0")/../.." && pwd)/.venv/bin/python}
+OUT=$(mktemp)
+for round in $(seq 1 "$ROUNDS"); do
+  for side in A B; do
+    dir=$A; [ "$side" = B ] && dir=$B
+    echo "== round $round side $side" | tee -a "$OUT"
+    (cd "$dir" && PYTHONPATH=$dir timeout 600 "$PY" tools/bench/quorum.py --skip-anchors --skip-physical \
+        --ops1 1000 --opsn 10000 --repeats 1 --json 2>/dev/null | grep '"kind": "row"' | tee -a "$OUT")
+  done
+done
+"$PY" - "$OUT" <<'PY'
+import json, statistics as st, sys
+side, rows = None, {"A": {}, "B": {}}
+for line in open(sys.argv[1]):
+    if line.startswith("== round"):
+        side = line.split()[4]
+    elif line.startswith("{"):
+        r = json.loads(line)
+        rows[side].setdefault(r["concurrency"], []).append(r)
+med = {s: {c: (st.median(x["p50_ms"] for x in rs), st.median(x["ops_per_s"] for x in rs))
+           for c, rs in by_c.items()} for s, by_c in rows.items()}
+for c in sorted(med["A"]):
+    (pa, ra), (pb, rb) = med["A"][c], med["B"][c]
+    print(f"{c:>3} outstanding: p50 A {pa:.3f} ms B {pb:.3f} ms (B/A {pb / pa:.3f}); "
+          f"records/s A {ra:,.0f} B {rb:,.0f} (B/A {rb / ra:.3f}); {len(rows['A'][c])} runs per side")
+PY
+rm -f "$OUT"
