@@ -18,7 +18,7 @@ import pytest
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
-from tests.support.cluster import Cluster, serving, wait_for_hw
+from tests.support.cluster import Cluster, serving, wait_for_hw, wait_serving
 from tests.support.kafka import KafkaHome, java_env
 from tests.support.node import frame_call
 from tests.support.quorums import StaticCluster
@@ -58,6 +58,7 @@ def test_java_consumer_resumes_after_restart_and_leader_kill(cluster: Cluster, k
     start3, c3 = _run(kafka_home, classes, live, "g-java", 1)
     assert start3 == c2 and c3 > c2, f"new leader {new.leader_id}"
     cluster.start(old.leader_id)
+    wait_serving(cluster, old.leader_id)     # the next tests bootstrap from every node
 
 
 def test_kafka_python_commit_and_committed(cluster: Cluster) -> None:

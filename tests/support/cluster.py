@@ -145,6 +145,16 @@ def wait_for_hw(cl: Cluster, at_least: int = 1, timeout: float = 20) -> QuorumIn
         time.sleep(0.05)
 
 
+def wait_serving(cl: Cluster, i: int, timeout: float = 30) -> None:
+    """Wait until node i (just restarted) listens and knows a leader, so that a client
+    bootstrapping from every node does not meet a refused connection."""
+    deadline = time.monotonic() + timeout
+    while cl.quorum(among=[i]) is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"node {i} not serving within {timeout}s:\n{cl.log(i)[-2000:]}")
+        time.sleep(0.05)
+
+
 def log_lines(text: str, pattern: str) -> list[str]:
     return [ln for ln in text.splitlines() if re.search(pattern, ln)]
 

@@ -59,6 +59,9 @@ from recordbatch.wire import ZERO_UUID
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 pytestmark = pytest.mark.timeout(60)
+# For a node that must not time out into an election during a test: as a candidate its Vote
+# to another test node would teach it that node's leadership before a "no leader known" question.
+NO_ELECTION = "controller.quorum.election.timeout.ms=600000\n"
 
 
 def _free_port() -> int:
@@ -67,14 +70,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _formatted(d: Path, node_id: int, ports: dict[int, int]) -> node_config.NodeConfig:
+def _formatted(d: Path, node_id: int, ports: dict[int, int], extra: str = "") -> node_config.NodeConfig:
     d.mkdir(parents=True, exist_ok=True)
     props = d / "server.properties"
     props.write_text(
         f"node.id={node_id}\nprocess.roles=controller\n"
         f"listeners=CONTROLLER://127.0.0.1:{ports[node_id]}\ncontroller.listener.names=CONTROLLER\n"
         "controller.quorum.voters=" + ",".join(f"{i}@127.0.0.1:{p}" for i, p in sorted(ports.items()))
-        + f"\nlog.dirs={d / 'meta'}\n")
+        + f"\nlog.dirs={d / 'meta'}\n{extra}")
     subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
                     "--cluster-id", CLUSTER], check=True, capture_output=True)
     return node_config.load(str(props))
@@ -284,7 +287,7 @@ def test_consumer_fetch_out_of_range_between_hw_and_leo_and_long_poll(tmp_path: 
 # ------------------------------------------------------------------ DescribeQuorum
 def test_describe_quorum_on_the_leader_and_forwarded_by_a_follower(tmp_path: Path) -> None:
     ports = {1: _free_port(), 2: _free_port(), 3: _free_port()}
-    follower_cfg = _formatted(tmp_path / "n1", 1, ports)
+    follower_cfg = _formatted(tmp_path / "n1", 1, ports, NO_ELECTION)
     # node 2: a single-voter quorum of its own on voter 2's port, the leader node 1 forwards to
     leader_cfg = _formatted(tmp_path / "n2", 2, {2: ports[2]})
 
@@ -370,7 +373,7 @@ def test_update_features_on_leader_and_follower(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ voter changes
 def test_voter_changes_forwarded_to_the_leader_or_refused(tmp_path: Path) -> None:
     ports = {1: _free_port(), 2: _free_port(), 3: _free_port()}
-    follower_cfg = _formatted(tmp_path / "n1", 1, ports)
+    follower_cfg = _formatted(tmp_path / "n1", 1, ports, NO_ELECTION)
     leader_cfg = _formatted(tmp_path / "n2", 2, {2: ports[2]})
     A, R = w.AddRaftVoterRequest, w.RemoveRaftVoterRequest
 
