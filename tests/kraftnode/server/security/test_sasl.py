@@ -328,7 +328,7 @@ def test_handshakes_that_never_complete_are_closed_after_the_idle_timeout(tmp_pa
              f"ssl.keystore.password={PASSWORD}\nconnections.max.idle.ms=1500\n")
     with running_node(tmp_path, extra) as n:
         deadline = time.monotonic() + 20
-        while "listening on SECURE" not in n.log() and time.monotonic() < deadline:
+        while " started: cluster " not in n.log() and time.monotonic() < deadline:
             time.sleep(0.1)
         t0 = time.monotonic()
         with socket.create_connection(("127.0.0.1", p2), timeout=10) as tls_stall, \

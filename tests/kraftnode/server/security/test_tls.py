@@ -208,7 +208,7 @@ def test_several_listeners_each_answer_with_their_own_endpoints(
     with running_node(tmp_path, extra) as n:
         assert n.port == p1
         deadline = time.monotonic() + 20
-        while "listening on SECURE" not in n.log() and time.monotonic() < deadline:
+        while " started: cluster " not in n.log() and time.monotonic() < deadline:
             time.sleep(0.1)
         for port, ctx in ((p1, None), (p2, _client_ctx(pki, client))):
             # the SECURE endpoint comes from the node's controller registration, which
