@@ -154,8 +154,8 @@ KEYS: tuple[ConfigKey, ...] = (
        "is this node's endpoint in the voter set. Default: the first listener.", group="Listeners"),
     _k("listener.security.protocol.map", "list",
        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-       "Security protocol per listener name; kraftnode serves PLAINTEXT only and refuses "
-       "another protocol for one of its listeners.", group="Listeners"),
+       "Security protocol per listener name: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL "
+       "(docs/security.md).", group="Listeners"),
     _k("inter.broker.listener.name", "string", None, "The listener brokers talk to each other "
        "on.", group="Listeners", honoured=False, why=_BROKER),
     _k("socket.request.max.bytes", "int", "104857600", "The largest request frame accepted; a "

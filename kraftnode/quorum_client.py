@@ -2,23 +2,125 @@
 
 The node's own peer traffic uses the async client in ``kraftnode.server``; CLI
 commands (``quorum describe``, ``dev-cluster``) only ever need one answer at a time.
+
+It connects as the Java Admin client does with the same ``--command-config``: Kafka's
+client keys ``security.protocol``, ``ssl.*`` (truststore, keystore for mutual TLS,
+endpoint identification) and ``sasl.mechanism`` / ``sasl.jaas.config`` (PLAIN,
+SCRAM-SHA-256, SCRAM-SHA-512), so ``kraftnode quorum`` works on a secured listener.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from kraftnode.commands.errors import UsageError
+from kraftnode.config import ConfigError
 from kraftnode.protocol import DescribeClusterRequest, Errors
 from kraftnode.protocol.framing import encode_request, parse_response
 from kraftnode.protocol.registry import DESCRIBE_CLUSTER, SERVED
 from recordbatch.message import Message
 
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
 
 class ClientError(Exception):
-    """The peer could not be reached or closed the connection."""
+    """The peer could not be reached, refused our login, or closed the connection."""
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How the CLI connects: TLS context (SSL, SASL_SSL) and SASL login (SASL_*)."""
+
+    protocol: str = "PLAINTEXT"
+    tls: ssl.SSLContext | None = None
+    login: tuple[str, str, str] | None = None  # (mechanism, username, password)
+
+
+_security = ClientSecurity()
+
+
+def use_security(security: ClientSecurity) -> None:
+    """Every later call of this process connects this way (one CLI command, one setting)."""
+    global _security
+    _security = security
+
+
+def security_from_properties(props: Mapping[str, str]) -> ClientSecurity:
+    """Kafka's client security keys from an Admin client's properties; UsageError naming the
+    key otherwise. Keys the client does not use (a server.properties given to add-controller)
+    are ignored, as the Admin client ignores them."""
+    from kraftnode.server.security import sasl, tls
+    from kraftnode.server.security.listeners import ListenerProps
+
+    protocol = (props.get("security.protocol") or "PLAINTEXT").strip().upper()
+    if protocol not in PROTOCOLS:
+        raise UsageError(f"Invalid value {props.get('security.protocol')} for configuration "
+                         f"security.protocol: expected one of {', '.join(PROTOCOLS)}")
+    lp = ListenerProps("client", props)   # no listener prefix: the keys as a client has them
+    try:
+        context = tls.client_context(lp) if protocol.endswith("SSL") else None
+        login = None
+        if protocol.startswith("SASL_"):
+            mechanism = (props.get("sasl.mechanism") or "GSSAPI").strip()
+            if mechanism not in MECHANISMS:
+                raise UsageError(f"sasl.mechanism {mechanism} is not supported by kraftnode "
+                                 f"(supported: {', '.join(MECHANISMS)})")
+            jaas = props.get("sasl.jaas.config")
+            if jaas is None:
+                raise UsageError("Missing required configuration sasl.jaas.config for "
+                                 f"security.protocol {protocol}")
+            entry = sasl.parse_jaas(jaas, "sasl.jaas.config")
+            user, password = entry.options.get("username"), entry.options.get("password")
+            if not user or password is None:
+                raise UsageError("Invalid value [hidden] for configuration sasl.jaas.config: "
+                                 "username and password are required")
+            login = (mechanism, user, password)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    return ClientSecurity(protocol, context, login)
+
+
+def _connect(host: str, port: int, timeout: float) -> socket.socket:
+    """A connection ready for requests: TLS handshake and SASL login done if configured."""
+    sock = socket.create_connection((host, port), timeout=timeout)
+    try:
+        if _security.tls is not None:
+            sock = _security.tls.wrap_socket(sock, server_hostname=host)
+        if _security.login is not None:
+            _login(sock, _security.login, timeout)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _login(sock: socket.socket, login: tuple[str, str, str], timeout: float) -> None:
+    """The raft peers' SASL exchange (SaslHandshake v1, SaslAuthenticate v2), on this socket."""
+    from kraftnode.server.security.sasl import client_authenticate
+
+    async def request_at(key: int, version: int, body: Any, _timeout: float) -> Any:
+        return _roundtrip(sock, key, version, body)[1]
+
+    try:
+        anyio.run(client_authenticate, request_at, login, timeout, f"{login[0]} login refused")
+    except PermissionError as e:
+        raise ClientError(str(e)) from None
+
+
+def _roundtrip(sock: socket.socket, api_key: int, version: int, body: Message,
+               client_id: str = "kraftnode-cli") -> tuple[int, Message]:
+    spec = SERVED[api_key]
+    sock.sendall(encode_request(spec, version, 1, client_id, body))
+    (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
+    return parse_response(spec, version, _recv_exactly(sock, size))
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -26,7 +128,10 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
     while len(buf) < n:
         chunk = sock.recv(n - len(buf))
         if not chunk:
-            raise ClientError("connection closed by the peer")
+            hint = "" if _security.protocol != "PLAINTEXT" else (
+                " (if the listener uses SSL or SASL, give the client's security.protocol, ssl.* "
+                "and sasl.* keys with --command-config)")
+            raise ClientError("connection closed by the peer" + hint)
         buf += chunk
     return bytes(buf)
 
@@ -34,12 +139,14 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
 def call(host: str, port: int, api_key: int, version: int, body: Message,
          timeout: float = 10.0, client_id: str = "kraftnode-cli") -> tuple[int, Message]:
     """Send one request and return (correlation id, response body)."""
-    spec = SERVED[api_key]
     try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.sendall(encode_request(spec, version, 1, client_id, body))
-            (size,) = struct.unpack(">i", _recv_exactly(s, 4))
-            return parse_response(spec, version, _recv_exactly(s, size))
+        with _connect(host, port, timeout) as s:
+            return _roundtrip(s, api_key, version, body, client_id)
+    except ClientError as e:
+        raise ClientError(f"{host}:{port}: {e}") from None
+    except ssl.SSLError as e:
+        raise ClientError(f"{host}:{port}: TLS handshake failed ({_security.protocol}): "
+                          f"{e.reason or e}") from None
     except OSError as e:
         raise ClientError(f"{host}:{port}: {e.strerror or e}") from None
 

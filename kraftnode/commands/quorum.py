@@ -17,12 +17,20 @@ from typing import Any
 
 from kraftnode.commands import transfer, voter_changes
 from kraftnode.commands.errors import UsageError
+from kraftnode.config import ConfigError, load_properties
 from kraftnode.protocol import (
     DescribeQuorumRequest,
     Errors,
 )
 from kraftnode.protocol.registry import DESCRIBE_QUORUM
-from kraftnode.quorum_client import ClientError, call, describe_cluster, parse_servers
+from kraftnode.quorum_client import (
+    ClientError,
+    call,
+    describe_cluster,
+    parse_servers,
+    security_from_properties,
+    use_security,
+)
 from kraftnode.vocabulary import METADATA_PARTITION, METADATA_TOPIC
 from recordbatch.wire import ZERO_UUID, uuid_to_base64
 
@@ -35,6 +43,7 @@ EXAMPLES = """\
   kraftnode quorum --bootstrap-controller 127.0.0.1:9093 --command-config new.properties add-controller
   kraftnode quorum --bootstrap-controller 127.0.0.1:9093 remove-controller -i 4 -d DIRECTORY_ID
   kraftnode quorum --bootstrap-controller 127.0.0.1:9093 transfer-leadership --to 2
+  kraftnode quorum --bootstrap-controller 127.0.0.1:9093 --command-config client.properties describe --status
 """
 
 
@@ -43,7 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     conn.add_argument("--bootstrap-controller", help="comma-separated host:port controllers")
     conn.add_argument("--bootstrap-server", help="comma-separated host:port (served the same way)")
     p.add_argument("--command-config", default=None,
-                   help="for add-controller: the server.properties of the controller to add")
+                   help="the Admin client's properties, as kafka-metadata-quorum.sh takes them: "
+                        "security.protocol, ssl.* and sasl.mechanism/sasl.jaas.config (PLAIN, "
+                        "SCRAM-SHA-256/512) for a secured listener; for add-controller also the "
+                        "server.properties of the controller to add")
     sub = p.add_subparsers(dest="quorum_command",
                            metavar="{describe,add-controller,remove-controller,transfer-leadership}",
                            parser_class=type(p))
@@ -222,6 +234,12 @@ def format_replication(info: QuorumInfo, human_readable: bool = False,
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.command_config is not None:
+        try:
+            props = load_properties(args.command_config).raw()
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
+        use_security(security_from_properties(props))
     if args.quorum_command == "add-controller":
         return voter_changes.add_controller(args)
     if args.quorum_command == "remove-controller":
