@@ -25,21 +25,23 @@ from kraftnode.config import ConfigError
 from kraftnode.protocol import DescribeClusterRequest, Errors
 from kraftnode.protocol.framing import encode_request, parse_response
 from kraftnode.protocol.registry import DESCRIBE_CLUSTER, SERVED
+from kraftnode.server.security.listeners import SecurityProtocol
 from recordbatch.message import Message
-
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class ClientError(Exception):
     """The peer could not be reached, refused our login, or closed the connection."""
 
 
+class PeerClosed(ClientError):
+    """The peer closed the connection before answering."""
+
+
 @dataclass(frozen=True)
 class ClientSecurity:
     """How the CLI connects: TLS context (SSL, SASL_SSL) and SASL login (SASL_*)."""
 
-    protocol: str = "PLAINTEXT"
+    protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
     tls: ssl.SSLContext | None = None
     login: tuple[str, str, str] | None = None  # (mechanism, username, password)
 
@@ -60,29 +62,25 @@ def security_from_properties(props: Mapping[str, str]) -> ClientSecurity:
     from kraftnode.server.security import sasl, tls
     from kraftnode.server.security.listeners import ListenerProps
 
-    protocol = (props.get("security.protocol") or "PLAINTEXT").strip().upper()
-    if protocol not in PROTOCOLS:
+    name = (props.get("security.protocol") or "PLAINTEXT").strip().upper()
+    if name not in SecurityProtocol.__members__:
         raise UsageError(f"Invalid value {props.get('security.protocol')} for configuration "
-                         f"security.protocol: expected one of {', '.join(PROTOCOLS)}")
+                         f"security.protocol: expected one of {', '.join(SecurityProtocol.__members__)}")
+    protocol = SecurityProtocol[name]
     lp = ListenerProps("client", props)   # no listener prefix: the keys as a client has them
     try:
-        context = tls.client_context(lp) if protocol.endswith("SSL") else None
+        context = tls.client_context(lp) if protocol.uses_tls else None
         login = None
-        if protocol.startswith("SASL_"):
+        if protocol.uses_sasl:
             mechanism = (props.get("sasl.mechanism") or "GSSAPI").strip()
-            if mechanism not in MECHANISMS:
+            if mechanism not in sasl.SUPPORTED:
                 raise UsageError(f"sasl.mechanism {mechanism} is not supported by kraftnode "
-                                 f"(supported: {', '.join(MECHANISMS)})")
+                                 f"(supported: {', '.join(sasl.SUPPORTED)})")
             jaas = props.get("sasl.jaas.config")
             if jaas is None:
                 raise UsageError("Missing required configuration sasl.jaas.config for "
-                                 f"security.protocol {protocol}")
-            entry = sasl.parse_jaas(jaas, "sasl.jaas.config")
-            user, password = entry.options.get("username"), entry.options.get("password")
-            if not user or password is None:
-                raise UsageError("Invalid value [hidden] for configuration sasl.jaas.config: "
-                                 "username and password are required")
-            login = (mechanism, user, password)
+                                 f"security.protocol {name}")
+            login = (mechanism, *sasl.jaas_credentials(jaas, "sasl.jaas.config"))
     except ConfigError as e:
         raise UsageError(str(e)) from None
     return ClientSecurity(protocol, context, login)
@@ -128,10 +126,7 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
     while len(buf) < n:
         chunk = sock.recv(n - len(buf))
         if not chunk:
-            hint = "" if _security.protocol != "PLAINTEXT" else (
-                " (if the listener uses SSL or SASL, give the client's security.protocol, ssl.* "
-                "and sasl.* keys with --command-config)")
-            raise ClientError("connection closed by the peer" + hint)
+            raise PeerClosed("connection closed by the peer")
         buf += chunk
     return bytes(buf)
 
@@ -142,10 +137,15 @@ def call(host: str, port: int, api_key: int, version: int, body: Message,
     try:
         with _connect(host, port, timeout) as s:
             return _roundtrip(s, api_key, version, body, client_id)
+    except PeerClosed as e:
+        hint = "" if _security.protocol is not SecurityProtocol.PLAINTEXT else (
+            " (if the listener uses SSL or SASL, give the client's security.protocol, ssl.* "
+            "and sasl.* keys with --command-config)")
+        raise ClientError(f"{host}:{port}: {e}{hint}") from None
     except ClientError as e:
         raise ClientError(f"{host}:{port}: {e}") from None
     except ssl.SSLError as e:
-        raise ClientError(f"{host}:{port}: TLS handshake failed ({_security.protocol}): "
+        raise ClientError(f"{host}:{port}: TLS handshake failed ({_security.protocol.name}): "
                           f"{e.reason or e}") from None
     except OSError as e:
         raise ClientError(f"{host}:{port}: {e.strerror or e}") from None

@@ -165,11 +165,16 @@ def client_login(lp: ListenerProps, mechanism: str) -> tuple[str, str]:
     if text is None:
         raise ConfigError(f"Missing required configuration {jkey}: the controller listener logs in "
                           f"to other voters with {mechanism}")
-    entry = parse_jaas(text, jkey)
+    return jaas_credentials(text, jkey, " for the controller's own login")
+
+
+def jaas_credentials(text: str, key: str, purpose: str = "") -> tuple[str, str]:
+    """(username, password) of a client login's JAAS entry (``key`` holds ``text``)."""
+    entry = parse_jaas(text, key)
     user, password = entry.options.get("username"), entry.options.get("password")
     if not user or password is None:
-        raise ConfigError(f"Invalid value [hidden] for configuration {jkey}: username and password "
-                          "are required for the controller's own login")
+        raise ConfigError(f"Invalid value [hidden] for configuration {key}: username and password "
+                          f"are required{purpose}")
     return user, password
 
 
