@@ -19,8 +19,8 @@ from kraftnode.protocol.registry import VOTE
 from kraftnode.raft import errors
 from kraftnode.raft import messages as m
 from kraftnode.raft.actions import SendRequest
-from kraftnode.raft.node import RaftNode
 from kraftnode.raft.prevote import PRE_VOTE_VERSION
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.states import Follower
 from kraftnode.server.peer_client import PeerError, PeerPool
 from kraftnode.server.raft_log import DiskRaftLog

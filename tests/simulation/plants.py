@@ -12,7 +12,7 @@ from functools import cache
 
 from kraftnode.raft.actions import PersistElectionState, SendResponse, StateChanged
 from kraftnode.raft.messages import DivergingEpoch, FetchResponse, VoteRequest, VoteResponse
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.states import VotedState
 from kraftnode.raft.tracker import ReplicaProgress, ReplicaTracker
 from kraftnode.raft.voters import ReplicaKey, VoterSet

@@ -32,7 +32,6 @@ from kraftnode.raft.actions import (
     StateChanged,
 )
 from kraftnode.raft.batches import KRaftVersionControlRecord, VotersControlRecord
-from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.messages import (
     AddRaftVoterRequest,
@@ -46,7 +45,8 @@ from kraftnode.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.quorum_config import RaftConfig
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 from tests.simulation import plants
 from tests.simulation.model import FaultProfile, SimLog, describe

@@ -39,7 +39,7 @@ from unittest import mock
 from kraftnode.raft import errors
 from kraftnode.raft.actions import AppendCompleted
 from kraftnode.raft.batches import KRaftVersionControlRecord, VotersControlRecord
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.states import LeaderState
 from kraftnode.raft.voters import ReplicaKey, VoterNode, VoterSet
 from tests.simulation.sim import Result, SimNode, Simulation, Violation

@@ -2,7 +2,7 @@
 states, election timers and backoffs (Kafka's KafkaRaftClient.handleVoteRequest /
 handleVoteResponse and QuorumState.transitionTo*).
 
-Each function is a rule of :class:`~kraftnode.raft.node.RaftNode` (bound there as a
+Each function is a rule of :class:`~kraftnode.raft.raft_node.RaftNode` (bound there as a
 method of the same name with a leading underscore), taking the node as ``node``.
 """
 
@@ -28,7 +28,7 @@ from kraftnode.raft.states import (
 from kraftnode.raft.voters import Endpoint, ReplicaKey
 
 if TYPE_CHECKING:
-    from kraftnode.raft.node import RaftNode
+    from kraftnode.raft.raft_node import RaftNode
 
 
 def initial_state(node: RaftNode, election: ElectionState, now_ms: int) -> EpochState:

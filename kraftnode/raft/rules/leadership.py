@@ -1,7 +1,7 @@
 """Leadership: becoming leader, resigning, BeginQuorumEpoch and EndQuorumEpoch, and
 leadership transfer (Kafka's handleBeginQuorumEpoch*/handleEndQuorumEpoch*, KIP-595).
 
-Each function is a rule of :class:`~kraftnode.raft.node.RaftNode` (bound there as a
+Each function is a rule of :class:`~kraftnode.raft.raft_node.RaftNode` (bound there as a
 method of the same name with a leading underscore), taking the node as ``node``.
 """
 
@@ -36,7 +36,7 @@ from kraftnode.raft.transfer import PendingTransfer
 from kraftnode.raft.voters import ReplicaKey, VoterNode, VoterSet
 
 if TYPE_CHECKING:
-    from kraftnode.raft.node import RaftNode
+    from kraftnode.raft.raft_node import RaftNode
 
 
 def become_leader(node: RaftNode, cand: CandidateState, now_ms: int) -> None:

@@ -1,6 +1,6 @@
 """What each epoch state does on its own, as etcd's per-state tick/step: its timers
 (``tick``), the requests it owes its peers (``poll``) and when it next needs a tick
-(``deadlines``). :class:`~kraftnode.raft.node.RaftNode` looks the current state's
+(``deadlines``). :class:`~kraftnode.raft.raft_node.RaftNode` looks the current state's
 function up in :data:`TICK`, :data:`POLL` and :data:`DEADLINES` (keyed by the state's
 name) instead of testing the state's class in one long ladder per event.
 """
@@ -30,7 +30,7 @@ from kraftnode.raft.states import (
 )
 
 if TYPE_CHECKING:
-    from kraftnode.raft.node import RaftNode
+    from kraftnode.raft.raft_node import RaftNode
 
 
 # ================================================================== tick

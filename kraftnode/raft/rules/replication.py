@@ -2,7 +2,7 @@
 fetch (append, divergence), the high watermark, and the read index
 (Kafka's handleFetchRequest/handleFetchResponse, LeaderState.maybeUpdateHighWatermark).
 
-Each function is a rule of :class:`~kraftnode.raft.node.RaftNode` (bound there as a
+Each function is a rule of :class:`~kraftnode.raft.raft_node.RaftNode` (bound there as a
 method of the same name with a leading underscore), taking the node as ``node``.
 """
 
@@ -34,7 +34,7 @@ from kraftnode.raft.states import FollowerState, LeaderState
 from kraftnode.raft.voters import ReplicaKey
 
 if TYPE_CHECKING:
-    from kraftnode.raft.node import RaftNode
+    from kraftnode.raft.raft_node import RaftNode
 
 
 def fetch_error(node: RaftNode, code: int, top_level: bool = False) -> FetchResponse:

@@ -1,7 +1,7 @@
 """Snapshot transfer (KIP-630): serving FetchSnapshot chunks as leader and
 downloading/installing them as follower (Kafka's handleFetchSnapshotRequest/Response).
 
-Each function is a rule of :class:`~kraftnode.raft.node.RaftNode` (bound there as a
+Each function is a rule of :class:`~kraftnode.raft.raft_node.RaftNode` (bound there as a
 method of the same name with a leading underscore), taking the node as ``node``.
 """
 
@@ -17,7 +17,7 @@ from kraftnode.raft.states import FollowerState, LeaderState
 from kraftnode.raft.voters import ReplicaKey
 
 if TYPE_CHECKING:
-    from kraftnode.raft.node import RaftNode
+    from kraftnode.raft.raft_node import RaftNode
 
 
 def on_fetch_snapshot(node: RaftNode, request_id: int, req: FetchSnapshotRequest, now_ms: int) -> None:

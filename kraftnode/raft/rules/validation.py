@@ -1,7 +1,7 @@
 """What every handler shares: request validation (cluster id, voter key) and the
 leader information every response carries (Kafka's KafkaRaftClient helpers).
 
-Each function is a rule of :class:`~kraftnode.raft.node.RaftNode` (bound there as a
+Each function is a rule of :class:`~kraftnode.raft.raft_node.RaftNode` (bound there as a
 method of the same name with a leading underscore), taking the node as ``node``.
 """
 
@@ -21,7 +21,7 @@ from kraftnode.raft.states import (
 from kraftnode.raft.voters import Endpoint, ReplicaKey
 
 if TYPE_CHECKING:
-    from kraftnode.raft.node import RaftNode
+    from kraftnode.raft.raft_node import RaftNode
 
 
 def current_leader(node: RaftNode) -> CurrentLeader:

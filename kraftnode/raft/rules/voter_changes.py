@@ -2,7 +2,7 @@
 kraft.version upgrade and auto-join, as Kafka's internals/AddVoterHandler,
 RemoveVoterHandler and UpdateVoterHandler.
 
-Each function is a rule of :class:`~kraftnode.raft.node.RaftNode` (bound there as a
+Each function is a rule of :class:`~kraftnode.raft.raft_node.RaftNode` (bound there as a
 method of the same name with a leading underscore; ``upgrade_kraft_version`` is
 public), taking the node as ``node``.
 """
@@ -29,7 +29,7 @@ from kraftnode.raft.states import FollowerState, LeaderState
 from kraftnode.raft.voters import ReplicaKey, VoterNode, VoterSet
 
 if TYPE_CHECKING:
-    from kraftnode.raft.node import RaftNode
+    from kraftnode.raft.raft_node import RaftNode
 
 
 def voter_set_changed(node: RaftNode, now_ms: int) -> None:

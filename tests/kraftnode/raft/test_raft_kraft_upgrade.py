@@ -23,7 +23,7 @@ from kraftnode.raft.messages import (
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
 )
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import ReplicaKey, VoterSet
 
 NOT_ALL = "Invalid upgrade of kraft.version to KRAFT_VERSION_1 because not all of the voters support it"

@@ -8,7 +8,7 @@ KIP-595 / KIP-853 / KIP-996 section or the Kafka class and method), then blocks 
     expected output (the actions the node emitted, then its state)
 
 separated by blank lines. The interpreter plays every peer of ONE node under test and
-drives ``kraftnode.raft.node.RaftNode`` through its public event API only (the
+drives ``kraftnode.raft.raft_node.RaftNode`` through its public event API only (the
 constructor, ``handle_request``, ``handle_response``, ``request_failed``, ``tick``,
 ``append``, ``take_actions`` and read-only properties), the same API the server and the
 simulation use, importing only what ``kraftnode.raft`` exports and the message types; so

@@ -40,7 +40,6 @@ from kraftnode.raft.actions import (
     StateChanged,
 )
 from kraftnode.raft.batches import ControlRecord
-from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.history import VoterSetHistory
 from kraftnode.raft.inflight import InFlight, ParkedFetch
@@ -68,6 +67,7 @@ from kraftnode.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from kraftnode.raft.quorum_config import RaftConfig
 from kraftnode.raft.quorum_state import QuorumState
 from kraftnode.raft.rules import (
     elections,
