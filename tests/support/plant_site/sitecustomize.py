@@ -27,11 +27,12 @@ _PLANT = os.environ.get("KRAFTNODE_TEST_PLANT", "")
 
 def _plant_stale_read() -> None:
     from kraftnode.raft import raft_node
+    from kraftnode.raft.states import LeaderState
 
-    def planted(self: raft_node.RaftNode, majority_round: int) -> int:
-        return self._read_round  # every read round counts as confirmed at once
+    def planted(self: raft_node.RaftNode, st: LeaderState, majority_round: int) -> int:
+        return st.read_round  # every read round counts as confirmed at once
 
-    raft_node.RaftNode._read_round_confirmed = planted  # type: ignore[method-assign]
+    raft_node.RaftNode.read_round_confirmed = planted  # type: ignore[method-assign]
 
 
 def _plant_no_check_quorum() -> None:
