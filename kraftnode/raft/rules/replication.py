@@ -156,11 +156,14 @@ def on_fetch_response(node: RaftCore, source: int, inflight: InFlight, resp: Fet
         return
     if inflight.fetch_offset != node.log.end_offset:
         return  # an answer to a position we no longer hold
-    if not st.leader_resigned:
-        # A fetch answered just before the leader's EndQuorumEpoch (another connection, so
-        # maybe delivered after it) must not undo the resignation's election timer.
+    if not (st.leader_resigned and now_ms >= st.fetch_deadline):
+        # Kafka's handleFetchResponse resets the fetch timer on every successful fetch, also
+        # after an EndQuorumEpoch shortened it (a fetch answered before the resignation but
+        # delivered after it); only once that shortened timer has run out is it too late, as
+        # Kafka's poll loop fires an expired timer before it handles the next message.
         st.fetch_deadline = timers.fetch_deadline(node, now_ms)
-        st.fetched = True
+    if not st.leader_resigned:
+        st.fetched = True  # KIP-996: a resigned leader is not one to stick to
     if resp.diverging_epoch is not None:
         node.on_diverging_epoch(source, resp, resp.diverging_epoch, now_ms)
         return

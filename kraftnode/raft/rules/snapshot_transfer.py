@@ -59,12 +59,21 @@ def on_fetch_snapshot_response(node: RaftCore, source: int, resp: FetchSnapshotR
         node.backoff(source, now_ms)
         return
     snap_id, position = st.snapshot
-    if resp.error_code != errors.NONE or resp.partition_error_code != errors.NONE:
-        if resp.partition_error_code in (errors.SNAPSHOT_NOT_FOUND, errors.POSITION_OUT_OF_RANGE):
+    got = resp.snapshot_id
+    error = resp.partition_error_code
+    if resp.error_code == errors.NONE and (
+            error == errors.SNAPSHOT_NOT_FOUND or (error == errors.NONE and (got.end_offset < 0 or got.epoch < 0))):
+        # Kafka's handleFetchSnapshotResponse: the leader no longer has that snapshot (it
+        # took a newer one). The leader answered: reset the fetch timer and Fetch again at
+        # once, to learn the snapshot it has now.
+        st.snapshot = None
+        st.fetch_deadline = timers.fetch_deadline(node, now_ms)
+        return
+    if resp.error_code != errors.NONE or error != errors.NONE:
+        if error == errors.POSITION_OUT_OF_RANGE:
             st.snapshot = None  # fetch again: the leader will name its current snapshot
         node.backoff(source, now_ms)
         return
-    got = resp.snapshot_id
     data = resp.unaligned_records
     if (got.end_offset, got.epoch) != (snap_id.offset, snap_id.epoch) or resp.position != position \
             or resp.size < 0 or position + len(data) > resp.size or (not data and position < resp.size):
