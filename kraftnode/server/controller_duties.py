@@ -55,7 +55,7 @@ from kraftnode.protocol.generated.metadata import (
     ZkMigrationStateRecord,
 )
 from kraftnode.protocol.registry import CONTROLLER_REGISTRATION
-from kraftnode.raft.states import Leader
+from kraftnode.raft.states import LeaderState
 from kraftnode.server.api_versions import version_range
 from kraftnode.server.metadata_state import METADATA_VERSION_CONTROLLER_REGISTRATION, MetadataState
 from kraftnode.server.peer_client import PeerError
@@ -305,7 +305,7 @@ class ControllerDuties:
     def maybe_activate(self) -> None:
         node = self.driver.node
         st = node.state
-        if not isinstance(st, Leader):
+        if not isinstance(st, LeaderState):
             self.active_epoch = None
             return
         if self.active_epoch == st.epoch:

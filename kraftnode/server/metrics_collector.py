@@ -20,7 +20,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from kraftnode.raft.states import Candidate, Follower, Leader, Voted
+from kraftnode.raft.states import CandidateState, FollowerState, LeaderState, VotedState
 from kraftnode.server.metrics import (
     RAFT,
     STATES,
@@ -63,11 +63,11 @@ def readiness(driver: RaftDriver, fetch_timeout_ms: int, metrics: RaftMetrics | 
     if driver.fatal is not None:
         return Health(False, f"stopped: {driver.fatal}")
     st = node.state
-    if isinstance(st, Leader):
+    if isinstance(st, LeaderState):
         if st.tracker.high_watermark_known:
             return Health(True, f"leader of epoch {st.epoch}, high watermark {node.high_watermark}")
         return Health(False, f"leader of epoch {st.epoch}, nothing of this epoch committed yet")
-    if isinstance(st, Follower):
+    if isinstance(st, FollowerState):
         cu = metrics.caught_up if metrics is not None else None
         if cu is None or cu[0] != st.epoch:
             return Health(False, f"following leader {st.leader_id} in epoch {st.epoch}, "
@@ -95,13 +95,13 @@ def kafka_state(driver: RaftDriver) -> str:
     is an observer; a resigned leader falls through to unattached, as in Kafka."""
     node = driver.node
     st = node.state
-    if isinstance(st, Leader):
+    if isinstance(st, LeaderState):
         return "leader"
-    if isinstance(st, Candidate):
+    if isinstance(st, CandidateState):
         return "candidate"
-    if isinstance(st, Voted):
+    if isinstance(st, VotedState):
         return "voted"
-    if isinstance(st, Follower):
+    if isinstance(st, FollowerState):
         return "follower" if node.is_voter else "observer"
     return "unattached"
 
@@ -112,9 +112,9 @@ def current_vote(driver: RaftDriver) -> tuple[int, str]:
     node = driver.node
     st = node.state
     zero = "AAAAAAAAAAAAAAAAAAAAAA"
-    if isinstance(st, Leader | Candidate):
+    if isinstance(st, LeaderState | CandidateState):
         key = node.local_key
-    elif isinstance(st, Voted):
+    elif isinstance(st, VotedState):
         key = st.voted_key
     else:
         return -1, zero
@@ -134,7 +134,7 @@ def high_watermark_metric(driver: RaftDriver) -> int:
     the next follower, unattached or candidate state."""
     node = driver.node
     st = node.state
-    if isinstance(st, Leader) and not st.tracker.high_watermark_known:
+    if isinstance(st, LeaderState) and not st.tracker.high_watermark_known:
         return -1
     return node.high_watermark if node.high_watermark > 0 else -1
 
@@ -240,7 +240,7 @@ class NodeCollector(Collector):
                      "quorum.", r.append_records.measure(now))
         yield _gauge(RAFT + "number_of_voters",
                      "Number of voters for the KRaft topic partition.", len(node.voters))
-        if isinstance(st, Leader):   # leader-only, as in Kafka
+        if isinstance(st, LeaderState):   # leader-only, as in Kafka
             tracker = st.tracker
             tracker.clear_inactive_observers(now)
             yield _gauge(RAFT + "number_of_observers",
@@ -262,7 +262,7 @@ class NodeCollector(Collector):
     def _replicas(self, now: int) -> Iterator[Metric]:
         """The leader's DescribeQuorum view of every replica (kraftnode's own names)."""
         node = self.driver.node
-        if not isinstance(node.state, Leader):
+        if not isinstance(node.state, LeaderState):
             return
         dq = node.describe_quorum(now)
         leader_end = self.driver.log.end_offset

@@ -28,9 +28,9 @@ from kraftnode.log.metadata_log import METADATA_PARTITION_DIR, LogError, Metadat
 from kraftnode.log.quorum_state import QuorumStateError, QuorumStateStore
 from kraftnode.log.snapshot import SnapshotError
 from kraftnode.logsetup import os_error_text
-from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.quorum_config import RaftConfig
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw

@@ -40,7 +40,7 @@ from kraftnode.raft.actions import (
 )
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.messages import DescribeQuorumData
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import ReplicaKey, VoterSet
 from kraftnode.server.peer_client import PeerPool
 from kraftnode.server.producers import ProducerIds

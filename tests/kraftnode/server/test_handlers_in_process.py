@@ -43,8 +43,8 @@ from kraftnode.protocol.registry import (
 )
 from kraftnode.raft import messages as m
 from kraftnode.raft.actions import HighWatermarkAdvanced
-from kraftnode.raft.config import RaftConfig
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.quorum_config import RaftConfig
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.server import api_versions, node_config
 from kraftnode.server import raft_wire as rw

@@ -216,14 +216,14 @@ def test_a_follower_is_ready_only_while_caught_up_within_the_fetch_timeout(tmp_p
             driver.metrics = rm
             assert not readiness(driver, 2000, rm).ok      # unattached: no leader known
             from kraftnode.raft import messages as m
-            from kraftnode.raft.states import Follower
+            from kraftnode.raft.states import FollowerState
 
             tg.start_soon(driver.run, tg)
             # node 2 becomes leader of epoch 5 and tells us
             await driver.call(m.BeginQuorumEpochRequest(
                 "MkU3OEVBNTcwNTJENDM2Qg", 1, None, 2, 5))
             st = driver.node.state
-            assert isinstance(st, Follower) and st.leader_id == 2
+            assert isinstance(st, FollowerState) and st.leader_id == 2
             h = readiness(driver, 2000, rm)
             assert not h.ok and "not caught up" in h.reason
             from kraftnode.server.metrics_collector import high_watermark_metric

@@ -16,9 +16,9 @@ import pytest
 from kraftnode.log.quorum_state import QuorumStateStore
 from kraftnode.raft import messages as m
 from kraftnode.raft.actions import AppendCompleted
-from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.errors import UNSUPPORTED_VERSION
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.quorum_config import RaftConfig
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.server import node_config
 from kraftnode.server.node import open_storage

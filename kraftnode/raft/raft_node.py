@@ -13,14 +13,15 @@ its next Fetch (the fetch offset acknowledges durable data); a leader emits
 ``FlushLog`` before counting its own log towards the high watermark, and commit
 notifications come after it.
 
-Floor plan: this module is the public event API only. Messages are routed by type
-(as Kafka's KafkaRaftClient.handleRequest/handleResponse switch on the API key) to
-the rules in :mod:`kraftnode.raft.rules` (elections, leadership, replication,
-snapshot_transfer, voter_changes), which are bound below as methods of the same
-name, so a test can replace one rule by subclassing; what depends on the current
-state (timers, requests owed, deadlines) is looked up per state in
-:mod:`kraftnode.raft.rules.per_state`; every state change goes through
-:class:`~kraftnode.raft.quorum_state.QuorumState`'s transition table.
+Floor plan: this module is the public event API and the few primitives the rules act
+through. Messages are routed by type (as Kafka's KafkaRaftClient.handleRequest/
+handleResponse switch on the API key) to the rules in :mod:`kraftnode.raft.rules`, plain
+functions of the node typed against :class:`~kraftnode.raft.rules.port.RaftCore` (which
+this class implements); what depends on the current state (timers, requests owed,
+deadlines) is looked up per state in :mod:`kraftnode.raft.rules.per_state`; every state
+change goes through :class:`~kraftnode.raft.quorum_state.QuorumState`'s transition
+table; what only a leader owes lives in :class:`~kraftnode.raft.states.LeaderState`,
+which fails it when leadership ends (``close``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from kraftnode.raft import errors, reconfig
 from kraftnode.raft.actions import (
     Action,
     AppendCompleted,
+    FatalError,
+    FlushLog,
     PersistElectionState,
     ReadIndexCompleted,
     SendRequest,
@@ -40,10 +43,9 @@ from kraftnode.raft.actions import (
     StateChanged,
 )
 from kraftnode.raft.batches import ControlRecord
-from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.history import VoterSetHistory
-from kraftnode.raft.inflight import InFlight, ParkedFetch
+from kraftnode.raft.inflight import InFlight
 from kraftnode.raft.log import RaftLog
 from kraftnode.raft.messages import (
     AddRaftVoterRequest,
@@ -68,23 +70,19 @@ from kraftnode.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from kraftnode.raft.quorum_config import RaftConfig
 from kraftnode.raft.quorum_state import QuorumState
 from kraftnode.raft.rules import (
     elections,
+    epochs,
     leadership,
     per_state,
     replication,
     snapshot_transfer,
-    validation,
     voter_changes,
 )
 from kraftnode.raft.snapshots import SnapshotStore
-from kraftnode.raft.states import (
-    EpochState,
-    FollowerState,
-    LeaderState,
-    UnattachedState,
-)
+from kraftnode.raft.states import EpochState, FollowerState, LeaderState, UnattachedState
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterSet
 
 
@@ -116,25 +114,20 @@ class RaftNode:
         self.local_kraft_versions = local_kraft_versions
         self.bootstrap_servers = list(bootstrap_servers)
         self.snapshots = snapshots
-        self.history = self._load_history(static_voters)
+        self.history = VoterSetHistory.load(static_voters, log)
         #: Exclusive: every offset below is committed. Never decreases.
         self.high_watermark = 0
+        #: An observer without a leader: how many bootstrap servers it has tried.
+        self.bootstrap_index = 0
         self._actions: list[Action] = []
+        #: The one request in flight per destination, and the retry backoffs.
         self._inflight: dict[int, InFlight] = {}
         self._backoff_until: dict[int, int] = {}
-        self._parked: list[ParkedFetch] = []
-        self._pending_appends: list[tuple[int, int]] = []  # (last offset, handle)
         self._next_correlation = 1
         self._next_handle = 1
-        self._bootstrap_index = 0
         self._failed = False
-        # Read index (linearizable reads): pending (handle, round), the latest round asked
-        # for, and per voter the latest round it confirmed (answered our BeginQuorumEpoch).
-        self._reads: list[tuple[int, int]] = []
-        self._read_round = 0
-        self._read_confirmed: dict[int, int] = {}
         self.quorum = QuorumState(self.local_key, election, UnattachedState(0, None))
-        self.quorum.state = self._initial_state(election, now_ms)
+        self.quorum.state = epochs.initial_state(self, election, now_ms)
         self._persist(self.quorum.record(self.quorum.election_of(self.state)))
         self._emit_state_changed()
 
@@ -174,8 +167,27 @@ class RaftNode:
         return self.quorum.election
 
     @property
+    def voted_key(self) -> ReplicaKey | None:
+        """The vote on record for the current epoch (ours as a candidate)."""
+        return self.quorum.voted_key
+
+    @property
     def failed(self) -> bool:
         return self._failed
+
+    def any_in_flight(self) -> bool:
+        """A request to some destination awaits its answer."""
+        return bool(self._inflight)
+
+    def is_busy(self, destination: int) -> bool:
+        """A request to ``destination`` awaits its answer or its retry backoff is pending."""
+        return destination in self._inflight or destination in self._backoff_until
+
+    def awaits_answer(self, source_id: int, correlation_id: int) -> bool:
+        """Whether :meth:`handle_response` would take this answer (it answers the request in
+        flight to ``source_id``; anything else is stale and ignored)."""
+        inflight = self._inflight.get(source_id)
+        return inflight is not None and inflight.correlation_id == correlation_id
 
     def take_actions(self) -> list[Action]:
         """Hand the accumulated actions to the driver (it must execute them in order)."""
@@ -185,10 +197,9 @@ class RaftNode:
 
     def next_deadline_ms(self) -> int | None:
         """When ``tick`` must next be called (None: only on the next event)."""
-        st = self.state
         times: list[int] = [f.deadline for f in self._inflight.values()]
         times.extend(self._backoff_until.values())
-        per_state.DEADLINES[st.name](self, times)
+        per_state.DEADLINES[self.state.name](self, times)
         return min(times) if times else None
 
     def describe_quorum(self, now_ms: int) -> DescribeQuorumData:
@@ -234,69 +245,65 @@ class RaftNode:
         if self._failed:
             return
         if isinstance(request, VoteRequest):
-            self._on_vote_request(request_id, request, now_ms)
+            self.on_vote_request(request_id, request, now_ms)
         elif isinstance(request, FetchRequest):
-            self._on_fetch_request(request_id, request, now_ms)
+            replication.on_fetch_request(self, request_id, request, now_ms)
         elif isinstance(request, BeginQuorumEpochRequest):
-            self._on_begin_quorum_epoch(request_id, request, now_ms)
+            leadership.on_begin_quorum_epoch(self, request_id, request, now_ms)
         elif isinstance(request, EndQuorumEpochRequest):
-            self._on_end_quorum_epoch(request_id, request, now_ms)
+            leadership.on_end_quorum_epoch(self, request_id, request, now_ms)
         elif isinstance(request, FetchSnapshotRequest):
-            self._on_fetch_snapshot(request_id, request, now_ms)
+            snapshot_transfer.on_fetch_snapshot(self, request_id, request, now_ms)
         elif isinstance(request, AddRaftVoterRequest):
-            self._on_add_voter(request_id, request, now_ms)
+            voter_changes.on_add_voter(self, request_id, request, now_ms)
         elif isinstance(request, RemoveRaftVoterRequest):
-            self._on_remove_voter(request_id, request, now_ms)
+            voter_changes.on_remove_voter(self, request_id, request, now_ms)
         elif isinstance(request, UpdateRaftVoterRequest):
-            self._on_update_voter(request_id, request, now_ms)
+            voter_changes.on_update_voter(self, request_id, request, now_ms)
         elif isinstance(request, ApiVersionsRequest):
             # The server answers ApiVersions itself; this serves the simulator's probes.
-            self._respond(request_id, ApiVersionsResponse(errors.NONE, self.local_kraft_versions))
+            self.respond(request_id, ApiVersionsResponse(errors.NONE, self.local_kraft_versions))
         else:  # pragma: no cover - typing guards this
             raise TypeError(f"unsupported request {type(request).__name__}")
         self._poll(now_ms)
 
     def handle_response(self, source_id: int, correlation_id: int, response: Response, now_ms: int) -> None:
         """The answer to a ``SendRequest`` we emitted. Unknown correlation ids are ignored."""
-        if self._failed:
+        if self._failed or not self.awaits_answer(source_id, correlation_id):
             return
-        inflight = self._inflight.get(source_id)
-        if inflight is None or inflight.correlation_id != correlation_id:
-            return
-        del self._inflight[source_id]
+        inflight = self._inflight.pop(source_id)
         if isinstance(response, VoteResponse):
-            self._on_vote_response(source_id, response, now_ms)
+            elections.on_vote_response(self, source_id, response, now_ms)
         elif isinstance(response, FetchResponse):
-            self._on_fetch_response(source_id, inflight, response, now_ms)
+            replication.on_fetch_response(self, source_id, inflight, response, now_ms)
         elif isinstance(response, BeginQuorumEpochResponse):
-            self._on_begin_quorum_epoch_response(source_id, response, now_ms, inflight.read_round)
+            leadership.on_begin_quorum_epoch_response(self, source_id, response, now_ms, inflight.read_round)
         elif isinstance(response, EndQuorumEpochResponse):
-            self._on_end_quorum_epoch_response(source_id, response, now_ms)
+            leadership.on_end_quorum_epoch_response(self, source_id, response, now_ms)
         elif isinstance(response, FetchSnapshotResponse):
-            self._on_fetch_snapshot_response(source_id, response, now_ms)
+            snapshot_transfer.on_fetch_snapshot_response(self, source_id, response, now_ms)
         elif isinstance(response, ApiVersionsResponse):
-            self._on_api_versions_response(source_id, response, now_ms)
+            voter_changes.on_api_versions_response(self, source_id, response, now_ms)
         elif isinstance(response, UpdateRaftVoterResponse):
-            self._on_update_voter_response(source_id, response, now_ms)
+            voter_changes.on_update_voter_response(self, source_id, response, now_ms)
         elif isinstance(response, AddRaftVoterResponse | RemoveRaftVoterResponse):
             pass  # auto-join: a refusal is retried after the next update-voter period
         else:
-            self._backoff(source_id, now_ms)
+            self.backoff(source_id, now_ms)
         self._poll(now_ms)
 
     def request_failed(self, destination: int, correlation_id: int, now_ms: int) -> None:
         """The driver could not deliver the request or lost its connection."""
-        inflight = self._inflight.get(destination)
-        if inflight is not None and inflight.correlation_id == correlation_id:
+        if self.awaits_answer(destination, correlation_id):
             del self._inflight[destination]
-            self._backoff(destination, now_ms)
+            self.backoff(destination, now_ms)
             st = self.state
             if isinstance(st, LeaderState):
                 pending = st.tracker.pending_add
                 if pending is not None and pending.last_offset is None and pending.key.id == destination:
                     # Kafka turns a failed ApiVersions into an error response, which aborts the add.
-                    self._finish_add(st, errors.REQUEST_TIMED_OUT,
-                                     "Aborted add voter operation since API_VERSIONS could not be sent")
+                    self.emit(*st.finish_add(errors.REQUEST_TIMED_OUT,
+                                             "Aborted add voter operation since API_VERSIONS could not be sent"))
         self._poll(now_ms)
 
     def append(self, records: Sequence[object], now_ms: int) -> int:
@@ -310,11 +317,11 @@ class RaftNode:
         if st is None:
             return handle
         batch = self.log.append_as_leader(records, st.epoch)
-        self._pending_appends.append((batch.last_offset, handle))
+        st.pending_appends.append((batch.last_offset, handle))
         # Answer waiting followers before the FlushLog barrier, so they replicate while
         # the leader fsyncs (its own offset still counts only after its flush).
-        self._complete_parked(now_ms)
-        self._flush_leader(st, now_ms)
+        replication.complete_parked(self, st, now_ms)
+        replication.flush_leader(self, st, now_ms)
         self._poll(now_ms)
         return handle
 
@@ -327,25 +334,21 @@ class RaftNode:
         if st is None:
             return handle
         batch = self.log.append_as_leader(list(records), st.epoch, is_control=True)
-        self._pending_appends.append((batch.last_offset, handle))
+        st.pending_appends.append((batch.last_offset, handle))
         if self.history.observe([batch]):
-            self._voter_set_changed(now_ms)
-        self._flush_leader(st, now_ms)
-        self._complete_parked(now_ms)
+            voter_changes.voter_set_changed(self, now_ms)
+        replication.flush_leader(self, st, now_ms)
+        replication.complete_parked(self, st, now_ms)
         self._poll(now_ms)
         return handle
 
-    def _appending_leader(self, has_records: bool) -> tuple[int, LeaderState | None]:
-        """A new append handle, and the leader state if this node may append now (else the
-        handle already completed: NOT_LEADER_OR_FOLLOWER, or INVALID_REQUEST when empty)."""
-        handle = self._next_handle
-        self._next_handle += 1
-        st = self.state
-        if self._failed or not isinstance(st, LeaderState) or st.transfer is not None or not has_records:
-            code = errors.NOT_LEADER_OR_FOLLOWER if has_records else errors.INVALID_REQUEST
-            self._actions.append(AppendCompleted(handle, -1, code))
-            return handle, None
-        return handle, st
+    def upgrade_kraft_version(self, version: int, validate_only: bool, now_ms: int) -> tuple[int, str | None, int]:
+        """KafkaRaftClient.upgradeKRaftVersion (Kafka 4.1), on the leader of a static quorum
+        (see :func:`kraftnode.raft.rules.voter_changes.kraft_version_upgrade`). Returns (error
+        code, message, handle): the handle completes (``AppendCompleted``) when the upgrade's
+        control batch commits; -1 when nothing was appended (a refusal, a validation, a no-op)."""
+        code, message, records = voter_changes.kraft_version_upgrade(self, version, validate_only)
+        return code, message, self.append_control(records, now_ms) if records else -1
 
     def read_index(self, now_ms: int) -> int:
         """A read barrier (Raft's read index, section 6.4): returns a handle completed by
@@ -354,60 +357,29 @@ class RaftNode:
         committed an entry of its epoch; its ``read_index`` (the high watermark then) covers
         every write committed before the call. Not the leader (or leadership lost before
         that): NOT_LEADER_OR_FOLLOWER."""
-        handle = self._next_handle
-        self._next_handle += 1
-        if self._failed or not isinstance(self.state, LeaderState):
-            self._actions.append(ReadIndexCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
+        handle = self._new_handle()
+        st = self.state
+        if self._failed or not isinstance(st, LeaderState):
+            self.emit(ReadIndexCompleted(handle, -1, errors.NOT_LEADER_OR_FOLLOWER))
             return handle
-        self._read_round += 1
-        self._reads.append((handle, self._read_round))
-        self._complete_reads()
+        st.read_round += 1
+        st.reads.append((handle, st.read_round))
+        replication.complete_reads(self)
         self._poll(now_ms)
         return handle
 
     def resign(self, now_ms: int) -> None:
         """Graceful shutdown: a leader resigns and asks the most caught-up voter to take over."""
         if isinstance(self.state, LeaderState):
-            self._resign(now_ms)
+            leadership.resign(self, now_ms)
             self._poll(now_ms)
 
-    def _load_history(self, static_voters: VoterSet) -> VoterSetHistory:
-        """Voter set history from the latest snapshot and the control batches of the log."""
-        history = VoterSetHistory(static_voters)
-        snap = self.log.latest_snapshot_id()
-        if snap is not None:
-            history.load_snapshot(self.log.latest_snapshot_control_records(), snap.offset)
-        history.observe(self.log.control_batches(self.log.start_offset))
-        return history
+    # ================================================= primitives (rules.port)
+    def respond(self, request_id: int, response: Response) -> None:
+        self._actions.append(SendResponse(request_id, response))
 
-    # ============================================================ transitions
-
-    def _transition(self, new_state: EpochState, now_ms: int) -> None:
-        old, election = self.quorum.transition(new_state)
-        self._inflight.clear()
-        self._backoff_until.clear()
-        self._persist(election)
-        if isinstance(old, LeaderState) and not isinstance(new_state, LeaderState):
-            self._close_leader_state(old, new_state)
-        self._emit_state_changed()
-
-    def _persist(self, election: ElectionState | None) -> None:
-        """Emit the election state the quorum state recorded (None: nothing changed)."""
-        if election is not None:
-            self._actions.append(PersistElectionState(election))
-
-    def _emit_state_changed(self) -> None:
-        st = self.state
-        self._actions.append(StateChanged(st.name, st.epoch, st.leader_id, self.is_voter))
-
-    # ============================================================== timers
-
-    def _backoff(self, destination: int, now_ms: int) -> None:
-        self._backoff_until[destination] = now_ms + self.config.retry_backoff_ms
-
-    # ============================================================== sending
-    def _send(self, destination: int, request: Request, now_ms: int, fetch_offset: int = -1,
-              endpoints: tuple[Endpoint, ...] | None = None, read_round: int = -1) -> None:
+    def send(self, destination: int, request: Request, now_ms: int, *, fetch_offset: int = -1,
+             endpoints: tuple[Endpoint, ...] | None = None, read_round: int = -1) -> None:
         corr = self._next_correlation
         self._next_correlation += 1
         timeout = self.config.request_timeout_ms
@@ -421,11 +393,68 @@ class RaftNode:
                 endpoints = st.leader_endpoints
         self._actions.append(SendRequest(destination, corr, request, endpoints))
 
-    def _can_send(self, destination: int, now_ms: int) -> bool:
+    def can_send(self, destination: int, now_ms: int) -> bool:
         if destination == self.local_key.id or destination in self._inflight:
             return False
         until = self._backoff_until.get(destination)
         return until is None or until <= now_ms
+
+    def backoff(self, destination: int, now_ms: int) -> None:
+        self._backoff_until[destination] = now_ms + self.config.retry_backoff_ms
+
+    def transition(self, new_state: EpochState) -> None:
+        old, election = self.quorum.transition(new_state)
+        self._inflight.clear()
+        self._backoff_until.clear()
+        self._persist(election)
+        if isinstance(old, LeaderState) and not isinstance(new_state, LeaderState):
+            self.emit(*old.close(new_state, replication.fetch_error(self, errors.NOT_LEADER_OR_FOLLOWER)))
+        self._emit_state_changed()
+
+    def emit(self, *actions: Action) -> None:
+        self._actions.extend(actions)
+
+    def flush(self, end_offset: int) -> None:
+        if self._actions and isinstance(self._actions[-1], FlushLog):
+            self._actions[-1] = FlushLog(end_offset)
+        else:
+            self._actions.append(FlushLog(end_offset))
+
+    def fail(self, error_code: int, message: str) -> None:
+        self._failed = True
+        self._actions.append(FatalError(error_code, message))
+
+    # ===================================== the rules a test may replace
+    # The rules that other rules (or the dispatch above) call through the node instead of
+    # as plain functions, so that a test subclassing RaftNode replaces them everywhere: the
+    # simulation's planted bugs (tests/simulation/plants.py and upgrade_sim.py) and the
+    # real-process plant (tests/support/plant_site). Only what a test replaces is here.
+    replica_tracker = leadership.replica_tracker
+    on_vote_request = elections.on_vote_request
+    grants_vote = elections.grants_vote
+    grants_pre_vote = elections.grants_pre_vote
+    on_diverging_epoch = replication.on_diverging_epoch
+    read_round_confirmed = replication.read_round_confirmed
+    transfer_target_caught_up = leadership.transfer_target_caught_up
+    learn_directory_id = voter_changes.learn_directory_id
+    voter_change_precheck = voter_changes.voter_change_precheck
+
+    # ============================================================ internals
+    def _new_handle(self) -> int:
+        handle = self._next_handle
+        self._next_handle += 1
+        return handle
+
+    def _appending_leader(self, has_records: bool) -> tuple[int, LeaderState | None]:
+        """A new append handle, and the leader state if this node may append now (else the
+        handle already completed: NOT_LEADER_OR_FOLLOWER, or INVALID_REQUEST when empty)."""
+        handle = self._new_handle()
+        st = self.state
+        if self._failed or not isinstance(st, LeaderState) or st.transfer is not None or not has_records:
+            code = errors.NOT_LEADER_OR_FOLLOWER if has_records else errors.INVALID_REQUEST
+            self.emit(AppendCompleted(handle, -1, code))
+            return handle, None
+        return handle, st
 
     def _poll(self, now_ms: int) -> None:
         """Send whatever the current state owes its peers."""
@@ -433,118 +462,18 @@ class RaftNode:
             return
         st = self.state
         if isinstance(st, LeaderState) and st.tracker.resign_requested:
-            self._resign(now_ms)
+            leadership.resign(self, now_ms)
             st = self.state
         if isinstance(st, LeaderState) and st.transfer is not None:
-            self._maybe_complete_transfer(st, now_ms)
+            leadership.maybe_complete_transfer(self, st, now_ms)
             st = self.state
         per_state.POLL[st.name](self, now_ms)
 
-    # ============================================================ responses
+    def _persist(self, election: ElectionState | None) -> None:
+        """Emit the election state the quorum state recorded (None: nothing changed)."""
+        if election is not None:
+            self.emit(PersistElectionState(election))
 
-    def _respond(self, request_id: int, response: Response) -> None:
-        self._actions.append(SendResponse(request_id, response))
-
-    # --- Vote
-
-    # --- BeginQuorumEpoch
-
-    # --- EndQuorumEpoch
-
-    # --- Fetch (leader side)
-
-    # --- Fetch (follower side)
-
-    # ============================================== voter changes (KIP-853)
-
-    # ======================================================== high watermark
-
-    # ===================================================== rules, by topic
-    # Bound from kraftnode/raft/rules/*: each rule is a method, so a test can subclass one.
-    # elections
-    _initial_state = elections.initial_state
-    _become_unattached = elections.become_unattached
-    _become_follower = elections.become_follower
-    _become_candidate = elections.become_candidate
-    _start_election = elections.start_election
-    _maybe_win_pre_vote = elections.maybe_win_pre_vote
-    _prospective_lost = elections.prospective_lost
-    _maybe_win = elections.maybe_win
-    _maybe_handle_leader_info = elections.maybe_handle_leader_info
-    _election_deadline = elections.election_deadline
-    _election_deadline_or_none = elections.election_deadline_or_none
-    _binary_backoff = elections.binary_backoff
-    _end_epoch_backoff = elections.end_epoch_backoff
-    _vote_response = elections.vote_response
-    _on_vote_request = elections.on_vote_request
-    _grants_vote = elections.grants_vote
-    _on_pre_vote_request = elections.on_pre_vote_request
-    _grants_pre_vote = elections.grants_pre_vote
-    _refused_vote_request = elections.refused_vote_request
-    _candidate_log_up_to_date = elections.candidate_log_up_to_date
-    _on_vote_response = elections.on_vote_response
-    _maybe_lose_pre_vote = elections.maybe_lose_pre_vote
-    _maybe_lose = elections.maybe_lose
-    # leadership
-    _become_leader = leadership.become_leader
-    _replica_tracker = leadership.replica_tracker
-    _close_leader_state = leadership.close_leader_state
-    _resign = leadership.resign
-    _bqe_response = leadership.bqe_response
-    _on_begin_quorum_epoch = leadership.on_begin_quorum_epoch
-    _on_begin_quorum_epoch_response = leadership.on_begin_quorum_epoch_response
-    _eqe_response = leadership.eqe_response
-    _on_end_quorum_epoch = leadership.on_end_quorum_epoch
-    _on_transfer_request = leadership.on_transfer_request
-    _maybe_complete_transfer = leadership.maybe_complete_transfer
-    _transfer_target_caught_up = leadership.transfer_target_caught_up
-    _on_end_quorum_epoch_response = leadership.on_end_quorum_epoch_response
-    # replication
-    _fetch_error = replication.fetch_error
-    _reported_high_watermark = replication.reported_high_watermark
-    _validate_leader_epoch = replication.validate_leader_epoch
-    _on_fetch_request = replication.on_fetch_request
-    _validate_offset_and_epoch = replication.validate_offset_and_epoch
-    _answer_fetch = replication.answer_fetch
-    _complete_parked = replication.complete_parked
-    _on_fetch_response = replication.on_fetch_response
-    _on_diverging_epoch = replication.on_diverging_epoch
-    _truncate_to_diverging = replication.truncate_to_diverging
-    _append_as_follower = replication.append_as_follower
-    _send_fetch = replication.send_fetch
-    _flush_leader = replication.flush_leader
-    _maybe_advance_high_watermark = replication.maybe_advance_high_watermark
-    _set_high_watermark = replication.set_high_watermark
-    _set_high_watermark_inner = replication.set_high_watermark_inner
-    _complete_reads = replication.complete_reads
-    _read_round_confirmed = replication.read_round_confirmed
-    # snapshot_transfer
-    _on_fetch_snapshot = snapshot_transfer.on_fetch_snapshot
-    _on_fetch_snapshot_response = snapshot_transfer.on_fetch_snapshot_response
-    # validation
-    _current_leader = validation.current_leader
-    _leader_node_endpoints = validation.leader_node_endpoints
-    _endpoints_from_nodes = validation.endpoints_from_nodes
-    _cluster_ok = validation.cluster_ok
-    _valid_voter_key = validation.valid_voter_key
-    # voter_changes
-    _voter_set_changed = voter_changes.voter_set_changed
-    _local_voter_node = voter_changes.local_voter_node
-    _update_voter_period_ms = voter_changes.update_voter_period_ms
-    _should_update_voter = voter_changes.should_update_voter
-    _should_auto_join = voter_changes.should_auto_join
-    _auto_join_request = voter_changes.auto_join_request
-    _learn_directory_id = voter_changes.learn_directory_id
-    upgrade_kraft_version = voter_changes.upgrade_kraft_version
-    _voter_change_precheck = voter_changes.voter_change_precheck
-    _append_voters = voter_changes.append_voters
-    _commit_voters = voter_changes.commit_voters
-    _finish_add = voter_changes.finish_add
-    _finish_remove = voter_changes.finish_remove
-    _expire_voter_changes = voter_changes.expire_voter_changes
-    _voter_changes_committed = voter_changes.voter_changes_committed
-    _on_add_voter = voter_changes.on_add_voter
-    _on_api_versions_response = voter_changes.on_api_versions_response
-    _on_remove_voter = voter_changes.on_remove_voter
-    _on_update_voter = voter_changes.on_update_voter
-    _on_update_voter_response = voter_changes.on_update_voter_response
+    def _emit_state_changed(self) -> None:
+        st = self.state
+        self.emit(StateChanged(st.name, st.epoch, st.leader_id, self.is_voter))
