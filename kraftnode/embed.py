@@ -1,7 +1,7 @@
 """Run a kraftnode node inside your own program, with your own replicated state machine.
 
     from kraftnode.embed import EmbeddedNode
-    from kraftnode.server.state_machine import KeyValueStateMachine
+    from kraftnode.metadata.state_machine import KeyValueStateMachine
 
     async with EmbeddedNode("server.properties", KeyValueStateMachine()) as node:
         result = await node.append([(b"k", b"v")])      # returns once committed and applied
@@ -9,7 +9,7 @@
 
 The node is the same as ``kraftnode start`` runs (same storage, same wire protocol,
 same snapshots and cleaning), except that committed records are applied to *your*
-state machine (the :class:`~kraftnode.server.state_machine.StateMachine` protocol).
+state machine (the :class:`~kraftnode.metadata.state_machine.StateMachine` protocol).
 Its records are ordinary Kafka records of ``__cluster_metadata`` partition 0: any Kafka
 consumer can read them.  See docs/embedding.md.
 """
@@ -26,12 +26,12 @@ from typing import Generic, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
+from kraftnode.metadata.state_machine import StateMachine
 from kraftnode.protocol import Errors
 from kraftnode.server import node_config
 from kraftnode.server.node import RunningNode, run_node
 from kraftnode.server.node_config import NodeConfig
-from kraftnode.server.raft_log import RawBatches
-from kraftnode.server.state_machine import StateMachine
+from kraftnode.server.raft.disk_log import RawBatches
 from recordbatch import Record, build_batch
 
 __all__ = ["AppendResult", "EmbeddedNode", "NotLeaderError", "AppendError"]

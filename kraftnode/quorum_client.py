@@ -25,7 +25,7 @@ from kraftnode.config import ConfigError
 from kraftnode.protocol import DescribeClusterRequest, Errors
 from kraftnode.protocol.framing import encode_request, parse_response
 from kraftnode.protocol.registry import DESCRIBE_CLUSTER, SERVED
-from kraftnode.server.security.listeners import SecurityProtocol
+from kraftnode.security.listeners import SecurityProtocol
 from recordbatch.message import Message
 
 
@@ -59,8 +59,8 @@ def security_from_properties(props: Mapping[str, str]) -> ClientSecurity:
     """Kafka's client security keys from an Admin client's properties; UsageError naming the
     key otherwise. Keys the client does not use (a server.properties given to add-controller)
     are ignored, as the Admin client ignores them."""
-    from kraftnode.server.security import sasl, tls
-    from kraftnode.server.security.listeners import ListenerProps
+    from kraftnode.security import sasl, tls
+    from kraftnode.security.listeners import ListenerProps
 
     name = (props.get("security.protocol") or "PLAINTEXT").strip().upper()
     if name not in SecurityProtocol.__members__:
@@ -102,7 +102,7 @@ def _connect(host: str, port: int, timeout: float) -> socket.socket:
 
 def _login(sock: socket.socket, login: tuple[str, str, str], timeout: float) -> None:
     """The raft peers' SASL exchange (SaslHandshake v1, SaslAuthenticate v2), on this socket."""
-    from kraftnode.server.security.sasl import client_authenticate
+    from kraftnode.security.sasl import client_authenticate
 
     async def request_at(key: int, version: int, body: Any, _timeout: float) -> Any:
         return _roundtrip(sock, key, version, body)[1]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kraftnode.commands import transfer, voter_changes
+from kraftnode.commands import transfer_leadership, voter_changes
 from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError, load_properties
 from kraftnode.protocol import (
@@ -245,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
     if args.quorum_command == "remove-controller":
         return voter_changes.remove_controller(args)
     if args.quorum_command == "transfer-leadership":
-        return transfer.transfer_leadership(args)
+        return transfer_leadership.transfer_leadership(args)
     if args.status and args.replication:
         raise UsageError("Only one of --status or --replication should be specified with describe sub-command")
     if not (args.status or args.replication):

@@ -1,7 +1,7 @@
 """Request handlers: turn parsed wire requests into core events or log reads, and back.
 
 Split by audience: ``raft_peers`` (Vote, BeginQuorumEpoch, EndQuorumEpoch, a replica's
-Fetch, FetchSnapshot, UpdateRaftVoter: through the one RPC table, kraftnode.server.raft_rpcs),
+Fetch, FetchSnapshot, UpdateRaftVoter: through the one RPC table, kraftnode.server.raft.rpcs),
 ``applications`` (Produce, consumer Fetch, ListOffsets, Metadata, InitProducerId, groups),
 ``admin`` (DescribeCluster, DescribeQuorum, DescribeConfigs, UpdateFeatures, voter
 changes, ACL/SCRAM admin and forwarding), and ``kafka_compat`` (record shape checks and
@@ -46,8 +46,9 @@ from kraftnode.protocol.registry import (
     VOTE,
 )
 from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
-from kraftnode.server import api_versions, group_offsets
-from kraftnode.server import raft_wire as rw
+from kraftnode.security import api_checks
+from kraftnode.security import authorizer as az
+from kraftnode.server.handlers import groups as group_offsets
 from kraftnode.server.handlers.admin import AdminHandlers
 from kraftnode.server.handlers.applications import ApplicationHandlers
 from kraftnode.server.handlers.base import VOTER_CHANGE_FORWARD_TIMEOUT_S, NodeIdentity
@@ -56,9 +57,9 @@ from kraftnode.server.handlers.kafka_compat import (
     TOPIC_AUTHORIZED_OPERATIONS,
     kraft_record_shape_error,
 )
-from kraftnode.server.network import Reply
-from kraftnode.server.security import api_checks
-from kraftnode.server.security import authorizer as az
+from kraftnode.server.net import api_versions
+from kraftnode.server.net.listener import Reply
+from kraftnode.server.raft import wire as rw
 
 __all__ = [
     "CLUSTER_AUTHORIZED_OPERATIONS", "HANDLERS", "TOPIC_AUTHORIZED_OPERATIONS",

@@ -22,9 +22,8 @@ from kraftnode.protocol.registry import (
 )
 from kraftnode.raft import messages as m
 from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
-from kraftnode.server import api_versions
-from kraftnode.server import raft_rpcs as rpcs
-from kraftnode.server import raft_wire as rw
+from kraftnode.security import api_checks
+from kraftnode.security import authorizer as az
 from kraftnode.server.handlers.kafka_compat import (
     _CONFIG_BROKER,
     _CONFIG_TOPIC,
@@ -40,8 +39,9 @@ from kraftnode.server.handlers.kafka_compat import (
     _invalid_topic_name,
 )
 from kraftnode.server.handlers.raft_peers import RaftPeerHandlers
-from kraftnode.server.security import api_checks
-from kraftnode.server.security import authorizer as az
+from kraftnode.server.net import api_versions
+from kraftnode.server.raft import rpcs
+from kraftnode.server.raft import wire as rw
 from recordbatch.message import Message
 from recordbatch.wire import ZERO_UUID
 
@@ -262,7 +262,7 @@ class AdminHandlers(RaftPeerHandlers):
     async def _alter_scram(self, q: w.AlterUserScramCredentialsRequest, v: int) -> Message:
         """The leader writes the records; a follower forwards the request to it, as a Kafka
         broker forwards it to the active controller (else NOT_CONTROLLER)."""
-        from kraftnode.server.security import scram_admin
+        from kraftnode.server.handlers import scram_credentials as scram_admin
         if not self.driver.is_leader:
             leader, _ = self._leader()
             forwarded = await self._forward_to_leader(
@@ -274,7 +274,7 @@ class AdminHandlers(RaftPeerHandlers):
 
     async def _describe_scram(self, q: w.DescribeUserScramCredentialsRequest,
                               v: int) -> w.DescribeUserScramCredentialsResponse:
-        from kraftnode.server.security import scram_admin
+        from kraftnode.server.handlers import scram_credentials as scram_admin
         out: w.DescribeUserScramCredentialsResponse = scram_admin.describe(self.duties, q)
         return out
 

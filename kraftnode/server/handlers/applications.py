@@ -1,6 +1,6 @@
 """Requests from applications: Produce, a consumer's Fetch, ListOffsets, Metadata,
 InitProducerId, ControllerRegistration, and the simple consumer groups
-(kraftnode.server.group_offsets). They read or append to the quorum's one partition
+(kraftnode.server.handlers.groups). They read or append to the quorum's one partition
 through the driver's read API."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kraftnode.protocol.generated.produce_response import (
 )
 from kraftnode.protocol.registry import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 from kraftnode.raft.actions import AppendCompleted
-from kraftnode.server import raft_wire as rw
+from kraftnode.security import authorizer as az
 from kraftnode.server.handlers.base import HandlerBase
 from kraftnode.server.handlers.kafka_compat import (
     _NOT_REQUESTED,
@@ -29,9 +29,9 @@ from kraftnode.server.handlers.kafka_compat import (
     metadata_only_check,
     validate_produce_records,
 )
-from kraftnode.server.raft_driver import Waiter
-from kraftnode.server.raft_log import RawBatches
-from kraftnode.server.security import authorizer as az
+from kraftnode.server.raft import wire as rw
+from kraftnode.server.raft.disk_log import RawBatches
+from kraftnode.server.raft.driver import Waiter
 from recordbatch.wire import ZERO_UUID
 
 

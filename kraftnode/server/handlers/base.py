@@ -13,14 +13,15 @@ import logging
 from dataclasses import dataclass
 
 from kraftnode.protocol.registry import DESCRIBE_QUORUM
-from kraftnode.server import api_versions, group_offsets
-from kraftnode.server.controller_duties import ControllerDuties, voter_address
-from kraftnode.server.peer_client import SOFTWARE_NAME, PeerError
-from kraftnode.server.raft_driver import RaftDriver
-from kraftnode.server.security import api_checks
-from kraftnode.server.security import authorizer as az
-from kraftnode.server.security.acl_admin import AclAdmin
-from kraftnode.server.security.listeners import CURRENT_LISTENER
+from kraftnode.security import api_checks
+from kraftnode.security import authorizer as az
+from kraftnode.security.listeners import CURRENT_LISTENER
+from kraftnode.server.handlers import groups as group_offsets
+from kraftnode.server.handlers.acls import AclAdmin
+from kraftnode.server.metadata.controller_duties import ControllerDuties, voter_address
+from kraftnode.server.net import api_versions
+from kraftnode.server.net.peer_client import SOFTWARE_NAME, PeerError
+from kraftnode.server.raft.driver import RaftDriver
 from recordbatch.message import Message
 
 log = logging.getLogger("kraftnode.handlers")
