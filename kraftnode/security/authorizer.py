@@ -23,7 +23,6 @@ on PLAINTEXT, ``User:<mapped certificate subject>`` on SSL (``ssl.principal.mapp
 
 from __future__ import annotations
 
-import itertools
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -142,14 +141,6 @@ def parse_super_users(text: str | None) -> frozenset[str]:
                               f"string in format principalType:principalName but got {v}")
         out.add(v)
     return frozenset(out)
-
-
-_GENERATION = itertools.count(1)
-
-
-def next_generation() -> int:
-    """A new value for MetadataState.acl_generation (the authorizer's cache key)."""
-    return next(_GENERATION)
 
 
 class AuthorizerNotReady(Exception):
