@@ -70,7 +70,7 @@ class AdminHandlers(RaftPeerHandlers):
             cluster_id=self.ident.cluster_id, controller_id=leader if leader in eps else -1,
             brokers=[w.DescribeClusterResponse.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=None)
                      for i, (h, p) in sorted(eps.items())],
-            cluster_authorized_operations=self._authorized_ops(
+            cluster_authorized_operations=self.authorized_operations(
                 az.CLUSTER, az.CLUSTER_NAME, CLUSTER_AUTHORIZED_OPERATIONS)
             if q.include_cluster_authorized_operations else _NOT_REQUESTED)
 
@@ -90,12 +90,12 @@ class AdminHandlers(RaftPeerHandlers):
         for res in q.resources:
             code, msg = 0, None
             name = res.resource_name
-            if res.resource_type == _CONFIG_TOPIC and self._denied(az.TOPIC, name, az.DESCRIBE_CONFIGS,
+            if res.resource_type == _CONFIG_TOPIC and self.denied(az.TOPIC, name, az.DESCRIBE_CONFIGS,
                                                                    DESCRIBE_CONFIGS):
                 # ConfigHelper.handleDescribeConfigsRequest: Errors.message() as the message
                 code = Errors.TOPIC_AUTHORIZATION_FAILED
                 msg = api_checks.MESSAGES[code]
-            elif res.resource_type in (_CONFIG_BROKER, 8) and self._denied(
+            elif res.resource_type in (_CONFIG_BROKER, 8) and self.denied(
                     az.CLUSTER, az.CLUSTER_NAME, az.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS):
                 code = Errors.CLUSTER_AUTHORIZATION_FAILED
                 msg = api_checks.MESSAGES[code]

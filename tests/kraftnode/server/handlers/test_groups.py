@@ -1,5 +1,5 @@
-"""Simple consumer groups (kraftnode/server/handlers/groups.py): the offset-commit record
-layout, its replay, and the refusal of commits while a Kafka (Java) raft node is a voter.
+"""Simple consumer groups (kraftnode/server/handlers/groups.py and the offsets store,
+kraftnode/server/metadata/group_offsets.py): the offset-commit record layout, its replay, and the refusal of commits while a Kafka (Java) raft node is a voter.
 The genuine-client tests are in tests/interop/test_simple_groups.py."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import API_VERSIONS, FETCH, OFFSET_COMMIT, OFFSET_FETCH
-from kraftnode.server.handlers.groups import (
+from kraftnode.server.metadata.group_offsets import (
     OFFSET_KEY_PREFIX,
     GroupOffsets,
     decode_key,
