@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from ssl import SSLContext
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -46,9 +46,6 @@ from kraftnode.protocol.framing import (
 )
 from recordbatch.message import Message
 from recordbatch.wire import DecodeError
-
-if TYPE_CHECKING:
-    from kraftnode.server.metrics.recording import RequestMetrics
 
 log = logging.getLogger("kraftnode.network")
 
@@ -68,6 +65,14 @@ class Reply:
 
 # A handler returns a Reply, or None when no response is due (Produce with acks=0).
 Handler = Callable[[Request, str], Awaitable[Reply | None]]
+
+
+class RequestRecorder(Protocol):
+    """What the listener reports each answered request to (the metrics'
+    :class:`~kraftnode.server.metrics.recording.RequestMetrics`; declared here so that the
+    network does not import the metrics that import it)."""
+
+    def record(self, request: Request, reply: Reply | None, seconds: float) -> None: ...
 
 
 @dataclass
@@ -437,7 +442,7 @@ class KafkaListener:
 
     def __init__(self, host: str, port: int, handler: Handler,
                  limits: ServerLimits | None = None,
-                 request_metrics: RequestMetrics | None = None, ssl: SSLContext | None = None,
+                 request_metrics: RequestRecorder | None = None, ssl: SSLContext | None = None,
                  authenticator: Callable[[str], Any] | None = None,
                  principal_mapper: Any = None, name: str = "") -> None:
         self.name = name
