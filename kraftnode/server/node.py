@@ -331,8 +331,8 @@ def _start_metrics(tg: anyio.abc.TaskGroup, server: Any, cfg: NodeConfig, driver
 
 async def _graceful_shutdown(driver: RaftDriver) -> None:
     """A leader resigns first (EndQuorumEpoch) so a successor is elected at once."""
-    if driver.node.is_leader:
-        log.info("resigning leadership of epoch %d", driver.node.epoch)
+    if driver.is_leader:
+        log.info("resigning leadership of epoch %d", driver.epoch)
         await driver.resign()
         with anyio.move_on_after(0.5):
             await anyio.sleep(0.3)  # let the EndQuorumEpoch requests leave

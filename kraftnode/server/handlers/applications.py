@@ -39,7 +39,7 @@ from recordbatch.wire import ZERO_UUID
 class _PendingProduce:
     """A Produce's appends (answer, waiter, record count) and retries (answer, last offset)."""
 
-    appends: list[tuple[_PartitionResponse, Waiter, int]] = field(default_factory=list)
+    appends: list[tuple[_PartitionResponse, Waiter[AppendCompleted], int]] = field(default_factory=list)
     dups: list[tuple[_PartitionResponse, int]] = field(default_factory=list)
 
 

@@ -56,7 +56,6 @@ from kraftnode.protocol.generated.metadata import (
     ZkMigrationStateRecord,
 )
 from kraftnode.protocol.registry import CONTROLLER_REGISTRATION
-from kraftnode.raft.states import Leader
 from kraftnode.server.metadata.snapshot_manager import SnapshotManager
 from kraftnode.server.net.api_versions import version_range
 from kraftnode.server.net.peer_client import PeerError
@@ -190,7 +189,7 @@ def activation_records(state: MetadataState, bootstrap: Sequence[bytes]) -> tupl
 
 def voter_address(driver: RaftDriver, node_id: int, listener: str) -> tuple[str, int] | None:
     """A voter's endpoint on ``listener`` (else its first one, else its configured address)."""
-    node = driver.node.voters.node(node_id)
+    node = driver.voters.node(node_id)
     if node is not None:
         ep = node.endpoint(listener) or node.endpoint()
         if ep is not None:
@@ -273,7 +272,7 @@ class ControllerDuties:
         hw = self.driver.high_watermark
         if self.snapshots is not None:
             return self.snapshots.catch_up(hw, REPLAY_BATCHES_PER_PASS)
-        mlog = self.driver.log.log
+        mlog = self.driver.metadata_log
         st = self.state
         if hw <= st.next_offset:
             return False
@@ -303,15 +302,15 @@ class ControllerDuties:
         log.info("metadata state loaded from snapshot %s", path.name)
 
     def maybe_activate(self) -> None:
-        node = self.driver.node
-        st = node.state
-        if not isinstance(st, Leader):
+        epoch_start = self.driver.epoch_start_offset()
+        if epoch_start is None:   # not the leader
             self.active_epoch = None
             return
-        if self.active_epoch == st.epoch:
+        epoch = self.driver.epoch
+        if self.active_epoch == epoch:
             return
         hw = self.driver.high_watermark
-        if hw <= st.tracker.epoch_start_offset or self.state.next_offset < hw:
+        if hw <= epoch_start or self.state.next_offset < hw:
             return  # not yet caught up with everything before this epoch
         records: list[bytes] = []
         what = ""
@@ -323,15 +322,15 @@ class ControllerDuties:
                 records, what = activation_records(self.state, bootstrap)
                 what += f" from {source}"
         except ValueError as e:
-            log.error("controller activation in epoch %d failed: %s", st.epoch, e)
-            self.active_epoch = st.epoch
+            log.error("controller activation in epoch %d failed: %s", epoch, e)
+            self.active_epoch = epoch
             return
-        self.active_epoch = st.epoch
+        self.active_epoch = epoch
         if records:
             self.driver.append_nowait(records)
-            log.info("controller activation in epoch %d: %s", st.epoch, what)
+            log.info("controller activation in epoch %d: %s", epoch, what)
         else:
-            log.info("controller activation in epoch %d: metadata.version level %s", st.epoch,
+            log.info("controller activation in epoch %d: metadata.version level %s", epoch,
                      self.state.metadata_version)
 
     # ---------------------------------------------------------------- registration (KIP-919)

@@ -20,7 +20,6 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from kraftnode.raft.states import Candidate, Follower, Leader, Voted
 from kraftnode.server.metrics.recording import (
     RAFT,
     STATES,
@@ -59,15 +58,14 @@ def readiness(driver: RaftDriver, fetch_timeout_ms: int, metrics: RaftMetrics | 
     node whose core stopped) is not ready; the reason says which.
     """
     now = now_ms() if now is None else now
-    node = driver.node
     if driver.fatal is not None:
         return Health(False, f"stopped: {driver.fatal}")
-    st = node.state
-    if isinstance(st, Leader):
-        if st.tracker.high_watermark_known:
-            return Health(True, f"leader of epoch {st.epoch}, high watermark {node.high_watermark}")
+    st = driver.status()
+    if st.state == "leader":
+        if st.high_watermark_known:
+            return Health(True, f"leader of epoch {st.epoch}, high watermark {st.high_watermark}")
         return Health(False, f"leader of epoch {st.epoch}, nothing of this epoch committed yet")
-    if isinstance(st, Follower):
+    if st.state == "follower":
         cu = metrics.caught_up if metrics is not None else None
         if cu is None or cu[0] != st.epoch:
             return Health(False, f"following leader {st.leader_id} in epoch {st.epoch}, "
@@ -79,7 +77,7 @@ def readiness(driver: RaftDriver, fetch_timeout_ms: int, metrics: RaftMetrics | 
                                  f"{fetch_timeout_ms})")
         return Health(True, f"following leader {st.leader_id} in epoch {st.epoch}, caught up "
                             f"{age} ms ago")
-    return Health(False, f"{st.name} in epoch {st.epoch}, no leader known")
+    return Health(False, f"{st.state} in epoch {st.epoch}, no leader known")
 
 
 def liveness(driver: RaftDriver) -> Health:
@@ -93,28 +91,22 @@ def liveness(driver: RaftDriver) -> Health:
 def kafka_state(driver: RaftDriver) -> str:
     """Kafka 3.9's current-state value (KafkaRaftMetrics): a follower that is not a voter
     is an observer; a resigned leader falls through to unattached, as in Kafka."""
-    node = driver.node
-    st = node.state
-    if isinstance(st, Leader):
-        return "leader"
-    if isinstance(st, Candidate):
-        return "candidate"
-    if isinstance(st, Voted):
-        return "voted"
-    if isinstance(st, Follower):
-        return "follower" if node.is_voter else "observer"
+    state = driver.status().state
+    if state in ("leader", "candidate", "voted"):
+        return state
+    if state == "follower":
+        return "follower" if driver.is_voter else "observer"
     return "unattached"
 
 
 def current_vote(driver: RaftDriver) -> tuple[int, str]:
     """Kafka's current-vote and current-vote-directory-id: a leader or candidate voted for
     itself; an unattached-voted replica for its candidate; otherwise -1 / the zero uuid."""
-    node = driver.node
-    st = node.state
+    st = driver.status()
     zero = "AAAAAAAAAAAAAAAAAAAAAA"
-    if isinstance(st, Leader | Candidate):
-        key = node.local_key
-    elif isinstance(st, Voted):
+    if st.state in ("leader", "candidate"):
+        key = driver.local_key
+    elif st.voted_key is not None:
         key = st.voted_key
     else:
         return -1, zero
@@ -132,11 +124,10 @@ def high_watermark_metric(driver: RaftDriver) -> int:
     watermark is learnt (Kafka's initial state has none; the core's 0 means the same);
     otherwise the value carried across states, as Kafka's QuorumState carries it into
     the next follower, unattached or candidate state."""
-    node = driver.node
-    st = node.state
-    if isinstance(st, Leader) and not st.tracker.high_watermark_known:
+    st = driver.status()
+    if not st.high_watermark_known:
         return -1
-    return node.high_watermark if node.high_watermark > 0 else -1
+    return st.high_watermark if st.high_watermark > 0 else -1
 
 
 def _gauge(name: str, doc: str, value: float, labels: dict[str, str] | None = None) -> Metric:
@@ -186,8 +177,6 @@ class NodeCollector(Collector):
 
     def _raft(self, now: int) -> Iterator[Metric]:
         d = self.driver
-        node = d.node
-        st = node.state
         state = kafka_state(d)
         g = GaugeMetricFamily(RAFT + "current_state",
                               "The current state of this member (one series per state, 1 for "
@@ -197,14 +186,14 @@ class NodeCollector(Collector):
             g.add_metric([s], 1 if s == state else 0)
         yield g
         yield _gauge(RAFT + "current_leader", "The current quorum leader's id; -1 indicates unknown",
-                     node.leader_id)
+                     d.leader_id)
         vote, vote_dir = current_vote(d)
         yield _gauge(RAFT + "current_vote", "The current voted id; -1 indicates not voted for anyone",
                      vote)
         yield _gauge(RAFT + "current_vote_directory_id",
                      "The current voted directory id as a label (always 1); the zero uuid "
                      "indicates not voted for a directory id", 1, {"directory_id": vote_dir})
-        yield _gauge(RAFT + "current_epoch", "The current quorum epoch.", node.epoch)
+        yield _gauge(RAFT + "current_epoch", "The current quorum epoch.", d.epoch)
         hw = high_watermark_metric(d)
         yield _gauge(RAFT + "high_watermark",
                      "The high watermark maintained on this member; -1 if it is unknown", hw)
@@ -239,32 +228,29 @@ class NodeCollector(Collector):
                      "The average number of records appended per sec as the leader of the raft "
                      "quorum.", r.append_records.measure(now))
         yield _gauge(RAFT + "number_of_voters",
-                     "Number of voters for the KRaft topic partition.", len(node.voters))
-        if isinstance(st, Leader):   # leader-only, as in Kafka
-            tracker = st.tracker
-            tracker.clear_inactive_observers(now)
+                     "Number of voters for the KRaft topic partition.", len(d.voters))
+        tracking = d.leader_tracking(now)
+        if tracking is not None:   # leader-only, as in Kafka
             yield _gauge(RAFT + "number_of_observers",
                          "Number of observers being tracked by the KRaft topic partition leader.",
-                         len(tracker.observers))
-            pending = tracker.pending_add is not None or tracker.pending_remove is not None
+                         tracking.observers)
             yield _gauge(RAFT + "uncommitted_voter_change",
                          "1 if there is a voter change that has not been committed, 0 otherwise.",
-                         1 if pending else 0)
+                         1 if tracking.voter_change_pending else 0)
 
     def _unknown_voters(self) -> int:
         """Voters (other than this node) to which no endpoint is known: none in a voter set
         entry and none in controller.quorum.voters."""
         d = self.driver
-        me = d.node.local_key.id
-        return sum(1 for v in d.node.voters
+        me = d.local_key.id
+        return sum(1 for v in d.voters
                    if v.key.id != me and not v.endpoints and v.key.id not in d.addresses)
 
     def _replicas(self, now: int) -> Iterator[Metric]:
         """The leader's DescribeQuorum view of every replica (kraftnode's own names)."""
-        node = self.driver.node
-        if not isinstance(node.state, Leader):
+        if not self.driver.is_leader:
             return
-        dq = node.describe_quorum(now)
+        dq = self.driver.describe_quorum(now)
         leader_end = self.driver.log.end_offset
         labels = ["replica", "role"]
         leo = GaugeMetricFamily("kraftnode_raft_replica_log_end_offset",

@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -41,6 +41,7 @@ from kraftnode.raft.actions import (
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.messages import DescribeQuorumData
 from kraftnode.raft.node import RaftNode
+from kraftnode.raft.states import LeaderState, VotedState
 from kraftnode.raft.voters import ReplicaKey, VoterSet
 from kraftnode.server.metadata.producers import ProducerIds
 from kraftnode.server.net.peer_client import PeerPool
@@ -52,7 +53,7 @@ from recordbatch.wire import ZERO_UUID
 if TYPE_CHECKING:
     from kraftnode.server.metrics.recording import RaftMetrics
 
-__all__ = ["RaftDriver", "Waiter", "election_to_quorum_state", "now_ms", "quorum_state_to_election"]
+__all__ = ["LeaderTracking", "RaftDriver", "RaftStatus", "Waiter", "election_to_quorum_state", "now_ms", "quorum_state_to_election"]
 
 log = logging.getLogger("kraftnode.raft")
 
@@ -75,16 +76,46 @@ def quorum_state_to_election(d: QuorumStateData | None) -> ElectionState:
     return ElectionState(max(d.leader_epoch, 0), d.leader_id, voted)
 
 
+@dataclass(frozen=True)
+class RaftStatus:
+    """The core's epoch state as the server reads it (:meth:`RaftDriver.status`)."""
+
+    #: the core's state name: leader, candidate, voted, follower, prospective, unattached, resigned
+    state: str
+    epoch: int
+    #: -1 when no leader is known
+    leader_id: int
+    #: the core's high watermark (0 until one is learnt)
+    high_watermark: int
+    #: False on a leader until a record of its epoch has committed (Kafka's
+    #: LeaderState.highWatermark() is empty until then); True in every other state
+    high_watermark_known: bool
+    #: the candidate a replica in the voted state voted for (None in every other state)
+    voted_key: ReplicaKey | None
+
+
+@dataclass(frozen=True)
+class LeaderTracking:
+    """What a leader tracks beyond the voters (:meth:`RaftDriver.leader_tracking`)."""
+
+    observers: int
+    #: an AddRaftVoter or RemoveRaftVoter whose VotersRecord has not committed yet
+    voter_change_pending: bool
+
+
+T = TypeVar("T")
+
+
 @dataclass
-class _Waiter:
+class Waiter(Generic[T]):
+    """What a caller of the core waits on: ``done`` is set with ``value`` -- the core's
+    answer to a request, an append's AppendCompleted, a read barrier's ReadIndexCompleted.
+    ``value`` stays None when the node stops first (or the caller gave up waiting)."""
+
     done: anyio.Event = field(default_factory=anyio.Event)
-    value: Any = None
+    value: T | None = None
     #: (append time ms, records) when metrics are on: commit-latency is per record
     appended: tuple[int, int] | None = None
-
-
-#: what an append's caller waits on: ``done`` is set with ``value`` (an AppendCompleted)
-Waiter = _Waiter
 
 
 class RaftDriver(PeerSending):
@@ -136,8 +167,9 @@ class RaftDriver(PeerSending):
         self._left_over_soon = False
         self._commits = 0          # appends completed so far (see call)
         self._next_request_id = 1
-        self._requests: dict[int, _Waiter] = {}
-        self._appends: dict[int, _Waiter] = {}
+        self._requests: dict[int, Waiter[m.Response]] = {}
+        self._appends: dict[int, Waiter[AppendCompleted]] = {}
+        self._reads: dict[int, Waiter[ReadIndexCompleted]] = {}
         self._tg: TaskGroup | None = None
         self._stopped = False
         self._queue: deque[object] = deque()
@@ -207,8 +239,48 @@ class RaftDriver(PeerSending):
     def voters(self) -> VoterSet:
         return self.node.voters
 
-    def describe_quorum(self) -> DescribeQuorumData:
-        return self.node.describe_quorum(now_ms())
+    @property
+    def leader_id(self) -> int:
+        """The leader the core knows of in this epoch; -1 when none."""
+        return self.node.leader_id
+
+    @property
+    def epoch(self) -> int:
+        return self.node.epoch
+
+    @property
+    def local_key(self) -> ReplicaKey:
+        """This replica's id and directory id."""
+        return self.node.local_key
+
+    @property
+    def is_voter(self) -> bool:
+        """This replica is in the voter set in force (else an observer)."""
+        return self.node.is_voter
+
+    def status(self) -> RaftStatus:
+        """The core's epoch state in one read (metrics, health checks)."""
+        st = self.node.state
+        return RaftStatus(
+            state=st.name, epoch=st.epoch, leader_id=st.leader_id,
+            high_watermark=self.node.high_watermark,
+            high_watermark_known=st.tracker.high_watermark_known if isinstance(st, LeaderState) else True,
+            voted_key=st.voted_key if isinstance(st, VotedState) else None)
+
+    def leader_tracking(self, now: int) -> LeaderTracking | None:
+        """A leader's view of the replicas it tracks; None when not the leader. Observers
+        that stopped fetching are dropped first, as Kafka's number-of-observers gauge does."""
+        st = self.node.state
+        if not isinstance(st, LeaderState):
+            return None
+        tracker = st.tracker
+        tracker.clear_inactive_observers(now)
+        return LeaderTracking(observers=len(tracker.observers),
+                              voter_change_pending=tracker.pending_add is not None
+                              or tracker.pending_remove is not None)
+
+    def describe_quorum(self, now: int | None = None) -> DescribeQuorumData:
+        return self.node.describe_quorum(now_ms() if now is None else now)
 
     def current_kraft_version(self) -> int:
         """The kraft.version in force now (the log's KRaftVersionRecords)."""
@@ -219,7 +291,7 @@ class RaftDriver(PeerSending):
         """Hand an inbound raft request to the core and wait for its answer."""
         rid = self._next_request_id
         self._next_request_id += 1
-        waiter = _Waiter()
+        waiter: Waiter[m.Response] = Waiter()
         self._requests[rid] = waiter
         try:
             commits = self._commits
@@ -234,22 +306,23 @@ class RaftDriver(PeerSending):
                 await asyncio.sleep(0)
         finally:
             self._requests.pop(rid, None)
-        answer: m.Response = waiter.value
+        answer = waiter.value
+        assert answer is not None   # set before done (or the call was cancelled)
         return answer
 
-    def append_nowait(self, records: Sequence[object]) -> tuple[int, _Waiter]:
+    def append_nowait(self, records: Sequence[object]) -> tuple[int, Waiter[AppendCompleted]]:
         """Append on the leader; returns (handle, waiter completed at commit or failure)."""
         handle, _base, waiter = self._append(records)
         return handle, waiter
 
-    def append(self, records: Sequence[object]) -> tuple[int, _Waiter]:
+    def append(self, records: Sequence[object]) -> tuple[int, Waiter[AppendCompleted]]:
         """Append on the leader; returns (base offset the log assigned, or -1 if refused;
         waiter completed at commit or failure)."""
         _handle, base, waiter = self._append(records)
         return base, waiter
 
-    def _append(self, records: Sequence[object]) -> tuple[int, int, _Waiter]:
-        waiter = _Waiter()
+    def _append(self, records: Sequence[object]) -> tuple[int, int, Waiter[AppendCompleted]]:
+        waiter: Waiter[AppendCompleted] = Waiter()
         if self.fatal is not None:
             return -1, -1, waiter       # stopping: never completes; the node's tasks are cancelled
         try:
@@ -275,11 +348,11 @@ class RaftDriver(PeerSending):
         """kraftnode.read.linearizable: wait until this leader has confirmed its leadership with
         a majority after the call (read index); then local state reflects every write committed
         before the call. False: not the leader (or leadership lost meanwhile)."""
-        waiter = _Waiter()
+        waiter: Waiter[ReadIndexCompleted] = Waiter()
         if self.fatal is not None:
             return False
         handle = self.node.read_index(now_ms())
-        self._appends[handle] = waiter
+        self._reads[handle] = waiter
         self._after_event()
         await waiter.done.wait()
         value = waiter.value
@@ -294,7 +367,7 @@ class RaftDriver(PeerSending):
         if handle < 0:
             self._after_event()
             return code, message
-        waiter = _Waiter()
+        waiter: Waiter[AppendCompleted] = Waiter()
         self._appends[handle] = waiter
         self._after_event()
         await waiter.done.wait()
@@ -458,19 +531,19 @@ class RaftDriver(PeerSending):
             self.hw_changed = anyio.Event()
             return True
         elif isinstance(a, AppendCompleted):
-            w = self._appends.pop(a.handle, None)
-            if w is not None:
-                if w.appended is not None and self.metrics is not None and not a.error_code:
-                    self.metrics.on_commit(w.appended[0], w.appended[1], now_ms())
-                w.value = a
-                w.done.set()
+            aw = self._appends.pop(a.handle, None)
+            if aw is not None:
+                if aw.appended is not None and self.metrics is not None and not a.error_code:
+                    self.metrics.on_commit(aw.appended[0], aw.appended[1], now_ms())
+                aw.value = a
+                aw.done.set()
                 self._commits += 1
                 return True
         elif isinstance(a, ReadIndexCompleted):
-            w = self._appends.pop(a.handle, None)
-            if w is not None:
-                w.value = a
-                w.done.set()
+            r = self._reads.pop(a.handle, None)
+            if r is not None:
+                r.value = a
+                r.done.set()
                 return True
         elif isinstance(a, StateChanged):
             log.info("became %s in epoch %d (leader %s)%s; log end offset %d, high watermark %d",
