@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import cast
 
 from kraftnode.commands.errors import UsageError
 from kraftnode.protocol import Errors
-from kraftnode.protocol.generated import EndQuorumEpochRequest
+from kraftnode.protocol.generated import EndQuorumEpochRequest, EndQuorumEpochResponse
 from kraftnode.protocol.registry import END_QUORUM_EPOCH
-from kraftnode.quorum_client import ClientError, call, parse_servers
+from kraftnode.quorum_client import ClientError, QuorumInfo, call, fetch_quorum_info, parse_servers
 from kraftnode.vocabulary import METADATA_PARTITION, METADATA_TOPIC
 from recordbatch.wire import ZERO_UUID
 
 WAIT_S = 15.0
 
 
-def _leader_address(info: object, leader_id: int) -> tuple[str, int]:
-    for ep in getattr(info, "endpoints", {}).get(leader_id, []):
+def _leader_address(info: QuorumInfo, leader_id: int) -> tuple[str, int]:
+    for ep in info.endpoints.get(leader_id, []):
         hostport = ep.split("://", 1)[-1]
         host, _, port = hostport.rpartition(":")
         return host.strip("[]"), int(port)
@@ -32,8 +33,6 @@ def _leader_address(info: object, leader_id: int) -> tuple[str, int]:
 
 
 def transfer_leadership(args: argparse.Namespace) -> int:
-    from kraftnode.commands.quorum import fetch_quorum_info
-
     servers = parse_servers(args.bootstrap_controller or args.bootstrap_server)
     endpoint_type = 2 if args.bootstrap_controller else 1
     target = args.to
@@ -55,8 +54,9 @@ def transfer_leadership(args: argparse.Namespace) -> int:
         _, resp = call(host, port, END_QUORUM_EPOCH, 1, req, timeout=WAIT_S)
     except ClientError as e:
         raise UsageError(f"the leader {info.leader_id} did not answer: {e}") from None
-    r = resp  # type: ignore[assignment]
-    code = r.error_code or (r.topics[0].partitions[0].error_code if r.topics and r.topics[0].partitions else Errors.NONE)  # type: ignore[attr-defined]
+    r = cast(EndQuorumEpochResponse, resp)
+    code = r.error_code or (r.topics[0].partitions[0].error_code if r.topics and r.topics[0].partitions
+                            else Errors.NONE)
     if code == Errors.VOTER_NOT_FOUND:
         raise UsageError(f"node {target} is not a voter")
     if code == Errors.REQUEST_TIMED_OUT:
