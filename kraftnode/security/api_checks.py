@@ -81,9 +81,11 @@ def cluster_operation(key: int, v: int, body: Any) -> int | None:
     """The operation ``key`` needs on the cluster resource, if any."""
     if key == FETCH:
         # a raft replica's fetch (ReplicaId >= 0): ControllerApis.handleFetch; a consumer's
-        # fetch is checked per topic (READ) as a broker does
-        from kraftnode.server.raft import wire as rw
-        return az.CLUSTER_ACTION if rw.fetch_replica_id(body, v) >= 0 else None
+        # fetch is checked per topic (READ) as a broker does. (The replica id moved into
+        # ReplicaState at v15; read here rather than through the server's wire helpers,
+        # which security does not import.)
+        replica_id = body.replica_state.replica_id if v >= 15 else body.replica_id
+        return az.CLUSTER_ACTION if replica_id >= 0 else None
     if key == DESCRIBE_CLUSTER:
         # ControllerApis: "Unlike on the broker, DESCRIBE_CLUSTER on the controller requires
         # ... ALTER on CLUSTER"; a broker-endpoint DescribeCluster needs nothing
