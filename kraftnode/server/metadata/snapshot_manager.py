@@ -174,7 +174,7 @@ def write_state_snapshot(partition_dir: Path, sid: SnapshotId, writer: Callable[
                          now_ms: int | None = None) -> Path:
     """Write ``writer``'s records as snapshot ``sid`` (``.part``, fsync, rename)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    return write_snapshot(partition_dir, sid, _encode_batches(writer(), now),  # type: ignore[arg-type]
+    return write_snapshot(partition_dir, sid, _encode_batches(writer(), now),
                           last_contained_log_timestamp=last_timestamp, now_ms=now,
                           kraft_version=kraft_version, voters=voters)
 

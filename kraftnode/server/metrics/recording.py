@@ -26,7 +26,7 @@ import math
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.registry import FETCH
@@ -329,7 +329,7 @@ def _compile(plan: _ErrorPlan) -> _Counter:
     lines.append("    return None")
     ns: dict[str, Any] = {}
     exec("\n".join(lines), ns)  # noqa: S102 - generated from the schema's field names only
-    return ns["count"]  # type: ignore[no-any-return]
+    return cast(_Counter, ns["count"])
 
 
 def error_counter(cls: type, version: int) -> _Counter | None:

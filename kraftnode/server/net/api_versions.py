@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.framing import Request
 from kraftnode.protocol.generated import ApiVersionsRequest, ApiVersionsResponse
+from kraftnode.protocol.generated.api_versions_response import (
+    _ApiVersionsResponse_ApiVersion as _ApiVersion,
+)
 from kraftnode.protocol.registry import API_VERSIONS, SERVED, VOTE
 
 # KIP-511: ClientSoftwareName/Version must match this (ApiVersionsRequest.isValid()).
@@ -43,7 +46,7 @@ class FeatureView:
     api_max: dict[int, int] = field(default_factory=lambda: {VOTE: 1})
 
 
-def _api_keys(api_max: dict[int, int] | None = None) -> list:  # type: ignore[type-arg]
+def _api_keys(api_max: dict[int, int] | None = None) -> list[_ApiVersion]:
     caps = api_max or {}
     return [
         ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.min_version,

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kraftnode.log.metadata_log import AppendInfo, MetadataLog
 from kraftnode.log.snapshot import (
@@ -39,13 +39,15 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger("kraftnode.log")
 
+_Bytes = bytes | bytearray | memoryview
+
 
 @dataclass(frozen=True, slots=True)
 class DiskBatch(Batch):
     """A batch together with its exact v2 bytes (a view into a segment or a frame)."""
 
-    raw: Any = b""
-    span: Any = None   # the read buffer ``raw`` is a slice of (for zero-copy responses)
+    raw: bytes | memoryview = b""
+    span: memoryview | None = None   # the read buffer ``raw`` is a slice of (for zero-copy responses)
     span_pos: int = 0
 
 
@@ -135,7 +137,7 @@ def records_from_batches(batches: Sequence[Batch]) -> bytes | memoryview:
         b.span is first.span and b.span_pos == a.span_pos + a.size_bytes
         for a, b in zip(disk, disk[1:], strict=False)
     ):
-        return first.span[first.span_pos:last.span_pos + last.size_bytes]  # type: ignore[no-any-return]
+        return first.span[first.span_pos:last.span_pos + last.size_bytes]
     return b"".join(b.raw for b in disk)
 
 
@@ -188,7 +190,8 @@ class DiskRaftLog:
                         loose = []
                     parts.append(bytes(r.data))
                 else:
-                    loose.append(Record(None, bytes(r) if r is not None else None))  # type: ignore[call-overload]
+                    # anything else is one record's value (bytes-like) or None
+                    loose.append(Record(None, None if r is None else bytes(cast(_Bytes, r))))
             if loose:
                 parts.append(build_batch(loose, now_ms=now))
             data = parts
