@@ -9,7 +9,6 @@ cluster itself (the forwarded request reaches the leader as this node's principa
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import anyio
 
@@ -17,9 +16,24 @@ from kraftnode.log.metadata_records import encode_metadata_record
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.framing import FrameError
 from kraftnode.protocol.generated import (
+    CreateAclsRequest,
     CreateAclsResponse,
+    DeleteAclsRequest,
     DeleteAclsResponse,
+    DescribeAclsRequest,
     DescribeAclsResponse,
+)
+from kraftnode.protocol.generated.create_acls_request import (
+    _CreateAclsRequest_AclCreation as _AclCreation,
+)
+from kraftnode.protocol.generated.create_acls_response import (
+    _CreateAclsResponse_AclCreationResult as _CreationResult,
+)
+from kraftnode.protocol.generated.delete_acls_response import (
+    _DeleteAclsResponse_DeleteAclsFilterResult as _FilterResult,
+)
+from kraftnode.protocol.generated.describe_acls_response import (
+    _DescribeAclsResponse_AclDescription as _AclDescription,
 )
 from kraftnode.protocol.generated.metadata import (
     AccessControlEntryRecord,
@@ -27,6 +41,8 @@ from kraftnode.protocol.generated.metadata import (
 )
 from kraftnode.raft.java_order import java_hashmap_order
 from kraftnode.security import authorizer as az
+from kraftnode.server.metadata.controller_duties import ControllerDuties
+from kraftnode.server.raft.driver import RaftDriver
 
 # AclControlManager / ControllerApis: MAX_RECORDS_PER_USER_OP (QuorumController)
 MAX_RECORDS_PER_USER_OP = 10000
@@ -39,7 +55,7 @@ def _uuid_hash(u: uuid.UUID) -> int:
     return ((x >> 32) ^ x) & 0xFFFFFFFF
 
 
-def _creation_refusal(c: Any) -> str | None:
+def _creation_refusal(c: _AclCreation) -> str | None:
     """AclApis.handleCreateAcls, then AclControlManager.validateNewAcl: the message of the
     INVALID_REQUEST a creation gets, or None."""
     if c.resource_type == az.CLUSTER and c.resource_name != az.CLUSTER_NAME:
@@ -60,14 +76,15 @@ def _creation_refusal(c: Any) -> str | None:
 class AclAdmin:
     """The three ACL APIs of one node (``authz`` None: no authorizer configured)."""
 
-    def __init__(self, driver: Any, duties: Any, authz: az.StandardAuthorizer | None) -> None:
+    def __init__(self, driver: RaftDriver, duties: ControllerDuties | None,
+                 authz: az.StandardAuthorizer | None) -> None:
         self.driver = driver
         self.duties = duties
         self.authz = authz
         self._lock = anyio.Lock()  # one ACL change at a time, each answered at its commit
 
     # ------------------------------------------------------------------ describe
-    def describe(self, q: Any, v: int) -> DescribeAclsResponse:
+    def describe(self, q: DescribeAclsRequest, v: int) -> DescribeAclsResponse:
         if az.unknown_elements([q]):
             raise FrameError("DescribeAclsRequest contains UNKNOWN elements")
         if v == 0:
@@ -78,7 +95,7 @@ class AclAdmin:
         if self.authz is None:
             return DescribeAclsResponse(throttle_time_ms=0, error_code=Errors.SECURITY_DISABLED,
                                         error_message=_NO_AUTHORIZER_DESCRIBE, resources=[])
-        grouped: dict[tuple[int, str, int], list[Any]] = {}
+        grouped: dict[tuple[int, str, int], list[_AclDescription]] = {}
         for a in self.authz.bindings().values():
             if az.filter_matches(q, a):
                 entry = DescribeAclsResponse.AclDescription(
@@ -91,7 +108,7 @@ class AclAdmin:
             for (rt, name, pt), acls in sorted(grouped.items())])
 
     # ------------------------------------------------------------------ create
-    async def create(self, q: Any, v: int) -> CreateAclsResponse:
+    async def create(self, q: CreateAclsRequest, v: int) -> CreateAclsResponse:
         if v == 0 and any(c.resource_pattern_type != az.LITERAL for c in q.creations):
             raise FrameError("CreateAcls v0 only supports literal resource pattern types")
         if az.unknown_elements(q.creations):
@@ -106,7 +123,7 @@ class AclAdmin:
                 Result(error_code=Errors.NOT_CONTROLLER, error_message=None) for _ in q.creations])
         async with self._lock:
             existing = set(self.authz.bindings().values())
-            results: list[Any] = []
+            results: list[_CreationResult] = []
             records: list[bytes] = []
             taken = set(self.duties.state.image.acls)
             for c in q.creations:
@@ -139,7 +156,7 @@ class AclAdmin:
         return CreateAclsResponse(throttle_time_ms=0, results=results)
 
     # ------------------------------------------------------------------ delete
-    async def delete(self, q: Any, v: int) -> DeleteAclsResponse:
+    async def delete(self, q: DeleteAclsRequest, v: int) -> DeleteAclsResponse:
         if v == 0:
             for f in q.filters:
                 if f.pattern_type_filter == az.P_ANY:
@@ -163,7 +180,7 @@ class AclAdmin:
             bindings = self.authz.bindings()
             order = java_hashmap_order(list(bindings), _uuid_hash)
             removed: dict[uuid.UUID, None] = {}
-            results: list[Any] = []
+            results: list[_FilterResult] = []
             for f in q.filters:
                 matched = [(i, bindings[i]) for i in order if az.filter_matches(f, bindings[i])]
                 removed.update((i, None) for i, _ in matched)
@@ -200,7 +217,9 @@ class AclAdmin:
             return code, None
         # answered once the records are applied, so the creator's next request sees them
         target = done.last_offset + 1
+        # (never None here: create and delete answer NOT_CONTROLLER without duties)
+        state = self.duties.state if self.duties is not None else None
         with anyio.move_on_after(self.driver.request_timeout_s):
-            while self.duties.state.next_offset < target:
+            while state is not None and state.next_offset < target:
                 await anyio.sleep(0.005)
         return None

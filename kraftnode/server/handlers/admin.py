@@ -24,6 +24,7 @@ from kraftnode.raft import messages as m
 from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
+from kraftnode.server.handlers import scram_credentials
 from kraftnode.server.handlers.kafka_compat import (
     _CONFIG_BROKER,
     _CONFIG_TOPIC,
@@ -262,7 +263,6 @@ class AdminHandlers(RaftPeerHandlers):
     async def _alter_scram(self, q: w.AlterUserScramCredentialsRequest, v: int) -> Message:
         """The leader writes the records; a follower forwards the request to it, as a Kafka
         broker forwards it to the active controller (else NOT_CONTROLLER)."""
-        from kraftnode.server.handlers import scram_credentials as scram_admin
         if not self.driver.is_leader:
             leader, _ = self._leader()
             forwarded = await self._forward_to_leader(
@@ -270,13 +270,11 @@ class AdminHandlers(RaftPeerHandlers):
             if forwarded is not None:
                 log.info("AlterUserScramCredentials forwarded to leader %d", leader)
                 return forwarded
-        return await scram_admin.alter(self.driver, self.duties, q)
+        return await scram_credentials.alter(self.driver, self.duties, q)
 
     async def _describe_scram(self, q: w.DescribeUserScramCredentialsRequest,
                               v: int) -> w.DescribeUserScramCredentialsResponse:
-        from kraftnode.server.handlers import scram_credentials as scram_admin
-        out: w.DescribeUserScramCredentialsResponse = scram_admin.describe(self.duties, q)
-        return out
+        return scram_credentials.describe(self.duties, q)
 
     async def _describe_acls(self, q: w.DescribeAclsRequest, v: int) -> w.DescribeAclsResponse:
         return self.acl_admin.describe(q, v)
@@ -292,7 +290,9 @@ class AdminHandlers(RaftPeerHandlers):
             if forwarded is not None:
                 log.info("%s forwarded to leader %d", type(q).__name__[:-7], leader)
                 return forwarded
-        return await (self.acl_admin.create(q, v) if create else self.acl_admin.delete(q, v))
+        if isinstance(q, w.CreateAclsRequest):
+            return await self.acl_admin.create(q, v)
+        return await self.acl_admin.delete(q, v)
 
     async def _sasl_handshake(self, q: w.SaslHandshakeRequest, v: int) -> w.SaslHandshakeResponse:
         return w.SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE, mechanisms=[])

@@ -6,18 +6,29 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any
 
 import anyio
 
 from kraftnode.log.metadata_records import encode_metadata_record
+from kraftnode.protocol import generated as w
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated import AlterUserScramCredentialsResponse as Resp
+from kraftnode.protocol.generated.alter_user_scram_credentials_request import (
+    _AlterUserScramCredentialsRequest_ScramCredentialDeletion as _Deletion,
+)
+from kraftnode.protocol.generated.alter_user_scram_credentials_request import (
+    _AlterUserScramCredentialsRequest_ScramCredentialUpsertion as _Upsertion,
+)
+from kraftnode.protocol.generated.alter_user_scram_credentials_response import (
+    _AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult as _Result,
+)
 from kraftnode.protocol.generated.metadata import (
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
 )
 from kraftnode.security.scram import MECHANISM_BY_TYPE, MECHANISMS, MIN_ITERATIONS
+from kraftnode.server.metadata.controller_duties import ControllerDuties
+from kraftnode.server.raft.driver import RaftDriver
 
 MAX_ITERATIONS = 16384          # ScramControlManager.MAX_ITERATIONS
 SCRAM_MIN_MV = 11               # metadata.version 3.5-IV2 (MetadataVersion.isScramSupported)
@@ -43,7 +54,8 @@ def _validate_name_mech(name: str, mech: int) -> tuple[int, str] | None:
     return None
 
 
-async def alter(driver: Any, duties: Any, q: Any) -> Resp:
+async def alter(driver: RaftDriver, duties: ControllerDuties | None,
+                q: w.AlterUserScramCredentialsRequest) -> Resp:
     users = [d.name for d in q.deletions] + [u.name for u in q.upsertions]
     if duties is None or not driver.is_leader:
         return Resp(throttle_time_ms=0, results=[
@@ -52,8 +64,8 @@ async def alter(driver: Any, duties: Any, q: Any) -> Resp:
     state = duties.state
     supported = (state.metadata_version or 0) >= SCRAM_MIN_MV
     errors: dict[str, tuple[int, str]] = {}
-    deletions: dict[str, Any] = {}
-    upserts: dict[str, Any] = {}
+    deletions: dict[str, _Deletion] = {}
+    upserts: dict[str, _Upsertion] = {}
     dup = (Errors.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
     unsupported = (Errors.UNSUPPORTED_VERSION, "The current metadata.version does not support SCRAM")
     for d in q.deletions:
@@ -85,7 +97,7 @@ async def alter(driver: Any, duties: Any, q: Any) -> Resp:
         else:
             upserts[u.name] = u
     records: list[bytes] = []
-    results: list[Any] = []
+    results: list[_Result] = []
     for name in _hash_order(list(deletions)):
         d = deletions[name]
         records.append(encode_metadata_record(RemoveUserScramCredentialRecord(name=name, mechanism=d.mechanism), 0))
@@ -108,7 +120,7 @@ async def alter(driver: Any, duties: Any, q: Any) -> Resp:
         with anyio.move_on_after(driver.request_timeout_s):
             await waiter.done.wait()
         done = waiter.value
-        failed = None
+        failed: int | None = None
         if done is None:
             failed = Errors.REQUEST_TIMED_OUT
         elif done.error_code:
@@ -125,13 +137,13 @@ _DESCRIBE_DUPLICATE_USER = "Cannot describe SCRAM credentials for the same user 
 _DESCRIBE_USER_THAT_DOES_NOT_EXIST = "Attempt to describe a user credential that does not exist: "
 
 
-def describe(duties: Any, q: Any) -> Any:
+def describe(duties: ControllerDuties | None,
+             q: w.DescribeUserScramCredentialsRequest) -> w.DescribeUserScramCredentialsResponse:
     """DescribeUserScramCredentials as a Kafka 3.9 broker answers it from its metadata image
     (ScramImage.describe): every user when none is named; a user named twice gets
     DUPLICATE_RESOURCE, an unknown one RESOURCE_NOT_FOUND; mechanisms and iterations only."""
-    from kraftnode.protocol.generated import DescribeUserScramCredentialsResponse as D
-
-    creds: dict[tuple[str, int], Any] = duties.state.scram if duties is not None else {}
+    D = w.DescribeUserScramCredentialsResponse
+    creds: dict[tuple[str, int], UserScramCredentialRecord] = duties.state.scram if duties is not None else {}
     unique: dict[str, bool] = {}   # user -> named twice
     if not q.users:
         for name, _mech in creds:
