@@ -30,9 +30,8 @@ from kraftnode.log.snapshot import SnapshotError
 from kraftnode.logsetup import os_error_text
 from kraftnode.metadata.state import MetadataState
 from kraftnode.metadata.state_machine import StateMachine, StateMachineRunner
-from kraftnode.raft.config import RaftConfig
+from kraftnode.raft import RaftConfig, RaftNode
 from kraftnode.raft.election import ElectionState
-from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.security import hooks as security_hooks
 from kraftnode.security.listeners import OnListener

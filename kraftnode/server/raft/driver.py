@@ -25,7 +25,7 @@ from anyio.abc import TaskGroup
 from kraftnode.log.metadata_log import MetadataLog
 from kraftnode.log.quorum_state import QuorumStateData, QuorumStateStore
 from kraftnode.logsetup import os_error_text
-from kraftnode.raft import errors
+from kraftnode.raft import RaftNode, errors
 from kraftnode.raft import messages as m
 from kraftnode.raft.actions import (
     AppendCompleted,
@@ -40,7 +40,6 @@ from kraftnode.raft.actions import (
 )
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.messages import DescribeQuorumData
-from kraftnode.raft.node import RaftNode
 from kraftnode.raft.states import LeaderState, VotedState
 from kraftnode.raft.voters import ReplicaKey, VoterSet
 from kraftnode.server.metadata.producers import ProducerIds

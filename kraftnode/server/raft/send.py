@@ -16,12 +16,11 @@ import anyio
 
 from kraftnode.protocol import Errors
 from kraftnode.protocol.registry import VOTE
-from kraftnode.raft import errors
+from kraftnode.raft import RaftNode, errors
 from kraftnode.raft import messages as m
 from kraftnode.raft.actions import SendRequest
-from kraftnode.raft.node import RaftNode
 from kraftnode.raft.prevote import PRE_VOTE_VERSION
-from kraftnode.raft.states import Follower
+from kraftnode.raft.states import FollowerState
 from kraftnode.server.net.peer_client import PeerError, PeerPool
 from kraftnode.server.raft.disk_log import DiskRaftLog
 from kraftnode.server.raft.rpcs import RAFT_RPCS
@@ -113,7 +112,7 @@ class PeerSending:
         """/readyz: remember when a Fetch answer from our leader found our log at or past
         the high watermark it sent."""
         st = self.node.state
-        if (self.metrics is not None and isinstance(st, Follower) and st.leader_id == source
+        if (self.metrics is not None and isinstance(st, FollowerState) and st.leader_id == source
                 and r.error_code == 0 and r.partition_error_code == 0 and r.high_watermark >= 0
                 and r.current_leader.leader_epoch == st.epoch
                 and self.log.end_offset >= r.high_watermark):
