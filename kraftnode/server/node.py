@@ -192,7 +192,7 @@ def _load_state(mlog: MetadataLog, store: QuorumStateStore, state_machine: State
 
 
 def _raft_topic(cfg: NodeConfig, cluster_id: str) -> str:
-    """The quorum's topic (set process-wide with raft_wire.use_topic). Kafka's standalone
+    """The quorum's topic (set process-wide with raft.wire.use_topic). Kafka's standalone
     raft server (TestRaftServer) runs its quorum on its own topic with the all-zero cluster
     id; a kraftnode joining such a quorum must do the same."""
     topic = cfg.raft_topic or (vocabulary.TEST_RAFT_TOPIC

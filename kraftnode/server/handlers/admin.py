@@ -120,7 +120,7 @@ class AdminHandlers(RaftPeerHandlers):
 
     async def _describe_quorum(self, q: w.DescribeQuorumRequest, v: int) -> w.DescribeQuorumResponse:
         # admin tools always name __cluster_metadata; a node of a TestRaftServer quorum
-        # (see raft_wire.use_topic) answers for its own topic under either name
+        # (see raft.wire.use_topic) answers for its own topic under either name
         asked = q.topics[0].topic_name if len(q.topics) == 1 else None
         p = q.topics[0].partitions[0] if asked in (rw.METADATA_TOPIC, "__cluster_metadata") \
             and len(q.topics[0].partitions) == 1 else None
