@@ -26,10 +26,10 @@ from typing import Generic, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
+from kraftnode.config import node_config
+from kraftnode.config.node_config import NodeConfig
 from kraftnode.protocol import Errors
-from kraftnode.server import node_config
 from kraftnode.server.node import RunningNode, run_node
-from kraftnode.server.node_config import NodeConfig
 from kraftnode.server.raft_log import RawBatches
 from kraftnode.server.state_machine import StateMachine
 from recordbatch import Record, build_batch

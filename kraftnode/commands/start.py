@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kraftnode import logsetup
-    from kraftnode.server import node_config
+    from kraftnode.config import node_config
     from kraftnode.server.node import StartupError, start
 
     try:

@@ -32,13 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kraftnode.config import (
-    METADATA_LOG_SEGMENT_BYTES_DEFAULT,
-    METADATA_LOG_SEGMENT_MIN_BYTES_DEFAULT,
-    METADATA_LOG_SEGMENT_MS_DEFAULT,
-    ConfigError,
-    ServerConfig,
-)
+from kraftnode.errors import ConfigError, LocalError
 from kraftnode.log.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from kraftnode.log.epoch_cache import LeaderEpochCache
 from kraftnode.log.fileutil import fsync_dir
@@ -49,7 +43,13 @@ from kraftnode.log.segment import (
     LogSegment,
     parse_segment_file_name,
 )
-from kraftnode.vocabulary import METADATA_PARTITION, METADATA_TOPIC
+from kraftnode.vocabulary import (
+    METADATA_LOG_SEGMENT_BYTES,
+    METADATA_LOG_SEGMENT_MIN_BYTES,
+    METADATA_LOG_SEGMENT_MS,
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+)
 from recordbatch import BatchView, CorruptBatchError, iter_batches, set_base_offset_and_epoch
 
 __all__ = [
@@ -86,8 +86,8 @@ def _log_index_rebuild(seg: LogSegment, problems: list[str]) -> None:
                     "segment and rebuilding index files...", seg.log_path, "; ".join(problems))
 
 
-class LogError(Exception):
-    """Base class for log operation errors."""
+class LogError(LocalError):
+    """Base class for log operation errors (local: the log cannot tell who asked)."""
 
 
 class OffsetOutOfRangeError(LogError):
@@ -102,9 +102,9 @@ class InvalidAppendError(LogError):
 class LogConfig:
     """Segment settings, named and defaulted as Kafka's metadata log configs."""
 
-    segment_bytes: int = METADATA_LOG_SEGMENT_BYTES_DEFAULT  # metadata.log.segment.bytes
-    segment_ms: int = METADATA_LOG_SEGMENT_MS_DEFAULT  # metadata.log.segment.ms
-    segment_min_bytes: int = METADATA_LOG_SEGMENT_MIN_BYTES_DEFAULT  # metadata.log.segment.min.bytes
+    segment_bytes: int = METADATA_LOG_SEGMENT_BYTES  # metadata.log.segment.bytes
+    segment_ms: int = METADATA_LOG_SEGMENT_MS  # metadata.log.segment.ms
+    segment_min_bytes: int = METADATA_LOG_SEGMENT_MIN_BYTES  # metadata.log.segment.min.bytes
     index_interval_bytes: int = INDEX_INTERVAL_BYTES_DEFAULT  # index.interval.bytes
     max_batch_bytes: int = MAX_BATCH_SIZE_BYTES
 
@@ -115,14 +115,6 @@ class LogConfig:
             )
         if self.segment_ms < 1:
             raise ConfigError(f"Invalid value {self.segment_ms} for configuration metadata.log.segment.ms")
-
-    @classmethod
-    def from_server_config(cls, cfg: ServerConfig) -> LogConfig:
-        return cls(
-            segment_bytes=cfg.metadata_log_segment_bytes,
-            segment_ms=cfg.metadata_log_segment_ms,
-            segment_min_bytes=cfg.metadata_log_segment_min_bytes,
-        )
 
 
 @dataclass(frozen=True)

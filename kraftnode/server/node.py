@@ -23,9 +23,10 @@ import anyio.abc
 
 from kraftnode import __version__, vocabulary
 from kraftnode.config import ConfigError
+from kraftnode.config.node_config import NodeConfig
 from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
 from kraftnode.log.metadata_log import METADATA_PARTITION_DIR, LogError, MetadataLog
-from kraftnode.log.quorum_state import QuorumStateError, QuorumStateStore
+from kraftnode.log.quorum_state_store import QuorumStateError, QuorumStateStore
 from kraftnode.log.snapshot import SnapshotError
 from kraftnode.logsetup import os_error_text
 from kraftnode.raft.config import RaftConfig
@@ -38,7 +39,6 @@ from kraftnode.server.controller_duties import ControllerDuties
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
 from kraftnode.server.metadata_state import MetadataState
 from kraftnode.server.network import KafkaListener, ListenerError, ServerLimits
-from kraftnode.server.node_config import NodeConfig
 from kraftnode.server.peer_client import PeerPool
 from kraftnode.server.raft_driver import RaftDriver, now_ms, quorum_state_to_election
 from kraftnode.server.raft_log import DiskRaftLog, DiskSnapshotStore

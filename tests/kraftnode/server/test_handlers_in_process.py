@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
+from kraftnode.config import node_config
 from kraftnode.log.metadata_log import MAX_BATCH_SIZE_BYTES
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
@@ -46,7 +47,7 @@ from kraftnode.raft.actions import HighWatermarkAdvanced
 from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
-from kraftnode.server import api_versions, node_config
+from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
 from kraftnode.server.network import KafkaListener

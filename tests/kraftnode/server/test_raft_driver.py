@@ -13,14 +13,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from kraftnode.log.quorum_state import QuorumStateStore
+from kraftnode.config import node_config
+from kraftnode.log.quorum_state_store import QuorumStateStore
 from kraftnode.raft import messages as m
 from kraftnode.raft.actions import AppendCompleted
 from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.errors import UNSUPPORTED_VERSION
 from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
-from kraftnode.server import node_config
 from kraftnode.server.node import open_storage
 from kraftnode.server.peer_client import PeerError, PeerPool
 from kraftnode.server.raft_driver import RaftDriver, now_ms, quorum_state_to_election

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from kraftnode.config import ConfigError
+from kraftnode.config.node_config import load
 from kraftnode.protocol import ApiVersionsRequest, MetadataRequest
 from kraftnode.protocol.framing import encode_request, parse_response
 from kraftnode.protocol.registry import API_VERSIONS, METADATA, SERVED
-from kraftnode.server.node_config import load
 from kraftnode.server.security import tls
 from kraftnode.server.security.listeners import ListenerProps, SecurityProtocol, protocol_map
 from tests.support.certs import PASSWORD, Party, Pki, make_pki
