@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         level = logsetup.resolve_level(args.log_level)
         logsetup.configure(level)       # the console, while the configuration is read
         try:
-            cfg = node_config.load(args.config)
+            cfg = node_config.load(args.config, check_storage=True)
         except ConfigError as e:
             raise UsageError(str(e)) from None
         logsetup.configure(level, log_file=cfg.log_file, max_bytes=cfg.log_file_max_bytes,

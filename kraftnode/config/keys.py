@@ -21,6 +21,7 @@ Kafka's own keys keep Kafka's names and defaults; our additions are prefixed
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -99,7 +100,9 @@ def parse_value(key: ConfigKey, text: str) -> object:
                 raise _Invalid("Expected value to be either true or false")
             return v.lower() == "true"
         if key.type == "list":
-            return [p.strip() for p in v.split(",") if p.strip()]
+            # ConfigDef's LIST: split at commas (and the spaces around them), empty entries
+            # kept -- Kafka refuses ``process.roles=controller,`` and so do we
+            return re.split(r"\s*,\s*", v) if v else []
         if key.type == "host:port":
             if not v:
                 return None              # set but empty: as if unset
@@ -125,8 +128,8 @@ _BROKER = "kraftnode is a KRaft controller only: it runs no broker"
 
 KEYS: tuple[ConfigKey, ...] = (
     # ---- identity and roles
-    _k("node.id", "int", None, "The node id of this controller; required, and must equal the one "
-       "`format` wrote into meta.properties.", group="Node", at_least=0),
+    _k("node.id", "int", None, "The node id of this controller; required (not negative), and must "
+       "equal the one `format` wrote into meta.properties.", group="Node"),
     _k("process.roles", "list", "", "The roles of this process. Must include `controller` "
        "(`broker` alongside it is accepted and ignored).", group="Node"),
     _k("broker.id", "int", "-1", "A broker's id.", group="Node", honoured=False,

@@ -12,23 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kraftnode.config import keys
+from kraftnode.config import keys, validation
 from kraftnode.config.properties import Listener
 from kraftnode.config.server_config import ServerConfig
-from kraftnode.errors import ConfigError
+from kraftnode.config.validation import VoterAddress, parse_voters
 from kraftnode.log.metadata_log import LogConfig
 from kraftnode.server.security import authorizer
 from kraftnode.server.security import setup as security_setup
 from kraftnode.server.security.listeners import ListenerSecurity
 
 __all__ = ["NodeConfig", "SnapshotConfig", "VoterAddress", "load", "parse_voters"]
-
-
-@dataclass(frozen=True)
-class VoterAddress:
-    node_id: int
-    host: str
-    port: int
 
 
 def _table_default(name: str) -> int:
@@ -109,50 +102,22 @@ class NodeConfig:
         return not self.static_voters
 
 
-def _hostport(key: str, text: str) -> tuple[str, int]:
-    host, sep, port = text.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"Invalid value {text!r} for configuration {key}: expected host:port")
-    return host.strip("[]"), int(port)
-
-
-def parse_voters(text: list[str]) -> tuple[VoterAddress, ...]:
-    out = []
-    for entry in text:
-        node, sep, hp = entry.partition("@")
-        if not sep or not node.strip().isdigit():
-            raise ConfigError(f"Invalid value {entry!r} for configuration controller.quorum.voters: "
-                              "expected id@host:port")
-        host, port = _hostport("controller.quorum.voters", hp)
-        out.append(VoterAddress(int(node), host, port))
-    ids = [v.node_id for v in out]
-    if len(set(ids)) != len(ids):
-        raise ConfigError("Invalid value for configuration controller.quorum.voters: duplicate voter id")
-    return tuple(out)
-
-
-def load(path: str) -> NodeConfig:
+def load(path: str, *, check_storage: bool = False) -> NodeConfig:
+    """Read and check ``path``; with ``check_storage`` (``kraftnode start``), also that the
+    metadata log directory is formatted, readable and writable, as Kafka checks it."""
     cfg = ServerConfig.load(path)
     cfg.validate_all()  # every key present, by its type and validator
+    voters, bootstrap = validation.check_config(cfg)  # Kafka's checks across keys
+    if check_storage:
+        validation.check_metadata_log_dir(cfg)
     raw = cfg.props.raw()
-    node_id = cfg.node_id
-    roles = cfg.process_roles
-    if roles and "controller" not in roles:
-        raise ConfigError(f"Invalid value {','.join(roles)!r} for configuration process.roles: "
-                          "a kraftnode is a controller")
     listeners = cfg.listeners
     names, ctrl, controller_endpoints = _controller_listeners(cfg)
     security = security_setup.build(raw, [ln.name for ln in listeners], names)
-    voters = parse_voters(cfg.quorum_voters)
-    bootstrap = tuple(_hostport("controller.quorum.bootstrap.servers", s)
-                      for s in cfg.quorum_bootstrap_servers)
-    if not voters and not bootstrap:
-        raise ConfigError("Missing required configuration: set controller.quorum.voters (static quorum) "
-                          "or controller.quorum.bootstrap.servers (dynamic quorum)")
     authorizer_config = {k: v for k, v in raw.items() if k in authorizer.CONFIG_KEYS}
     authorizer.check_config(authorizer_config)
     return NodeConfig(
-        node_id=node_id,
+        node_id=cfg.node_id,
         listeners=tuple(listeners),
         controller_listener=names[0],
         advertised_host=ctrl.host or "localhost",
@@ -194,22 +159,15 @@ def load(path: str) -> NodeConfig:
 def _controller_listeners(cfg: ServerConfig) -> tuple[list[str], Listener, tuple[tuple[str, str, int], ...]]:
     """(controller listener names, the default one as advertised, every controller endpoint)."""
     listeners = cfg.listeners
-    if not listeners:
-        raise ConfigError("Invalid value for configuration listeners: no listener given")
     names = cfg.controller_listener_names or [listeners[0].name]
-    by_name = {ln.name: ln for ln in listeners}
-    if names[0] not in by_name:
-        raise ConfigError(f"Invalid value for configuration controller.listener.names: "
-                          f"listener {names[0]} is not in listeners")
+    by_name = {ln.name: ln for ln in listeners}  # every name is a listener (validation.check_config)
     adv = {ln.name: ln for ln in cfg.advertised_listeners}
     ctrl = adv.get(names[0]) or by_name[names[0]]
     # Kafka 3.9 (KafkaConfig.effectiveAdvertisedControllerListeners) puts *every* controller
     # listener in the node's voter entry, and kafka-metadata-quorum add-controller sends them
     # all: advertising only the first would make the entry look stale to this node, which
-    # would then keep rewriting it with UpdateRaftVoter. A name without a listener is skipped.
+    # would then keep rewriting it with UpdateRaftVoter.
     controller_endpoints = tuple(
-        (name, ln.host or "localhost", ln.port)
-        for name in dict.fromkeys(names)
-        if (ln := adv.get(name) or by_name.get(name)) is not None
-    )
+        (name, (adv.get(name) or by_name[name]).host or "localhost", (adv.get(name) or by_name[name]).port)
+        for name in dict.fromkeys(names))
     return names, ctrl, controller_endpoints

@@ -83,29 +83,34 @@ class ServerConfig:
     @property
     def node_id(self) -> int:
         n = self.optional_int("node.id")
-        if n is None:
-            raise ConfigError(f"Missing required configuration node.id in {self.source}")
-        if n < 0:
-            raise ConfigError(f"Invalid value {n} for configuration node.id: must be non-negative")
+        if n is None or n < 0:  # Kafka's EMPTY_NODE_ID is -1: any negative id is "missing"
+            raise ConfigError("Missing configuration `node.id` which is required when `process.roles` "
+                              "is defined (i.e. when running in KRaft mode).")
         return n
 
     @property
     def process_roles(self) -> list[str]:
+        """``process.roles`` as Kafka's ValidList validator and parseProcessRoles check it."""
         roles = self.list_value("process.roles")
         for r in roles:
             if r not in ("broker", "controller"):
-                raise ConfigError(f"Invalid value {r!r} for configuration process.roles: unknown role")
+                raise ConfigError(f"Invalid value {r} for configuration process.roles: String must be "
+                                  "one of: broker, controller")
+        if len(set(roles)) != len(roles):
+            raise ConfigError("Duplicate role names found in `process.roles`: "
+                              f"ArrayBuffer({', '.join(roles)})")
         return roles
 
     # ------------------------------------------------------------------ log directories
     @property
     def log_dirs(self) -> list[str]:
         """``log.dirs`` if set, else ``log.dir`` (a comma-separated list too), as Kafka resolves them."""
-        dirs = self.list_value("log.dirs")
-        if not dirs:
+        if self.is_set("log.dirs"):  # set, even empty, it wins (Kafka: Option(getString(LOG_DIRS)))
+            dirs = [d for d in self.list_value("log.dirs") if d]
+        else:
             dirs = [d.strip() for d in (self.str_value("log.dir") or "").split(",") if d.strip()]
         if not dirs:
-            raise ConfigError("Invalid value for configuration log.dirs: no log directory given")
+            raise ConfigError("At least one log directory must be defined via log.dirs or log.dir.")
         return list(dict.fromkeys(dirs))
 
     @property
@@ -141,7 +146,7 @@ class ServerConfig:
     # ------------------------------------------------------------------ listeners
     @property
     def controller_listener_names(self) -> list[str]:
-        return [n.upper() for n in self.list_value("controller.listener.names")]
+        return [n.upper() for n in self.list_value("controller.listener.names") if n]
 
     @property
     def listeners(self) -> list[Listener]:

@@ -59,13 +59,14 @@ def test_unknown_keys_are_reported_once(tmp_path: Path) -> None:
 
 def test_every_controller_listener_is_advertised_in_order(tmp_path: Path) -> None:
     """The voter entry lists all controller listeners (advertised.listeners first, then
-    listeners), the default one first; a controller listener name without a listener is
-    skipped, as Kafka's effectiveAdvertisedControllerListeners does."""
+    listeners), the default one first, as Kafka's effectiveAdvertisedControllerListeners does
+    (a controller listener name without a listener is refused: tests/kraftnode/config/
+    test_validation.py)."""
     cfg = load(_write(tmp_path, (
         "node.id=1\nprocess.roles=controller\n"
         "listeners=CONTROLLER://127.0.0.1:9093,second://:9094\n"
         "advertised.listeners=CONTROLLER://c1.example:19093\n"
-        "controller.listener.names=CONTROLLER,SECOND,MISSING\n"
+        "controller.listener.names=CONTROLLER,SECOND\n"
         "controller.quorum.bootstrap.servers=127.0.0.1:9093\n")))
     assert cfg.controller_endpoints == (("CONTROLLER", "c1.example", 19093), ("SECOND", "localhost", 9094))
 
