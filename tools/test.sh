@@ -45,7 +45,7 @@ echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/p
 workers=${KRAFTNODE_TEST_WORKERS:-2}
 set +e
 echo "== pytest: in-process tests, $workers workers"
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 -m in_process -n "$workers" --dist loadfile "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 -m in_process -n "$workers" --dist load "$@"
 rc1=$?
 rc2=0
 if [ "$rc1" -ne 0 ] && [ "$rc1" -ne 5 ] && printf '%s\n' "$@" | grep -qxE -- '-x|--exitfirst'; then

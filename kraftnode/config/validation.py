@@ -77,12 +77,9 @@ def parse_voters(entries: list[str]) -> tuple[VoterAddress, ...]:
         if len(parts) != 2:
             raise ConfigError(f"Invalid configuration value for {VOTERS}. {_ENTRY_FORM}")
         id_text, address = parts
-        try:
-            if not re.fullmatch(r"[+-]?[0-9]+", id_text):
-                raise ValueError(id_text)
-            node_id = int(id_text)
-        except ValueError:
-            raise ConfigError(f"Failed to parse voter ID as an integer from {id_text} ({VOTERS})") from None
+        node_id = int(id_text) if re.fullmatch(r"[+-]?[0-9]+", id_text) else None
+        if node_id is None or not -(2**31) <= node_id < 2**31:  # Integer.parseInt
+            raise ConfigError(f"Failed to parse voter ID as an integer from {id_text} ({VOTERS})")
         host, port = _host_port(address)
         # Kafka 3.9 accepts an empty host (and then has no address to reach): refused here
         if host is None or not host or not _VALID_HOST.fullmatch(host):
