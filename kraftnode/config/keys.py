@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kraftnode.errors import ConfigError
+from kraftnode.errors import ConfigError, LocalError
 from kraftnode.vocabulary import (
     METADATA_LOG_SEGMENT_BYTES,
     METADATA_LOG_SEGMENT_MIN_BYTES,
@@ -50,8 +50,8 @@ INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 
-class _Invalid(ValueError):
-    pass
+class _Invalid(LocalError):
+    """Why a value is invalid; parse_value turns it into a ConfigError naming the key."""
 
 
 @dataclass(frozen=True)
