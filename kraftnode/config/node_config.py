@@ -108,14 +108,14 @@ def load(path: str, *, check_storage: bool = False) -> NodeConfig:
     cfg = ServerConfig.load(path)
     cfg.validate_all()  # every key present, by its type and validator
     voters, bootstrap = validation.check_config(cfg)  # Kafka's checks across keys
-    if check_storage:
-        validation.check_metadata_log_dir(cfg)
     raw = cfg.props.raw()
     listeners = cfg.listeners
     names, ctrl, controller_endpoints = _controller_listeners(cfg)
     security = security_setup.build(raw, [ln.name for ln in listeners], names)
     authorizer_config = {k: v for k, v in raw.items() if k in authorizer.CONFIG_KEYS}
     authorizer.check_config(authorizer_config)
+    if check_storage:  # after every key: a configuration error is reported before the disk's
+        validation.check_metadata_log_dir(cfg)
     return NodeConfig(
         node_id=cfg.node_id,
         listeners=tuple(listeners),
