@@ -19,9 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "kraftnode"
 
-#: What may sit directly in kraftnode/server/: the package, the assembly, and (until the
-#: configuration package takes it) the node's configuration.
-SERVER_TOP_LEVEL = {"__init__.py", "node.py", "node_config.py"}
+#: What may sit directly in kraftnode/server/: the package and the assembly.
+SERVER_TOP_LEVEL = {"__init__.py", "node.py"}
 
 #: The modules whose import cycles this test forbids (prefixes of dotted names).
 CHECKED = ("kraftnode.server", "kraftnode.security", "kraftnode.metadata", "kraftnode.commands",
