@@ -11,7 +11,6 @@ import kraftnode
 from kraftnode.errors import ConfigError, KraftnodeError, LocalError, RemoteError
 
 
-
 def _exception_classes() -> dict[str, type[BaseException]]:
     found: dict[str, type[BaseException]] = {}
     for info in pkgutil.walk_packages(kraftnode.__path__, "kraftnode."):
