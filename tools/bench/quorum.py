@@ -639,8 +639,10 @@ def find_py_spy() -> str | None:
     found = shutil.which("py-spy")
     if found:
         return found
-    venv = BENCH_VENV / "bin" / "py-spy"
-    return str(venv) if venv.exists() else None
+    for venv in (Path(sys.executable).parent / "py-spy", BENCH_VENV / "bin" / "py-spy"):
+        if venv.exists():
+            return str(venv)
+    return None
 
 
 @contextmanager

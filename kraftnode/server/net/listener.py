@@ -45,6 +45,7 @@ from kraftnode.protocol.framing import (
     encode_response,
     parse_request,
 )
+from kraftnode.server.metrics import latency_trace
 from recordbatch.message import Message
 from recordbatch.wire import DecodeError
 
@@ -178,6 +179,8 @@ class _Connection(asyncio.Protocol):
         self.tg = tg
         self.reader = FrameReader(listener.limits.max_frame_bytes)
         self.frames: deque[bytes] = deque()
+        #: when each queued frame arrived (only while latency_trace is on)
+        self.frame_times: deque[int] = deque()
         self.queued_bytes = 0
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -229,6 +232,8 @@ class _Connection(asyncio.Protocol):
             self._wake_reader()
             return
         if frames:
+            if latency_trace.ON:
+                self.frame_times.extend([time.monotonic_ns()] * len(frames))
             self.frames.extend(frames)
             self.queued_bytes += sum(len(f) for f in frames)
             if len(self.frames) >= _MAX_QUEUED_FRAMES or self.queued_bytes >= _MAX_QUEUED_BYTES:
@@ -368,6 +373,8 @@ class _Connection(asyncio.Protocol):
                     return
                 self.in_request = True
                 if auth is not None and not auth.complete:
+                    if self.frame_times:
+                        self.frame_times.popleft()
                     out, keep_open = await auth.on_frame(frame, handler)
                     for data in out:
                         transport.write(data)
@@ -380,11 +387,18 @@ class _Connection(asyncio.Protocol):
                     continue
                 started = clock() if metrics is not None else 0.0
                 request = parse_request(frame)
+                t_parsed = time.monotonic_ns() if latency_trace.ON else 0
                 reply = await handler(request, self.peer)
+                t_replied = time.monotonic_ns() if latency_trace.ON else 0
                 if reply is not None and not self.closed:
-                    transport.write(encode_response(
-                        request.spec, request.api_version, request.correlation_id,
-                        reply.body, reply.version))
+                    out = encode_response(request.spec, request.api_version,
+                                          request.correlation_id, reply.body, reply.version)
+                    if latency_trace.ON:
+                        _trace_request(request, reply, self.frame_times.popleft()
+                                       if self.frame_times else t_parsed, t_parsed, t_replied)
+                    transport.write(out)
+                elif latency_trace.ON and self.frame_times:
+                    self.frame_times.popleft()
                 if metrics is not None:
                     metrics.record(request, reply, clock() - started)
                     if self.writing_paused:
@@ -404,6 +418,19 @@ class _Connection(asyncio.Protocol):
             log.exception("internal error serving %s; closing its connection", self.peer)
         finally:
             self._close()
+
+
+def _trace_request(request: Request, reply: Reply | None, t_frame: int, t_parsed: int,
+                   t_replied: int) -> None:
+    """latency_trace: a request's frame arrival, parse, answer and write (stamped as the
+    encoded answer is handed to the transport), keyed by what identifies it on the commit
+    path (latency_trace.request_keys)."""
+    t_written = time.monotonic_ns()
+    api = request.spec.key
+    k1, k2, who = latency_trace.request_keys(api, request.body, reply.body if reply else None)
+    for event, t in (("req.frame", t_frame), ("req.parsed", t_parsed),
+                     ("req.replied", t_replied), ("req.written", t_written)):
+        latency_trace.mark(event, api, k1, k2, who, t_ns=t)
 
 
 def tls_failure(e: BaseException, limits: ServerLimits) -> str:

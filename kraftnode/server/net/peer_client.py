@@ -19,6 +19,7 @@ import asyncio
 import logging
 import math
 import struct
+import time
 from collections.abc import Callable
 from ssl import SSLContext
 from typing import Any
@@ -31,6 +32,7 @@ from kraftnode.protocol import ApiVersionsRequest, ApiVersionsResponse, Errors
 from kraftnode.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, encode_request
 from kraftnode.protocol.generated import ResponseHeader
 from kraftnode.protocol.registry import API_VERSIONS, SERVED
+from kraftnode.server.metrics import latency_trace
 from kraftnode.server.net.listener import FrameReader, set_nodelay
 from recordbatch.message import Message
 
@@ -170,7 +172,10 @@ class PeerConnection:
         self._pending[cid] = _Pending(api_key, version, fut)
         timer = loop.call_later(timeout_s, self._timed_out, cid, timeout_s)
         try:
-            transport.write(encode_request(SERVED[api_key], version, cid, self.client_id, body))
+            data = encode_request(SERVED[api_key], version, cid, self.client_id, body)
+            if latency_trace.ON:
+                latency_trace.mark("peer.sent", api_key, latency_trace.request_keys(api_key, body, None)[0])
+            transport.write(data)
             return await fut
         finally:
             timer.cancel()
@@ -193,9 +198,15 @@ class PeerConnection:
             return  # answer to a request we gave up on
         spec = SERVED[pending.api_key]
         try:
+            t_frame = time.monotonic_ns() if latency_trace.ON else 0
             mv = memoryview(frame)
             _, pos = ResponseHeader.decode_from(mv, 0, spec.response_header_version(pending.version))
-            pending.future.set_result(spec.response.decode(mv[pos:], pending.version))
+            resp = spec.response.decode(mv[pos:], pending.version)
+            if latency_trace.ON:
+                end, hw = latency_trace.fetch_response_keys(resp) if pending.api_key == 1 else (-1, -1)
+                latency_trace.mark("peer.frame", pending.api_key, end, hw, t_ns=t_frame)
+                latency_trace.mark("peer.decoded", pending.api_key, end, hw)
+            pending.future.set_result(resp)
         except Exception as e:  # noqa: BLE001 - a peer's bad bytes fail the request
             pending.future.set_exception(PeerError(f"{self.node}: undecodable {spec.name} response: {e}"))
 

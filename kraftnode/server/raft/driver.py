@@ -43,6 +43,7 @@ from kraftnode.raft.messages import DescribeQuorumData
 from kraftnode.raft.states import LeaderState, VotedState
 from kraftnode.raft.voters import ReplicaKey, VoterSet
 from kraftnode.server.metadata.producers import ProducerIds
+from kraftnode.server.metrics import latency_trace
 from kraftnode.server.net.peer_client import PeerPool
 from kraftnode.server.raft.disk_log import DiskRaftLog
 from kraftnode.server.raft.send import PeerSending, now_ms
@@ -325,6 +326,8 @@ class RaftDriver(PeerSending):
         if self.fatal is not None:
             return -1, -1, waiter       # stopping: never completes; the node's tasks are cancelled
         try:
+            if latency_trace.ON:
+                latency_trace.mark("append.start", self.log.end_offset)
             if self.metrics is None:
                 handle, base = self.node.append_records(records, now_ms())
             else:
@@ -340,6 +343,8 @@ class RaftDriver(PeerSending):
             self._done.set()
             return -1, -1, waiter
         self._appends[handle] = waiter
+        if latency_trace.ON:
+            latency_trace.mark("append.done", self.log.end_offset)
         self._after_event()
         return handle, base, waiter
 
@@ -513,24 +518,32 @@ class RaftDriver(PeerSending):
                 assert self._tg is not None
                 self._tg.start_soon(self._send, a)
         elif isinstance(a, FlushLog):
+            if latency_trace.ON:
+                latency_trace.mark("flush.start", a.end_offset)
             if self.metrics is None:
                 self.log.flush()
             else:
                 t0 = time.perf_counter()
                 self.log.flush()
                 self.metrics.flush_seconds += time.perf_counter() - t0
+            if latency_trace.ON:
+                latency_trace.mark("flush.end", a.end_offset, self.log.log.flushed_offset)
         elif isinstance(a, PersistElectionState):
             # the kraft.version in force now: a static quorum upgraded to 1 writes data version 1
             data = election_to_quorum_state(a.state, self.node.history.kraft_version(),
                                             sorted(self.node.voters.ids))
             self.store.write(data)
         elif isinstance(a, HighWatermarkAdvanced):
+            if latency_trace.ON:
+                latency_trace.mark("hw", a.high_watermark)
             self.high_watermark = a.high_watermark
             self.hw_changed.set()
             self.hw_changed = anyio.Event()
             return True
         elif isinstance(a, AppendCompleted):
             aw = self._appends.pop(a.handle, None)
+            if latency_trace.ON:
+                latency_trace.mark("commit", a.last_offset)
             if aw is not None:
                 if aw.appended is not None and self.metrics is not None and not a.error_code:
                     self.metrics.on_commit(aw.appended[0], aw.appended[1], now_ms())

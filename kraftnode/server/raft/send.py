@@ -21,6 +21,7 @@ from kraftnode.raft import messages as m
 from kraftnode.raft.actions import SendRequest
 from kraftnode.raft.prevote import PRE_VOTE_VERSION
 from kraftnode.raft.states import FollowerState
+from kraftnode.server.metrics import latency_trace
 from kraftnode.server.net.peer_client import PeerError, PeerPool
 from kraftnode.server.raft.disk_log import DiskRaftLog
 from kraftnode.server.raft.rpcs import RAFT_RPCS
@@ -100,10 +101,16 @@ class PeerSending:
             self._claim_dest, self._claimed = a.destination, None
             try:
                 t = now_ms()
+                if latency_trace.ON:
+                    latency_trace.mark("resp.start", a.destination, self.log.end_offset)
                 self.node.handle_response(a.destination, a.correlation_id, response, t)
+                if latency_trace.ON:
+                    latency_trace.mark("resp.core", a.destination, self.log.end_offset)
                 if self.metrics is not None and isinstance(response, m.FetchResponse):
                     self._note_caught_up(a.destination, response, t)
                 self._after_event()
+                if latency_trace.ON:
+                    latency_trace.mark("resp.done", a.destination, self.log.end_offset)
                 a = self._claimed
             finally:
                 self._claim_dest, self._claimed = None, None
