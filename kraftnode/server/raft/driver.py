@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -168,6 +168,8 @@ class RaftDriver(PeerSending):
         self._commits = 0          # appends completed so far (see call)
         self._next_request_id = 1
         self._requests: dict[int, Waiter[m.Response]] = {}
+        # call_nowait's requests: the function each answer goes to
+        self._answer_to: dict[int, Callable[[m.Response], None]] = {}
         self._appends: dict[int, Waiter[AppendCompleted]] = {}
         self._reads: dict[int, Waiter[ReadIndexCompleted]] = {}
         self._tg: TaskGroup | None = None
@@ -310,6 +312,20 @@ class RaftDriver(PeerSending):
         assert answer is not None   # set before done (or the call was cancelled)
         return answer
 
+    def call_nowait(self, request: m.Request, on_answer: Callable[[m.Response], None]) -> None:
+        """:meth:`call` without a task to wait in: ``on_answer`` gets the core's answer when
+        it comes -- within this call when the core answers at once, else from the event that
+        completes it (an append answering a parked Fetch, a tick ending its long poll, the
+        end of leadership). It runs inside the driver's action loop, in order with the other
+        actions, and must not raise. What a raft peer's Fetch takes on the leader
+        (:meth:`kraftnode.server.handlers.NodeHandlers.fast`): its answer is written as the
+        action runs, with no task woken and no loop iteration in between."""
+        rid = self._next_request_id
+        self._next_request_id += 1
+        self._answer_to[rid] = on_answer
+        self.node.handle_request(rid, request, now_ms())
+        self._after_event()
+
     def append_nowait(self, records: Sequence[object]) -> tuple[int, Waiter[AppendCompleted]]:
         """Append on the leader; returns (handle, waiter completed at commit or failure)."""
         handle, _base, waiter = self._append(records)
@@ -441,6 +457,10 @@ class RaftDriver(PeerSending):
         self._sleep_until_ms = now + delay_ms
         self._timer = self._loop.call_later(delay_ms / 1000, self._on_timer)
 
+    def _start_send(self, a: SendRequest) -> None:
+        assert self._tg is not None
+        self._tg.start_soon(self._send, a)
+
     def _run_left_over(self) -> None:
         """Loop callback: run what a pump left behind (a flush after woken tasks)."""
         self._left_over_soon = False
@@ -506,6 +526,10 @@ class RaftDriver(PeerSending):
     def _execute(self, a: object) -> bool:
         """Run one action; True when it woke another task."""
         if isinstance(a, SendResponse):
+            answer_to = self._answer_to.pop(a.request_id, None)
+            if answer_to is not None:
+                answer_to(a.response)   # written now: nothing woken, a flush after it stays inline
+                return False
             w = self._requests.get(a.request_id)
             if w is not None:
                 w.value = a.response
@@ -515,8 +539,7 @@ class RaftDriver(PeerSending):
             if self._claim_dest == a.destination and self._claimed is None:
                 self._claimed = a
             else:
-                assert self._tg is not None
-                self._tg.start_soon(self._send, a)
+                self._start_send(a)
         elif isinstance(a, FlushLog):
             if latency_trace.ON:
                 latency_trace.mark("flush.start", a.end_offset)
