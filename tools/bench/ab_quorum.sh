@@ -2,6 +2,9 @@
 # A/B of tools/bench/quorum.py between two checkouts (e.g. git worktrees of two commits),
 # alternated round by round on the same host so both sides see the same noise:
 #   tools/bench/ab_quorum.sh DIR_A DIR_B [ROUNDS]
+# (AB_OPS1, AB_OPSN and AB_CONCURRENCY override the records per run at 1 and at 64
+# outstanding, default 1000 and 10000, and the levels, default 1,64: longer runs resolve
+# CPU per record finer, /proc counts 10 ms ticks)
 # Prints each run's rows (JSON) and the medians per side with the ratio B/A: p50 latency,
 # records/s, and server CPU per committed record (the three nodes' CPU seconds / records,
 # far less sensitive to other people's load than the two others); "other load" is the
@@ -14,9 +17,14 @@ OUT=$(mktemp)
 for round in $(seq 1 "$ROUNDS"); do
   for side in A B; do
     dir=$A; [ "$side" = B ] && dir=$B
+    # a checkout whose bench runs extra rows by default: not in an A/B
+    extra=()
+    grep -q -- '--skip-raft-workload' "$dir/tools/bench/quorum.py" && extra=(--baseline none --skip-raft-workload)
     echo "== round $round side $side" | tee -a "$OUT"
     (cd "$dir" && PYTHONPATH=$dir timeout 600 "$PY" tools/bench/quorum.py --skip-anchors --skip-physical \
-        --ops1 1000 --opsn 10000 --repeats 1 --json 2>/dev/null | grep '"kind": "row"' | tee -a "$OUT")
+        --ops1 "${AB_OPS1:-1000}" --opsn "${AB_OPSN:-10000}" --concurrency "${AB_CONCURRENCY:-1,64}" \
+        --repeats 1 "${extra[@]}" --json 2>/dev/null \
+        | grep '"kind": "row"' | tee -a "$OUT")
   done
 done
 "$PY" - "$OUT" <<'PY'
