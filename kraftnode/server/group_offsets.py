@@ -238,8 +238,8 @@ def _commit_refusal(h: HandlerBase, q: w.OffsetCommitRequest, v: int, view: Grou
     code = _coordinator_error(h)
     if code:
         return code
-    if h.kafka_controllers() or h.duties is None:
-        # a Kafka raft node replaying this log accepts only key-less metadata records
+    if h.kafka_controllers() or h.duties is None or h.registered_brokers():
+        # a Kafka raft node (or broker) replaying this log accepts only key-less metadata records
         return int(Errors.COORDINATOR_NOT_AVAILABLE)
     if not q.group_id:
         return int(Errors.INVALID_GROUP_ID)

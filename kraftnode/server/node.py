@@ -35,6 +35,7 @@ from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw
 from kraftnode.server.controller_duties import ControllerDuties
+from kraftnode.server.controller_shell import ControllerShell, controller_config
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
 from kraftnode.server.metadata_state import MetadataState
 from kraftnode.server.network import KafkaListener, ListenerError, ServerLimits
@@ -147,6 +148,11 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                                           ) if controller else None
                 handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), drv,
                                         features, duties, security_hooks.authorizer(cfg.authorizer_config, duties))
+                if duties is not None:  # the controller APIs (docs/controller.md)
+                    handlers.controller = ControllerShell(
+                        drv, duties, controller_config(cfg.properties, cluster_id, cfg.node_id,
+                                                       frozenset(v.node_id for v in cfg.static_voters)),
+                        drv.current_kraft_version)
                 bound, listeners = await _start_listeners(tg, cfg, handlers, request_metrics, duties)
                 if metrics_server is not None:
                     _start_metrics(tg, metrics_server, cfg, drv, raft_metrics, request_metrics,
@@ -154,6 +160,8 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 tg.start_soon(drv.run, tg)
                 if duties is not None:
                     tg.start_soon(duties.run)
+                if handlers.controller is not None:
+                    tg.start_soon(handlers.controller.run)
                 tg.start_soon(snapshots.run, lambda: drv.high_watermark)
                 log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
                          "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,

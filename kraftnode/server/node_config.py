@@ -92,6 +92,8 @@ class NodeConfig:
     #: authorizer.class.name, super.users, allow.everyone.if.no.acl.found as set (checked at
     #: load; kraftnode.server.security.authorizer)
     authorizer_config: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    #: every property as written (the controller reads its keys and its topic-config defaults)
+    properties: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def is_dynamic(self) -> bool:
@@ -178,6 +180,7 @@ def load(path: str) -> NodeConfig:
     authorizer.check_config(authorizer_config)
     return NodeConfig(
         authorizer_config=authorizer_config,
+        properties=dict(props.raw()),
         raft_topic=raft_topic,
         metrics_listener=metrics_listener,
         security=security,
