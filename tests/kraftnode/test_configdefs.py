@@ -104,8 +104,8 @@ def test_validation_names_the_key() -> None:
 
 
 def test_warnings_for() -> None:
-    assert warnings_for(["node.id", "num.io.threads", "log.retention.hours", "foo.bar"]) == [
-        "These configurations '[log.retention.hours, num.io.threads]' were supplied but are not "
+    assert warnings_for(["node.id", "num.io.threads", "log.retention.check.interval.ms", "foo.bar"]) == [
+        "These configurations '[log.retention.check.interval.ms, num.io.threads]' were supplied but are not "
         "used by kraftnode (see docs/configuration.md)",
         "The configuration 'foo.bar' was supplied but isn't a known config.",
     ]
