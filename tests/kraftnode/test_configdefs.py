@@ -126,12 +126,12 @@ def test_node_config_defaults_come_from_the_table(tmp_path: Path) -> None:
 
 
 def test_a_node_warns_once_about_ignored_and_unknown_keys(tmp_path: Path) -> None:
-    with running_node(tmp_path, extra="num.network.threads=3\nlog.retention.hours=168\n"
+    with running_node(tmp_path, extra="num.network.threads=3\nlog.retention.check.interval.ms=5\n"
                                       "controler.quorum.voters=typo\n") as node:
         text = node.log()
     ignored = [ln for ln in text.splitlines() if "were supplied but are not used" in ln]
     assert len(ignored) == 1 and "WARNING" in ignored[0]
-    assert "'[log.retention.hours, num.network.threads]'" in ignored[0]
+    assert "'[log.retention.check.interval.ms, num.network.threads]'" in ignored[0]
     unknown = [ln for ln in text.splitlines() if "isn't a known config" in ln]
     assert len(unknown) == 1
     assert re.search(r"WARNING .*The configuration 'controler.quorum.voters' was supplied but "
