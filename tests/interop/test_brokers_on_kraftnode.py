@@ -19,28 +19,17 @@ Every acked record is read back by the group's consumer, and no record was writt
 
 from __future__ import annotations
 
-import json
-import re
-import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
-from kraftnode.protocol import generated as w
-from kraftnode.protocol.registry import METADATA
-from tests.support.cluster import CLUSTER_ID, Cluster, free_ports, wait_serving
-from tests.support.kafka import KafkaHome, java_env
-from tests.support.kafka_server import KafkaServer, broker_properties
-from tests.support.node import call
+from tests.support.cluster import CLUSTER_ID, wait_serving
+from tests.support.kafka import KafkaHome
+from tests.support.kraft_brokers import BROKERS, Part, Setup, partitions, wait_until
 
 pytestmark = pytest.mark.timeout(400)
 
-BROKERS = (101, 102, 103)
 SESSION_TIMEOUT_MS = 4000
 TOPIC = "verifiable"
 # the controllers' keys (docs/controller.md); the brokers heartbeat every 500 ms
@@ -53,152 +42,18 @@ BROKER_EXTRA = ("broker.heartbeat.interval.ms=500\n"
                 "replica.lag.time.max.ms=5000\nnum.network.threads=2\nnum.io.threads=2\n")
 
 
-def wait_until(what: str, check: Callable[[], Any], timeout: float, logs: Callable[[], str] = lambda: "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{logs()}")
-
-
-@dataclass
-class Part:
-    leader: int
-    isr: list[int]
-    replicas: list[int]
-
-
-def partitions(port: int, topic: str) -> dict[int, Part] | None:
-    """The topic's partitions as a broker's metadata cache has them (Metadata v12)."""
-    M = w.MetadataRequest
-    try:
-        _, resp = call(port, METADATA, 12, M(topics=[M.MetadataRequestTopic(name=topic)],
-                                             allow_auto_topic_creation=False,
-                                             include_topic_authorized_operations=False))
-    except OSError:
-        return None
-    t = resp.topics[0]  # type: ignore[attr-defined]
-    if t.error_code:
-        return None
-    return {p.partition_index: Part(p.leader_id, list(p.isr_nodes), list(p.replica_nodes)) for p in t.partitions}
-
-
-@dataclass
-class Tool:
-    """A Kafka tool running in the background, its JSON events collected."""
-
-    proc: subprocess.Popen[str]
-    events: list[dict[str, Any]] = field(default_factory=list)
-    thread: threading.Thread | None = None
-
-    def start_reading(self) -> None:
-        def read() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                if line.startswith("{"):
-                    try:
-                        self.events.append(json.loads(line))
-                    except ValueError:
-                        pass
-        self.thread = threading.Thread(target=read, daemon=True)
-        self.thread.start()
-
-    def named(self, name: str) -> list[dict[str, Any]]:
-        return [e for e in list(self.events) if e.get("name") == name]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.thread is not None:
-            self.thread.join(10)
-
-
-class Setup:
-    def __init__(self, kafka: KafkaHome, root: Path) -> None:
-        self.kafka = kafka
-        self.root = root
-        self.cl = Cluster(root / "controllers", 3, extra=CONTROLLER_EXTRA)
-        voters = ",".join(f"{i}@127.0.0.1:{self.cl.port(i)}" for i in self.cl.ids)
-        self.ports = dict(zip(BROKERS, free_ports(len(BROKERS)), strict=True))
-        self.brokers = {b: KafkaServer(kafka, root / f"broker{b}", b, broker_properties(
-            b, self.ports[b], voters, root / f"broker{b}" / "data", BROKER_EXTRA)) for b in BROKERS}
-        self.tools: list[Tool] = []
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{p}" for b, p in self.ports.items() if self.brokers[b].running)
-
-    def any_port(self) -> int:
-        return next(self.ports[b] for b in BROKERS if self.brokers[b].running)
-
-    def logs(self) -> str:
-        out = []
-        for i in self.cl.ids:
-            out.append(f"--- controller {i}\n" + self.cl.log(i)[-3000:])
-        for b, s in self.brokers.items():
-            out.append(f"--- broker {b}\n" + s.log()[-3000:])
-        return "\n".join(out)
-
-    def tool(self, name: str, *args: str) -> Tool:
-        env = java_env({"LOG_DIR": str(self.root / "tool-logs")})
-        proc = subprocess.Popen([str(self.kafka.script(name)), *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True, env=env)
-        t = Tool(proc)
-        t.start_reading()
-        self.tools.append(t)
-        return t
-
-    def topics_cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return self.kafka.tool("kafka-topics", "--bootstrap-server", self.bootstrap, *args, timeout=120,
-                               env={"LOG_DIR": str(self.root / "tool-logs")})
-
-    def active_controller(self) -> int:
-        info = self.cl.wait_for_leader(20)
-        return info.leader_id
-
-    def registrations(self, b: int) -> list[int]:
-        """The broker epochs broker ``b`` was given, from its log."""
-        return [int(m) for m in re.findall(r"Successfully registered broker \d+ with broker epoch (\d+)",
-                                           self.brokers[b].log())]
-
-    def close(self) -> None:
-        for t in self.tools:
-            t.stop()
-        for s in self.brokers.values():
-            s.close()
-        self.cl.close()
-
-
 @pytest.fixture(scope="module")
 def setup(kafka_home: KafkaHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    s = Setup(kafka_home, tmp_path_factory.mktemp("brokers"))
+    s = Setup(kafka_home, tmp_path_factory.mktemp("brokers"), CONTROLLER_EXTRA, BROKER_EXTRA)
     try:
-        s.cl.start_all()
-        s.cl.wait_for_leader(30)
-        for b in s.brokers.values():
-            b.format(CLUSTER_ID)
-            b.start()
-        for b in s.brokers.values():
-            b.wait_started(120)
+        s.start_all(CLUSTER_ID)
         yield s
     finally:
         s.close()
-        faults = {b: srv.faults() for b, srv in s.brokers.items()}
-        assert not any(faults.values()), faults
-        for i in s.cl.ids:
-            assert "Traceback" not in s.cl.log(i), s.cl.log(i)[-5000:]
+        s.check_clean()
 
 
 def test_brokers_register_and_a_topic_is_created_through_a_broker(setup: Setup) -> None:
-    wait_until("every broker unfenced", lambda: all(
-        "The broker has been unfenced" in setup.brokers[b].log() for b in BROKERS), 60, setup.logs)
     r = setup.topics_cli("--create", "--topic", TOPIC, "--partitions", "12", "--replication-factor", "3")
     assert r.returncode == 0 and f"Created topic {TOPIC}." in r.stdout, r.stdout + r.stderr
     parts = wait_until("the topic in the brokers' metadata", lambda: partitions(setup.any_port(), TOPIC), 30)

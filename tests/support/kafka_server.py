@@ -42,6 +42,9 @@ def broker_properties(node_id: int, port: int, voters: str, data: Path, extra: s
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
             f"controller.quorum.voters={voters}\nlog.dirs={data}\n"
             "group.initial.rebalance.delay.ms=0\n"
+            # the log cleaner's dedupe buffer (128 MiB by default) is reallocated on every dynamic
+            # broker config change: keep it small beside a small heap
+            "log.cleaner.dedupe.buffer.size=4194304\n"
             f"{extra}")
 
 
