@@ -26,7 +26,14 @@ import pytest
 
 from tests.support.cluster import CLUSTER_ID, wait_serving
 from tests.support.kafka import KafkaHome
-from tests.support.kraft_brokers import BROKERS, Part, Setup, partitions, wait_until
+from tests.support.kraft_brokers import (
+    BROKERS,
+    Part,
+    Setup,
+    idempotent_producer_config,
+    partitions,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -72,7 +79,8 @@ def test_brokers_register_and_a_topic_is_created_through_a_broker(setup: Setup) 
 def test_verifiable_producer_and_consumer_across_broker_and_controller_failures(setup: Setup) -> None:
     epochs_before = {b: setup.registrations(b) for b in BROKERS}
     producer = setup.tool("kafka-verifiable-producer", "--bootstrap-server", setup.bootstrap, "--topic", TOPIC,
-                          "--acks", "-1", "--throughput", "150", "--max-messages", "-1")
+                          "--acks", "-1", "--throughput", "150", "--max-messages", "-1",
+                          "--producer.config", str(idempotent_producer_config(setup.root)))
     consumer = setup.tool("kafka-verifiable-consumer", "--bootstrap-server", setup.bootstrap, "--topic", TOPIC,
                           "--group-id", "verifiers", "--reset-policy", "earliest", "--verbose")
     wait_until("the producer's first acks", lambda: len(producer.named("producer_send_success")) > 100, 60,
@@ -155,5 +163,9 @@ def test_verifiable_producer_and_consumer_across_broker_and_controller_failures(
         by_value.setdefault(v, set()).add(k)
     twice = {v: ks for v, ks in by_value.items() if len(ks) > 1}
     assert not twice, twice
+    assert not producer.named("producer_send_error"), producer.named("producer_send_error")[:5]
+    # the producer was idempotent: its producer ids came from blocks the controller allocated
+    got_blocks = [ln for i in setup.cl.ids for ln in setup.cl.log(i).splitlines() if "allocated producer id block" in ln]
+    assert got_blocks, "no AllocateProducerIds answered"
     print(f"{len(acked)} acked records all consumed; {len(consumer.named('record_data'))} deliveries "
           f"({len(consumer.named('record_data')) - len(got)} redelivered within the at-least-once window)")

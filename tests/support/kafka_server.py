@@ -134,7 +134,13 @@ class KafkaServer:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
+    def controller_log(self) -> str:
+        """``controller.log``: Kafka's log4j configuration sends org.apache.kafka.controller (the
+        QuorumController and its managers) there, not to the console."""
+        path = self.root / "logs" / "controller.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
     def faults(self) -> list[str]:
-        """ERROR lines and fault-handler lines of the server's whole output."""
-        return [ln for ln in self.log().splitlines()
+        """ERROR lines and fault-handler lines of the server's whole output and controller.log."""
+        return [ln for ln in (self.log() + "\n" + self.controller_log()).splitlines()
                 if re.search(r"\] ERROR |[Ff]ault handler|FaultHandlerException", ln)]

@@ -26,7 +26,8 @@ from tests.support.kafka import KafkaHome, java_env
 from tests.support.kafka_server import KafkaServer, broker_properties
 from tests.support.node import call
 
-__all__ = ["BROKERS", "Part", "Setup", "Tool", "partitions", "produce_one", "wait_until"]
+__all__ = ["BROKERS", "Part", "Setup", "Tool", "idempotent_producer_config", "partitions", "produce_one",
+           "wait_until"]
 
 BROKERS = (101, 102, 103)
 
@@ -102,14 +103,19 @@ class Setup:
     """Three kraftnode controllers (``controller_extra``: lines for their properties) and the
     brokers ``BROKERS`` (``broker_extra`` for theirs)."""
 
-    def __init__(self, kafka: KafkaHome, root: Path, controller_extra: str, broker_extra: str) -> None:
+    def __init__(self, kafka: KafkaHome, root: Path, controller_extra: str, broker_extra: str,
+                 voters: int = 3, brokers: tuple[int, ...] = BROKERS) -> None:
+        """``voters``: the static voter set is 1..voters; kraftnode runs 1-3 (the others are
+        left to genuine Kafka controllers, see ``voters_text``)."""
         self.kafka = kafka
         self.root = root
-        self.cl = Cluster(root / "controllers", 3, extra=controller_extra)
-        voters = ",".join(f"{i}@127.0.0.1:{self.cl.port(i)}" for i in self.cl.ids)
-        self.ports = dict(zip(BROKERS, free_ports(len(BROKERS)), strict=True))
+        self.broker_ids = brokers
+        self.cl = Cluster(root / "controllers", voters, extra=controller_extra)
+        self.kraft_ids = [i for i in self.cl.ids if i <= 3]
+        self.voters_text = ",".join(f"{i}@127.0.0.1:{self.cl.port(i)}" for i in self.cl.ids)
+        self.ports = dict(zip(brokers, free_ports(len(brokers)), strict=True))
         self.brokers = {b: KafkaServer(kafka, root / f"broker{b}", b, broker_properties(
-            b, self.ports[b], voters, root / f"broker{b}" / "data", broker_extra)) for b in BROKERS}
+            b, self.ports[b], self.voters_text, root / f"broker{b}" / "data", broker_extra)) for b in brokers}
         self.tools: list[Tool] = []
 
     @property
@@ -117,11 +123,11 @@ class Setup:
         return ",".join(f"127.0.0.1:{p}" for b, p in self.ports.items() if self.brokers[b].running)
 
     def any_port(self) -> int:
-        return next(self.ports[b] for b in BROKERS if self.brokers[b].running)
+        return next(self.ports[b] for b in self.broker_ids if self.brokers[b].running)
 
     def logs(self) -> str:
         out = []
-        for i in self.cl.ids:
+        for i in self.kraft_ids:
             out.append(f"--- controller {i}\n" + self.cl.log(i)[-3000:])
         for b, s in self.brokers.items():
             out.append(f"--- broker {b}\n" + s.log()[-3000:])
@@ -145,7 +151,8 @@ class Setup:
         return self.cli("kafka-topics", *args)
 
     def start_all(self, cluster_id: str) -> None:
-        self.cl.start_all()
+        for i in self.kraft_ids:
+            self.cl.start(i)
         self.cl.wait_for_leader(30)
         for b in self.brokers.values():
             b.format(cluster_id)
@@ -153,13 +160,13 @@ class Setup:
         for b in self.brokers.values():
             b.wait_started(120)
         wait_until("every broker unfenced", lambda: all(
-            "The broker has been unfenced" in self.brokers[b].log() for b in BROKERS), 60, self.logs)
+            "The broker has been unfenced" in self.brokers[b].log() for b in self.broker_ids), 60, self.logs)
 
     def check_clean(self) -> None:
         """No broker logged an error or a fault; no controller a traceback."""
         faults = {b: srv.faults() for b, srv in self.brokers.items()}
         assert not any(faults.values()), faults
-        for i in self.cl.ids:
+        for i in self.kraft_ids:
             assert "Traceback" not in self.cl.log(i), self.cl.log(i)[-5000:]
 
     def active_controller(self) -> int:
@@ -177,6 +184,15 @@ class Setup:
         for s in self.brokers.values():
             s.close()
         self.cl.close()
+
+
+def idempotent_producer_config(root: Path) -> Path:
+    """A ``--producer.config`` making kafka-verifiable-producer.sh idempotent: the tool sets
+    retries=0 (which silently disables idempotence) unless its config file says otherwise."""
+    path = root / "idempotent-producer.properties"
+    path.write_text("enable.idempotence=true\nretries=2147483647\nmax.in.flight.requests.per.connection=5\n"
+                    "acks=all\ndelivery.timeout.ms=120000\n")
+    return path
 
 
 def produce_one(port: int, topic: str, partition: int, value: bytes) -> int:

@@ -182,6 +182,8 @@ class ControllerApiHandlers(HandlerBase):
         block, err = await self._run(67, v, q, lambda c, now: c.allocate_producer_ids(q, now))
         if err is not None:
             return err
+        log.info("allocated producer id block %d-%d to broker %d", block.first_producer_id,
+                 block.first_producer_id + block.size - 1, q.broker_id)
         return w.AllocateProducerIdsResponse(throttle_time_ms=0, error_code=0, producer_id_start=block.first_producer_id,
                                              producer_id_len=block.size)
 
@@ -524,9 +526,31 @@ class ControllerApiHandlers(HandlerBase):
             az.CURRENT_SESSION.reset(token)
         if reply is None:
             return E(response_data=None, error_code=Errors.UNKNOWN_SERVER_ERROR)
+        # RequestChannel.buildResponseSend: a forwarded request answered NOT_CONTROLLER (DescribeQuorum:
+        # NOT_LEADER_OR_FOLLOWER) makes the whole envelope NOT_CONTROLLER, so that the broker's
+        # forwarding channel looks for the active controller again instead of relaying the error
+        stale = Errors.NOT_LEADER_OR_FOLLOWER if inner.spec.key == 55 else Errors.NOT_CONTROLLER
+        if stale in _error_codes(reply.body):
+            return E(response_data=None, error_code=Errors.NOT_CONTROLLER)
         frame = encode_response(inner.spec, inner.api_version, inner.correlation_id, reply.body,
                                 reply.version if reply.version != inner.api_version else None)
         return E(response_data=frame[4:], error_code=0)
+
+
+def _error_codes(m: Any) -> set[int]:
+    """Every ``error_code`` in a response, nested ones included (AbstractResponse.errorCounts)."""
+    out: set[int] = set()
+    for name in getattr(m, "__slots__", ()):
+        v = getattr(m, name, None)
+        if name == "error_code" and isinstance(v, int):
+            out.add(v)
+        elif isinstance(v, list):
+            for x in v:
+                if hasattr(x, "__slots__"):
+                    out |= _error_codes(x)
+        elif hasattr(v, "__slots__") and not isinstance(v, (bytes, str)):
+            out |= _error_codes(v)
+    return out
 
 
 def _type_name(rtype: int) -> str:
