@@ -98,6 +98,12 @@ def test_topic_and_broker_configs(setup: Setup) -> None:
     r = setup.cli("kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", "cfg",
                   "--add-config", "no.such.config=1")
     assert "Unknown topic config name: no.such.config" in r.stdout + r.stderr, r.stdout + r.stderr
+    # the controllers answer DescribeConfigs too (kafka-configs.sh --bootstrap-controller)
+    out = ok(setup.kafka.tool("kafka-configs", "--bootstrap-controller", setup.cl.bootstrap(), "--describe",
+                              "--entity-type", "topics", "--entity-name", "cfg",
+                              env={"LOG_DIR": str(setup.root / "tool-logs")}))
+    assert "max.message.bytes=2048 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:max.message.bytes=2048}" in out, out
+    assert "retention.ms=3600000" in out
     out = ok(setup.cli("kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", "cfg",
                        "--delete-config", "max.message.bytes"))
     wait_until("the override removed", lambda: described_configs(setup, "cfg") == {"retention.ms=3600000"}, 20)

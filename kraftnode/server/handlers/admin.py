@@ -5,6 +5,7 @@ leader where a Kafka broker forwards to the active controller."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
@@ -25,6 +26,7 @@ from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.server import api_versions
 from kraftnode.server import raft_rpcs as rpcs
 from kraftnode.server import raft_wire as rw
+from kraftnode.server.handlers.controller_apis import dynamic_configs
 from kraftnode.server.handlers.kafka_compat import (
     _CONFIG_BROKER,
     _CONFIG_TOPIC,
@@ -79,9 +81,10 @@ class AdminHandlers(RaftPeerHandlers):
         answers them. ``kafka-topics.sh --describe`` asks for the topic's configs after its
         Metadata and fails the whole command if DescribeConfigs is not served.
 
-        Nothing is overridden here: the topic has no topic-level configs and the node no
-        dynamic broker configs, so both are answered with an empty list -- what Kafka lists
-        as non-default, which is all kafka-topics.sh and kafka-configs.sh --describe print.
+        Nothing is overridden for the metadata topic, so it is answered with an empty list -- what
+        Kafka lists as non-default, which is all kafka-topics.sh and kafka-configs.sh --describe
+        print; the brokers' topics and this node (or the cluster default, "") are answered with
+        the dynamic configs the metadata holds for them (handlers/controller_apis.dynamic_configs).
         Kafka would also list every default value; we do not invent a LogConfig we do not
         have. Other resource types (broker loggers, client metrics, groups) have nothing
         behind them here and get INVALID_REQUEST."""
@@ -89,6 +92,7 @@ class AdminHandlers(RaftPeerHandlers):
         results = []
         for res in q.resources:
             code, msg = 0, None
+            configs: list[Any] = []
             name = res.resource_name
             if res.resource_type == _CONFIG_TOPIC and self._denied(az.TOPIC, name, az.DESCRIBE_CONFIGS,
                                                                    DESCRIBE_CONFIGS):
@@ -101,8 +105,13 @@ class AdminHandlers(RaftPeerHandlers):
                 msg = api_checks.MESSAGES[code]
             elif res.resource_type == _CONFIG_TOPIC:
                 invalid = _invalid_topic_name(name)
+                image = self.duties.state.image if self.duties is not None else None
                 if invalid is not None:
                     code, msg = Errors.INVALID_TOPIC_EXCEPTION, invalid
+                elif image is not None and any(t.name == name for t, _v in image.topics.values()):
+                    # a brokers' topic (the controller, docs/controller.md): its dynamic configs
+                    configs = dynamic_configs(image.configs.get((_CONFIG_TOPIC, name), {}), _CONFIG_TOPIC,
+                                              res.configuration_keys, v >= 1 and q.include_synonyms)
                 elif name != rw.METADATA_TOPIC:
                     code = Errors.UNKNOWN_TOPIC_OR_PARTITION  # Kafka sets no message here
             elif res.resource_type == _CONFIG_BROKER:
@@ -110,11 +119,14 @@ class AdminHandlers(RaftPeerHandlers):
                     code, msg = Errors.INVALID_REQUEST, (
                         f"Unexpected broker id, expected {self.ident.node_id} or empty string, "
                         f"but received {name}")
+                elif self.duties is not None:  # dynamic configs set for this node or the cluster
+                    configs = dynamic_configs(self.duties.state.image.configs.get((_CONFIG_BROKER, name), {}),
+                                              _CONFIG_BROKER, res.configuration_keys, v >= 1 and q.include_synonyms)
             else:
                 code, msg = Errors.INVALID_REQUEST, (
                     f"Unsupported resource type: {_CONFIG_TYPES.get(res.resource_type, 'UNKNOWN')}")
             results.append(R(error_code=code, error_message=msg, resource_type=res.resource_type,
-                             resource_name=name, configs=[]))
+                             resource_name=name, configs=configs if code == 0 else []))
         return w.DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
     async def _describe_quorum(self, q: w.DescribeQuorumRequest, v: int) -> w.DescribeQuorumResponse:

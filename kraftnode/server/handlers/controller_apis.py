@@ -31,7 +31,7 @@ from kraftnode.server.security import authorizer as az
 from recordbatch import BatchView, CorruptBatchError
 from recordbatch.wire import DecodeError
 
-__all__ = ["ControllerApiHandlers", "ERROR_SHAPED", "FORWARDABLE", "broker_replay_error", "error_response"]
+__all__ = ["ControllerApiHandlers", "ERROR_SHAPED", "FORWARDABLE", "dynamic_configs", "broker_replay_error", "error_response"]
 
 log = logging.getLogger("kraftnode.controller")
 
@@ -535,6 +535,34 @@ class ControllerApiHandlers(HandlerBase):
         frame = encode_response(inner.spec, inner.api_version, inner.correlation_id, reply.body,
                                 reply.version if reply.version != inner.api_version else None)
         return E(response_data=frame[4:], error_code=0)
+
+
+_CONFIG_TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7}
+
+
+def dynamic_configs(stored: dict[str, str], resource_type: int, keys: list[str] | None,
+                    include_synonyms: bool) -> list[Any]:
+    """DescribeConfigs entries for the dynamic configs the metadata holds for a topic or a broker
+    (a broker's name "" is the cluster default), in name order: what ``kafka-configs.sh
+    --describe`` and ``kafka-topics.sh --describe`` print. Defaults are not listed (docs/server.md)."""
+    from kraftnode.controller.topic_configs import TOPIC_CONFIGS, Source
+
+    C = w.DescribeConfigsResponse.DescribeConfigsResourceResult
+    S = w.DescribeConfigsResponse.DescribeConfigsSynonym
+    if resource_type == TOPIC:
+        source = Source.DYNAMIC_TOPIC_CONFIG
+    else:
+        source = Source.DYNAMIC_BROKER_CONFIG
+    out = []
+    for name in sorted(stored):
+        if keys and name not in keys:
+            continue
+        d = TOPIC_CONFIGS.get(name) if resource_type == TOPIC else None
+        out.append(C(name=name, value=stored[name], read_only=False, is_default=False, config_source=source,
+                     is_sensitive=False, synonyms=[S(name=name, value=stored[name], source=source)]
+                     if include_synonyms else [],
+                     config_type=_CONFIG_TYPE_IDS.get(d.type, 0) if d is not None else 0, documentation=None))
+    return out
 
 
 def _error_codes(m: Any) -> set[int]:
