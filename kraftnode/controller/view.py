@@ -106,6 +106,13 @@ class ControllerView(MetadataState):
         return v
 
     # ------------------------------------------------------------------ replay
+    def replay(self, m: Any, version: int, offset: int) -> None:
+        """Replay one record at ``offset`` (tests and the simulation feed records this way; the
+        shell replays whole batches from the log)."""
+        self.metadata_records += 1
+        self._apply(m, offset, version)
+        self.next_offset = max(self.next_offset, offset + 1)
+
     def _apply(self, m: Any, offset: int, version: int = 0) -> None:
         super()._apply(m, offset, version)
         if isinstance(m, RegisterBrokerRecord):
