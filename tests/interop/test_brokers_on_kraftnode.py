@@ -24,6 +24,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from kraftnode.protocol import generated as w
+from kraftnode.protocol.registry import DESCRIBE_QUORUM
 from tests.support.cluster import CLUSTER_ID, wait_serving
 from tests.support.kafka import KafkaHome
 from tests.support.kraft_brokers import (
@@ -34,6 +36,7 @@ from tests.support.kraft_brokers import (
     partitions,
     wait_until,
 )
+from tests.support.node import call
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -71,6 +74,13 @@ def test_brokers_register_and_a_topic_is_created_through_a_broker(setup: Setup) 
     # StripedReplicaPlacer spreads the preferred leaders evenly: 4 partitions each
     leaders = [p.leader for p in parts.values()]
     assert sorted(leaders.count(b) for b in BROKERS) == [4, 4, 4], leaders
+    # DescribeQuorum at every version lists the brokers as observers (v0-1 without directory ids)
+    Q = w.DescribeQuorumRequest
+    for v in (0, 1, 2):
+        _, resp = call(setup.cl.port(setup.active_controller()), DESCRIBE_QUORUM, v, Q(topics=[Q.TopicData(
+            topic_name="__cluster_metadata", partitions=[Q.PartitionData(partition_index=0)])]))
+        observers = resp.topics[0].partitions[0].observers  # type: ignore[attr-defined]
+        assert sorted(o.replica_id for o in observers) == list(BROKERS), (v, observers)
     # a second creation is refused with Kafka's error
     r = setup.topics_cli("--create", "--topic", TOPIC, "--partitions", "1")
     assert r.returncode != 0 and "TopicExistsException" in r.stdout + r.stderr, r.stdout + r.stderr

@@ -56,6 +56,7 @@ class KafkaServer:
     properties: str
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    heap: str = SERVER_HEAP
     _log_offset: int = field(default=0)
 
     @property
@@ -84,7 +85,8 @@ class KafkaServer:
             self._log_offset = out.tell()
             self.proc = subprocess.Popen([str(self.home.script("kafka-server-start")), str(self.props_path)],
                                          stdout=out, stderr=subprocess.STDOUT,
-                                         env=server_env(self.home, self.root / "logs"), start_new_session=True)
+                                         env=server_env(self.home, self.root / "logs", self.heap),
+                                         start_new_session=True)
 
     def log(self, since_start: bool = False) -> str:
         if not self.out_path.exists():

@@ -161,7 +161,9 @@ class AdminHandlers(RaftPeerHandlers):
         R = w.DescribeQuorumResponse.ReplicaState
 
         def rs(x: m.ReplicaStateView) -> _ReplicaState:
-            return R(replica_id=x.replica_id, replica_directory_id=x.replica_directory_id or ZERO_UUID,
+            # RaftUtil.toReplicaState: the directory id only from v2 (brokers fetch with theirs)
+            return R(replica_id=x.replica_id,
+                     replica_directory_id=(x.replica_directory_id or ZERO_UUID) if v >= 2 else ZERO_UUID,
                      log_end_offset=x.log_end_offset, last_fetch_timestamp=x.last_fetch_timestamp,
                      last_caught_up_timestamp=x.last_caught_up_timestamp)
 
