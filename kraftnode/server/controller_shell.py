@@ -230,6 +230,10 @@ class ControllerShell:
             except ApiError as e:
                 log.info("controller duty failed: %s", e)
                 delay = 0.1
+            except Exception:  # noqa: BLE001 - a bug in a duty must not stop the raft node
+                log.exception("controller duty failed; the controller is rebuilt from the log")
+                self._renounce()
+                delay = 1.0
             self._wake = anyio.Event()
             with anyio.move_on_after(delay):
                 await self._wake.wait()

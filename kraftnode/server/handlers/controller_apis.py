@@ -148,15 +148,17 @@ class ControllerApiHandlers(HandlerBase):
     # ------------------------------------------------------------------ brokers
     async def _broker_registration(self, q: w.BrokerRegistrationRequest, v: int) -> w.BrokerRegistrationResponse:
         R = w.BrokerRegistrationResponse
-        shell = self.controller
-        if shell is not None and shell.is_active and shell.view is not None and shell.view.foreign_records:
-            log.warning("refusing the registration of broker %d: the metadata log holds %d record(s) that are "
-                        "not KRaft metadata records (application data written with Produce), which a Kafka "
-                        "broker cannot replay (docs/controller.md)", q.broker_id, shell.view.foreign_records)
-            return R(throttle_time_ms=0, error_code=Errors.INVALID_REGISTRATION, broker_epoch=-1)
         drv = self.driver
-        epoch, err = await self._run(62, v, q, lambda c, now: c.register_broker(
-            q, drv.log_end_offset(), drv.current_kraft_version(), now))
+
+        def register(c: Any, now: int) -> Any:
+            foreign = c.view.foreign_records
+            if foreign:
+                log.warning("refusing the registration of broker %d: the metadata log holds %d record(s) that are "
+                            "not KRaft metadata records (application data written with Produce or OffsetCommit), "
+                            "which a Kafka broker cannot replay (docs/controller.md)", q.broker_id, foreign)
+                raise ApiError(Errors.INVALID_REGISTRATION)
+            return c.register_broker(q, drv.log_end_offset(), drv.current_kraft_version(), now)
+        epoch, err = await self._run(62, v, q, register)
         if err is not None:
             if err.error_code != Errors.NOT_CONTROLLER:
                 log.info("broker %d registration refused: %s", q.broker_id, Errors(err.error_code).name)
