@@ -20,7 +20,7 @@ Modules, one concern each (Kafka's names where they help):
 * :mod:`~kraftnode.controller.result`, :mod:`~kraftnode.controller.errors`,
   :mod:`~kraftnode.controller.versions` -- ControllerResult, ApiError, MetadataVersion.
 
-The I/O shell that runs this on the raft leader is ``kraftnode/server/controller_shell.py``;
+The I/O shell that runs this on the raft leader is ``kraftnode/server/metadata/controller_shell.py``;
 docs/controller.md describes what is served.
 """
 

@@ -737,7 +737,7 @@ class ReplicationControl:
 
 def _merged(part: PartitionRecord, c: Any) -> PartitionRecord:
     """PartitionRegistration.merge, for the answer to an AlterPartition."""
-    from kraftnode.server.metadata_state import _merge_partition
+    from kraftnode.metadata.image import _merge_partition
 
     merged: PartitionRecord = _merge_partition(part, c)
     return merged

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kraftnode.controller.versions import MetadataVersion
+from kraftnode.metadata.state import MetadataState
 from kraftnode.protocol.generated.metadata import (
     PartitionRecord,
     RegisterBrokerRecord,
@@ -30,7 +31,6 @@ from kraftnode.protocol.generated.metadata import (
     TopicRecord,
     UnregisterBrokerRecord,
 )
-from kraftnode.server.metadata_state import MetadataState
 
 __all__ = ["MIGRATING_DIR", "UNASSIGNED_DIR", "LOST_DIR", "ControllerView", "directory_online",
            "java_uuid_key", "reserved_directory"]

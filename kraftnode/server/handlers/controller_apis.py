@@ -1,6 +1,6 @@
 """The controller APIs (Kafka's ControllerApis): what brokers and admin clients ask the active
 controller, turned into :class:`~kraftnode.controller.QuorumController` operations run by the
-:class:`~kraftnode.server.controller_shell.ControllerShell`.
+:class:`~kraftnode.server.metadata.controller_shell.ControllerShell`.
 
 Every node serves these APIs (and advertises them, so that a broker's channel never pins itself
 to a node that does not), but only the active controller answers them; every other node answers
@@ -20,26 +20,24 @@ from typing import Any
 
 from kraftnode.controller import ApiError
 from kraftnode.controller.configs import BROKER, BROKER_LOGGER, TOPIC
+from kraftnode.controller.errors import default_message
+from kraftnode.metadata.state import is_metadata_record
+from kraftnode.protocol import error_responses
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.framing import FrameError, encode_response, parse_request
-from kraftnode.protocol.registry import SERVED
+from kraftnode.security import authorizer as az
 from kraftnode.server.handlers.base import HandlerBase
 from kraftnode.server.handlers.kafka_compat import kraft_record_shape_error
-from kraftnode.server.metadata_state import is_metadata_record
-from kraftnode.server.security import authorizer as az
 from recordbatch import BatchView, CorruptBatchError
 from recordbatch.wire import DecodeError
 
-__all__ = ["ControllerApiHandlers", "ERROR_SHAPED", "FORWARDABLE", "dynamic_configs", "broker_replay_error", "error_response"]
+__all__ = ["ControllerApiHandlers", "FORWARDABLE", "dynamic_configs", "broker_replay_error", "error_response"]
 
 log = logging.getLogger("kraftnode.controller")
 
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 ZERO_UUID = uuid.UUID(int=0)
-
-#: the controller APIs whose error responses :func:`error_response` builds
-ERROR_SHAPED = frozenset({7, 19, 20, 33, 37, 38, 39, 40, 41, 43, 44, 45, 46, 49, 56, 58, 62, 63, 64, 67, 73})
 
 #: ApiKeys.forwardable: what a broker may send inside an Envelope
 FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 38, 39, 40, 43, 44, 45, 46, 49, 51, 55, 57, 64, 67, 80, 81})
@@ -66,51 +64,8 @@ def broker_replay_error(views: list[BatchView], brokers: list[int]) -> tuple[int
 
 
 def error_response(key: int, v: int, q: Any, code: int, message: str | None = None) -> Any:
-    """AbstractRequest.getErrorResponse of the controller APIs: the error where Kafka puts it."""
-    if message is None:
-        from kraftnode.controller.errors import default_message
-
-        message = default_message(code)
-    R: Any
-    if key == 19:
-        R = w.CreateTopicsResponse
-        return R(throttle_time_ms=0, topics=[R.CreatableTopicResult(name=t.name, error_code=code,
-                                                                    error_message=message) for t in q.topics])
-    if key == 20:
-        R = w.DeleteTopicsResponse
-        if v >= 6:
-            return R(throttle_time_ms=0, responses=[R.DeletableTopicResult(
-                name=t.name, topic_id=t.topic_id, error_code=code, error_message=message) for t in q.topics])
-        return R(throttle_time_ms=0, responses=[R.DeletableTopicResult(
-            name=n, error_code=code, error_message=message) for n in q.topic_names])
-    if key == 37:
-        R = w.CreatePartitionsResponse
-        return R(throttle_time_ms=0, results=[R.CreatePartitionsTopicResult(
-            name=t.name, error_code=code, error_message=message) for t in q.topics])
-    if key in (33, 44):
-        R = w.AlterConfigsResponse if key == 33 else w.IncrementalAlterConfigsResponse
-        return R(throttle_time_ms=0, responses=[R.AlterConfigsResourceResponse(
-            error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name)
-            for r in q.resources])
-    if key == 49:
-        R = w.AlterClientQuotasResponse
-        return R(throttle_time_ms=0, entries=[R.EntryData(error_code=code, error_message=message, entity=[
-            R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
-            for entry in q.entries])
-    if key == 43:
-        R = w.ElectLeadersResponse
-        results = [R.ReplicaElectionResult(topic=t.topic, partition_result=[
-            R.PartitionResult(partition_id=p, error_code=code, error_message=message) for p in t.partitions])
-            for t in (q.topic_partitions or [])]
-        return R(throttle_time_ms=0, error_code=code, replica_election_results=results)
-    resp: Any = SERVED[key].response()
-    if hasattr(resp, "error_code"):
-        resp.error_code = code
-    if hasattr(resp, "error_message"):
-        resp.error_message = message
-    if key in (39, 40):
-        resp.expiry_timestamp_ms = -1
-    return resp
+    """The API's error response; ``message`` defaults to Kafka's message for the code."""
+    return error_responses.error_response(key, v, q, code, default_message(code) if message is None else message)
 
 
 def _principal_of(data: bytes) -> tuple[str, bool]:
@@ -216,9 +171,9 @@ class ControllerApiHandlers(HandlerBase):
             (dups if t.name in seen else seen).add(t.name)
         names = seen - dups
         allowed = names - {CLUSTER_METADATA_TOPIC}
-        cluster_create = not self._denied(az.CLUSTER, az.CLUSTER_NAME, az.CREATE, 19) if self.authz else True
-        authorized = allowed if cluster_create else {n for n in allowed if not self._denied(az.TOPIC, n, az.CREATE, 19)}
-        describable = {n for n in allowed if not self._denied(az.TOPIC, n, az.DESCRIBE_CONFIGS, 19)}
+        cluster_create = not self.denied(az.CLUSTER, az.CLUSTER_NAME, az.CREATE, 19) if self.authz else True
+        authorized = allowed if cluster_create else {n for n in allowed if not self.denied(az.TOPIC, n, az.CREATE, 19)}
+        describable = {n for n in allowed if not self.denied(az.TOPIC, n, az.DESCRIBE_CONFIGS, 19)}
         effective = w.CreateTopicsRequest(topics=[t for t in q.topics if t.name in authorized and t.name not in dups],
                                           timeout_ms=q.timeout_ms, validate_only=q.validate_only)
         if effective.topics:
@@ -296,13 +251,13 @@ class ControllerApiHandlers(HandlerBase):
                 respond(None, i, ApiError(Errors.UNKNOWN_TOPIC_ID))
             else:
                 id_to_name[i] = name
-        cluster_delete = self.authz is None or not self._denied(az.CLUSTER, az.CLUSTER_NAME, az.DELETE, 20)
+        cluster_delete = self.authz is None or not self.denied(az.CLUSTER, az.CLUSTER_NAME, az.DELETE, 20)
 
         def deletable(n: str) -> bool:
-            return cluster_delete or not self._denied(az.TOPIC, n, az.DELETE, 20)
+            return cluster_delete or not self.denied(az.TOPIC, n, az.DELETE, 20)
 
         def describable(n: str) -> bool:
-            return cluster_delete or not self._denied(az.TOPIC, n, az.DESCRIBE, 20)
+            return cluster_delete or not self.denied(az.TOPIC, n, az.DESCRIBE, 20)
         for i, n in list(id_to_name.items()):
             if not deletable(n):
                 respond(n if describable(n) else None, i, ApiError(Errors.TOPIC_AUTHORIZATION_FAILED))
@@ -350,7 +305,7 @@ class ControllerApiHandlers(HandlerBase):
         for n, t in seen.items():
             if n in dups:
                 continue
-            if self._denied(az.TOPIC, n, az.ALTER, 37):
+            if self.denied(az.TOPIC, n, az.ALTER, 37):
                 results.append(R.CreatePartitionsTopicResult(name=n, error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
                                                              error_message=None))
             else:
@@ -392,11 +347,11 @@ class ControllerApiHandlers(HandlerBase):
     def _config_auth(self, rtype: int, name: str, api: int) -> ApiError | None:
         """ControllerApis.authorizeAlterResource."""
         if rtype == BROKER:
-            if self._denied(az.CLUSTER, az.CLUSTER_NAME, az.ALTER_CONFIGS, api):
+            if self.denied(az.CLUSTER, az.CLUSTER_NAME, az.ALTER_CONFIGS, api):
                 return ApiError(Errors.CLUSTER_AUTHORIZATION_FAILED)
             return None
         if rtype == TOPIC:
-            if self._denied(az.TOPIC, name, az.ALTER_CONFIGS, api):
+            if self.denied(az.TOPIC, name, az.ALTER_CONFIGS, api):
                 return ApiError(Errors.TOPIC_AUTHORIZATION_FAILED)
             return None
         return ApiError(Errors.INVALID_REQUEST, f"Unexpected resource type {_type_name(rtype)}.")
