@@ -142,7 +142,16 @@ class KafkaServer:
         path = self.root / "logs" / "controller.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def faults(self) -> list[str]:
-        """ERROR lines and fault-handler lines of the server's whole output and controller.log."""
-        return [ln for ln in (self.log() + "\n" + self.controller_log()).splitlines()
-                if re.search(r"\] ERROR |[Ff]ault handler|FaultHandlerException", ln)]
+    def faults(self, benign: tuple[str, ...] = ()) -> list[str]:
+        """ERROR lines and fault-handler lines of the server's whole output and controller.log;
+        ``benign``: patterns of errors a test expects (matched against the line and the next one,
+        where Kafka prints the exception)."""
+        lines = (self.log() + "\n" + self.controller_log()).splitlines()
+        out = []
+        for i, ln in enumerate(lines):
+            if not re.search(r"\] ERROR |[Ff]ault handler|FaultHandlerException", ln):
+                continue
+            context = ln + "\n" + (lines[i + 1] if i + 1 < len(lines) else "")
+            if not any(re.search(b, context) for b in benign):
+                out.append(ln)
+        return out
