@@ -272,3 +272,38 @@ def test_producer_id_blocks_follow_each_other() -> None:
     with pytest.raises(ApiError) as e:
         h.ctl.allocate_producer_ids(q, h.now)
     assert e.value.code == Errors.STALE_BROKER_EPOCH
+
+
+def test_a_directory_reported_offline_drops_its_replicas_and_the_broker_keeps_the_others() -> None:
+    h = harness(1, 2)
+    h.commit(h.create_topic("d", assignments={0: [1, 2], 1: [2, 1]}))
+    tid = h.topic("d")
+    reg = h.view.broker(1)
+    assert reg is not None and reg.log_dirs == [dir_of(1)]
+    q = w.BrokerHeartbeatRequest(broker_id=1, broker_epoch=reg.broker_epoch, current_metadata_offset=h.offset,
+                                 want_fence=False, want_shut_down=False, offline_log_dirs=[dir_of(1)])
+    result = h.ctl.broker_heartbeat(q, h.now)
+    from kraftnode.protocol.generated.metadata import BrokerRegistrationChangeRecord
+    assert result.records == [
+        (PartitionChangeRecord(topic_id=tid, partition_id=0, leader=2, isr=[2]), 1),
+        (PartitionChangeRecord(topic_id=tid, partition_id=1, isr=[2]), 1),
+        (BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=reg.broker_epoch, log_dirs=[]), 2)]
+
+
+def test_assign_replicas_to_dirs() -> None:
+    h = harness(1, 2)
+    h.commit(h.create_topic("a", assignments={0: [1, 2]}))
+    tid = h.topic("a")
+    A = w.AssignReplicasToDirsRequest
+    new_dir = dir_of(1)
+    q = A(broker_id=1, broker_epoch=h.view.broker(1).broker_epoch, directories=[A.DirectoryData(  # type: ignore[union-attr]
+        id=new_dir, topics=[A.TopicData(topic_id=tid, partitions=[A.PartitionData(partition_index=0),
+                                                                   A.PartitionData(partition_index=5)])])])
+    # the partition was created with broker 1's only directory: nothing changes; partition 5 does not exist
+    result = h.ctl.assign_replicas_to_dirs(q, h.now)
+    assert result.records == []
+    assert [(p.partition_index, p.error_code) for p in result.response.directories[0].topics[0].partitions] == [
+        (0, 0), (5, Errors.UNKNOWN_TOPIC_OR_PARTITION)]
+    q.broker_id, q.broker_epoch = 2, h.view.broker(2).broker_epoch  # type: ignore[union-attr]
+    result = h.ctl.assign_replicas_to_dirs(q, h.now)   # broker 2 reports partition 0 in a directory it does not own
+    assert result.records[0][0].directories == [dir_of(1), new_dir]
