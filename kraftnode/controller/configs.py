@@ -187,7 +187,7 @@ class ConfigurationControl:
         try:
             self._validate(resource, all_configs, newly_created)
         except ApiError as e:
-            return e
+            return ApiError.from_throwable(e)
         return ApiError(Errors.NONE, None)
 
     def topic_config_records(self, topic: str, configs: dict[str, str]) -> tuple[ApiError | None, list[Record]]:

@@ -153,12 +153,22 @@ class ApiError(Exception):
 
     def __init__(self, code: int, message: str | None = None) -> None:
         self.code = int(code)
-        self.message = default_message(self.code) if message is None else message
+        self.message: str | None = default_message(self.code) if message is None else message
         super().__init__(f"{_name(self.code)}: {self.message}")
 
     @classmethod
     def none(cls) -> ApiError:
         return cls(Errors.NONE)
+
+    @classmethod
+    def from_throwable(cls, e: ApiError) -> ApiError:
+        """ApiError.fromThrowable: what a manager that *throws* answers. Kafka leaves the message
+        out when it is the error's generic one (or the error is UNKNOWN_SERVER_ERROR), whereas
+        ``new ApiError(Errors.X)`` carries the generic message."""
+        generic = e.code == Errors.UNKNOWN_SERVER_ERROR or e.message == default_message(e.code)
+        out = cls(e.code, "")
+        out.message = None if generic else e.message
+        return out
 
     @property
     def is_failure(self) -> bool:

@@ -253,7 +253,7 @@ class ReplicationControl:
             try:
                 self._create_topic(t, records, successes, config_records, t.name in describable)
             except ApiError as e:
-                errors[t.name] = e
+                errors[t.name] = ApiError.from_throwable(e)
         R = w.CreateTopicsResponse
         out = R(topics=[])
         summary = []
@@ -382,7 +382,7 @@ class ReplicationControl:
         results: dict[uuid.UUID, ApiError] = {}
         for tid in ids:
             if tid not in self.view.image.topics:
-                results[tid] = ApiError(Errors.UNKNOWN_TOPIC_ID)
+                results[tid] = ApiError.from_throwable(ApiError(Errors.UNKNOWN_TOPIC_ID))
                 continue
             records.append((RemoveTopicRecord(topic_id=tid), 0))
             results[tid] = ApiError(Errors.NONE, None)
@@ -397,7 +397,7 @@ class ReplicationControl:
             try:
                 self._create_partitions(t, records)
             except ApiError as e:
-                err = e
+                err = ApiError.from_throwable(e)
             results.append(R.CreatePartitionsTopicResult(name=t.name, error_code=err.code, error_message=err.message))
         return ControllerResult.atomic_of(records, results)
 
@@ -605,7 +605,7 @@ class ReplicationControl:
                 try:
                     self._alter_reassignment(t.name, p, records)
                 except ApiError as e:
-                    err = e
+                    err = ApiError.from_throwable(e)
                 tr.partitions.append(R.ReassignablePartitionResponse(partition_index=p.partition_index,
                                                                      error_code=err.code, error_message=err.message))
             resp.responses.append(tr)

@@ -26,11 +26,21 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kraftnode.protocol import generated as w
-from kraftnode.protocol.registry import API_VERSIONS, DESCRIBE_QUORUM
+from kraftnode.protocol.registry import (
+    ALTER_CLIENT_QUOTAS,
+    ALTER_PARTITION_REASSIGNMENTS,
+    API_VERSIONS,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DESCRIBE_QUORUM,
+    ELECT_LEADERS,
+    INCREMENTAL_ALTER_CONFIGS,
+)
 from tests.support.cluster import CLUSTER_ID
 from tests.support.kafka import KafkaHome
 from tests.support.kafka_server import KafkaServer
@@ -76,6 +86,85 @@ def setup(kafka_home: KafkaHome, tmp_path_factory: pytest.TempPathFactory) -> It
 def ok(r: subprocess.CompletedProcess[str]) -> str:
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
+
+
+def probe(port: int) -> list[tuple[str, int, str | None]]:
+    """Requests the active controller refuses, sent straight to it (as Admin with
+    bootstrap.controllers would): (case, error code, message) of each answer. The same state is
+    probed on kraftnode and on the Kafka controller, so the answers must be equal."""
+    out: list[tuple[str, int, str | None]] = []
+    C = w.CreateTopicsRequest
+
+    def topic(name: str, n: int = 1, rf: int = 1, configs: dict[str, str | None] | None = None,
+              assignments: dict[int, list[int]] | None = None) -> Any:
+        return C.CreatableTopic(name=name, num_partitions=n, replication_factor=rf,
+                                assignments=[C.CreatableReplicaAssignment(partition_index=p, broker_ids=b)
+                                             for p, b in (assignments or {}).items()],
+                                configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])
+    cases = {"bad name": topic("bad name"), "dots": topic(".."), "exists": topic("alpha"),
+             "rf too big": topic("big", rf=9), "rf 0": topic("rf0", rf=0), "partitions 0": topic("p0", n=0),
+             "bad value": topic("bv", configs={"retention.ms": "soon"}),
+             "unknown config": topic("uc", configs={"no.such": "1"}),
+             "null config": topic("nc", configs={"retention.ms": None}),
+             "range": topic("rg", configs={"segment.bytes": "10"}),
+             "compaction lag": topic("cl", configs={"min.compaction.lag.ms": "9", "max.compaction.lag.ms": "5"}),
+             "collides": topic("alpha_x"), "collides2": topic("alpha.x"),
+             "assignment rf": topic("ar", n=-1, rf=-1, assignments={0: [101, 102], 1: [101]}),
+             "assignment dup": topic("ad", n=-1, rf=-1, assignments={0: [101, 101]}),
+             "assignment unknown": topic("au", n=-1, rf=-1, assignments={0: [101, 999]}),
+             "assignment gap": topic("ag", n=-1, rf=-1, assignments={1: [101]}),
+             "assignment and rf": topic("aa", n=-1, rf=2, assignments={0: [101]}),
+             "metadata topic": topic("__cluster_metadata")}
+    for case, t in cases.items():
+        _, r = call(port, CREATE_TOPICS, 7, C(topics=[t], timeout_ms=10000, validate_only=True))
+        x = r.topics[0]  # type: ignore[attr-defined]
+        out.append((f"CreateTopics {case}", x.error_code, x.error_message))
+    P = w.CreatePartitionsRequest
+    for case, t in {"decrease": P.CreatePartitionsTopic(name="alpha", count=2, assignments=None),
+                    "same": P.CreatePartitionsTopic(name="alpha", count=8, assignments=None),
+                    "unknown": P.CreatePartitionsTopic(name="nope", count=2, assignments=None),
+                    "assignments": P.CreatePartitionsTopic(name="alpha", count=10, assignments=[
+                        P.CreatePartitionsAssignment(broker_ids=[101, 102])])}.items():
+        _, r = call(port, CREATE_PARTITIONS, 3, P(topics=[t], timeout_ms=10000, validate_only=True))
+        x = r.results[0]  # type: ignore[attr-defined]
+        out.append((f"CreatePartitions {case}", x.error_code, x.error_message))
+    I = w.IncrementalAlterConfigsRequest
+    for case, (rtype, name, key, op, value) in {
+            "bad value": (2, "alpha", "retention.ms", 0, "soon"), "unknown topic": (2, "nope", "retention.ms", 0, "1"),
+            "unknown name": (2, "alpha", "no.such", 0, "1"), "append non-list": (2, "alpha", "retention.ms", 2, "1"),
+            "default topic": (2, "", "retention.ms", 0, "1"), "bad broker": (4, "x", "a", 0, "1"),
+            "unknown broker": (4, "77", "a", 0, "1")}.items():
+        _, r = call(port, INCREMENTAL_ALTER_CONFIGS, 1, I(validate_only=True, resources=[I.AlterConfigsResource(
+            resource_type=rtype, resource_name=name, configs=[I.AlterableConfig(name=key, config_operation=op,
+                                                                                value=value)])]))
+        x = r.responses[0]  # type: ignore[attr-defined]
+        out.append((f"IncrementalAlterConfigs {case}", x.error_code, x.error_message))
+    E = w.ElectLeadersRequest
+    _, r = call(port, ELECT_LEADERS, 2, E(election_type=0, timeout_ms=10000, topic_partitions=[
+        E.TopicPartitions(topic="alpha", partitions=[0, 99]), E.TopicPartitions(topic="nope", partitions=[0])]))
+    for t in r.replica_election_results:  # type: ignore[attr-defined]
+        for x in t.partition_result:
+            out.append((f"ElectLeaders {t.topic}-{x.partition_id}", x.error_code, x.error_message))
+    A = w.AlterPartitionReassignmentsRequest
+    _, r = call(port, ALTER_PARTITION_REASSIGNMENTS, 0, A(timeout_ms=10000, topics=[
+        A.ReassignableTopic(name="alpha", partitions=[A.ReassignablePartition(partition_index=0, replicas=None),
+                                                      A.ReassignablePartition(partition_index=99, replicas=[101]),
+                                                      A.ReassignablePartition(partition_index=1, replicas=[101, 101])]),
+        A.ReassignableTopic(name="nope", partitions=[A.ReassignablePartition(partition_index=0, replicas=[101])])]))
+    for t in r.responses:  # type: ignore[attr-defined]
+        for x in t.partitions:
+            out.append((f"AlterPartitionReassignments {t.name}-{x.partition_index}", x.error_code, x.error_message))
+    Q = w.AlterClientQuotasRequest
+    for case, (entity, key, value) in {"fractional": ([("user", "u")], "producer_byte_rate", 1.5),
+                                        "bad key": ([("user", "u")], "nonsense", 1.0),
+                                        "ip with user": ([("user", "u"), ("ip", "1.2.3.4")], "producer_byte_rate", 1.0),
+                                        "negative": ([("client-id", "c")], "request_percentage", -1.0)}.items():
+        _, r = call(port, ALTER_CLIENT_QUOTAS, 1, Q(validate_only=True, entries=[Q.EntryData(
+            entity=[Q.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+            ops=[Q.OpData(key=key, value=value, remove=False)])]))
+        x = r.entries[0]  # type: ignore[attr-defined]
+        out.append((f"AlterClientQuotas {case}", x.error_code, x.error_message))
+    return out
 
 
 def transfer(setup: Setup, leader: int, to: int) -> None:
@@ -194,10 +283,16 @@ def test_a_kafka_controller_joins_replays_everything_and_takes_over(setup: Setup
     missing = {k: v for k, v in kafka_apis.items() if k != 1 and ours.get(k) != v}
     assert not missing, missing   # (Fetch starts at v4 on kraftnode: docs/protocol.md)
 
+    # the same refused requests to the active kraftnode controller now and to the Kafka controller
+    # once it leads: the same answers
+    ours_answers = probe(setup.cl.port(setup.cl.wait_for_leader(20).leader_id))
     # leadership to the Kafka controller (kraftnode's transfer-leadership)
     transfer(setup, setup.cl.wait_for_leader(20).leader_id, KAFKA_CONTROLLER)
     wait_until("the Kafka controller to lead", lambda: "Becoming the active controller" in kc.controller_log(), 30,
                lambda: kc.controller_log()[-5000:])
+    kafka_answers = probe(setup.cl.port(KAFKA_CONTROLLER))
+    differ = [(o, k) for o, k in zip(ours_answers, kafka_answers, strict=True) if o != k]
+    assert not differ, "kraftnode vs Kafka:\n" + "\n".join(f"  {o}\n  {k}" for o, k in differ)
     # it is the active controller of the same brokers
     ok(setup.topics_cli("--create", "--topic", "under-kafka", "--partitions", "4", "--replication-factor", "2"))
     ok(setup.topics_cli("--alter", "--topic", "under-kafka", "--partitions", "6"))

@@ -129,7 +129,7 @@ def test_delete_topics_and_create_partitions() -> None:
                                       P.CreatePartitionsTopic(name="nope", count=3, assignments=None)], False, h.now)
     assert [(r.error_code, r.error_message) for r in errors.response] == [
         (Errors.INVALID_PARTITIONS, "The topic g currently has 4 partition(s); 3 would not be an increase."),
-        (Errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")]
+        (Errors.UNKNOWN_TOPIC_OR_PARTITION, None)]  # thrown errors carry no generic message (fromThrowable)
     result = h.ctl.delete_topics([tid], h.now)
     assert result.records == [(RemoveTopicRecord(topic_id=tid), 0)]
     h.commit(result)
@@ -228,8 +228,7 @@ def test_cancelling_a_reassignment_and_cancelling_none() -> None:
     p = h.view.partition(h.topic("c"), 0)
     assert (p.replicas, p.adding_replicas, p.removing_replicas) == ([1, 2], [], [])  # type: ignore[union-attr]
     again = h.ctl.alter_partition_reassignments(cancel, h.now).response.responses[0].partitions[0]
-    assert (again.error_code, again.error_message) == (Errors.NO_REASSIGNMENT_IN_PROGRESS,
-                                                       "No partition reassignment is in progress.")
+    assert (again.error_code, again.error_message) == (Errors.NO_REASSIGNMENT_IN_PROGRESS, None)
 
 
 def test_preferred_elections() -> None:
