@@ -128,14 +128,14 @@ def probe(port: int) -> list[tuple[str, int, str | None]]:
         _, r = call(port, CREATE_PARTITIONS, 3, P(topics=[t], timeout_ms=10000, validate_only=True))
         x = r.results[0]  # type: ignore[attr-defined]
         out.append((f"CreatePartitions {case}", x.error_code, x.error_message))
-    I = w.IncrementalAlterConfigsRequest
+    IA = w.IncrementalAlterConfigsRequest
     for case, (rtype, name, key, op, value) in {
             "bad value": (2, "alpha", "retention.ms", 0, "soon"), "unknown topic": (2, "nope", "retention.ms", 0, "1"),
             "unknown name": (2, "alpha", "no.such", 0, "1"), "append non-list": (2, "alpha", "retention.ms", 2, "1"),
             "default topic": (2, "", "retention.ms", 0, "1"), "bad broker": (4, "x", "a", 0, "1"),
             "unknown broker": (4, "77", "a", 0, "1")}.items():
-        _, r = call(port, INCREMENTAL_ALTER_CONFIGS, 1, I(validate_only=True, resources=[I.AlterConfigsResource(
-            resource_type=rtype, resource_name=name, configs=[I.AlterableConfig(name=key, config_operation=op,
+        _, r = call(port, INCREMENTAL_ALTER_CONFIGS, 1, IA(validate_only=True, resources=[IA.AlterConfigsResource(
+            resource_type=rtype, resource_name=name, configs=[IA.AlterableConfig(name=key, config_operation=op,
                                                                                 value=value)])]))
         x = r.responses[0]  # type: ignore[attr-defined]
         out.append((f"IncrementalAlterConfigs {case}", x.error_code, x.error_message))
