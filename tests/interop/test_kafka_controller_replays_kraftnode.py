@@ -16,6 +16,10 @@ after a snapshot; kraftnode 3 keeps its whole log.
   is created, altered and deleted through a broker.
 * ApiVersions: a kraftnode node advertises every controller API at the versions the Kafka
   controller does.
+* Differential: 56 requests the controller refuses (bad topics, configs, partitions, elections,
+  reassignments, quotas, deletions, registrations, heartbeats, producer ids, unregistration) are
+  sent straight to the active kraftnode controller and, in the same state, to the Kafka controller
+  once it leads: the same error codes and messages.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import json
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,14 +37,20 @@ import pytest
 
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import (
+    ALLOCATE_PRODUCER_IDS,
     ALTER_CLIENT_QUOTAS,
+    ALTER_CONFIGS,
     ALTER_PARTITION_REASSIGNMENTS,
     API_VERSIONS,
+    BROKER_HEARTBEAT,
+    BROKER_REGISTRATION,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
+    DELETE_TOPICS,
     DESCRIBE_QUORUM,
     ELECT_LEADERS,
     INCREMENTAL_ALTER_CONFIGS,
+    UNREGISTER_BROKER,
 )
 from tests.support.cluster import CLUSTER_ID
 from tests.support.kafka import KafkaHome
@@ -50,6 +61,7 @@ from tests.support.node import call
 pytestmark = pytest.mark.timeout(420)
 
 KAFKA_CONTROLLER = 4
+ZERO = uuid.UUID(int=0)
 AUTHORIZER = ("authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
               "allow.everyone.if.no.acl.found=true\n")
 SNAPSHOTS = ("metadata.log.segment.min.bytes=1024\nmetadata.log.segment.bytes=4096\n"
@@ -164,7 +176,55 @@ def probe(port: int) -> list[tuple[str, int, str | None]]:
             ops=[Q.OpData(key=key, value=value, remove=False)])]))
         x = r.entries[0]  # type: ignore[attr-defined]
         out.append((f"AlterClientQuotas {case}", x.error_code, x.error_message))
+    D = w.DeleteTopicsRequest
+    unknown_id = uuid.UUID(int=(77 << 64) | 77)
+    _, r = call(port, DELETE_TOPICS, 6, D(timeout_ms=10000, topic_names=[], topics=[
+        D.DeleteTopicState(name="nope", topic_id=ZERO), D.DeleteTopicState(name=None, topic_id=unknown_id),
+        D.DeleteTopicState(name="both", topic_id=unknown_id), D.DeleteTopicState(name=None, topic_id=ZERO),
+        D.DeleteTopicState(name="twice", topic_id=ZERO), D.DeleteTopicState(name="twice", topic_id=ZERO)]))
+    for x in sorted(r.responses, key=lambda x: (x.name or "", str(x.topic_id))):  # type: ignore[attr-defined]
+        out.append((f"DeleteTopics {x.name} {x.topic_id}", x.error_code, x.error_message))
+    L = w.AlterConfigsRequest
+    for case, (rtype, name, key, value) in {"bad value": (2, "alpha", "retention.ms", "soon"),
+                                             "unknown topic": (2, "nope", "retention.ms", "1"),
+                                             "bad type": (99, "x", "a", "1")}.items():
+        _, r = call(port, ALTER_CONFIGS, 2, L(validate_only=True, resources=[L.AlterConfigsResource(
+            resource_type=rtype, resource_name=name, configs=[L.AlterableConfig(name=key, value=value)])]))
+        x = r.responses[0]  # type: ignore[attr-defined]
+        out.append((f"AlterConfigs {case}", x.error_code, x.error_message))
+    R = w.BrokerRegistrationRequest
+
+    def registration(**kw: Any) -> Any:
+        fields: dict[str, Any] = dict(
+            broker_id=555, cluster_id=CLUSTER_ID, incarnation_id=uuid.UUID(int=(555 << 64) | 1),
+            listeners=[R.Listener(name="PLAINTEXT", host="127.0.0.1", port=1, security_protocol=0)],
+            features=[R.Feature(name="metadata.version", min_supported_version=1, max_supported_version=21)],
+            rack=None, is_migrating_zk_broker=False, log_dirs=[uuid.UUID(int=(555 << 64) | 7)],
+            previous_broker_epoch=-1)
+        fields.update(kw)
+        return R(**fields)
+    taken = TAKEN_DIR[0]  # broker 101's log directory
+    for case, q in {"cluster id": registration(cluster_id="AAAAAAAAAAAAAAAAAAAAAA"),
+                    "features": registration(features=[R.Feature(name="metadata.version", min_supported_version=1,
+                                                                 max_supported_version=20)]),
+                    "no dirs": registration(log_dirs=[]), "reserved dir": registration(log_dirs=[uuid.UUID(int=5)]),
+                    "taken dir": registration(log_dirs=[taken]),
+                    "zk broker": registration(is_migrating_zk_broker=True)}.items():
+        _, r = call(port, BROKER_REGISTRATION, 4, q)
+        out.append((f"BrokerRegistration {case}", r.error_code, None))  # type: ignore[attr-defined]
+    _, r = call(port, BROKER_HEARTBEAT, 1, w.BrokerHeartbeatRequest(
+        broker_id=555, broker_epoch=1, current_metadata_offset=0, want_fence=False, want_shut_down=False,
+        offline_log_dirs=[]))
+    out.append(("BrokerHeartbeat unregistered", r.error_code, None))  # type: ignore[attr-defined]
+    _, r = call(port, ALLOCATE_PRODUCER_IDS, 0, w.AllocateProducerIdsRequest(broker_id=101, broker_epoch=1))
+    out.append(("AllocateProducerIds stale epoch", r.error_code, None))  # type: ignore[attr-defined]
+    _, r = call(port, UNREGISTER_BROKER, 0, w.UnregisterBrokerRequest(broker_id=555))
+    out.append(("UnregisterBroker unknown", r.error_code, r.error_message))  # type: ignore[attr-defined]
     return out
+
+
+#: broker 101's log directory id (its meta.properties), set by the test before probing
+TAKEN_DIR: list[uuid.UUID] = []
 
 
 def transfer(setup: Setup, leader: int, to: int) -> None:
@@ -285,6 +345,10 @@ def test_a_kafka_controller_joins_replays_everything_and_takes_over(setup: Setup
 
     # the same refused requests to the active kraftnode controller now and to the Kafka controller
     # once it leads: the same answers
+    from kraftnode.log.meta_properties import read_meta_properties
+    meta = read_meta_properties(setup.root / "broker101" / "data")
+    assert meta is not None and meta.directory_id is not None
+    TAKEN_DIR[:] = [meta.directory_id]
     ours_answers = probe(setup.cl.port(setup.cl.wait_for_leader(20).leader_id))
     # leadership to the Kafka controller (kraftnode's transfer-leadership)
     transfer(setup, setup.cl.wait_for_leader(20).leader_id, KAFKA_CONTROLLER)

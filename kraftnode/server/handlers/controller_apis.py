@@ -132,8 +132,9 @@ class ControllerApiHandlers(HandlerBase):
     async def _unregister_broker(self, q: w.UnregisterBrokerRequest, v: int) -> w.UnregisterBrokerResponse:
         _, err = await self._run(64, v, q, lambda c, now: c.unregister_broker(q.broker_id, now))
         if err is not None:
-            return w.UnregisterBrokerResponse(throttle_time_ms=0, error_code=err.error_code, error_message=None)
-        return w.UnregisterBrokerResponse(throttle_time_ms=0, error_code=0, error_message=None)
+            # ControllerApis sets only the code: ErrorMessage keeps its default, "" (not null)
+            return w.UnregisterBrokerResponse(throttle_time_ms=0, error_code=err.error_code, error_message="")
+        return w.UnregisterBrokerResponse(throttle_time_ms=0, error_code=0, error_message="")
 
     async def _allocate_producer_ids(self, q: w.AllocateProducerIdsRequest, v: int) -> Any:
         block, err = await self._run(67, v, q, lambda c, now: c.allocate_producer_ids(q, now))
