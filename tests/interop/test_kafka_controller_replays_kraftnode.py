@@ -16,7 +16,7 @@ after a snapshot; kraftnode 3 keeps its whole log.
   is created, altered and deleted through a broker.
 * ApiVersions: a kraftnode node advertises every controller API at the versions the Kafka
   controller does.
-* Differential: 56 requests the controller refuses (bad topics, configs, partitions, elections,
+* Differential: some 60 requests the controller refuses (bad topics, configs, partitions, elections,
   reassignments, quotas, deletions, registrations, heartbeats, producer ids, unregistration) are
   sent straight to the active kraftnode controller and, in the same state, to the Kafka controller
   once it leads: the same error codes and messages.
