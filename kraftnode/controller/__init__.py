@@ -4,7 +4,8 @@ decide, as functions of the metadata image, a request and the time.
 Modules, one concern each (Kafka's names where they help):
 
 * :mod:`~kraftnode.controller.quorum_controller` -- :class:`QuorumController`, the entry point:
-  one method per controller operation and the periodic duties;
+  one method per controller operation and the periodic duties; :mod:`~kraftnode.controller.context`
+  -- what the managers share (configuration, view, broker sessions);
 * :mod:`~kraftnode.controller.view` -- :class:`ControllerView`, the image at the end of the
   active controller's log, with the indexes the managers use;
 * :mod:`~kraftnode.controller.cluster` -- broker registration, heartbeats, fencing
@@ -24,8 +25,9 @@ The I/O shell that runs this on the raft leader is ``kraftnode/server/metadata/c
 docs/controller.md describes what is served.
 """
 
+from kraftnode.controller.context import ControllerConfig
 from kraftnode.controller.errors import ApiError
-from kraftnode.controller.quorum_controller import ControllerConfig, QuorumController
+from kraftnode.controller.quorum_controller import QuorumController
 from kraftnode.controller.result import ControllerResult
 from kraftnode.controller.view import ControllerView
 

@@ -18,18 +18,17 @@ ReplicationControlManager).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kraftnode.controller.context import ControllerContext
 from kraftnode.controller.errors import ApiError
 from kraftnode.controller.heartbeats import BrokerControlState
+from kraftnode.controller.replication import ReplicationControl
 from kraftnode.controller.result import ControllerResult, Record
 from kraftnode.controller.view import reserved_directory
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import RegisterBrokerRecord
-
-if TYPE_CHECKING:
-    from kraftnode.controller.quorum_controller import QuorumController
 
 __all__ = ["BrokerHeartbeatReply", "ClusterControl", "SECURITY_PROTOCOLS"]
 
@@ -45,8 +44,9 @@ class BrokerHeartbeatReply:
 
 
 class ClusterControl:
-    def __init__(self, ctl: QuorumController) -> None:
+    def __init__(self, ctl: ControllerContext, replication: ReplicationControl) -> None:
         self.ctl = ctl
+        self.replication = replication
 
     # ------------------------------------------------------------------ registration
     def register_broker(self, q: w.BrokerRegistrationRequest, new_broker_epoch: int,
@@ -136,14 +136,6 @@ class ClusterControl:
                            f"{level} of {name}. The broker wants a version between {lo} and {hi}, inclusive.")
         return RegisterBrokerRecord.BrokerFeature(name=name, min_supported_version=lo, max_supported_version=hi)
 
-    def check_broker_epoch(self, broker_id: int, broker_epoch: int) -> None:
-        reg = self.ctl.view.broker(broker_id)
-        if reg is None:
-            raise ApiError(Errors.STALE_BROKER_EPOCH, f"No broker registration found for broker id {broker_id}")
-        if reg.broker_epoch != broker_epoch:
-            raise ApiError(Errors.STALE_BROKER_EPOCH,
-                           f"Expected broker epoch {reg.broker_epoch}, but got broker epoch {broker_epoch}")
-
     # ------------------------------------------------------------------ heartbeats
     def heartbeat(self, q: w.BrokerHeartbeatRequest, now_ms: int) -> ControllerResult[BrokerHeartbeatReply]:
         """QuorumController.processBrokerHeartbeat + ReplicationControlManager.processBrokerHeartbeat."""
@@ -152,24 +144,24 @@ class ClusterControl:
         register_offset = ctl.view.register_offsets.get(broker_id)
         if register_offset is None:
             raise ApiError(Errors.STALE_BROKER_EPOCH, f"Receive a heartbeat from broker {broker_id} before registration")
-        self.check_broker_epoch(broker_id, q.broker_epoch)
+        ctl.check_broker_epoch(broker_id, q.broker_epoch)
         hb = ctl.heartbeats
         if broker_id not in hb.brokers:  # registered before this controller's view was built
             hb.register(broker_id, ctl.view.broker(broker_id).fenced, now_ms)  # type: ignore[union-attr]
         cur, nxt = hb.next_state(broker_id, q.want_fence, q.want_shut_down, q.current_metadata_offset,
-                                 register_offset, ctl.replication.has_leaderships(broker_id))
+                                 register_offset, self.replication.has_leaderships(broker_id))
         records: list[Record] = []
         S = BrokerControlState
         if cur != nxt:
             if nxt in (S.FENCED, S.SHUTDOWN_NOW):
-                ctl.replication.broker_fenced(broker_id, records)
+                self.replication.broker_fenced(broker_id, records)
             elif nxt is S.UNFENCED:
-                ctl.replication.broker_unfenced(broker_id, q.broker_epoch, records)
+                self.replication.broker_unfenced(broker_id, q.broker_epoch, records)
             elif nxt is S.CONTROLLED_SHUTDOWN:
-                ctl.replication.broker_in_controlled_shutdown(broker_id, q.broker_epoch, records)
+                self.replication.broker_in_controlled_shutdown(broker_id, q.broker_epoch, records)
         hb.touch(broker_id, nxt.fenced, q.current_metadata_offset, now_ms)
         if ctl.view.mv.is_directory_assignment_supported():
-            ctl.replication.directories_offline(broker_id, q.broker_epoch, list(q.offline_log_dirs), records)
+            self.replication.directories_offline(broker_id, q.broker_epoch, list(q.offline_log_dirs), records)
         reply = BrokerHeartbeatReply(q.current_metadata_offset >= register_offset, nxt.fenced,
                                      nxt.in_controlled_shutdown, nxt.should_shut_down)
         result = ControllerResult.of(records, reply)
@@ -182,7 +174,7 @@ class ClusterControl:
         stale = self.ctl.heartbeats.find_one_stale_broker(now_ms)
         if stale is not None:
             self.ctl.log(f"Fencing broker {stale} because its session has timed out.")
-            self.ctl.replication.broker_fenced(stale, records)
+            self.replication.broker_fenced(stale, records)
             self.ctl.heartbeats.fence(stale)
         return ControllerResult.of(records, None)
 
@@ -191,5 +183,5 @@ class ClusterControl:
         if reg is None:
             raise ApiError(Errors.BROKER_ID_NOT_REGISTERED, f"Broker ID {broker_id} is not currently registered")
         records: list[Record] = []
-        self.ctl.replication.broker_unregistered(broker_id, int(reg.broker_epoch), records)
+        self.replication.broker_unregistered(broker_id, int(reg.broker_epoch), records)
         return ControllerResult.of(records, None)

@@ -12,10 +12,10 @@ broker or controller). A broker config record is written even when the value is 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kraftnode.controller.context import ControllerContext
 from kraftnode.controller.errors import ApiError
-from kraftnode.controller.replication import topic_name_error
 from kraftnode.controller.result import ControllerResult, Record
 from kraftnode.controller.topic_configs import (
     TOPIC_CONFIGS,
@@ -25,11 +25,9 @@ from kraftnode.controller.topic_configs import (
     resolve_all,
     validate_topic_configs,
 )
+from kraftnode.controller.topic_names import topic_name_error
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import ConfigRecord
-
-if TYPE_CHECKING:
-    from kraftnode.controller.quorum_controller import QuorumController
 
 __all__ = ["BROKER", "BROKER_LOGGER", "ConfigurationControl", "OP_APPEND", "OP_DELETE", "OP_SET",
            "OP_SUBTRACT", "RESOURCE_TYPE_NAMES", "TOPIC"]
@@ -53,7 +51,7 @@ Resource = tuple[int, str]
 
 
 class ConfigurationControl:
-    def __init__(self, ctl: QuorumController) -> None:
+    def __init__(self, ctl: ControllerContext) -> None:
         self.ctl = ctl
 
     # ------------------------------------------------------------------ effective topic configs

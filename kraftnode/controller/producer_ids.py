@@ -8,15 +8,12 @@ the following block starts (ProducerIdsRecord), so blocks never overlap, across 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from kraftnode.controller.context import ControllerContext
 from kraftnode.controller.errors import ApiError
 from kraftnode.controller.result import ControllerResult
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import ProducerIdsRecord
-
-if TYPE_CHECKING:
-    from kraftnode.controller.quorum_controller import QuorumController
 
 __all__ = ["PRODUCER_ID_BLOCK_SIZE", "ProducerIdControl", "ProducerIdsBlock"]
 
@@ -32,11 +29,11 @@ class ProducerIdsBlock:
 
 
 class ProducerIdControl:
-    def __init__(self, ctl: QuorumController) -> None:
+    def __init__(self, ctl: ControllerContext) -> None:
         self.ctl = ctl
 
     def generate_next_producer_id(self, broker_id: int, broker_epoch: int) -> ControllerResult[ProducerIdsBlock]:
-        self.ctl.cluster.check_broker_epoch(broker_id, broker_epoch)
+        self.ctl.check_broker_epoch(broker_id, broker_epoch)
         first = max(self.ctl.view.image.next_producer_id, 0)
         if first > MAX_LONG - PRODUCER_ID_BLOCK_SIZE:
             raise ApiError(Errors.UNKNOWN_SERVER_ERROR, "Exhausted all producerIds as the next block's end producerId "

@@ -26,13 +26,12 @@ import logging
 import random
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from kraftnode.controller.cluster import BrokerHeartbeatReply, ClusterControl
 from kraftnode.controller.configs import ConfigurationControl
+from kraftnode.controller.context import ControllerConfig, ControllerContext
 from kraftnode.controller.errors import ApiError
-from kraftnode.controller.heartbeats import BrokerHeartbeatManager
 from kraftnode.controller.producer_ids import ProducerIdControl, ProducerIdsBlock
 from kraftnode.controller.quotas import ClientQuotaControl
 from kraftnode.controller.replication import ReplicationControl
@@ -56,46 +55,18 @@ log = logging.getLogger("kraftnode.controller")
 IMMEDIATELY_MS = 10
 
 
-@dataclass
-class ControllerConfig:
-    """The Kafka configuration keys the controller honours (docs/controller.md)."""
-
-    cluster_id: str
-    node_id: int
-    session_timeout_ms: int = 9000                  # broker.session.timeout.ms
-    heartbeat_interval_ms: int = 2000               # broker.heartbeat.interval.ms
-    num_partitions: int = 1                         # num.partitions
-    default_replication_factor: int = 1             # default.replication.factor
-    delete_topic_enable: bool = True                # delete.topic.enable
-    auto_leader_rebalance_enable: bool = True       # auto.leader.rebalance.enable
-    leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds
-    unclean_check_interval_ms: int = 300_000        # unclean.leader.election.interval.ms
-    max_idle_interval_ms: int = 500                 # metadata.max.idle.interval.ms (0: no NoOpRecords)
-    max_elections_per_imbalance: int = 1000         # QuorumController's constant
-    #: the controller's own properties: topic config defaults fall back to them (log.retention.hours, ...)
-    static_configs: dict[str, str] = field(default_factory=dict)
-    #: the quorum's voters (ConfigResourceExistenceChecker accepts a controller's id as a broker resource)
-    controller_ids: frozenset[int] = frozenset()
-
-
-class QuorumController:
+class QuorumController(ControllerContext):
     def __init__(self, config: ControllerConfig, view: ControllerView, now_ms: int,
                  rng: random.Random | None = None, new_uuid: Callable[[], uuid.UUID] | None = None,
                  log_fn: Callable[[str], None] | None = None) -> None:
-        self.config = config
-        self.view = view
-        self.rng = rng or random.Random(0)
-        self._new_uuid = new_uuid or (lambda: uuid.UUID(int=self.rng.getrandbits(128)))
-        self._log = log_fn or log.info
-        self.now_ms = now_ms
-        self.heartbeats = BrokerHeartbeatManager(config.session_timeout_ms)
+        super().__init__(config, view, now_ms, rng, new_uuid, log_fn)
         # ClusterControlManager.activate: every registered broker starts with a fresh session
         for bid, reg in view.brokers().items():
             self.heartbeats.register(bid, bool(reg.fenced), now_ms)
         view.listener = self.replayed
-        self.cluster = ClusterControl(self)
-        self.replication = ReplicationControl(self)
         self.configs = ConfigurationControl(self)
+        self.replication = ReplicationControl(self, self.configs)
+        self.cluster = ClusterControl(self, self.replication)
         self.producer_ids = ProducerIdControl(self)
         self.quotas = ClientQuotaControl(self)
         # periodic duties (QuorumController's deferred events); None: not scheduled
@@ -104,20 +75,10 @@ class QuorumController:
         self._unclean_at: int | None = None
         self.after_write(now_ms)
 
-    # ------------------------------------------------------------------ plumbing
-    def log(self, message: str) -> None:
-        self._log(message)
-
-    def new_uuid(self) -> uuid.UUID:
-        """Uuid.randomUuid: never the zero id or a reserved directory-like id (nor one with a
-        leading '-' in base64, which Kafka also avoids)."""
-        while True:
-            u = self._new_uuid()
-            if u.int >> 64 != 0 and not (u.bytes[0] & 0xFC) == 0xF8:
-                return u
-
-    def controller_ids(self) -> set[int]:
-        return set(self.config.controller_ids) | set(self.view.controllers)
+    def use_replication(self, replication: ReplicationControl) -> None:
+        """Swap the replication manager (the simulation's planted bugs)."""
+        self.replication = replication
+        self.cluster.replication = replication
 
     def replayed(self, m: Any, offset: int) -> None:
         """A record entered the view (ClusterControlManager.replay's heartbeat-manager part)."""

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from typing import TYPE_CHECKING
 
+from kraftnode.controller.context import ControllerContext
 from kraftnode.controller.errors import ApiError
 from kraftnode.controller.result import ControllerResult, Record
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import ClientQuotaRecord
-
-if TYPE_CHECKING:
-    from kraftnode.controller.quorum_controller import QuorumController
 
 __all__ = ["ClientQuotaControl", "Entity"]
 
@@ -51,7 +48,7 @@ def _entity_text(entity: Entity) -> str:
 
 
 class ClientQuotaControl:
-    def __init__(self, ctl: QuorumController) -> None:
+    def __init__(self, ctl: ControllerContext) -> None:
         self.ctl = ctl
 
     def alter_client_quotas(self, alterations: list[tuple[Entity, list[tuple[str, float | None]]]],

@@ -20,11 +20,12 @@ records; nothing here changes the view -- the records do, once the shell has app
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kraftnode.controller.configs import ConfigurationControl
+from kraftnode.controller.context import ControllerContext
 from kraftnode.controller.errors import ApiError
 from kraftnode.controller.partition_change import (
     NO_LEADER,
@@ -39,6 +40,7 @@ from kraftnode.controller.partition_change import (
 )
 from kraftnode.controller.placement import InvalidReplicationFactor, UsableBroker, place
 from kraftnode.controller.result import ControllerResult, Record
+from kraftnode.controller.topic_names import topic_name_error
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import (
@@ -51,33 +53,12 @@ from kraftnode.protocol.generated.metadata import (
     UnregisterBrokerRecord,
 )
 
-if TYPE_CHECKING:
-    from kraftnode.controller.quorum_controller import QuorumController
-
 __all__ = ["ReplicationControl", "topic_name_error"]
 
 FENCE, UNFENCE = 1, -1
 IN_CONTROLLED_SHUTDOWN = 1
-MAX_TOPIC_NAME = 249
-_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 ELECTION_PREFERRED, ELECTION_UNCLEAN = 0, 1
-
-
-def topic_name_error(name: str) -> str | None:
-    """Topic.validate: why ``name`` is not a legal topic name (None if it is)."""
-    why = None
-    if name == "":
-        why = "the empty string is not allowed"
-    elif name == ".":
-        why = "'.' is not allowed"
-    elif name == "..":
-        why = "'..' is not allowed"
-    elif len(name) > MAX_TOPIC_NAME:
-        why = f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME}"
-    elif not _LEGAL.fullmatch(name):
-        why = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
-    return None if why is None else f"Topic name is invalid: {why}"
 
 
 def _unify(name: str) -> str:
@@ -85,8 +66,9 @@ def _unify(name: str) -> str:
 
 
 class ReplicationControl:
-    def __init__(self, ctl: QuorumController) -> None:
+    def __init__(self, ctl: ControllerContext, configs: ConfigurationControl) -> None:
         self.ctl = ctl
+        self.configs = configs
 
     @property
     def view(self) -> Any:
@@ -113,7 +95,7 @@ class ReplicationControl:
         return b
 
     def unclean_enabled(self, topic: str) -> bool:
-        value = self.ctl.configs.topic_config(topic, "unclean.leader.election.enable")
+        value = self.configs.topic_config(topic, "unclean.leader.election.enable")
         return value is not None and value.strip().lower() == "true"
 
     def has_leaderships(self, broker_id: int) -> bool:
@@ -246,7 +228,7 @@ class ReplicationControl:
                 continue
             config_records: list[Record] = []
             if t.name in config_changes:
-                err, config_records = self.ctl.configs.topic_config_records(t.name, config_changes[t.name])
+                err, config_records = self.configs.topic_config_records(t.name, config_changes[t.name])
                 if err is not None:
                     errors[t.name] = err
                     continue
@@ -323,7 +305,7 @@ class ReplicationControl:
         result = R.CreatableTopicResult(name=t.name, topic_id=topic_id, error_code=0, error_message=None)
         if describable:
             creation = {c.name: c.value for c in t.configs}
-            effective = self.ctl.configs.effective_topic_configs(creation)
+            effective = self.configs.effective_topic_configs(creation)
             result.configs = [R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=False,
                                                       config_source=e.source, is_sensitive=False)
                               for e in sorted(effective.values(), key=lambda e: e.name)]
@@ -448,7 +430,7 @@ class ReplicationControl:
     # ------------------------------------------------------------------ AlterPartition
     def alter_partition(self, q: w.AlterPartitionRequest, version: int) -> ControllerResult[Any]:
         view = self.view
-        self.ctl.cluster.check_broker_epoch(q.broker_id, q.broker_epoch)
+        self.ctl.check_broker_epoch(q.broker_id, q.broker_epoch)
         R = w.AlterPartitionResponse
         resp = R(error_code=0, topics=[])
         records: list[Record] = []
@@ -701,7 +683,7 @@ class ReplicationControl:
         if not view.mv.is_directory_assignment_supported():
             raise ApiError(Errors.UNSUPPORTED_VERSION, "Directory assignment is not supported yet.")
         broker_id = q.broker_id
-        self.ctl.cluster.check_broker_epoch(broker_id, q.broker_epoch)
+        self.ctl.check_broker_epoch(broker_id, q.broker_epoch)
         reg = view.broker(broker_id)
         R = w.AssignReplicasToDirsResponse
         resp = R(error_code=0, directories=[])

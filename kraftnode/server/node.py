@@ -23,9 +23,11 @@ import anyio.abc
 
 from kraftnode import __version__, vocabulary
 from kraftnode.config import ConfigError
+from kraftnode.config.node_config import NodeConfig
+from kraftnode.errors import LocalError
 from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
 from kraftnode.log.metadata_log import METADATA_PARTITION_DIR, LogError, MetadataLog
-from kraftnode.log.quorum_state import QuorumStateError, QuorumStateStore
+from kraftnode.log.quorum_state_store import QuorumStateError, QuorumStateStore
 from kraftnode.log.snapshot import SnapshotError
 from kraftnode.logsetup import os_error_text
 from kraftnode.metadata.state import MetadataState
@@ -42,7 +44,6 @@ from kraftnode.server.metadata.snapshot_manager import SnapshotManager, prepare_
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.listener import KafkaListener, ListenerError, ServerLimits
 from kraftnode.server.net.peer_client import PeerPool
-from kraftnode.server.node_config import NodeConfig
 from kraftnode.server.raft import wire as rw
 from kraftnode.server.raft.disk_log import DiskRaftLog, DiskSnapshotStore
 from kraftnode.server.raft.driver import RaftDriver, now_ms, quorum_state_to_election
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kraftnode.node")
 
 
-class StartupError(Exception):
+class StartupError(LocalError):
     """The node cannot start; the message says why (printed as one line, exit 2)."""
 
 

@@ -124,7 +124,7 @@ def _controller(plant: str | None, config: ControllerConfig, view: ControllerVie
     replacement = {FENCE_KEEPS_LEADERS: _KeepLeaders, ELECT_OUTSIDE_ISR: _ElectOutsideIsr,
                    PARTITION_ID_OFF_BY_ONE: _OffByOne}.get(plant or "")
     if replacement is not None:
-        ctl.replication = replacement(ctl)
+        ctl.use_replication(replacement(ctl, ctl.configs))
     return ctl
 
 

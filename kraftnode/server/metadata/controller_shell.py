@@ -55,14 +55,11 @@ T = TypeVar("T")
 
 def controller_config(properties: dict[str, str], cluster_id: str, node_id: int,
                       voter_ids: frozenset[int]) -> ControllerConfig:
-    """The controller's keys from the node's properties (validated at start-up by configdefs)."""
-    from kraftnode import configdefs
+    """The controller's keys from the node's properties (validated at start-up, kraftnode.config)."""
+    from kraftnode.config import keys
 
     def get(key: str) -> Any:
-        d = configdefs.BY_NAME[key]
-        text = properties.get(key, d.default)
-        assert text is not None
-        return configdefs.parse_value(d, text)
+        return keys.value(properties, key)
     return ControllerConfig(
         cluster_id=cluster_id, node_id=node_id,
         session_timeout_ms=get("broker.session.timeout.ms"),

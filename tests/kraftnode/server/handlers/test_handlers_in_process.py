@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
+from kraftnode.config import node_config
 from kraftnode.log.metadata_log import MAX_BATCH_SIZE_BYTES
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
@@ -46,7 +47,6 @@ from kraftnode.raft.actions import HighWatermarkAdvanced
 from kraftnode.raft.quorum_config import RaftConfig
 from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
-from kraftnode.server import node_config
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.listener import KafkaListener
