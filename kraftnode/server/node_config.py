@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from kraftnode import configdefs, vocabulary
 from kraftnode.config import ConfigError, Listener, ServerConfig
+from kraftnode.groups import config as groups_config
+from kraftnode.groups.config import GroupConfig
 from kraftnode.log.metadata_log import LogConfig
 from kraftnode.server.security import authorizer
 from kraftnode.server.security import setup as security_setup
@@ -92,6 +94,8 @@ class NodeConfig:
     #: authorizer.class.name, super.users, allow.everyone.if.no.acl.found as set (checked at
     #: load; kraftnode.server.security.authorizer)
     authorizer_config: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    #: the group coordinator's keys (group.*, offset.metadata.max.bytes; kraftnode.groups.config)
+    group_config: GroupConfig = field(default_factory=GroupConfig, hash=False, compare=False)
 
     @property
     def is_dynamic(self) -> bool:
@@ -176,7 +180,12 @@ def load(path: str) -> NodeConfig:
     metrics_listener = parse_metrics_listener(props.get_str("kraftnode.metrics.listener"))
     authorizer_config = {k: v for k, v in props.raw().items() if k in authorizer.CONFIG_KEYS}
     authorizer.check_config(authorizer_config)
+    try:
+        group_config = groups_config.from_properties(props.raw())
+    except groups_config.GroupConfigError as e:
+        raise ConfigError(str(e)) from None
     return NodeConfig(
+        group_config=group_config,
         authorizer_config=authorizer_config,
         raft_topic=raft_topic,
         metrics_listener=metrics_listener,

@@ -46,8 +46,9 @@ from kraftnode.protocol.registry import (
     VOTE,
 )
 from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
-from kraftnode.server import api_versions, group_offsets
+from kraftnode.server import api_versions
 from kraftnode.server import raft_wire as rw
+from kraftnode.server.handlers import groups
 from kraftnode.server.handlers.admin import AdminHandlers
 from kraftnode.server.handlers.applications import ApplicationHandlers
 from kraftnode.server.handlers.base import VOTER_CHANGE_FORWARD_TIMEOUT_S, NodeIdentity
@@ -90,6 +91,7 @@ class NodeHandlers(ApplicationHandlers, AdminHandlers):
             if replica >= 0:
                 self.replica_software[replica] = self._conn_software[peer]
         handler = HANDLERS.get(key)
+        groups.CLIENT.set((request.header.client_id or "", "/" + peer.rpartition(":")[0]))
         if handler is None:
             raise FrameError(f"{request.spec.name} is not served")
         if self.authz is not None:
@@ -125,7 +127,7 @@ HANDLERS: dict[int, Handler] = {
     PRODUCE: NodeHandlers._produce, LIST_OFFSETS: NodeHandlers._list_offsets,
     METADATA: NodeHandlers._metadata, INIT_PRODUCER_ID: NodeHandlers._init_producer_id,
     CONTROLLER_REGISTRATION: NodeHandlers._controller_registration,
-    **group_offsets.HANDLERS,
+    **groups.HANDLERS,
     # admin
     DESCRIBE_CLUSTER: NodeHandlers._describe_cluster, DESCRIBE_QUORUM: NodeHandlers._describe_quorum,
     DESCRIBE_CONFIGS: NodeHandlers._describe_configs, UPDATE_FEATURES: NodeHandlers._update_features,

@@ -1,6 +1,6 @@
 """Requests from applications: Produce, a consumer's Fetch, ListOffsets, Metadata,
-InitProducerId, ControllerRegistration, and the simple consumer groups
-(kraftnode.server.group_offsets). They read or append to the quorum's one partition
+InitProducerId, ControllerRegistration (the group APIs are in
+kraftnode.server.handlers.groups). They read or append to the quorum's one partition
 through the driver's read API."""
 
 from __future__ import annotations

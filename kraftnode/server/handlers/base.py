@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from kraftnode.groups import GroupConfig
 from kraftnode.protocol.registry import DESCRIBE_QUORUM
-from kraftnode.server import api_versions, group_offsets
+from kraftnode.server import api_versions
 from kraftnode.server.controller_duties import ControllerDuties, voter_address
 from kraftnode.server.peer_client import SOFTWARE_NAME, PeerError
 from kraftnode.server.raft_driver import RaftDriver
@@ -42,7 +43,7 @@ class HandlerBase:
 
     def __init__(self, ident: NodeIdentity, driver: RaftDriver,
                  features: api_versions.FeatureView, duties: ControllerDuties | None = None,
-                 authz: az.StandardAuthorizer | None = None) -> None:
+                 authz: az.StandardAuthorizer | None = None, group_config: GroupConfig | None = None) -> None:
         self.ident = ident
         self.driver = driver
         self.features = features
@@ -52,7 +53,9 @@ class HandlerBase:
         # the leader must know whether a Kafka controller replays this log (see _produce)
         self._conn_software: dict[str, str] = {}
         self.replica_software: dict[int, str] = {}
-        self.group_offsets = group_offsets.GroupOffsets()  # simple consumer groups
+        from kraftnode.server.handlers.groups import GroupService
+
+        self.groups = GroupService(self, group_config or GroupConfig())  # the group coordinator
         #: StandardAuthorizer (authorizer.class.name); None: every API allowed to everyone
         self.authz = authz
         self.acl_admin = AclAdmin(driver, duties, authz)

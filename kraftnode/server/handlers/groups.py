@@ -1,0 +1,580 @@
+"""The group coordinator's I/O shell: the group APIs on the raft leader.
+
+The rules are the sans-IO coordinator's (:mod:`kraftnode.groups`); this module feeds it
+requests, the time and new member ids, appends the records it returns to the raft log
+(one batch per operation, no producer id), and answers each request once those records
+are committed -- a JoinGroup or SyncGroup may wait, parked, for another member's request
+or a timer (:meth:`GroupService.run` polls the coordinator's timers).
+
+Who coordinates: the raft leader, once its epoch's first entry is committed, its
+controller activation records are written, and its state machine has replayed every
+committed record; it then builds its coordinator from the committed group records (the
+state machine's keyed records, which snapshots carry) and keeps it for its epoch.  Other
+nodes answer NOT_COORDINATOR; a leader not ready yet COORDINATOR_LOAD_IN_PROGRESS.  A
+leader that loses its leadership drops its coordinator: parked requests get
+NOT_COORDINATOR, the clients find the new leader with FindCoordinator, and it serves
+the same groups and offsets from the log.
+
+Metadata-only mode: while a Kafka (Java) node votes, or genuine Kafka brokers are
+registered, every committed record must be a KRaft metadata record, so nothing is
+written: FindCoordinator for a group answers INVALID_REQUEST naming the reason (clients
+fail at once instead of retrying), the writing APIs answer COORDINATOR_NOT_AVAILABLE, and
+reads (OffsetFetch, DescribeGroups, ListGroups, ConsumerGroupDescribe) are still served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from kraftnode.groups import GroupConfig, GroupCoordinator, Result
+from kraftnode.groups.records import RECORD_KEY_PREFIX
+from kraftnode.protocol import Errors
+from kraftnode.protocol import generated as w
+from kraftnode.protocol.registry import (
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    SYNC_GROUP,
+)
+from kraftnode.server import raft_wire as rw
+from kraftnode.server.raft_log import RawBatches
+from kraftnode.server.security import authorizer as az
+from recordbatch import Record, build_batch
+
+if TYPE_CHECKING:
+    from kraftnode.server.handlers.base import HandlerBase
+
+log = logging.getLogger("kraftnode.groups")
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+#: (client id, client host as Kafka prints it: "/127.0.0.1") of the request being handled
+CLIENT: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("kraftnode_group_client",
+                                                                          default=("", "/"))
+TRANSACTIONS_UNSUPPORTED = ("Transactions are not supported: kraftnode has no transaction coordinator "
+                            "(use a producer without transactional.id)")
+UNAUTHORIZED_OPS = -2147483648
+# how long a parked JoinGroup/SyncGroup may wait beyond its rebalance timeout
+PARK_MARGIN_S = 5.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _Pending:
+    """A request waiting for its answer: the coordinator's opaque token."""
+
+    __slots__ = ("future", "error")
+
+    def __init__(self, error: Callable[[int], Any]) -> None:
+        self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.error = error
+
+    def answer(self, response: Any) -> None:
+        if not self.future.done():
+            self.future.set_result(response)
+
+    def fail(self, code: int) -> None:
+        self.answer(self.error(code))
+
+
+class GroupService:
+    """The leader's coordinator for its epoch, the timers, and the log writes."""
+
+    def __init__(self, h: HandlerBase, config: GroupConfig) -> None:
+        self.h = h
+        self.config = config
+        self.coordinator: GroupCoordinator | None = None
+        self.epoch = -1
+        self._wake = anyio.Event()
+
+    # ------------------------------------------------------------------ who coordinates
+    def metadata_only_reason(self) -> str | None:
+        """Why no group record may be written now (None: they may)."""
+        h = self.h
+        if h.duties is None:
+            return ("this quorum's log is not a KRaft metadata log with kraftnode's state machine "
+                    "(kraftnode.raft.topic or an embedded state machine): groups are not served")
+        java = h.kafka_controllers()
+        if java:
+            return (f"a Kafka controller votes in this quorum ({', '.join(map(str, sorted(java)))}): every "
+                    "record must be a KRaft metadata record, so consumer groups are not served "
+                    "(metadata-only mode)")
+        if h.duties.state.image.brokers:
+            return ("genuine Kafka brokers are registered with this quorum: every record must be a KRaft "
+                    "metadata record, so consumer groups are not served (metadata-only mode)")
+        return None
+
+    def coordinator_error(self) -> int:
+        """NOT_COORDINATOR off the leader; COORDINATOR_LOAD_IN_PROGRESS on a leader that has
+        not yet committed its epoch's first entry or replayed what was committed before."""
+        h = self.h
+        if not h.driver.is_leader:
+            self._drop()
+            return int(Errors.NOT_COORDINATOR)
+        epoch = h.driver.leader_and_epoch()[1]
+        if self.coordinator is not None and self.epoch == epoch:
+            return 0
+        self._drop()
+        hw = h.driver.high_watermark
+        if hw <= h._epoch_start_offset():
+            return int(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+        if h.duties is None:
+            self._load(epoch, {})
+            return 0
+        if not h.duties.is_active:
+            return int(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+        state = h.duties.state
+        for _ in range(50):
+            if state.next_offset >= hw or not h.duties.catch_up():
+                break
+        if state.next_offset < hw:
+            return int(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+        self._load(epoch, state.app)
+        return 0
+
+    def _load(self, epoch: int, app: dict[bytes, bytes]) -> None:
+        c = GroupCoordinator(self.config, _topics)
+        c.replay_all((k, v) for k, v in app.items() if k.startswith(RECORD_KEY_PREFIX))
+        c.on_loaded(now_ms())
+        self.coordinator, self.epoch = c, epoch
+        log.info("coordinating %d group(s) in epoch %d", len(c.groups), epoch)
+        self._wake.set()
+
+    def _drop(self) -> None:
+        c, self.coordinator = self.coordinator, None
+        if c is not None:
+            log.info("no longer coordinating groups (epoch %d)", self.epoch)
+            for token, resp in c.unload().replies:
+                token.answer(resp)
+
+    # ------------------------------------------------------------------ executing results
+    async def execute(self, result: Result) -> None:
+        """Append the result's records; answer once they are committed (or fail them all)."""
+        if not result.records:
+            for token, resp in result.replies:
+                token.answer(resp)
+            return
+        now = now_ms()
+        batch = build_batch([Record(key=k, value=v) for k, v in result.records], now_ms=now)
+        _, waiter = self.h.driver.append_nowait([RawBatches(batch)])
+        with anyio.move_on_after(self.h.driver.request_timeout_s):
+            await waiter.done.wait()
+        done = waiter.value
+        if done is None or done.error_code:
+            why = "timed out" if done is None else Errors(done.error_code).name
+            log.info("group records not committed (%s): the coordinator starts over from the log", why)
+            self._drop()
+            for token, _resp in result.replies:
+                token.fail(Errors.NOT_COORDINATOR)
+            return
+        for token, resp in result.replies:
+            token.answer(resp)
+
+    async def call(self, error: Callable[[int], Any], op: Callable[[GroupCoordinator, _Pending], Result],
+                   wait_s: float = 0.0) -> Any:
+        """Run ``op`` on the coordinator and return the answer to this request (waiting for
+        it up to ``wait_s`` beyond the commit, for a parked JoinGroup/SyncGroup)."""
+        code = self.coordinator_error()
+        if code:
+            return error(code)
+        assert self.coordinator is not None
+        token = _Pending(error)
+        result = op(self.coordinator, token)
+        self._wake.set()
+        await self.execute(result)
+        if wait_s > 0:
+            with anyio.move_on_after(wait_s):
+                return await token.future
+            return error(Errors.REBALANCE_IN_PROGRESS)
+        if not token.future.done():
+            return error(Errors.UNKNOWN_SERVER_ERROR)
+        return token.future.result()
+
+    async def run(self) -> None:
+        """Fire the coordinator's timers; drop it when this node stops leading."""
+        while True:
+            c = self.coordinator
+            delay = 0.2
+            if c is not None:
+                if not self.h.driver.is_leader or self.h.driver.leader_and_epoch()[1] != self.epoch:
+                    self._drop()
+                    continue
+                deadline = c.next_deadline()
+                if deadline is not None:
+                    delay = min(delay, max(0.0, (deadline - now_ms()) / 1000))
+            self._wake = anyio.Event()
+            with anyio.move_on_after(delay):
+                await self._wake.wait()
+            c = self.coordinator
+            if c is not None and self.h.driver.is_leader:
+                result = c.poll(now_ms())
+                if result.records or result.replies:
+                    asyncio.get_running_loop().create_task(self.execute(result))
+
+
+def _topics() -> dict[str, tuple[uuid.UUID, int]]:
+    """The topics a consumer group may subscribe to: the quorum's one partition."""
+    return {rw.METADATA_TOPIC: (rw.METADATA_TOPIC_ID, 1)}
+
+
+def _service(h: HandlerBase) -> GroupService:
+    svc: GroupService = h.groups
+    return svc
+
+
+def _write_refusal(h: HandlerBase) -> int:
+    """The error of a write while group records may not be written (metadata-only mode)."""
+    svc = _service(h)
+    code = svc.coordinator_error()
+    if code:
+        return code
+    reason = svc.metadata_only_reason()
+    if reason is not None:
+        log.info("group write refused: %s", reason)
+        return int(Errors.COORDINATOR_NOT_AVAILABLE)
+    return 0
+
+
+# ====================================================================== FindCoordinator
+async def find_coordinator(h: HandlerBase, q: w.FindCoordinatorRequest, v: int) -> w.FindCoordinatorResponse:
+    R = w.FindCoordinatorResponse
+    leader, _ = h.driver.leader_and_epoch()
+    ep = h._voter_endpoints().get(leader) if leader >= 0 else None
+    reason = _service(h).metadata_only_reason() if q.key_type == GROUP_KEY_TYPE else None
+
+    def answer(key: str) -> Any:
+        c = R.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=0, error_message=None)
+        if q.key_type == GROUP_KEY_TYPE and v >= 4 and h._denied(az.GROUP, key, az.DESCRIBE, FIND_COORDINATOR):
+            # KafkaApis.getCoordinator (v0-3 are refused whole, security.api_checks)
+            c.error_code = Errors.GROUP_AUTHORIZATION_FAILED
+            c.error_message = "Group authorization failed."
+        elif q.key_type == GROUP_KEY_TYPE and reason is not None:
+            # not retriable: the clients stop at once and report it (their logs show the message)
+            c.error_code = Errors.INVALID_REQUEST
+            c.error_message = reason
+        elif q.key_type == GROUP_KEY_TYPE:
+            if ep is None:
+                c.error_code = Errors.COORDINATOR_NOT_AVAILABLE
+            else:
+                c.node_id, c.host, c.port = leader, ep[0], ep[1]
+        elif q.key_type == TRANSACTION_KEY_TYPE:
+            # No transaction coordinator (docs/server.md "Transactions"). The error is one each
+            # client treats as fatal, so a transactional producer fails at once: the Java
+            # producer (v4+) reports the message of any other error; librdkafka and
+            # kafka-python (v0-3 here) stop only on an authorization error.
+            c.error_code = Errors.INVALID_REQUEST if v >= 4 else Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            c.error_message = TRANSACTIONS_UNSUPPORTED
+        else:
+            c.error_code = Errors.INVALID_REQUEST
+            c.error_message = f"Unknown coordinator type: {q.key_type}"
+        return c
+
+    if v >= 4:
+        return R(throttle_time_ms=0, coordinators=[answer(k) for k in q.coordinator_keys])
+    c = answer(q.key)
+    return R(throttle_time_ms=0, error_code=c.error_code, error_message=c.error_message,
+             node_id=c.node_id, host=c.host, port=c.port)
+
+
+# ====================================================================== classic protocol
+def _join_error(member_id: str) -> Callable[[int], Any]:
+    return lambda code: w.JoinGroupResponse(throttle_time_ms=0, error_code=int(code), generation_id=-1,
+                                            protocol_type=None, protocol_name=None, leader="",
+                                            skip_assignment=False, member_id=member_id, members=[])
+
+
+def _sync_error(code: int) -> Any:
+    return w.SyncGroupResponse(throttle_time_ms=0, error_code=int(code), protocol_type=None, protocol_name=None,
+                               assignment=b"")
+
+
+def _client() -> tuple[str, str]:
+    return CLIENT.get()
+
+
+def _new_member_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+async def join_group(h: HandlerBase, q: w.JoinGroupRequest, v: int) -> w.JoinGroupResponse:
+    err = _join_error(q.member_id)
+    if h._denied(az.GROUP, q.group_id, az.READ, JOIN_GROUP):
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+    code = _write_refusal(h)
+    if code:
+        return err(code)  # type: ignore[no-any-return]
+    client_id, host = _client()
+    new_id = _new_member_id(q.group_instance_id or client_id)
+    now = now_ms()
+    wait = max(q.rebalance_timeout_ms, q.session_timeout_ms) / 1000 + PARK_MARGIN_S
+    return await _service(h).call(  # type: ignore[no-any-return]
+        err, lambda c, t: c.join_group(t, q, v, client_id, host, new_id, now), wait)
+
+
+async def sync_group(h: HandlerBase, q: w.SyncGroupRequest, v: int) -> w.SyncGroupResponse:
+    if h._denied(az.GROUP, q.group_id, az.READ, SYNC_GROUP):
+        return _sync_error(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+    code = _write_refusal(h)
+    if code:
+        return _sync_error(code)  # type: ignore[no-any-return]
+    now = now_ms()
+    c = _service(h).coordinator
+    grp = c.groups.get(q.group_id) if c is not None else None
+    rebalance_s = max((m.rebalance_timeout_ms for m in getattr(grp, "members", {}).values()
+                       if hasattr(m, "rebalance_timeout_ms")), default=60_000) / 1000
+    return await _service(h).call(  # type: ignore[no-any-return]
+        _sync_error, lambda c, t: c.sync_group(t, q, v, now), rebalance_s + PARK_MARGIN_S)
+
+
+async def heartbeat(h: HandlerBase, q: w.HeartbeatRequest, v: int) -> w.HeartbeatResponse:
+    def err(code: int) -> Any:
+        return w.HeartbeatResponse(throttle_time_ms=0, error_code=int(code))
+    if h._denied(az.GROUP, q.group_id, az.READ, HEARTBEAT):
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+    now = now_ms()
+    return await _service(h).call(err, lambda c, t: c.heartbeat(t, q, v, now))  # type: ignore[no-any-return]
+
+
+async def leave_group(h: HandlerBase, q: w.LeaveGroupRequest, v: int) -> w.LeaveGroupResponse:
+    def err(code: int) -> Any:
+        return w.LeaveGroupResponse(throttle_time_ms=0, error_code=int(code), members=[])
+    if h._denied(az.GROUP, q.group_id, az.READ, LEAVE_GROUP):
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+    code = _write_refusal(h)
+    if code:
+        return err(code)  # type: ignore[no-any-return]
+    now = now_ms()
+    return await _service(h).call(err, lambda c, t: c.leave_group(t, q, v, now))  # type: ignore[no-any-return]
+
+
+# ====================================================================== offsets
+async def offset_commit(h: HandlerBase, q: w.OffsetCommitRequest, v: int) -> w.OffsetCommitResponse:
+    R = w.OffsetCommitResponse
+
+    def err(code: int) -> Any:
+        return R(throttle_time_ms=0, topics=[R.OffsetCommitResponseTopic(name=t.name, partitions=[
+            R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
+            for p in t.partitions]) for t in q.topics])
+    code = _write_refusal(h)
+    if code:
+        return err(code)  # type: ignore[no-any-return]
+    refused: dict[tuple[str, int], int] = {}
+    for t in q.topics:
+        for p in t.partitions:
+            if h._denied(az.TOPIC, t.name, az.READ, OFFSET_COMMIT):   # KafkaApis: READ per topic
+                refused[(t.name, p.partition_index)] = int(Errors.TOPIC_AUTHORIZATION_FAILED)
+            elif t.name != rw.METADATA_TOPIC or p.partition_index != 0:
+                refused[(t.name, p.partition_index)] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+    now = now_ms()
+    return await _service(h).call(  # type: ignore[no-any-return]
+        err, lambda c, t: c.offset_commit(t, q, v, now, refused))
+
+
+async def offset_fetch(h: HandlerBase, q: w.OffsetFetchRequest, v: int) -> w.OffsetFetchResponse:
+    R = w.OffsetFetchResponse
+    svc = _service(h)
+    code = svc.coordinator_error()
+    c = svc.coordinator
+
+    def rows_of(group: str, wanted: list[tuple[str, list[int]]] | None, member: str | None,
+                epoch: int) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
+        assert c is not None
+        if wanted is None:
+            err, rows = c.offset_fetch(group, None, member, epoch)
+            rows = [(t, ps) for t, ps in rows if not h._denied(az.TOPIC, t, az.DESCRIBE, OFFSET_FETCH)]
+        else:
+            err, rows = c.offset_fetch(group, wanted, member, epoch)
+        out = []
+        for topic, ps in rows:
+            denied = h._denied(az.TOPIC, topic, az.DESCRIBE, OFFSET_FETCH)
+            out.append((topic, [(p, -1, -1, "", int(Errors.TOPIC_AUTHORIZATION_FAILED)) if denied
+                                else (p, o, e, md, 0) for p, o, e, md in ps]))
+        return err, out
+
+    if v >= 8:
+        groups = []
+        for gq in q.groups:
+            wanted = None if gq.topics is None else [(t.name, list(t.partition_indexes)) for t in gq.topics]
+            group_code = code
+            topics = []
+            if not code and h._denied(az.GROUP, gq.group_id, az.DESCRIBE, OFFSET_FETCH):
+                group_code = int(Errors.GROUP_AUTHORIZATION_FAILED)
+            if not group_code:
+                member = getattr(gq, "member_id", None)
+                epoch = getattr(gq, "member_epoch", -1)
+                group_code, rows = rows_of(gq.group_id, wanted, member, epoch)
+                for topic, prs in rows:
+                    topics.append(R.OffsetFetchResponseTopics(name=topic, partitions=[
+                        R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o,
+                                                        committed_leader_epoch=e, metadata=md, error_code=er)
+                        for p, o, e, md, er in prs]))
+            groups.append(R.OffsetFetchResponseGroup(group_id=gq.group_id, topics=topics, error_code=group_code))
+        return R(throttle_time_ms=0, groups=groups)
+    wanted = None if q.topics is None else [(t.name, list(t.partition_indexes)) for t in q.topics]
+    out = []
+    if code and v < 2:
+        # no top-level error before v2: every partition asked for carries it
+        for topic, parts in wanted or []:
+            out.append(R.OffsetFetchResponseTopic(name=topic, partitions=[
+                R.OffsetFetchResponsePartition(partition_index=p, committed_offset=-1,
+                                               committed_leader_epoch=-1, metadata="", error_code=code)
+                for p in parts]))
+        return R(throttle_time_ms=0, topics=out)
+    if not code:
+        code, rows = rows_of(q.group_id, wanted, None, -1)
+        for topic, prs in rows:
+            out.append(R.OffsetFetchResponseTopic(name=topic, partitions=[
+                R.OffsetFetchResponsePartition(partition_index=p, committed_offset=o,
+                                               committed_leader_epoch=e, metadata=md, error_code=er)
+                for p, o, e, md, er in prs]))
+    return R(throttle_time_ms=0, topics=out, error_code=code)
+
+
+async def offset_delete(h: HandlerBase, q: w.OffsetDeleteRequest, v: int) -> w.OffsetDeleteResponse:
+    def err(code: int) -> Any:
+        return w.OffsetDeleteResponse(error_code=int(code), throttle_time_ms=0, topics=[])
+    if h._denied(az.GROUP, q.group_id, az.DELETE, OFFSET_DELETE):
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+    code = _write_refusal(h)
+    if code:
+        return err(code)  # type: ignore[no-any-return]
+    now = now_ms()
+    return await _service(h).call(err, lambda c, t: c.offset_delete(t, q, now))  # type: ignore[no-any-return]
+
+
+# ====================================================================== describe, list, delete
+async def describe_groups(h: HandlerBase, q: w.DescribeGroupsRequest, v: int) -> w.DescribeGroupsResponse:
+    D = w.DescribeGroupsResponse
+    code = _service(h).coordinator_error()
+    c = _service(h).coordinator
+    out = []
+    described = {d.group_id: d for d in c.describe_groups(list(q.groups))} if c is not None and not code else {}
+    for gid in q.groups:
+        if h._denied(az.GROUP, gid, az.DESCRIBE, DESCRIBE_GROUPS):
+            out.append(D.DescribedGroup(error_code=Errors.GROUP_AUTHORIZATION_FAILED, group_id=gid, group_state="",
+                                        protocol_type="", protocol_data="", members=[],
+                                        authorized_operations=UNAUTHORIZED_OPS))
+        elif code:
+            out.append(D.DescribedGroup(error_code=code, group_id=gid, group_state="", protocol_type="",
+                                        protocol_data="", members=[], authorized_operations=UNAUTHORIZED_OPS))
+        else:
+            d = described[gid]
+            d.authorized_operations = (h._authorized_ops(az.GROUP, gid, 1 << az.READ | 1 << az.DESCRIBE
+                                                         | 1 << az.DELETE)
+                                       if getattr(q, "include_authorized_operations", False) else UNAUTHORIZED_OPS)
+            out.append(d)
+    return D(throttle_time_ms=0, groups=out)
+
+
+async def list_groups(h: HandlerBase, q: w.ListGroupsRequest, v: int) -> w.ListGroupsResponse:
+    L = w.ListGroupsResponse
+    code = _service(h).coordinator_error()
+    c = _service(h).coordinator
+    if code or c is None:
+        return L(throttle_time_ms=0, error_code=code or Errors.COORDINATOR_NOT_AVAILABLE, groups=[])
+    groups = c.list_groups(list(getattr(q, "states_filter", []) or []), list(getattr(q, "types_filter", []) or []))
+    if h.authz is not None and h._denied(4, az.CLUSTER_NAME, az.DESCRIBE, LIST_GROUPS):
+        groups = [g for g in groups if not h._denied(az.GROUP, g.group_id, az.DESCRIBE, LIST_GROUPS)]
+    return L(throttle_time_ms=0, error_code=0, groups=groups)
+
+
+async def delete_groups(h: HandlerBase, q: w.DeleteGroupsRequest, v: int) -> w.DeleteGroupsResponse:
+    D = w.DeleteGroupsResponse
+
+    def err(code: int) -> Any:
+        return D(throttle_time_ms=0, results=[D.DeletableGroupResult(group_id=g, error_code=int(code))
+                                              for g in q.groups_names])
+    code = _write_refusal(h)
+    if code:
+        return err(code)  # type: ignore[no-any-return]
+    refused = {g: int(Errors.GROUP_AUTHORIZATION_FAILED) for g in q.groups_names
+               if h._denied(az.GROUP, g, az.DELETE, DELETE_GROUPS)}
+    now = now_ms()
+    return await _service(h).call(  # type: ignore[no-any-return]
+        err, lambda c, t: c.delete_groups(t, list(q.groups_names), now, refused))
+
+
+# ====================================================================== KIP-848
+async def consumer_group_heartbeat(h: HandlerBase, q: w.ConsumerGroupHeartbeatRequest,
+                                   v: int) -> w.ConsumerGroupHeartbeatResponse:
+    def err(code: int, message: str | None = None) -> Any:
+        return w.ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=int(code), error_message=message,
+                                                member_id=None, member_epoch=0, heartbeat_interval_ms=0,
+                                                assignment=None)
+    if not _service(h).config.consumer_protocol_enabled:
+        # KafkaApis.handleConsumerGroupHeartbeat while the consumer protocol is not enabled
+        return err(Errors.UNSUPPORTED_VERSION,  # type: ignore[no-any-return]
+                   "The new group coordinator is not enabled (group.coordinator.rebalance.protocols "
+                   "does not list consumer)")
+    if h._denied(az.GROUP, q.group_id, az.READ, CONSUMER_GROUP_HEARTBEAT):
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+    code = _write_refusal(h)
+    if code:
+        return err(code)  # type: ignore[no-any-return]
+    client_id, host = _client()
+    new_id = str(uuid.UUID(bytes=uuid.uuid4().bytes))
+    now = now_ms()
+    return await _service(h).call(  # type: ignore[no-any-return]
+        err, lambda c, t: c.consumer_group_heartbeat(t, q, client_id, host, _uuid_b64(new_id), now))
+
+
+def _uuid_b64(text: str) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 without padding (the member id Kafka makes)."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.UUID(text).bytes).decode().rstrip("=")
+
+
+async def consumer_group_describe(h: HandlerBase, q: w.ConsumerGroupDescribeRequest,
+                                  v: int) -> w.ConsumerGroupDescribeResponse:
+    D = w.ConsumerGroupDescribeResponse
+    code = _service(h).coordinator_error()
+    c = _service(h).coordinator
+    names = {tid: name for name, (tid, _n) in _topics().items()}
+    described = {d.group_id: d for d in c.consumer_group_describe(list(q.group_ids), names)} \
+        if c is not None and not code else {}
+    out = []
+    for gid in q.group_ids:
+        if h._denied(az.GROUP, gid, az.DESCRIBE, CONSUMER_GROUP_DESCRIBE):
+            code_g: int = int(Errors.GROUP_AUTHORIZATION_FAILED)
+        else:
+            code_g = code
+        if code_g:
+            out.append(D.DescribedGroup(error_code=code_g, error_message=None, group_id=gid, group_state="",
+                                        group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
+                                        authorized_operations=UNAUTHORIZED_OPS))
+        else:
+            d = described[gid]
+            if q.include_authorized_operations:
+                d.authorized_operations = h._authorized_ops(az.GROUP, gid, 1 << az.READ | 1 << az.DESCRIBE
+                                                            | 1 << az.DELETE)
+            out.append(d)
+    return D(throttle_time_ms=0, groups=out)
+
+
+HANDLERS: dict[int, Any] = {
+    FIND_COORDINATOR: find_coordinator, OFFSET_COMMIT: offset_commit, OFFSET_FETCH: offset_fetch,
+    JOIN_GROUP: join_group, SYNC_GROUP: sync_group, HEARTBEAT: heartbeat, LEAVE_GROUP: leave_group,
+    DESCRIBE_GROUPS: describe_groups, LIST_GROUPS: list_groups, DELETE_GROUPS: delete_groups,
+    OFFSET_DELETE: offset_delete, CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
+    CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
+}
