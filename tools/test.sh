@@ -34,9 +34,17 @@ if ! command -v ip >/dev/null 2>&1; then
   fi
 fi
 
+# KafkaJS (npm, pinned by tests/interop/js/package-lock.json) for the group-consumer interop test
+if command -v npm >/dev/null 2>&1; then
+  (cd "$(dirname "$0")/../tests/interop/js" && npm ci --no-audit --no-fund --silent) >/dev/null 2>&1 \
+    || echo "warning: npm ci in tests/interop/js failed; the KafkaJS test will skip (fail under CI)"
+else
+  echo "note: node/npm is not installed; the KafkaJS test will skip"
+fi
+
 echo "== codegen --check"; .venv/bin/python -m codegen --check
 echo "== ruff";            .venv/bin/ruff check codegen kraftnode recordbatch tests tools
-echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server codegen
+echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server kraftnode/groups codegen
 echo "== pytest"
 set +e
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"

@@ -326,8 +326,10 @@ async def join_group(h: HandlerBase, q: w.JoinGroupRequest, v: int) -> w.JoinGro
     new_id = _new_member_id(q.group_instance_id or client_id)
     now = now_ms()
     wait = max(q.rebalance_timeout_ms, q.session_timeout_ms) / 1000 + PARK_MARGIN_S
-    return await _service(h).call(  # type: ignore[no-any-return]
-        err, lambda c, t: c.join_group(t, q, v, client_id, host, new_id, now), wait)
+    resp = await _service(h).call(err, lambda c, t: c.join_group(t, q, v, client_id, host, new_id, now), wait)
+    if v < 7 and resp.protocol_name is None:
+        resp.protocol_name = ""   # JoinGroupResponse: a null protocol name is "" before v7, as Kafka sends it
+    return resp  # type: ignore[no-any-return]
 
 
 async def sync_group(h: HandlerBase, q: w.SyncGroupRequest, v: int) -> w.SyncGroupResponse:
