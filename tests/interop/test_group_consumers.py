@@ -17,16 +17,21 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from kraftnode.protocol import generated as w
+from kraftnode.protocol.registry import CONSUMER_GROUP_DESCRIBE
 from tests.support.cluster import Cluster, serving
 from tests.support.kafka import KafkaHome, java_env
+from tests.support.node import frame_call
 from tests.support.quorums import StaticCluster
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
@@ -269,3 +274,58 @@ def test_kafka_verifiable_consumer(cluster: Cluster, kafka_home: KafkaHome, tmp_
     r2 = _consumed_ranges(ev2)
     assert r2 and r2[0][0] == commits[-1], (r2, commits[-1])   # resumed at the committed offset
     assert r2[-1][1] >= end2 - 1
+
+
+# ---------------------------------------------------------------------- KIP-848
+def test_java_consumer_protocol_kip848(cluster: Cluster, kafka_home: KafkaHome, tmp_path: Path) -> None:
+    """A Java consumer with ``group.protocol=consumer`` (ConsumerGroupHeartbeat) joins,
+    consumes and commits; ``kafka-consumer-groups.sh --describe`` (ConsumerGroupDescribe)
+    shows it as a member with the partition assigned, and a second run resumes."""
+    a, b = values("k848-a", 10), values("k848-b", 5)
+    produce(cluster, a)
+    out = tmp_path / "consumer.out"
+
+    def start() -> subprocess.Popen[bytes]:
+        with out.open("wb") as f:
+            return subprocess.Popen(
+                [str(kafka_home.script("kafka-console-consumer")), "--bootstrap-server", cluster.bootstrap(),
+                 "--topic", TOPIC, "--group", "g-kip848", "--from-beginning", "--timeout-ms", "15000",
+                 "--consumer-property", "group.protocol=consumer", "--consumer-property", "client.id=kip848-client"],
+                stdout=f, stderr=subprocess.DEVNULL, env=java_env(), start_new_session=True)
+
+    def seen(prefix: str) -> list[str]:
+        return [ln for ln in out.read_bytes().decode("latin-1").splitlines() if ln.startswith(prefix)]
+
+    def stop(p: subprocess.Popen[bytes]) -> None:
+        os.killpg(p.pid, signal.SIGTERM)   # the console consumer commits and leaves on shutdown
+        p.wait(30)
+
+    p = start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen("k848-")) < len(a) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert Counter(seen("k848-")) == Counter(a)
+        # ConsumerGroupDescribe (API 69) on the coordinator (this Kafka build has no
+        # kafka-consumer-groups.sh): the member, its epoch and the partition it holds
+        leader = cluster.wait_for_leader().leader_id
+        with socket.create_connection(("127.0.0.1", cluster.port(leader)), timeout=10) as sock:
+            resp: Any = frame_call(sock, CONSUMER_GROUP_DESCRIBE, 0, w.ConsumerGroupDescribeRequest(
+                group_ids=["g-kip848"], include_authorized_operations=False), 1, client_id="describe")
+        g = resp.groups[0]
+        assert (g.error_code, g.group_state, g.assignor_name) == (0, "Stable", "uniform"), g
+        assert len(g.members) == 1 and g.members[0].client_id == "kip848-client", g
+        m = g.members[0]
+        assert m.member_epoch == g.group_epoch >= 1 and m.subscribed_topic_names == [TOPIC]
+        assert [(t.topic_name, t.partitions) for t in m.assignment.topic_partitions] == [(TOPIC, [0])]
+    finally:
+        stop(p)
+    produce(cluster, b)
+    p = start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen("k848-")) < len(b) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert Counter(seen("k848-")) == Counter(b)   # resumed at the committed offset
+    finally:
+        stop(p)
