@@ -179,8 +179,11 @@ class ApplicationHandlers(HandlerBase):
                             best = (r.offset, r.timestamp)
                             break
             return best
-        for b in self.driver.batches(start, hw):   # first record with timestamp >= ts
-            if b.max_timestamp >= ts and not b.is_control:
+        # the first record with timestamp >= ts, control records included: Kafka's time-index
+        # search (LogSegment.findOffsetByTimestamp) reads every batch, so asking for 0 on a
+        # log whose offset 0 is the LeaderChange control record answers offset 0
+        for b in self.driver.batches(start, hw):
+            if b.max_timestamp >= ts:
                 for r in b.records():
                     if r.timestamp >= ts and r.offset < hw:
                         return r.offset, r.timestamp
