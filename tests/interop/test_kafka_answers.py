@@ -35,3 +35,22 @@ def test_list_offsets_by_timestamp_finds_the_control_batch_at_offset_0(cluster: 
         assert got.timestamp > 0
     finally:
         c.close()
+
+
+def test_illegal_topic_name_is_invalid_topic_exception(cluster: Cluster) -> None:
+    """KafkaApis.getTopicMetadata: a name Topic.validate refuses gets INVALID_TOPIC_EXCEPTION
+    (17), which clients do not retry; an unknown legal name UNKNOWN_TOPIC_OR_PARTITION (3)."""
+    import socket
+    import uuid
+
+    from kraftnode.protocol import generated as w
+    from kraftnode.protocol.registry import METADATA
+    from tests.support.node import frame_call
+
+    M = w.MetadataRequest
+    with socket.create_connection(("127.0.0.1", cluster.port(cluster.running()[0])), timeout=10) as s:
+        resp = frame_call(s, METADATA, 12, M(topics=[M.MetadataRequestTopic(topic_id=uuid.UUID(int=0), name="bad name!"),
+                                                     M.MetadataRequestTopic(topic_id=uuid.UUID(int=0), name="no-such-topic")],
+                                             allow_auto_topic_creation=False,
+                                             include_topic_authorized_operations=False), 1)
+    assert [(t.name, t.error_code) for t in resp.topics] == [("bad name!", 17), ("no-such-topic", 3)]  # type: ignore[attr-defined]

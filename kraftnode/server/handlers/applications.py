@@ -26,6 +26,7 @@ from kraftnode.server.handlers.kafka_compat import (
     _NOT_REQUESTED,
     CLUSTER_AUTHORIZED_OPERATIONS,
     TOPIC_AUTHORIZED_OPERATIONS,
+    _invalid_topic_name,
     metadata_only_check,
     validate_produce_records,
 )
@@ -361,8 +362,14 @@ class ApplicationHandlers(HandlerBase):
                         continue
                     topics.append(ours)
                 else:
+                    # KafkaApis.getTopicMetadata: a name Topic.validate refuses is
+                    # INVALID_TOPIC_EXCEPTION (not retried by clients), any other unknown one
+                    # UNKNOWN_TOPIC_OR_PARTITION
+                    code = (Errors.UNKNOWN_TOPIC_ID if t.name is None
+                            else Errors.INVALID_TOPIC_EXCEPTION if _invalid_topic_name(t.name)
+                            else Errors.UNKNOWN_TOPIC_OR_PARTITION)
                     topics.append(w.MetadataResponse.MetadataResponseTopic(
-                        error_code=Errors.UNKNOWN_TOPIC_ID if t.name is None else Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_code=code,
                         name=t.name, topic_id=t.topic_id if t.name is None else ZERO_UUID,
                         is_internal=False, partitions=[], topic_authorized_operations=-2147483648))
         cluster_ops = _NOT_REQUESTED
