@@ -214,8 +214,6 @@ KEYS: tuple[ConfigKey, ...] = (
        "__transaction_state.", group="Broker", honoured=False, why=_BROKER),
     _k("transaction.state.log.min.isr", "int", "2", "min.insync.replicas of __transaction_state.",
        group="Broker", honoured=False, why=_BROKER),
-    _k("group.initial.rebalance.delay.ms", "int", "3000", "Delay of a consumer group's first "
-       "rebalance.", group="Broker", honoured=False, why=_BROKER),
     # ---- ours
     # ---- security: TLS/SASL key families are read by kraftnode/server/security (docs/security.md)
     _k("authorizer.class.name", "string", "", "The authorizer: "
@@ -232,6 +230,9 @@ KEYS: tuple[ConfigKey, ...] = (
        why="re-authentication is not supported: sessions do not expire (lifetime 0)"),
     _k("principal.builder.class", "string", None, "Builds a connection's principal.",
        group="Security", honoured=False, why="the default principal builder's rules are built in"),
+    _k("message.max.bytes", "int", "1048588", "The largest record batch a producer may write "
+       "(larger: MESSAGE_TOO_LARGE, as a Kafka broker answers). Values above 8388608 act as "
+       "8388608, the raft log's own limit.", group="Log", at_least=0),
     # ---- the group coordinator (kraftnode.groups; docs/server.md "Consumer groups")
     _k("group.min.session.timeout.ms", "int", "6000", "The smallest session timeout a classic "
        "group member may ask for (smaller: INVALID_SESSION_TIMEOUT).", group="Groups"),
@@ -322,6 +323,7 @@ def warnings_for(keys: Iterable[str]) -> list[str]:
 _GROUP_TITLES = {
     "Node": "Node", "Quorum": "Quorum", "Listeners": "Listeners and connections", "Log": "Log",
     "Security": "Security (the `ssl.*`, `sasl.*` and `listener.name.<listener>.*` key families are Kafka's, read as Kafka reads them: docs/security.md)", "Broker": "Broker keys (accepted, not used)",
+    "Groups": "Consumer groups (the group coordinator on the raft leader: docs/server.md)",
     "kraftnode": "kraftnode's own keys",
 }
 

@@ -96,6 +96,9 @@ class NodeConfig:
     authorizer_config: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     #: the group coordinator's keys (group.*, offset.metadata.max.bytes; kraftnode.groups.config)
     group_config: GroupConfig = field(default_factory=GroupConfig, hash=False, compare=False)
+    #: message.max.bytes: the largest record batch a producer may write (capped by the raft
+    #: log's 8 MiB, KafkaRaftClient.MAX_BATCH_SIZE_BYTES)
+    message_max_bytes: int = 1048588
 
     @property
     def is_dynamic(self) -> bool:
@@ -186,6 +189,7 @@ def load(path: str) -> NodeConfig:
         raise ConfigError(str(e)) from None
     return NodeConfig(
         group_config=group_config,
+        message_max_bytes=ms("message.max.bytes"),
         authorizer_config=authorizer_config,
         raft_topic=raft_topic,
         metrics_listener=metrics_listener,

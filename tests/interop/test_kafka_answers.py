@@ -54,3 +54,20 @@ def test_illegal_topic_name_is_invalid_topic_exception(cluster: Cluster) -> None
                                              allow_auto_topic_creation=False,
                                              include_topic_authorized_operations=False), 1)
     assert [(t.name, t.error_code) for t in resp.topics] == [("bad name!", 17), ("no-such-topic", 3)]  # type: ignore[attr-defined]
+
+
+def test_message_max_bytes_is_kafkas_default(cluster: Cluster) -> None:
+    """``message.max.bytes`` (Kafka's key, default 1048588) bounds a producer's batch: a
+    single 2 MB record gets MESSAGE_TOO_LARGE, as a Kafka 3.9 broker answers it; one of
+    1 MB - 100 bytes is accepted."""
+    from kafka import KafkaProducer
+    from kafka.errors import MessageSizeTooLargeError
+
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap(), acks="all", max_request_size=4 << 20,
+                      retries=0)
+    try:
+        with pytest.raises(MessageSizeTooLargeError):
+            p.send(TOPIC, b"x" * 2_000_000).get(timeout=30)
+        assert p.send(TOPIC, b"y" * (1_000_000 - 100)).get(timeout=30).offset > 0
+    finally:
+        p.close()

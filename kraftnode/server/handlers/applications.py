@@ -244,7 +244,7 @@ class ApplicationHandlers(HandlerBase):
     def _produce_append(self, records: bytes | None, pr: _PartitionResponse,
                         pending: _PendingProduce) -> None:
         """Validate a leader's partition data and append it (or find it is a retry)."""
-        err, count, views = validate_produce_records(records)
+        err, count, views = validate_produce_records(records, self.message_max_bytes, rw.METADATA_TOPIC)
         if err is None:
             err = metadata_only_check(views, self.kafka_controllers(), self.duties is None,
                                       rw.METADATA_TOPIC)

@@ -56,6 +56,10 @@ class HandlerBase:
         from kraftnode.server.handlers.groups import GroupService
 
         self.groups = GroupService(self, group_config or GroupConfig())  # the group coordinator
+        #: message.max.bytes: the largest batch a producer may write (Kafka's default)
+        self.message_max_bytes = 1048588
+        #: the node's properties file as read (DescribeConfigs of its broker resource)
+        self.broker_properties: dict[str, str] = {}
         #: StandardAuthorizer (authorizer.class.name); None: every API allowed to everyone
         self.authz = authz
         self.acl_admin = AclAdmin(driver, duties, authz)

@@ -9,12 +9,12 @@ import struct
 import uuid
 from pathlib import Path
 
-from kraftnode.protocol import Errors
-from kraftnode.protocol import generated as w
-from kraftnode.protocol.registry import API_VERSIONS, FETCH, OFFSET_COMMIT, OFFSET_FETCH
 from kraftnode.groups import GroupConfig, GroupCoordinator
 from kraftnode.groups import records as rec
 from kraftnode.groups.records import RECORD_KEY_PREFIX as OFFSET_KEY_PREFIX
+from kraftnode.protocol import Errors
+from kraftnode.protocol import generated as w
+from kraftnode.protocol.registry import API_VERSIONS, FETCH, OFFSET_COMMIT, OFFSET_FETCH
 from tests.support.cluster import CLUSTER_ID, Cluster, wait_for_hw
 from tests.support.node import frame_call
 
