@@ -258,6 +258,13 @@ def _write_refusal(h: HandlerBase) -> int:
 async def find_coordinator(h: HandlerBase, q: w.FindCoordinatorRequest, v: int) -> w.FindCoordinatorResponse:
     R = w.FindCoordinatorResponse
     leader, _ = h.driver.leader_and_epoch()
+    if q.key_type == GROUP_KEY_TYPE and not h.driver.is_leader and leader >= 0 and h.authz is None:
+        # Only the leader knows whether a Kafka node votes (it sees their fetches), so a
+        # follower asks it, as a Kafka broker forwards controller requests; it answers
+        # itself (the leader's endpoint) when the leader cannot be asked.
+        forwarded = await h._forward_to_leader(leader, FIND_COORDINATOR, q, v)
+        if isinstance(forwarded, R):
+            return forwarded
     ep = h._voter_endpoints().get(leader) if leader >= 0 else None
     reason = _service(h).metadata_only_reason() if q.key_type == GROUP_KEY_TYPE else None
 
