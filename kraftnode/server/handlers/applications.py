@@ -21,6 +21,7 @@ from kraftnode.protocol.generated.produce_response import (
 from kraftnode.protocol.registry import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 from kraftnode.raft.actions import AppendCompleted
 from kraftnode.server import raft_wire as rw
+from kraftnode.server.handlers import groups
 from kraftnode.server.handlers.base import HandlerBase
 from kraftnode.server.handlers.kafka_compat import (
     _NOT_REQUESTED,
@@ -107,7 +108,8 @@ class ApplicationHandlers(HandlerBase):
                         limit = min(budget, p.partition_max_bytes) if p.partition_max_bytes > 0 else budget
                         records = self.driver.read(p.fetch_offset, limit, max_offset=hw,
                                                    min_one_batch=total == 0)
-                        pd.records = records
+                        # the group coordinator's batches are empty batches to consumers
+                        pd.records = groups.hide_group_batches(records)
                         total += len(records)
                         budget -= len(records)
                     else:

@@ -1,0 +1,190 @@
+"""Rebalances of a classic group of genuine Java consumers (``kafka-verifiable-consumer.sh``)
+on a real 3-node quorum: one member killed with kill -9 and one leaving gracefully, the
+partition moves within the session timeout and no committed offset goes backwards; then
+kill -9 of the raft leader while the group rebalances: the group settles on the new leader
+and nothing is consumed twice but at-least-once redelivery from the last commit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cluster import Cluster, serving, wait_for_hw
+from tests.support.kafka import KafkaHome, java_env
+from tests.support.quorums import StaticCluster
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
+TOPIC = "__cluster_metadata"
+SESSION_MS = 6000
+GROUP_CONFIG = "group.initial.rebalance.delay.ms=100\ngroup.min.session.timeout.ms=1000\n"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    yield from serving(StaticCluster(tmp_path_factory.mktemp("rebalances"), 3, extra=GROUP_CONFIG))
+
+
+def produce(cluster: Cluster, n: int, tag: str) -> None:
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap(), acks="all", retries=10)
+    try:
+        for i in range(n):
+            p.send(TOPIC, f"{tag}-{i}".encode()).get(timeout=30)
+    finally:
+        p.close()
+
+
+class Member:
+    """One kafka-verifiable-consumer.sh process and its events."""
+
+    def __init__(self, kafka: KafkaHome, bootstrap: str, group: str, out: Path) -> None:
+        self.out = out
+        with out.open("w") as f:
+            self.proc = subprocess.Popen(
+                [str(kafka.script("kafka-verifiable-consumer")), "--bootstrap-server", bootstrap, "--topic", TOPIC,
+                 "--group-id", group, "--reset-policy", "earliest", "--session-timeout", str(SESSION_MS)],
+                stdout=f, stderr=subprocess.DEVNULL, env=java_env(), start_new_session=True)
+
+    def events(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.out.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+    def owns(self) -> bool:
+        """Its latest assignment holds the partition."""
+        owned = False
+        for e in self.events():
+            if e["name"] == "partitions_assigned":
+                owned = any(p["partition"] == 0 for p in e["partitions"])
+            elif e["name"] == "partitions_revoked":
+                owned = owned and not any(p["partition"] == 0 for p in e["partitions"])
+        return owned
+
+    def assigned_at(self) -> list[int]:
+        return [e["timestamp"] for e in self.events()
+                if e["name"] == "partitions_assigned" and any(p["partition"] == 0 for p in e["partitions"])]
+
+    def kill(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def committed(members: list[Member]) -> list[tuple[int, int]]:
+    """(timestamp, offset) of every successful commit, in time order."""
+    out = [(e["timestamp"], o["offset"]) for m in members for e in m.events()
+           if e["name"] == "offsets_committed" and e.get("success") for o in e["offsets"]]
+    return sorted(out)
+
+
+def consumed(members: list[Member]) -> list[tuple[int, int, int]]:
+    """(timestamp, min offset, max offset) of every batch consumed, in time order."""
+    return sorted((e["timestamp"], p["minOffset"], p["maxOffset"]) for m in members for e in m.events()
+                  if e["name"] == "records_consumed" for p in e["partitions"])
+
+
+def check_at_least_once(members: list[Member]) -> None:
+    """Committed offsets never go backwards, and a record is consumed twice only when a
+    new owner starts over from the last committed offset (at-least-once)."""
+    commits = committed(members)
+    offsets = [o for _, o in commits]
+    assert offsets == sorted(offsets), offsets
+    seen_max = -1
+    for ts, lo, hi in consumed(members):
+        if lo <= seen_max:
+            last = [o for t, o in commits if t <= ts]
+            assert last and lo >= last[-1] - 0, (ts, lo, hi, last[-1:] if last else None)
+            assert lo in {o for _, o in commits}, (lo, offsets)
+        seen_max = max(seen_max, hi)
+
+
+def test_kill_9_and_graceful_leave_then_leader_kill_during_a_rebalance(cluster: Cluster, kafka_home: KafkaHome,
+                                                                        tmp_path: Path) -> None:
+    produce(cluster, 20, "before")
+    members = [Member(kafka_home, cluster.bootstrap(), "g-rebalance", tmp_path / f"m{i}.jsonl") for i in range(3)]
+    try:
+        owner = wait_until("one member to own the partition and all three to join",
+                           lambda: all(any(e["name"] == "partitions_assigned" for e in m.events()) for m in members)
+                           and next((m for m in members if m.owns()), None), 60)
+        wait_until("the owner to commit", lambda: committed([owner]), 30)
+
+        # kill -9 of the owner: its session expires, the partition moves to another member
+        t_kill = time.time() * 1000
+        owner.kill(signal.SIGKILL)
+        produce(cluster, 10, "after-kill")
+        rest = [m for m in members if m is not owner]
+        second = wait_until("another member to own the partition",
+                            lambda: next((m for m in rest if m.owns() and m.assigned_at()[-1] > t_kill), None), 30)
+        moved_ms = second.assigned_at()[-1] - t_kill
+        assert moved_ms < SESSION_MS + 4000, moved_ms   # the session timeout, plus a rejoin
+
+        # a graceful leave (LeaveGroup): the last member gets it at once, no session wait
+        wait_until("the second owner to commit", lambda: committed([second]), 30)
+        third = next(m for m in rest if m is not second)
+        t_leave = time.time() * 1000
+        second.kill(signal.SIGTERM)
+        wait_until("the third member to own the partition",
+                   lambda: third.owns() and third.assigned_at()[-1] > t_leave, 30)
+        assert third.assigned_at()[-1] - t_leave < SESSION_MS, "a leave must not wait for the session timeout"
+        produce(cluster, 10, "after-leave")
+        wait_until("the third member to commit past the new records",
+                   lambda: committed([third]) and committed([third])[-1][1] >= end_offset(cluster) - 1, 30)
+
+        # kill -9 of the raft leader while the group rebalances (a new member joins)
+        fourth = Member(kafka_home, cluster.bootstrap(), "g-rebalance", tmp_path / "m3.jsonl")
+        members.append(fourth)
+        wait_until("the new member to start", lambda: any(e["name"] == "startup_complete" for e in fourth.events()), 30)
+        old = cluster.wait_for_leader().leader_id
+        cluster.kill(old)
+        cluster.wait_for_leader(30, exclude=old)
+        produce(cluster, 10, "after-leader-kill")
+        # the group settles on the new leader: both members assigned, the partition consumed
+        # and committed to the end
+        end = end_offset(cluster)
+        wait_until("the group to settle and commit everything on the new leader",
+                   lambda: committed([third, fourth]) and committed([third, fourth])[-1][1] >= end - 1, 60)
+        assert any(e["name"] == "partitions_assigned" for e in fourth.events())
+        check_at_least_once(members)
+        cluster.start(old)
+        wait_for_hw(cluster, 1, 30)
+    finally:
+        for m in members:
+            m.kill(signal.SIGKILL)
+
+
+def end_offset(cluster: Cluster) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=cluster.bootstrap())
+    try:
+        tp = TopicPartition(TOPIC, 0)
+        return int(c.end_offsets([tp])[tp])
+    finally:
+        c.close()
