@@ -32,13 +32,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from serving(StaticCluster(tmp_path_factory.mktemp("rebalances"), 3, extra=GROUP_CONFIG))
 
 
-def produce(cluster: Cluster, n: int, tag: str) -> None:
+def produce(cluster: Cluster, n: int, tag: str) -> int:
+    """Write n records (acks=all); the offset after the last."""
     from kafka import KafkaProducer
 
     p = KafkaProducer(bootstrap_servers=cluster.bootstrap(), acks="all", retries=10)
     try:
-        for i in range(n):
-            p.send(TOPIC, f"{tag}-{i}".encode()).get(timeout=30)
+        return 1 + max(p.send(TOPIC, f"{tag}-{i}".encode()).get(timeout=30).offset for i in range(n))
     finally:
         p.close()
 
@@ -130,10 +130,19 @@ def test_kill_9_and_graceful_leave_then_leader_kill_during_a_rebalance(cluster: 
     produce(cluster, 20, "before")
     members = [Member(kafka_home, cluster.bootstrap(), "g-rebalance", tmp_path / f"m{i}.jsonl") for i in range(3)]
     try:
-        owner = wait_until("one member to own the partition and all three to join",
-                           lambda: all(any(e["name"] == "partitions_assigned" for e in m.events()) for m in members)
-                           and next((m for m in members if m.owns()), None), 60)
-        wait_until("the owner to commit", lambda: committed([owner]), 30)
+        def settled() -> Member | None:
+            """The owner, once every member started and was assigned after the last start."""
+            starts = [e["timestamp"] for m in members for e in m.events() if e["name"] == "startup_complete"]
+            if len(starts) < len(members):
+                return None
+            if not all(any(e["name"] == "partitions_assigned" and e["timestamp"] >= max(starts)
+                           for e in m.events()) for m in members):
+                return None
+            return next((m for m in members if m.owns()), None)
+        owner = wait_until("all three members to join and one to own the partition", settled, 60)
+        after = produce(cluster, 5, "owned")
+        wait_until("the owner to consume and commit", lambda: committed([owner])
+                   and committed([owner])[-1][1] >= after, 30)
 
         # kill -9 of the owner: its session expires, the partition moves to another member
         t_kill = time.time() * 1000
@@ -147,15 +156,16 @@ def test_kill_9_and_graceful_leave_then_leader_kill_during_a_rebalance(cluster: 
 
         # a graceful leave (LeaveGroup): the last member gets it at once, no session wait
         wait_until("the second owner to commit", lambda: committed([second]), 30)
+        assert committed([second])[-1][1] >= committed([owner])[-1][1]
         third = next(m for m in rest if m is not second)
         t_leave = time.time() * 1000
         second.kill(signal.SIGTERM)
         wait_until("the third member to own the partition",
                    lambda: third.owns() and third.assigned_at()[-1] > t_leave, 30)
         assert third.assigned_at()[-1] - t_leave < SESSION_MS, "a leave must not wait for the session timeout"
-        produce(cluster, 10, "after-leave")
+        after = produce(cluster, 10, "after-leave")
         wait_until("the third member to commit past the new records",
-                   lambda: committed([third]) and committed([third])[-1][1] >= end_offset(cluster) - 1, 30)
+                   lambda: committed([third]) and committed([third])[-1][1] >= after, 30)
 
         # kill -9 of the raft leader while the group rebalances (a new member joins)
         fourth = Member(kafka_home, cluster.bootstrap(), "g-rebalance", tmp_path / "m3.jsonl")
@@ -164,12 +174,11 @@ def test_kill_9_and_graceful_leave_then_leader_kill_during_a_rebalance(cluster: 
         old = cluster.wait_for_leader().leader_id
         cluster.kill(old)
         cluster.wait_for_leader(30, exclude=old)
-        produce(cluster, 10, "after-leader-kill")
+        after = produce(cluster, 10, "after-leader-kill")
         # the group settles on the new leader: both members assigned, the partition consumed
-        # and committed to the end
-        end = end_offset(cluster)
+        # and committed past the new records
         wait_until("the group to settle and commit everything on the new leader",
-                   lambda: committed([third, fourth]) and committed([third, fourth])[-1][1] >= end - 1, 60)
+                   lambda: committed([third, fourth]) and committed([third, fourth])[-1][1] >= after, 60)
         assert any(e["name"] == "partitions_assigned" for e in fourth.events())
         check_at_least_once(members)
         cluster.start(old)
@@ -178,13 +187,3 @@ def test_kill_9_and_graceful_leave_then_leader_kill_during_a_rebalance(cluster: 
         for m in members:
             m.kill(signal.SIGKILL)
 
-
-def end_offset(cluster: Cluster) -> int:
-    from kafka import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(bootstrap_servers=cluster.bootstrap())
-    try:
-        tp = TopicPartition(TOPIC, 0)
-        return int(c.end_offsets([tp])[tp])
-    finally:
-        c.close()
