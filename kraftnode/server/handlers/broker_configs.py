@@ -25,6 +25,9 @@ DEFAULT_CONFIG = 5
 # DescribeConfigsResponse ConfigType (ConfigDef.Type)
 _TYPES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "list": 7, "host:port": 2, "password": 9}
 _SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
+# Kafka's defaults of keys kraftnode requires (no default in kraftnode.configdefs): Kafka
+# lists them as the DEFAULT_CONFIG synonym
+_KAFKA_DEFAULTS = {"node.id": "-1"}
 
 
 def _sensitive(name: str) -> bool:
@@ -37,7 +40,8 @@ def _entries(props: Mapping[str, str]) -> list[tuple[str, str | None, str | None
     out = []
     for k in configdefs.KEYS:
         sens = k.type == "password" or _sensitive(k.name)
-        out.append((k.name, props.get(k.name), k.default, _TYPES.get(k.type, 2), sens, k.doc))
+        default = k.default if k.default is not None else _KAFKA_DEFAULTS.get(k.name)
+        out.append((k.name, props.get(k.name), default, _TYPES.get(k.type, 2), sens, k.doc))
     known = {k.name for k in configdefs.KEYS}
     for name in sorted(props):
         if name not in known and name.startswith(_SECURITY_PREFIXES):
