@@ -187,3 +187,64 @@ def test_kill_9_and_graceful_leave_then_leader_kill_during_a_rebalance(cluster: 
         for m in members:
             m.kill(signal.SIGKILL)
 
+
+
+def test_a_member_keeps_its_generation_across_a_leader_kill(cluster: Cluster) -> None:
+    """A member's session survives a leader change within its session timeout: after kill -9
+    of the raft leader, the member finds the new coordinator and heartbeats in the same
+    generation (no rebalance), and its offset commit is accepted there."""
+    import socket as sk
+
+    from kraftnode.protocol import generated as w
+    from kraftnode.protocol.registry import (
+        FIND_COORDINATOR,
+        HEARTBEAT,
+        JOIN_GROUP,
+        OFFSET_COMMIT,
+        SYNC_GROUP,
+    )
+    from tests.support.node import frame_call
+
+    def ask(node: int, api: int, version: int, body: Any) -> Any:
+        with sk.create_connection(("127.0.0.1", cluster.port(node)), timeout=15) as s:
+            return frame_call(s, api, version, body, 1, client_id="survivor")
+
+    lead = cluster.wait_for_leader().leader_id
+    J = w.JoinGroupRequest
+    member = ""
+    for _ in range(2):
+        j = ask(lead, JOIN_GROUP, 9, J(group_id="g-survive", session_timeout_ms=SESSION_MS, rebalance_timeout_ms=10_000,
+                                       member_id=member, group_instance_id=None, protocol_type="consumer",
+                                       reason=None, protocols=[J.JoinGroupRequestProtocol(name="range", metadata=b"m")]))
+        member = j.member_id
+    assert j.error_code == 0, j
+    S = w.SyncGroupRequest
+    s = ask(lead, SYNC_GROUP, 5, S(group_id="g-survive", generation_id=j.generation_id, member_id=member,
+                                   group_instance_id=None, protocol_type="consumer", protocol_name="range",
+                                   assignments=[S.SyncGroupRequestAssignment(member_id=member, assignment=b"a")]))
+    assert s.error_code == 0, s
+    cluster.kill(lead)
+    t0 = time.monotonic()
+    new = cluster.wait_for_leader(30, exclude=lead).leader_id
+    other = next(i for i in cluster.running() if i != new)
+
+    def heartbeat() -> Any:
+        fc = ask(other, FIND_COORDINATOR, 4, w.FindCoordinatorRequest(key_type=0, coordinator_keys=["g-survive"]))
+        coordinator = fc.coordinators[0].node_id
+        if fc.coordinators[0].error_code or coordinator not in cluster.running():
+            return None
+        hb = ask(coordinator, HEARTBEAT, 4, w.HeartbeatRequest(group_id="g-survive", generation_id=j.generation_id,
+                                                             member_id=member, group_instance_id=None))
+        return hb if hb.error_code == 0 else None
+    wait_until("a heartbeat in the same generation on the new leader", heartbeat, SESSION_MS / 1000)
+    assert time.monotonic() - t0 < SESSION_MS / 1000
+    C = w.OffsetCommitRequest
+    ok = ask(new, OFFSET_COMMIT, 9, C(group_id="g-survive", generation_id_or_member_epoch=j.generation_id,
+                                      member_id=member, group_instance_id=None, topics=[
+                                          C.OffsetCommitRequestTopic(name=TOPIC, partitions=[
+                                              C.OffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                                                             committed_leader_epoch=-1,
+                                                                             committed_metadata="")])]))
+    assert ok.topics[0].partitions[0].error_code == 0, ok
+    cluster.start(lead)
+    wait_for_hw(cluster, 1, 30)
