@@ -105,6 +105,9 @@ class GroupService:
         self.coordinator: GroupCoordinator | None = None
         self.epoch = -1
         self._wake = anyio.Event()
+        #: (epoch, log end) when this node last dropped its coordinator: in that epoch a new
+        #: one is built only from a state that has replayed everything appended until then
+        self._reload_after = (-1, 0)
 
     # ------------------------------------------------------------------ who coordinates
     def metadata_only_reason(self) -> str | None:
@@ -146,7 +149,10 @@ class GroupService:
         for _ in range(50):
             if state.next_offset >= hw or not h.duties.catch_up():
                 break
-        if state.next_offset < hw:
+        drop_epoch, drop_end = self._reload_after
+        if state.next_offset < hw or (drop_epoch == epoch and hw < drop_end):
+            # a coordinator this leader dropped (an append that did not commit in time) may
+            # have records in flight: the new one starts once they are committed and replayed
             return int(Errors.COORDINATOR_LOAD_IN_PROGRESS)
         self._load(epoch, state.app)
         return 0
@@ -162,6 +168,7 @@ class GroupService:
     def _drop(self) -> None:
         c, self.coordinator = self.coordinator, None
         if c is not None:
+            self._reload_after = (self.epoch, self.h.driver.log_end_offset())
             log.info("no longer coordinating groups (epoch %d)", self.epoch)
             for token, resp in c.unload().replies:
                 token.answer(resp)
