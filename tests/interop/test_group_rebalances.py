@@ -172,21 +172,24 @@ def test_kill_9_and_graceful_leave_then_leader_kill_during_a_rebalance(cluster: 
         members.append(fourth)
         wait_until("the new member to start", lambda: any(e["name"] == "startup_complete" for e in fourth.events()), 30)
         old = cluster.wait_for_leader().leader_id
+        t_leader_kill = time.time() * 1000
         cluster.kill(old)
-        cluster.wait_for_leader(30, exclude=old)
-        after = produce(cluster, 10, "after-leader-kill")
-        # the group settles on the new leader: both members assigned, the partition consumed
-        # and committed past the new records
-        wait_until("the group to settle and commit everything on the new leader",
-                   lambda: committed([third, fourth]) and committed([third, fourth])[-1][1] >= after, 60)
-        assert any(e["name"] == "partitions_assigned" for e in fourth.events())
-        check_at_least_once(members)
-        cluster.start(old)
-        wait_for_hw(cluster, 1, 30)
+        try:
+            cluster.wait_for_leader(30, exclude=old)
+            after = produce(cluster, 10, "after-leader-kill")
+            # the group settles on the new leader: the new member assigned (the rebalance it
+            # started completed), the partition consumed and committed past the new records
+            wait_until("the group to settle and commit everything on the new leader",
+                       lambda: any(e["name"] == "partitions_assigned" and e["timestamp"] > t_leader_kill
+                                   for e in fourth.events())
+                       and committed([third, fourth]) and committed([third, fourth])[-1][1] >= after, 60)
+            check_at_least_once(members)
+        finally:
+            cluster.start(old)
+            wait_for_hw(cluster, 1, 30)
     finally:
         for m in members:
             m.kill(signal.SIGKILL)
-
 
 
 def test_a_member_keeps_its_generation_across_a_leader_kill(cluster: Cluster) -> None:
@@ -196,13 +199,7 @@ def test_a_member_keeps_its_generation_across_a_leader_kill(cluster: Cluster) ->
     import socket as sk
 
     from kraftnode.protocol import generated as w
-    from kraftnode.protocol.registry import (
-        FIND_COORDINATOR,
-        HEARTBEAT,
-        JOIN_GROUP,
-        OFFSET_COMMIT,
-        SYNC_GROUP,
-    )
+    from kraftnode.protocol.registry import JOIN_GROUP, SYNC_GROUP
     from tests.support.node import frame_call
 
     def ask(node: int, api: int, version: int, body: Any) -> Any:
@@ -224,6 +221,17 @@ def test_a_member_keeps_its_generation_across_a_leader_kill(cluster: Cluster) ->
                                    assignments=[S.SyncGroupRequestAssignment(member_id=member, assignment=b"a")]))
     assert s.error_code == 0, s
     cluster.kill(lead)
+    try:
+        _survive(cluster, ask, lead, member, j.generation_id)
+    finally:
+        cluster.start(lead)
+        wait_for_hw(cluster, 1, 30)
+
+
+def _survive(cluster: Cluster, ask: Any, lead: int, member: str, generation: int) -> None:
+    from kraftnode.protocol import generated as w
+    from kraftnode.protocol.registry import FIND_COORDINATOR, HEARTBEAT, OFFSET_COMMIT
+
     t0 = time.monotonic()
     new = cluster.wait_for_leader(30, exclude=lead).leader_id
     other = next(i for i in cluster.running() if i != new)
@@ -233,18 +241,16 @@ def test_a_member_keeps_its_generation_across_a_leader_kill(cluster: Cluster) ->
         coordinator = fc.coordinators[0].node_id
         if fc.coordinators[0].error_code or coordinator not in cluster.running():
             return None
-        hb = ask(coordinator, HEARTBEAT, 4, w.HeartbeatRequest(group_id="g-survive", generation_id=j.generation_id,
+        hb = ask(coordinator, HEARTBEAT, 4, w.HeartbeatRequest(group_id="g-survive", generation_id=generation,
                                                              member_id=member, group_instance_id=None))
         return hb if hb.error_code == 0 else None
     wait_until("a heartbeat in the same generation on the new leader", heartbeat, SESSION_MS / 1000)
     assert time.monotonic() - t0 < SESSION_MS / 1000
     C = w.OffsetCommitRequest
-    ok = ask(new, OFFSET_COMMIT, 9, C(group_id="g-survive", generation_id_or_member_epoch=j.generation_id,
+    ok = ask(new, OFFSET_COMMIT, 9, C(group_id="g-survive", generation_id_or_member_epoch=generation,
                                       member_id=member, group_instance_id=None, topics=[
                                           C.OffsetCommitRequestTopic(name=TOPIC, partitions=[
                                               C.OffsetCommitRequestPartition(partition_index=0, committed_offset=1,
                                                                              committed_leader_epoch=-1,
                                                                              committed_metadata="")])]))
     assert ok.topics[0].partitions[0].error_code == 0, ok
-    cluster.start(lead)
-    wait_for_hw(cluster, 1, 30)

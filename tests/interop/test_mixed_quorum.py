@@ -555,8 +555,12 @@ def test_groups_are_refused_while_a_kafka_node_votes(mixed: Mixed) -> None:
     finally:
         consumer.close()
     assert time.monotonic() - t0 < 10
-    _, f = call(mixed.cl.port(lead), OFFSET_FETCH, 7, w.OffsetFetchRequest(group_id="g-mixed", topics=None))
-    assert f.error_code == 0 and f.topics == []  # type: ignore[attr-defined]
+    def fetched() -> Any:
+        _, f = call(mixed.cl.port(lead), OFFSET_FETCH, 7, w.OffsetFetchRequest(group_id="g-mixed", topics=None))
+        # COORDINATOR_LOAD_IN_PROGRESS (retriable) while a new leader replays the log
+        return f if f.error_code != Errors.COORDINATOR_LOAD_IN_PROGRESS else None  # type: ignore[attr-defined]
+    f = wait_until("OffsetFetch on the leader", fetched, 20, mixed.logs)
+    assert f.error_code == 0 and f.topics == [], f
     # nothing but metadata records was written: the Java voter still replays every one
     assert high_watermark_of(mixed.cl.port(lead)) >= end
     assert not mixed.java.faults(), mixed.java.faults()
