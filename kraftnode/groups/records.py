@@ -19,7 +19,7 @@ the record type, as in Kafka's ``CoordinatorRecordSerde``:
 
 The prefix is the one the simple-group offsets always used (``kraftnode.offsets\\0``,
 "the __consumer_offsets records"): a metadata record has no key at all, so the keyed
-records of the state machine (kraftnode.server.metadata_state, compacted to the latest
+records of the state machine (kraftnode.metadata.state, compacted to the latest
 value per key and carried by snapshots) hold the groups' state exactly as a compacted
 ``__consumer_offsets`` partition does.
 """

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kraftnode.groups import records as rec
-from kraftnode.server.metadata_state import MetadataState
+from kraftnode.metadata.state import MetadataState
 from recordbatch import Record, build_batch, iter_batches
 from tests.simulation.sim import Simulation, Violation
 from tests.simulation.state_layer import GroupWatch

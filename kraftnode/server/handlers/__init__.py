@@ -1,11 +1,12 @@
 """Request handlers: turn parsed wire requests into core events or log reads, and back.
 
 Split by audience: ``raft_peers`` (Vote, BeginQuorumEpoch, EndQuorumEpoch, a replica's
-Fetch, FetchSnapshot, UpdateRaftVoter: through the one RPC table, kraftnode.server.raft_rpcs),
-``applications`` (Produce, consumer Fetch, ListOffsets, Metadata, InitProducerId, groups),
-``admin`` (DescribeCluster, DescribeQuorum, DescribeConfigs, UpdateFeatures, voter
-changes, ACL/SCRAM admin and forwarding), and ``kafka_compat`` (record shape checks and
-Kafka's numbers). :class:`NodeHandlers` joins them; :data:`HANDLERS` is the one dispatch
+Fetch, FetchSnapshot, UpdateRaftVoter: through the one RPC table, kraftnode.server.raft.rpcs),
+``applications`` (Produce, consumer Fetch, ListOffsets, Metadata, InitProducerId),
+``groups`` (FindCoordinator, OffsetCommit, OffsetFetch of simple groups), ``admin``
+(DescribeCluster, DescribeQuorum, DescribeConfigs, UpdateFeatures, voter changes, SASL,
+and forwarding; the ACL and SCRAM APIs in ``acls`` and ``scram_credentials``), and
+``kafka_compat`` (record shape checks and Kafka's numbers). :class:`NodeHandlers` joins them; :data:`HANDLERS` is the one dispatch
 table from API key to handler, and security.api_checks the one per-API authorization table.
 """
 
@@ -46,8 +47,8 @@ from kraftnode.protocol.registry import (
     VOTE,
 )
 from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
-from kraftnode.server import api_versions
-from kraftnode.server import raft_wire as rw
+from kraftnode.security import api_checks
+from kraftnode.security import authorizer as az
 from kraftnode.server.handlers import groups
 from kraftnode.server.handlers.admin import AdminHandlers
 from kraftnode.server.handlers.applications import ApplicationHandlers
@@ -57,9 +58,9 @@ from kraftnode.server.handlers.kafka_compat import (
     TOPIC_AUTHORIZED_OPERATIONS,
     kraft_record_shape_error,
 )
-from kraftnode.server.network import Reply
-from kraftnode.server.security import api_checks
-from kraftnode.server.security import authorizer as az
+from kraftnode.server.net import api_versions
+from kraftnode.server.net.listener import Reply
+from kraftnode.server.raft import wire as rw
 
 __all__ = [
     "CLUSTER_AUTHORIZED_OPERATIONS", "HANDLERS", "TOPIC_AUTHORIZED_OPERATIONS",
@@ -72,6 +73,10 @@ log = logging.getLogger("kraftnode.handlers")
 
 class NodeHandlers(ApplicationHandlers, AdminHandlers):
     """Routes parsed requests to the code that answers them (:data:`HANDLERS`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.groups = groups.GroupService(self, self.group_config)   # the group coordinator
 
     async def __call__(self, request: Request, peer: str) -> Reply | None:
         key = request.spec.key
@@ -127,6 +132,7 @@ HANDLERS: dict[int, Handler] = {
     PRODUCE: NodeHandlers._produce, LIST_OFFSETS: NodeHandlers._list_offsets,
     METADATA: NodeHandlers._metadata, INIT_PRODUCER_ID: NodeHandlers._init_producer_id,
     CONTROLLER_REGISTRATION: NodeHandlers._controller_registration,
+    # groups (kraftnode.server.handlers.groups)
     **groups.HANDLERS,
     # admin
     DESCRIBE_CLUSTER: NodeHandlers._describe_cluster, DESCRIBE_QUORUM: NodeHandlers._describe_quorum,

@@ -30,7 +30,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -53,13 +53,11 @@ from kraftnode.protocol.registry import (
     OFFSET_FETCH,
     SYNC_GROUP,
 )
-from kraftnode.server import raft_wire as rw
-from kraftnode.server.raft_log import RawBatches
-from kraftnode.server.security import authorizer as az
+from kraftnode.security import authorizer as az
+from kraftnode.server.handlers.base import HandlerBase
+from kraftnode.server.raft import wire as rw
+from kraftnode.server.raft.disk_log import RawBatches
 from recordbatch import Record, build_batch
-
-if TYPE_CHECKING:
-    from kraftnode.server.handlers.base import HandlerBase
 
 log = logging.getLogger("kraftnode.groups")
 
@@ -277,7 +275,7 @@ async def find_coordinator(h: HandlerBase, q: w.FindCoordinatorRequest, v: int) 
 
     def answer(key: str) -> Any:
         c = R.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=0, error_message=None)
-        if q.key_type == GROUP_KEY_TYPE and v >= 4 and h._denied(az.GROUP, key, az.DESCRIBE, FIND_COORDINATOR):
+        if q.key_type == GROUP_KEY_TYPE and v >= 4 and h.denied(az.GROUP, key, az.DESCRIBE, FIND_COORDINATOR):
             # KafkaApis.getCoordinator (v0-3 are refused whole, security.api_checks)
             c.error_code = Errors.GROUP_AUTHORIZATION_FAILED
             c.error_message = "Group authorization failed."
@@ -331,7 +329,7 @@ def _new_member_id(prefix: str) -> str:
 
 async def join_group(h: HandlerBase, q: w.JoinGroupRequest, v: int) -> w.JoinGroupResponse:
     err = _join_error(q.member_id)
-    if h._denied(az.GROUP, q.group_id, az.READ, JOIN_GROUP):
+    if h.denied(az.GROUP, q.group_id, az.READ, JOIN_GROUP):
         return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
     code = _write_refusal(h)
     if code:
@@ -347,7 +345,7 @@ async def join_group(h: HandlerBase, q: w.JoinGroupRequest, v: int) -> w.JoinGro
 
 
 async def sync_group(h: HandlerBase, q: w.SyncGroupRequest, v: int) -> w.SyncGroupResponse:
-    if h._denied(az.GROUP, q.group_id, az.READ, SYNC_GROUP):
+    if h.denied(az.GROUP, q.group_id, az.READ, SYNC_GROUP):
         return _sync_error(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
     code = _write_refusal(h)
     if code:
@@ -364,7 +362,7 @@ async def sync_group(h: HandlerBase, q: w.SyncGroupRequest, v: int) -> w.SyncGro
 async def heartbeat(h: HandlerBase, q: w.HeartbeatRequest, v: int) -> w.HeartbeatResponse:
     def err(code: int) -> Any:
         return w.HeartbeatResponse(throttle_time_ms=0, error_code=int(code))
-    if h._denied(az.GROUP, q.group_id, az.READ, HEARTBEAT):
+    if h.denied(az.GROUP, q.group_id, az.READ, HEARTBEAT):
         return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
     now = now_ms()
     return await _service(h).call(err, lambda c, t: c.heartbeat(t, q, v, now))  # type: ignore[no-any-return]
@@ -373,7 +371,7 @@ async def heartbeat(h: HandlerBase, q: w.HeartbeatRequest, v: int) -> w.Heartbea
 async def leave_group(h: HandlerBase, q: w.LeaveGroupRequest, v: int) -> w.LeaveGroupResponse:
     def err(code: int) -> Any:
         return w.LeaveGroupResponse(throttle_time_ms=0, error_code=int(code), members=[])
-    if h._denied(az.GROUP, q.group_id, az.READ, LEAVE_GROUP):
+    if h.denied(az.GROUP, q.group_id, az.READ, LEAVE_GROUP):
         return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
     code = _write_refusal(h)
     if code:
@@ -396,7 +394,7 @@ async def offset_commit(h: HandlerBase, q: w.OffsetCommitRequest, v: int) -> w.O
     refused: dict[tuple[str, int], int] = {}
     for t in q.topics:
         for p in t.partitions:
-            if h._denied(az.TOPIC, t.name, az.READ, OFFSET_COMMIT):   # KafkaApis: READ per topic
+            if h.denied(az.TOPIC, t.name, az.READ, OFFSET_COMMIT):   # KafkaApis: READ per topic
                 refused[(t.name, p.partition_index)] = int(Errors.TOPIC_AUTHORIZATION_FAILED)
             elif t.name != rw.METADATA_TOPIC or p.partition_index != 0:
                 refused[(t.name, p.partition_index)] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
@@ -416,12 +414,12 @@ async def offset_fetch(h: HandlerBase, q: w.OffsetFetchRequest, v: int) -> w.Off
         assert c is not None
         if wanted is None:
             err, rows = c.offset_fetch(group, None, member, epoch)
-            rows = [(t, ps) for t, ps in rows if not h._denied(az.TOPIC, t, az.DESCRIBE, OFFSET_FETCH)]
+            rows = [(t, ps) for t, ps in rows if not h.denied(az.TOPIC, t, az.DESCRIBE, OFFSET_FETCH)]
         else:
             err, rows = c.offset_fetch(group, wanted, member, epoch)
         out = []
         for topic, ps in rows:
-            denied = h._denied(az.TOPIC, topic, az.DESCRIBE, OFFSET_FETCH)
+            denied = h.denied(az.TOPIC, topic, az.DESCRIBE, OFFSET_FETCH)
             out.append((topic, [(p, -1, -1, "", int(Errors.TOPIC_AUTHORIZATION_FAILED)) if denied
                                 else (p, o, e, md, 0) for p, o, e, md in ps]))
         return err, out
@@ -432,7 +430,7 @@ async def offset_fetch(h: HandlerBase, q: w.OffsetFetchRequest, v: int) -> w.Off
             wanted = None if gq.topics is None else [(t.name, list(t.partition_indexes)) for t in gq.topics]
             group_code = code
             topics = []
-            if not code and h._denied(az.GROUP, gq.group_id, az.DESCRIBE, OFFSET_FETCH):
+            if not code and h.denied(az.GROUP, gq.group_id, az.DESCRIBE, OFFSET_FETCH):
                 group_code = int(Errors.GROUP_AUTHORIZATION_FAILED)
             if not group_code:
                 member = getattr(gq, "member_id", None)
@@ -468,7 +466,7 @@ async def offset_fetch(h: HandlerBase, q: w.OffsetFetchRequest, v: int) -> w.Off
 async def offset_delete(h: HandlerBase, q: w.OffsetDeleteRequest, v: int) -> w.OffsetDeleteResponse:
     def err(code: int) -> Any:
         return w.OffsetDeleteResponse(error_code=int(code), throttle_time_ms=0, topics=[])
-    if h._denied(az.GROUP, q.group_id, az.DELETE, OFFSET_DELETE):
+    if h.denied(az.GROUP, q.group_id, az.DELETE, OFFSET_DELETE):
         return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
     code = _write_refusal(h)
     if code:
@@ -485,7 +483,7 @@ async def describe_groups(h: HandlerBase, q: w.DescribeGroupsRequest, v: int) ->
     out = []
     described = {d.group_id: d for d in c.describe_groups(list(q.groups))} if c is not None and not code else {}
     for gid in q.groups:
-        if h._denied(az.GROUP, gid, az.DESCRIBE, DESCRIBE_GROUPS):
+        if h.denied(az.GROUP, gid, az.DESCRIBE, DESCRIBE_GROUPS):
             out.append(D.DescribedGroup(error_code=Errors.GROUP_AUTHORIZATION_FAILED, group_id=gid, group_state="",
                                         protocol_type="", protocol_data="", members=[],
                                         authorized_operations=UNAUTHORIZED_OPS))
@@ -494,7 +492,7 @@ async def describe_groups(h: HandlerBase, q: w.DescribeGroupsRequest, v: int) ->
                                         protocol_data="", members=[], authorized_operations=UNAUTHORIZED_OPS))
         else:
             d = described[gid]
-            d.authorized_operations = (h._authorized_ops(az.GROUP, gid, 1 << az.READ | 1 << az.DESCRIBE
+            d.authorized_operations = (h.authorized_operations(az.GROUP, gid, 1 << az.READ | 1 << az.DESCRIBE
                                                          | 1 << az.DELETE)
                                        if getattr(q, "include_authorized_operations", False) else UNAUTHORIZED_OPS)
             out.append(d)
@@ -508,8 +506,8 @@ async def list_groups(h: HandlerBase, q: w.ListGroupsRequest, v: int) -> w.ListG
     if code or c is None:
         return L(throttle_time_ms=0, error_code=code or Errors.COORDINATOR_NOT_AVAILABLE, groups=[])
     groups = c.list_groups(list(getattr(q, "states_filter", []) or []), list(getattr(q, "types_filter", []) or []))
-    if h.authz is not None and h._denied(4, az.CLUSTER_NAME, az.DESCRIBE, LIST_GROUPS):
-        groups = [g for g in groups if not h._denied(az.GROUP, g.group_id, az.DESCRIBE, LIST_GROUPS)]
+    if h.authz is not None and h.denied(4, az.CLUSTER_NAME, az.DESCRIBE, LIST_GROUPS):
+        groups = [g for g in groups if not h.denied(az.GROUP, g.group_id, az.DESCRIBE, LIST_GROUPS)]
     return L(throttle_time_ms=0, error_code=0, groups=groups)
 
 
@@ -523,7 +521,7 @@ async def delete_groups(h: HandlerBase, q: w.DeleteGroupsRequest, v: int) -> w.D
     if code:
         return err(code)  # type: ignore[no-any-return]
     refused = {g: int(Errors.GROUP_AUTHORIZATION_FAILED) for g in q.groups_names
-               if h._denied(az.GROUP, g, az.DELETE, DELETE_GROUPS)}
+               if h.denied(az.GROUP, g, az.DELETE, DELETE_GROUPS)}
     now = now_ms()
     return await _service(h).call(  # type: ignore[no-any-return]
         err, lambda c, t: c.delete_groups(t, list(q.groups_names), now, refused))
@@ -541,7 +539,7 @@ async def consumer_group_heartbeat(h: HandlerBase, q: w.ConsumerGroupHeartbeatRe
         return err(Errors.UNSUPPORTED_VERSION,  # type: ignore[no-any-return]
                    "The new group coordinator is not enabled (group.coordinator.rebalance.protocols "
                    "does not list consumer)")
-    if h._denied(az.GROUP, q.group_id, az.READ, CONSUMER_GROUP_HEARTBEAT):
+    if h.denied(az.GROUP, q.group_id, az.READ, CONSUMER_GROUP_HEARTBEAT):
         return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
     code = _write_refusal(h)
     if code:
@@ -570,7 +568,7 @@ async def consumer_group_describe(h: HandlerBase, q: w.ConsumerGroupDescribeRequ
         if c is not None and not code else {}
     out = []
     for gid in q.group_ids:
-        if h._denied(az.GROUP, gid, az.DESCRIBE, CONSUMER_GROUP_DESCRIBE):
+        if h.denied(az.GROUP, gid, az.DESCRIBE, CONSUMER_GROUP_DESCRIBE):
             code_g: int = int(Errors.GROUP_AUTHORIZATION_FAILED)
         else:
             code_g = code
@@ -581,7 +579,7 @@ async def consumer_group_describe(h: HandlerBase, q: w.ConsumerGroupDescribeRequ
         else:
             d = described[gid]
             if q.include_authorized_operations:
-                d.authorized_operations = h._authorized_ops(az.GROUP, gid, 1 << az.READ | 1 << az.DESCRIBE
+                d.authorized_operations = h.authorized_operations(az.GROUP, gid, 1 << az.READ | 1 << az.DESCRIBE
                                                             | 1 << az.DELETE)
             out.append(d)
     return D(throttle_time_ms=0, groups=out)
