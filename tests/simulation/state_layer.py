@@ -223,10 +223,22 @@ class GroupWatch:
         self.served: dict[str, tuple[int, int]] = {}
         self.observations = 0
 
+    _views: dict[tuple[tuple[bytes, bytes], ...], dict[str, tuple[int, int]]] = {}
+
     @staticmethod
     def view(sm: MetadataState) -> dict[str, tuple[int, int]]:
+        items = tuple(sorted((k, v) for k, v in sm.app.items() if k.startswith(RECORD_KEY_PREFIX)))
+        got = GroupWatch._views.get(items)
+        if got is None:   # memoized: the same group records give the same coordinator state
+            if len(GroupWatch._views) > 10_000:
+                GroupWatch._views.clear()
+            got = GroupWatch._views[items] = GroupWatch._build(items)
+        return got
+
+    @staticmethod
+    def _build(items: tuple[tuple[bytes, bytes], ...]) -> dict[str, tuple[int, int]]:
         c = GroupCoordinator(GroupConfig(), dict)
-        c.replay_all((k, v) for k, v in sm.app.items() if k.startswith(RECORD_KEY_PREFIX))
+        c.replay_all(items)
         out = {}
         for group, offsets in c.offsets.items():
             o = offsets.get(("t", 0))
