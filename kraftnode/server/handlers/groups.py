@@ -203,7 +203,13 @@ class GroupService:
             return error(code)
         assert self.coordinator is not None
         token = _Pending(error)
-        result = op(self.coordinator, token)
+        try:
+            result = op(self.coordinator, token)
+        except Exception:
+            # a coordinator bug: its state may be half changed, start over from the log
+            log.exception("the group coordinator failed; it starts over from the log")
+            self._drop()
+            raise
         self._wake.set()
         await self.execute(result)
         if wait_s > 0:
@@ -231,7 +237,12 @@ class GroupService:
                 await self._wake.wait()
             c = self.coordinator
             if c is not None and self.h.driver.is_leader:
-                result = c.poll(now_ms())
+                try:
+                    result = c.poll(now_ms())
+                except Exception:
+                    log.exception("the group coordinator's timers failed; it starts over from the log")
+                    self._drop()
+                    continue
                 if result.records or result.replies:
                     asyncio.get_running_loop().create_task(self.execute(result))
 
