@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kraftnode.errors import LocalError
+
 __all__ = ["GroupConfig", "GroupConfigError", "KEYS", "from_properties"]
 
 CLASSIC = "classic"
@@ -17,7 +19,7 @@ ASSIGNOR_CLASSES = {
 }
 
 
-class GroupConfigError(ValueError):
+class GroupConfigError(LocalError, ValueError):
     """A group configuration value Kafka would refuse; the message names the key."""
 
 

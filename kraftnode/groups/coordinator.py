@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraftnode.errors import RemoteError
 from kraftnode.groups import records as rec
 from kraftnode.groups.classic import (
     CONSUMER_PROTOCOL_TYPE,
@@ -73,7 +74,7 @@ class Result:
     replies: list[tuple[Any, Any]] = field(default_factory=list)
 
 
-class _Error(Exception):
+class _Error(RemoteError):
     def __init__(self, code: int, message: str | None = None) -> None:
         super().__init__(message)
         self.code = int(code)
