@@ -220,8 +220,6 @@ KEYS: tuple[ConfigKey, ...] = (
        "__transaction_state.", group="Broker", honoured=False, why=_BROKER),
     _k("transaction.state.log.min.isr", "int", "2", "min.insync.replicas of __transaction_state.",
        group="Broker", honoured=False, why=_BROKER),
-    _k("group.initial.rebalance.delay.ms", "int", "3000", "Delay of a consumer group's first "
-       "rebalance.", group="Broker", honoured=False, why=_BROKER),
     # ---- the controller (docs/controller.md)
     _k("broker.session.timeout.ms", "int", "9000", "A broker that has not heartbeated for this long "
        "is fenced: it leaves every ISR and its leaderships move.", group="Controller", at_least=1),
@@ -269,6 +267,40 @@ KEYS: tuple[ConfigKey, ...] = (
        why="re-authentication is not supported: sessions do not expire (lifetime 0)"),
     _k("principal.builder.class", "string", None, "Builds a connection's principal.",
        group="Security", honoured=False, why="the default principal builder's rules are built in"),
+    _k("message.max.bytes", "int", "1048588", "The largest record batch a producer may write "
+       "(larger: MESSAGE_TOO_LARGE, as a Kafka broker answers). Values above 8388608 act as "
+       "8388608, the raft log's own limit.", group="Log", at_least=0),
+    # ---- the group coordinator (kraftnode.groups; docs/server.md "Consumer groups")
+    _k("group.min.session.timeout.ms", "int", "6000", "The smallest session timeout a classic "
+       "group member may ask for (smaller: INVALID_SESSION_TIMEOUT).", group="Groups"),
+    _k("group.max.session.timeout.ms", "int", "1800000", "The largest session timeout a classic "
+       "group member may ask for.", group="Groups"),
+    _k("group.initial.rebalance.delay.ms", "int", "3000", "How long the first rebalance of an "
+       "empty classic group waits for more members (extended while members keep joining, up "
+       "to the rebalance timeout).", group="Groups", at_least=0),
+    _k("group.max.size", "int", "2147483647", "The most members of a classic group.",
+       group="Groups", at_least=1),
+    _k("group.coordinator.rebalance.protocols", "list", "classic", "The group protocols "
+       "served: `classic`, and `consumer` (KIP-848, ConsumerGroupHeartbeat; a preview in "
+       "Kafka 3.9).", group="Groups"),
+    _k("group.consumer.session.timeout.ms", "int", "45000", "The session timeout of KIP-848 "
+       "consumer group members.", group="Groups", at_least=1),
+    _k("group.consumer.min.session.timeout.ms", "int", "45000", "Lower bound of "
+       "`group.consumer.session.timeout.ms`.", group="Groups", at_least=1),
+    _k("group.consumer.max.session.timeout.ms", "int", "60000", "Upper bound of "
+       "`group.consumer.session.timeout.ms`.", group="Groups", at_least=1),
+    _k("group.consumer.heartbeat.interval.ms", "int", "5000", "The heartbeat interval KIP-848 "
+       "members are told to use.", group="Groups", at_least=1),
+    _k("group.consumer.min.heartbeat.interval.ms", "int", "5000", "Lower bound of "
+       "`group.consumer.heartbeat.interval.ms`.", group="Groups", at_least=1),
+    _k("group.consumer.max.heartbeat.interval.ms", "int", "15000", "Upper bound of "
+       "`group.consumer.heartbeat.interval.ms`.", group="Groups", at_least=1),
+    _k("group.consumer.max.size", "int", "2147483647", "The most members of a KIP-848 consumer "
+       "group.", group="Groups", at_least=1),
+    _k("group.consumer.assignors", "list", "uniform,range", "The server-side assignors, the "
+       "first the default (`uniform`, `range`, or Kafka's class names for them).", group="Groups"),
+    _k("offset.metadata.max.bytes", "int", "4096", "The longest metadata string of a committed "
+       "offset (longer: OFFSET_METADATA_TOO_LARGE).", group="Groups", at_least=0),
     _k("kraftnode.raft.topic", "string", None, "The topic the quorum replicates: "
        f"`{METADATA_TOPIC}` (a KRaft controller quorum) or `{TEST_RAFT_TOPIC}` (to join "
        "Kafka's TestRaftServer). Default: decided by the cluster id.", group="kraftnode",
@@ -337,6 +369,7 @@ _GROUP_TITLES = {
     "Node": "Node", "Quorum": "Quorum", "Listeners": "Listeners and connections", "Log": "Log",
     "Controller": "Controller (docs/controller.md; the controller's own `log.*`, `message.max.bytes`, `compression.type`, ... keys are the static defaults of topic configs, as in Kafka)",
     "Security": "Security (the `ssl.*`, `sasl.*` and `listener.name.<listener>.*` key families are Kafka's, read as Kafka reads them: docs/security.md)", "Broker": "Broker keys (accepted, not used)",
+    "Groups": "Consumer groups (the group coordinator on the raft leader: docs/server.md)",
     "kraftnode": "kraftnode's own keys",
 }
 

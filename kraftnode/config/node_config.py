@@ -16,6 +16,9 @@ from kraftnode.config import keys, validation
 from kraftnode.config.properties import Listener
 from kraftnode.config.server_config import ServerConfig
 from kraftnode.config.validation import VoterAddress, parse_voters
+from kraftnode.errors import ConfigError
+from kraftnode.groups import config as groups_config
+from kraftnode.groups.config import GroupConfig
 from kraftnode.log.metadata_log import LogConfig
 from kraftnode.security import authorizer
 from kraftnode.security import setup as security_setup
@@ -98,6 +101,11 @@ class NodeConfig:
     #: every property as written: the controller reads its keys and its topic-config defaults
     #: from them (docs/controller.md; kraftnode.server.metadata.controller_shell.controller_config)
     properties: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    #: the group coordinator's keys (group.*, offset.metadata.max.bytes; kraftnode.groups.config)
+    group_config: GroupConfig = field(default_factory=GroupConfig, hash=False, compare=False)
+    #: message.max.bytes: the largest record batch a producer may write (capped by the raft
+    #: log's 8 MiB, KafkaRaftClient.MAX_BATCH_SIZE_BYTES)
+    message_max_bytes: int = _table_default("message.max.bytes")
 
     @property
     def is_dynamic(self) -> bool:
@@ -117,6 +125,10 @@ def load(path: str, *, check_storage: bool = False) -> NodeConfig:
     security = security_setup.build(raw, [ln.name for ln in listeners], names)
     authorizer_config = {k: v for k, v in raw.items() if k in authorizer.CONFIG_KEYS}
     authorizer.check_config(authorizer_config)
+    try:
+        group_config = groups_config.from_properties(raw)
+    except groups_config.GroupConfigError as e:
+        raise ConfigError(str(e)) from None
     if check_storage:  # after every key: a configuration error is reported before the disk's
         validation.check_metadata_log_dir(cfg)
     return NodeConfig(
@@ -157,6 +169,8 @@ def load(path: str, *, check_storage: bool = False) -> NodeConfig:
         security=security,
         authorizer_config=authorizer_config,
         properties=dict(raw),
+        group_config=group_config,
+        message_max_bytes=cfg.int_value("message.max.bytes"),
     )
 
 

@@ -147,7 +147,10 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                                           {n: int(sec.protocol) for n, sec in cfg.security.items()}
                                           ) if controller else None
                 handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), drv,
-                                        features, duties, security_hooks.authorizer(cfg.authorizer_config, duties))
+                                        features, duties, security_hooks.authorizer(cfg.authorizer_config, duties),
+                                        cfg.group_config)
+                handlers.message_max_bytes = cfg.message_max_bytes
+                handlers.broker_properties = _properties(cfg)
                 if duties is not None:  # the controller APIs (docs/controller.md)
                     handlers.controller = ControllerShell(
                         drv, duties, controller_config(cfg.properties, cluster_id, cfg.node_id,
@@ -163,6 +166,7 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 if handlers.controller is not None:
                     tg.start_soon(handlers.controller.run)
                 tg.start_soon(snapshots.run, lambda: drv.high_watermark)
+                tg.start_soon(handlers.groups.run)  # the group coordinator's timers
                 log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
                          "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
                          "static" if node.history.kraft_version() == 0 else "dynamic", topic, ",".join(bound),
@@ -198,6 +202,16 @@ def _load_state(mlog: MetadataLog, store: QuorumStateStore, state_machine: State
     except (OSError, SnapshotError, ValueError) as e:
         raise StartupError(f"cannot load the metadata snapshots in {mlog.dir}: {e}") from None
     return election, sm, runner
+
+
+def _properties(cfg: NodeConfig) -> dict[str, str]:
+    """The properties file as read at start-up (DescribeConfigs lists them as static configs)."""
+    from kraftnode.config import ServerConfig
+
+    try:
+        return dict(ServerConfig.load(cfg.source).props.raw())
+    except (OSError, ConfigError):
+        return {}
 
 
 def _raft_topic(cfg: NodeConfig, cluster_id: str) -> str:

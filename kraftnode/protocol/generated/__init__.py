@@ -25,6 +25,10 @@ from kraftnode.protocol.generated.broker_heartbeat_request import BrokerHeartbea
 from kraftnode.protocol.generated.broker_heartbeat_response import BrokerHeartbeatResponse
 from kraftnode.protocol.generated.broker_registration_request import BrokerRegistrationRequest
 from kraftnode.protocol.generated.broker_registration_response import BrokerRegistrationResponse
+from kraftnode.protocol.generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from kraftnode.protocol.generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
+from kraftnode.protocol.generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
+from kraftnode.protocol.generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 from kraftnode.protocol.generated.controlled_shutdown_request import ControlledShutdownRequest
 from kraftnode.protocol.generated.controlled_shutdown_response import ControlledShutdownResponse
 from kraftnode.protocol.generated.controller_registration_request import ControllerRegistrationRequest
@@ -40,6 +44,8 @@ from kraftnode.protocol.generated.create_topics_response import CreateTopicsResp
 from kraftnode.protocol.generated.default_principal_data import DefaultPrincipalData
 from kraftnode.protocol.generated.delete_acls_request import DeleteAclsRequest
 from kraftnode.protocol.generated.delete_acls_response import DeleteAclsResponse
+from kraftnode.protocol.generated.delete_groups_request import DeleteGroupsRequest
+from kraftnode.protocol.generated.delete_groups_response import DeleteGroupsResponse
 from kraftnode.protocol.generated.delete_topics_request import DeleteTopicsRequest
 from kraftnode.protocol.generated.delete_topics_response import DeleteTopicsResponse
 from kraftnode.protocol.generated.describe_acls_request import DescribeAclsRequest
@@ -52,6 +58,8 @@ from kraftnode.protocol.generated.describe_configs_request import DescribeConfig
 from kraftnode.protocol.generated.describe_configs_response import DescribeConfigsResponse
 from kraftnode.protocol.generated.describe_delegation_token_request import DescribeDelegationTokenRequest
 from kraftnode.protocol.generated.describe_delegation_token_response import DescribeDelegationTokenResponse
+from kraftnode.protocol.generated.describe_groups_request import DescribeGroupsRequest
+from kraftnode.protocol.generated.describe_groups_response import DescribeGroupsResponse
 from kraftnode.protocol.generated.describe_quorum_request import DescribeQuorumRequest
 from kraftnode.protocol.generated.describe_quorum_response import DescribeQuorumResponse
 from kraftnode.protocol.generated.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
@@ -70,10 +78,18 @@ from kraftnode.protocol.generated.fetch_snapshot_request import FetchSnapshotReq
 from kraftnode.protocol.generated.fetch_snapshot_response import FetchSnapshotResponse
 from kraftnode.protocol.generated.find_coordinator_request import FindCoordinatorRequest
 from kraftnode.protocol.generated.find_coordinator_response import FindCoordinatorResponse
+from kraftnode.protocol.generated.heartbeat_request import HeartbeatRequest
+from kraftnode.protocol.generated.heartbeat_response import HeartbeatResponse
 from kraftnode.protocol.generated.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from kraftnode.protocol.generated.incremental_alter_configs_response import IncrementalAlterConfigsResponse
 from kraftnode.protocol.generated.init_producer_id_request import InitProducerIdRequest
 from kraftnode.protocol.generated.init_producer_id_response import InitProducerIdResponse
+from kraftnode.protocol.generated.join_group_request import JoinGroupRequest
+from kraftnode.protocol.generated.join_group_response import JoinGroupResponse
+from kraftnode.protocol.generated.leave_group_request import LeaveGroupRequest
+from kraftnode.protocol.generated.leave_group_response import LeaveGroupResponse
+from kraftnode.protocol.generated.list_groups_request import ListGroupsRequest
+from kraftnode.protocol.generated.list_groups_response import ListGroupsResponse
 from kraftnode.protocol.generated.list_offsets_request import ListOffsetsRequest
 from kraftnode.protocol.generated.list_offsets_response import ListOffsetsResponse
 from kraftnode.protocol.generated.list_partition_reassignments_request import ListPartitionReassignmentsRequest
@@ -82,6 +98,8 @@ from kraftnode.protocol.generated.metadata_request import MetadataRequest
 from kraftnode.protocol.generated.metadata_response import MetadataResponse
 from kraftnode.protocol.generated.offset_commit_request import OffsetCommitRequest
 from kraftnode.protocol.generated.offset_commit_response import OffsetCommitResponse
+from kraftnode.protocol.generated.offset_delete_request import OffsetDeleteRequest
+from kraftnode.protocol.generated.offset_delete_response import OffsetDeleteResponse
 from kraftnode.protocol.generated.offset_fetch_request import OffsetFetchRequest
 from kraftnode.protocol.generated.offset_fetch_response import OffsetFetchResponse
 from kraftnode.protocol.generated.produce_request import ProduceRequest
@@ -97,6 +115,8 @@ from kraftnode.protocol.generated.sasl_authenticate_request import SaslAuthentic
 from kraftnode.protocol.generated.sasl_authenticate_response import SaslAuthenticateResponse
 from kraftnode.protocol.generated.sasl_handshake_request import SaslHandshakeRequest
 from kraftnode.protocol.generated.sasl_handshake_response import SaslHandshakeResponse
+from kraftnode.protocol.generated.sync_group_request import SyncGroupRequest
+from kraftnode.protocol.generated.sync_group_response import SyncGroupResponse
 from kraftnode.protocol.generated.unregister_broker_request import UnregisterBrokerRequest
 from kraftnode.protocol.generated.unregister_broker_response import UnregisterBrokerResponse
 from kraftnode.protocol.generated.update_features_request import UpdateFeaturesRequest
@@ -131,6 +151,10 @@ __all__ = [
     "BrokerHeartbeatResponse",
     "BrokerRegistrationRequest",
     "BrokerRegistrationResponse",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
     "ControlledShutdownRequest",
     "ControlledShutdownResponse",
     "ControllerRegistrationRequest",
@@ -146,6 +170,8 @@ __all__ = [
     "DefaultPrincipalData",
     "DeleteAclsRequest",
     "DeleteAclsResponse",
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
@@ -158,6 +184,8 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeDelegationTokenRequest",
     "DescribeDelegationTokenResponse",
+    "DescribeGroupsRequest",
+    "DescribeGroupsResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
     "DescribeUserScramCredentialsRequest",
@@ -176,10 +204,18 @@ __all__ = [
     "FetchSnapshotResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
     "IncrementalAlterConfigsRequest",
     "IncrementalAlterConfigsResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
+    "JoinGroupRequest",
+    "JoinGroupResponse",
+    "LeaveGroupRequest",
+    "LeaveGroupResponse",
+    "ListGroupsRequest",
+    "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
     "ListPartitionReassignmentsRequest",
@@ -188,6 +224,8 @@ __all__ = [
     "MetadataResponse",
     "OffsetCommitRequest",
     "OffsetCommitResponse",
+    "OffsetDeleteRequest",
+    "OffsetDeleteResponse",
     "OffsetFetchRequest",
     "OffsetFetchResponse",
     "ProduceRequest",
@@ -203,6 +241,8 @@ __all__ = [
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
+    "SyncGroupRequest",
+    "SyncGroupResponse",
     "UnregisterBrokerRequest",
     "UnregisterBrokerResponse",
     "UpdateFeaturesRequest",

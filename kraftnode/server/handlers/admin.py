@@ -26,6 +26,7 @@ from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
 from kraftnode.server.handlers import scram_credentials
+from kraftnode.server.handlers.broker_configs import describe_broker
 from kraftnode.server.handlers.controller_apis import dynamic_configs
 from kraftnode.server.handlers.kafka_compat import (
     _CONFIG_BROKER,
@@ -84,10 +85,11 @@ class AdminHandlers(RaftPeerHandlers):
 
         Nothing is overridden for the metadata topic, so it is answered with an empty list -- what
         Kafka lists as non-default, which is all kafka-topics.sh and kafka-configs.sh --describe
-        print; the brokers' topics and this node (or the cluster default, "") are answered with
-        the dynamic configs the metadata holds for them (handlers/controller_apis.dynamic_configs).
-        Kafka would also list every default value; we do not invent a LogConfig we do not
-        have. Other resource types (broker loggers, client metrics, groups) have nothing
+        print; the brokers' topics and the cluster default ("") are answered with the dynamic
+        configs the metadata holds for them (handlers/controller_apis.dynamic_configs), this
+        node with its dynamic configs and then every other config of the node with its source
+        (handlers/broker_configs). For a topic Kafka would also list every default value; we do
+        not invent a LogConfig we do not have. Other resource types (broker loggers, client metrics, groups) have nothing
         behind them here and get INVALID_REQUEST."""
         R = w.DescribeConfigsResponse.DescribeConfigsResult
         results = []
@@ -120,9 +122,20 @@ class AdminHandlers(RaftPeerHandlers):
                     code, msg = Errors.INVALID_REQUEST, (
                         f"Unexpected broker id, expected {self.ident.node_id} or empty string, "
                         f"but received {name}")
-                elif self.duties is not None:  # dynamic configs set for this node or the cluster
-                    configs = dynamic_configs(self.duties.state.image.configs.get((_CONFIG_BROKER, name), {}),
-                                              _CONFIG_BROKER, res.configuration_keys, v >= 1 and q.include_synonyms)
+                else:
+                    # dynamic configs set (by IncrementalAlterConfigs, docs/controller.md) for
+                    # this node and the cluster default (""), then, for the node's own id, every
+                    # config with its source (ConfigHelper; broker_configs)
+                    synonyms = v >= 1 and bool(getattr(q, "include_synonyms", False))
+                    stored = self.duties.state.image.configs if self.duties is not None else {}
+                    configs = dynamic_configs(stored.get((_CONFIG_BROKER, name), {}), _CONFIG_BROKER,
+                                              res.configuration_keys, synonyms, default=not name)
+                    if name:
+                        keys = None if res.configuration_keys is None else list(res.configuration_keys)
+                        dynamic = {c.name for c in configs}
+                        configs += [c for c in describe_broker(
+                            self.broker_properties, keys, synonyms,
+                            bool(getattr(q, "include_documentation", False)), v) if c.name not in dynamic]
             else:
                 code, msg = Errors.INVALID_REQUEST, (
                     f"Unsupported resource type: {_CONFIG_TYPES.get(res.resource_type, 'UNKNOWN')}")

@@ -499,9 +499,9 @@ _CONFIG_TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, 
 
 
 def dynamic_configs(stored: dict[str, str], resource_type: int, keys: list[str] | None,
-                    include_synonyms: bool) -> list[Any]:
+                    include_synonyms: bool, default: bool = False) -> list[Any]:
     """DescribeConfigs entries for the dynamic configs the metadata holds for a topic or a broker
-    (a broker's name "" is the cluster default), in name order: what ``kafka-configs.sh
+    (a broker's name "" is the cluster default: ``default``), in name order: what ``kafka-configs.sh
     --describe`` and ``kafka-topics.sh --describe`` print. Defaults are not listed (docs/server.md)."""
     from kraftnode.controller.topic_configs import TOPIC_CONFIGS, Source
 
@@ -509,8 +509,8 @@ def dynamic_configs(stored: dict[str, str], resource_type: int, keys: list[str] 
     S = w.DescribeConfigsResponse.DescribeConfigsSynonym
     if resource_type == TOPIC:
         source = Source.DYNAMIC_TOPIC_CONFIG
-    else:
-        source = Source.DYNAMIC_BROKER_CONFIG
+    else:  # a broker's own, or the cluster default's (the name "")
+        source = Source.DYNAMIC_DEFAULT_BROKER_CONFIG if default else Source.DYNAMIC_BROKER_CONFIG
     out = []
     for name in sorted(stored):
         if keys and name not in keys:

@@ -63,7 +63,7 @@ def test_honoured_means_read_and_ignored_means_not_read() -> None:
 def test_about_twenty_accepted_keys_are_ignored() -> None:
     ignored = sorted(k.name for k in KEYS if not k.honoured)
     assert ignored == sorted([
-        "broker.id", "controller.quorum.append.linger.ms", "group.initial.rebalance.delay.ms",
+        "broker.id", "controller.quorum.append.linger.ms",
         "inter.broker.listener.name", "log.retention.check.interval.ms",
         # log.retention.hours, log.segment.bytes and num.partitions are the controller's (issue 25)
         # re-authentication and custom principal builders: not implemented (docs/security.md)
