@@ -19,8 +19,8 @@ from kraftnode.controller.errors import ApiError
 from kraftnode.controller.result import ControllerResult, Record
 from kraftnode.controller.topic_configs import (
     TOPIC_CONFIGS,
-    ConfigError,
     Effective,
+    TopicConfigError,
     resolve,
     resolve_all,
     validate_topic_configs,
@@ -76,7 +76,7 @@ class ConfigurationControl:
             self._validate_topic_name(name)
             try:
                 validate_topic_configs(all_configs)
-            except ConfigError as e:
+            except TopicConfigError as e:
                 raise ApiError(Errors.INVALID_CONFIG, str(e)) from None
         elif rtype == BROKER:
             self._validate_broker_name(name)

@@ -8,6 +8,7 @@ a message carries Kafka's default one (``Errors.message()``, :data:`DEFAULT_MESS
 
 from __future__ import annotations
 
+from kraftnode.errors import RemoteError
 from kraftnode.protocol.errors import Errors
 
 __all__ = ["DEFAULT_MESSAGES", "ApiError", "default_message"]
@@ -148,8 +149,9 @@ def default_message(code: int) -> str | None:
     return DEFAULT_MESSAGES.get(code)
 
 
-class ApiError(Exception):
-    """An error code and message for the client (Kafka's ApiError / ApiException)."""
+class ApiError(RemoteError):
+    """An error code and message for the client (Kafka's ApiError / ApiException): the request
+    is refused in its answer, the node goes on (a RemoteError, kraftnode/errors.py)."""
 
     def __init__(self, code: int, message: str | None = None) -> None:
         self.code = int(code)

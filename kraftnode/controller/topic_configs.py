@@ -17,12 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["ConfigError", "Source", "TOPIC_CONFIGS", "TopicConfigDef", "parse_value", "resolve",
+from kraftnode.errors import RemoteError
+
+__all__ = ["TOPIC_CONFIGS", "Source", "TopicConfigDef", "TopicConfigError", "parse_value", "resolve",
            "resolve_all", "validate_topic_configs"]
 
 
-class ConfigError(ValueError):
-    """Kafka's ConfigException / InvalidConfigurationException: INVALID_CONFIG with this message."""
+class TopicConfigError(RemoteError, ValueError):
+    """Kafka's ConfigException / InvalidConfigurationException: INVALID_CONFIG with this message
+    (a client's config value, refused in its answer)."""
 
 
 class Source:
@@ -42,11 +45,11 @@ _MFV = ("0.8.0 0.8.1 0.8.2 0.9.0 0.10.0-IV0 0.10.0-IV1 0.10.1-IV0 0.10.1-IV1 0.1
         "3.5-IV0 3.5-IV1 3.5-IV2 3.6-IV0 3.6-IV1 3.6-IV2 3.7-IV0 3.7-IV1 3.7-IV2 3.7-IV3 3.7-IV4 "
         "3.8-IV0 3.9-IV0 4.0-IV0 4.0-IV1").split()
 
-Validator = Callable[[str, object, str], None]  # (name, parsed value, raw text) -> raises ConfigError
+Validator = Callable[[str, object, str], None]  # (name, parsed value, raw text) -> raises TopicConfigError
 
 
-def _invalid(name: str, raw: object, why: str) -> ConfigError:
-    return ConfigError(f"Invalid value {raw} for configuration {name}: {why}")
+def _invalid(name: str, raw: object, why: str) -> TopicConfigError:
+    return TopicConfigError(f"Invalid value {raw} for configuration {name}: {why}")
 
 
 def at_least(lo: float) -> Validator:
@@ -91,7 +94,7 @@ def _throttled(name: str, v: object, raw: str) -> None:
 
 def _mfv(name: str, v: object, raw: str) -> None:
     if v not in _MFV:
-        raise ConfigError(f"Invalid value {v} for configuration {name}: Version {v} is not a valid version")
+        raise TopicConfigError(f"Invalid value {v} for configuration {name}: Version {v} is not a valid version")
 
 
 def _num(x: float) -> str:
@@ -169,7 +172,7 @@ _LONG_RANGE = (-(1 << 63), (1 << 63) - 1)
 
 
 def parse_value(d: TopicConfigDef, raw: str) -> object:
-    """ConfigDef.parseType, then the validator: the typed value, or ConfigError."""
+    """ConfigDef.parseType, then the validator: the typed value, or TopicConfigError."""
     text = raw.strip()
     value: object
     if d.type == "BOOLEAN":
@@ -199,23 +202,23 @@ def parse_value(d: TopicConfigDef, raw: str) -> object:
 
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
-    """LogConfig.validate over a topic's complete configs (after the change); ConfigError."""
+    """LogConfig.validate over a topic's complete configs (after the change); TopicConfigError."""
     nulls = [k for k, v in configs.items() if v is None]
     if nulls:
-        raise ConfigError("Null value not supported for topic configs: " + ",".join(nulls))
+        raise TopicConfigError("Null value not supported for topic configs: " + ",".join(nulls))
     for name in configs:
         if name not in TOPIC_CONFIGS:
-            raise ConfigError(f"Unknown topic config name: {name}")
+            raise TopicConfigError(f"Unknown topic config name: {name}")
     parsed: dict[str, object] = {}
     for name, d in TOPIC_CONFIGS.items():
         raw = configs.get(name)
         parsed[name] = parse_value(d, d.default if raw is None else raw)
     lo, hi = parsed["min.compaction.lag.ms"], parsed["max.compaction.lag.ms"]
     if lo > hi:  # type: ignore[operator]
-        raise ConfigError(f"conflict topic config setting min.compaction.lag.ms ({lo}) > "
+        raise TopicConfigError(f"conflict topic config setting min.compaction.lag.ms ({lo}) > "
                           f"max.compaction.lag.ms ({hi})")
     if parsed["remote.storage.enable"]:
-        raise ConfigError("Tiered Storage functionality is disabled in the broker. "
+        raise TopicConfigError("Tiered Storage functionality is disabled in the broker. "
                           "Topic cannot be configured with remote log storage.")
 
 
