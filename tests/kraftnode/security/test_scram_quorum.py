@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from tests.support.certs import PASSWORD, make_pki
+from tests.support.cluster import CLUSTER_ID, free_ports
 from tests.support.java_admin import JavaAdmin
-from tests.support.quorums import StaticCluster
+from tests.support.quorums import StaticCluster, format_node
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -38,12 +39,13 @@ FAILED_LOGIN = re.compile(r"Invalid user credentials|Invalid client credentials|
 SERVE_WITHIN_S = 10.0
 
 
-def _server_properties(node_p12: Path, trust_p12: Path) -> str:
+def _server_properties(node_p12: Path, ca_pem: Path) -> str:
+    """A node's keys; the truststore (PEM: the Java Admin reads it from the same keys in
+    kafka-metadata-quorum.sh --command-config) holds the CA."""
     return (f"listener.security.protocol.map=CONTROLLER:SASL_SSL\n"
             f"ssl.keystore.type=PKCS12\nssl.keystore.location={node_p12}\n"
             f"ssl.keystore.password={PASSWORD}\nssl.key.password={PASSWORD}\n"
-            f"ssl.truststore.type=PKCS12\nssl.truststore.location={trust_p12}\n"
-            f"ssl.truststore.password={PASSWORD}\n"
+            f"ssl.truststore.type=PEM\nssl.truststore.location={ca_pem}\n"
             f"sasl.enabled.mechanisms={SCRAM}\nsasl.mechanism.controller.protocol={SCRAM}\n"
             f"listener.name.controller.scram-sha-512.sasl.jaas.config={CONTROLLER_JAAS}\n")
 
@@ -72,7 +74,7 @@ def _no_failed_login(cl: StaticCluster) -> None:
 def scram_quorum(tmp_path: Path, kafka_home: Any) -> Iterator[tuple[StaticCluster, dict[str, Any], JavaAdmin]]:
     pki = make_pki(tmp_path / "pki")
     node = pki.issue("node")       # one certificate for all voters, SAN 127.0.0.1
-    cl = StaticCluster(tmp_path / "q", 3, _server_properties(node.p12, pki.trust_p12),
+    cl = StaticCluster(tmp_path / "q", 3, _server_properties(node.p12, pki.ca_cert),
                        format_flags=USERS)
     props = tmp_path / "alice.properties"
     props.write_text(f"security.protocol=SASL_SSL\nsasl.mechanism={SCRAM}\n"
@@ -219,11 +221,65 @@ def test_scram_controllers_elect_serve_clients_and_survive_kill_of_the_leader(
     _no_failed_login(cl)
 
 
+def test_a_controller_formatted_without_users_joins_and_learns_them_from_the_log(
+        tmp_path: Path, kafka_home: Any) -> None:
+    """KIP-853: node 1 ``--standalone`` with the users, node 2 ``--no-initial-controllers``
+    without any.  Node 2 logs in to node 1 with its own JAAS login (node 1 verifies it),
+    learns the users as it replays the log, and so verifies the leader's login when the
+    genuine kafka-metadata-quorum.sh adds it as a voter."""
+    pki = make_pki(tmp_path / "pki")
+    node = pki.issue("node")
+    ports = free_ports(2)
+    bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
+    procs: list[subprocess.Popen[bytes]] = []
+    conf = {i: tmp_path / f"node{i}" / "server.properties" for i in (1, 2)}
+    for i, flags in ((1, ("--standalone", *USERS)), (2, ("--no-initial-controllers",))):
+        d = tmp_path / f"node{i}"
+        d.mkdir()
+        conf[i].write_text(
+            f"node.id={i}\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{ports[i - 1]}\n"
+            f"controller.listener.names=CONTROLLER\ncontroller.quorum.bootstrap.servers={bootstrap}\n"
+            f"log.dirs={d / 'metadata'}\n{_server_properties(node.p12, pki.ca_cert)}"
+            # the Admin client's keys (kafka-metadata-quorum.sh --command-config)
+            f"security.protocol=SASL_SSL\nsasl.mechanism={SCRAM}\nsasl.jaas.config={CONTROLLER_JAAS}\n")
+        format_node(str(conf[i]), CLUSTER_ID, *flags)
+    logs = {i: tmp_path / f"node{i}" / "node.log" for i in (1, 2)}
+    try:
+        for i in (1, 2):
+            with logs[i].open("ab") as out:
+                procs.append(subprocess.Popen([sys.executable, "-m", "kraftnode", "start", str(conf[i])],
+                                              stdout=out, stderr=subprocess.STDOUT))
+        # node 2 cannot verify any login before it has replayed the users (its own Fetch to
+        # itself -- it is one of the bootstrap servers -- fails until then); once it has, it
+        # registers with the active controller
+        deadline = time.monotonic() + 30
+        caught_up = "registered with the active controller"
+        while caught_up not in logs[2].read_text(errors="replace"):
+            assert time.monotonic() < deadline, logs[1].read_text()[-2000:] + logs[2].read_text()[-2000:]
+            time.sleep(0.1)
+        added = kafka_home.tool("kafka-metadata-quorum", "--bootstrap-controller", f"127.0.0.1:{ports[0]}",
+                                "--command-config", str(conf[2]), "add-controller")
+        text = {i: logs[i].read_text(errors="replace") for i in (1, 2)}
+        assert added.returncode == 0, added.stderr[-2000:] + text[1][-2000:] + text[2][-2000:]
+        assert added.stdout.startswith("Added controller 2 with directory id")
+        assert "SCRAM credentials: no user from bootstrap.checkpoint until the metadata log holds" in text[2]
+        assert f"authenticated as User:controller with {SCRAM}" in text[1]   # node 2 logging in to node 1
+        after = text[2].split(caught_up, 1)[1]
+        assert f"authenticated as User:controller with {SCRAM}" in after      # node 1 probing node 2
+        for i, what in ((1, text[1]), (2, after)):
+            bad = [ln for ln in what.splitlines() if FAILED_LOGIN.search(ln)]
+            assert not bad, f"node {i}: " + "\n".join(bad[:5])
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def test_a_voter_formatted_without_its_login_user_is_refused(tmp_path: Path) -> None:
     """No peer formatted alike can verify it, and its bootstrap would erase the user."""
     pki = make_pki(tmp_path / "pki")
     node = pki.issue("node")
-    cl = StaticCluster(tmp_path / "q", 3, _server_properties(node.p12, pki.trust_p12),
+    cl = StaticCluster(tmp_path / "q", 3, _server_properties(node.p12, pki.ca_cert),
                        format_flags=("--add-scram", f"{SCRAM}=[name=alice,password=alice-secret]"))
     r = subprocess.run([sys.executable, "-m", "kraftnode", "start", str(cl.root / "node1" / "server.properties")],
                        capture_output=True, text=True, timeout=60)
