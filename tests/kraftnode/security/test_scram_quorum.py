@@ -90,13 +90,15 @@ def scram_quorum(tmp_path: Path, kafka_home: Any) -> Iterator[tuple[StaticCluste
         cl.close()
 
 
-def _kafka_python(boot: str, ca: str, values: list[bytes]) -> list[int]:
+def _kafka_python(boot: str, ca: str, values: list[bytes], starting: bool = False) -> list[int]:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    # (the nodes may not listen yet: retry connecting every 100 ms, not with growing backoff)
     cfg: dict[str, Any] = dict(security_protocol="SASL_SSL", ssl_cafile=ca, sasl_mechanism=SCRAM,
-                               sasl_plain_username="alice", sasl_plain_password="alice-secret",
-                               reconnect_backoff_ms=100, reconnect_backoff_max_ms=100)
+                               sasl_plain_username="alice", sasl_plain_password="alice-secret")
+    if starting:
+        # the nodes may not listen yet: retry connecting every 100 ms, not with growing
+        # backoff (which would also keep a dead node in the running later)
+        cfg.update(reconnect_backoff_ms=100, reconnect_backoff_max_ms=100)
     prod = KafkaProducer(bootstrap_servers=boot, acks="all", retries=20, request_timeout_ms=10000,
                          retry_backoff_ms=100, **cfg)
     try:
@@ -182,7 +184,7 @@ def test_scram_controllers_elect_serve_clients_and_survive_kill_of_the_leader(
     elected: list[tuple[int, int, float]] = []
     done = _in_parallel({
         "leader": lambda: elected.append(_leader(cl)),
-        "kafka-python": lambda: _kafka_python(boot, ca, [b"scram-kp-1", b"scram-kp-2"]),
+        "kafka-python": lambda: _kafka_python(boot, ca, [b"scram-kp-1", b"scram-kp-2"], starting=True),
         "confluent-kafka": lambda: _confluent(boot, ca, [b"scram-ck-1"]),
         "java-admin": lambda: _java_quorum(admin, boot, props)})
     leader, epoch, _ = elected[0]
