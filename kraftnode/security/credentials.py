@@ -37,7 +37,7 @@ from pathlib import Path
 from kraftnode.errors import ConfigError
 from kraftnode.log.bootstrap import BOOTSTRAP_FILE, read_bootstrap_records
 from kraftnode.log.metadata_records import decode_metadata_record
-from kraftnode.metadata.state import MetadataState, is_metadata_record
+from kraftnode.metadata.state import MetadataState, holds_metadata_records
 from kraftnode.protocol.generated.metadata import (
     AbortTransactionRecord,
     BeginTransactionRecord,
@@ -89,15 +89,12 @@ def scan_log_tail(batches: Iterable[BatchView], start_offset: int, end_offset: i
     for b in batches:
         if b.base_offset >= end_offset:
             break
-        if b.last_offset < start_offset or b.is_control or b.producer_id >= 0:
-            continue   # control records, and application data of idempotent producers
+        if b.last_offset < start_offset or b.is_control or not holds_metadata_records(b):
+            continue   # control records, application data
         try:
             records = list(b.records())
         except (CorruptBatchError, DecodeError, ValueError):
             continue   # the replay will meet (and report) it; it holds no credential we can use
-        # one writer per batch: if its first record is not a metadata record, none is
-        if not records or not is_metadata_record(records[0].value):
-            continue
         for r in records:
             if not start_offset <= r.offset < end_offset or r.value is None:
                 continue

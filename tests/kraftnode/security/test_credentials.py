@@ -186,9 +186,11 @@ def test_the_tail_leaves_out_aborted_and_unfinished_transactions(tmp_path: Path,
 
 
 def test_an_unfinished_bootstrap_transaction_leaves_the_log_empty(tmp_path: Path, mlog: MetadataLog) -> None:
-    """The next leader aborts it and writes its own bootstrap records: until then the file."""
+    """The next leader aborts it and writes its own bootstrap records: until then the file.
+    Application data (Produce, kraftnode's extension) is no metadata record either."""
     meta = formatted(tmp_path, user("alice", "a-secret"))
-    append(mlog, framed(BeginTransactionRecord(name="Bootstrap records"), user("alice", "other")))
+    append(mlog, build_batch([Record(b"key", b"application data")]),
+           framed(BeginTransactionRecord(name="Bootstrap records"), user("alice", "other")))
     creds = store(meta, MetadataState(), mlog)
     assert creds.log_is_empty()
     assert logs_in(creds, "alice", "a-secret") and not logs_in(creds, "alice", "other")
