@@ -211,8 +211,8 @@ def check_controller_login(creds: ScramCredentials, login: tuple[str, str, str],
     password) cannot work: if its peers were formatted alike, none can verify it now; if
     they were not and it wins the first election, it writes credentials that refuse its
     login everywhere.  ConfigError naming the keys then.  A node that is not a voter yet
-    (``--no-initial-controllers``) learns the users from the log before anyone logs in to
-    it, and a node whose log holds records follows the log (it may be behind a password
+    (``--no-initial-controllers``) learns the users from the log while its peers verify it
+    against theirs, and a node whose log holds records follows the log (it may be behind a password
     change its peers have seen): neither is refused.  Returns a warning for a single voter
     (nothing needs its login until a second voter exists, and AlterUserScramCredentials
     can add the user by then), else None.
