@@ -157,7 +157,10 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 tg.start_soon(snapshots.run, lambda: drv.high_watermark)
                 log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
                          "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
-                         "static" if node.history.kraft_version() == 0 else "dynamic", topic, ",".join(bound),
+                         # a --no-initial-controllers node's log is empty (kraft.version 0 until it
+                         # fetches): its quorum is dynamic all the same (no controller.quorum.voters)
+                         "static" if node.history.kraft_version() == 0 and not cfg.is_dynamic else "dynamic",
+                         topic, ",".join(bound),
                          cfg.metadata_log_dir, rlog.end_offset)
 
                 if on_started is not None:
