@@ -166,6 +166,12 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 if on_started is not None:
                     on_started(RunningNode(drv, snapshots, stop_requested.set))
                 await _serve_until_stopped(tg, drv, stop_requested, signals)
+        if handle_signals:
+            # Shutting down: a further SIGTERM/SIGINT (an impatient second Ctrl-C, a
+            # supervisor's follow-up) must not kill the node before its log is closed
+            # and it has said so; the receiver above no longer catches them.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     finally:
         if metrics_server is not None:
             metrics_server.close()
