@@ -71,8 +71,8 @@ class NodeConfig:
     log_file: str | None = None
     log_file_max_bytes: int = 100 * 1024 * 1024
     log_file_backups: int = 10
-    #: kraftnode.raft.pre.vote.enable (KIP-996)
-    pre_vote: bool = False
+    #: kraftnode.raft.pre.vote.enable (KIP-996; on by default, as in Kafka 4.x)
+    pre_vote: bool = True
     #: kraftnode.read.linearizable
     read_linearizable: bool = False
     #: controller.quorum.auto.join.enable (Kafka 4.x)
@@ -150,6 +150,14 @@ def load(path: str) -> NodeConfig:
         assert isinstance(v, int)
         return v
 
+    def flag(key: str) -> bool:
+        """A boolean key, its default from the key table (configdefs)."""
+        v = values.get(key)
+        if v is None:
+            v = configdefs.BY_NAME[key].default == "true"
+        assert isinstance(v, bool)
+        return v
+
     def long(key: str, default: int, at_least: int | None) -> int:
         v = props.get_long(key, default, at_least=at_least)
         assert v is not None
@@ -202,7 +210,7 @@ def load(path: str) -> NodeConfig:
         log_file=str(log_file) if log_file else None,
         log_file_max_bytes=ms("kraftnode.log.file.max.bytes"),
         log_file_backups=ms("kraftnode.log.file.backups"),
-        pre_vote=bool(props.get_bool("kraftnode.raft.pre.vote.enable", False)),
+        pre_vote=flag("kraftnode.raft.pre.vote.enable"),
         read_linearizable=bool(props.get_bool("kraftnode.read.linearizable", False)),
         auto_join=bool(props.get_bool("controller.quorum.auto.join.enable", False)),
         warnings=warnings,
