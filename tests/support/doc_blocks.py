@@ -208,18 +208,20 @@ class Session:
         shutil.copytree(REPO / "config", self.work / "config")
         for p in (self.work / "config").rglob("*.properties"):
             p.write_text(self.substitute(p.read_text()))
-        for name in ("tools", "tests", ".venv", "pyproject.toml", "kraftnode", "recordbatch", "schemas"):
+        for name in ("tools", "tests", ".venv", "pyproject.toml"):
             if (REPO / name).exists():
                 (self.work / name).symlink_to(REPO / name)
 
     # ---------------------------------------------------------------- substitution
     def substitute(self, text: str) -> str:
-        for word, value in sorted(self.placeholders.items(), key=lambda kv: -len(kv[0])):
-            text = re.sub(rf"(?<![\w$]){re.escape(word)}(?!\w)", value, text)
+        """The text with this session's ports and directories, then its placeholders filled
+        (their values are final: a dev cluster's /tmp/kraftnode-dev-... stays as it is)."""
         text = re.sub(r"\b(127\.0\.0\.1|localhost):(\d{4,5})\b",
                       lambda m: f"{m.group(1)}:{self.ports.get(int(m.group(2)), int(m.group(2)))}", text)
-        for d in DOC_DIRS:
-            text = text.replace(d, f"{self.work}/root{d}")
+        for d in DOC_DIRS:  # (not once more in a path already moved)
+            text = re.sub(rf"(?<!/root){re.escape(d)}", f"{self.work}/root{d}", text)
+        for word, value in sorted(self.placeholders.items(), key=lambda kv: -len(kv[0])):
+            text = re.sub(rf"(?<![\w$]){re.escape(word)}(?!\w)", lambda _m, v=value: v, text)
         return text
 
     def env(self) -> dict[str, str]:
@@ -262,7 +264,7 @@ class Session:
         assign = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", st, re.S)
         script = f'{st}\nprintf "\\n@@VALUE@@%s" "${{{assign.group(1)}}}"' if assign else st
         r = subprocess.run(["bash", "-c", script], cwd=self.work, env=self.env(), capture_output=True,
-                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+                           encoding="utf-8", errors="replace", timeout=timeout, stdin=subprocess.DEVNULL)
         out = r.stdout + r.stderr
         self.transcript.append(f"$ {st}\n{out}")
         assert r.returncode == 0, (f"{where}: `{st}` (as typed: `{statement}`) exited {r.returncode}:\n"
@@ -282,7 +284,8 @@ class Session:
             return self._start(f"python - <<'EOF'\n{code}EOF", block.where, ready=block.marker_arg, clean=None,
                                group=True, stdin=code)
         r = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-"], input=code, cwd=self.work,
-                           env=self.env(), capture_output=True, text=True, timeout=timeout)
+                           env=self.env(), capture_output=True, encoding="utf-8", errors="replace",
+                           timeout=timeout)
         out = r.stdout + r.stderr
         self.transcript.append(f">>> {block.where}\n{out}")
         assert r.returncode == 0, f"{block.where}: the Python block exited {r.returncode}:\n{out[-3000:]}"
