@@ -1,7 +1,7 @@
 """Run a kraftnode node inside your own program, with your own replicated state machine.
 
     from kraftnode.embed import EmbeddedNode
-    from kraftnode.server.state_machine import KeyValueStateMachine
+    from kraftnode.metadata.state_machine import KeyValueStateMachine
 
     async with EmbeddedNode("server.properties", KeyValueStateMachine()) as node:
         result = await node.append([(b"k", b"v")])      # returns once committed and applied
@@ -9,7 +9,7 @@
 
 The node is the same as ``kraftnode start`` runs (same storage, same wire protocol,
 same snapshots and cleaning), except that committed records are applied to *your*
-state machine (the :class:`~kraftnode.server.state_machine.StateMachine` protocol).
+state machine (the :class:`~kraftnode.metadata.state_machine.StateMachine` protocol).
 Its records are ordinary Kafka records of ``__cluster_metadata`` partition 0: any Kafka
 consumer can read them.  See docs/embedding.md.
 """
@@ -26,12 +26,12 @@ from typing import Generic, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
+from kraftnode.metadata.state_machine import StateMachine
 from kraftnode.protocol import Errors
 from kraftnode.server import node_config
 from kraftnode.server.node import RunningNode, run_node
 from kraftnode.server.node_config import NodeConfig
-from kraftnode.server.raft_log import RawBatches
-from kraftnode.server.state_machine import StateMachine
+from kraftnode.server.raft.disk_log import RawBatches
 from recordbatch import Record, build_batch
 
 __all__ = ["AppendResult", "EmbeddedNode", "NotLeaderError", "AppendError"]
@@ -117,11 +117,11 @@ class EmbeddedNode(Generic[S]):
 
     @property
     def is_leader(self) -> bool:
-        return self._node().driver.node.is_leader
+        return self._node().driver.is_leader
 
     @property
     def leader_id(self) -> int:
-        return self._node().driver.node.leader_id
+        return self._node().driver.leader_id
 
     @property
     def high_watermark(self) -> int:
@@ -134,7 +134,7 @@ class EmbeddedNode(Generic[S]):
 
     async def wait_for_leader(self, timeout: float = 30) -> int:
         with anyio.fail_after(timeout):
-            while self._node().driver.node.leader_id < 0 or self.high_watermark < 0:
+            while self._node().driver.leader_id < 0 or self.high_watermark < 0:
                 await anyio.sleep(0.02)
         return self.leader_id
 
@@ -155,13 +155,13 @@ class EmbeddedNode(Generic[S]):
         call. Raises ``NotLeaderError`` on a follower, or when leadership was lost meanwhile
         (a deposed leader never answers from stale state), ``AppendError`` on a timeout."""
         running = self._node()
-        if not running.driver.node.is_leader:
-            raise NotLeaderError(running.driver.node.leader_id)
+        if not running.driver.is_leader:
+            raise NotLeaderError(running.driver.leader_id)
         confirmed: bool | None = None
         with anyio.move_on_after(timeout if timeout > 0 else math.inf):
             confirmed = await running.driver.read_barrier()
         if confirmed is False:
-            raise NotLeaderError(running.driver.node.leader_id)
+            raise NotLeaderError(running.driver.leader_id)
         if confirmed:
             hw = running.driver.high_watermark
             await self.wait_applied(hw, timeout)
@@ -176,8 +176,8 @@ class EmbeddedNode(Generic[S]):
         if not records:
             raise ValueError("nothing to append")
         running = self._node()
-        if not running.driver.node.is_leader:
-            raise NotLeaderError(running.driver.node.leader_id)
+        if not running.driver.is_leader:
+            raise NotLeaderError(running.driver.leader_id)
         batch = build_batch([Record(k, v) for k, v in records])
         _, waiter = running.driver.append_nowait([RawBatches(batch)])
         with anyio.move_on_after(timeout if timeout > 0 else math.inf):
@@ -187,7 +187,7 @@ class EmbeddedNode(Generic[S]):
             raise AppendError("the append did not commit in time", int(Errors.REQUEST_TIMED_OUT))
         if done.error_code:
             if done.error_code == Errors.NOT_LEADER_OR_FOLLOWER:
-                raise NotLeaderError(running.driver.node.leader_id)
+                raise NotLeaderError(running.driver.leader_id)
             raise AppendError(f"the append failed: {Errors(done.error_code).name}", done.error_code)
         result = AppendResult(done.last_offset - len(records) + 1, done.last_offset)
         await self.wait_applied(result.last_offset + 1, timeout)

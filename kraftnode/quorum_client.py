@@ -1,7 +1,8 @@
 """A small blocking Kafka client for one request/response, used by the CLI.
 
 The node's own peer traffic uses the async client in ``kraftnode.server``; CLI
-commands (``quorum describe``, ``dev-cluster``) only ever need one answer at a time.
+commands (``quorum describe``, ``dev-cluster``) only ever need one answer at a time;
+:func:`fetch_quorum_info` is the quorum as ``kafka-metadata-quorum.sh describe`` sees it.
 
 It connects as the Java Admin client does with the same ``--command-config``: Kafka's
 client keys ``security.protocol``, ``ssl.*`` (truststore, keystore for mutual TLS,
@@ -14,18 +15,24 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import anyio
 
 from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError
-from kraftnode.protocol import DescribeClusterRequest, Errors
+from kraftnode.protocol import (
+    DescribeClusterRequest,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    Errors,
+)
 from kraftnode.protocol.framing import encode_request, parse_response
-from kraftnode.protocol.registry import DESCRIBE_CLUSTER, SERVED
-from kraftnode.server.security.listeners import SecurityProtocol
+from kraftnode.protocol.registry import DESCRIBE_CLUSTER, DESCRIBE_QUORUM, SERVED
+from kraftnode.security.listeners import SecurityProtocol
+from kraftnode.vocabulary import METADATA_PARTITION, METADATA_TOPIC
 from recordbatch.message import Message
 
 
@@ -59,8 +66,8 @@ def security_from_properties(props: Mapping[str, str]) -> ClientSecurity:
     """Kafka's client security keys from an Admin client's properties; UsageError naming the
     key otherwise. Keys the client does not use (a server.properties given to add-controller)
     are ignored, as the Admin client ignores them."""
-    from kraftnode.server.security import sasl, tls
-    from kraftnode.server.security.listeners import ListenerProps
+    from kraftnode.security import sasl, tls
+    from kraftnode.security.listeners import ListenerProps
 
     name = (props.get("security.protocol") or "PLAINTEXT").strip().upper()
     if name not in SecurityProtocol.__members__:
@@ -102,7 +109,7 @@ def _connect(host: str, port: int, timeout: float) -> socket.socket:
 
 def _login(sock: socket.socket, login: tuple[str, str, str], timeout: float) -> None:
     """The raft peers' SASL exchange (SaslHandshake v1, SaslAuthenticate v2), on this socket."""
-    from kraftnode.server.security.sasl import client_authenticate
+    from kraftnode.security.sasl import client_authenticate
 
     async def request_at(key: int, version: int, body: Any, _timeout: float) -> Any:
         return _roundtrip(sock, key, version, body)[1]
@@ -171,3 +178,76 @@ def describe_cluster(host: str, port: int, endpoint_type: int) -> Any:
     if d.error_code != Errors.NONE:
         raise ClientError(f"DescribeCluster failed: {Errors(d.error_code).name}")
     return d
+
+
+@dataclass
+class ReplicaInfo:
+    replica_id: int
+    directory_id: Any
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+
+
+@dataclass
+class QuorumInfo:
+    cluster_id: str
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: list[ReplicaInfo]
+    observers: list[ReplicaInfo]
+    endpoints: dict[int, list[str]] = field(default_factory=dict)
+
+
+def fetch_quorum_info(servers: list[tuple[str, int]], endpoint_type: int) -> QuorumInfo:
+    """The quorum as the leader describes it (DescribeCluster, then DescribeQuorum at the
+    active controller, as the Java Admin client asks); UsageError when no server answers."""
+    last_error = "no bootstrap server answered"
+    for host, port in servers:
+        try:
+            dc = describe_cluster(host, port, endpoint_type)
+        except ClientError as e:
+            last_error = str(e)
+            continue
+        brokers = {b.broker_id: (b.host, b.port) for b in dc.brokers}
+        leader = dc.controller_id
+        targets = [brokers[leader]] if leader in brokers else []
+        targets += [hp for hp in brokers.values() if hp not in targets] + [(host, port)]
+        for th, tp in targets:
+            try:
+                info = _describe_quorum(th, tp)
+            except ClientError as e:
+                last_error = str(e)
+                continue
+            if info is None:
+                last_error = "no controller answered DescribeQuorum as leader"
+                continue
+            info.cluster_id = dc.cluster_id
+            return info
+    raise UsageError(last_error)
+
+
+def _describe_quorum(host: str, port: int) -> QuorumInfo | None:
+    req = DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
+        topic_name=METADATA_TOPIC, partitions=[DescribeQuorumRequest.PartitionData(partition_index=METADATA_PARTITION)])])
+    _, answer = call(host, port, DESCRIBE_QUORUM, 2, req)
+    resp = cast(DescribeQuorumResponse, answer)
+    if resp.error_code != Errors.NONE:
+        return None
+    part = resp.topics[0].partitions[0]
+    if part.error_code != Errors.NONE:
+        return None
+
+    def replicas(states: Sequence[Any]) -> list[ReplicaInfo]:
+        return [ReplicaInfo(s.replica_id, s.replica_directory_id, s.log_end_offset,
+                            s.last_fetch_timestamp, s.last_caught_up_timestamp) for s in states]
+
+    endpoints = {n.node_id: [f"{lst.name}://{_host(lst.host)}:{lst.port}" for lst in n.listeners]
+                 for n in resp.nodes}
+    return QuorumInfo("", part.leader_id, part.leader_epoch, part.high_watermark,
+                      replicas(part.current_voters), replicas(part.observers), endpoints)
+
+
+def _host(h: str) -> str:
+    return f"[{h}]" if ":" in h else h

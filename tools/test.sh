@@ -13,7 +13,7 @@ if ! command -v kcat >/dev/null 2>&1; then
   fi
 fi
 
-# Debian's prometheus: a real Prometheus server scrapes a real quorum (tests/kraftnode/server/test_metrics_prometheus.py)
+# Debian's prometheus: a real Prometheus server scrapes a real quorum (tests/kraftnode/server/metrics/test_metrics_prometheus.py)
 if ! command -v prometheus >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing Debian's prometheus (once) for the metrics test"
@@ -36,7 +36,7 @@ fi
 
 echo "== codegen --check"; .venv/bin/python -m codegen --check
 echo "== ruff";            .venv/bin/ruff check codegen kraftnode recordbatch tests tools
-echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server codegen
+echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server kraftnode/security kraftnode/metadata codegen
 echo "== pytest"
 set +e
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kraftnode.commands.errors import UsageError
-from kraftnode.commands.quorum import QuorumInfo
+from kraftnode.quorum_client import QuorumInfo
 
 NAME = "dev-cluster"
 HELP = "format and start a local quorum on loopback, print its status, run until Ctrl-C"
@@ -266,7 +266,8 @@ def _wait_listening(ports: list[int], root: Path, timeout: float = 30.0) -> None
 
 def _print_status(ports: list[int], timeout: float = 30.0) -> None:
     """Wait for a leader, then print the quorum as kafka-metadata-quorum.sh would."""
-    from kraftnode.commands.quorum import fetch_quorum_info, format_replication, format_status
+    from kraftnode.commands.quorum import format_replication, format_status
+    from kraftnode.quorum_client import fetch_quorum_info
 
 
     servers = [("127.0.0.1", p) for p in ports]

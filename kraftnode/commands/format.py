@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         if mv_level < METADATA_VERSIONS["3.5-IV2"]:
             raise UsageError("SCRAM is only supported in metadata.version 3.5-IV2 or later.")
         from kraftnode.log.metadata_records import encode_metadata_record
-        from kraftnode.server.security.scram import ScramArgumentError, parse_add_scram
+        from kraftnode.security.scram import ScramArgumentError, parse_add_scram
         try:
             scram_values = [encode_metadata_record(parse_add_scram(a), 0) for a in args.add_scram]
         except ScramArgumentError as e:

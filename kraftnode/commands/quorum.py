@@ -11,27 +11,18 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
-from kraftnode.commands import transfer, voter_changes
+from kraftnode.commands import transfer_leadership, voter_changes
 from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError, load_properties
-from kraftnode.protocol import (
-    DescribeQuorumRequest,
-    Errors,
-)
-from kraftnode.protocol.registry import DESCRIBE_QUORUM
 from kraftnode.quorum_client import (
-    ClientError,
-    call,
-    describe_cluster,
+    QuorumInfo,
+    ReplicaInfo,
+    fetch_quorum_info,
     parse_servers,
     security_from_properties,
     use_security,
 )
-from kraftnode.vocabulary import METADATA_PARTITION, METADATA_TOPIC
 from recordbatch.wire import ZERO_UUID, uuid_to_base64
 
 NAME = "quorum"
@@ -95,76 +86,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        epilog="example:\n  kraftnode quorum --bootstrap-controller 127.0.0.1:9093 "
                               "transfer-leadership --to 2\n")
     t.add_argument("--to", type=int, required=True, metavar="N", help="the voter to become leader")
-
-
-@dataclass
-class ReplicaInfo:
-    replica_id: int
-    directory_id: Any
-    log_end_offset: int
-    last_fetch_timestamp: int
-    last_caught_up_timestamp: int
-
-
-@dataclass
-class QuorumInfo:
-    cluster_id: str
-    leader_id: int
-    leader_epoch: int
-    high_watermark: int
-    voters: list[ReplicaInfo]
-    observers: list[ReplicaInfo]
-    endpoints: dict[int, list[str]] = field(default_factory=dict)
-
-
-def fetch_quorum_info(servers: list[tuple[str, int]], endpoint_type: int) -> QuorumInfo:
-    last_error = "no bootstrap server answered"
-    for host, port in servers:
-        try:
-            dc = describe_cluster(host, port, endpoint_type)
-        except ClientError as e:
-            last_error = str(e)
-            continue
-        brokers = {b.broker_id: (b.host, b.port) for b in dc.brokers}
-        leader = dc.controller_id
-        targets = [brokers[leader]] if leader in brokers else []
-        targets += [hp for hp in brokers.values() if hp not in targets] + [(host, port)]
-        for th, tp in targets:
-            try:
-                info = _describe_quorum(th, tp)
-            except ClientError as e:
-                last_error = str(e)
-                continue
-            if info is None:
-                last_error = "no controller answered DescribeQuorum as leader"
-                continue
-            info.cluster_id = dc.cluster_id
-            return info
-    raise UsageError(last_error)
-
-
-def _describe_quorum(host: str, port: int) -> QuorumInfo | None:
-    req = DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
-        topic_name=METADATA_TOPIC, partitions=[DescribeQuorumRequest.PartitionData(partition_index=METADATA_PARTITION)])])
-    _, resp = call(host, port, DESCRIBE_QUORUM, 2, req)
-    if resp.error_code != Errors.NONE:  # type: ignore[attr-defined]
-        return None
-    part = resp.topics[0].partitions[0]  # type: ignore[attr-defined]
-    if part.error_code != Errors.NONE:
-        return None
-
-    def replicas(states: Sequence[Any]) -> list[ReplicaInfo]:
-        return [ReplicaInfo(s.replica_id, s.replica_directory_id, s.log_end_offset,
-                            s.last_fetch_timestamp, s.last_caught_up_timestamp) for s in states]
-
-    endpoints = {n.node_id: [f"{lst.name}://{_host(lst.host)}:{lst.port}" for lst in n.listeners]
-                 for n in resp.nodes}  # type: ignore[attr-defined]
-    return QuorumInfo("", part.leader_id, part.leader_epoch, part.high_watermark,
-                      replicas(part.current_voters), replicas(part.observers), endpoints)
-
-
-def _host(h: str) -> str:
-    return f"[{h}]" if ":" in h else h
 
 
 def _node_json(info: QuorumInfo, r: ReplicaInfo) -> str:
@@ -245,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     if args.quorum_command == "remove-controller":
         return voter_changes.remove_controller(args)
     if args.quorum_command == "transfer-leadership":
-        return transfer.transfer_leadership(args)
+        return transfer_leadership.transfer_leadership(args)
     if args.status and args.replication:
         raise UsageError("Only one of --status or --replication should be specified with describe sub-command")
     if not (args.status or args.replication):

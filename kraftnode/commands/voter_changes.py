@@ -23,7 +23,13 @@ from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_propert
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import ADD_RAFT_VOTER, REMOVE_RAFT_VOTER
-from kraftnode.quorum_client import ClientError, call, describe_cluster, parse_servers
+from kraftnode.quorum_client import (
+    ClientError,
+    call,
+    describe_cluster,
+    fetch_quorum_info,
+    parse_servers,
+)
 from recordbatch.message import Message
 from recordbatch.wire import uuid_from_base64, uuid_to_base64
 
@@ -96,8 +102,6 @@ def _send_to_leader(args: argparse.Namespace, api_key: int, request: Message,
 def _is_voter(args: argparse.Namespace, node_id: int, directory_id: uuid.UUID) -> bool | None:
     """Whether the leader's DescribeQuorum lists (node_id, directory_id) among the current
     voters; None when no leader answered."""
-    from kraftnode.commands.quorum import fetch_quorum_info
-
     servers, endpoint_type = _servers(args)
     try:
         info = fetch_quorum_info(servers, endpoint_type)

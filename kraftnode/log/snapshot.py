@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,7 +147,7 @@ class SnapshotWriter:
 def write_snapshot(
     partition_dir: str | os.PathLike[str],
     sid: SnapshotId,
-    data_batches: Sequence[bytes] = (),
+    data_batches: Iterable[bytes] = (),
     *,
     last_contained_log_timestamp: int,
     now_ms: int,

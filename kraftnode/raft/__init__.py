@@ -1,6 +1,6 @@
 """The Raft consensus core (KIP-595 with KIP-853's voter model).
 
-Deterministic and I/O-free: :class:`~kraftnode.raft.node.RaftNode` consumes
+Deterministic and I/O-free: :class:`~kraftnode.raft.raft_node.RaftNode` consumes
 events (time, messages, appends) and emits :mod:`~kraftnode.raft.actions` that a
 driver (the server, or the simulator in ``tests/simulation``) executes in order.
 See ``docs/raft.md`` for the driver contract.
@@ -23,11 +23,11 @@ from kraftnode.raft.batches import (
     LeaderChangeRecord,
     VotersControlRecord,
 )
-from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.listener import CommitDispatcher, RaftListener
 from kraftnode.raft.log import MemoryRaftLog, OffsetAndEpoch, RaftLog
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.quorum_config import RaftConfig
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 
 __all__ = [

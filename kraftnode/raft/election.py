@@ -20,10 +20,6 @@ class ElectionState:
     leader_id: int = -1
     voted_key: ReplicaKey | None = None
 
-    @staticmethod
-    def unattached(epoch: int) -> ElectionState:
-        return ElectionState(epoch)
-
     @property
     def has_leader(self) -> bool:
         return self.leader_id >= 0

@@ -36,17 +36,3 @@ def name(code: int) -> str:
     except ValueError:
         return f"UNKNOWN_ERROR_{code}"
 
-
-class RaftError(Exception):
-    """An operation refused by the core, carrying the Kafka error code to report."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"{name(code)}: {message}")
-        self.code = code
-
-
-class NotLeaderError(RaftError):
-    """Raised/completed when an append is attempted or lost without leadership."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(NOT_LEADER_OR_FOLLOWER, message)

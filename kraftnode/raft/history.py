@@ -10,11 +10,23 @@ import bisect
 from collections.abc import Iterable
 
 from kraftnode.raft.batches import Batch, KRaftVersionControlRecord, VotersControlRecord
+from kraftnode.raft.log import RaftLog
 from kraftnode.raft.voters import VoterSet
 
 
 class VoterSetHistory:
     """Voter sets and kraft.versions keyed by the offset of the record that set them."""
+
+    @staticmethod
+    def load(static_voters: VoterSet, log: RaftLog) -> VoterSetHistory:
+        """The history as of ``log``: its latest snapshot's control records, then the
+        control batches after the snapshot (at start-up and after installing a snapshot)."""
+        history = VoterSetHistory(static_voters)
+        snap = log.latest_snapshot_id()
+        if snap is not None:
+            history.load_snapshot(log.latest_snapshot_control_records(), snap.offset)
+        history.observe(log.control_batches(log.start_offset))
+        return history
 
     def __init__(self, static_voters: VoterSet) -> None:
         self.static_voters = static_voters

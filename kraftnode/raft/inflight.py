@@ -6,9 +6,6 @@ from dataclasses import dataclass
 
 from kraftnode.raft.messages import FetchRequest
 
-#: Base of the binary exponential election backoff (Kafka's RETRY_BACKOFF_BASE_MS).
-ELECTION_BACKOFF_BASE_MS = 100
-
 
 @dataclass(slots=True)
 class InFlight:

@@ -89,20 +89,9 @@ class QuorumState:
     state: EpochState
 
     @property
-    def epoch(self) -> int:
-        return self.state.epoch
-
-    @property
-    def leader_id(self) -> int:
-        return self.state.leader_id
-
-    @property
     def voted_key(self) -> ReplicaKey | None:
         """The vote cast in the current epoch (ours when we are or were a candidate)."""
         return self.election.voted_key if self.election.epoch == self.state.epoch else None
-
-    def is_leader(self) -> bool:
-        return isinstance(self.state, LeaderState)
 
     def election_of(self, st: EpochState) -> ElectionState:
         """What must be durable in ``st``: its epoch, leader, and the vote cast in it."""

@@ -5,7 +5,7 @@ Kafka 3.9 (``AddVoterHandler``, ``RemoveVoterHandler``, ``UpdateVoterHandler``,
 to commit (the new set takes effect when appended, so the commit is counted by the
 *new* majority) and expires after the request timeout. An update is answered as soon
 as its record is appended. The rules that need the node's state (leadership, high
-watermark, sending) live in :mod:`kraftnode.raft.node`; this module holds the data
+watermark, sending) live in :mod:`kraftnode.raft.rules.voter_changes`; this module holds the data
 and the pure set operations, so they can be read and tested on their own.
 """
 

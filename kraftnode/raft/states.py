@@ -1,16 +1,27 @@
 """The epoch states of KIP-595 (Kafka's EpochState classes, by Kafka's names), as plain data.
 
 Transitions are checked by :mod:`kraftnode.raft.quorum_state`, rules live in
-:mod:`kraftnode.raft.rules`; these classes only
-hold what each state remembers: its epoch, who leads or was voted for, and its
-timers as absolute deadlines in the driver's millisecond clock.
+:mod:`kraftnode.raft.rules`; these classes only hold what each state remembers: its
+epoch, who leads or was voted for, and its timers as absolute deadlines in the driver's
+millisecond clock. :class:`LeaderState` also holds what only a leader owes (appends,
+parked fetches, reads, voter changes, a transfer) and, as Kafka's ``LeaderState.close``,
+fails all of it when leadership ends: nothing leader-only lives on the node.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kraftnode.raft import errors
+from kraftnode.raft.actions import Action, AppendCompleted, ReadIndexCompleted, SendResponse
+from kraftnode.raft.inflight import ParkedFetch
 from kraftnode.raft.log import OffsetAndEpoch
+from kraftnode.raft.messages import (
+    AddRaftVoterResponse,
+    EndQuorumEpochResponse,
+    FetchResponse,
+    RemoveRaftVoterResponse,
+)
 from kraftnode.raft.tracker import ReplicaTracker
 from kraftnode.raft.transfer import PendingTransfer
 from kraftnode.raft.voters import Endpoint, ReplicaKey
@@ -105,14 +116,61 @@ class ProspectiveState:
 
 @dataclass(slots=True)
 class LeaderState:
-    """Leading ``epoch``; replication bookkeeping is in ``tracker``."""
+    """Leading ``epoch``; replication bookkeeping (and the pending voter change) is in
+    ``tracker``, what the leader still owes its clients in the fields below."""
 
     epoch: int
     leader_id: int
     tracker: ReplicaTracker
     #: A leadership transfer in progress (appends are refused meanwhile).
     transfer: PendingTransfer | None = None
+    #: Appends not committed yet: (last offset, handle), in offset order.
+    pending_appends: list[tuple[int, int]] = field(default_factory=list)
+    #: Fetches held until new data, a new high watermark or their deadline (long-poll).
+    parked: list[ParkedFetch] = field(default_factory=list)
+    #: Read index (linearizable reads): pending (handle, round) ...
+    reads: list[tuple[int, int]] = field(default_factory=list)
+    #: ... the latest round asked for ...
+    read_round: int = 0
+    #: ... and per voter the latest round it confirmed (answered our BeginQuorumEpoch).
+    read_confirmed: dict[int, int] = field(default_factory=dict)
     name: str = "leader"
+
+    def finish_add(self, code: int, message: str | None) -> list[Action]:
+        """Kafka's resetAddVoterHandlerState: the answer to the pending AddRaftVoter, if any."""
+        pending = self.tracker.pending_add
+        if pending is None:
+            return []
+        self.tracker.pending_add = None
+        return [SendResponse(pending.request_id, AddRaftVoterResponse(code, message))]
+
+    def finish_remove(self, code: int, message: str | None) -> list[Action]:
+        """Kafka's resetRemoveVoterHandlerState: the answer to the pending RemoveRaftVoter, if any."""
+        pending = self.tracker.pending_remove
+        if pending is None:
+            return []
+        self.tracker.pending_remove = None
+        return [SendResponse(pending.request_id, RemoveRaftVoterResponse(code, message))]
+
+    def close(self, successor: EpochState, fetch_refusal: FetchResponse) -> list[Action]:
+        """Kafka's LeaderState.close(): leadership ended (``successor`` is the new state);
+        what the leader still owed fails with NOT_LEADER_OR_FOLLOWER -- voter changes,
+        reads, a transfer, appends (they may still commit under a later leader), and
+        parked fetches (answered ``fetch_refusal``). Returns those answers, in that order."""
+        code = errors.NOT_LEADER_OR_FOLLOWER
+        out = [*self.finish_add(code, None), *self.finish_remove(code, None)]
+        out += [ReadIndexCompleted(handle, -1, code) for handle, _ in self.reads]
+        self.reads.clear()
+        self.read_confirmed.clear()
+        if self.transfer is not None:
+            out.append(SendResponse(self.transfer.request_id, EndQuorumEpochResponse(
+                errors.NONE, code, successor.leader_id, successor.epoch, ())))
+            self.transfer = None
+        out += [AppendCompleted(handle, -1, code) for _, handle in self.pending_appends]
+        self.pending_appends.clear()
+        out += [SendResponse(p.request_id, fetch_refusal) for p in self.parked]
+        self.parked.clear()
+        return out
 
 
 @dataclass(slots=True)
@@ -134,12 +192,3 @@ class ResignedState:
 EpochState = (
     UnattachedState | VotedState | CandidateState | FollowerState | LeaderState | ResignedState | ProspectiveState
 )
-
-# The short names the server and older tests use (kept so they need not change at once).
-Unattached = UnattachedState
-Voted = VotedState
-Candidate = CandidateState
-Follower = FollowerState
-Leader = LeaderState
-Resigned = ResignedState
-Prospective = ProspectiveState

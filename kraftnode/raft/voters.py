@@ -120,9 +120,6 @@ class VoterSet:
         node = self.voters.get(key.id)
         return node is not None and node.key.matches(key)
 
-    def is_only_voter(self, key: ReplicaKey) -> bool:
-        return len(self.voters) == 1 and self.is_voter(key)
-
     def node(self, replica_id: int) -> VoterNode | None:
         return self.voters.get(replica_id)
 

@@ -28,27 +28,26 @@ from kraftnode.log.metadata_log import METADATA_PARTITION_DIR, LogError, Metadat
 from kraftnode.log.quorum_state import QuorumStateError, QuorumStateStore
 from kraftnode.log.snapshot import SnapshotError
 from kraftnode.logsetup import os_error_text
-from kraftnode.raft.config import RaftConfig
+from kraftnode.metadata.state import MetadataState
+from kraftnode.metadata.state_machine import StateMachine, StateMachineRunner
+from kraftnode.raft import RaftConfig, RaftNode
 from kraftnode.raft.election import ElectionState
-from kraftnode.raft.node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
-from kraftnode.server import api_versions
-from kraftnode.server import raft_wire as rw
-from kraftnode.server.controller_duties import ControllerDuties
+from kraftnode.security import hooks as security_hooks
+from kraftnode.security.listeners import OnListener
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
-from kraftnode.server.metadata_state import MetadataState
-from kraftnode.server.network import KafkaListener, ListenerError, ServerLimits
+from kraftnode.server.metadata.controller_duties import ControllerDuties
+from kraftnode.server.metadata.snapshot_manager import SnapshotManager, prepare_storage, voters_at
+from kraftnode.server.net import api_versions
+from kraftnode.server.net.listener import KafkaListener, ListenerError, ServerLimits
+from kraftnode.server.net.peer_client import PeerPool
 from kraftnode.server.node_config import NodeConfig
-from kraftnode.server.peer_client import PeerPool
-from kraftnode.server.raft_driver import RaftDriver, now_ms, quorum_state_to_election
-from kraftnode.server.raft_log import DiskRaftLog, DiskSnapshotStore
-from kraftnode.server.security import hooks as security_hooks
-from kraftnode.server.security.listeners import OnListener
-from kraftnode.server.snapshots import SnapshotManager, prepare_storage, voters_at
-from kraftnode.server.state_machine import StateMachine, StateMachineRunner
+from kraftnode.server.raft import wire as rw
+from kraftnode.server.raft.disk_log import DiskRaftLog, DiskSnapshotStore
+from kraftnode.server.raft.driver import RaftDriver, now_ms, quorum_state_to_election
 
 if TYPE_CHECKING:
-    from kraftnode.server.metrics import RequestMetrics
+    from kraftnode.server.metrics.recording import RequestMetrics
 
 log = logging.getLogger("kraftnode.node")
 
@@ -117,7 +116,7 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
         raft_metrics = request_metrics = None
         metrics_server = await _bind_metrics(cfg)
         if metrics_server is not None:
-            from kraftnode.server.metrics import RaftMetrics, RequestMetrics
+            from kraftnode.server.metrics.recording import RaftMetrics, RequestMetrics
 
             raft_metrics, request_metrics = RaftMetrics(), RequestMetrics()
         stop_requested = anyio.Event()
@@ -202,7 +201,7 @@ def _load_state(mlog: MetadataLog, store: QuorumStateStore, state_machine: State
 
 
 def _raft_topic(cfg: NodeConfig, cluster_id: str) -> str:
-    """The quorum's topic (set process-wide with raft_wire.use_topic). Kafka's standalone
+    """The quorum's topic (set process-wide with raft.wire.use_topic). Kafka's standalone
     raft server (TestRaftServer) runs its quorum on its own topic with the all-zero cluster
     id; a kraftnode joining such a quorum must do the same."""
     topic = cfg.raft_topic or (vocabulary.TEST_RAFT_TOPIC
@@ -298,7 +297,7 @@ async def _bind_metrics(cfg: NodeConfig) -> Any:
         return None
     from prometheus_client.registry import CollectorRegistry
 
-    from kraftnode.server.metrics_http import MetricsServer
+    from kraftnode.server.metrics.http import MetricsServer
 
     host, port = cfg.metrics_listener
     server = MetricsServer(host, port, CollectorRegistry(auto_describe=False))
@@ -320,7 +319,7 @@ def _start_metrics(tg: anyio.abc.TaskGroup, server: Any, cfg: NodeConfig, driver
     from prometheus_client.platform_collector import PlatformCollector
     from prometheus_client.process_collector import ProcessCollector
 
-    from kraftnode.server.metrics_collector import NodeCollector, liveness, readiness
+    from kraftnode.server.metrics.collector import NodeCollector, liveness, readiness
 
     registry = server.registry
     registry.register(NodeCollector(driver, raft_metrics, request_metrics, listeners,
@@ -340,8 +339,8 @@ def _start_metrics(tg: anyio.abc.TaskGroup, server: Any, cfg: NodeConfig, driver
 
 async def _graceful_shutdown(driver: RaftDriver) -> None:
     """A leader resigns first (EndQuorumEpoch) so a successor is elected at once."""
-    if driver.node.is_leader:
-        log.info("resigning leadership of epoch %d", driver.node.epoch)
+    if driver.is_leader:
+        log.info("resigning leadership of epoch %d", driver.epoch)
         await driver.resign()
         with anyio.move_on_after(0.5):
             await anyio.sleep(0.3)  # let the EndQuorumEpoch requests leave

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from kraftnode import configdefs, vocabulary
 from kraftnode.config import ConfigError, Listener, ServerConfig
 from kraftnode.log.metadata_log import LogConfig
-from kraftnode.server.security import authorizer
-from kraftnode.server.security import setup as security_setup
-from kraftnode.server.security.listeners import ListenerSecurity
-from kraftnode.server.snapshots import SnapshotConfig
+from kraftnode.security import authorizer
+from kraftnode.security import setup as security_setup
+from kraftnode.security.listeners import ListenerSecurity
+from kraftnode.server.metadata.snapshot_manager import SnapshotConfig
 
 log = logging.getLogger("kraftnode.config")
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from kraftnode.commands.errors import UsageError
-from kraftnode.commands.quorum import QuorumInfo, fetch_quorum_info
 from kraftnode.log.meta_properties import read_meta_properties
+from kraftnode.quorum_client import QuorumInfo, fetch_quorum_info
 from recordbatch.wire import uuid_to_base64
 from tests.support.doc_blocks import REPO, Block, Session, config_blocks, statements
 from tests.support.kafka import require_kafka_home

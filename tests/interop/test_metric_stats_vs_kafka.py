@@ -8,7 +8,7 @@ import math
 import random
 import subprocess
 
-from kraftnode.server.metrics import AvgMax, Rate
+from kraftnode.server.metrics.recording import AvgMax, Rate
 from tests.support.kafka import KafkaHome
 
 

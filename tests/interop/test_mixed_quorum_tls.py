@@ -25,7 +25,7 @@ import pytest
 
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE
-from kraftnode.server.security.tls import certificate_dn
+from kraftnode.security.tls import certificate_dn
 from tests.interop.test_mixed_quorum import noops
 from tests.support.certs import PASSWORD, Party, Pki, make_pki
 from tests.support.cluster import CLUSTER_ID, Cluster, free_ports

@@ -42,6 +42,8 @@ from kraftnode.log.snapshot import (
     read_snapshot_batches,
     snapshot_file_name,
 )
+from kraftnode.metadata.state import MetadataState
+from kraftnode.metadata.state_machine import snapshot_data_records
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated.metadata import (
@@ -51,9 +53,7 @@ from kraftnode.protocol.generated.metadata import (
     TopicRecord,
 )
 from kraftnode.protocol.registry import LIST_OFFSETS, PRODUCE
-from kraftnode.server.metadata_state import MetadataState
-from kraftnode.server.snapshots import snapshot_timestamp
-from kraftnode.server.state_machine import snapshot_data_records
+from kraftnode.server.metadata.snapshot_manager import snapshot_timestamp
 from recordbatch import Record, build_batch
 from recordbatch.control import decode_control_record
 from tests.interop.test_mixed_quorum import (
@@ -66,7 +66,7 @@ from tests.interop.test_mixed_quorum import (
     metrics_listeners,
 )
 from tests.interop.test_mixed_quorum import produce as mixed_produce
-from tests.kraftnode.server.test_describe_cluster import describe_cluster
+from tests.kraftnode.server.handlers.test_describe_cluster import describe_cluster
 from tests.support.cluster import CLUSTER_ID, Cluster
 from tests.support.java_raft import JavaRaftNode
 from tests.support.kafka import KafkaHome

@@ -14,7 +14,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from kraftnode.embed import EmbeddedNode
 from kraftnode.log.snapshot import list_snapshots
-from kraftnode.server.state_machine import KeyValueStateMachine
+from kraftnode.metadata.state_machine import KeyValueStateMachine
 from tests.support.cluster import CLUSTER_ID, free_ports
 
 pytestmark = pytest.mark.timeout(120)

@@ -32,7 +32,7 @@ from unittest import mock
 from kraftnode.raft import errors
 from kraftnode.raft.actions import StateChanged
 from kraftnode.raft.messages import AddRaftVoterRequest, RemoveRaftVoterRequest, Request
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.tracker import ReplicaTracker
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterSet
 from tests.simulation.sim import SimNode, Simulation, Violation
@@ -49,7 +49,7 @@ class _ObserverBlindTracker(ReplicaTracker):
 
 
 class _CheckQuorumIgnoresObservers(RaftNode):
-    def _replica_tracker(self, epoch: int, epoch_start: int, voters: VoterSet, now_ms: int) -> ReplicaTracker:
+    def replica_tracker(self, epoch: int, epoch_start: int, voters: VoterSet, now_ms: int) -> ReplicaTracker:
         return _ObserverBlindTracker(self.local_key, epoch, epoch_start, voters, now_ms,
                                      self.config.check_quorum_timeout_ms)
 

@@ -1,9 +1,9 @@
 """Planted bugs, to prove the simulation (and the unit tests) can catch them.
 
-Each plant is a subclass of the core (:class:`RaftNode`) that overrides one named rule
-(``_grants_vote``, ``_grants_pre_vote``, ``_read_round_confirmed``, ...) with a broken
-version. The core itself knows nothing of them: :func:`node_class` builds the class a
-test constructs instead of ``RaftNode``.
+Each plant is a subclass of the core (:class:`RaftNode`) that overrides one of the rules
+a test may replace (``grants_vote``, ``grants_pre_vote``, ``read_round_confirmed``, ...:
+the table at the end of :class:`RaftNode`) with a broken version. The core itself knows
+nothing of them: :func:`node_class` builds the class a test constructs instead of ``RaftNode``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from functools import cache
 
 from kraftnode.raft.actions import PersistElectionState, SendResponse, StateChanged
 from kraftnode.raft.messages import DivergingEpoch, FetchResponse, VoteRequest, VoteResponse
-from kraftnode.raft.node import RaftNode
-from kraftnode.raft.states import VotedState
+from kraftnode.raft.raft_node import RaftNode
+from kraftnode.raft.rules import replication
+from kraftnode.raft.states import LeaderState, VotedState
 from kraftnode.raft.tracker import ReplicaProgress, ReplicaTracker
 from kraftnode.raft.voters import ReplicaKey, VoterSet
 
@@ -56,52 +57,53 @@ class _OldEpochTracker(ReplicaTracker):
 
 
 class _HwWithoutCurrentEpoch(RaftNode):
-    def _replica_tracker(self, epoch: int, epoch_start: int, voters: VoterSet, now_ms: int) -> ReplicaTracker:
+    def replica_tracker(self, epoch: int, epoch_start: int, voters: VoterSet, now_ms: int) -> ReplicaTracker:
         return _OldEpochTracker(self.local_key, epoch, epoch_start, voters, now_ms,
                                 self.config.check_quorum_timeout_ms)
 
 
 class _DoubleVote(RaftNode):
-    def _grants_vote(self, candidate: ReplicaKey, up_to_date: bool) -> bool:
+    def grants_vote(self, candidate: ReplicaKey, up_to_date: bool) -> bool:
         if isinstance(self.state, VotedState) and candidate.id != self.local_key.id and up_to_date:
             return True
-        return super()._grants_vote(candidate, up_to_date)
+        return super().grants_vote(candidate, up_to_date)
 
 
 class _ReplyBeforePersist(RaftNode):
     """The vote's own PersistElectionState (of the move to voted) goes after the reply."""
 
-    def _on_vote_request(self, request_id: int, req: VoteRequest, now_ms: int) -> None:
-        mark = len(self._actions)
-        super()._on_vote_request(request_id, req, now_ms)
-        new = self._actions[mark:]
+    def on_vote_request(self, request_id: int, req: VoteRequest, now_ms: int) -> None:
+        before = self.take_actions()
+        super().on_vote_request(request_id, req, now_ms)
+        new = self.take_actions()
         voted = [i for i, a in enumerate(new) if isinstance(a, StateChanged) and a.state == "voted"]
         granted = any(isinstance(a, SendResponse) and isinstance(a.response, VoteResponse)
                       and a.response.vote_granted for a in new)
         if granted and voted and voted[-1] > 0 and isinstance(new[voted[-1] - 1], PersistElectionState):
             persist = new.pop(voted[-1] - 1)
-            self._actions[mark:] = [*new, persist]
+            new.append(persist)
+        self.emit(*before, *new)
 
 
 class _SkipDivergenceTruncation(RaftNode):
-    def _on_diverging_epoch(self, source: int, resp: FetchResponse, diverging: DivergingEpoch, now_ms: int) -> None:
+    def on_diverging_epoch(self, source: int, resp: FetchResponse, diverging: DivergingEpoch, now_ms: int) -> None:
         # keep the divergent tail and trust the leader's HW anyway
-        self._set_high_watermark(min(resp.high_watermark, self.log.end_offset), now_ms)
+        replication.set_high_watermark(self, min(resp.high_watermark, self.log.end_offset), now_ms)
 
 
 class _TransferWithoutCatchUp(RaftNode):
-    def _transfer_target_caught_up(self, progress: ReplicaProgress | None) -> bool:
+    def transfer_target_caught_up(self, progress: ReplicaProgress | None) -> bool:
         return True
 
 
 class _StaleRead(RaftNode):
-    def _read_round_confirmed(self, majority_round: int) -> int:
-        return self._read_round
+    def read_round_confirmed(self, st: LeaderState, majority_round: int) -> int:
+        return st.read_round
 
 
 class _PreVoteIgnoresLeader(RaftNode):
-    def _grants_pre_vote(self, up_to_date: bool) -> bool:
-        return up_to_date or super()._grants_pre_vote(up_to_date)
+    def grants_pre_vote(self, up_to_date: bool) -> bool:
+        return up_to_date or super().grants_pre_vote(up_to_date)
 
 
 CLASSES: dict[str, type[RaftNode]] = {

@@ -16,11 +16,12 @@ import dataclasses
 import heapq
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kraftnode.raft import errors, quorum_state
 from kraftnode.raft.actions import (
+    Action,
     AppendCompleted,
     FatalError,
     FlushLog,
@@ -32,7 +33,6 @@ from kraftnode.raft.actions import (
     StateChanged,
 )
 from kraftnode.raft.batches import KRaftVersionControlRecord, VotersControlRecord
-from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.messages import (
     AddRaftVoterRequest,
@@ -46,7 +46,8 @@ from kraftnode.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.quorum_config import RaftConfig
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 from tests.simulation import plants
 from tests.simulation.model import FaultProfile, SimLog, describe
@@ -277,11 +278,15 @@ class Simulation:
         if self.faults_on and p.duplicate and self.rng.random() < p.duplicate:
             self._schedule(self.now + self._delay(), kind, data)
 
+    def _observe_actions(self, node: SimNode, core: RaftNode, actions: Sequence[Action]) -> None:
+        """For subclasses: the actions a drain took from ``core``, before any is executed."""
+
     def _drain(self, node: SimNode) -> None:
         """Execute the node's actions in order, maybe crashing part-way (before an fsync)."""
         core = node.core
         assert core is not None
         actions = core.take_actions()
+        self._observe_actions(node, core, actions)
         for action in actions:
             if isinstance(action, StateChanged):
                 self._check_transition(node, action)
@@ -783,8 +788,7 @@ class Simulation:
             or response.snapshot_id is not None or response.high_watermark < 0
         ):
             return
-        inflight = core._inflight.get(sender)  # type: ignore[call-overload]
-        if inflight is None or inflight.correlation_id != correlation_id:
+        if not core.awaits_answer(sender, correlation_id):  # type: ignore[arg-type]
             return  # a stale answer the follower ignores anyway
         if (core.state_name == "follower" and core.leader_id == sender
                 and response.current_leader.leader_epoch == core.epoch

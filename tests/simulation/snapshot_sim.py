@@ -50,6 +50,8 @@ from kraftnode.log.snapshot import (
     snapshot_file_name,
     validate_snapshot,
 )
+from kraftnode.metadata.state import MetadataState
+from kraftnode.metadata.state_machine import StateMachineRunner, snapshot_data_records
 from kraftnode.protocol.generated.metadata import (
     AbortTransactionRecord,
     BeginTransactionRecord,
@@ -62,10 +64,12 @@ from kraftnode.protocol.generated.metadata import (
     TopicRecord,
 )
 from kraftnode.raft.log import OffsetAndEpoch
-from kraftnode.server.metadata_state import MetadataState
-from kraftnode.server.raft_log import DiskRaftLog, DiskSnapshotStore
-from kraftnode.server.snapshots import SnapshotConfig, SnapshotManager, prepare_storage
-from kraftnode.server.state_machine import StateMachineRunner, snapshot_data_records
+from kraftnode.server.metadata.snapshot_manager import (
+    SnapshotConfig,
+    SnapshotManager,
+    prepare_storage,
+)
+from kraftnode.server.raft.disk_log import DiskRaftLog, DiskSnapshotStore
 from recordbatch import Record, build_batch, iter_batches
 from tests.simulation.state_layer import PLANTS as STATE_PLANTS
 from tests.simulation.state_layer import state_records

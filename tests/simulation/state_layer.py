@@ -1,8 +1,8 @@
 """The REAL state machine inside the raft simulation (issue 14, must-show 4).
 
 Every simulated node applies its committed log to kraftnode's default state machine
-(:class:`~kraftnode.server.metadata_state.MetadataState`, through the real
-:class:`~kraftnode.server.state_machine.StateMachineRunner`). The simulation's records are
+(:class:`~kraftnode.metadata.state.MetadataState`, through the real
+:class:`~kraftnode.metadata.state_machine.StateMachineRunner`). The simulation's records are
 integers; each one stands for one real record, decoded deterministically by
 :func:`record_for` (metadata records -- topics, partitions, partition changes, configs,
 topic removals, metadata.version -- and keyed / unkeyed application records) and applied as
@@ -63,6 +63,8 @@ from kraftnode.log.snapshot import (
     snapshot_file_name,
     validate_snapshot,
 )
+from kraftnode.metadata.state import MetadataState
+from kraftnode.metadata.state_machine import StateMachineRunner, snapshot_data_records
 from kraftnode.protocol.generated.metadata import (
     ConfigRecord,
     FeatureLevelRecord,
@@ -73,14 +75,12 @@ from kraftnode.protocol.generated.metadata import (
 )
 from kraftnode.raft.batches import Batch, ControlRecord
 from kraftnode.raft.log import OffsetAndEpoch
-from kraftnode.server.metadata_state import MetadataState
-from kraftnode.server.snapshots import (
+from kraftnode.server.metadata.snapshot_manager import (
     clean_leftovers,
     snapshot_timestamp,
     voters_at,
     write_state_snapshot,
 )
-from kraftnode.server.state_machine import StateMachineRunner, snapshot_data_records
 from recordbatch import BatchView, CorruptBatchError, Record, build_batch, iter_batches
 from tests.simulation.model import SimLog
 

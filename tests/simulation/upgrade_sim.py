@@ -34,12 +34,13 @@ import dataclasses
 import random
 import shutil
 import uuid
+from collections.abc import Sequence
 from unittest import mock
 
 from kraftnode.raft import errors
-from kraftnode.raft.actions import AppendCompleted
+from kraftnode.raft.actions import Action, AppendCompleted
 from kraftnode.raft.batches import KRaftVersionControlRecord, VotersControlRecord
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.states import LeaderState
 from kraftnode.raft.voters import ReplicaKey, VoterNode, VoterSet
 from tests.simulation.sim import Result, SimNode, Simulation, Violation
@@ -52,20 +53,20 @@ class _UpgradeLearnsObservers(RaftNode):
     """Planted: the leader takes any fetcher with a directory id into the set the upgrade
     will write -- observers become voters all at once."""
 
-    def _learn_directory_id(self, st: LeaderState, key: ReplicaKey) -> None:
+    def learn_directory_id(self, st: LeaderState, key: ReplicaKey) -> None:
         volatile = st.tracker.volatile_voters
         if volatile is not None and key.directory_id is not None and key.id not in volatile.ids:
             st.tracker.volatile_voters = VoterSet.of([*volatile, VoterNode(key, (), 0, 1)])
-        super()._learn_directory_id(st, key)
+        super().learn_directory_id(st, key)
 
 
 class _ConcurrentVoterChanges(RaftNode):
     """Planted: the leader admits an add or remove while another is pending or its
     VotersRecord is uncommitted (only the high watermark must be known)."""
 
-    def _voter_change_precheck(self, st: LeaderState, verb: str, now_ms: int) -> tuple[int, str] | None:
+    def voter_change_precheck(self, st: LeaderState, verb: str, now_ms: int) -> tuple[int, str] | None:
         if not st.tracker.high_watermark_known or self.history.kraft_version() < 1:
-            return super()._voter_change_precheck(st, verb, now_ms)
+            return super().voter_change_precheck(st, verb, now_ms)
         return None
 
 
@@ -189,19 +190,16 @@ class UpgradeSimulation(Simulation):
         victim.verified = 0
         self._matched = {k: v for k, v in self._matched.items() if victim.node_id not in k}
 
-    def _drain(self, node: SimNode) -> None:
-        core = node.core
-        if core is not None:
-            for a in core._actions:
-                if isinstance(a, AppendCompleted) and (node.node_id, a.handle) in self.upgrade_handles:
-                    self.upgrade_handles.pop((node.node_id, a.handle))
-                    if a.error_code == errors.NONE:
-                        if core.history.kraft_version() != 1:
-                            raise Violation(f"node {node.node_id} acknowledged the upgrade at kraft.version "
-                                            f"{core.history.kraft_version()}")
-                        self.upgraded = True
-                        self.upgrade_offset = a.last_offset
-        super()._drain(node)
+    def _observe_actions(self, node: SimNode, core: RaftNode, actions: Sequence[Action]) -> None:
+        for a in actions:
+            if isinstance(a, AppendCompleted) and (node.node_id, a.handle) in self.upgrade_handles:
+                self.upgrade_handles.pop((node.node_id, a.handle))
+                if a.error_code == errors.NONE:
+                    if core.history.kraft_version() != 1:
+                        raise Violation(f"node {node.node_id} acknowledged the upgrade at kraft.version "
+                                        f"{core.history.kraft_version()}")
+                    self.upgraded = True
+                    self.upgrade_offset = a.last_offset
 
     # ----------------------------------------------------------- invariants
     def _check_voters_records(self, node: SimNode, core: RaftNode) -> None:

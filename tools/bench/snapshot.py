@@ -43,19 +43,19 @@ sys.path.insert(0, str(ROOT))
 
 from kraftnode.log.metadata_log import LogConfig, MetadataLog  # noqa: E402
 from kraftnode.log.snapshot import SnapshotId, list_snapshots  # noqa: E402
+from kraftnode.metadata.state import MetadataState  # noqa: E402
+from kraftnode.metadata.state_machine import KeyValueStateMachine, StateMachineRunner  # noqa: E402
 from kraftnode.protocol.generated.metadata import (  # noqa: E402
     FeatureLevelRecord,
     PartitionRecord,
     TopicRecord,
 )
-from kraftnode.server.metadata_state import MetadataState  # noqa: E402
-from kraftnode.server.snapshots import (  # noqa: E402
+from kraftnode.server.metadata.snapshot_manager import (  # noqa: E402
     SnapshotConfig,
     SnapshotManager,
     prepare_storage,
     write_state_snapshot,
 )
-from kraftnode.server.state_machine import KeyValueStateMachine, StateMachineRunner  # noqa: E402
 from recordbatch import Record, build_batch  # noqa: E402
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"

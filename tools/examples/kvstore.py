@@ -26,8 +26,8 @@ import anyio
 
 from kraftnode.config import ConfigError
 from kraftnode.embed import AppendError, EmbeddedNode, NotLeaderError
+from kraftnode.metadata.state_machine import KeyValueStateMachine
 from kraftnode.server.node import StartupError
-from kraftnode.server.state_machine import KeyValueStateMachine
 
 
 async def handle(node: EmbeddedNode[KeyValueStateMachine], line: str) -> str | None:

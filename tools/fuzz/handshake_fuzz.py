@@ -3,7 +3,7 @@
 SASL: sequences of one to four frames -- valid ApiVersions, SaslHandshake v0/v1,
 SaslAuthenticate (PLAIN and SCRAM tokens), raw v0 tokens, random bytes, and those with
 bytes overwritten, truncated or extended -- go through a fresh
-:class:`kraftnode.server.security.sasl.Authenticator` each, exactly as a connection feeds
+:class:`kraftnode.security.sasl.Authenticator` each, exactly as a connection feeds
 it.  Acceptable: an answer, a close, or ``DecodeError``/``FrameError`` (the listener closes
 the connection on those).  Any other exception is a bug.
 
@@ -38,10 +38,10 @@ from kraftnode.protocol.registry import (
     SASL_HANDSHAKE,
     SERVED,
 )
-from kraftnode.server import api_versions
-from kraftnode.server.network import Reply
-from kraftnode.server.security import scram
-from kraftnode.server.security.sasl import Authenticator, ListenerSasl
+from kraftnode.security import scram
+from kraftnode.security.sasl import Authenticator, ListenerSasl
+from kraftnode.server.net import api_versions
+from kraftnode.server.net.listener import Reply
 from recordbatch.wire import DecodeError
 
 _CRED = scram.credential("SCRAM-SHA-256", "pw", b"salt", 4096)

@@ -1,5 +1,8 @@
 """The Raft core's rules by topic (as Kafka's KafkaRaftClient handlers and internals/*Handler).
 
-:class:`kraftnode.raft.node.RaftNode` is the public event API; it binds these functions
-as its methods and dispatches events to them.
+Each rule is a function of the node, typed against :class:`~kraftnode.raft.rules.port.RaftCore`
+(what a rule may use of :class:`kraftnode.raft.raft_node.RaftNode`, the public event API,
+which dispatches events to them). The modules import one another in one direction only:
+``port`` <- ``validation``, ``timers`` <- ``epochs`` <- ``replication`` <- ``snapshot_transfer``,
+``voter_changes`` <- ``leadership`` <- ``elections`` <- ``per_state``.
 """

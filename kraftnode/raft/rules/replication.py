@@ -1,24 +1,15 @@
 """Replication: Fetch validation and answers (long-poll), the follower's side of a
-fetch (append, divergence), the high watermark, and the read index
-(Kafka's handleFetchRequest/handleFetchResponse, LeaderState.maybeUpdateHighWatermark).
-
-Each function is a rule of :class:`~kraftnode.raft.node.RaftNode` (bound there as a
-method of the same name with a leading underscore), taking the node as ``node``.
+fetch (append, divergence), the high watermark and what waits for it (appends, voter
+changes, parked fetches), and the read index (Kafka's handleFetchRequest /
+handleFetchResponse, LeaderState.maybeUpdateHighWatermark, onUpdateLeaderHighWatermark).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from kraftnode.raft import errors
-from kraftnode.raft.actions import (
-    AppendCompleted,
-    FatalError,
-    FlushLog,
-    HighWatermarkAdvanced,
-    ReadIndexCompleted,
-)
+from kraftnode.raft.actions import AppendCompleted, HighWatermarkAdvanced, ReadIndexCompleted
 from kraftnode.raft.batches import Batch
 from kraftnode.raft.inflight import InFlight, ParkedFetch
 from kraftnode.raft.log import OffsetAndEpoch
@@ -30,23 +21,22 @@ from kraftnode.raft.messages import (
     ReplicaStateView,
     SnapshotId,
 )
+from kraftnode.raft.rules import epochs, timers, validation
+from kraftnode.raft.rules.port import RaftCore
 from kraftnode.raft.states import FollowerState, LeaderState
 from kraftnode.raft.voters import ReplicaKey
 
-if TYPE_CHECKING:
-    from kraftnode.raft.node import RaftNode
 
-
-def fetch_error(node: RaftNode, code: int, top_level: bool = False) -> FetchResponse:
+def fetch_error(node: RaftCore, code: int, top_level: bool = False) -> FetchResponse:
     # Kafka answers every Fetch error with an unknown (-1) high watermark.
     return FetchResponse(
         code if top_level else errors.NONE, errors.NONE if top_level else code,
-        -1, node._current_leader(), node.log.start_offset,
-        node_endpoints=node._leader_node_endpoints(),
+        -1, validation.current_leader(node), node.log.start_offset,
+        node_endpoints=validation.leader_node_endpoints(node),
     )
 
 
-def reported_high_watermark(node: RaftNode) -> int:
+def reported_high_watermark(node: RaftCore) -> int:
     """The high watermark as we tell others. A new leader's is unknown (-1) until an
     entry of its own epoch commits, as Kafka's LeaderState reports it: sending the
     value it held as a follower could be lower than a follower's own, and a Java
@@ -57,7 +47,7 @@ def reported_high_watermark(node: RaftNode) -> int:
     return node.high_watermark
 
 
-def validate_leader_epoch(node: RaftNode, request_epoch: int) -> int:
+def validate_leader_epoch(node: RaftCore, request_epoch: int) -> int:
     if request_epoch < node.epoch:
         return errors.FENCED_LEADER_EPOCH
     if request_epoch > node.epoch:
@@ -67,42 +57,42 @@ def validate_leader_epoch(node: RaftNode, request_epoch: int) -> int:
     return errors.NONE
 
 
-def on_fetch_request(node: RaftNode, request_id: int, req: FetchRequest, now_ms: int) -> None:
-    if not node._cluster_ok(req.cluster_id):
-        node._respond(request_id, node._fetch_error(errors.INCONSISTENT_CLUSTER_ID, top_level=True))
+def on_fetch_request(node: RaftCore, request_id: int, req: FetchRequest, now_ms: int) -> None:
+    if not validation.cluster_ok(node, req.cluster_id):
+        node.respond(request_id, fetch_error(node, errors.INCONSISTENT_CLUSTER_ID, top_level=True))
         return
     if (req.max_wait_ms < 0 or req.fetch_offset < 0 or req.last_fetched_epoch < 0
             or req.last_fetched_epoch > req.current_leader_epoch):  # KafkaRaftClient.handleFetchRequest
-        node._respond(request_id, node._fetch_error(errors.INVALID_REQUEST))
+        node.respond(request_id, fetch_error(node, errors.INVALID_REQUEST))
         return
-    error = node._validate_leader_epoch(req.current_leader_epoch)
+    error = validate_leader_epoch(node, req.current_leader_epoch)
     if error != errors.NONE:
-        node._respond(request_id, node._fetch_error(error))
+        node.respond(request_id, fetch_error(node, error))
         return
     st = node.state
     assert isinstance(st, LeaderState)
     key = ReplicaKey.of(req.replica_id, req.replica_directory_id)
     st.tracker.record_voter_contact(key, now_ms)
-    node._learn_directory_id(st, key)
-    diverging, snapshot = node._validate_offset_and_epoch(req.fetch_offset, req.last_fetched_epoch)
+    node.learn_directory_id(st, key)
+    diverging, snapshot = validate_offset_and_epoch(node, req.fetch_offset, req.last_fetched_epoch)
     if diverging is None and snapshot is None and req.replica_id >= 0:
         st.tracker.record_fetch(key, req.fetch_offset, node.log.end_offset, now_ms)
         hw_before = node.high_watermark
-        node._maybe_advance_high_watermark(st, now_ms)
+        maybe_advance_high_watermark(node, st, now_ms)
         if node.high_watermark != hw_before:
             # This fetch moved the HW: answer at once so the fetcher learns it.
-            node._answer_fetch(request_id, req, now_ms)
+            answer_fetch(node, request_id, req, now_ms)
             return
     if (
         diverging is None and snapshot is None and req.max_wait_ms > 0
         and req.fetch_offset >= node.log.end_offset
     ):
-        node._parked.append(ParkedFetch(request_id, req, now_ms + req.max_wait_ms))
+        st.parked.append(ParkedFetch(request_id, req, now_ms + req.max_wait_ms))
         return
-    node._answer_fetch(request_id, req, now_ms)
+    answer_fetch(node, request_id, req, now_ms)
 
 
-def validate_offset_and_epoch(node: RaftNode, offset: int, epoch: int
+def validate_offset_and_epoch(node: RaftCore, offset: int, epoch: int
 ) -> tuple[DivergingEpoch | None, SnapshotId | None]:
     """Kafka's validateOffsetAndEpoch: valid, diverging (with the epoch end), or snapshot."""
     log = node.log
@@ -119,96 +109,95 @@ def validate_offset_and_epoch(node: RaftNode, offset: int, epoch: int
     return None, None
 
 
-def answer_fetch(node: RaftNode, request_id: int, req: FetchRequest, now_ms: int) -> None:
+def answer_fetch(node: RaftCore, request_id: int, req: FetchRequest, now_ms: int) -> None:
     """Build the Fetch answer now (also used when a parked fetch completes)."""
-    error = node._validate_leader_epoch(req.current_leader_epoch)
+    error = validate_leader_epoch(node, req.current_leader_epoch)
     if error != errors.NONE:
-        node._respond(request_id, node._fetch_error(error))
+        node.respond(request_id, fetch_error(node, error))
         return
-    diverging, snapshot = node._validate_offset_and_epoch(req.fetch_offset, req.last_fetched_epoch)
+    diverging, snapshot = validate_offset_and_epoch(node, req.fetch_offset, req.last_fetched_epoch)
     records: list[Batch] = []
     if diverging is None and snapshot is None and req.fetch_offset < node.log.end_offset:
         records = node.log.read(req.fetch_offset, min(req.max_bytes, node.config.fetch_max_bytes))
-    node._respond(request_id, FetchResponse(
-        errors.NONE, errors.NONE, node._reported_high_watermark(), node._current_leader(),
-        node.log.start_offset, diverging, snapshot, tuple(records), node._leader_node_endpoints(),
+    node.respond(request_id, FetchResponse(
+        errors.NONE, errors.NONE, reported_high_watermark(node), validation.current_leader(node),
+        node.log.start_offset, diverging, snapshot, tuple(records), validation.leader_node_endpoints(node),
     ))
 
 
-def complete_parked(node: RaftNode, now_ms: int) -> None:
+def complete_parked(node: RaftCore, st: LeaderState, now_ms: int) -> None:
     """New data or a new high watermark: answer every parked fetch."""
-    if not node._parked:
+    if not st.parked:
         return
-    parked, node._parked = node._parked, []
+    parked, st.parked = st.parked, []
     for p in parked:
-        node._answer_fetch(p.request_id, p.request, now_ms)
+        answer_fetch(node, p.request_id, p.request, now_ms)
 
 
-def on_fetch_response(node: RaftNode, source: int, inflight: InFlight, resp: FetchResponse, now_ms: int) -> None:
+def on_fetch_response(node: RaftCore, source: int, inflight: InFlight, resp: FetchResponse, now_ms: int) -> None:
     st = node.state
     if resp.error_code != errors.NONE:
         if (resp.error_code == errors.INCONSISTENT_CLUSTER_ID and isinstance(st, FollowerState)
                 and st.leader_id == source):
-            node._failed = True
-            node._actions.append(FatalError(resp.error_code, f"leader {source} reports another cluster id"))
+            node.fail(resp.error_code, f"leader {source} reports another cluster id")
             return
-        node._backoff(source, now_ms)
+        node.backoff(source, now_ms)
         return
     leader = resp.current_leader
-    endpoints = node._endpoints_from_nodes(leader.leader_id, resp.node_endpoints)
-    if node._maybe_handle_leader_info(leader.leader_id, leader.leader_epoch, endpoints, now_ms):
+    endpoints = validation.endpoints_from_nodes(node, leader.leader_id, resp.node_endpoints)
+    if epochs.maybe_handle_leader_info(node, leader.leader_id, leader.leader_epoch, endpoints, now_ms):
         return
     st = node.state
     if (
         not isinstance(st, FollowerState) or st.leader_id != source or leader.leader_epoch != st.epoch
         or resp.partition_error_code != errors.NONE
     ):
-        node._backoff(source, now_ms)
+        node.backoff(source, now_ms)
         return
     if inflight.fetch_offset != node.log.end_offset:
         return  # an answer to a position we no longer hold
+    if not (st.leader_resigned and now_ms >= st.fetch_deadline):
+        # Kafka's handleFetchResponse resets the fetch timer on every successful fetch, also
+        # after an EndQuorumEpoch shortened it (a fetch answered before the resignation but
+        # delivered after it); only once that shortened timer has run out is it too late, as
+        # Kafka's poll loop fires an expired timer before it handles the next message.
+        st.fetch_deadline = timers.fetch_deadline(node, now_ms)
     if not st.leader_resigned:
-        # A fetch answered just before the leader's EndQuorumEpoch (another connection, so
-        # maybe delivered after it) must not undo the resignation's election timer.
-        st.fetch_deadline = now_ms + node.config.fetch_timeout_ms
-        st.fetched = True
+        st.fetched = True  # KIP-996: a resigned leader is not one to stick to
     if resp.diverging_epoch is not None:
-        node._on_diverging_epoch(source, resp, resp.diverging_epoch, now_ms)
+        node.on_diverging_epoch(source, resp, resp.diverging_epoch, now_ms)
         return
     elif resp.snapshot_id is not None:
         if node.snapshots is None:
-            node._backoff(source, now_ms)  # no snapshot support: keep retrying slowly
+            node.backoff(source, now_ms)  # no snapshot support: keep retrying slowly
             return
         snap_id = OffsetAndEpoch(resp.snapshot_id.epoch, resp.snapshot_id.end_offset)
         if snap_id.offset < node.high_watermark or snap_id.epoch > st.epoch:
-            node._backoff(source, now_ms)
+            node.backoff(source, now_ms)
             return
         node.snapshots.begin_snapshot_download(snap_id)
         st.snapshot = (snap_id, 0)
         return
     elif resp.records:
-        if not node._append_as_follower(st, resp.records):
-            node._backoff(source, now_ms)
+        if not append_as_follower(node, st, resp.records):
+            node.backoff(source, now_ms)
             return
-    node._set_high_watermark(min(resp.high_watermark, node.log.end_offset), now_ms)
+    set_high_watermark(node, min(resp.high_watermark, node.log.end_offset), now_ms)
 
 
-def on_diverging_epoch(node: RaftNode, source: int, resp: FetchResponse, diverging: DivergingEpoch, now_ms: int) -> None:
+def on_diverging_epoch(node: RaftCore, source: int, resp: FetchResponse, diverging: DivergingEpoch,
+                       now_ms: int) -> None:
     """KIP-595: the leader's log diverges from ours: truncate (never below the high
     watermark: that is fatal) and fetch again; the HW is only adopted once our log is
     known to match the leader's."""
     if diverging.end_offset < node.high_watermark:
-        node._failed = True
-        node._actions.append(FatalError(
-            errors.INVALID_REQUEST,
-            f"leader {source} asked to truncate to {diverging.end_offset}, "
-            f"below the high watermark {node.high_watermark}",
-        ))
+        node.fail(errors.INVALID_REQUEST, f"leader {source} asked to truncate to {diverging.end_offset}, "
+                                          f"below the high watermark {node.high_watermark}")
         return
-    node._truncate_to_diverging(diverging)
+    truncate_to_diverging(node, diverging)
 
 
-def truncate_to_diverging(node: RaftNode, diverging: DivergingEpoch) -> None:
+def truncate_to_diverging(node: RaftCore, diverging: DivergingEpoch) -> None:
     """Kafka's truncateToEndOffset: cut back to where our log agrees with the leader's."""
     log = node.log
     if diverging.epoch <= 0:
@@ -224,7 +213,7 @@ def truncate_to_diverging(node: RaftNode, diverging: DivergingEpoch) -> None:
     node.history.truncate_new_entries(log.end_offset)  # followers only: no leader state to update
 
 
-def append_as_follower(node: RaftNode, st: FollowerState, batches: Sequence[Batch]) -> bool:
+def append_as_follower(node: RaftCore, st: FollowerState, batches: Sequence[Batch]) -> bool:
     expected = node.log.end_offset
     last_epoch = node.log.last_fetched_epoch
     for batch in batches:
@@ -236,78 +225,95 @@ def append_as_follower(node: RaftNode, st: FollowerState, batches: Sequence[Batc
         last_epoch = batch.epoch
     node.log.append_as_follower(batches)
     node.history.observe(batches)
-    node._actions.append(FlushLog(node.log.end_offset))
+    node.flush(node.log.end_offset)
     return True
 
 
-def send_fetch(node: RaftNode, destination: int, epoch: int, now_ms: int) -> None:
+def send_fetch(node: RaftCore, destination: int, epoch: int, now_ms: int) -> None:
     offset = node.log.end_offset
-    node._send(destination, FetchRequest(
+    node.send(destination, FetchRequest(
         node.config.cluster_id, node.local_key.id, node.local_key.directory_id,
         node.config.fetch_max_wait_ms, epoch, offset, node.log.last_fetched_epoch,
         node.log.start_offset, node.config.fetch_max_bytes,
     ), now_ms, fetch_offset=offset)
 
 
-def flush_leader(node: RaftNode, st: LeaderState, now_ms: int) -> None:
-    if node._actions and isinstance(node._actions[-1], FlushLog):
-        node._actions[-1] = FlushLog(node.log.end_offset)
-    else:
-        node._actions.append(FlushLog(node.log.end_offset))
+def flush_leader(node: RaftCore, st: LeaderState, now_ms: int) -> None:
+    """The leader's log must be durable before its own end offset counts towards the HW."""
+    node.flush(node.log.end_offset)
     st.tracker.update_local(node.log.end_offset, now_ms)
-    node._maybe_advance_high_watermark(st, now_ms)
+    maybe_advance_high_watermark(node, st, now_ms)
 
 
-def maybe_advance_high_watermark(node: RaftNode, st: LeaderState, now_ms: int) -> None:
+def maybe_advance_high_watermark(node: RaftCore, st: LeaderState, now_ms: int) -> None:
     new_hw = st.tracker.candidate_high_watermark(node.high_watermark)
     if new_hw is not None:
         st.tracker.high_watermark_known = True
-        node._set_high_watermark(new_hw, now_ms)
+        set_high_watermark(node, new_hw, now_ms)
 
 
-def set_high_watermark(node: RaftNode, hw: int, now_ms: int) -> None:
-    node._set_high_watermark_inner(hw, now_ms)
-    node._complete_reads()
+def set_high_watermark(node: RaftCore, hw: int, now_ms: int) -> None:
+    set_high_watermark_inner(node, hw, now_ms)
+    complete_reads(node)
 
 
-def set_high_watermark_inner(node: RaftNode, hw: int, now_ms: int) -> None:
+def set_high_watermark_inner(node: RaftCore, hw: int, now_ms: int) -> None:
+    """Commit up to ``hw``; a leader then completes the appends, the voter change and the
+    parked fetches that waited for it."""
     if hw <= node.high_watermark:
         return
     node.high_watermark = hw
-    node._actions.append(HighWatermarkAdvanced(hw))
-    if node._pending_appends:
-        done = [(o, h) for o, h in node._pending_appends if o < hw]
+    node.emit(HighWatermarkAdvanced(hw))
+    st = node.state
+    if not isinstance(st, LeaderState):
+        return
+    if st.pending_appends:
+        done = [(o, h) for o, h in st.pending_appends if o < hw]
         if done:
-            node._pending_appends = [(o, h) for o, h in node._pending_appends if o >= hw]
-            for offset, handle in done:
-                node._actions.append(AppendCompleted(handle, offset, errors.NONE))
-    if isinstance(node.state, LeaderState):
-        node._voter_changes_committed(node.state)
-        node._complete_parked(now_ms)
+            st.pending_appends = [(o, h) for o, h in st.pending_appends if o >= hw]
+            node.emit(*(AppendCompleted(handle, offset, errors.NONE) for offset, handle in done))
+    voter_changes_committed(node, st)
+    complete_parked(node, st, now_ms)
 
 
-def complete_reads(node: RaftNode) -> None:
-    if not node._reads or not isinstance(node.state, LeaderState) or node._reported_high_watermark() < 0:
+def voter_changes_committed(node: RaftCore, st: LeaderState) -> None:
+    """The high watermark moved: answer the change whose VotersRecord it now covers
+    (Kafka's AddVoterHandler / RemoveVoterHandler.highWatermarkUpdated)."""
+    tracker = st.tracker
+    add = tracker.pending_add
+    if add is not None and add.last_offset is not None and node.high_watermark > add.last_offset:
+        node.emit(*st.finish_add(errors.NONE, None))
+    remove = tracker.pending_remove
+    if remove is not None and node.high_watermark > remove.last_offset:
+        node.emit(*st.finish_remove(errors.NONE, None))
+        if not node.voters.is_voter(node.local_key):
+            # RemoveVoterHandler: a leader outside the committed voter set resigns
+            # (on the next poll, as Kafka's requestResign).
+            tracker.resign_requested = True
+
+
+def complete_reads(node: RaftCore) -> None:
+    st = node.state
+    if not isinstance(st, LeaderState) or not st.reads or reported_high_watermark(node) < 0:
         return
     voters = node.voters
-    confirmed = sorted((node._read_confirmed.get(v, 0) if v != node.local_key.id else node._read_round)
+    confirmed = sorted((st.read_confirmed.get(v, 0) if v != node.local_key.id else st.read_round)
                        for v in voters.ids)
     # The highest round a majority has confirmed.
-    majority_round = node._read_round_confirmed(confirmed[len(confirmed) - voters.majority_size()])
-    done = [r for r in node._reads if r[1] <= majority_round]
+    majority_round = node.read_round_confirmed(st, confirmed[len(confirmed) - voters.majority_size()])
+    done = [r for r in st.reads if r[1] <= majority_round]
     if done:
-        node._reads = [r for r in node._reads if r[1] > majority_round]
-        for handle, _ in done:
-            node._actions.append(ReadIndexCompleted(handle, node.high_watermark, errors.NONE))
+        st.reads = [r for r in st.reads if r[1] > majority_round]
+        node.emit(*(ReadIndexCompleted(handle, node.high_watermark, errors.NONE) for handle, _ in done))
 
 
-def read_round_confirmed(node: RaftNode, majority_round: int) -> int:
+def read_round_confirmed(node: RaftCore, st: LeaderState, majority_round: int) -> int:
     """Read index rule: a read completes once a majority has confirmed a round at or
     after it (the rounds confirmed by a majority are passed in, the highest first wins)."""
     return majority_round
 
 
-def describe_quorum(node: RaftNode, now_ms: int) -> DescribeQuorumData:
+def describe_quorum(node: RaftCore, now_ms: int) -> DescribeQuorumData:
     """The leader's DescribeQuorum view (KIP-836 fields); an error elsewhere."""
     st = node.state
     if not isinstance(st, LeaderState):
@@ -330,6 +336,6 @@ def describe_quorum(node: RaftNode, now_ms: int) -> DescribeQuorumData:
     ]
     nodes = {vnode.key.id: vnode.endpoints for vnode in node.voters}
     return DescribeQuorumData(
-        errors.NONE, node.local_key.id, st.epoch, node._reported_high_watermark(), tuple(voters),
+        errors.NONE, node.local_key.id, st.epoch, reported_high_watermark(node), tuple(voters),
         tuple(observers), nodes
     )

@@ -1,39 +1,33 @@
 """Snapshot transfer (KIP-630): serving FetchSnapshot chunks as leader and
 downloading/installing them as follower (Kafka's handleFetchSnapshotRequest/Response).
-
-Each function is a rule of :class:`~kraftnode.raft.node.RaftNode` (bound there as a
-method of the same name with a leading underscore), taking the node as ``node``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kraftnode.raft import errors
-from kraftnode.raft.actions import FlushLog
+from kraftnode.raft.history import VoterSetHistory
 from kraftnode.raft.log import OffsetAndEpoch
 from kraftnode.raft.messages import FetchSnapshotRequest, FetchSnapshotResponse
+from kraftnode.raft.rules import epochs, replication, timers, validation
+from kraftnode.raft.rules.port import RaftCore
 from kraftnode.raft.states import FollowerState, LeaderState
 from kraftnode.raft.voters import ReplicaKey
 
-if TYPE_CHECKING:
-    from kraftnode.raft.node import RaftNode
 
-
-def on_fetch_snapshot(node: RaftNode, request_id: int, req: FetchSnapshotRequest, now_ms: int) -> None:
+def on_fetch_snapshot(node: RaftCore, request_id: int, req: FetchSnapshotRequest, now_ms: int) -> None:
     """Serve a chunk of the leader's snapshot (KIP-630)."""
 
     def answer(error: int, size: int = -1, position: int = -1, data: bytes = b"") -> None:
-        node._respond(request_id, FetchSnapshotResponse(
-            errors.NONE, error, req.snapshot_id, node._current_leader(), size, position, data,
-            node._leader_node_endpoints(),
+        node.respond(request_id, FetchSnapshotResponse(
+            errors.NONE, error, req.snapshot_id, validation.current_leader(node), size, position, data,
+            validation.leader_node_endpoints(node),
         ))
 
-    if not node._cluster_ok(req.cluster_id):
-        node._respond(request_id, FetchSnapshotResponse(
-            errors.INCONSISTENT_CLUSTER_ID, errors.NONE, req.snapshot_id, node._current_leader()))
+    if not validation.cluster_ok(node, req.cluster_id):
+        node.respond(request_id, FetchSnapshotResponse(
+            errors.INCONSISTENT_CLUSTER_ID, errors.NONE, req.snapshot_id, validation.current_leader(node)))
         return
-    error = node._validate_leader_epoch(req.current_leader_epoch)
+    error = replication.validate_leader_epoch(node, req.current_leader_epoch)
     if error != errors.NONE:
         answer(error)
         return
@@ -55,30 +49,39 @@ def on_fetch_snapshot(node: RaftNode, request_id: int, req: FetchSnapshotRequest
     answer(errors.NONE, size, req.position, data)
 
 
-def on_fetch_snapshot_response(node: RaftNode, source: int, resp: FetchSnapshotResponse, now_ms: int) -> None:
+def on_fetch_snapshot_response(node: RaftCore, source: int, resp: FetchSnapshotResponse, now_ms: int) -> None:
     leader = resp.current_leader
-    endpoints = node._endpoints_from_nodes(leader.leader_id, resp.node_endpoints)
-    if node._maybe_handle_leader_info(leader.leader_id, leader.leader_epoch, endpoints, now_ms):
+    endpoints = validation.endpoints_from_nodes(node, leader.leader_id, resp.node_endpoints)
+    if epochs.maybe_handle_leader_info(node, leader.leader_id, leader.leader_epoch, endpoints, now_ms):
         return
     st = node.state
     if not isinstance(st, FollowerState) or st.leader_id != source or st.snapshot is None:
-        node._backoff(source, now_ms)
+        node.backoff(source, now_ms)
         return
     snap_id, position = st.snapshot
-    if resp.error_code != errors.NONE or resp.partition_error_code != errors.NONE:
-        if resp.partition_error_code in (errors.SNAPSHOT_NOT_FOUND, errors.POSITION_OUT_OF_RANGE):
-            st.snapshot = None  # fetch again: the leader will name its current snapshot
-        node._backoff(source, now_ms)
-        return
     got = resp.snapshot_id
+    error = resp.partition_error_code
+    if resp.error_code == errors.NONE and (
+            error == errors.SNAPSHOT_NOT_FOUND or (error == errors.NONE and (got.end_offset < 0 or got.epoch < 0))):
+        # Kafka's handleFetchSnapshotResponse: the leader no longer has that snapshot (it
+        # took a newer one). The leader answered: reset the fetch timer and Fetch again at
+        # once, to learn the snapshot it has now.
+        st.snapshot = None
+        st.fetch_deadline = timers.fetch_deadline(node, now_ms)
+        return
+    if resp.error_code != errors.NONE or error != errors.NONE:
+        if error == errors.POSITION_OUT_OF_RANGE:
+            st.snapshot = None  # fetch again: the leader will name its current snapshot
+        node.backoff(source, now_ms)
+        return
     data = resp.unaligned_records
     if (got.end_offset, got.epoch) != (snap_id.offset, snap_id.epoch) or resp.position != position \
             or resp.size < 0 or position + len(data) > resp.size or (not data and position < resp.size):
         st.snapshot = None
-        node._backoff(source, now_ms)
+        node.backoff(source, now_ms)
         return
     assert node.snapshots is not None
-    st.fetch_deadline = now_ms + node.config.fetch_timeout_ms
+    st.fetch_deadline = timers.fetch_deadline(node, now_ms)
     node.snapshots.write_snapshot_chunk(snap_id, position, data)
     position += len(data)
     if position < resp.size:
@@ -86,7 +89,7 @@ def on_fetch_snapshot_response(node: RaftNode, source: int, resp: FetchSnapshotR
         return
     st.snapshot = None
     node.snapshots.install_snapshot(snap_id)
-    node.history = node._load_history(node.history.static_voters)
-    node._actions.append(FlushLog(node.log.end_offset))
+    node.history = VoterSetHistory.load(node.history.static_voters, node.log)
+    node.flush(node.log.end_offset)
     # A snapshot holds committed data only.
-    node._set_high_watermark(snap_id.offset, now_ms)
+    replication.set_high_watermark(node, snap_id.offset, now_ms)

@@ -1,34 +1,23 @@
 """What every handler shares: request validation (cluster id, voter key) and the
 leader information every response carries (Kafka's KafkaRaftClient helpers).
-
-Each function is a rule of :class:`~kraftnode.raft.node.RaftNode` (bound there as a
-method of the same name with a leading underscore), taking the node as ``node``.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from kraftnode.raft.messages import (
-    CurrentLeader,
-    NodeEndpoint,
-)
-from kraftnode.raft.states import (
-    FollowerState,
-)
+from kraftnode.raft.messages import CurrentLeader, NodeEndpoint
+from kraftnode.raft.rules.port import RaftCore
+from kraftnode.raft.states import FollowerState
 from kraftnode.raft.voters import Endpoint, ReplicaKey
 
-if TYPE_CHECKING:
-    from kraftnode.raft.node import RaftNode
 
-
-def current_leader(node: RaftNode) -> CurrentLeader:
+def current_leader(node: RaftCore) -> CurrentLeader:
     return CurrentLeader(node.leader_id, node.epoch)
 
 
-def leader_node_endpoints(node: RaftNode) -> tuple[NodeEndpoint, ...]:
+def leader_node_endpoints(node: RaftCore) -> tuple[NodeEndpoint, ...]:
     leader = node.leader_id
     if leader < 0:
         return ()
@@ -45,15 +34,15 @@ def leader_node_endpoints(node: RaftNode) -> tuple[NodeEndpoint, ...]:
     return (NodeEndpoint(leader, eps[0].host, eps[0].port),) if eps else ()
 
 
-def endpoints_from_nodes(node: RaftNode, leader_id: int, nodes: Sequence[NodeEndpoint]) -> tuple[Endpoint, ...]:
+def endpoints_from_nodes(node: RaftCore, leader_id: int, nodes: Sequence[NodeEndpoint]) -> tuple[Endpoint, ...]:
     return tuple(Endpoint(node.config.listener_name, n.host, n.port) for n in nodes if n.node_id == leader_id)
 
 
-def cluster_ok(node: RaftNode, cluster_id: str | None) -> bool:
+def cluster_ok(node: RaftCore, cluster_id: str | None) -> bool:
     return cluster_id is None or node.config.cluster_id is None or cluster_id == node.config.cluster_id
 
 
-def valid_voter_key(node: RaftNode, voter_id: int, voter_directory_id: uuid.UUID | None) -> bool:
+def valid_voter_key(node: RaftCore, voter_id: int, voter_directory_id: uuid.UUID | None) -> bool:
     """KIP-853: a v1 request naming another replica as its target is refused."""
     if voter_id < 0:
         return True

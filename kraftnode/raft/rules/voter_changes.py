@@ -1,18 +1,15 @@
 """Voter changes (KIP-853): AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter, the
 kraft.version upgrade and auto-join, as Kafka's internals/AddVoterHandler,
-RemoveVoterHandler and UpdateVoterHandler.
-
-Each function is a rule of :class:`~kraftnode.raft.node.RaftNode` (bound there as a
-method of the same name with a leading underscore; ``upgrade_kraft_version`` is
-public), taking the node as ``node``.
+RemoveVoterHandler and UpdateVoterHandler. A pending add or remove ends with
+``LeaderState.finish_add`` / ``finish_remove``: committed (see
+:func:`kraftnode.raft.rules.replication.voter_changes_committed`), timed out, refused or
+aborted.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kraftnode.raft import errors, reconfig
-from kraftnode.raft.batches import KRaftVersionControlRecord, VotersControlRecord
+from kraftnode.raft.batches import ControlRecord, KRaftVersionControlRecord, VotersControlRecord
 from kraftnode.raft.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
@@ -25,31 +22,26 @@ from kraftnode.raft.messages import (
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
 )
+from kraftnode.raft.rules import epochs, replication, validation
+from kraftnode.raft.rules.port import RaftCore
 from kraftnode.raft.states import FollowerState, LeaderState
 from kraftnode.raft.voters import ReplicaKey, VoterNode, VoterSet
 
-if TYPE_CHECKING:
-    from kraftnode.raft.node import RaftNode
 
-
-def voter_set_changed(node: RaftNode, now_ms: int) -> None:
+def voter_set_changed(node: RaftCore, now_ms: int) -> None:
     """A VotersRecord was appended or truncated away: the new set applies at once (KIP-853)."""
     st = node.state
     if isinstance(st, LeaderState):
         st.tracker.update_voter_set(node.voters)
-        node._maybe_advance_high_watermark(st, now_ms)
+        replication.maybe_advance_high_watermark(node, st, now_ms)
 
 
-def local_voter_node(node: RaftNode) -> VoterNode:
+def local_voter_node(node: RaftCore) -> VoterNode:
     lo, hi = node.local_kraft_versions
     return VoterNode(node.local_key, node.local_endpoints, lo, hi)
 
 
-def update_voter_period_ms(node: RaftNode) -> int:
-    return node.config.fetch_timeout_ms * reconfig.UPDATE_VOTER_PERIOD_FETCH_TIMEOUTS
-
-
-def should_update_voter(node: RaftNode) -> bool:
+def should_update_voter(node: RaftCore) -> bool:
     """A voter whose entry in the (dynamic) voter set differs from what it is now; in a
     static quorum (kraft.version 0), a voter that has not yet told this leader its
     directory id, endpoints and kraft.version range (Kafka 4.1, for the upgrade)."""
@@ -58,10 +50,10 @@ def should_update_voter(node: RaftNode) -> bool:
     if node.history.kraft_version() < 1:
         st = node.state
         return isinstance(st, FollowerState) and not st.voter_updated and node.is_voter
-    return reconfig.voter_node_needs_update(node.voters, node._local_voter_node())
+    return reconfig.voter_node_needs_update(node.voters, local_voter_node(node))
 
 
-def should_auto_join(node: RaftNode, st: FollowerState) -> bool:
+def should_auto_join(node: RaftCore, st: FollowerState) -> bool:
     """An observer that may ask to join: auto-join on, a dynamic quorum, an identity and
     endpoints to offer, and caught up with the leader (fetched, at its high watermark)."""
     if not node.config.auto_join or node.history.kraft_version() < 1:
@@ -71,7 +63,7 @@ def should_auto_join(node: RaftNode, st: FollowerState) -> bool:
     return st.fetched and st.snapshot is None and node.log.end_offset >= node.high_watermark > 0
 
 
-def auto_join_request(node: RaftNode) -> Request:
+def auto_join_request(node: RaftCore) -> Request:
     """AddRaftVoter for ourselves, or first RemoveRaftVoter for the stale voter that has
     our id under another directory id (Kafka 4.x's auto-join)."""
     cid = node.config.cluster_id
@@ -82,7 +74,7 @@ def auto_join_request(node: RaftNode) -> Request:
                                node.local_key.directory_id, node.local_endpoints)
 
 
-def learn_directory_id(node: RaftNode, st: LeaderState, key: ReplicaKey) -> None:
+def learn_directory_id(node: RaftCore, st: LeaderState, key: ReplicaKey) -> None:
     """Static quorum: a voter's Fetch names its directory id (ReplicaDirectoryId, which
     Kafka 3.9 voters send too); the upgrade's voter set takes it if it has none yet."""
     volatile = st.tracker.volatile_voters
@@ -95,43 +87,34 @@ def learn_directory_id(node: RaftNode, st: LeaderState, key: ReplicaKey) -> None
         volatile, VoterNode(key, vnode.endpoints, vnode.min_kraft_version, vnode.max_kraft_version))
 
 
-def upgrade_kraft_version(node: RaftNode, version: int, validate_only: bool, now_ms: int) -> tuple[int, str | None, int]:
+def kraft_version_upgrade(node: RaftCore, version: int, validate_only: bool
+                          ) -> tuple[int, str | None, tuple[ControlRecord, ...]]:
     """KafkaRaftClient.upgradeKRaftVersion (Kafka 4.1): on the leader of a static quorum,
-    append one control batch with KRaftVersionRecord(``version``) and the VotersRecord of
+    the control batch to append: KRaftVersionRecord(``version``) and the VotersRecord of
     every voter's directory id, endpoints and kraft.version range. Returns (error code,
-    message, handle): the handle completes (``AppendCompleted``) when the batch commits;
-    -1 when nothing was appended (a refusal, a validation, or a no-op)."""
+    message, records); no records for a refusal, a validation or a no-op. The node
+    appends them (:meth:`RaftNode.upgrade_kraft_version`)."""
     st = node.state
-    if node._failed or not isinstance(st, LeaderState) or st.transfer is not None:
-        return errors.NOT_LEADER_OR_FOLLOWER, None, -1
+    if node.failed or not isinstance(st, LeaderState) or st.transfer is not None:
+        return errors.NOT_LEADER_OR_FOLLOWER, None, ()
     tracker = st.tracker
     persisted = node.history.kraft_version()
     refusal = reconfig.kraft_upgrade_refusal(persisted, version, tracker.upgraded_kraft_version,
                                              tracker.volatile_voters)
     if refusal is not None:
-        return errors.INVALID_UPDATE_VERSION, refusal, -1
+        return errors.INVALID_UPDATE_VERSION, refusal, ()
     volatile = tracker.volatile_voters
     if validate_only or persisted == version or tracker.upgraded_kraft_version == version or volatile is None:
-        return errors.NONE, None, -1
+        return errors.NONE, None, ()
     tracker.volatile_voters = None
     tracker.upgraded_kraft_version = version
-    handle = node._next_handle
-    node._next_handle += 1
-    batch = node.log.append_as_leader(
-        [KRaftVersionControlRecord(version), VotersControlRecord(volatile)], st.epoch, is_control=True)
-    node._pending_appends.append((batch.last_offset, handle))
-    if node.history.observe([batch]):
-        node._voter_set_changed(now_ms)
-    node._flush_leader(st, now_ms)
-    node._complete_parked(now_ms)
-    node._poll(now_ms)
-    return errors.NONE, None, handle
+    return errors.NONE, None, (KRaftVersionControlRecord(version), VotersControlRecord(volatile))
 
 
-def voter_change_precheck(node: RaftNode, st: LeaderState, verb: str, now_ms: int) -> tuple[int, str] | None:
+def voter_change_precheck(node: RaftCore, st: LeaderState, verb: str, now_ms: int) -> tuple[int, str] | None:
     """The checks every voter change starts with, in Kafka's order."""
     tracker = st.tracker
-    node._expire_voter_changes(st, now_ms)
+    expire_voter_changes(node, st, now_ms)
     if tracker.pending_add is not None or tracker.pending_remove is not None:
         return errors.REQUEST_TIMED_OUT, "Request timed out waiting for leader to handle previous voter change request"
     if not tracker.high_watermark_known:
@@ -149,61 +132,32 @@ def voter_change_precheck(node: RaftNode, st: LeaderState, verb: str, now_ms: in
     return None
 
 
-def append_voters(node: RaftNode, st: LeaderState, voters: VoterSet, now_ms: int) -> int:
+def append_voters(node: RaftCore, st: LeaderState, voters: VoterSet, now_ms: int) -> int:
     """Append a VotersRecord (effective at once); returns its offset. The caller flushes."""
     batch = node.log.append_as_leader([VotersControlRecord(voters)], st.epoch, is_control=True)
     if node.history.observe([batch]):
-        node._voter_set_changed(now_ms)
+        voter_set_changed(node, now_ms)
     return batch.last_offset
 
 
-def commit_voters(node: RaftNode, st: LeaderState, now_ms: int) -> None:
-    node._flush_leader(st, now_ms)
-    node._complete_parked(now_ms)
+def commit_voters(node: RaftCore, st: LeaderState, now_ms: int) -> None:
+    replication.flush_leader(node, st, now_ms)
+    replication.complete_parked(node, st, now_ms)
 
 
-def finish_add(node: RaftNode, st: LeaderState, code: int, message: str | None) -> None:
-    pending = st.tracker.pending_add
-    if pending is not None:
-        st.tracker.pending_add = None
-        node._respond(pending.request_id, AddRaftVoterResponse(code, message))
-
-
-def finish_remove(node: RaftNode, st: LeaderState, code: int, message: str | None) -> None:
-    pending = st.tracker.pending_remove
-    if pending is not None:
-        st.tracker.pending_remove = None
-        node._respond(pending.request_id, RemoveRaftVoterResponse(code, message))
-
-
-def expire_voter_changes(node: RaftNode, st: LeaderState, now_ms: int) -> None:
+def expire_voter_changes(node: RaftCore, st: LeaderState, now_ms: int) -> None:
     tracker = st.tracker
     if tracker.pending_add is not None and tracker.pending_add.deadline <= now_ms:
-        node._finish_add(st, errors.REQUEST_TIMED_OUT, None)
+        node.emit(*st.finish_add(errors.REQUEST_TIMED_OUT, None))
     if tracker.pending_remove is not None and tracker.pending_remove.deadline <= now_ms:
-        node._finish_remove(st, errors.REQUEST_TIMED_OUT, None)
+        node.emit(*st.finish_remove(errors.REQUEST_TIMED_OUT, None))
 
 
-def voter_changes_committed(node: RaftNode, st: LeaderState) -> None:
-    """The high watermark moved: answer the change whose VotersRecord it now covers."""
-    tracker = st.tracker
-    add = tracker.pending_add
-    if add is not None and add.last_offset is not None and node.high_watermark > add.last_offset:
-        node._finish_add(st, errors.NONE, None)
-    remove = tracker.pending_remove
-    if remove is not None and node.high_watermark > remove.last_offset:
-        node._finish_remove(st, errors.NONE, None)
-        if not node.voters.is_voter(node.local_key):
-            # RemoveVoterHandler: a leader outside the committed voter set resigns
-            # (on the next poll, as Kafka's requestResign).
-            tracker.resign_requested = True
-
-
-def on_add_voter(node: RaftNode, request_id: int, req: AddRaftVoterRequest, now_ms: int) -> None:
+def on_add_voter(node: RaftCore, request_id: int, req: AddRaftVoterRequest, now_ms: int) -> None:
     def answer(code: int, message: str | None = None) -> None:
-        node._respond(request_id, AddRaftVoterResponse(code, message))
+        node.respond(request_id, AddRaftVoterResponse(code, message))
 
-    if not node._cluster_ok(req.cluster_id):
+    if not validation.cluster_ok(node, req.cluster_id):
         answer(errors.INCONSISTENT_CLUSTER_ID)
         return
     st = node.state
@@ -219,7 +173,7 @@ def on_add_voter(node: RaftNode, request_id: int, req: AddRaftVoterRequest, now_
         answer(errors.INVALID_REQUEST, f"Add voter request didn't include the endpoint "
                                        f"({list(req.listeners)}) for the default listener {listener}")
         return
-    refused = node._voter_change_precheck(st, "adding", now_ms)
+    refused = node.voter_change_precheck(st, "adding", now_ms)
     if refused is not None:
         answer(*refused)
         return
@@ -228,17 +182,17 @@ def on_add_voter(node: RaftNode, request_id: int, req: AddRaftVoterRequest, now_
         answer(errors.DUPLICATE_VOTER, f"The voter id for {reconfig.key_text(key)} is already part of "
                                        f"the set of voters {reconfig.keys_text(voters.keys())}.")
         return
-    if not node._can_send(key.id, now_ms):
+    if not node.can_send(key.id, now_ms):
         answer(errors.REQUEST_TIMED_OUT, f"New voter {reconfig.key_text(key)} is not ready to receive requests")
         return
     st.tracker.pending_add = reconfig.PendingAdd(
         request_id, key, req.listeners, now_ms + node.config.request_timeout_ms)
     # Discover the new voter's supported kraft.version range on its controller listener.
-    node._send(key.id, ApiVersionsRequest(), now_ms,
-               endpoints=tuple(e for e in req.listeners if e.name == listener))
+    node.send(key.id, ApiVersionsRequest(), now_ms,
+              endpoints=tuple(e for e in req.listeners if e.name == listener))
 
 
-def on_api_versions_response(node: RaftNode, source: int, resp: ApiVersionsResponse, now_ms: int) -> None:
+def on_api_versions_response(node: RaftCore, source: int, resp: ApiVersionsResponse, now_ms: int) -> None:
     st = node.state
     if not isinstance(st, LeaderState):
         return
@@ -247,34 +201,37 @@ def on_api_versions_response(node: RaftNode, source: int, resp: ApiVersionsRespo
         return  # not the probe we are waiting for (e.g. the add already expired)
     key = pending.key
     shown_key = reconfig.key_text(key)
+
+    def abort(code: int, message: str) -> None:
+        node.emit(*st.finish_add(code, message))
+
     if resp.error_code != errors.NONE:
-        node._finish_add(st, errors.REQUEST_TIMED_OUT, "Aborted add voter operation for since "
-                         f"API_VERSIONS returned an error {errors.name(resp.error_code)}")
+        abort(errors.REQUEST_TIMED_OUT, "Aborted add voter operation for since "
+                                        f"API_VERSIONS returned an error {errors.name(resp.error_code)}")
         return
     kraft_version = node.history.kraft_version()
     supported = resp.kraft_version_range
     if supported is None or not reconfig.supports(supported, kraft_version):
         shown = f"(min: {supported[0]}, max: {supported[1]}" if supported else "(min: 0, max: 0)"
-        node._finish_add(st, errors.INVALID_REQUEST, f"Aborted add voter operation for {shown_key} since the "
-                         f"kraft.version range {shown} doesn't support the finalized version {kraft_version}")
+        abort(errors.INVALID_REQUEST, f"Aborted add voter operation for {shown_key} since the "
+                                      f"kraft.version range {shown} doesn't support the finalized version {kraft_version}")
         return
     if not st.tracker.is_replica_caught_up(key, now_ms):
-        node._finish_add(st, errors.REQUEST_TIMED_OUT,
-                         f"Aborted add voter operation for {shown_key} since it is lagging behind")
+        abort(errors.REQUEST_TIMED_OUT, f"Aborted add voter operation for {shown_key} since it is lagging behind")
         return
     voters = reconfig.add_voter(node.voters, VoterNode(key, pending.endpoints, supported[0], supported[1]))
     if voters is None:  # cannot happen while the operation is pending; never append twice
-        node._finish_add(st, errors.DUPLICATE_VOTER, f"{shown_key} is already a voter")
+        abort(errors.DUPLICATE_VOTER, f"{shown_key} is already a voter")
         return
-    pending.last_offset = node._append_voters(st, voters, now_ms)
-    node._commit_voters(st, now_ms)
+    pending.last_offset = append_voters(node, st, voters, now_ms)
+    commit_voters(node, st, now_ms)
 
 
-def on_remove_voter(node: RaftNode, request_id: int, req: RemoveRaftVoterRequest, now_ms: int) -> None:
+def on_remove_voter(node: RaftCore, request_id: int, req: RemoveRaftVoterRequest, now_ms: int) -> None:
     def answer(code: int, message: str | None = None) -> None:
-        node._respond(request_id, RemoveRaftVoterResponse(code, message))
+        node.respond(request_id, RemoveRaftVoterResponse(code, message))
 
-    if not node._cluster_ok(req.cluster_id):
+    if not validation.cluster_ok(node, req.cluster_id):
         answer(errors.INCONSISTENT_CLUSTER_ID)
         return
     st = node.state
@@ -285,7 +242,7 @@ def on_remove_voter(node: RaftNode, request_id: int, req: RemoveRaftVoterRequest
     if req.voter_id < 0 or key.directory_id is None:
         answer(errors.INVALID_REQUEST, "Remove voter request didn't include a valid voter")
         return
-    refused = node._voter_change_precheck(st, "removing", now_ms)
+    refused = node.voter_change_precheck(st, "removing", now_ms)
     if refused is not None:
         answer(*refused)
         return
@@ -294,21 +251,21 @@ def on_remove_voter(node: RaftNode, request_id: int, req: RemoveRaftVoterRequest
         answer(errors.VOTER_NOT_FOUND, f"Cannot remove voter {reconfig.key_text(key)} from the set of "
                                        f"voters {reconfig.keys_text(node.voters.keys())}")
         return
-    offset = node._append_voters(st, voters, now_ms)
+    offset = append_voters(node, st, voters, now_ms)
     st.tracker.pending_remove = reconfig.PendingRemove(
         request_id, key, offset, now_ms + node.config.request_timeout_ms)
-    node._commit_voters(st, now_ms)
+    commit_voters(node, st, now_ms)
 
 
-def on_update_voter(node: RaftNode, request_id: int, req: UpdateRaftVoterRequest, now_ms: int) -> None:
+def on_update_voter(node: RaftCore, request_id: int, req: UpdateRaftVoterRequest, now_ms: int) -> None:
     def answer(code: int) -> None:
-        eps = node._leader_node_endpoints()
-        node._respond(request_id, UpdateRaftVoterResponse(code, node._current_leader(), eps[0] if eps else None))
+        eps = validation.leader_node_endpoints(node)
+        node.respond(request_id, UpdateRaftVoterResponse(code, validation.current_leader(node), eps[0] if eps else None))
 
-    if not node._cluster_ok(req.cluster_id):
-        node._respond(request_id, UpdateRaftVoterResponse(errors.INCONSISTENT_CLUSTER_ID, CurrentLeader(-1, -1)))
+    if not validation.cluster_ok(node, req.cluster_id):
+        node.respond(request_id, UpdateRaftVoterResponse(errors.INCONSISTENT_CLUSTER_ID, CurrentLeader(-1, -1)))
         return
-    error = node._validate_leader_epoch(req.current_leader_epoch)
+    error = replication.validate_leader_epoch(node, req.current_leader_epoch)
     if error != errors.NONE:
         answer(error)
         return
@@ -338,7 +295,7 @@ def on_update_voter(node: RaftNode, request_id: int, req: UpdateRaftVoterRequest
         st.tracker.record_voter_contact(key, now_ms)
         answer(errors.NONE)
         return
-    refused = node._voter_change_precheck(st, "updating", now_ms)
+    refused = node.voter_change_precheck(st, "updating", now_ms)
     if refused is not None:
         answer(refused[0])
         return
@@ -350,12 +307,12 @@ def on_update_voter(node: RaftNode, request_id: int, req: UpdateRaftVoterRequest
         answer(errors.VOTER_NOT_FOUND)
         return
     # UpdateVoterHandler appends and answers at once, without waiting for the commit.
-    node._append_voters(st, voters, now_ms)
-    node._commit_voters(st, now_ms)
+    append_voters(node, st, voters, now_ms)
+    commit_voters(node, st, now_ms)
     answer(errors.NONE)
 
 
-def on_update_voter_response(node: RaftNode, source: int, resp: UpdateRaftVoterResponse, now_ms: int) -> None:
+def on_update_voter_response(node: RaftCore, source: int, resp: UpdateRaftVoterResponse, now_ms: int) -> None:
     st = node.state
     if (isinstance(st, FollowerState) and st.leader_id == source
             and resp.error_code in (errors.NONE, errors.UNSUPPORTED_VERSION)):
@@ -367,7 +324,7 @@ def on_update_voter_response(node: RaftNode, source: int, resp: UpdateRaftVoterR
         return  # the leader was reached; the next period retries if still needed
     leader = resp.current_leader
     nodes = (resp.leader_endpoint,) if resp.leader_endpoint is not None else ()
-    endpoints = node._endpoints_from_nodes(leader.leader_id, nodes)
-    if node._maybe_handle_leader_info(leader.leader_id, leader.leader_epoch, endpoints, now_ms):
+    endpoints = validation.endpoints_from_nodes(node, leader.leader_id, nodes)
+    if epochs.maybe_handle_leader_info(node, leader.leader_id, leader.leader_epoch, endpoints, now_ms):
         return
-    node._backoff(source, now_ms)
+    node.backoff(source, now_ms)

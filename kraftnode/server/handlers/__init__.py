@@ -1,11 +1,12 @@
 """Request handlers: turn parsed wire requests into core events or log reads, and back.
 
 Split by audience: ``raft_peers`` (Vote, BeginQuorumEpoch, EndQuorumEpoch, a replica's
-Fetch, FetchSnapshot, UpdateRaftVoter: through the one RPC table, kraftnode.server.raft_rpcs),
-``applications`` (Produce, consumer Fetch, ListOffsets, Metadata, InitProducerId, groups),
-``admin`` (DescribeCluster, DescribeQuorum, DescribeConfigs, UpdateFeatures, voter
-changes, ACL/SCRAM admin and forwarding), and ``kafka_compat`` (record shape checks and
-Kafka's numbers). :class:`NodeHandlers` joins them; :data:`HANDLERS` is the one dispatch
+Fetch, FetchSnapshot, UpdateRaftVoter: through the one RPC table, kraftnode.server.raft.rpcs),
+``applications`` (Produce, consumer Fetch, ListOffsets, Metadata, InitProducerId),
+``groups`` (FindCoordinator, OffsetCommit, OffsetFetch of simple groups), ``admin``
+(DescribeCluster, DescribeQuorum, DescribeConfigs, UpdateFeatures, voter changes, SASL,
+and forwarding; the ACL and SCRAM APIs in ``acls`` and ``scram_credentials``), and
+``kafka_compat`` (record shape checks and Kafka's numbers). :class:`NodeHandlers` joins them; :data:`HANDLERS` is the one dispatch
 table from API key to handler, and security.api_checks the one per-API authorization table.
 """
 
@@ -34,9 +35,12 @@ from kraftnode.protocol.registry import (
     END_QUORUM_EPOCH,
     FETCH,
     FETCH_SNAPSHOT,
+    FIND_COORDINATOR,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
     METADATA,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
     PRODUCE,
     REMOVE_RAFT_VOTER,
     SASL_AUTHENTICATE,
@@ -46,19 +50,20 @@ from kraftnode.protocol.registry import (
     VOTE,
 )
 from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
-from kraftnode.server import api_versions, group_offsets
-from kraftnode.server import raft_wire as rw
+from kraftnode.security import api_checks
+from kraftnode.security import authorizer as az
 from kraftnode.server.handlers.admin import AdminHandlers
 from kraftnode.server.handlers.applications import ApplicationHandlers
 from kraftnode.server.handlers.base import VOTER_CHANGE_FORWARD_TIMEOUT_S, NodeIdentity
+from kraftnode.server.handlers.groups import GroupHandlers
 from kraftnode.server.handlers.kafka_compat import (
     CLUSTER_AUTHORIZED_OPERATIONS,
     TOPIC_AUTHORIZED_OPERATIONS,
     kraft_record_shape_error,
 )
-from kraftnode.server.network import Reply
-from kraftnode.server.security import api_checks
-from kraftnode.server.security import authorizer as az
+from kraftnode.server.net import api_versions
+from kraftnode.server.net.listener import Reply
+from kraftnode.server.raft import wire as rw
 
 __all__ = [
     "CLUSTER_AUTHORIZED_OPERATIONS", "HANDLERS", "TOPIC_AUTHORIZED_OPERATIONS",
@@ -69,7 +74,7 @@ __all__ = [
 log = logging.getLogger("kraftnode.handlers")
 
 
-class NodeHandlers(ApplicationHandlers, AdminHandlers):
+class NodeHandlers(ApplicationHandlers, GroupHandlers, AdminHandlers):
     """Routes parsed requests to the code that answers them (:data:`HANDLERS`)."""
 
     async def __call__(self, request: Request, peer: str) -> Reply | None:
@@ -125,7 +130,9 @@ HANDLERS: dict[int, Handler] = {
     PRODUCE: NodeHandlers._produce, LIST_OFFSETS: NodeHandlers._list_offsets,
     METADATA: NodeHandlers._metadata, INIT_PRODUCER_ID: NodeHandlers._init_producer_id,
     CONTROLLER_REGISTRATION: NodeHandlers._controller_registration,
-    **group_offsets.HANDLERS,
+    # groups
+    FIND_COORDINATOR: NodeHandlers._find_coordinator, OFFSET_COMMIT: NodeHandlers._offset_commit,
+    OFFSET_FETCH: NodeHandlers._offset_fetch,
     # admin
     DESCRIBE_CLUSTER: NodeHandlers._describe_cluster, DESCRIBE_QUORUM: NodeHandlers._describe_quorum,
     DESCRIBE_CONFIGS: NodeHandlers._describe_configs, UPDATE_FEATURES: NodeHandlers._update_features,

@@ -22,9 +22,9 @@ from kraftnode.protocol.registry import (
 )
 from kraftnode.raft import messages as m
 from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
-from kraftnode.server import api_versions
-from kraftnode.server import raft_rpcs as rpcs
-from kraftnode.server import raft_wire as rw
+from kraftnode.security import api_checks
+from kraftnode.security import authorizer as az
+from kraftnode.server.handlers import scram_credentials
 from kraftnode.server.handlers.kafka_compat import (
     _CONFIG_BROKER,
     _CONFIG_TOPIC,
@@ -40,8 +40,9 @@ from kraftnode.server.handlers.kafka_compat import (
     _invalid_topic_name,
 )
 from kraftnode.server.handlers.raft_peers import RaftPeerHandlers
-from kraftnode.server.security import api_checks
-from kraftnode.server.security import authorizer as az
+from kraftnode.server.net import api_versions
+from kraftnode.server.raft import rpcs
+from kraftnode.server.raft import wire as rw
 from recordbatch.message import Message
 from recordbatch.wire import ZERO_UUID, uuid_to_base64
 
@@ -70,7 +71,7 @@ class AdminHandlers(RaftPeerHandlers):
             cluster_id=self.ident.cluster_id, controller_id=leader if leader in eps else -1,
             brokers=[w.DescribeClusterResponse.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=None)
                      for i, (h, p) in sorted(eps.items())],
-            cluster_authorized_operations=self._authorized_ops(
+            cluster_authorized_operations=self.authorized_operations(
                 az.CLUSTER, az.CLUSTER_NAME, CLUSTER_AUTHORIZED_OPERATIONS)
             if q.include_cluster_authorized_operations else _NOT_REQUESTED)
 
@@ -90,12 +91,12 @@ class AdminHandlers(RaftPeerHandlers):
         for res in q.resources:
             code, msg = 0, None
             name = res.resource_name
-            if res.resource_type == _CONFIG_TOPIC and self._denied(az.TOPIC, name, az.DESCRIBE_CONFIGS,
+            if res.resource_type == _CONFIG_TOPIC and self.denied(az.TOPIC, name, az.DESCRIBE_CONFIGS,
                                                                    DESCRIBE_CONFIGS):
                 # ConfigHelper.handleDescribeConfigsRequest: Errors.message() as the message
                 code = Errors.TOPIC_AUTHORIZATION_FAILED
                 msg = api_checks.MESSAGES[code]
-            elif res.resource_type in (_CONFIG_BROKER, 8) and self._denied(
+            elif res.resource_type in (_CONFIG_BROKER, 8) and self.denied(
                     az.CLUSTER, az.CLUSTER_NAME, az.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS):
                 code = Errors.CLUSTER_AUTHORIZATION_FAILED
                 msg = api_checks.MESSAGES[code]
@@ -119,7 +120,7 @@ class AdminHandlers(RaftPeerHandlers):
 
     async def _describe_quorum(self, q: w.DescribeQuorumRequest, v: int) -> w.DescribeQuorumResponse:
         # admin tools always name __cluster_metadata; a node of a TestRaftServer quorum
-        # (see raft_wire.use_topic) answers for its own topic under either name
+        # (see raft.wire.use_topic) answers for its own topic under either name
         asked = q.topics[0].topic_name if len(q.topics) == 1 else None
         p = q.topics[0].partitions[0] if asked in (rw.METADATA_TOPIC, "__cluster_metadata") \
             and len(q.topics[0].partitions) == 1 else None
@@ -262,7 +263,6 @@ class AdminHandlers(RaftPeerHandlers):
     async def _alter_scram(self, q: w.AlterUserScramCredentialsRequest, v: int) -> Message:
         """The leader writes the records; a follower forwards the request to it, as a Kafka
         broker forwards it to the active controller (else NOT_CONTROLLER)."""
-        from kraftnode.server.security import scram_admin
         if not self.driver.is_leader:
             leader, _ = self._leader()
             forwarded = await self._forward_to_leader(
@@ -270,13 +270,11 @@ class AdminHandlers(RaftPeerHandlers):
             if forwarded is not None:
                 log.info("AlterUserScramCredentials forwarded to leader %d", leader)
                 return forwarded
-        return await scram_admin.alter(self.driver, self.duties, q)
+        return await scram_credentials.alter(self.driver, self.duties, q)
 
     async def _describe_scram(self, q: w.DescribeUserScramCredentialsRequest,
                               v: int) -> w.DescribeUserScramCredentialsResponse:
-        from kraftnode.server.security import scram_admin
-        out: w.DescribeUserScramCredentialsResponse = scram_admin.describe(self.duties, q)
-        return out
+        return scram_credentials.describe(self.duties, q)
 
     async def _describe_acls(self, q: w.DescribeAclsRequest, v: int) -> w.DescribeAclsResponse:
         return self.acl_admin.describe(q, v)
@@ -292,7 +290,9 @@ class AdminHandlers(RaftPeerHandlers):
             if forwarded is not None:
                 log.info("%s forwarded to leader %d", type(q).__name__[:-7], leader)
                 return forwarded
-        return await (self.acl_admin.create(q, v) if create else self.acl_admin.delete(q, v))
+        if isinstance(q, w.CreateAclsRequest):
+            return await self.acl_admin.create(q, v)
+        return await self.acl_admin.delete(q, v)
 
     async def _sasl_handshake(self, q: w.SaslHandshakeRequest, v: int) -> w.SaslHandshakeResponse:
         return w.SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE, mechanisms=[])

@@ -1,6 +1,6 @@
 """Requests from applications: Produce, a consumer's Fetch, ListOffsets, Metadata,
-InitProducerId, ControllerRegistration, and the simple consumer groups
-(kraftnode.server.group_offsets). They read or append to the quorum's one partition
+InitProducerId and ControllerRegistration (the simple consumer groups are in
+kraftnode.server.handlers.groups). They read or append to the quorum's one partition
 through the driver's read API."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kraftnode.protocol.generated.produce_response import (
 )
 from kraftnode.protocol.registry import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 from kraftnode.raft.actions import AppendCompleted
-from kraftnode.server import raft_wire as rw
+from kraftnode.security import authorizer as az
 from kraftnode.server.handlers.base import HandlerBase
 from kraftnode.server.handlers.kafka_compat import (
     _NOT_REQUESTED,
@@ -29,9 +29,9 @@ from kraftnode.server.handlers.kafka_compat import (
     metadata_only_check,
     validate_produce_records,
 )
-from kraftnode.server.raft_driver import Waiter
-from kraftnode.server.raft_log import RawBatches
-from kraftnode.server.security import authorizer as az
+from kraftnode.server.raft import wire as rw
+from kraftnode.server.raft.disk_log import RawBatches
+from kraftnode.server.raft.driver import Waiter
 from recordbatch.wire import ZERO_UUID
 
 
@@ -39,7 +39,7 @@ from recordbatch.wire import ZERO_UUID
 class _PendingProduce:
     """A Produce's appends (answer, waiter, record count) and retries (answer, last offset)."""
 
-    appends: list[tuple[_PartitionResponse, Waiter, int]] = field(default_factory=list)
+    appends: list[tuple[_PartitionResponse, Waiter[AppendCompleted], int]] = field(default_factory=list)
     dups: list[tuple[_PartitionResponse, int]] = field(default_factory=list)
 
 
@@ -67,7 +67,7 @@ class ApplicationHandlers(HandlerBase):
             ours = (t.topic_id == rw.METADATA_TOPIC_ID) if v >= 13 else (t.topic == rw.METADATA_TOPIC)
             # KafkaApis.handleFetchRequest: READ on each topic (a topic id we do not know is
             # UNKNOWN_TOPIC_ID before any authorization)
-            read_denied = (ours or v < 13) and self._denied(
+            read_denied = (ours or v < 13) and self.denied(
                 az.TOPIC, rw.METADATA_TOPIC if v >= 13 else t.topic, az.READ, FETCH)
             parts = []
             for p in t.partitions:
@@ -131,7 +131,7 @@ class ApplicationHandlers(HandlerBase):
         out = []
         for t in q.topics:
             parts = []
-            describe_denied = self._denied(az.TOPIC, t.name, az.DESCRIBE, LIST_OFFSETS)
+            describe_denied = self.denied(az.TOPIC, t.name, az.DESCRIBE, LIST_OFFSETS)
             for p in t.partitions:
                 rp = w.ListOffsetsResponse.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
@@ -202,7 +202,7 @@ class ApplicationHandlers(HandlerBase):
         responses = []
         for t in q.topic_data:
             # KafkaApis.handleProduceRequest: WRITE on each topic, before its existence
-            write_denied = code is None and self._denied(az.TOPIC, t.name, az.WRITE, PRODUCE)
+            write_denied = code is None and self.denied(az.TOPIC, t.name, az.WRITE, PRODUCE)
             parts = [self._produce_partition(t.name, p, code, write_denied, v, pending)
                      for p in t.partition_data]
             responses.append(w.ProduceResponse.TopicProduceResponse(name=t.name, partition_responses=parts))
@@ -339,13 +339,13 @@ class ApplicationHandlers(HandlerBase):
         # KafkaApis.handleTopicMetadataRequest: DESCRIBE on each topic; all-topics requests
         # leave out the topics the caller may not describe, named ones get
         # TOPIC_AUTHORIZATION_FAILED
-        hidden = self._denied(az.TOPIC, rw.METADATA_TOPIC, az.DESCRIBE, METADATA)
+        hidden = self.denied(az.TOPIC, rw.METADATA_TOPIC, az.DESCRIBE, METADATA)
         if q.topics is None or (v == 0 and not q.topics):
             topics = [] if hidden else [ours]
         else:
             for t in q.topics:
                 if t.name is not None and t.name != rw.METADATA_TOPIC and \
-                        self._denied(az.TOPIC, t.name, az.DESCRIBE, METADATA):
+                        self.denied(az.TOPIC, t.name, az.DESCRIBE, METADATA):
                     topics.append(w.MetadataResponse.MetadataResponseTopic(
                         error_code=Errors.TOPIC_AUTHORIZATION_FAILED, name=t.name, topic_id=ZERO_UUID,
                         is_internal=False, partitions=[], topic_authorized_operations=-2147483648))
@@ -365,12 +365,12 @@ class ApplicationHandlers(HandlerBase):
         cluster_ops = _NOT_REQUESTED
         if v >= 8:  # KafkaApis.handleTopicMetadataRequest
             if v <= 10 and q.include_cluster_authorized_operations:
-                cluster_ops = self._authorized_ops(az.CLUSTER, az.CLUSTER_NAME,
+                cluster_ops = self.authorized_operations(az.CLUSTER, az.CLUSTER_NAME,
                                                    CLUSTER_AUTHORIZED_OPERATIONS)
             if q.include_topic_authorized_operations:
                 for found in topics:  # every topic looked up by name (not an unknown topic id)
                     if found.name is not None and found.error_code != Errors.TOPIC_AUTHORIZATION_FAILED:
-                        found.topic_authorized_operations = self._authorized_ops(
+                        found.topic_authorized_operations = self.authorized_operations(
                             az.TOPIC, found.name, TOPIC_AUTHORIZED_OPERATIONS)
         return w.MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=self.ident.cluster_id,
                                   controller_id=leader, topics=topics, cluster_authorized_operations=cluster_ops)

@@ -2,8 +2,8 @@
 onto the raft core), the endpoints clients are told about, authorization helpers, and
 forwarding to the leader.
 
-The handlers are split by audience (raft_peers, applications, admin; Kafka's quirks in
-kafka_compat); each is a mixin over :class:`HandlerBase`, joined in
+The handlers are split by audience (raft_peers, applications, groups, admin; Kafka's
+quirks in kafka_compat); each is a mixin over :class:`HandlerBase`, joined in
 :class:`kraftnode.server.handlers.NodeHandlers` with the one dispatch table.
 """
 
@@ -13,14 +13,15 @@ import logging
 from dataclasses import dataclass
 
 from kraftnode.protocol.registry import DESCRIBE_QUORUM
-from kraftnode.server import api_versions, group_offsets
-from kraftnode.server.controller_duties import ControllerDuties, voter_address
-from kraftnode.server.peer_client import SOFTWARE_NAME, PeerError
-from kraftnode.server.raft_driver import RaftDriver
-from kraftnode.server.security import api_checks
-from kraftnode.server.security import authorizer as az
-from kraftnode.server.security.acl_admin import AclAdmin
-from kraftnode.server.security.listeners import CURRENT_LISTENER
+from kraftnode.security import api_checks
+from kraftnode.security import authorizer as az
+from kraftnode.security.listeners import CURRENT_LISTENER
+from kraftnode.server.handlers.acls import AclAdmin
+from kraftnode.server.metadata.controller_duties import ControllerDuties, voter_address
+from kraftnode.server.metadata.group_offsets import GroupOffsets
+from kraftnode.server.net import api_versions
+from kraftnode.server.net.peer_client import SOFTWARE_NAME, PeerError
+from kraftnode.server.raft.driver import RaftDriver
 from recordbatch.message import Message
 
 log = logging.getLogger("kraftnode.handlers")
@@ -52,7 +53,7 @@ class HandlerBase:
         # the leader must know whether a Kafka controller replays this log (see _produce)
         self._conn_software: dict[str, str] = {}
         self.replica_software: dict[int, str] = {}
-        self.group_offsets = group_offsets.GroupOffsets()  # simple consumer groups
+        self.group_offsets = GroupOffsets()  # simple consumer groups
         #: StandardAuthorizer (authorizer.class.name); None: every API allowed to everyone
         self.authz = authz
         self.acl_admin = AclAdmin(driver, duties, authz)
@@ -109,11 +110,13 @@ class HandlerBase:
         start = self.driver.epoch_start_offset()
         return -1 if start is None else start
 
-    def _denied(self, resource_type: int, name: str, op: int, api: int) -> bool:
+    def denied(self, resource_type: int, name: str, op: int, api: int) -> bool:
         """True when the caller may not do ``op`` on the resource (security.api_checks)."""
         return self.authz is not None and api_checks.denied(self.authz, resource_type, name, op, api)
 
-    def _authorized_ops(self, resource_type: int, name: str, without_authorizer: int) -> int:
+    def authorized_operations(self, resource_type: int, name: str, without_authorizer: int) -> int:
+        """The caller's authorized-operations bit field on the resource (Metadata,
+        DescribeCluster); ``without_authorizer`` when no authorizer is configured."""
         if self.authz is None:
             return without_authorizer
         return self.authz.authorized_operations(az.session(), resource_type, name)

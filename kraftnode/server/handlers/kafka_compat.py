@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from kraftnode.log.bootstrap import METADATA_VERSIONS, MINIMUM_BOOTSTRAP_MV
 from kraftnode.log.metadata_log import MAX_BATCH_SIZE_BYTES
+from kraftnode.metadata.state import is_metadata_record
 from kraftnode.protocol import Errors
-from kraftnode.server.metadata_state import is_metadata_record
 from recordbatch import BatchView, CorruptBatchError, iter_batches
 from recordbatch.wire import DecodeError, read_varint, read_varlong
 

@@ -1,6 +1,6 @@
 """Requests from raft peers: Vote, BeginQuorumEpoch, EndQuorumEpoch, a replica's Fetch,
 FetchSnapshot and UpdateRaftVoter. Each is converted with its entry of the one RPC table
-(kraftnode.server.raft_rpcs), handed to the core, and its answer converted back."""
+(kraftnode.server.raft.rpcs), handed to the core, and its answer converted back."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import logging
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import VOTE
-from kraftnode.server import raft_rpcs as rpcs
 from kraftnode.server.handlers.base import HandlerBase
-from kraftnode.server.raft_rpcs import CoreReq, CoreResp, RaftRpc, WireReq, WireResp
+from kraftnode.server.raft import rpcs
+from kraftnode.server.raft.rpcs import CoreReq, CoreResp, RaftRpc, WireReq, WireResp
 from recordbatch.wire import DecodeError, uuid_to_base64
 
 log = logging.getLogger("kraftnode.handlers")

@@ -12,10 +12,14 @@ from kraftnode.cli import main
 from kraftnode.log.metadata_log import LogConfig, MetadataLog
 from kraftnode.log.metadata_records import encode_metadata_record
 from kraftnode.log.snapshot import list_snapshots, snapshot_file_name
+from kraftnode.metadata.state import MetadataState
+from kraftnode.metadata.state_machine import StateMachineRunner
 from kraftnode.protocol.generated.metadata import FeatureLevelRecord, PartitionRecord, TopicRecord
-from kraftnode.server.metadata_state import MetadataState
-from kraftnode.server.snapshots import SnapshotConfig, SnapshotManager, prepare_storage
-from kraftnode.server.state_machine import StateMachineRunner
+from kraftnode.server.metadata.snapshot_manager import (
+    SnapshotConfig,
+    SnapshotManager,
+    prepare_storage,
+)
 from recordbatch import Record, build_batch
 
 SMALL = LogConfig(segment_bytes=2048, segment_min_bytes=12, index_interval_bytes=512)

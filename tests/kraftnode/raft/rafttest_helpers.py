@@ -7,11 +7,11 @@ import uuid
 from typing import TypeVar
 
 from kraftnode.raft.actions import Action, SendRequest, SendResponse
-from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.log import MemoryRaftLog
 from kraftnode.raft.messages import FetchRequest, FetchResponse, VoteRequest
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.quorum_config import RaftConfig
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 from tests.simulation import plants
 

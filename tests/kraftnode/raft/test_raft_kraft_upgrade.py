@@ -16,6 +16,7 @@ from kraftnode.raft.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
     BeginQuorumEpochRequest,
+    CurrentLeader,
     FetchRequest,
     FetchResponse,
     RemoveRaftVoterRequest,
@@ -23,7 +24,7 @@ from kraftnode.raft.messages import (
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
 )
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import ReplicaKey, VoterSet
 
 NOT_ALL = "Invalid upgrade of kraft.version to KRAFT_VERSION_1 because not all of the voters support it"
@@ -117,9 +118,9 @@ def run_follower(node: RaftNode, start: int, end: int) -> list[object]:
             if isinstance(a, SendRequest) and a.destination == 1:
                 if isinstance(a.request, FetchRequest):
                     resp: object = FetchResponse(errors.NONE, errors.NONE, node.log.end_offset,
-                                                 node._current_leader(), 0)
+                                                 CurrentLeader(*node.leader_and_epoch()), 0)
                 elif isinstance(a.request, UpdateRaftVoterRequest):
-                    resp = UpdateRaftVoterResponse(errors.NONE, node._current_leader())
+                    resp = UpdateRaftVoterResponse(errors.NONE, CurrentLeader(*node.leader_and_epoch()))
                     other.append(a.request)
                 elif isinstance(a.request, AddRaftVoterRequest):
                     resp = AddRaftVoterResponse(errors.REQUEST_TIMED_OUT, "lagging behind")

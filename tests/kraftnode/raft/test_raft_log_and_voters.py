@@ -93,8 +93,8 @@ def test_dynamic_voter_set_from_the_log_decides_who_may_vote() -> None:
     # Same id, other directory: not that voter (KIP-853 replica key).
     import random
 
-    from kraftnode.raft.config import RaftConfig
-    from kraftnode.raft.node import RaftNode
+    from kraftnode.raft.quorum_config import RaftConfig
+    from kraftnode.raft.raft_node import RaftNode
 
     impostor = RaftNode(1, uuid.UUID(int=5), RaftConfig(), _copy(log), ElectionState(0), voters(), random.Random(1), 0)
     assert not impostor.is_voter

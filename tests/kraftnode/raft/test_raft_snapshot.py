@@ -7,7 +7,6 @@ import random
 from kraftnode.raft import errors
 from kraftnode.raft.actions import SendRequest, SendResponse
 from kraftnode.raft.batches import KRaftVersionControlRecord, VotersControlRecord
-from kraftnode.raft.config import RaftConfig
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.log import OffsetAndEpoch
 from kraftnode.raft.messages import (
@@ -16,7 +15,8 @@ from kraftnode.raft.messages import (
     FetchSnapshotResponse,
     SnapshotId,
 )
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.quorum_config import RaftConfig
+from kraftnode.raft.raft_node import RaftNode
 from tests.kraftnode.raft.harness_log import HarnessLog
 from tests.kraftnode.raft.rafttest_helpers import CLUSTER, dir_id, elect, voters
 

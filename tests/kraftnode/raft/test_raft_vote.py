@@ -7,7 +7,7 @@ from kraftnode.raft.actions import Action, PersistElectionState, SendResponse
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.log import MemoryRaftLog
 from kraftnode.raft.messages import VoteRequest, VoteResponse
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import ReplicaKey
 from tests.kraftnode.raft.rafttest_helpers import (
     CLUSTER,

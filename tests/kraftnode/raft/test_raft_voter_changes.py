@@ -38,7 +38,7 @@ from kraftnode.raft.messages import (
     UpdateRaftVoterRequest,
     UpdateRaftVoterResponse,
 )
-from kraftnode.raft.node import RaftNode
+from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 
 

@@ -8,7 +8,7 @@ KIP-595 / KIP-853 / KIP-996 section or the Kafka class and method), then blocks 
     expected output (the actions the node emitted, then its state)
 
 separated by blank lines. The interpreter plays every peer of ONE node under test and
-drives ``kraftnode.raft.node.RaftNode`` through its public event API only (the
+drives ``kraftnode.raft.raft_node.RaftNode`` through its public event API only (the
 constructor, ``handle_request``, ``handle_response``, ``request_failed``, ``tick``,
 ``append``, ``take_actions`` and read-only properties), the same API the server and the
 simulation use, importing only what ``kraftnode.raft`` exports and the message types; so
@@ -35,6 +35,7 @@ Commands (``last=E@O`` is a log position: epoch E, offset O)
   reply begin-epoch from= [epoch=]
   reply fetch from= [hw=] [records=2,2] [diverging=E@O] [snapshot=E@O] [error=NAME] [leader= epoch=]
   reply api-versions from= [range=0-1]
+  reply fetch-snapshot from= [error=NAME] [size=N] [bytes=K]   a chunk of K bytes of an N-byte snapshot
   fail from=                      the request in flight to that peer was lost.
   append [n=1]                    append n application records.
   voters                          the latest voter set (uncommitted VotersRecords included).
@@ -79,6 +80,8 @@ from kraftnode.raft.messages import (
     EndQuorumEpochRequest,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     RemoveRaftVoterRequest,
     Request,
     Response,
@@ -298,6 +301,12 @@ class Scenario:
                 snapshot = SnapshotId(so, se)
             resp = FetchResponse(0, Errors[a.get("error", "NONE")].value, int(a.get("hw", "-1")),
                                  CurrentLeader(leader, epoch), 0, diverging, snapshot, tuple(batches))
+        elif kind == "fetch-snapshot":
+            assert isinstance(sent, FetchSnapshotRequest), sent
+            leader = int(a.get("leader", str(self.raft.leader_id)))
+            resp = FetchSnapshotResponse(0, Errors[a.get("error", "NONE")].value, sent.snapshot_id,
+                                         CurrentLeader(leader, epoch), int(a.get("size", "-1")), sent.position,
+                                         b"x" * int(a.get("bytes", "0")))
         elif kind == "api-versions":
             lo, hi = ints(a.get("range", "0-1").replace("-", ","))
             resp = ApiVersionsResponse(0, (lo, hi))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kraftnode.server.metadata_state import is_metadata_record
+from kraftnode.metadata.state import is_metadata_record
 from tests.support.cluster import Cluster
 
 pytestmark = pytest.mark.timeout(240)

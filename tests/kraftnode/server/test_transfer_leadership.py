@@ -32,7 +32,7 @@ def _cli(cl: Cluster, via: int, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_transfers_in_a_row_under_write_load(tmp_path: Path, kafka_home: KafkaHome) -> None:
-    from kraftnode.commands.transfer import transfer_leadership
+    from kraftnode.commands.transfer_leadership import transfer_leadership
 
     cl = Cluster(tmp_path, 3)
     try:

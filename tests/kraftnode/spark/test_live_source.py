@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
-from kraftnode.server.metadata_state import is_metadata_record  # noqa: E402
+from kraftnode.metadata.state import is_metadata_record  # noqa: E402
 from kraftnode.spark.live_source import LIVE_DDL  # noqa: E402
 
 TOPIC = "__cluster_metadata"

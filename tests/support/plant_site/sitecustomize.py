@@ -26,19 +26,20 @@ _PLANT = os.environ.get("KRAFTNODE_TEST_PLANT", "")
 
 
 def _plant_stale_read() -> None:
-    from kraftnode.raft import node
+    from kraftnode.raft import raft_node
+    from kraftnode.raft.states import LeaderState
 
-    def planted(self: node.RaftNode, majority_round: int) -> int:
-        return self._read_round  # every read round counts as confirmed at once
+    def planted(self: raft_node.RaftNode, st: LeaderState, majority_round: int) -> int:
+        return st.read_round  # every read round counts as confirmed at once
 
-    node.RaftNode._read_round_confirmed = planted  # type: ignore[method-assign]
+    raft_node.RaftNode.read_round_confirmed = planted  # type: ignore[method-assign]
 
 
 def _plant_no_check_quorum() -> None:
-    from kraftnode.raft import config
+    from kraftnode.raft import quorum_config
 
     # a day: the leader never resigns for want of fetches within a test
-    config.RaftConfig.check_quorum_timeout_ms = property(lambda self: 86_400_000)  # type: ignore[method-assign,assignment]
+    quorum_config.RaftConfig.check_quorum_timeout_ms = property(lambda self: 86_400_000)  # type: ignore[method-assign,assignment]
 
 
 if _PLANT in ("stale_lease", "stale_read"):

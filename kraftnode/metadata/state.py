@@ -1,0 +1,287 @@
+"""The part of the KRaft metadata image a controller needs: what committed records say.
+
+A Kafka 3.9 controller replays every committed metadata record into its image; a
+kraftnode node replays the few record types that decide how it must behave as a
+member of a KRaft quorum:
+
+* ``FeatureLevelRecord`` -- the finalized ``metadata.version`` (ApiVersions reports
+  it; controller registration needs 3.7-IV0 or later);
+* ``RegisterControllerRecord`` -- which controllers registered, with which endpoints;
+* ``BeginTransactionRecord``/``EndTransactionRecord``/``AbortTransactionRecord`` --
+  an unfinished bootstrap transaction must be aborted by the next active controller;
+* ``ZkMigrationStateRecord``;
+* ``UserScramCredentialRecord`` / ``RemoveUserScramCredentialRecord`` -- SCRAM users.
+
+It is the node's default :class:`~kraftnode.metadata.state_machine.StateMachine`: every
+metadata record type of schemas/metadata is kept with the replace/remove semantics
+of Kafka 3.9's ``MetadataDelta``/``MetadataImage`` (features, brokers and
+controllers, topics and partitions, configs, client quotas, producer ids, ACLs, SCRAM
+credentials, delegation tokens); a metadata transaction aborted by
+``AbortTransactionRecord`` is rolled back as Kafka's loader discards its delta, and no
+snapshot is taken inside an open transaction.  A snapshot writes the image in the
+order of ``MetadataImage.write`` (so a Kafka controller can load the snapshot of a
+log that holds only metadata records).
+
+Records that are not metadata records at all (application data written through
+Produce, kraftnode's extension) are *foreign*: a Kafka controller could not replay
+them, which is why Produce refuses them once a Kafka controller is a member of the
+quorum (docs/server.md).  They follow compacted-topic semantics: a record with a key
+keeps its latest value per key (a null value deletes the key) and is written to
+snapshots after the metadata image; a record without a key is only counted: it
+lives in the log and leaves with retention.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
+from kraftnode.metadata.image import MetadataImage
+from kraftnode.metadata.state_machine import SnapshotRecords
+from kraftnode.protocol.generated.metadata import (
+    AbortTransactionRecord,
+    AccessControlEntryRecord,
+    BeginTransactionRecord,
+    EndTransactionRecord,
+    FeatureLevelRecord,
+    RegisterControllerRecord,
+    RemoveAccessControlEntryRecord,
+    RemoveUserScramCredentialRecord,
+    UserScramCredentialRecord,
+    ZkMigrationStateRecord,
+)
+from recordbatch import BatchView, CorruptBatchError
+from recordbatch.layout import RECORDS_OFFSET
+from recordbatch.wire import DecodeError, read_varint, read_varlong
+
+__all__ = ["MetadataImage", "MetadataState", "next_generation", "METADATA_VERSION_CONTROLLER_REGISTRATION", "is_metadata_record"]
+
+# MetadataVersion 3.7-IV0: the first with KIP-919 controller registration.
+METADATA_VERSION_CONTROLLER_REGISTRATION = 15
+
+
+def is_metadata_record(value: bytes | bytearray | memoryview | None) -> bool:
+    """True if ``value`` decodes as a framed metadata record Kafka's serde would accept."""
+    if value is None:
+        return False
+    try:
+        decode_metadata_record(value)
+    except (DecodeError, ValueError, IndexError):
+        return False
+    return True
+
+
+def _first_value(b: BatchView) -> bytes | memoryview | None:
+    """The first record's value, read from the batch bytes without decoding the rest."""
+    if b.records_count <= 0:
+        return None
+    try:
+        if b.compression_id != 0:
+            first = next(iter(b.records()), None)
+            return None if first is None else first.value
+        data = memoryview(b.buffer)[RECORDS_OFFSET:]
+        _length, pos = read_varint(data, 0)
+        pos += 1  # attributes
+        _ts, pos = read_varlong(data, pos)
+        _od, pos = read_varint(data, pos)
+        klen, pos = read_varint(data, pos)
+        pos += max(klen, 0)
+        vlen, pos = read_varint(data, pos)
+        if vlen < 0 or pos + vlen > len(data):
+            return None
+        return data[pos:pos + vlen]
+    except (CorruptBatchError, DecodeError, ValueError, IndexError):
+        return None
+
+
+#: Values of :attr:`MetadataState.acl_generation`: a new one whenever the ACLs may have
+#: changed (the authorizer's cache key; process-wide, so no two states share one).
+_ACL_GENERATIONS = itertools.count(1)
+
+
+def next_generation() -> int:
+    """A new value for :attr:`MetadataState.acl_generation`."""
+    return next(_ACL_GENERATIONS)
+
+
+@dataclass
+class MetadataState:
+    """Replays committed batches in offset order; ``next_offset`` is the first not yet seen.
+
+    Implements :class:`~kraftnode.metadata.state_machine.StateMachine` (``apply``,
+    ``snapshot``, ``load_snapshot``)."""
+
+    next_offset: int = 0
+    metadata_version: int | None = None
+    finalized: dict[str, int] = field(default_factory=dict)
+    controllers: dict[int, RegisterControllerRecord] = field(default_factory=dict)
+    zk_migration_state: int | None = None
+    #: SCRAM credentials, (user name, mechanism type) -> record (security.scram)
+    scram: dict[tuple[str, int], UserScramCredentialRecord] = field(default_factory=dict)
+    transaction_start: int = -1
+    #: changes whenever the ACLs may have changed (the authorizer's cache key)
+    acl_generation: int = field(default_factory=next_generation)
+    metadata_records: int = 0
+    foreign_records: int = 0
+    #: ApiVersions' FinalizedFeaturesEpoch as a Kafka 3.9 controller reports it
+    #: (FeaturesPublisher): the image's last offset when a feature level last changed --
+    #: the last offset of the batch holding the FeatureLevelRecord, or of the batch that
+    #: ends its metadata transaction. -1 until then.
+    features_epoch: int = -1
+    features_changed: bool = False
+    image: MetadataImage = field(default_factory=MetadataImage)
+    # application records with a key: the latest value per key (compacted-topic semantics)
+    app: dict[bytes, bytes] = field(default_factory=dict)
+    # the image as it was before an open metadata transaction (restored on abort)
+    _before_transaction: tuple[MetadataImage, dict[str, Any]] | None = None
+
+    @property
+    def empty(self) -> bool:
+        """No metadata record replayed yet: Kafka's test for "write the bootstrap records"."""
+        return self.metadata_records == 0
+
+    def replay_batches(self, batches: Iterable[BatchView], end_offset: int) -> None:
+        """Replay every record in ``[next_offset, end_offset)``; batches may start earlier."""
+        for b in batches:
+            if b.base_offset >= end_offset:
+                break
+            if b.last_offset < self.next_offset:
+                continue
+            self.apply(b, end_offset)
+        self.next_offset = max(self.next_offset, end_offset)
+
+    def reset_to_snapshot(self, batches: Iterable[BatchView], end_offset: int) -> None:
+        """Start over from a snapshot whose records describe everything below ``end_offset``."""
+        from kraftnode.metadata.state_machine import snapshot_data_records
+
+        self.load_snapshot(snapshot_data_records(batches))
+        self.next_offset = end_offset
+
+    # ------------------------------------------------------------------ StateMachine
+    def apply(self, b: BatchView, end_offset: int) -> None:
+        """Apply the records of committed batch ``b`` in ``[next_offset, end_offset)``."""
+        self._replay_batch(b, end_offset)
+        self.next_offset = max(self.next_offset, min(b.last_offset + 1, end_offset))
+
+    def snapshot_allowed(self) -> bool:
+        return self.transaction_start < 0
+
+    def snapshot(self) -> Callable[[], SnapshotRecords]:
+        image = self.image.copy()
+        app = dict(self.app)
+
+        def write() -> SnapshotRecords:
+            for m, version in image.records():
+                yield None, encode_metadata_record(m, version)
+            yield from app.items()
+        return write
+
+    def load_snapshot(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+        fresh = MetadataState()
+        for key, value in records:
+            message = None
+            if key is None and value is not None:
+                try:
+                    message, version = decode_metadata_record(value)
+                except (DecodeError, ValueError, IndexError):
+                    message = None
+            if message is not None:
+                fresh.metadata_records += 1
+                fresh._apply(message, -1, version)
+            else:
+                # application data (a snapshot written by another tool may hold unkeyed
+                # records: they are counted, as in the log, and carry no state)
+                fresh.foreign_records += 1
+                if key is not None and value is not None:
+                    fresh.app[bytes(key)] = bytes(value)
+        fresh.next_offset = self.next_offset
+        self.__dict__.update(fresh.__dict__)
+
+    def _replay_batch(self, b: BatchView, end_offset: int | None) -> None:
+        if b.is_control:
+            return
+        if b.producer_id >= 0 or not is_metadata_record(_first_value(b)):
+            # idempotent producers write application data; controllers write with no
+            # producer id.  A batch is written by one writer: if its first record is
+            # application data, all are (checked without decoding the batch)
+            self._replay_application(b, end_offset)
+            return
+        try:
+            records = list(b.records())
+        except (CorruptBatchError, DecodeError, ValueError) as e:
+            raise ValueError(f"committed batch at offset {b.base_offset} is unreadable: {e}") from None
+        for r in records:
+            if r.offset < self.next_offset or (end_offset is not None and r.offset >= end_offset):
+                continue
+            try:
+                message, version = decode_metadata_record(r.value) if r.value is not None else (None, 0)
+            except (DecodeError, ValueError, IndexError):
+                message = None
+            if message is None:
+                self.foreign_records += 1
+                continue
+            self.metadata_records += 1
+            self._apply(message, r.offset, version)
+        if self.features_changed and self.transaction_start == -1:
+            self.features_epoch = b.last_offset if end_offset is None else min(b.last_offset, end_offset - 1)
+            self.features_changed = False
+
+    def _replay_application(self, b: BatchView, end_offset: int | None) -> None:
+        try:
+            records = list(b.records())
+        except (CorruptBatchError, DecodeError, ValueError) as e:
+            raise ValueError(f"committed batch at offset {b.base_offset} is unreadable: {e}") from None
+        for r in records:
+            if r.offset < self.next_offset or (end_offset is not None and r.offset >= end_offset):
+                continue
+            self.foreign_records += 1
+            if r.key is not None:
+                if r.value is None:
+                    self.app.pop(bytes(r.key), None)
+                else:
+                    self.app[bytes(r.key)] = bytes(r.value)
+
+    def _summary(self) -> dict[str, Any]:
+        return {"metadata_version": self.metadata_version, "finalized": dict(self.finalized),
+                "controllers": dict(self.controllers), "zk_migration_state": self.zk_migration_state}
+
+    def _apply(self, m: Any, offset: int, version: int = 0) -> None:
+        if isinstance(m, BeginTransactionRecord):
+            self.transaction_start = offset
+            self._before_transaction = (self.image.copy(), self._summary())
+            return
+        if isinstance(m, EndTransactionRecord):
+            self.transaction_start = -1
+            self._before_transaction = None
+            return
+        if isinstance(m, AbortTransactionRecord):
+            # Kafka's MetadataLoader drops the delta of an aborted transaction
+            self.transaction_start = -1
+            self.acl_generation = next_generation()
+            if self._before_transaction is not None:
+                self.image, summary = self._before_transaction
+                self.__dict__.update(summary)
+                self._before_transaction = None
+            return
+        self.image.replay(m, version)
+        if isinstance(m, (AccessControlEntryRecord, RemoveAccessControlEntryRecord)):
+            self.acl_generation = next_generation()
+        elif isinstance(m, FeatureLevelRecord):
+            if m.feature_level == 0:
+                self.finalized.pop(m.name, None)
+            else:
+                self.finalized[m.name] = m.feature_level
+            if m.name == "metadata.version":
+                self.metadata_version = m.feature_level
+            self.features_changed = True
+        elif isinstance(m, RegisterControllerRecord):
+            self.controllers[m.controller_id] = m
+        elif isinstance(m, UserScramCredentialRecord):
+            self.scram[(m.name, m.mechanism)] = m
+        elif isinstance(m, RemoveUserScramCredentialRecord):
+            self.scram.pop((m.name, m.mechanism), None)
+        elif isinstance(m, ZkMigrationStateRecord):
+            self.zk_migration_state = m.zk_migration_state

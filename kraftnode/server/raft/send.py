@@ -1,0 +1,155 @@
+"""The driver's network side: carrying the core's requests to its peers with the one raft
+RPC table (kraftnode.server.raft.rpcs), and feeding their answers back.
+
+A mixin of :class:`kraftnode.server.raft.driver.RaftDriver`, kept apart so that the
+driver's action loop and its sending can each be read alone; the attributes it uses are
+the driver's, declared here for the type checker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import anyio
+
+from kraftnode.protocol import Errors
+from kraftnode.protocol.registry import VOTE
+from kraftnode.raft import RaftNode, errors
+from kraftnode.raft import messages as m
+from kraftnode.raft.actions import SendRequest
+from kraftnode.raft.prevote import PRE_VOTE_VERSION
+from kraftnode.raft.states import FollowerState
+from kraftnode.server.net.peer_client import PeerError, PeerPool
+from kraftnode.server.raft.disk_log import DiskRaftLog
+from kraftnode.server.raft.rpcs import RAFT_RPCS
+
+if TYPE_CHECKING:
+    from kraftnode.server.metrics.recording import RaftMetrics
+
+log = logging.getLogger("kraftnode.raft")
+
+# a peer's authorizer refused one of our raft requests
+_CLUSTER_AUTHORIZATION_FAILED = int(Errors.CLUSTER_AUTHORIZATION_FAILED)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PeerSending:
+    node: RaftNode
+    log: DiskRaftLog
+    pool: PeerPool
+    metrics: RaftMetrics | None
+    addresses: dict[int, tuple[str, int]]
+    bootstrap: list[tuple[str, int]]
+    request_timeout_s: float
+    fatal: str | None
+    _done: anyio.Event
+    _claim_dest: int | None
+    _claimed: SendRequest | None
+
+    def _after_event(self) -> None:
+        raise NotImplementedError
+
+    # -------------------------------------------------------------- network
+    def _address(self, a: SendRequest) -> tuple[str, int] | None:
+        if a.destination < 0:
+            i = -1 - a.destination
+            return self.bootstrap[i] if i < len(self.bootstrap) else None
+        # the endpoint of our own controller listener, as Kafka picks it; else the first
+        listener = self.node.config.listener_name
+        for ep in a.endpoints:
+            if ep.name == listener:
+                return ep.host, ep.port
+        if a.endpoints:
+            return a.endpoints[0].host, a.endpoints[0].port
+        return self.addresses.get(a.destination)
+
+    async def _send(self, first: SendRequest) -> None:
+        """Carry requests to one peer.  When handling a response makes the core send
+        the next request to the same peer (a follower's next Fetch), this task sends
+        it itself instead of starting another: one task start less per round trip."""
+        a: SendRequest | None = first
+        while a is not None and self.fatal is None:
+            addr = self._address(a)
+            try:
+                if addr is None:
+                    raise PeerError(f"no address for node {a.destination}")
+                response = await self._roundtrip(a.destination, addr, a.request)
+            except PeerError as e:
+                log.debug("request to %d failed: %s", a.destination, e)
+                self.node.request_failed(a.destination, a.correlation_id, now_ms())
+                self._after_event()
+                return
+            if getattr(response, "error_code", 0) == _CLUSTER_AUTHORIZATION_FAILED:
+                # KafkaRaftClient.handleTopLevelError throws ClusterAuthorizationException and
+                # the raft thread's fault handler stops the node: its principal lacks
+                # CLUSTER_ACTION on the cluster at the peer (super.users or an ACL)
+                who = f"node {a.destination}" if a.destination >= 0 else "bootstrap server"
+                self.fatal = (f"{who} {addr[0]}:{addr[1]} refused "
+                              f"{type(a.request).__name__[:-7]} with CLUSTER_AUTHORIZATION_FAILED: this "
+                              "node's principal needs CLUSTER_ACTION on the cluster (add it to "
+                              "super.users, or grant it with an ACL)")
+                log.error("fatal: %s; stopping", self.fatal)
+                self._done.set()
+                return
+            # (no await between here and the reset: claims never overlap)
+            self._claim_dest, self._claimed = a.destination, None
+            try:
+                t = now_ms()
+                self.node.handle_response(a.destination, a.correlation_id, response, t)
+                if self.metrics is not None and isinstance(response, m.FetchResponse):
+                    self._note_caught_up(a.destination, response, t)
+                self._after_event()
+                a = self._claimed
+            finally:
+                self._claim_dest, self._claimed = None, None
+
+    def _note_caught_up(self, source: int, r: m.FetchResponse, now: int) -> None:
+        """/readyz: remember when a Fetch answer from our leader found our log at or past
+        the high watermark it sent."""
+        st = self.node.state
+        if (self.metrics is not None and isinstance(st, FollowerState) and st.leader_id == source
+                and r.error_code == 0 and r.partition_error_code == 0 and r.high_watermark >= 0
+                and r.current_leader.leader_epoch == st.epoch
+                and self.log.end_offset >= r.high_watermark):
+            self.metrics.caught_up = (st.epoch, now)
+
+    async def _roundtrip(self, dest: int, addr: tuple[str, int], r: m.Request) -> m.Response:
+        host, port = addr
+        timeout = self.request_timeout_s
+        if isinstance(r, m.VoteRequest):
+            if r.pre_vote:
+                # Vote v2 only to a peer whose ApiVersions advertise it. What a peer last
+                # advertised still counts while it is down or paused: a dead Kafka 3.9 leader is
+                # still a 3.9 voter, and with one in the quorum elections are 3.9's -- the core
+                # must not wait for a pre-vote answer that peer could never give. A peer never
+                # reached (at this address), or one that advertised v2, gets the pre-vote.
+                known = self.pool.last_versions(dest, host, port)
+                if known is None or known.get(VOTE, (0, 0))[1] >= PRE_VOTE_VERSION:
+                    known = (await self.pool.connection(dest, host, port)).versions
+                if known.get(VOTE, (0, 0))[1] < PRE_VOTE_VERSION:
+                    # As Kafka 4.0's NetworkClient: the peer does not advertise Vote v2 (a 3.9
+                    # voter), so the pre-vote fails locally and the core elects at once.
+                    return m.VoteResponse(errors.UNSUPPORTED_VERSION, errors.NONE, -1, -1, False)
+        rpc = RAFT_RPCS.get(type(r))
+        if rpc is None:
+            raise PeerError(f"cannot send {type(r).__name__}")
+        v, resp = await self.pool.request(dest, host, port, rpc.api_key, rpc.build(r),
+                                          rpc.timeout_for(r, timeout))
+        try:
+            answer = rpc.parse(resp, v)
+        except TypeError as e:
+            raise PeerError(str(e)) from e
+        if isinstance(answer, m.AddRaftVoterResponse | m.RemoveRaftVoterResponse):
+            # controller.quorum.auto.join.enable: an observer's AddRaftVoter of itself, or
+            # RemoveRaftVoter of its old directory
+            what = ("AddRaftVoter of this node" if isinstance(r, m.AddRaftVoterRequest) else
+                    f"RemoveRaftVoter of this node's old directory {getattr(r, 'voter_directory_id', None)}")
+            log.info("auto-join: %s to leader %d: %s%s", what, dest, errors.name(answer.error_code),
+                     f" ({answer.error_message})" if answer.error_message else "")
+        return answer
+

@@ -1,0 +1,185 @@
+"""The metadata image as the default state machine: Kafka 3.9's replace/remove semantics
+per record type, transactions, application records, and snapshot write/load."""
+
+from __future__ import annotations
+
+import uuid
+
+from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
+from kraftnode.metadata.state import MetadataState
+from kraftnode.metadata.state_machine import KeyValueStateMachine, StateMachine, StateMachineRunner
+from kraftnode.protocol.generated.metadata import (
+    AbortTransactionRecord,
+    AccessControlEntryRecord,
+    BeginTransactionRecord,
+    ClientQuotaRecord,
+    ConfigRecord,
+    EndTransactionRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RegisterControllerRecord,
+    RemoveAccessControlEntryRecord,
+    RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+    UserScramCredentialRecord,
+)
+from recordbatch import Record, build_batch, iter_batches
+
+
+def meta_batch(msgs: list[object], base: int) -> bytes:
+    return build_batch([Record(None, encode_metadata_record(m, 0)) for m in msgs], base_offset=base)
+
+
+def app_batch(kvs: list[tuple[bytes | None, bytes | None]], base: int) -> bytes:
+    return build_batch([Record(k, v) for k, v in kvs], base_offset=base)
+
+
+def run(st: StateMachine, data: bytes, end: int) -> StateMachineRunner:
+    r = StateMachineRunner(st)
+    r.apply_batches(iter_batches(data), end)
+    return r
+
+
+def snapshot_types(st: MetadataState) -> list[str]:
+    out = []
+    for k, v in st.snapshot()():
+        if k is None:
+            assert v is not None
+            out.append(type(decode_metadata_record(v)[0]).__name__)
+        else:
+            out.append("app")
+    return out
+
+
+T1, T2 = uuid.uuid4(), uuid.uuid4()
+
+
+def history() -> bytes:
+    inc = uuid.uuid4()
+    msgs: list[object] = [
+        FeatureLevelRecord(name="metadata.version", feature_level=21),
+        FeatureLevelRecord(name="kraft.version", feature_level=1),
+        RegisterBrokerRecord(broker_id=1, incarnation_id=inc, broker_epoch=5, end_points=[], features=[],
+                             fenced=True),
+        RegisterBrokerRecord(broker_id=2, incarnation_id=inc, broker_epoch=6, end_points=[], features=[]),
+        UnfenceBrokerRecord(id=1, epoch=5),
+        UnregisterBrokerRecord(broker_id=2, broker_epoch=6),
+        RegisterControllerRecord(controller_id=3000, incarnation_id=inc, end_points=[], features=[]),
+        TopicRecord(name="a", topic_id=T1),
+        PartitionRecord(partition_id=0, topic_id=T1, replicas=[1], isr=[1], leader=1, leader_epoch=0,
+                        partition_epoch=0),
+        PartitionChangeRecord(partition_id=0, topic_id=T1, leader=-1),
+        PartitionChangeRecord(partition_id=0, topic_id=T1, isr=[]),
+        TopicRecord(name="b", topic_id=T2),
+        ConfigRecord(resource_type=2, resource_name="b", name="retention.ms", value="1"),
+        RemoveTopicRecord(topic_id=T2),
+        ConfigRecord(resource_type=2, resource_name="a", name="cleanup.policy", value="compact"),
+        ConfigRecord(resource_type=2, resource_name="a", name="retention.ms", value="1"),
+        ConfigRecord(resource_type=2, resource_name="a", name="retention.ms", value=None),
+        ClientQuotaRecord(entity=[ClientQuotaRecord.EntityData(entity_type="user", entity_name="u")],
+                          key="producer_byte_rate", value=10.0, remove=False),
+        ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=1000),
+        ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=2000),
+        AccessControlEntryRecord(id=T1, resource_type=2, resource_name="a", pattern_type=3, principal="User:u",
+                                 host="*", operation=3, permission_type=3),
+        AccessControlEntryRecord(id=T2, resource_type=2, resource_name="b", pattern_type=3, principal="User:v",
+                                 host="*", operation=3, permission_type=3),
+        RemoveAccessControlEntryRecord(id=T2),
+        UserScramCredentialRecord(name="u", mechanism=1, salt=b"s", stored_key=b"k", server_key=b"v", iterations=4096),
+        UserScramCredentialRecord(name="v", mechanism=1, salt=b"s", stored_key=b"k", server_key=b"v", iterations=4096),
+        RemoveUserScramCredentialRecord(name="v", mechanism=1),
+    ]
+    return meta_batch(msgs, 0)
+
+
+def test_image_semantics_per_record_type() -> None:
+    data = history()
+    st = MetadataState()
+    r = run(st, data, 26)
+    img = st.image
+    assert r.next_offset == 26 and st.next_offset == 26
+    assert img.features == {"metadata.version": 21, "kraft.version": 1}
+    assert list(img.brokers) == [1] and img.brokers[1][0].fenced is False
+    assert list(img.controllers) == [3000]
+    assert list(img.topics) == [T1] and T2 not in img.partitions
+    p = img.partitions[T1][0][0]
+    # PartitionRegistration.merge: a leader change bumps the leader epoch, every change the partition epoch
+    assert (p.leader, p.leader_epoch, p.partition_epoch, p.isr) == (-1, 1, 2, [])
+    assert img.configs == {(2, "a"): {"cleanup.policy": "compact"}}
+    assert img.next_producer_id == 2000
+    assert list(img.acls) == [T1] and list(img.scram) == [(1, "u")]
+    assert len(img.client_quotas) == 1
+
+
+def test_snapshot_is_written_in_metadata_image_write_order_and_loads_back() -> None:
+    st = MetadataState()
+    run(st, history(), 26)
+    types = snapshot_types(st)
+    assert types == ["FeatureLevelRecord", "FeatureLevelRecord", "ZkMigrationStateRecord", "RegisterBrokerRecord",
+                     "RegisterControllerRecord", "TopicRecord", "PartitionRecord", "ConfigRecord",
+                     "ClientQuotaRecord", "ProducerIdsRecord", "AccessControlEntryRecord",
+                     "UserScramCredentialRecord"]
+    assert decode_metadata_record(next(iter(st.snapshot()()))[1] or b"")[0].name == "metadata.version"
+    loaded = MetadataState()
+    loaded.load_snapshot(st.snapshot()())
+    assert list(loaded.snapshot()()) == list(st.snapshot()())
+    assert loaded.metadata_version == 21 and 3000 in loaded.controllers and not loaded.empty
+
+
+def test_aborted_transaction_is_rolled_back_and_no_snapshot_inside_a_transaction() -> None:
+    st = MetadataState()
+    data = meta_batch([FeatureLevelRecord(name="metadata.version", feature_level=21),
+                       BeginTransactionRecord(name="t"), TopicRecord(name="x", topic_id=T1)], 0)
+    run(st, data, 3)
+    assert T1 in st.image.topics and not st.snapshot_allowed()
+    r = StateMachineRunner(st, 3)
+    r.apply_batches(iter_batches(meta_batch([AbortTransactionRecord(reason="x")], 3)), 4)
+    assert T1 not in st.image.topics and st.snapshot_allowed() and st.metadata_version == 21
+    r.apply_batches(iter_batches(meta_batch([BeginTransactionRecord(name="t"), TopicRecord(name="y", topic_id=T2),
+                                              EndTransactionRecord()], 4)), 7)
+    assert T2 in st.image.topics and st.snapshot_allowed()
+
+
+def test_fence_with_a_stale_epoch_changes_nothing() -> None:
+    st = MetadataState()
+    run(st, meta_batch([RegisterBrokerRecord(broker_id=1, incarnation_id=T1, broker_epoch=5, end_points=[],
+                                             features=[], fenced=False),
+                        FenceBrokerRecord(id=1, epoch=4)], 0), 2)
+    assert st.image.brokers[1][0].fenced is False
+
+
+def test_application_records_are_compacted_by_key_and_unkeyed_ones_are_log_only() -> None:
+    st = MetadataState()
+    data = app_batch([(b"k1", b"v1"), (b"k2", b"v2"), (None, b"log-only"), (b"k1", b"v3"), (b"k2", None)], 0)
+    run(st, data, 5)
+    assert st.app == {b"k1": b"v3"} and st.foreign_records == 5 and st.empty
+    assert list(st.snapshot()()) == [(b"k1", b"v3")]
+    kv = KeyValueStateMachine()
+    run(kv, data, 5)
+    assert kv.data == {b"k1": b"v3"} and kv.unkeyed_records == 1
+
+
+def test_the_snapshot_writer_sees_the_state_at_capture_time() -> None:
+    st = MetadataState()
+    r = run(st, app_batch([(b"a", b"1")], 0), 1)
+    writer = st.snapshot()
+    r.apply_batches(iter_batches(app_batch([(b"a", b"2"), (b"b", b"3")], 1)), 3)
+    assert list(writer()) == [(b"a", b"1")]
+    assert dict(st.snapshot()()) == {b"a": b"2", b"b": b"3"}
+
+
+def test_runner_applies_each_record_exactly_once() -> None:
+    kv = KeyValueStateMachine()
+    r = StateMachineRunner(kv)
+    data = app_batch([(None, b"x")] * 3, 0) + app_batch([(None, b"y")] * 2, 3)
+    r.apply_batches(iter_batches(data), 3)
+    r.apply_batches(iter_batches(data), 5)   # the first batch again: skipped
+    r.apply_batches(iter_batches(data), 5)
+    assert kv.unkeyed_records == 5 and r.next_offset == 5 and r.applied_batches == 2
