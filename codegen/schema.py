@@ -56,15 +56,6 @@ class Versions:
     def contains(self, v: int) -> bool:
         return self.lo <= v <= self.hi
 
-    def intersect(self, other: Versions | None) -> Versions | None:
-        if other is None:
-            return None
-        lo, hi = max(self.lo, other.lo), min(self.hi, other.hi)
-        return Versions(lo, hi) if lo <= hi else None
-
-    def as_tuple(self) -> tuple[int, int]:
-        return (self.lo, self.hi)
-
 
 def snake(name: str) -> str:
     """Kafka field name -> Python attribute name (``ReplicaDirectoryId`` -> ``replica_directory_id``)."""
@@ -105,10 +96,6 @@ class FieldSpec:
     @property
     def elem_type(self) -> str:
         return self.type[2:] if self.is_array else self.type
-
-    @property
-    def is_struct(self) -> bool:
-        return self.struct is not None
 
 
 @dataclass

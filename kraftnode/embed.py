@@ -26,11 +26,12 @@ from typing import Generic, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
+from kraftnode.config import node_config
+from kraftnode.config.node_config import NodeConfig
+from kraftnode.errors import LocalError
 from kraftnode.metadata.state_machine import StateMachine
 from kraftnode.protocol import Errors
-from kraftnode.server import node_config
 from kraftnode.server.node import RunningNode, run_node
-from kraftnode.server.node_config import NodeConfig
 from kraftnode.server.raft.disk_log import RawBatches
 from recordbatch import Record, build_batch
 
@@ -39,7 +40,7 @@ __all__ = ["AppendResult", "EmbeddedNode", "NotLeaderError", "AppendError"]
 S = TypeVar("S", bound=StateMachine)
 
 
-class AppendError(Exception):
+class AppendError(LocalError):
     """An append did not commit (the message names Kafka's error)."""
 
     def __init__(self, message: str, error_code: int) -> None:

@@ -22,6 +22,8 @@ import logging.handlers
 import os
 from pathlib import Path
 
+from kraftnode.errors import LocalError
+
 __all__ = ["LogSetupError", "ENV_LEVEL", "FORMAT", "resolve_level", "configure", "os_error_text"]
 
 ENV_LEVEL = "KRAFTNODE_LOG_LEVEL"
@@ -35,7 +37,7 @@ _LEVELS = {
 LEVEL_NAMES = ("DEBUG", "INFO", "WARN", "ERROR")
 
 
-class LogSetupError(Exception):
+class LogSetupError(LocalError):
     """Logging cannot be set up as asked; the message names the problem."""
 
 

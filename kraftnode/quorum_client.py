@@ -23,6 +23,7 @@ import anyio
 
 from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError
+from kraftnode.errors import RemoteError
 from kraftnode.protocol import (
     DescribeClusterRequest,
     DescribeQuorumRequest,
@@ -36,7 +37,7 @@ from kraftnode.vocabulary import METADATA_PARTITION, METADATA_TOPIC
 from recordbatch.message import Message
 
 
-class ClientError(Exception):
+class ClientError(RemoteError):
     """The peer could not be reached, refused our login, or closed the connection."""
 
 

@@ -3,8 +3,10 @@
 Everything here is a fact of Apache Kafka 3.9, not a choice of ours; each constant names the
 Java constant it copies. Error codes have their own home, ``kraftnode.protocol.errors.Errors``
 (Kafka's ``org.apache.kafka.common.protocol.Errors``); configuration keys and their defaults
-live in ``kraftnode.configdefs``; the ``controller.quorum.*`` defaults the raft core needs
-are the ``QUORUM_*`` constants below, which both of those read.
+live in the key table ``kraftnode.config.keys``; the defaults that a layer below the
+configuration also needs (the raft core's ``controller.quorum.*`` timeouts, the log's segment
+settings, the request size limit) are the constants below, and the key table reads them from
+here: each default is written once.
 
 This module imports nothing, so every layer (recordbatch excepted) may use it.
 """
@@ -39,3 +41,11 @@ QUORUM_ELECTION_BACKOFF_MAX_MS = 1000   # controller.quorum.election.backoff.max
 QUORUM_FETCH_TIMEOUT_MS = 2000          # controller.quorum.fetch.timeout.ms
 QUORUM_REQUEST_TIMEOUT_MS = 2000        # controller.quorum.request.timeout.ms
 QUORUM_RETRY_BACKOFF_MS = 20            # controller.quorum.retry.backoff.ms
+
+#: MetadataLogConfig / KRaftConfigs defaults (Kafka 3.9): the metadata log's segments.
+METADATA_LOG_SEGMENT_BYTES = 1024 * 1024 * 1024     # metadata.log.segment.bytes
+METADATA_LOG_SEGMENT_MIN_BYTES = 8 * 1024 * 1024    # metadata.log.segment.min.bytes
+METADATA_LOG_SEGMENT_MS = 7 * 24 * 60 * 60 * 1000   # metadata.log.segment.ms
+
+#: SocketServerConfigs.SOCKET_REQUEST_MAX_BYTES_DEFAULT: the largest request frame accepted.
+SOCKET_REQUEST_MAX_BYTES = 100 * 1024 * 1024        # socket.request.max.bytes

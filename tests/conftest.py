@@ -11,6 +11,7 @@ way: ``KAFKA_HOME`` or ``../shared/kafka-3.9``; ``KRAFTNODE_REQUIRE_KAFKA=1`` in
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -35,3 +36,36 @@ def kafka_home() -> KafkaHome:
     """Genuine Apache Kafka 3.9+ (``KAFKA_HOME``, else ``../shared/kafka-3.9``); skips
     with a reason when absent, fails under ``KRAFTNODE_REQUIRE_KAFKA=1`` (CI)."""
     return require_kafka_home()
+
+
+# ------------------------------------------------------------------ the parallel group
+#: Tests that run in this one process -- no node, JVM, network namespace or process pool of
+#: their own -- carry the ``in_process`` mark: ``tools/test.sh`` runs them in parallel with
+#: pytest-xdist, then every other test serially (real processes are timing-sensitive on a
+#: loaded host).  A test is in the group when its directory (relative to tests/) or file name
+#: is listed below *and* its module shows no sign of starting processes (``_SPAWNS``), so a
+#: real-process test added to one of these directories still runs serially.
+IN_PROCESS_DIRS = ("recordbatch", "codegen", "schemas", "kraftnode/protocol", "kraftnode/log",
+                   "kraftnode/raft", "kraftnode/config", "kraftnode/commands", "kraftnode/metadata",
+                   "support")
+IN_PROCESS_FILES = ("test_snapshot_manager.py", "test_listener.py", "test_metrics.py",
+                    "test_authorizer.py", "test_scram_credentials.py")
+_SPAWNS = re.compile(
+    r"subprocess|Popen|create_subprocess|multiprocessing|ProcessPool|os\.fork|running_node|"
+    r"NodeProcess|kafka_home|KafkaHome|\bCluster\(|StaticCluster|DynamicCluster|local_session|pyspark|"
+    r"tests\.support\.(?:node|cluster|quorums|netns|kafka|java_\w+)\b")
+_IN_PROCESS: dict[Path, bool] = {}
+
+
+def _is_in_process(path: Path) -> bool:
+    if path not in _IN_PROCESS:
+        rel = path.relative_to(Path(__file__).resolve().parent).as_posix()
+        listed = rel.rpartition("/")[0] in IN_PROCESS_DIRS or path.name in IN_PROCESS_FILES
+        _IN_PROCESS[path] = listed and not _SPAWNS.search(path.read_text())
+    return _IN_PROCESS[path]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_in_process(Path(str(item.path)).resolve()):
+            item.add_marker(pytest.mark.in_process)

@@ -14,8 +14,6 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -156,6 +154,5 @@ def test_the_rules_do_not_import_the_node() -> None:
     assert [m for m in rules if "kraftnode.raft.raft_node" in graph[m]] == []
 
 
-@pytest.mark.xfail(strict=False, reason="other packages are restructured on other branches")
 def test_kraftnode_has_no_import_cycle() -> None:
     assert cycles(kraftnode_graph()) == []

@@ -7,6 +7,8 @@ does not take it for a sub-command.
 
 from __future__ import annotations
 
+from kraftnode.errors import LocalError
 
-class UsageError(Exception):
+
+class UsageError(LocalError):
     """A user mistake: printed as one line, exit code 2."""

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     # configuration sets it, else the latest production metadata.version.
     release = args.release_version
     if release is None:
-        release = cfg.props.get_str("inter.broker.protocol.version") or None
+        release = cfg.inter_broker_protocol_version
     if release is not None:
         try:
             mv_name, mv_level = parse_release_version(release)

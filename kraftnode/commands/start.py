@@ -38,14 +38,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kraftnode import logsetup
-    from kraftnode.server import node_config
+    from kraftnode.config import node_config
     from kraftnode.server.node import StartupError, start
 
     try:
         level = logsetup.resolve_level(args.log_level)
         logsetup.configure(level)       # the console, while the configuration is read
         try:
-            cfg = node_config.load(args.config)
+            cfg = node_config.load(args.config, check_storage=True)
         except ConfigError as e:
             raise UsageError(str(e)) from None
         logsetup.configure(level, log_file=cfg.log_file, max_bytes=cfg.log_file_max_bytes,

@@ -17,7 +17,7 @@ from kraftnode.log.metadata_log import (
     OffsetOutOfRangeError,
     ReadInfo,
 )
-from kraftnode.log.quorum_state import QuorumStateData, QuorumStateError, QuorumStateStore
+from kraftnode.log.quorum_state_store import QuorumStateData, QuorumStateError, QuorumStateStore
 from kraftnode.log.snapshot import (
     SnapshotError,
     SnapshotId,

@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from kraftnode.errors import LocalError
 from kraftnode.log.fileutil import atomic_write
 
 __all__ = ["CheckpointError", "read_checkpoint", "write_checkpoint"]
@@ -21,7 +22,7 @@ CURRENT_VERSION = 0
 _MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
 
 
-class CheckpointError(ValueError):
+class CheckpointError(LocalError, ValueError):
     """A checkpoint file exists but is malformed."""
 
 

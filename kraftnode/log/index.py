@@ -25,6 +25,8 @@ import os
 import struct
 from pathlib import Path
 
+from kraftnode.errors import LocalError
+
 __all__ = ["IndexCorruptError", "OffsetIndex", "TimeIndex"]
 
 _OFFSET_ENTRY = struct.Struct(">ii")
@@ -33,7 +35,7 @@ _TIME_ENTRY = struct.Struct(">qi")
 MAX_INDEX_BYTES = 10 * 1024 * 1024
 
 
-class IndexCorruptError(ValueError):
+class IndexCorruptError(LocalError, ValueError):
     """An index file failed its sanity check; the caller rebuilds it from the log."""
 
 

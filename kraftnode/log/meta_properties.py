@@ -14,7 +14,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from kraftnode.config import ConfigError, format_properties, parse_properties
+from kraftnode.errors import ConfigError, LocalError
+from kraftnode.javaprops import format_properties, parse_properties
 from kraftnode.log.fileutil import atomic_write
 from kraftnode.log.uuids import is_reserved_directory_id
 from recordbatch.wire import uuid_from_base64, uuid_to_base64
@@ -24,7 +25,7 @@ __all__ = ["MetaProperties", "MetaPropertiesError", "read_meta_properties", "wri
 FILE_NAME = "meta.properties"
 
 
-class MetaPropertiesError(ValueError):
+class MetaPropertiesError(LocalError, ValueError):
     """``meta.properties`` is malformed, inconsistent, or carries a reserved directory id."""
 
 

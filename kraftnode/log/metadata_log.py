@@ -5,19 +5,19 @@ What the raft core needs from its log, with Kafka's semantics:
 - ``append_as_leader`` assigns offsets and the leader epoch to batches in place;
   ``append_as_follower`` appends batches exactly as the leader sent them after
   checking CRCs, offset contiguity and epoch monotonicity;
-- ``flush`` is a group commit: callers from any thread ask for durability, one of
-  them runs ``fdatasync`` for everyone who arrived meanwhile, and each gets back
-  the flushed end offset.  Nothing is reported durable before its fsync returns;
+- ``flush`` is a group commit (``group_commit.py``): callers from any thread ask for
+  durability, one of them runs ``fdatasync`` for everyone who arrived meanwhile, and
+  each gets back the flushed end offset.  Nothing is reported durable before its fsync
+  returns;
 - ``read`` returns whole batches from an offset up to a byte limit (one
   ``pread`` into a buffer, then memoryview slices; no record is decoded);
 - ``truncate_to`` (divergence), ``truncate_fully_and_start_at`` (snapshot install),
   ``advance_start_offset`` (delete whole segments below a snapshot);
 - ``end_offset_for_epoch`` answers from the leader epoch cache.
 
-Crash recovery on open re-scans every segment from the one holding the persisted
-recovery point (always at least the last segment), truncates at the first torn or
-corrupt batch, deletes any later segment, rebuilds indexes and repairs the epoch
-cache, then fsyncs what it kept.  See ``docs/storage.md``.
+Opening the log runs crash recovery (``recovery.py``, Kafka's ``LogLoader``): every
+segment from the persisted recovery point on is re-scanned and cut at the first torn or
+corrupt batch.  See ``docs/storage.md``.
 """
 
 from __future__ import annotations
@@ -32,24 +32,25 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kraftnode.config import (
-    METADATA_LOG_SEGMENT_BYTES_DEFAULT,
-    METADATA_LOG_SEGMENT_MIN_BYTES_DEFAULT,
-    METADATA_LOG_SEGMENT_MS_DEFAULT,
-    ConfigError,
-    ServerConfig,
-)
-from kraftnode.log.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
-from kraftnode.log.epoch_cache import LeaderEpochCache
+from kraftnode.errors import ConfigError, LocalError
 from kraftnode.log.fileutil import fsync_dir
+from kraftnode.log.group_commit import GroupCommit
 from kraftnode.log.partition_metadata import ensure_partition_metadata
-from kraftnode.log.segment import (
-    INDEX_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    parse_segment_file_name,
+from kraftnode.log.recovery import (
+    LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+    load_epoch_cache,
+    recover,
+    write_offset_checkpoint,
 )
-from kraftnode.vocabulary import METADATA_PARTITION, METADATA_TOPIC
+from kraftnode.log.segment import LogSegment
+from kraftnode.vocabulary import (
+    METADATA_LOG_SEGMENT_BYTES,
+    METADATA_LOG_SEGMENT_MIN_BYTES,
+    METADATA_LOG_SEGMENT_MS,
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+)
 from recordbatch import BatchView, CorruptBatchError, iter_batches, set_base_offset_and_epoch
 
 __all__ = [
@@ -66,28 +67,14 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-{METADATA_PARTITION}"
-RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 LOCK_FILE = ".lock"
 # KafkaRaftClient.MAX_BATCH_SIZE_BYTES: the largest batch the quorum writes or accepts.
 MAX_BATCH_SIZE_BYTES = 8 * 1024 * 1024
 INDEX_INTERVAL_BYTES_DEFAULT = 4096
 
 
-def _log_index_rebuild(seg: LogSegment, problems: list[str]) -> None:
-    """The one line logged for each segment whose index files are rebuilt (Kafka's wording)."""
-    missing = [p for p in problems if p.endswith(" is missing")]
-    if missing and len(missing) == len(problems):
-        log.error("Could not find %s corresponding to log file %s, recovering segment and rebuilding "
-                  "index files...", " and ".join(p.removesuffix(" is missing") for p in missing),
-                  seg.log_path)
-    else:
-        log.warning("Found a corrupted index file corresponding to log file %s due to %s, recovering "
-                    "segment and rebuilding index files...", seg.log_path, "; ".join(problems))
-
-
-class LogError(Exception):
-    """Base class for log operation errors."""
+class LogError(LocalError):
+    """Base class for log operation errors (local: the log cannot tell who asked)."""
 
 
 class OffsetOutOfRangeError(LogError):
@@ -102,9 +89,9 @@ class InvalidAppendError(LogError):
 class LogConfig:
     """Segment settings, named and defaulted as Kafka's metadata log configs."""
 
-    segment_bytes: int = METADATA_LOG_SEGMENT_BYTES_DEFAULT  # metadata.log.segment.bytes
-    segment_ms: int = METADATA_LOG_SEGMENT_MS_DEFAULT  # metadata.log.segment.ms
-    segment_min_bytes: int = METADATA_LOG_SEGMENT_MIN_BYTES_DEFAULT  # metadata.log.segment.min.bytes
+    segment_bytes: int = METADATA_LOG_SEGMENT_BYTES  # metadata.log.segment.bytes
+    segment_ms: int = METADATA_LOG_SEGMENT_MS  # metadata.log.segment.ms
+    segment_min_bytes: int = METADATA_LOG_SEGMENT_MIN_BYTES  # metadata.log.segment.min.bytes
     index_interval_bytes: int = INDEX_INTERVAL_BYTES_DEFAULT  # index.interval.bytes
     max_batch_bytes: int = MAX_BATCH_SIZE_BYTES
 
@@ -115,14 +102,6 @@ class LogConfig:
             )
         if self.segment_ms < 1:
             raise ConfigError(f"Invalid value {self.segment_ms} for configuration metadata.log.segment.ms")
-
-    @classmethod
-    def from_server_config(cls, cfg: ServerConfig) -> LogConfig:
-        return cls(
-            segment_bytes=cfg.metadata_log_segment_bytes,
-            segment_ms=cfg.metadata_log_segment_ms,
-            segment_min_bytes=cfg.metadata_log_segment_min_bytes,
-        )
 
 
 @dataclass(frozen=True)
@@ -156,30 +135,33 @@ class MetadataLog:
         self.config = config or LogConfig()
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._lock = threading.RLock()
-        self._flush_cv = threading.Condition(threading.Lock())
-        self._flush_busy = False
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._dirty: set[LogSegment] = set()
         self._dir_dirty = False
         self._rolled_since_checkpoint = False
-        self._start_offset = 0
-        self._flushed_offset = 0
-        self._recovery_point = 0
         self._closed = False
         self._failed: OSError | None = None
-        self._epoch_cache_lost = False
-        self.truncated_on_open = 0  # bytes dropped by recovery, for operators and tests
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = self._lock_log_dir()
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             ensure_partition_metadata(self.dir)
-            self.epoch_cache = self._load_epoch_cache()
-            self._open_segments()
+            self.epoch_cache, cache_lost = load_epoch_cache(self.dir)
+            recovered = recover(self.dir, self.log_dir, self.epoch_cache, epoch_cache_lost=cache_lost,
+                                max_batch_bytes=self.config.max_batch_bytes,
+                                index_interval_bytes=self.config.index_interval_bytes,
+                                clock_ms=self._clock_ms)
         except BaseException:
             os.close(self._lock_fd)
             raise
+        self._segments = recovered.segments
+        self._bases = [seg.base_offset for seg in recovered.segments]
+        self._start_offset = recovered.start_offset
+        self._recovery_point = recovered.end_offset
+        self._commit = GroupCommit(recovered.end_offset)
+        #: bytes of torn or corrupt data dropped by recovery, for operators and tests
+        self.truncated_on_open = recovered.truncated_bytes
 
     def _lock_log_dir(self) -> int:
         """Hold ``<log dir>/.lock`` as Kafka does, so two processes never share a log."""
@@ -191,168 +173,7 @@ class MetadataLog:
             raise LogError(f"{self.log_dir} is locked by another process (or another open log)") from None
         return fd
 
-    # ================================================================== opening / recovery
-    def _load_epoch_cache(self) -> LeaderEpochCache:
-        try:
-            return LeaderEpochCache.load(self.dir)
-        except CheckpointError as e:
-            log.warning("rebuilding leader epoch cache from the log: %s", e)
-            self._epoch_cache_lost = True
-            return LeaderEpochCache(self.dir / "leader-epoch-checkpoint")
-
-    def _read_offset_checkpoint(self, name: str) -> int | None:
-        try:
-            rows = read_checkpoint(self.log_dir / name, 3)
-        except CheckpointError as e:
-            log.warning("ignoring %s: %s", name, e)
-            return None
-        for topic, partition, offset in rows or []:
-            if topic == METADATA_TOPIC and partition == str(METADATA_PARTITION):
-                try:
-                    return int(offset)
-                except ValueError:
-                    return None
-        return None
-
-    def _write_offset_checkpoint(self, name: str, offset: int) -> None:
-        write_checkpoint(self.log_dir / name, [(METADATA_TOPIC, METADATA_PARTITION, offset)])
-
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        seg = LogSegment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
-                         created_ms=self._clock_ms(), create_indexes=True)
-        self._dir_dirty = True
-        return seg
-
-    def _open_segments(self) -> None:
-        names = sorted(os.listdir(self.dir))
-        bases = sorted(b for n in names if (b := parse_segment_file_name(n)) is not None)
-        base_set = set(bases)
-        for n in names:  # orphan index files (e.g. a deletion interrupted by a crash)
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                b = parse_segment_file_name(n, suffix)
-                if b is not None and b not in base_set:
-                    (self.dir / n).unlink()
-        stored_start = self._read_offset_checkpoint(LOG_START_OFFSET_FILE)
-        rp = self._read_offset_checkpoint(RECOVERY_POINT_FILE)
-        if rp is None or self._epoch_cache_lost or not (self.dir / "leader-epoch-checkpoint").exists():
-            rp = 0
-        fresh = not bases
-        if fresh:
-            bases = [max(stored_start or 0, 0)]
-        segs = [LogSegment(self.dir, b, index_interval_bytes=self.config.index_interval_bytes,
-                           created_ms=self._clock_ms(), create_indexes=fresh) for b in bases]
-        # first segment re-scanned: the one holding the recovery point (never after the last)
-        first_scan = max(0, bisect.bisect_right(bases, rp) - 1)
-        kept: list[LogSegment] = []
-        recovered: list[LogSegment] = []
-        # (epoch, base offset) at each epoch change of the re-scanned batches; views are
-        # not kept, so a re-scan holds one read window in memory, not the segment.
-        scanned: list[tuple[int, int]] = []
-
-        def note_epoch(v: BatchView) -> None:
-            e = v.partition_leader_epoch
-            if e >= 0 and (not scanned or scanned[-1][0] != e):
-                scanned.append((e, v.base_offset))
-
-        rescan_start_offset: int | None = None
-        cache_reset = False
-        i = 0
-        while i < len(segs):
-            seg = segs[i]
-            is_last = i == len(segs) - 1
-            rebuilt: int | None = None  # bytes dropped by a rebuild below the recovery point
-            if i < first_scan and not is_last:
-                problem = seg.load_indexes_problem(segs[i + 1].base_offset)
-                if problem is None:
-                    kept.append(seg)
-                    i += 1
-                    continue
-                # Below the recovery point: the log is trusted, only this segment's indexes
-                # are rebuilt (as Kafka's LogLoader recovers just that segment), one line each.
-                _log_index_rebuild(seg, seg.index_problems() or [problem])
-                epochs: list[tuple[int, int]] = []
-
-                def note_own(v: BatchView, out: list[tuple[int, int]] = epochs) -> None:
-                    if not out or out[-1][0] != v.partition_leader_epoch:  # epoch changes only
-                        out.append((v.partition_leader_epoch, v.base_offset))
-
-                rebuilt = seg.recover(self.config.max_batch_bytes, note_own)
-                if not rebuilt and seg.next_offset == segs[i + 1].base_offset:
-                    kept.append(seg)
-                    recovered.append(seg)
-                    i += 1
-                    continue
-                # the log itself is damaged (or ends early) there: from this segment on,
-                # everything counts as re-scanned, and its epochs are the re-scanned ones
-                first_scan = i
-                for e, b in epochs:
-                    if e >= 0 and (not scanned or scanned[-1][0] != e):
-                        scanned.append((e, b))
-            elif not fresh:
-                problems = seg.index_problems()
-                if problems:
-                    _log_index_rebuild(seg, problems)
-            if rescan_start_offset is None:
-                rescan_start_offset = seg.base_offset
-            dropped = rebuilt if rebuilt is not None else seg.recover(
-                self.config.max_batch_bytes, note_epoch, keep_valid_indexes=not fresh)
-            if dropped:
-                log.warning("truncated %d invalid bytes at the end of %s", dropped, seg.log_path.name)
-                self.truncated_on_open += dropped
-            kept.append(seg)
-            recovered.append(seg)
-            nxt = segs[i + 1] if not is_last else None
-            if nxt is not None and nxt.base_offset != seg.next_offset:
-                if nxt.base_offset > seg.next_offset and not dropped:
-                    # a gap: an interrupted truncate_fully_and_start_at; the later segments win
-                    log.warning("dropping segments below a gap at offset %d", nxt.base_offset)
-                    for s in kept:
-                        s.delete()
-                    kept, recovered, scanned = [], [], []
-                    rescan_start_offset = None
-                    self.epoch_cache.clear(persist=False)
-                    cache_reset = True
-                    i += 1
-                    continue
-                # a torn or overlapping segment: nothing after it can have been flushed
-                for s in segs[i + 1:]:
-                    self.truncated_on_open += s.file_size
-                    s.delete()
-                break
-            i += 1
-        self._segments = kept
-        self._bases = [s.base_offset for s in kept]
-        end = kept[-1].next_offset
-        # epoch cache: trust it below the re-scan, rebuild it from the batches above
-        cache = self.epoch_cache
-        changed = cache_reset
-        changed |= cache.truncate_from_end(end if rescan_start_offset is None else rescan_start_offset,
-                                           persist=False)
-        for epoch, base in scanned:
-            changed |= cache.assign(epoch, base, persist=False)
-        scanned.clear()
-        first_base = kept[0].base_offset
-        start = first_base if stored_start is None else max(first_base, min(stored_start, end))
-        self._start_offset = start
-        changed |= cache.truncate_from_start(start, persist=False)
-        if changed or not cache.path or not cache.path.exists():
-            cache.flush()
-        for seg in recovered:
-            seg.sync()
-            seg.sync_indexes()
-        fsync_dir(self.dir)
-        self._dir_dirty = False
-        self._flushed_offset = end
-        self._recovery_point = end
-        self._write_offset_checkpoint(RECOVERY_POINT_FILE, end)
-        if stored_start != start:
-            self._write_offset_checkpoint(LOG_START_OFFSET_FILE, start)
-
     # ================================================================== properties
-    @property
-    def active_segment(self) -> LogSegment:
-        return self._segments[-1]
-
     @property
     def end_offset(self) -> int:
         """Log end offset: the offset the next appended record gets."""
@@ -367,12 +188,7 @@ class MetadataLog:
     @property
     def flushed_offset(self) -> int:
         """Every offset below this is durable (fsynced)."""
-        with self._flush_cv:
-            return self._flushed_offset
-
-    @property
-    def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._commit.flushed_offset
 
     @property
     def last_fetched_epoch(self) -> int:
@@ -414,6 +230,12 @@ class MetadataLog:
         if (seg.size > cfg.segment_bytes - size or waited > cfg.segment_ms
                 or not seg.relative_offset_fits(last_offset)):
             return self._roll()
+        return seg
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        seg = LogSegment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
+                         created_ms=self._clock_ms(), create_indexes=True)
+        self._dir_dirty = True
         return seg
 
     def _roll(self) -> LogSegment:
@@ -522,21 +344,13 @@ class MetadataLog:
         Safe to call from several threads at once: while one caller runs fdatasync,
         others wait and the next sync covers everything they appended (group commit).
         """
-        # Lock order: ``_lock`` is never requested while ``_flush_cv`` is held (truncation
-        # holds ``_lock`` and then takes ``_flush_cv``).
         with self._lock:
             self._check_open()
             target = self._segments[-1].next_offset
-        with self._flush_cv:
-            while True:
-                if self._flushed_offset >= target:
-                    return self._flushed_offset
-                if not self._flush_busy:
-                    break
-                self._flush_cv.wait()
-            self._flush_busy = True
-        synced_to = -1
-        ok = False
+        return self._commit.flush(target, self._sync)
+
+    def _sync(self) -> int:
+        """One group-commit sync (it runs alone): fsync what is dirty; the end offset covered."""
         try:
             with self._lock:
                 self._check_open()
@@ -553,26 +367,15 @@ class MetadataLog:
             if dir_dirty:
                 fsync_dir(self.dir)
             if rolled:
-                self._write_offset_checkpoint(RECOVERY_POINT_FILE, synced_to)
+                write_offset_checkpoint(self.log_dir, RECOVERY_POINT_FILE, synced_to)
             self._recovery_point = max(self._recovery_point, synced_to)
-            ok = True
+            return synced_to
         except OSError as e:
             # After a failed fsync the page cache may have dropped the dirty pages: nothing
             # written since the last good flush can be trusted, so the log stops (as Kafka
             # takes a log directory offline) rather than retrying and lying.
             self._failed = e
             raise
-        finally:
-            with self._flush_cv:
-                if ok:
-                    self._flushed_offset = max(self._flushed_offset, synced_to)
-                self._flush_busy = False
-                self._flush_cv.notify_all()
-        with self._flush_cv:
-            return self._flushed_offset
-
-    def _exclusive(self) -> _FlushToken:
-        return _FlushToken(self)
 
     # ================================================================== read
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
@@ -643,7 +446,7 @@ class MetadataLog:
         never ends below its start).  The truncation is fsynced before returning so
         truncated entries cannot reappear after a crash.
         """
-        with self._exclusive(), self._lock:
+        with self._commit.exclusive(), self._lock:
             self._check_open()
             if offset >= self._segments[-1].next_offset:
                 return self._segments[-1].next_offset
@@ -667,14 +470,13 @@ class MetadataLog:
             end = seg.next_offset
             self.epoch_cache.truncate_from_end(end)
             self._recovery_point = min(self._recovery_point, end)
-            with self._flush_cv:
-                self._flushed_offset = min(self._flushed_offset, end)
-            self._write_offset_checkpoint(RECOVERY_POINT_FILE, self._recovery_point)
+            self._commit.lower_to(end)
+            write_offset_checkpoint(self.log_dir, RECOVERY_POINT_FILE, self._recovery_point)
             return end
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and restart it empty at ``offset`` (after installing a snapshot)."""
-        with self._exclusive(), self._lock:
+        with self._commit.exclusive(), self._lock:
             self._check_open()
             self._truncate_fully_locked(offset)
 
@@ -705,16 +507,15 @@ class MetadataLog:
         self._dir_dirty = False
         self._start_offset = offset
         self._recovery_point = offset
-        with self._flush_cv:
-            self._flushed_offset = offset
-        self._write_offset_checkpoint(LOG_START_OFFSET_FILE, offset)
-        self._write_offset_checkpoint(RECOVERY_POINT_FILE, offset)
+        self._commit.reset_to(offset)
+        write_offset_checkpoint(self.log_dir, LOG_START_OFFSET_FILE, offset)
+        write_offset_checkpoint(self.log_dir, RECOVERY_POINT_FILE, offset)
         self.epoch_cache.clear()
 
     def advance_start_offset(self, offset: int) -> int:
         """Raise the log start offset to ``offset`` (a snapshot's end offset) and delete every
         segment that lies wholly below it.  Returns the number of segments deleted."""
-        with self._exclusive(), self._lock:
+        with self._commit.exclusive(), self._lock:
             self._check_open()
             end = self._segments[-1].next_offset
             if offset <= self._start_offset:
@@ -722,7 +523,7 @@ class MetadataLog:
             if offset > end:
                 raise LogError(f"cannot advance the start offset to {offset}, past the end offset {end}")
             self._start_offset = offset
-            self._write_offset_checkpoint(LOG_START_OFFSET_FILE, offset)
+            write_offset_checkpoint(self.log_dir, LOG_START_OFFSET_FILE, offset)
             deleted = 0
             while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
                 seg = self._segments.pop(0)
@@ -743,12 +544,12 @@ class MetadataLog:
             return
         if self._failed is None:
             self.flush()
-        with self._exclusive(), self._lock:
+        with self._commit.exclusive(), self._lock:
             if self._failed is None:
                 for seg in self._segments:
                     seg.on_close()  # Kafka's LogSegment.close(): the time index's final entry
                     seg.sync_indexes()
-                self._write_offset_checkpoint(RECOVERY_POINT_FILE, self._segments[-1].next_offset)
+                write_offset_checkpoint(self.log_dir, RECOVERY_POINT_FILE, self._segments[-1].next_offset)
             for seg in self._segments:
                 seg.close()
             self._closed = True
@@ -759,23 +560,3 @@ class MetadataLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class _FlushToken:
-    """Exclusive use of the files against a concurrent group-commit fsync."""
-
-    def __init__(self, owner: MetadataLog) -> None:
-        self.owner = owner
-
-    def __enter__(self) -> None:
-        o = self.owner
-        with o._flush_cv:
-            while o._flush_busy:
-                o._flush_cv.wait()
-            o._flush_busy = True
-
-    def __exit__(self, *exc: object) -> None:
-        o = self.owner
-        with o._flush_cv:
-            o._flush_busy = False
-            o._flush_cv.notify_all()

@@ -11,6 +11,7 @@ import os
 import uuid
 from pathlib import Path
 
+from kraftnode.errors import LocalError
 from kraftnode.log.fileutil import atomic_write
 from kraftnode.vocabulary import METADATA_TOPIC_ID
 from recordbatch.wire import uuid_from_base64, uuid_to_base64
@@ -21,7 +22,7 @@ __all__ = ["METADATA_TOPIC_ID", "PartitionMetadataError", "read_partition_metada
 FILE_NAME = "partition.metadata"
 
 
-class PartitionMetadataError(ValueError):
+class PartitionMetadataError(LocalError, ValueError):
     """``partition.metadata`` exists but is malformed or names another topic."""
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kraftnode.errors import LocalError
 from kraftnode.log.fileutil import fsync_dir
 from recordbatch import BatchView, CorruptBatchError, iter_batches
 from recordbatch.control import (
@@ -51,7 +52,7 @@ _NAME_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 MAX_SNAPSHOT_BATCH_BYTES = 8 * 1024 * 1024
 
 
-class SnapshotError(ValueError):
+class SnapshotError(LocalError, ValueError):
     """A snapshot file is malformed: corrupt batch, missing header or footer, trailing bytes."""
 
 

@@ -11,18 +11,20 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from kraftnode.errors import RemoteError
 from kraftnode.protocol.generated import RequestHeader, ResponseHeader
 from kraftnode.protocol.registry import API_VERSIONS, SERVED, ApiSpec
+from kraftnode.vocabulary import SOCKET_REQUEST_MAX_BYTES
 from recordbatch.message import Message
 from recordbatch.wire import DecodeError
 
-DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
+DEFAULT_MAX_FRAME_BYTES = SOCKET_REQUEST_MAX_BYTES  # Kafka's socket.request.max.bytes default
 
 _HH = struct.Struct(">hh")
 _I32 = struct.Struct(">i")
 
 
-class FrameError(Exception):
+class FrameError(RemoteError):
     """The peer sent something we cannot answer in Kafka's protocol; close the connection."""
 
 

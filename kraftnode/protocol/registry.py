@@ -7,7 +7,9 @@ carry magic 0/1 message sets and a KRaft log holds only v2 batches (Kafka 3.9
 would down-convert; we do not).  InitProducerId (22) is served beyond the table
 because Kafka producers are idempotent by default and start with it, and
 DescribeConfigs (32) because ``kafka-topics.sh --describe`` fails without it, and
-OffsetCommit/OffsetFetch/FindCoordinator (8-10) for simple consumer groups, the
+the group coordinator's APIs (FindCoordinator, OffsetCommit/OffsetFetch, JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete,
+ConsumerGroupHeartbeat/Describe: kraftnode.groups), the
 ACL APIs (29-31) a Kafka 3.9 controller serves with an authorizer, and
 DescribeUserScramCredentials (50, a broker API) so the Java Admin can list SCRAM users.
 """
@@ -51,6 +53,16 @@ METADATA = 3
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+DELETE_GROUPS = 42
+OFFSET_DELETE = 47
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
 SASL_HANDSHAKE = 17
 DESCRIBE_ACLS = 29
 CREATE_ACLS = 30
@@ -92,6 +104,17 @@ SERVED: dict[int, ApiSpec] = {
         _spec(OFFSET_COMMIT, "OffsetCommit", 0, 9),
         _spec(OFFSET_FETCH, "OffsetFetch", 0, 9),
         _spec(FIND_COORDINATOR, "FindCoordinator", 0, 5),
+        # the group coordinator (kraftnode.groups), at the versions a Kafka 3.9 broker serves
+        _spec(JOIN_GROUP, "JoinGroup", 0, 9),
+        _spec(HEARTBEAT, "Heartbeat", 0, 4),
+        _spec(LEAVE_GROUP, "LeaveGroup", 0, 5),
+        _spec(SYNC_GROUP, "SyncGroup", 0, 5),
+        _spec(DESCRIBE_GROUPS, "DescribeGroups", 0, 5),
+        _spec(LIST_GROUPS, "ListGroups", 0, 5),
+        _spec(DELETE_GROUPS, "DeleteGroups", 0, 2),
+        _spec(OFFSET_DELETE, "OffsetDelete", 0, 0),
+        _spec(CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 0),
+        _spec(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 0),
         _spec(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
         _spec(DESCRIBE_ACLS, "DescribeAcls", 0, 3),
         _spec(CREATE_ACLS, "CreateAcls", 0, 3),

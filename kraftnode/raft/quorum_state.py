@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kraftnode.errors import LocalError
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.states import (
     CandidateState,
@@ -58,7 +59,7 @@ TRANSITIONS: dict[str, dict[str, frozenset[str]]] = {
 }
 
 
-class IllegalTransition(Exception):
+class IllegalTransition(LocalError):
     """A move the transition table does not allow: a bug in the core's rules."""
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftnode.config import ConfigError
+from kraftnode.errors import LocalError
 
 log = logging.getLogger("kraftnode.authorizer")
 
@@ -143,7 +144,7 @@ def parse_super_users(text: str | None) -> frozenset[str]:
     return frozenset(out)
 
 
-class AuthorizerNotReady(Exception):
+class AuthorizerNotReady(LocalError):
     """Kafka's AuthorizerNotReadyException: the ACLs are not loaded yet (a request of a
     principal other than a super user is answered with UNKNOWN_SERVER_ERROR)."""
 

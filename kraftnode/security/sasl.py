@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftnode.config import ConfigError
+from kraftnode.errors import RemoteError
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.framing import encode_response, parse_request
 from kraftnode.protocol.generated import SaslAuthenticateResponse, SaslHandshakeResponse
@@ -80,7 +81,7 @@ def parse_jaas(text: str, key: str) -> JaasEntry:
 
 
 # ------------------------------------------------------------------ mechanisms
-class SaslFailure(Exception):
+class SaslFailure(RemoteError):
     """Authentication failed; ``str`` is the message sent to the client."""
 
 

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kraftnode.errors import LocalError, RemoteError
+
 #: mechanism name -> (Kafka's ScramMechanism type id, hash name)
 MECHANISMS = {"SCRAM-SHA-256": (1, "sha256"), "SCRAM-SHA-512": (2, "sha512")}
 MECHANISM_BY_TYPE = {t: name for name, (t, _h) in MECHANISMS.items()}
@@ -23,7 +25,7 @@ MAX_ITERATIONS = 16384     # ScramMechanism.maxIterations (ScramFormatter / Stor
 DEFAULT_ITERATIONS = 4096
 
 
-class ScramError(Exception):
+class ScramError(RemoteError):
     """The exchange failed; ``str`` is Kafka's message (logged, not sent for credentials)."""
 
 
@@ -193,7 +195,7 @@ class ScramClient:
 
 
 # ------------------------------------------------------------------ kafka-storage.sh --add-scram
-class ScramArgumentError(ValueError):
+class ScramArgumentError(LocalError, ValueError):
     """A bad --add-scram argument; the message is Kafka's (ScramParser)."""
 
 

@@ -23,9 +23,11 @@ import anyio.abc
 
 from kraftnode import __version__, vocabulary
 from kraftnode.config import ConfigError
+from kraftnode.config.node_config import NodeConfig
+from kraftnode.errors import LocalError
 from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
 from kraftnode.log.metadata_log import METADATA_PARTITION_DIR, LogError, MetadataLog
-from kraftnode.log.quorum_state import QuorumStateError, QuorumStateStore
+from kraftnode.log.quorum_state_store import QuorumStateError, QuorumStateStore
 from kraftnode.log.snapshot import SnapshotError
 from kraftnode.logsetup import os_error_text
 from kraftnode.metadata.state import MetadataState
@@ -41,7 +43,6 @@ from kraftnode.server.metadata.snapshot_manager import SnapshotManager, prepare_
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.listener import KafkaListener, ListenerError, ServerLimits
 from kraftnode.server.net.peer_client import PeerPool
-from kraftnode.server.node_config import NodeConfig
 from kraftnode.server.raft import wire as rw
 from kraftnode.server.raft.disk_log import DiskRaftLog, DiskSnapshotStore
 from kraftnode.server.raft.driver import RaftDriver, now_ms, quorum_state_to_election
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kraftnode.node")
 
 
-class StartupError(Exception):
+class StartupError(LocalError):
     """The node cannot start; the message says why (printed as one line, exit 2)."""
 
 
@@ -145,7 +146,10 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                                           {n: int(sec.protocol) for n, sec in cfg.security.items()}
                                           ) if controller else None
                 handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), drv,
-                                        features, duties, security_hooks.authorizer(cfg.authorizer_config, duties))
+                                        features, duties, security_hooks.authorizer(cfg.authorizer_config, duties),
+                                        cfg.group_config)
+                handlers.message_max_bytes = cfg.message_max_bytes
+                handlers.broker_properties = _properties(cfg)
                 bound, listeners = await _start_listeners(tg, cfg, handlers, request_metrics, duties)
                 if metrics_server is not None:
                     _start_metrics(tg, metrics_server, cfg, drv, raft_metrics, request_metrics,
@@ -154,6 +158,7 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 if duties is not None:
                     tg.start_soon(duties.run)
                 tg.start_soon(snapshots.run, lambda: drv.high_watermark)
+                tg.start_soon(handlers.groups.run)  # the group coordinator's timers
                 log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
                          "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
                          # a --no-initial-controllers node's log is empty (kraft.version 0 until it
@@ -198,6 +203,16 @@ def _load_state(mlog: MetadataLog, store: QuorumStateStore, state_machine: State
     except (OSError, SnapshotError, ValueError) as e:
         raise StartupError(f"cannot load the metadata snapshots in {mlog.dir}: {e}") from None
     return election, sm, runner
+
+
+def _properties(cfg: NodeConfig) -> dict[str, str]:
+    """The properties file as read at start-up (DescribeConfigs lists them as static configs)."""
+    from kraftnode.config import ServerConfig
+
+    try:
+        return dict(ServerConfig.load(cfg.source).props.raw())
+    except (OSError, ConfigError):
+        return {}
 
 
 def _raft_topic(cfg: NodeConfig, cluster_id: str) -> str:

@@ -66,6 +66,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from kraftnode.errors import RemoteError
 from kraftnode.vocabulary import METADATA_TOPIC
 
 __all__ = ["KraftDataSource", "TOPIC", "LIVE_DDL"]
@@ -75,7 +76,7 @@ LIVE_DDL = ("offset BIGINT, partition_leader_epoch INT, timestamp BIGINT, key BI
             "headers ARRAY<STRUCT<key: STRING, value: BINARY>>")
 
 
-class KraftSourceError(RuntimeError):
+class KraftSourceError(RemoteError, RuntimeError):
     """The quorum could not be read or written as asked."""
 
 

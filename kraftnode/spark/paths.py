@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kraftnode.errors import LocalError
 from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
 from kraftnode.log.metadata_log import METADATA_PARTITION_DIR as PARTITION_DIR
 from kraftnode.log.segment import parse_segment_file_name
@@ -27,7 +28,7 @@ _MAX_DEPTH = 4
 _NODE_IN_PATH = re.compile(r"(?:node|replica|broker|controller)[-_]?(\d+)", re.IGNORECASE)
 
 
-class PathError(ValueError):
+class PathError(LocalError, ValueError):
     """A path given to the ``kraft-log`` source is not something it can read."""
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kraftnode.config import parse_properties
-from kraftnode.server import node_config
+from kraftnode.config import node_config, parse_properties
 from tests.support.cluster import Cluster, free_ports
 
 ROOT = Path(__file__).resolve().parents[2]

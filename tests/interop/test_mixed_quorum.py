@@ -541,6 +541,46 @@ def test_api_versions_agree_with_a_kafka_controllers(mixed: Mixed) -> None:
             assert fin[0] == fin[1], fin
 
 
+def test_groups_are_refused_while_a_kafka_node_votes(mixed: Mixed) -> None:
+    """Metadata-only mode (docs/server.md): while the genuine Kafka raft node votes, no group
+    record may enter the log, so a group consumer fails at once -- FindCoordinator answers
+    INVALID_REQUEST with the reason, on the leader and on a follower (which asks the leader)
+    -- and nothing was written; reads are still answered."""
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaError
+
+    from kraftnode.protocol.registry import FIND_COORDINATOR, OFFSET_FETCH
+
+    lead, _epoch = mixed.kraftnode_leader()
+    all_caught_up(mixed)
+    follower = next(i for i in mixed.kraft() if i != lead)
+    for node in (lead, follower):
+        _, fc = call(mixed.cl.port(node), FIND_COORDINATOR, 4,
+                     w.FindCoordinatorRequest(key_type=0, coordinator_keys=["g-mixed"]))
+        c = fc.coordinators[0]  # type: ignore[attr-defined]
+        assert c.error_code == Errors.INVALID_REQUEST and "metadata-only mode" in c.error_message, (node, c)
+    end = high_watermark_of(mixed.cl.port(lead))
+    consumer = KafkaConsumer("__cluster_metadata", bootstrap_servers=f"127.0.0.1:{mixed.cl.port(lead)}",
+                             group_id="g-mixed", consumer_timeout_ms=10_000)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KafkaError):
+            for _ in consumer:
+                pass
+    finally:
+        consumer.close()
+    assert time.monotonic() - t0 < 10
+    def fetched() -> Any:
+        _, f = call(mixed.cl.port(lead), OFFSET_FETCH, 7, w.OffsetFetchRequest(group_id="g-mixed", topics=None))
+        # COORDINATOR_LOAD_IN_PROGRESS (retriable) while a new leader replays the log
+        return f if f.error_code != Errors.COORDINATOR_LOAD_IN_PROGRESS else None  # type: ignore[attr-defined]
+    f = wait_until("OffsetFetch on the leader", fetched, 20, mixed.logs)
+    assert f.error_code == 0 and f.topics == [], f
+    # nothing but metadata records was written: the Java voter still replays every one
+    assert high_watermark_of(mixed.cl.port(lead)) >= end
+    assert not mixed.java.faults(), mixed.java.faults()
+
+
 def test_the_java_voter_installs_a_kraftnode_snapshot(kafka_home: KafkaHome, tmp_path: Path) -> None:
     """A Java voter with an empty log joins a quorum whose kraftnode log starts after a
     snapshot: it gets a Fetch answer with SnapshotId, fetches the snapshot with

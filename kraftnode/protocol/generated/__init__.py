@@ -9,18 +9,26 @@ from kraftnode.protocol.generated.api_versions_request import ApiVersionsRequest
 from kraftnode.protocol.generated.api_versions_response import ApiVersionsResponse
 from kraftnode.protocol.generated.begin_quorum_epoch_request import BeginQuorumEpochRequest
 from kraftnode.protocol.generated.begin_quorum_epoch_response import BeginQuorumEpochResponse
+from kraftnode.protocol.generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from kraftnode.protocol.generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
+from kraftnode.protocol.generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
+from kraftnode.protocol.generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 from kraftnode.protocol.generated.controller_registration_request import ControllerRegistrationRequest
 from kraftnode.protocol.generated.controller_registration_response import ControllerRegistrationResponse
 from kraftnode.protocol.generated.create_acls_request import CreateAclsRequest
 from kraftnode.protocol.generated.create_acls_response import CreateAclsResponse
 from kraftnode.protocol.generated.delete_acls_request import DeleteAclsRequest
 from kraftnode.protocol.generated.delete_acls_response import DeleteAclsResponse
+from kraftnode.protocol.generated.delete_groups_request import DeleteGroupsRequest
+from kraftnode.protocol.generated.delete_groups_response import DeleteGroupsResponse
 from kraftnode.protocol.generated.describe_acls_request import DescribeAclsRequest
 from kraftnode.protocol.generated.describe_acls_response import DescribeAclsResponse
 from kraftnode.protocol.generated.describe_cluster_request import DescribeClusterRequest
 from kraftnode.protocol.generated.describe_cluster_response import DescribeClusterResponse
 from kraftnode.protocol.generated.describe_configs_request import DescribeConfigsRequest
 from kraftnode.protocol.generated.describe_configs_response import DescribeConfigsResponse
+from kraftnode.protocol.generated.describe_groups_request import DescribeGroupsRequest
+from kraftnode.protocol.generated.describe_groups_response import DescribeGroupsResponse
 from kraftnode.protocol.generated.describe_quorum_request import DescribeQuorumRequest
 from kraftnode.protocol.generated.describe_quorum_response import DescribeQuorumResponse
 from kraftnode.protocol.generated.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
@@ -33,14 +41,24 @@ from kraftnode.protocol.generated.fetch_snapshot_request import FetchSnapshotReq
 from kraftnode.protocol.generated.fetch_snapshot_response import FetchSnapshotResponse
 from kraftnode.protocol.generated.find_coordinator_request import FindCoordinatorRequest
 from kraftnode.protocol.generated.find_coordinator_response import FindCoordinatorResponse
+from kraftnode.protocol.generated.heartbeat_request import HeartbeatRequest
+from kraftnode.protocol.generated.heartbeat_response import HeartbeatResponse
 from kraftnode.protocol.generated.init_producer_id_request import InitProducerIdRequest
 from kraftnode.protocol.generated.init_producer_id_response import InitProducerIdResponse
+from kraftnode.protocol.generated.join_group_request import JoinGroupRequest
+from kraftnode.protocol.generated.join_group_response import JoinGroupResponse
+from kraftnode.protocol.generated.leave_group_request import LeaveGroupRequest
+from kraftnode.protocol.generated.leave_group_response import LeaveGroupResponse
+from kraftnode.protocol.generated.list_groups_request import ListGroupsRequest
+from kraftnode.protocol.generated.list_groups_response import ListGroupsResponse
 from kraftnode.protocol.generated.list_offsets_request import ListOffsetsRequest
 from kraftnode.protocol.generated.list_offsets_response import ListOffsetsResponse
 from kraftnode.protocol.generated.metadata_request import MetadataRequest
 from kraftnode.protocol.generated.metadata_response import MetadataResponse
 from kraftnode.protocol.generated.offset_commit_request import OffsetCommitRequest
 from kraftnode.protocol.generated.offset_commit_response import OffsetCommitResponse
+from kraftnode.protocol.generated.offset_delete_request import OffsetDeleteRequest
+from kraftnode.protocol.generated.offset_delete_response import OffsetDeleteResponse
 from kraftnode.protocol.generated.offset_fetch_request import OffsetFetchRequest
 from kraftnode.protocol.generated.offset_fetch_response import OffsetFetchResponse
 from kraftnode.protocol.generated.produce_request import ProduceRequest
@@ -54,6 +72,8 @@ from kraftnode.protocol.generated.sasl_authenticate_request import SaslAuthentic
 from kraftnode.protocol.generated.sasl_authenticate_response import SaslAuthenticateResponse
 from kraftnode.protocol.generated.sasl_handshake_request import SaslHandshakeRequest
 from kraftnode.protocol.generated.sasl_handshake_response import SaslHandshakeResponse
+from kraftnode.protocol.generated.sync_group_request import SyncGroupRequest
+from kraftnode.protocol.generated.sync_group_response import SyncGroupResponse
 from kraftnode.protocol.generated.update_features_request import UpdateFeaturesRequest
 from kraftnode.protocol.generated.update_features_response import UpdateFeaturesResponse
 from kraftnode.protocol.generated.update_raft_voter_request import UpdateRaftVoterRequest
@@ -70,18 +90,26 @@ __all__ = [
     "ApiVersionsResponse",
     "BeginQuorumEpochRequest",
     "BeginQuorumEpochResponse",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
     "ControllerRegistrationRequest",
     "ControllerRegistrationResponse",
     "CreateAclsRequest",
     "CreateAclsResponse",
     "DeleteAclsRequest",
     "DeleteAclsResponse",
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
     "DescribeAclsRequest",
     "DescribeAclsResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
+    "DescribeGroupsRequest",
+    "DescribeGroupsResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
     "DescribeUserScramCredentialsRequest",
@@ -94,14 +122,24 @@ __all__ = [
     "FetchSnapshotResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
+    "JoinGroupRequest",
+    "JoinGroupResponse",
+    "LeaveGroupRequest",
+    "LeaveGroupResponse",
+    "ListGroupsRequest",
+    "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "OffsetCommitRequest",
     "OffsetCommitResponse",
+    "OffsetDeleteRequest",
+    "OffsetDeleteResponse",
     "OffsetFetchRequest",
     "OffsetFetchResponse",
     "ProduceRequest",
@@ -115,6 +153,8 @@ __all__ = [
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
+    "SyncGroupRequest",
+    "SyncGroupResponse",
     "UpdateFeaturesRequest",
     "UpdateFeaturesResponse",
     "UpdateRaftVoterRequest",

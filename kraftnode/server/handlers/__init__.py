@@ -35,12 +35,9 @@ from kraftnode.protocol.registry import (
     END_QUORUM_EPOCH,
     FETCH,
     FETCH_SNAPSHOT,
-    FIND_COORDINATOR,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
     METADATA,
-    OFFSET_COMMIT,
-    OFFSET_FETCH,
     PRODUCE,
     REMOVE_RAFT_VOTER,
     SASL_AUTHENTICATE,
@@ -52,10 +49,10 @@ from kraftnode.protocol.registry import (
 from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
+from kraftnode.server.handlers import groups
 from kraftnode.server.handlers.admin import AdminHandlers
 from kraftnode.server.handlers.applications import ApplicationHandlers
 from kraftnode.server.handlers.base import VOTER_CHANGE_FORWARD_TIMEOUT_S, NodeIdentity
-from kraftnode.server.handlers.groups import GroupHandlers
 from kraftnode.server.handlers.kafka_compat import (
     CLUSTER_AUTHORIZED_OPERATIONS,
     TOPIC_AUTHORIZED_OPERATIONS,
@@ -74,8 +71,12 @@ __all__ = [
 log = logging.getLogger("kraftnode.handlers")
 
 
-class NodeHandlers(ApplicationHandlers, GroupHandlers, AdminHandlers):
+class NodeHandlers(ApplicationHandlers, AdminHandlers):
     """Routes parsed requests to the code that answers them (:data:`HANDLERS`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.groups = groups.GroupService(self, self.group_config)   # the group coordinator
 
     async def __call__(self, request: Request, peer: str) -> Reply | None:
         key = request.spec.key
@@ -95,6 +96,7 @@ class NodeHandlers(ApplicationHandlers, GroupHandlers, AdminHandlers):
             if replica >= 0:
                 self.replica_software[replica] = self._conn_software[peer]
         handler = HANDLERS.get(key)
+        groups.CLIENT.set((request.header.client_id or "", "/" + peer.rpartition(":")[0]))
         if handler is None:
             raise FrameError(f"{request.spec.name} is not served")
         if self.authz is not None:
@@ -130,9 +132,8 @@ HANDLERS: dict[int, Handler] = {
     PRODUCE: NodeHandlers._produce, LIST_OFFSETS: NodeHandlers._list_offsets,
     METADATA: NodeHandlers._metadata, INIT_PRODUCER_ID: NodeHandlers._init_producer_id,
     CONTROLLER_REGISTRATION: NodeHandlers._controller_registration,
-    # groups
-    FIND_COORDINATOR: NodeHandlers._find_coordinator, OFFSET_COMMIT: NodeHandlers._offset_commit,
-    OFFSET_FETCH: NodeHandlers._offset_fetch,
+    # groups (kraftnode.server.handlers.groups)
+    **groups.HANDLERS,
     # admin
     DESCRIBE_CLUSTER: NodeHandlers._describe_cluster, DESCRIBE_QUORUM: NodeHandlers._describe_quorum,
     DESCRIBE_CONFIGS: NodeHandlers._describe_configs, UPDATE_FEATURES: NodeHandlers._update_features,

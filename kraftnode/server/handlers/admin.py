@@ -25,6 +25,7 @@ from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
 from kraftnode.server.handlers import scram_credentials
+from kraftnode.server.handlers.broker_configs import describe_broker
 from kraftnode.server.handlers.kafka_compat import (
     _CONFIG_BROKER,
     _CONFIG_TOPIC,
@@ -111,6 +112,15 @@ class AdminHandlers(RaftPeerHandlers):
                     code, msg = Errors.INVALID_REQUEST, (
                         f"Unexpected broker id, expected {self.ident.node_id} or empty string, "
                         f"but received {name}")
+                elif name:
+                    # the node's own id: every config with its source (ConfigHelper); the empty
+                    # name (cluster-wide dynamic defaults) has none here
+                    keys = None if res.configuration_keys is None else list(res.configuration_keys)
+                    results.append(R(error_code=0, error_message=None, resource_type=res.resource_type,
+                                     resource_name=name, configs=describe_broker(
+                                         self.broker_properties, keys, bool(getattr(q, "include_synonyms", False)),
+                                         bool(getattr(q, "include_documentation", False)), v)))
+                    continue
             else:
                 code, msg = Errors.INVALID_REQUEST, (
                     f"Unsupported resource type: {_CONFIG_TYPES.get(res.resource_type, 'UNKNOWN')}")

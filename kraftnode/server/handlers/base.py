@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
+from kraftnode.groups import GroupConfig
 from kraftnode.protocol.registry import DESCRIBE_QUORUM
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
 from kraftnode.security.listeners import CURRENT_LISTENER
 from kraftnode.server.handlers.acls import AclAdmin
 from kraftnode.server.metadata.controller_duties import ControllerDuties, voter_address
-from kraftnode.server.metadata.group_offsets import GroupOffsets
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.peer_client import SOFTWARE_NAME, PeerError
 from kraftnode.server.raft.driver import RaftDriver
@@ -43,7 +44,7 @@ class HandlerBase:
 
     def __init__(self, ident: NodeIdentity, driver: RaftDriver,
                  features: api_versions.FeatureView, duties: ControllerDuties | None = None,
-                 authz: az.StandardAuthorizer | None = None) -> None:
+                 authz: az.StandardAuthorizer | None = None, group_config: GroupConfig | None = None) -> None:
         self.ident = ident
         self.driver = driver
         self.features = features
@@ -53,7 +54,13 @@ class HandlerBase:
         # the leader must know whether a Kafka controller replays this log (see _produce)
         self._conn_software: dict[str, str] = {}
         self.replica_software: dict[int, str] = {}
-        self.group_offsets = GroupOffsets()  # simple consumer groups
+        #: the group coordinator's shell (handlers.groups.GroupService), made by NodeHandlers
+        self.groups: Any = None
+        self.group_config = group_config or GroupConfig()
+        #: message.max.bytes: the largest batch a producer may write (Kafka's default)
+        self.message_max_bytes = 1048588
+        #: the node's properties file as read (DescribeConfigs of its broker resource)
+        self.broker_properties: dict[str, str] = {}
         #: StandardAuthorizer (authorizer.class.name); None: every API allowed to everyone
         self.authz = authz
         self.acl_admin = AclAdmin(driver, duties, authz)

@@ -29,12 +29,12 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from kraftnode.config.node_config import SnapshotConfig
 from kraftnode.log.metadata_log import MetadataLog
 from kraftnode.log.snapshot import (
     PARTIAL_SUFFIX,
@@ -69,16 +69,6 @@ CORRUPT_SUFFIX = ".corrupt"
 SNAPSHOT_BATCH_RECORDS = 1000
 SNAPSHOT_BATCH_BYTES = 1024 * 1024
 YIELD_EVERY_RECORDS = 64
-
-
-@dataclass(frozen=True)
-class SnapshotConfig:
-    """Kafka's keys and defaults (``-1`` retention: unbounded)."""
-
-    max_bytes_between_snapshots: int = 20 * 1024 * 1024   # metadata.log.max.record.bytes.between.snapshots
-    max_snapshot_interval_ms: int = 60 * 60 * 1000         # metadata.log.max.snapshot.interval.ms (0: off)
-    retention_bytes: int = 100 * 1024 * 1024               # metadata.max.retention.bytes
-    retention_ms: int = 7 * 24 * 60 * 60 * 1000            # metadata.max.retention.ms
 
 
 # ------------------------------------------------------------------ start-up

@@ -36,6 +36,7 @@ from typing import Any, Protocol, cast
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from kraftnode.errors import LocalError
 from kraftnode.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameError,
@@ -433,7 +434,7 @@ def tls_failure(e: BaseException, limits: ServerLimits) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-class ListenerError(Exception):
+class ListenerError(LocalError):
     """A listener cannot bind (port in use, unresolvable host, ...): one line for the operator."""
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from kraftnode.errors import RemoteError
 from kraftnode.protocol import ApiVersionsRequest, ApiVersionsResponse, Errors
 from kraftnode.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, encode_request
 from kraftnode.protocol.generated import ResponseHeader
@@ -41,7 +42,7 @@ SOFTWARE_NAME = "kraftnode"
 SOFTWARE_VERSION = "0.1.0"
 
 
-class PeerError(Exception):
+class PeerError(RemoteError):
     """A request to a peer failed: unreachable, timed out, closed, or no common version."""
 
 

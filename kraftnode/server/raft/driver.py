@@ -23,7 +23,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from kraftnode.log.metadata_log import MetadataLog
-from kraftnode.log.quorum_state import QuorumStateData, QuorumStateStore
+from kraftnode.log.quorum_state_store import QuorumStateData, QuorumStateStore
 from kraftnode.logsetup import os_error_text
 from kraftnode.raft import RaftNode, errors
 from kraftnode.raft import messages as m

@@ -28,7 +28,7 @@ from kraftnode.log.bootstrap import (
     write_bootstrap_checkpoint,
     write_bootstrap_snapshot,
 )
-from kraftnode.log.quorum_state import QuorumStateData
+from kraftnode.log.quorum_state_store import QuorumStateData
 from kraftnode.log.snapshot import SnapshotId, SnapshotReader, write_snapshot
 from kraftnode.log.uuids import uuid_to_base64
 from recordbatch import Record, build_batch, iter_batches

@@ -20,7 +20,7 @@ from kraftnode.log.partition_metadata import (
     PartitionMetadataError,
     ensure_partition_metadata,
 )
-from kraftnode.log.quorum_state import QuorumStateData, QuorumStateStore
+from kraftnode.log.quorum_state_store import QuorumStateData, QuorumStateStore
 from kraftnode.log.uuids import (
     is_reserved_directory_id,
     random_directory_id,

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from kraftnode.config import ConfigError
+from kraftnode.config.node_config import load
 from kraftnode.protocol import ApiVersionsRequest, MetadataRequest
 from kraftnode.protocol.framing import encode_request, parse_response
 from kraftnode.protocol.registry import API_VERSIONS, METADATA, SERVED
 from kraftnode.security import tls
 from kraftnode.security.listeners import ListenerProps, SecurityProtocol, protocol_map
-from kraftnode.server.node_config import load
 from tests.support.certs import PASSWORD, Party, Pki, make_pki
 from tests.support.node import NodeProcess, recv_frame, running_node
 

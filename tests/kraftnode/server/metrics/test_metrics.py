@@ -302,8 +302,8 @@ def test_http_endpoint_answers_and_refuses_bad_input() -> None:
 
 
 def test_port_in_use_is_a_startup_error(tmp_path: Path) -> None:
+    from kraftnode.config.node_config import NodeConfig
     from kraftnode.server.node import StartupError, _bind_metrics
-    from kraftnode.server.node_config import NodeConfig
 
     cfg = _formatted(tmp_path, voters=1)
     with socket.socket() as s:

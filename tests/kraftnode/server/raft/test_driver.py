@@ -13,14 +13,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from kraftnode.log.quorum_state import QuorumStateStore
+from kraftnode.config import node_config
+from kraftnode.log.quorum_state_store import QuorumStateStore
 from kraftnode.raft import messages as m
 from kraftnode.raft.actions import AppendCompleted
 from kraftnode.raft.errors import UNSUPPORTED_VERSION
 from kraftnode.raft.quorum_config import RaftConfig
 from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
-from kraftnode.server import node_config
 from kraftnode.server.net.peer_client import PeerError, PeerPool
 from kraftnode.server.node import open_storage
 from kraftnode.server.raft.disk_log import DiskRaftLog

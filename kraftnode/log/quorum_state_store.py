@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraftnode.errors import LocalError
 from kraftnode.log.fileutil import atomic_write
 from recordbatch.wire import ZERO_UUID, uuid_from_base64, uuid_to_base64
 
@@ -29,7 +30,7 @@ _I32 = (-(2**31), 2**31 - 1)
 _I64 = (-(2**63), 2**63 - 1)
 
 
-class QuorumStateError(ValueError):
+class QuorumStateError(LocalError, ValueError):
     """``quorum-state`` exists but cannot be understood; the node must not start."""
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kraftnode.config import ConfigError
-from kraftnode.server.node_config import load
+from kraftnode.config.node_config import load
 
 
 def _write(tmp_path: Path, text: str) -> str:
@@ -51,7 +51,7 @@ def test_bad_voters_and_missing_quorum(tmp_path: Path) -> None:
 
 def test_unknown_keys_are_reported_once(tmp_path: Path) -> None:
     # load() returns the warnings; `kraftnode start` logs them once its logging (and
-    # kraftnode.log.file) is set up -- tests/kraftnode/test_configdefs.py checks the node's log
+    # kraftnode.log.file) is set up -- tests/kraftnode/config/test_keys.py checks the node's log
     cfg = load(_write(tmp_path, BASE + "controler.quorum.voters=typo\n"))
     msgs = [m for m in cfg.warnings if "controler.quorum.voters" in m]
     assert msgs == ["The configuration 'controler.quorum.voters' was supplied but isn't a known config."]
@@ -59,13 +59,14 @@ def test_unknown_keys_are_reported_once(tmp_path: Path) -> None:
 
 def test_every_controller_listener_is_advertised_in_order(tmp_path: Path) -> None:
     """The voter entry lists all controller listeners (advertised.listeners first, then
-    listeners), the default one first; a controller listener name without a listener is
-    skipped, as Kafka's effectiveAdvertisedControllerListeners does."""
+    listeners), the default one first, as Kafka's effectiveAdvertisedControllerListeners does
+    (a controller listener name without a listener is refused: tests/kraftnode/config/
+    test_validation.py)."""
     cfg = load(_write(tmp_path, (
         "node.id=1\nprocess.roles=controller\n"
         "listeners=CONTROLLER://127.0.0.1:9093,second://:9094\n"
         "advertised.listeners=CONTROLLER://c1.example:19093\n"
-        "controller.listener.names=CONTROLLER,SECOND,MISSING\n"
+        "controller.listener.names=CONTROLLER,SECOND\n"
         "controller.quorum.bootstrap.servers=127.0.0.1:9093\n")))
     assert cfg.controller_endpoints == (("CONTROLLER", "c1.example", 19093), ("SECOND", "localhost", 9094))
 
@@ -99,8 +100,8 @@ def test_bad_metrics_listener_at_start_is_one_line_and_exit_2(tmp_path: Path) ->
 
 
 def test_snapshot_and_retention_keys_are_read_as_kafka_longs(tmp_path: Path) -> None:
+    from kraftnode.config.node_config import load
     from kraftnode.server.metadata.snapshot_manager import SnapshotConfig
-    from kraftnode.server.node_config import load
 
     base = ("node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:9093\n"
             "controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:9093\n"

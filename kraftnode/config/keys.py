@@ -1,15 +1,18 @@
-"""One definition of every configuration key kraftnode accepts.
+"""One definition of every configuration key kraftnode accepts: the key table.
 
 Each :class:`ConfigKey` names a key, its type, its default (Kafka 3.9's for Kafka's
-keys), its validator, its documentation and whether kraftnode honours it.  From this
-one table come:
+keys), its validator, its documentation and whether kraftnode honours it.  It is the one
+source of names, types and defaults: :class:`~kraftnode.config.server_config.ServerConfig`
+reads every key through it (:func:`value`), so a default is written here and nowhere else
+(a default that a layer below the configuration needs too is a constant of
+:mod:`kraftnode.vocabulary`, which this table reads).  From the table also come:
 
 * start-up validation (:func:`validate`): every key present is parsed by its type and
   validator, so ``controller.quorum.fetch.timeout.ms=abc`` stops start-up with a line
   naming the key, exactly as the same file stops Kafka;
 * the warnings at start-up (:func:`warnings_for`): keys kraftnode accepts but does not
   honour, and keys it does not know at all (warned, not refused, as Kafka does);
-* ``docs/configuration.md`` (:func:`render_markdown`; ``python -m kraftnode.configdefs
+* ``docs/configuration.md`` (:func:`render_markdown`; ``python -m kraftnode.config
   --write`` regenerates it and a test fails when the committed file is stale).
 
 Kafka's own keys keep Kafka's names and defaults; our additions are prefixed
@@ -18,12 +21,17 @@ Kafka's own keys keep Kafka's names and defaults; our additions are prefixed
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kraftnode.errors import ConfigError, LocalError
 from kraftnode.vocabulary import (
+    METADATA_LOG_SEGMENT_BYTES,
+    METADATA_LOG_SEGMENT_MIN_BYTES,
+    METADATA_LOG_SEGMENT_MS,
     METADATA_TOPIC,
     QUORUM_ELECTION_BACKOFF_MAX_MS,
     QUORUM_ELECTION_TIMEOUT_MS,
@@ -31,17 +39,19 @@ from kraftnode.vocabulary import (
     QUORUM_REQUEST_TIMEOUT_MS,
     QUORUM_RETRY_BACKOFF_MS,
     RAFT_TOPICS,
+    SOCKET_REQUEST_MAX_BYTES,
     TEST_RAFT_TOPIC,
 )
 
-__all__ = ["ConfigKey", "KEYS", "BY_NAME", "validate", "warnings_for", "render_markdown", "parse_value"]
+__all__ = ["ConfigKey", "KEYS", "BY_NAME", "validate", "value", "warnings_for", "render_markdown",
+           "parse_value"]
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 
-class _Invalid(ValueError):
-    pass
+class _Invalid(LocalError):
+    """Why a value is invalid; parse_value turns it into a ConfigError naming the key."""
 
 
 @dataclass(frozen=True)
@@ -72,8 +82,6 @@ class ConfigKey:
 
 def parse_value(key: ConfigKey, text: str) -> object:
     """The typed value of ``text`` for ``key``; ConfigError naming the key when invalid."""
-    from kraftnode.config import ConfigError
-
     v = text.strip()
     try:
         if key.type in ("int", "long"):
@@ -92,13 +100,17 @@ def parse_value(key: ConfigKey, text: str) -> object:
                 raise _Invalid("Expected value to be either true or false")
             return v.lower() == "true"
         if key.type == "list":
-            return [p.strip() for p in v.split(",") if p.strip()]
+            # ConfigDef's LIST: split at commas (and the spaces around them), empty entries
+            # kept -- Kafka refuses ``process.roles=controller,`` and so do we
+            return re.split(r"\s*,\s*", v) if v else []
         if key.type == "host:port":
             if not v:
                 return None              # set but empty: as if unset
             host, sep, port = v.rpartition(":")
-            if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-                raise _Invalid("expected HOST:PORT")
+            if "://" in host:
+                raise _Invalid("expected HOST:PORT without a scheme (e.g. 127.0.0.1:9404)")
+            if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+                raise _Invalid("expected HOST:PORT (e.g. 127.0.0.1:9404)")
             return host.strip("[]"), int(port)
         if key.choices and v not in key.choices:
             raise _Invalid("expected " + " or ".join(key.choices))
@@ -116,8 +128,8 @@ _BROKER = "kraftnode is a KRaft controller only: it runs no broker"
 
 KEYS: tuple[ConfigKey, ...] = (
     # ---- identity and roles
-    _k("node.id", "int", None, "The node id of this controller; required, and must equal the one "
-       "`format` wrote into meta.properties.", group="Node", at_least=0),
+    _k("node.id", "int", None, "The node id of this controller; required (not negative), and must "
+       "equal the one `format` wrote into meta.properties.", group="Node"),
     _k("process.roles", "list", "", "The roles of this process. Must include `controller` "
        "(`broker` alongside it is accepted and ignored).", group="Node"),
     _k("broker.id", "int", "-1", "A broker's id.", group="Node", honoured=False,
@@ -158,7 +170,7 @@ KEYS: tuple[ConfigKey, ...] = (
        "(docs/security.md).", group="Listeners"),
     _k("inter.broker.listener.name", "string", None, "The listener brokers talk to each other "
        "on.", group="Listeners", honoured=False, why=_BROKER),
-    _k("socket.request.max.bytes", "int", "104857600", "The largest request frame accepted; a "
+    _k("socket.request.max.bytes", "int", str(SOCKET_REQUEST_MAX_BYTES), "The largest request frame accepted; a "
        "larger one closes the connection.", group="Listeners", at_least=1),
     _k("connections.max.idle.ms", "long", "600000", "Idle client connections are closed after "
        "this long.", group="Listeners", at_least=1),
@@ -177,11 +189,11 @@ KEYS: tuple[ConfigKey, ...] = (
        group="Log"),
     _k("metadata.log.dir", "string", None, "Where the metadata log (`__cluster_metadata-0`) "
        "lives. Default: the first of `log.dirs`.", group="Log"),
-    _k("metadata.log.segment.bytes", "int", "1073741824", "Maximum size of one segment of the "
+    _k("metadata.log.segment.bytes", "int", str(METADATA_LOG_SEGMENT_BYTES), "Maximum size of one segment of the "
        "metadata log.", group="Log", at_least=12),
-    _k("metadata.log.segment.min.bytes", "int", "8388608", "Lower bound applied to "
+    _k("metadata.log.segment.min.bytes", "int", str(METADATA_LOG_SEGMENT_MIN_BYTES), "Lower bound applied to "
        "`metadata.log.segment.bytes` (as Kafka's internal config).", group="Log", at_least=12),
-    _k("metadata.log.segment.ms", "long", "604800000", "Roll a new segment after this long.",
+    _k("metadata.log.segment.ms", "long", str(METADATA_LOG_SEGMENT_MS), "Roll a new segment after this long.",
        group="Log", at_least=1),
     _k("metadata.max.retention.bytes", "long", "104857600", "Retention by size of the metadata "
        "log behind snapshots: the oldest snapshots (never the latest) and the segments wholly "
@@ -214,10 +226,8 @@ KEYS: tuple[ConfigKey, ...] = (
        "__transaction_state.", group="Broker", honoured=False, why=_BROKER),
     _k("transaction.state.log.min.isr", "int", "2", "min.insync.replicas of __transaction_state.",
        group="Broker", honoured=False, why=_BROKER),
-    _k("group.initial.rebalance.delay.ms", "int", "3000", "Delay of a consumer group's first "
-       "rebalance.", group="Broker", honoured=False, why=_BROKER),
     # ---- ours
-    # ---- security: TLS/SASL key families are read by kraftnode/server/security (docs/security.md)
+    # ---- security: TLS/SASL key families are read by kraftnode/security (docs/security.md)
     _k("authorizer.class.name", "string", "", "The authorizer: "
        "`org.apache.kafka.metadata.authorizer.StandardAuthorizer` enables ACLs (stored in the "
        "metadata log; docs/security.md); empty: every API is allowed to every client. Any other "
@@ -232,6 +242,40 @@ KEYS: tuple[ConfigKey, ...] = (
        why="re-authentication is not supported: sessions do not expire (lifetime 0)"),
     _k("principal.builder.class", "string", None, "Builds a connection's principal.",
        group="Security", honoured=False, why="the default principal builder's rules are built in"),
+    _k("message.max.bytes", "int", "1048588", "The largest record batch a producer may write "
+       "(larger: MESSAGE_TOO_LARGE, as a Kafka broker answers). Values above 8388608 act as "
+       "8388608, the raft log's own limit.", group="Log", at_least=0),
+    # ---- the group coordinator (kraftnode.groups; docs/server.md "Consumer groups")
+    _k("group.min.session.timeout.ms", "int", "6000", "The smallest session timeout a classic "
+       "group member may ask for (smaller: INVALID_SESSION_TIMEOUT).", group="Groups"),
+    _k("group.max.session.timeout.ms", "int", "1800000", "The largest session timeout a classic "
+       "group member may ask for.", group="Groups"),
+    _k("group.initial.rebalance.delay.ms", "int", "3000", "How long the first rebalance of an "
+       "empty classic group waits for more members (extended while members keep joining, up "
+       "to the rebalance timeout).", group="Groups", at_least=0),
+    _k("group.max.size", "int", "2147483647", "The most members of a classic group.",
+       group="Groups", at_least=1),
+    _k("group.coordinator.rebalance.protocols", "list", "classic", "The group protocols "
+       "served: `classic`, and `consumer` (KIP-848, ConsumerGroupHeartbeat; a preview in "
+       "Kafka 3.9).", group="Groups"),
+    _k("group.consumer.session.timeout.ms", "int", "45000", "The session timeout of KIP-848 "
+       "consumer group members.", group="Groups", at_least=1),
+    _k("group.consumer.min.session.timeout.ms", "int", "45000", "Lower bound of "
+       "`group.consumer.session.timeout.ms`.", group="Groups", at_least=1),
+    _k("group.consumer.max.session.timeout.ms", "int", "60000", "Upper bound of "
+       "`group.consumer.session.timeout.ms`.", group="Groups", at_least=1),
+    _k("group.consumer.heartbeat.interval.ms", "int", "5000", "The heartbeat interval KIP-848 "
+       "members are told to use.", group="Groups", at_least=1),
+    _k("group.consumer.min.heartbeat.interval.ms", "int", "5000", "Lower bound of "
+       "`group.consumer.heartbeat.interval.ms`.", group="Groups", at_least=1),
+    _k("group.consumer.max.heartbeat.interval.ms", "int", "15000", "Upper bound of "
+       "`group.consumer.heartbeat.interval.ms`.", group="Groups", at_least=1),
+    _k("group.consumer.max.size", "int", "2147483647", "The most members of a KIP-848 consumer "
+       "group.", group="Groups", at_least=1),
+    _k("group.consumer.assignors", "list", "uniform,range", "The server-side assignors, the "
+       "first the default (`uniform`, `range`, or Kafka's class names for them).", group="Groups"),
+    _k("offset.metadata.max.bytes", "int", "4096", "The longest metadata string of a committed "
+       "offset (longer: OFFSET_METADATA_TOO_LARGE).", group="Groups", at_least=0),
     _k("kraftnode.raft.topic", "string", None, "The topic the quorum replicates: "
        f"`{METADATA_TOPIC}` (a KRaft controller quorum) or `{TEST_RAFT_TOPIC}` (to join "
        "Kafka's TestRaftServer). Default: decided by the cluster id.", group="kraftnode",
@@ -265,7 +309,15 @@ def validate(values: Mapping[str, str]) -> dict[str, object]:
     return {name: parse_value(BY_NAME[name], text) for name, text in values.items() if name in BY_NAME}
 
 
-#: Key families read by kraftnode/server/security and documented in docs/security.md rather
+def value(values: Mapping[str, str], name: str) -> object:
+    """The typed value of key ``name``: as set in ``values``, else the table's default parsed
+    (``None`` for a key without a default).  The one way a key is read."""
+    key = BY_NAME[name]
+    text = values.get(name, key.default)
+    return None if text is None else parse_value(key, text)
+
+
+#: Key families read by kraftnode/security and documented in docs/security.md rather
 #: than key by key: Kafka's ``ssl.*`` and ``sasl.*`` keys and their per-listener overrides
 #: (``listener.name.<listener>.<key>``).
 SECURITY_FAMILIES = ("ssl.", "sasl.", "listener.name.")
@@ -292,6 +344,7 @@ def warnings_for(keys: Iterable[str]) -> list[str]:
 _GROUP_TITLES = {
     "Node": "Node", "Quorum": "Quorum", "Listeners": "Listeners and connections", "Log": "Log",
     "Security": "Security (the `ssl.*`, `sasl.*` and `listener.name.<listener>.*` key families are Kafka's, read as Kafka reads them: docs/security.md)", "Broker": "Broker keys (accepted, not used)",
+    "Groups": "Consumer groups (the group coordinator on the raft leader: docs/server.md)",
     "kraftnode": "kraftnode's own keys",
 }
 
@@ -304,8 +357,8 @@ def render_markdown() -> str:
     lines = [
         "# Configuration reference",
         "",
-        "<!-- Generated from kraftnode/configdefs.py by `python -m kraftnode.configdefs --write`;",
-        "     tests/kraftnode/test_configdefs.py fails when this file is stale. Do not edit. -->",
+        "<!-- Generated from kraftnode/config/keys.py by `python -m kraftnode.config --write`;",
+        "     tests/kraftnode/config/test_keys.py fails when this file is stale. Do not edit. -->",
         "",
         "`kraftnode start` reads a Kafka-style `server.properties` (Java Properties rules). Every key",
         "below is validated at start-up by its type and validator: an invalid value stops the node",
@@ -338,7 +391,7 @@ def render_markdown() -> str:
     return "\n".join(lines)
 
 
-DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -350,16 +403,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args == ["--check"]:
         if not DOC_PATH.exists() or DOC_PATH.read_text() != text:
-            print(f"{DOC_PATH} is stale: run python -m kraftnode.configdefs --write", file=sys.stderr)
+            print(f"{DOC_PATH} is stale: run python -m kraftnode.config --write", file=sys.stderr)
             return 1
         return 0
     if args:
-        print("usage: python -m kraftnode.configdefs [--write | --check]", file=sys.stderr)
+        print("usage: python -m kraftnode.config [--write | --check]", file=sys.stderr)
         return 2
     sys.stdout.write(text)
     return 0
 
-
-
-if __name__ == "__main__":
-    sys.exit(main())
