@@ -165,12 +165,21 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 tg.start_soon(handlers.groups.run)  # the group coordinator's timers
                 log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
                          "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
-                         "static" if node.history.kraft_version() == 0 else "dynamic", topic, ",".join(bound),
+                         # a --no-initial-controllers node's log is empty (kraft.version 0 until it
+                         # fetches): its quorum is dynamic all the same (no controller.quorum.voters)
+                         "static" if node.history.kraft_version() == 0 and not cfg.is_dynamic else "dynamic",
+                         topic, ",".join(bound),
                          cfg.metadata_log_dir, rlog.end_offset)
 
                 if on_started is not None:
                     on_started(RunningNode(drv, snapshots, stop_requested.set))
                 await _serve_until_stopped(tg, drv, stop_requested, signals)
+        if handle_signals:
+            # Shutting down: a further SIGTERM/SIGINT (an impatient second Ctrl-C, a
+            # supervisor's follow-up) must not kill the node before its log is closed
+            # and it has said so; the receiver above no longer catches them.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     finally:
         if metrics_server is not None:
             metrics_server.close()
