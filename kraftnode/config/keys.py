@@ -312,9 +312,10 @@ KEYS: tuple[ConfigKey, ...] = (
        "would grow beyond this size.", group="kraftnode", at_least=1024),
     _k("kraftnode.log.file.backups", "int", "10", "How many rotated files (`FILE.1` ... `FILE.N`)"
        " to keep.", group="kraftnode", at_least=0),
-    _k("kraftnode.raft.pre.vote.enable", "boolean", "false", "KIP-996 pre-vote and leader "
-       "stickiness as Kafka 4.0 implements them: advertise Vote v2, ask for pre-votes before an "
-       "election, refuse them while the leader is heard from. Off: Kafka 3.9's elections and "
+    _k("kraftnode.raft.pre.vote.enable", "boolean", "true", "KIP-996 pre-vote and leader "
+       "stickiness as Kafka 4.x runs them by default: advertise Vote v2, ask for pre-votes before "
+       "an election, refuse them while the leader is heard from; toward a peer without Vote v2 "
+       "(Kafka 3.9) a real election, as Kafka 4.x does. Off: Kafka 3.9's elections and "
        "ApiVersions. See docs/raft.md.", group="kraftnode"),
     _k("kraftnode.read.linearizable", "boolean", "false", "Consumer Fetch and ListOffsets LATEST "
        "on the leader are linearizable: each first confirms leadership with a majority (read "

@@ -77,7 +77,7 @@ class NodeConfig:
     log_file: str | None
     log_file_max_bytes: int
     log_file_backups: int
-    #: kraftnode.raft.pre.vote.enable (KIP-996)
+    #: kraftnode.raft.pre.vote.enable (KIP-996; on by default, as in Kafka 4.x)
     pre_vote: bool
     #: kraftnode.read.linearizable
     read_linearizable: bool

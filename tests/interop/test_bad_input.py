@@ -123,7 +123,9 @@ def test_every_served_api_is_advertised(node: NodeProcess) -> None:
             client_software_name="kraftnode-tests", client_software_version="1"), 1)
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}  # type: ignore[attr-defined]
     served = {s.key: (s.min_version, s.max_version) for s in SERVED.values()}
-    served[VOTE] = (0, 1)  # Vote v2 (KIP-996) only with kraftnode.raft.pre.vote.enable=true
+    # Vote 0-2: pre-vote (KIP-996) is on by default, as in Kafka 4.x (0-1 with it off:
+    # tests/kraftnode/server/test_api_versions_server.py)
+    assert served[VOTE] == (0, 2)
     assert got == served
 
 

@@ -47,7 +47,7 @@ from kraftnode.server.net import api_versions
 from kraftnode.server.raft import rpcs
 from kraftnode.server.raft import wire as rw
 from recordbatch.message import Message
-from recordbatch.wire import ZERO_UUID
+from recordbatch.wire import ZERO_UUID, uuid_to_base64
 
 log = logging.getLogger("kraftnode.handlers")
 
@@ -349,6 +349,6 @@ class AdminHandlers(RaftPeerHandlers):
         else:
             resp = await self._serve_raft(rpcs.REMOVE_RAFT_VOTER_RPC, q, v)
         log.info("%s for voter %d (directory %s): %s%s", type(q).__name__[:-7], q.voter_id,
-                 q.voter_directory_id, Errors(resp.error_code).name,
+                 uuid_to_base64(q.voter_directory_id), Errors(resp.error_code).name,
                  f" ({resp.error_message})" if resp.error_message else "")
         return resp
