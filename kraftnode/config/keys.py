@@ -211,21 +211,46 @@ KEYS: tuple[ConfigKey, ...] = (
        "metadata.version to bootstrap with when `--release-version` is not given.", group="Log"),
     _k("num.recovery.threads.per.data.dir", "int", "1", "Threads recovering logs at start-up.",
        group="Log", honoured=False, why="one metadata log is recovered in-line"),
-    _k("log.segment.bytes", "int", "1073741824", "Segment size of broker topics.", group="Log",
-       honoured=False, why=_BROKER + " (see metadata.log.segment.bytes)"),
-    _k("log.retention.hours", "int", "168", "Retention of broker topics.", group="Log",
-       honoured=False, why=_BROKER),
     _k("log.retention.check.interval.ms", "long", "300000", "How often broker logs are checked "
        "for retention.", group="Log", honoured=False, why=_BROKER),
     # ---- broker-only keys found in Kafka's sample server.properties
-    _k("num.partitions", "int", "1", "Default partition count of new topics.", group="Broker",
-       honoured=False, why=_BROKER),
     _k("offsets.topic.replication.factor", "int", "3", "Replication of __consumer_offsets.",
        group="Broker", honoured=False, why=_BROKER),
     _k("transaction.state.log.replication.factor", "int", "3", "Replication of "
        "__transaction_state.", group="Broker", honoured=False, why=_BROKER),
     _k("transaction.state.log.min.isr", "int", "2", "min.insync.replicas of __transaction_state.",
        group="Broker", honoured=False, why=_BROKER),
+    # ---- the controller (docs/controller.md)
+    _k("broker.session.timeout.ms", "int", "9000", "A broker that has not heartbeated for this long "
+       "is fenced: it leaves every ISR and its leaderships move.", group="Controller", at_least=1),
+    _k("broker.heartbeat.interval.ms", "int", "2000", "How often brokers heartbeat (theirs is "
+       "what counts; the controller reads it for nothing else).", group="Controller", at_least=1),
+    _k("num.partitions", "int", "1", "Partitions of a topic created without a count.",
+       group="Controller", at_least=1),
+    _k("default.replication.factor", "int", "1", "Replication factor of a topic created without "
+       "one.", group="Controller", at_least=1),
+    _k("delete.topic.enable", "boolean", "true", "Whether DeleteTopics deletes (false: "
+       "TOPIC_DELETION_DISABLED).", group="Controller"),
+    _k("auto.leader.rebalance.enable", "boolean", "true", "Move leadership back to each partition's "
+       "preferred replica, checked every `leader.imbalance.check.interval.seconds`.", group="Controller"),
+    _k("leader.imbalance.check.interval.seconds", "long", "300", "How often the preferred-leader "
+       "balancing runs while some partition is not led by its preferred replica.", group="Controller",
+       at_least=1),
+    _k("unclean.leader.election.interval.ms", "long", "300000", "How often leaderless partitions "
+       "of topics with `unclean.leader.election.enable=true` get an unclean election.",
+       group="Controller", at_least=1),
+    _k("metadata.max.idle.interval.ms", "int", "500", "While brokers are registered, the active "
+       "controller writes a NoOpRecord when it has written nothing for this long; 0: never.",
+       group="Controller", at_least=0),
+    _k("unclean.leader.election.enable", "boolean", "false", "Cluster default of the topic config "
+       "of the same name (a topic's own setting wins).", group="Controller"),
+    _k("min.insync.replicas", "int", "1", "Cluster default of the topic config of the same name.",
+       group="Controller", at_least=1),
+    _k("log.segment.bytes", "int", "1073741824", "Static default of the topic config "
+       "`segment.bytes` (the controller reports topics' effective configs from its own; "
+       "the metadata log's segments are `metadata.log.segment.bytes`).", group="Controller", at_least=14),
+    _k("log.retention.hours", "int", "168", "Static default of the topic config `retention.ms`, as "
+       "hours (`log.retention.ms` and `log.retention.minutes` win when set).", group="Controller"),
     # ---- ours
     # ---- security: TLS/SASL key families are read by kraftnode/security (docs/security.md)
     _k("authorizer.class.name", "string", "", "The authorizer: "
@@ -343,6 +368,7 @@ def warnings_for(keys: Iterable[str]) -> list[str]:
 
 _GROUP_TITLES = {
     "Node": "Node", "Quorum": "Quorum", "Listeners": "Listeners and connections", "Log": "Log",
+    "Controller": "Controller (docs/controller.md; the controller's own `log.*`, `message.max.bytes`, `compression.type`, ... keys are the static defaults of topic configs, as in Kafka)",
     "Security": "Security (the `ssl.*`, `sasl.*` and `listener.name.<listener>.*` key families are Kafka's, read as Kafka reads them: docs/security.md)", "Broker": "Broker keys (accepted, not used)",
     "Groups": "Consumer groups (the group coordinator on the raft leader: docs/server.md)",
     "kraftnode": "kraftnode's own keys",

@@ -98,6 +98,9 @@ class NodeConfig:
     #: authorizer.class.name, super.users, allow.everyone.if.no.acl.found as set (checked at
     #: load; kraftnode.security.authorizer)
     authorizer_config: dict[str, str] = field(hash=False, compare=False)
+    #: every property as written: the controller reads its keys and its topic-config defaults
+    #: from them (docs/controller.md; kraftnode.server.metadata.controller_shell.controller_config)
+    properties: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     #: the group coordinator's keys (group.*, offset.metadata.max.bytes; kraftnode.groups.config)
     group_config: GroupConfig = field(default_factory=GroupConfig, hash=False, compare=False)
     #: message.max.bytes: the largest record batch a producer may write (capped by the raft
@@ -165,6 +168,7 @@ def load(path: str, *, check_storage: bool = False) -> NodeConfig:
             retention_ms=cfg.int_value("metadata.max.retention.ms")),
         security=security,
         authorizer_config=authorizer_config,
+        properties=dict(raw),
         group_config=group_config,
         message_max_bytes=cfg.int_value("message.max.bytes"),
     )

@@ -12,6 +12,8 @@ SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups, Offs
 ConsumerGroupHeartbeat/Describe: kraftnode.groups), the
 ACL APIs (29-31) a Kafka 3.9 controller serves with an authorizer, and
 DescribeUserScramCredentials (50, a broker API) so the Java Admin can list SCRAM users.
+The controller APIs (issue 25, docs/controller.md) are served at the ranges a Kafka 3.9
+controller advertises, by every node (only the active controller answers them).
 """
 
 from __future__ import annotations
@@ -84,6 +86,28 @@ CONTROLLER_REGISTRATION = 70
 ADD_RAFT_VOTER = 80
 REMOVE_RAFT_VOTER = 81
 UPDATE_RAFT_VOTER = 82
+# the controller APIs (docs/controller.md)
+CONTROLLED_SHUTDOWN = 7
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+ALTER_CONFIGS = 33
+CREATE_PARTITIONS = 37
+CREATE_DELEGATION_TOKEN = 38
+RENEW_DELEGATION_TOKEN = 39
+EXPIRE_DELEGATION_TOKEN = 40
+DESCRIBE_DELEGATION_TOKEN = 41
+ELECT_LEADERS = 43
+INCREMENTAL_ALTER_CONFIGS = 44
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
+ALTER_CLIENT_QUOTAS = 49
+ALTER_PARTITION = 56
+ENVELOPE = 58
+BROKER_REGISTRATION = 62
+BROKER_HEARTBEAT = 63
+UNREGISTER_BROKER = 64
+ALLOCATE_PRODUCER_IDS = 67
+ASSIGN_REPLICAS_TO_DIRS = 73
 
 
 def _spec(key: int, name: str, lo: int, hi: int) -> ApiSpec:
@@ -138,5 +162,27 @@ SERVED: dict[int, ApiSpec] = {
         _spec(ADD_RAFT_VOTER, "AddRaftVoter", 0, 0),
         _spec(REMOVE_RAFT_VOTER, "RemoveRaftVoter", 0, 0),
         _spec(UPDATE_RAFT_VOTER, "UpdateRaftVoter", 0, 0),
+        # the controller APIs, at the versions a Kafka 3.9 controller advertises
+        _spec(CONTROLLED_SHUTDOWN, "ControlledShutdown", 0, 3),
+        _spec(CREATE_TOPICS, "CreateTopics", 0, 7),
+        _spec(DELETE_TOPICS, "DeleteTopics", 0, 6),
+        _spec(ALTER_CONFIGS, "AlterConfigs", 0, 2),
+        _spec(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
+        _spec(CREATE_DELEGATION_TOKEN, "CreateDelegationToken", 0, 3),
+        _spec(RENEW_DELEGATION_TOKEN, "RenewDelegationToken", 0, 2),
+        _spec(EXPIRE_DELEGATION_TOKEN, "ExpireDelegationToken", 0, 2),
+        _spec(DESCRIBE_DELEGATION_TOKEN, "DescribeDelegationToken", 0, 3),
+        _spec(ELECT_LEADERS, "ElectLeaders", 0, 2),
+        _spec(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
+        _spec(ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 0),
+        _spec(LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
+        _spec(ALTER_CLIENT_QUOTAS, "AlterClientQuotas", 0, 1),
+        _spec(ALTER_PARTITION, "AlterPartition", 0, 3),
+        _spec(ENVELOPE, "Envelope", 0, 0),
+        _spec(BROKER_REGISTRATION, "BrokerRegistration", 0, 4),
+        _spec(BROKER_HEARTBEAT, "BrokerHeartbeat", 0, 1),
+        _spec(UNREGISTER_BROKER, "UnregisterBroker", 0, 0),
+        _spec(ALLOCATE_PRODUCER_IDS, "AllocateProducerIds", 0, 0),
+        _spec(ASSIGN_REPLICAS_TO_DIRS, "AssignReplicasToDirs", 0, 0),
     )
 }

@@ -40,6 +40,7 @@ from kraftnode.security.credentials import ScramCredentials
 from kraftnode.security.listeners import OnListener
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
 from kraftnode.server.metadata.controller_duties import ControllerDuties
+from kraftnode.server.metadata.controller_shell import ControllerShell, controller_config
 from kraftnode.server.metadata.snapshot_manager import SnapshotManager, prepare_storage, voters_at
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.listener import KafkaListener, ListenerError, ServerLimits
@@ -153,6 +154,11 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                                         cfg.group_config)
                 handlers.message_max_bytes = cfg.message_max_bytes
                 handlers.broker_properties = _properties(cfg)
+                if duties is not None:  # the controller APIs (docs/controller.md)
+                    handlers.controller = ControllerShell(
+                        drv, duties, controller_config(cfg.properties, cluster_id, cfg.node_id,
+                                                       frozenset(v.node_id for v in cfg.static_voters)),
+                        drv.current_kraft_version)
                 bound, listeners = await _start_listeners(tg, cfg, handlers, request_metrics,
                                                           scram_credentials)
                 if metrics_server is not None:
@@ -161,6 +167,8 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 tg.start_soon(drv.run, tg)
                 if duties is not None:
                     tg.start_soon(duties.run)
+                if handlers.controller is not None:
+                    tg.start_soon(handlers.controller.run)
                 tg.start_soon(snapshots.run, lambda: drv.high_watermark)
                 tg.start_soon(handlers.groups.run)  # the group coordinator's timers
                 log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "

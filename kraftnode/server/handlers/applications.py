@@ -23,6 +23,7 @@ from kraftnode.raft.actions import AppendCompleted
 from kraftnode.security import authorizer as az
 from kraftnode.server.handlers import groups
 from kraftnode.server.handlers.base import HandlerBase
+from kraftnode.server.handlers.controller_apis import broker_replay_error
 from kraftnode.server.handlers.kafka_compat import (
     _NOT_REQUESTED,
     CLUSTER_AUTHORIZED_OPERATIONS,
@@ -250,6 +251,8 @@ class ApplicationHandlers(HandlerBase):
         if err is None:
             err = metadata_only_check(views, self.kafka_controllers(), self.duties is None,
                                       rw.METADATA_TOPIC)
+        if err is None:
+            err = broker_replay_error(views, self.registered_brokers())
         if err is not None:
             pr.error_code, pr.error_message = err
             return

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kraftnode.groups import GroupConfig
 from kraftnode.protocol.registry import DESCRIBE_QUORUM
@@ -24,6 +24,9 @@ from kraftnode.server.net import api_versions
 from kraftnode.server.net.peer_client import SOFTWARE_NAME, PeerError
 from kraftnode.server.raft.driver import RaftDriver
 from recordbatch.message import Message
+
+if TYPE_CHECKING:
+    from kraftnode.server.metadata.controller_shell import ControllerShell
 
 log = logging.getLogger("kraftnode.handlers")
 
@@ -64,6 +67,8 @@ class HandlerBase:
         #: StandardAuthorizer (authorizer.class.name); None: every API allowed to everyone
         self.authz = authz
         self.acl_admin = AclAdmin(driver, duties, authz)
+        #: the controller APIs' I/O shell (handlers/controller_apis.py); None: not a controller
+        self.controller: ControllerShell | None = None
 
     # ---------------------------------------------------------------- helpers
     def _voter_endpoints(self) -> dict[int, tuple[str, int]]:
@@ -174,6 +179,11 @@ class HandlerBase:
         quorum."""
         voters = self.driver.voters.ids
         return {i: sw for i, sw in self.replica_software.items() if i in voters and sw != SOFTWARE_NAME}
+
+    def registered_brokers(self) -> list[int]:
+        """Brokers registered in the committed metadata: they replay every record of the log, so
+        nothing a broker cannot replay may be written (docs/controller.md)."""
+        return sorted(self.duties.state.image.brokers) if self.duties is not None else []
 
     def _activated(self) -> bool:
         """A controller leader takes writes once its activation records (the bootstrap
