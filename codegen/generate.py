@@ -5,6 +5,8 @@ Where output goes:
   ``recordbatch/generated/`` because ``recordbatch`` must decode them without
   importing ``kraftnode``;
 - metadata records (``schemas/metadata/``) go to ``kraftnode/protocol/generated/metadata/``;
+- the group coordinator's records (``schemas/groups/``: the keys and values Kafka's
+  ``__consumer_offsets`` holds) go to ``kraftnode/protocol/generated/groups/``;
 - everything else (requests, responses, headers, QuorumStateData) goes to
   ``kraftnode/protocol/generated/``.
 Each output package gets an ``__init__.py`` that re-exports every class by its Kafka name.
@@ -46,6 +48,9 @@ TARGETS = {
     "metadata": Target(Path("kraftnode/protocol/generated/metadata"),
                        "kraftnode.protocol.generated.metadata",
                        "Kafka metadata-log records, generated from schemas/metadata/."),
+    "groups": Target(Path("kraftnode/protocol/generated/groups"),
+                     "kraftnode.protocol.generated.groups",
+                     "Kafka's __consumer_offsets record keys and values, generated from schemas/groups/."),
 }
 
 
@@ -54,6 +59,8 @@ def target_of(msg: MessageSpec) -> str:
         return "control"
     if msg.type == "metadata":
         return "metadata"
+    if msg.source.parent.name == "groups":
+        return "groups"
     return "protocol"
 
 

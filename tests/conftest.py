@@ -49,7 +49,7 @@ IN_PROCESS_DIRS = ("recordbatch", "codegen", "schemas", "kraftnode/protocol", "k
                    "kraftnode/raft", "kraftnode/config", "kraftnode/commands", "kraftnode/metadata",
                    "support")
 IN_PROCESS_FILES = ("test_snapshot_manager.py", "test_listener.py", "test_metrics.py",
-                    "test_authorizer.py", "test_scram_credentials.py")
+                    "test_authorizer.py", "test_scram_credentials.py", "test_credentials.py")
 _SPAWNS = re.compile(
     r"subprocess|Popen|create_subprocess|multiprocessing|ProcessPool|os\.fork|running_node|"
     r"NodeProcess|kafka_home|KafkaHome|\bCluster\(|StaticCluster|DynamicCluster|local_session|pyspark|"

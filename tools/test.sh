@@ -34,10 +34,18 @@ if ! command -v ip >/dev/null 2>&1; then
   fi
 fi
 
+# KafkaJS (npm, pinned by tests/interop/js/package-lock.json) for the group-consumer interop test
+if command -v npm >/dev/null 2>&1; then
+  (cd "$(dirname "$0")/../tests/interop/js" && npm ci --no-audit --no-fund --silent) >/dev/null 2>&1 \
+    || echo "warning: npm ci in tests/interop/js failed; the KafkaJS test will skip (fail under CI)"
+else
+  echo "note: node/npm is not installed; the KafkaJS test will skip"
+fi
+
 echo "== codegen --check"; .venv/bin/python -m codegen --check
 echo "== ruff";            .venv/bin/ruff check codegen kraftnode recordbatch tests tools
 echo "== lint-imports"; .venv/bin/lint-imports --no-cache
-echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server kraftnode/security kraftnode/metadata kraftnode/config kraftnode/log kraftnode/errors.py kraftnode/javaprops.py codegen
+echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server kraftnode/security kraftnode/metadata kraftnode/groups kraftnode/controller kraftnode/config kraftnode/log kraftnode/errors.py kraftnode/javaprops.py codegen
 # Two stages, one command: the tests that run in the test process alone (marked in_process by
 # tests/conftest.py) in parallel with pytest-xdist, then the real-process and interop tests one
 # at a time (they time nodes and JVMs and must not compete for the two cores). Extra arguments

@@ -2,8 +2,10 @@
 
 Runs the same job as ``tools/pipelines/quorum_audit.py`` (logic in
 ``kraftnode.spark.audit``): Parquet tables, ``summary.json`` and a self-contained
-``report.html`` under ``--out``.  Exit 0 when no safety violation is found, 1 when
-one is, 2 (one line on stderr) for bad input such as a path that is not a log dir.
+``report.html`` under ``--out``.  Exit 0 when the logs are clean, 1 when a safety
+violation is found or a replica has lost committed data (a batch below the committed
+floor that fails its CRC or cannot be read), 2 (one line on stderr) for bad input such
+as a path that is not a log dir.
 """
 
 from __future__ import annotations
@@ -133,10 +135,13 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if existing is None:
             spark.stop()
+    print(res.headline())
     print(f"replicas {res.replicas}; committed floor {res.committed_floor}; {len(res.leadership)} epochs; "
-          f"{len(res.violations)} safety violations; {res.invalid_count} invalid rows")
+          f"{len(res.violations)} safety violations; {len({b['replica'] for b in res.lost})} replica(s) with lost "
+          f"data; {res.invalid_count} invalid rows")
     for p in res.pairs:
-        where = f" at offset {p['first_divergence']}: {p['reason']}" if p.get("first_divergence") is not None else ""
+        where = (f" at offset {p['first_divergence']}: {p['reason']}" if p.get("first_divergence") is not None
+                 else "" if p["verdict"] == "consistent" else f": {p['reason']}")
         print(f"  replicas {p['replica_a']} and {p['replica_b']}: {p['verdict']}{where}")
     print(f"report: {res.report}")
     return 0 if res.ok else 1

@@ -142,13 +142,23 @@ def _create(root: Path, nodes: int) -> DevCluster:
             f"log.dirs={node_dir / 'metadata'}\n"
             f"kraftnode.metrics.listener=127.0.0.1:{cl.metrics_ports[i]}\n"
         )
-        fmt = subprocess.run(
-            [sys.executable, "-m", "kraftnode", "format", "--config", str(props),
-             "--cluster-id", cl.cluster_id, "--ignore-formatted"],
-            capture_output=True, text=True)
-        if fmt.returncode != 0:
-            raise UsageError(f"formatting node {node_id} failed: {fmt.stderr.strip()}")
+        _format(props, cl.cluster_id, node_id)
     return cl
+
+
+def _format(props: Path, cluster_id: str, node_id: int) -> None:
+    """``kraftnode format`` in this process: milliseconds, where a ``kraftnode format`` process
+    per node costs an interpreter start and the codec imports each (seconds on a busy host)."""
+    import contextlib
+    import io
+
+    from kraftnode import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        rc = cli.main(["format", "--config", str(props), "--cluster-id", cluster_id, "--ignore-formatted"])
+    if rc != 0:
+        raise UsageError(f"formatting node {node_id} failed: {out.getvalue().strip()}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -169,9 +179,12 @@ def run(args: argparse.Namespace) -> int:
         if found is not None and args.nodes is not None and args.nodes != len(found.ports):
             raise UsageError(f"{root} holds a {len(found.ports)}-node cluster; --nodes {args.nodes} "
                              "cannot change it (use a new --dir)")
+        if found is None:
+            print(f"formatting {args.nodes or 3} nodes in {root} ...", flush=True)
         cl = found or _create(root, args.nodes or 3)
     else:
         root = Path(tempfile.mkdtemp(prefix="kraftnode-dev-"))
+        print(f"formatting {args.nodes or 3} nodes in {root} ...", flush=True)
         cl = _create(root, args.nodes or 3)
     for port in cl.ports:
         _check_port_free(port)
@@ -180,9 +193,13 @@ def run(args: argparse.Namespace) -> int:
         for i in range(len(cl.ports)):
             node_dir = cl.node_dir(i + 1)
             log = (node_dir / "node.log").open("a")
+            # Each node in its own process group: Ctrl-C (the terminal's SIGINT to the
+            # foreground group) reaches this process only, which then stops every node with
+            # one SIGTERM. A node that also got the SIGINT could be hit by that SIGTERM
+            # while already shutting down, and die without its clean shutdown.
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "kraftnode", "start", str(node_dir / "server.properties")],
-                stdout=log, stderr=subprocess.STDOUT, text=True, env=env))
+                stdout=log, stderr=subprocess.STDOUT, text=True, env=env, process_group=0))
         how = "restarted with its data" if cl.reused else "created"
         print(f"kraftnode dev cluster {cl.cluster_id} {how} in {root}")
         if not args.dir:
@@ -195,6 +212,8 @@ def run(args: argparse.Namespace) -> int:
         urls = [f"http://127.0.0.1:{p}/metrics" for p in cl.metrics_ports if p is not None]
         if urls:
             print("  metrics: " + "  ".join(urls) + "  (and /healthz, /readyz)", flush=True)
+        print(f"starting {len(procs)} nodes; waiting for a leader to commit the bootstrap records ...",
+              flush=True)
         _wait_listening(cl.ports, root)
         _print_status(cl.ports)
         print("running; Ctrl-C stops the cluster", flush=True)
@@ -203,14 +222,18 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        # a second Ctrl-C while the nodes shut down must not leave them behind half-stopped
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
-        for p in procs:
+        for i, p in enumerate(procs):
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
+                print(f"node {i + 1} did not stop within 10 s of SIGTERM: killed", flush=True)
                 p.kill()
+                p.wait()
         print(f"dev cluster stopped; its data stays in {root}")
     return 0
 
@@ -283,6 +306,9 @@ def _wait(procs: list[subprocess.Popen[str]], deadline: float | None) -> None:
         stop = True
 
     signal.signal(signal.SIGTERM, on_term)
+    # the terminal closing: its SIGHUP reaches this process only (the nodes have their own
+    # process groups), which stops them as Ctrl-C does
+    signal.signal(signal.SIGHUP, on_term)
     reported: set[int] = set()
     while not stop:
         if deadline is not None and time.monotonic() > deadline:

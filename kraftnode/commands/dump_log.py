@@ -168,8 +168,20 @@ def _metadata_text(value: bytes | None, offset: int) -> str:
     return _json({"type": record_type_name(msg), "version": version, "data": msg.to_json(version)})
 
 
+def _base_offset(path: Path) -> int | None:
+    """The base offset a segment file's name carries (NNNNNNNNNNNNNNNNNNNN.log/.index/
+    .timeindex); None for a file named otherwise (a copy such as flip.log)."""
+    stem = path.name.split(".")[0]
+    return int(stem) if stem.isdigit() else None
+
+
 def dump_index(path: Path, out: Any) -> None:
-    base = int(path.name.split(".")[0])
+    base = _base_offset(path)
+    if base is None:
+        # an index stores offsets relative to its segment's base offset, which only the
+        # name gives: without it every offset would be a guess
+        raise UsageError(f"{path}: not named NNNNNNNNNNNNNNNNNNNN{path.suffix}: the base offset its "
+                         "entries are relative to is unknown")
     data = path.read_bytes()
     entry = 8 if path.suffix == ".index" else 12
     if len(data) % entry:
@@ -194,7 +206,13 @@ def dump_batches(path: Path, out: Any, *, skip_metadata: bool = False, batches_o
                  print_data: bool = False) -> None:
     name = path.name
     if name.endswith(".log"):
-        print(f"Log starting offset: {int(name.split('.')[0])}", file=out)
+        base = _base_offset(path)
+        if base is None:
+            # a segment copied under another name: the batches carry their own offsets
+            print(f"Log starting offset: unknown ({name} is not named NNNNNNNNNNNNNNNNNNNN.log; "
+                  "the offsets below are the batches' own)", file=out)
+        else:
+            print(f"Log starting offset: {base}", file=out)
     elif name == BOOTSTRAP_FILE:
         print("KRaft bootstrap snapshot", file=out)
     else:

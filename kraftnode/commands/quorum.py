@@ -195,7 +195,8 @@ def _render(args: argparse.Namespace, info: QuorumInfo) -> str:
 
 
 def _watch(args: argparse.Namespace, servers: list[tuple[str, int]], endpoint_type: int) -> int:
-    """Redraw the table every ``--watch`` seconds; a failed refresh says why and keeps watching."""
+    """Redraw the table every ``--watch`` seconds; a failed refresh says why and keeps watching
+    (the first failing is an error, as for the plain describe)."""
     import sys
 
     tty = sys.stdout.isatty()
@@ -212,6 +213,10 @@ def _watch(args: argparse.Namespace, servers: list[tuple[str, int]], endpoint_ty
                         f"HighWatermark: {info.high_watermark}")
                 body = _render(args, info)
             except UsageError as e:
+                if n == 1:
+                    # nothing answered from the start (a wrong or dead address): fail as the
+                    # plain describe does, one line and exit code 2, not a screen of errors
+                    raise
                 head, body = "no answer", f"error: {e}\n"
             if tty:
                 sys.stdout.write("\x1b[H\x1b[2J")   # home and clear, as watch(1) redraws

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kraftnode.commands.errors import UsageError
@@ -22,7 +23,13 @@ from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_propert
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import ADD_RAFT_VOTER, REMOVE_RAFT_VOTER
-from kraftnode.quorum_client import ClientError, call, describe_cluster, parse_servers
+from kraftnode.quorum_client import (
+    ClientError,
+    call,
+    describe_cluster,
+    fetch_quorum_info,
+    parse_servers,
+)
 from recordbatch.message import Message
 from recordbatch.wire import uuid_from_base64, uuid_to_base64
 
@@ -51,9 +58,21 @@ def _active_controller(servers: list[tuple[str, int]], endpoint_type: int) -> tu
     raise UsageError(last)
 
 
-def _send_to_leader(args: argparse.Namespace, api_key: int, request: Message) -> None:
+def _send_to_leader(args: argparse.Namespace, api_key: int, request: Message,
+                    done_already: tuple[int, Callable[[], bool]]) -> None:
+    """Send ``request`` to the active controller, retrying what the Admin client retries.
+
+    ``done_already`` is (error code, check): the answer that means "it is already so"
+    (DUPLICATE_VOTER for an add, VOTER_NOT_FOUND for a remove) and how to confirm it. A try
+    that got a retriable answer may still have taken effect: the leader appended the
+    VotersRecord and then timed out waiting for it to commit (REQUEST_TIMED_OUT), or
+    resigned (NOT_LEADER_OR_FOLLOWER) and its successor committed it. The retry then
+    meets that answer; when the quorum shows the change made, the person sees success,
+    not an error about their own earlier try.
+    """
     servers, endpoint_type = _servers(args)
     deadline = time.monotonic() + RETRY_FOR_S
+    tried = False   # a request may have reached the leader before this one
     while True:
         try:
             host, port = _active_controller(servers, endpoint_type)
@@ -61,18 +80,34 @@ def _send_to_leader(args: argparse.Namespace, api_key: int, request: Message) ->
         except (ClientError, UsageError) as e:
             if time.monotonic() > deadline:
                 raise UsageError(str(e)) from None
+            tried = True
             time.sleep(0.5)
             continue
         r: Any = resp
         if r.error_code == Errors.NONE:
             return
+        code, check = done_already
+        if tried and r.error_code == code and check():
+            return
         # retriable, as the Admin client treats them: the leader moved, or "not yet"
         # (REQUEST_TIMED_OUT: the new voter is not caught up, a change is still uncommitted)
         if r.error_code in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.NOT_CONTROLLER, Errors.REQUEST_TIMED_OUT) \
                 and time.monotonic() < deadline:
+            tried = True
             time.sleep(0.5)
             continue
         raise UsageError(f"{Errors(r.error_code).name}: {r.error_message or 'the controller refused'}")
+
+
+def _is_voter(args: argparse.Namespace, node_id: int, directory_id: uuid.UUID) -> bool | None:
+    """Whether the leader's DescribeQuorum lists (node_id, directory_id) among the current
+    voters; None when no leader answered."""
+    servers, endpoint_type = _servers(args)
+    try:
+        info = fetch_quorum_info(servers, endpoint_type)
+    except UsageError:
+        return None
+    return any(v.replica_id == node_id and v.directory_id == directory_id for v in info.voters)
 
 
 def controller_to_add(config_path: str) -> tuple[int, uuid.UUID, list[tuple[str, str, int]]]:
@@ -125,7 +160,8 @@ def add_controller(args: argparse.Namespace) -> int:
         R = w.AddRaftVoterRequest
         _send_to_leader(args, ADD_RAFT_VOTER, R(
             cluster_id=None, timeout_ms=TIMEOUT_MS, voter_id=node_id, voter_directory_id=directory_id,
-            listeners=[R.Listener(name=n, host=h, port=p) for n, h, p in endpoints]))
+            listeners=[R.Listener(name=n, host=h, port=p) for n, h, p in endpoints]),
+            (Errors.DUPLICATE_VOTER, lambda: _is_voter(args, node_id, directory_id) is True))
     print(f"{'DRY RUN of adding' if args.dry_run else 'Added'} controller {node_id} with directory id "
           f"{uuid_to_base64(directory_id)} and endpoints: "
           + ", ".join(_endpoint_text(*e) for e in endpoints))
@@ -141,7 +177,8 @@ def remove_controller(args: argparse.Namespace) -> int:
         raise UsageError(f"Failed to parse --controller-directory-id: {e}") from None
     if not args.dry_run:
         _send_to_leader(args, REMOVE_RAFT_VOTER, w.RemoveRaftVoterRequest(
-            cluster_id=None, voter_id=args.controller_id, voter_directory_id=directory_id))
+            cluster_id=None, voter_id=args.controller_id, voter_directory_id=directory_id),
+            (Errors.VOTER_NOT_FOUND, lambda: _is_voter(args, args.controller_id, directory_id) is False))
     print(f"{'DRY RUN of removing ' if args.dry_run else 'Removed '} KRaft controller "
           f"{args.controller_id} with directory id {uuid_to_base64(directory_id)}")
     return 0

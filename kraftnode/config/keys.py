@@ -211,23 +211,46 @@ KEYS: tuple[ConfigKey, ...] = (
        "metadata.version to bootstrap with when `--release-version` is not given.", group="Log"),
     _k("num.recovery.threads.per.data.dir", "int", "1", "Threads recovering logs at start-up.",
        group="Log", honoured=False, why="one metadata log is recovered in-line"),
-    _k("log.segment.bytes", "int", "1073741824", "Segment size of broker topics.", group="Log",
-       honoured=False, why=_BROKER + " (see metadata.log.segment.bytes)"),
-    _k("log.retention.hours", "int", "168", "Retention of broker topics.", group="Log",
-       honoured=False, why=_BROKER),
     _k("log.retention.check.interval.ms", "long", "300000", "How often broker logs are checked "
        "for retention.", group="Log", honoured=False, why=_BROKER),
     # ---- broker-only keys found in Kafka's sample server.properties
-    _k("num.partitions", "int", "1", "Default partition count of new topics.", group="Broker",
-       honoured=False, why=_BROKER),
     _k("offsets.topic.replication.factor", "int", "3", "Replication of __consumer_offsets.",
        group="Broker", honoured=False, why=_BROKER),
     _k("transaction.state.log.replication.factor", "int", "3", "Replication of "
        "__transaction_state.", group="Broker", honoured=False, why=_BROKER),
     _k("transaction.state.log.min.isr", "int", "2", "min.insync.replicas of __transaction_state.",
        group="Broker", honoured=False, why=_BROKER),
-    _k("group.initial.rebalance.delay.ms", "int", "3000", "Delay of a consumer group's first "
-       "rebalance.", group="Broker", honoured=False, why=_BROKER),
+    # ---- the controller (docs/controller.md)
+    _k("broker.session.timeout.ms", "int", "9000", "A broker that has not heartbeated for this long "
+       "is fenced: it leaves every ISR and its leaderships move.", group="Controller", at_least=1),
+    _k("broker.heartbeat.interval.ms", "int", "2000", "How often brokers heartbeat (theirs is "
+       "what counts; the controller reads it for nothing else).", group="Controller", at_least=1),
+    _k("num.partitions", "int", "1", "Partitions of a topic created without a count.",
+       group="Controller", at_least=1),
+    _k("default.replication.factor", "int", "1", "Replication factor of a topic created without "
+       "one.", group="Controller", at_least=1),
+    _k("delete.topic.enable", "boolean", "true", "Whether DeleteTopics deletes (false: "
+       "TOPIC_DELETION_DISABLED).", group="Controller"),
+    _k("auto.leader.rebalance.enable", "boolean", "true", "Move leadership back to each partition's "
+       "preferred replica, checked every `leader.imbalance.check.interval.seconds`.", group="Controller"),
+    _k("leader.imbalance.check.interval.seconds", "long", "300", "How often the preferred-leader "
+       "balancing runs while some partition is not led by its preferred replica.", group="Controller",
+       at_least=1),
+    _k("unclean.leader.election.interval.ms", "long", "300000", "How often leaderless partitions "
+       "of topics with `unclean.leader.election.enable=true` get an unclean election.",
+       group="Controller", at_least=1),
+    _k("metadata.max.idle.interval.ms", "int", "500", "While brokers are registered, the active "
+       "controller writes a NoOpRecord when it has written nothing for this long; 0: never.",
+       group="Controller", at_least=0),
+    _k("unclean.leader.election.enable", "boolean", "false", "Cluster default of the topic config "
+       "of the same name (a topic's own setting wins).", group="Controller"),
+    _k("min.insync.replicas", "int", "1", "Cluster default of the topic config of the same name.",
+       group="Controller", at_least=1),
+    _k("log.segment.bytes", "int", "1073741824", "Static default of the topic config "
+       "`segment.bytes` (the controller reports topics' effective configs from its own; "
+       "the metadata log's segments are `metadata.log.segment.bytes`).", group="Controller", at_least=14),
+    _k("log.retention.hours", "int", "168", "Static default of the topic config `retention.ms`, as "
+       "hours (`log.retention.ms` and `log.retention.minutes` win when set).", group="Controller"),
     # ---- ours
     # ---- security: TLS/SASL key families are read by kraftnode/security (docs/security.md)
     _k("authorizer.class.name", "string", "", "The authorizer: "
@@ -244,6 +267,40 @@ KEYS: tuple[ConfigKey, ...] = (
        why="re-authentication is not supported: sessions do not expire (lifetime 0)"),
     _k("principal.builder.class", "string", None, "Builds a connection's principal.",
        group="Security", honoured=False, why="the default principal builder's rules are built in"),
+    _k("message.max.bytes", "int", "1048588", "The largest record batch a producer may write "
+       "(larger: MESSAGE_TOO_LARGE, as a Kafka broker answers). Values above 8388608 act as "
+       "8388608, the raft log's own limit.", group="Log", at_least=0),
+    # ---- the group coordinator (kraftnode.groups; docs/server.md "Consumer groups")
+    _k("group.min.session.timeout.ms", "int", "6000", "The smallest session timeout a classic "
+       "group member may ask for (smaller: INVALID_SESSION_TIMEOUT).", group="Groups"),
+    _k("group.max.session.timeout.ms", "int", "1800000", "The largest session timeout a classic "
+       "group member may ask for.", group="Groups"),
+    _k("group.initial.rebalance.delay.ms", "int", "3000", "How long the first rebalance of an "
+       "empty classic group waits for more members (extended while members keep joining, up "
+       "to the rebalance timeout).", group="Groups", at_least=0),
+    _k("group.max.size", "int", "2147483647", "The most members of a classic group.",
+       group="Groups", at_least=1),
+    _k("group.coordinator.rebalance.protocols", "list", "classic", "The group protocols "
+       "served: `classic`, and `consumer` (KIP-848, ConsumerGroupHeartbeat; a preview in "
+       "Kafka 3.9).", group="Groups"),
+    _k("group.consumer.session.timeout.ms", "int", "45000", "The session timeout of KIP-848 "
+       "consumer group members.", group="Groups", at_least=1),
+    _k("group.consumer.min.session.timeout.ms", "int", "45000", "Lower bound of "
+       "`group.consumer.session.timeout.ms`.", group="Groups", at_least=1),
+    _k("group.consumer.max.session.timeout.ms", "int", "60000", "Upper bound of "
+       "`group.consumer.session.timeout.ms`.", group="Groups", at_least=1),
+    _k("group.consumer.heartbeat.interval.ms", "int", "5000", "The heartbeat interval KIP-848 "
+       "members are told to use.", group="Groups", at_least=1),
+    _k("group.consumer.min.heartbeat.interval.ms", "int", "5000", "Lower bound of "
+       "`group.consumer.heartbeat.interval.ms`.", group="Groups", at_least=1),
+    _k("group.consumer.max.heartbeat.interval.ms", "int", "15000", "Upper bound of "
+       "`group.consumer.heartbeat.interval.ms`.", group="Groups", at_least=1),
+    _k("group.consumer.max.size", "int", "2147483647", "The most members of a KIP-848 consumer "
+       "group.", group="Groups", at_least=1),
+    _k("group.consumer.assignors", "list", "uniform,range", "The server-side assignors, the "
+       "first the default (`uniform`, `range`, or Kafka's class names for them).", group="Groups"),
+    _k("offset.metadata.max.bytes", "int", "4096", "The longest metadata string of a committed "
+       "offset (longer: OFFSET_METADATA_TOO_LARGE).", group="Groups", at_least=0),
     _k("kraftnode.raft.topic", "string", None, "The topic the quorum replicates: "
        f"`{METADATA_TOPIC}` (a KRaft controller quorum) or `{TEST_RAFT_TOPIC}` (to join "
        "Kafka's TestRaftServer). Default: decided by the cluster id.", group="kraftnode",
@@ -255,9 +312,10 @@ KEYS: tuple[ConfigKey, ...] = (
        "would grow beyond this size.", group="kraftnode", at_least=1024),
     _k("kraftnode.log.file.backups", "int", "10", "How many rotated files (`FILE.1` ... `FILE.N`)"
        " to keep.", group="kraftnode", at_least=0),
-    _k("kraftnode.raft.pre.vote.enable", "boolean", "false", "KIP-996 pre-vote and leader "
-       "stickiness as Kafka 4.0 implements them: advertise Vote v2, ask for pre-votes before an "
-       "election, refuse them while the leader is heard from. Off: Kafka 3.9's elections and "
+    _k("kraftnode.raft.pre.vote.enable", "boolean", "true", "KIP-996 pre-vote and leader "
+       "stickiness as Kafka 4.x runs them by default: advertise Vote v2, ask for pre-votes before "
+       "an election, refuse them while the leader is heard from; toward a peer without Vote v2 "
+       "(Kafka 3.9) a real election, as Kafka 4.x does. Off: Kafka 3.9's elections and "
        "ApiVersions. See docs/raft.md.", group="kraftnode"),
     _k("kraftnode.read.linearizable", "boolean", "false", "Consumer Fetch and ListOffsets LATEST "
        "on the leader are linearizable: each first confirms leadership with a majority (read "
@@ -310,7 +368,9 @@ def warnings_for(keys: Iterable[str]) -> list[str]:
 
 _GROUP_TITLES = {
     "Node": "Node", "Quorum": "Quorum", "Listeners": "Listeners and connections", "Log": "Log",
+    "Controller": "Controller (docs/controller.md; the controller's own `log.*`, `message.max.bytes`, `compression.type`, ... keys are the static defaults of topic configs, as in Kafka)",
     "Security": "Security (the `ssl.*`, `sasl.*` and `listener.name.<listener>.*` key families are Kafka's, read as Kafka reads them: docs/security.md)", "Broker": "Broker keys (accepted, not used)",
+    "Groups": "Consumer groups (the group coordinator on the raft leader: docs/server.md)",
     "kraftnode": "kraftnode's own keys",
 }
 

@@ -16,6 +16,9 @@ from kraftnode.config import keys, validation
 from kraftnode.config.properties import Listener
 from kraftnode.config.server_config import ServerConfig
 from kraftnode.config.validation import VoterAddress, parse_voters
+from kraftnode.errors import ConfigError
+from kraftnode.groups import config as groups_config
+from kraftnode.groups.config import GroupConfig
 from kraftnode.log.metadata_log import LogConfig
 from kraftnode.security import authorizer
 from kraftnode.security import setup as security_setup
@@ -74,7 +77,7 @@ class NodeConfig:
     log_file: str | None
     log_file_max_bytes: int
     log_file_backups: int
-    #: kraftnode.raft.pre.vote.enable (KIP-996)
+    #: kraftnode.raft.pre.vote.enable (KIP-996; on by default, as in Kafka 4.x)
     pre_vote: bool
     #: kraftnode.read.linearizable
     read_linearizable: bool
@@ -95,6 +98,14 @@ class NodeConfig:
     #: authorizer.class.name, super.users, allow.everyone.if.no.acl.found as set (checked at
     #: load; kraftnode.security.authorizer)
     authorizer_config: dict[str, str] = field(hash=False, compare=False)
+    #: every property as written: the controller reads its keys and its topic-config defaults
+    #: from them (docs/controller.md; kraftnode.server.metadata.controller_shell.controller_config)
+    properties: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    #: the group coordinator's keys (group.*, offset.metadata.max.bytes; kraftnode.groups.config)
+    group_config: GroupConfig = field(default_factory=GroupConfig, hash=False, compare=False)
+    #: message.max.bytes: the largest record batch a producer may write (capped by the raft
+    #: log's 8 MiB, KafkaRaftClient.MAX_BATCH_SIZE_BYTES)
+    message_max_bytes: int = _table_default("message.max.bytes")
 
     @property
     def is_dynamic(self) -> bool:
@@ -114,6 +125,10 @@ def load(path: str, *, check_storage: bool = False) -> NodeConfig:
     security = security_setup.build(raw, [ln.name for ln in listeners], names)
     authorizer_config = {k: v for k, v in raw.items() if k in authorizer.CONFIG_KEYS}
     authorizer.check_config(authorizer_config)
+    try:
+        group_config = groups_config.from_properties(raw)
+    except groups_config.GroupConfigError as e:
+        raise ConfigError(str(e)) from None
     if check_storage:  # after every key: a configuration error is reported before the disk's
         validation.check_metadata_log_dir(cfg)
     return NodeConfig(
@@ -153,6 +168,9 @@ def load(path: str, *, check_storage: bool = False) -> NodeConfig:
             retention_ms=cfg.int_value("metadata.max.retention.ms")),
         security=security,
         authorizer_config=authorizer_config,
+        properties=dict(raw),
+        group_config=group_config,
+        message_max_bytes=cfg.int_value("message.max.bytes"),
     )
 
 

@@ -21,11 +21,17 @@ from pathlib import Path
 
 from kraftnode.log.fileutil import atomic_write
 from kraftnode.log.metadata_log import METADATA_PARTITION_DIR
-from kraftnode.log.metadata_records import encode_metadata_record
-from kraftnode.log.snapshot import BOOTSTRAP_SNAPSHOT_ID, SnapshotId, write_snapshot
+from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
+from kraftnode.log.snapshot import (
+    BOOTSTRAP_SNAPSHOT_ID,
+    SnapshotError,
+    SnapshotId,
+    read_snapshot_batches,
+    write_snapshot,
+)
 from kraftnode.log.uuids import is_reserved_directory_id
 from kraftnode.protocol.generated.metadata import FeatureLevelRecord
-from recordbatch import Record, build_batch
+from recordbatch import CorruptBatchError, Record, build_batch
 from recordbatch.control import build_kraft_control_batch
 from recordbatch.generated import SnapshotFooterRecord, SnapshotHeaderRecord, VotersRecord
 from recordbatch.wire import uuid_from_base64
@@ -38,6 +44,7 @@ __all__ = [
     "METADATA_VERSIONS",
     "parse_initial_controllers",
     "parse_release_version",
+    "read_bootstrap_records",
     "write_bootstrap_checkpoint",
     "write_bootstrap_snapshot",
 ]
@@ -134,6 +141,29 @@ def bootstrap_records(metadata_version: int) -> list[bytes]:
     """Framed record values of the bootstrap metadata (metadata.version only, as DESIGN.md fixes)."""
     rec = FeatureLevelRecord(name="metadata.version", feature_level=metadata_version)
     return [encode_metadata_record(rec, 0)]
+
+
+def read_bootstrap_records(metadata_dir: str | os.PathLike[str]) -> tuple[list[bytes], str]:
+    """The framed bootstrap records of ``bootstrap.checkpoint`` (and where they came from).
+
+    Kafka falls back to the latest production metadata.version when the file is absent.
+    ValueError when the file cannot be read.
+    """
+    path = Path(metadata_dir) / BOOTSTRAP_FILE
+    if not path.exists():
+        return bootstrap_records(METADATA_VERSIONS[LATEST_PRODUCTION]), "the default bootstrap"
+    values: list[bytes] = []
+    try:
+        for b in read_snapshot_batches(path):
+            if b.is_control:
+                continue
+            for r in b.records():
+                if r.value is not None:
+                    decode_metadata_record(r.value)  # must be a metadata record
+                    values.append(bytes(r.value))
+    except (SnapshotError, CorruptBatchError, ValueError) as e:
+        raise ValueError(f"{path} is unreadable: {e}") from None
+    return values, str(path)
 
 
 def bootstrap_checkpoint_bytes(metadata_version: int, now_ms: int,

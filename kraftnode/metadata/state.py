@@ -57,7 +57,8 @@ from recordbatch import BatchView, CorruptBatchError
 from recordbatch.layout import RECORDS_OFFSET
 from recordbatch.wire import DecodeError, read_varint, read_varlong
 
-__all__ = ["MetadataImage", "MetadataState", "next_generation", "METADATA_VERSION_CONTROLLER_REGISTRATION", "is_metadata_record"]
+__all__ = ["MetadataImage", "MetadataState", "next_generation", "METADATA_VERSION_CONTROLLER_REGISTRATION",
+           "holds_metadata_records", "is_metadata_record"]
 
 # MetadataVersion 3.7-IV0: the first with KIP-919 controller registration.
 METADATA_VERSION_CONTROLLER_REGISTRATION = 15
@@ -95,6 +96,14 @@ def _first_value(b: BatchView) -> bytes | memoryview | None:
         return data[pos:pos + vlen]
     except (CorruptBatchError, DecodeError, ValueError, IndexError):
         return None
+
+
+def holds_metadata_records(b: BatchView) -> bool:
+    """Whether a data batch holds metadata records rather than application data.  A batch
+    has one writer: idempotent producers write application data, controllers write with no
+    producer id, and if the first record is application data all are -- checked without
+    decoding the rest of the batch."""
+    return b.producer_id < 0 and is_metadata_record(_first_value(b))
 
 
 #: Values of :attr:`MetadataState.acl_generation`: a new one whenever the ACLs may have
@@ -203,10 +212,7 @@ class MetadataState:
     def _replay_batch(self, b: BatchView, end_offset: int | None) -> None:
         if b.is_control:
             return
-        if b.producer_id >= 0 or not is_metadata_record(_first_value(b)):
-            # idempotent producers write application data; controllers write with no
-            # producer id.  A batch is written by one writer: if its first record is
-            # application data, all are (checked without decoding the batch)
+        if not holds_metadata_records(b):
             self._replay_application(b, end_offset)
             return
         try:

@@ -7,9 +7,13 @@ carry magic 0/1 message sets and a KRaft log holds only v2 batches (Kafka 3.9
 would down-convert; we do not).  InitProducerId (22) is served beyond the table
 because Kafka producers are idempotent by default and start with it, and
 DescribeConfigs (32) because ``kafka-topics.sh --describe`` fails without it, and
-OffsetCommit/OffsetFetch/FindCoordinator (8-10) for simple consumer groups, the
+the group coordinator's APIs (FindCoordinator, OffsetCommit/OffsetFetch, JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete,
+ConsumerGroupHeartbeat/Describe: kraftnode.groups), the
 ACL APIs (29-31) a Kafka 3.9 controller serves with an authorizer, and
 DescribeUserScramCredentials (50, a broker API) so the Java Admin can list SCRAM users.
+The controller APIs (issue 25, docs/controller.md) are served at the ranges a Kafka 3.9
+controller advertises, by every node (only the active controller answers them).
 """
 
 from __future__ import annotations
@@ -51,6 +55,16 @@ METADATA = 3
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+DELETE_GROUPS = 42
+OFFSET_DELETE = 47
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
 SASL_HANDSHAKE = 17
 DESCRIBE_ACLS = 29
 CREATE_ACLS = 30
@@ -72,6 +86,28 @@ CONTROLLER_REGISTRATION = 70
 ADD_RAFT_VOTER = 80
 REMOVE_RAFT_VOTER = 81
 UPDATE_RAFT_VOTER = 82
+# the controller APIs (docs/controller.md)
+CONTROLLED_SHUTDOWN = 7
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+ALTER_CONFIGS = 33
+CREATE_PARTITIONS = 37
+CREATE_DELEGATION_TOKEN = 38
+RENEW_DELEGATION_TOKEN = 39
+EXPIRE_DELEGATION_TOKEN = 40
+DESCRIBE_DELEGATION_TOKEN = 41
+ELECT_LEADERS = 43
+INCREMENTAL_ALTER_CONFIGS = 44
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
+ALTER_CLIENT_QUOTAS = 49
+ALTER_PARTITION = 56
+ENVELOPE = 58
+BROKER_REGISTRATION = 62
+BROKER_HEARTBEAT = 63
+UNREGISTER_BROKER = 64
+ALLOCATE_PRODUCER_IDS = 67
+ASSIGN_REPLICAS_TO_DIRS = 73
 
 
 def _spec(key: int, name: str, lo: int, hi: int) -> ApiSpec:
@@ -92,6 +128,17 @@ SERVED: dict[int, ApiSpec] = {
         _spec(OFFSET_COMMIT, "OffsetCommit", 0, 9),
         _spec(OFFSET_FETCH, "OffsetFetch", 0, 9),
         _spec(FIND_COORDINATOR, "FindCoordinator", 0, 5),
+        # the group coordinator (kraftnode.groups), at the versions a Kafka 3.9 broker serves
+        _spec(JOIN_GROUP, "JoinGroup", 0, 9),
+        _spec(HEARTBEAT, "Heartbeat", 0, 4),
+        _spec(LEAVE_GROUP, "LeaveGroup", 0, 5),
+        _spec(SYNC_GROUP, "SyncGroup", 0, 5),
+        _spec(DESCRIBE_GROUPS, "DescribeGroups", 0, 5),
+        _spec(LIST_GROUPS, "ListGroups", 0, 5),
+        _spec(DELETE_GROUPS, "DeleteGroups", 0, 2),
+        _spec(OFFSET_DELETE, "OffsetDelete", 0, 0),
+        _spec(CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 0),
+        _spec(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 0),
         _spec(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
         _spec(DESCRIBE_ACLS, "DescribeAcls", 0, 3),
         _spec(CREATE_ACLS, "CreateAcls", 0, 3),
@@ -115,5 +162,27 @@ SERVED: dict[int, ApiSpec] = {
         _spec(ADD_RAFT_VOTER, "AddRaftVoter", 0, 0),
         _spec(REMOVE_RAFT_VOTER, "RemoveRaftVoter", 0, 0),
         _spec(UPDATE_RAFT_VOTER, "UpdateRaftVoter", 0, 0),
+        # the controller APIs, at the versions a Kafka 3.9 controller advertises
+        _spec(CONTROLLED_SHUTDOWN, "ControlledShutdown", 0, 3),
+        _spec(CREATE_TOPICS, "CreateTopics", 0, 7),
+        _spec(DELETE_TOPICS, "DeleteTopics", 0, 6),
+        _spec(ALTER_CONFIGS, "AlterConfigs", 0, 2),
+        _spec(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
+        _spec(CREATE_DELEGATION_TOKEN, "CreateDelegationToken", 0, 3),
+        _spec(RENEW_DELEGATION_TOKEN, "RenewDelegationToken", 0, 2),
+        _spec(EXPIRE_DELEGATION_TOKEN, "ExpireDelegationToken", 0, 2),
+        _spec(DESCRIBE_DELEGATION_TOKEN, "DescribeDelegationToken", 0, 3),
+        _spec(ELECT_LEADERS, "ElectLeaders", 0, 2),
+        _spec(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
+        _spec(ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 0),
+        _spec(LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
+        _spec(ALTER_CLIENT_QUOTAS, "AlterClientQuotas", 0, 1),
+        _spec(ALTER_PARTITION, "AlterPartition", 0, 3),
+        _spec(ENVELOPE, "Envelope", 0, 0),
+        _spec(BROKER_REGISTRATION, "BrokerRegistration", 0, 4),
+        _spec(BROKER_HEARTBEAT, "BrokerHeartbeat", 0, 1),
+        _spec(UNREGISTER_BROKER, "UnregisterBroker", 0, 0),
+        _spec(ALLOCATE_PRODUCER_IDS, "AllocateProducerIds", 0, 0),
+        _spec(ASSIGN_REPLICAS_TO_DIRS, "AssignReplicasToDirs", 0, 0),
     )
 }

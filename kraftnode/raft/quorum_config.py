@@ -1,7 +1,7 @@
 """Tunables of the core, with Kafka 3.9's ``controller.quorum.*`` defaults.
 
 The defaults come from :mod:`kraftnode.vocabulary` (``QUORUM_*``), the one home the
-configuration definitions read too, so the core and ``kraftnode.configdefs`` cannot drift.
+configuration definitions read too, so the core and ``kraftnode.config.keys`` cannot drift.
 """
 
 from __future__ import annotations

@@ -177,10 +177,21 @@ class ReplicaTracker:
 
     # -- check quorum -------------------------------------------------------
     def record_voter_contact(self, key: ReplicaKey, now_ms: int) -> None:
-        """A voter fetched from us: count it towards the check-quorum majority."""
-        if key.id == self.local_key.id or not self.voter_set.is_voter(key):
+        """A replica fetched from us (Fetch or FetchSnapshot): count it towards the
+        check-quorum majority, and renew the deadline once a majority has fetched.
+
+        Kafka's LeaderState.updateCheckQuorumForFollowingVoter runs on every replica's
+        fetch, observers' too: while the leader alone is a majority no other voter is
+        needed, so each fetch renews the deadline. That keeps it fresh for the moment a
+        second voter joins (the observer being added has been fetching all along); a
+        deadline left at the epoch's start would already be past then, and the leader
+        would resign right after its own AddRaftVoter. Consumers (negative replica ids)
+        are not replicas and renew nothing (LeaderState.updateReplicaState).
+        """
+        if key.id < 0 or key.id == self.local_key.id:
             return
-        self._fetched_voters.add(key.id)
+        if self.voter_set.is_voter(key):
+            self._fetched_voters.add(key.id)
         needed = self.voter_set.majority_size()
         if self.voter_set.is_voter(self.local_key):
             needed -= 1

@@ -51,6 +51,10 @@ CLUSTER_OPERATION: dict[int, int] = {
     CREATE_ACLS: az.ALTER, DELETE_ACLS: az.ALTER, ALTER_USER_SCRAM_CREDENTIALS: az.ALTER,
     DESCRIBE_QUORUM: az.DESCRIBE, DESCRIBE_ACLS: az.DESCRIBE,
     DESCRIBE_USER_SCRAM_CREDENTIALS: az.DESCRIBE,
+    # the controller APIs (ControllerApis; per-topic checks are made by the handlers)
+    62: az.CLUSTER_ACTION, 63: az.CLUSTER_ACTION, 56: az.CLUSTER_ACTION, 67: az.CLUSTER_ACTION,
+    73: az.CLUSTER_ACTION, 58: az.CLUSTER_ACTION, 64: az.ALTER, 43: az.ALTER, 45: az.ALTER,
+    46: az.DESCRIBE, 49: az.ALTER_CONFIGS,
 }
 
 # Errors.message() of the errors sent without a message of their own
@@ -128,6 +132,10 @@ def error_response(key: int, v: int, body: Any, code: int) -> Any:
 
     msg = MESSAGES.get(code)
     resp_cls = SERVED[key].response
+    from kraftnode.protocol import error_responses
+
+    if key in error_responses.ERROR_SHAPED:
+        return error_responses.error_response(key, v, body, code, msg)
     if key == CREATE_ACLS:
         return w.CreateAclsResponse(throttle_time_ms=0, results=[
             w.CreateAclsResponse.AclCreationResult(error_code=code, error_message=msg)

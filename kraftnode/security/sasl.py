@@ -9,8 +9,8 @@ requests (v0-2); after v0 they are raw size-prefixed tokens.  A failed authentic
 answered SASL_AUTHENTICATION_FAILED with Kafka's message and the connection closed.
 
 Mechanisms: PLAIN (users from the listener's JAAS ``user_<name>="<password>"`` options in
-``listener.name.<l>.plain.sasl.jaas.config``) and SCRAM-SHA-256/512 (credentials from the
-metadata log's UserScramCredentialRecords).  ``connections.max.reauth.ms`` is not
+``listener.name.<l>.plain.sasl.jaas.config``) and SCRAM-SHA-256/512 (UserScramCredentialRecords
+of the metadata log, or of bootstrap.checkpoint while the log is empty: security.credentials).  ``connections.max.reauth.ms`` is not
 supported: sessions do not expire (session_lifetime_ms 0, Kafka's default).
 """
 

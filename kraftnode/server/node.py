@@ -36,9 +36,11 @@ from kraftnode.raft import RaftConfig, RaftNode
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.security import hooks as security_hooks
+from kraftnode.security.credentials import ScramCredentials
 from kraftnode.security.listeners import OnListener
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
 from kraftnode.server.metadata.controller_duties import ControllerDuties
+from kraftnode.server.metadata.controller_shell import ControllerShell, controller_config
 from kraftnode.server.metadata.snapshot_manager import SnapshotManager, prepare_storage, voters_at
 from kraftnode.server.metrics import latency_trace
 from kraftnode.server.net import api_versions
@@ -116,6 +118,8 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
         endpoints = cfg.controller_endpoints or ((listener, cfg.advertised_host, cfg.advertised_port),)
         kraft_version = 0 if cfg.static_voters else 1
         node = _raft_node(cfg, cluster_id, directory_id, rlog, election, endpoints)
+        scram_credentials = _scram_credentials(
+            cfg, sm if controller and isinstance(sm, MetadataState) else None, mlog, node)
         raft_metrics = request_metrics = None
         metrics_server = await _bind_metrics(cfg)
         if metrics_server is not None:
@@ -148,23 +152,44 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                                           {n: int(sec.protocol) for n, sec in cfg.security.items()}
                                           ) if controller else None
                 handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), drv,
-                                        features, duties, security_hooks.authorizer(cfg.authorizer_config, duties))
-                bound, listeners = await _start_listeners(tg, cfg, handlers, request_metrics, duties)
+                                        features, duties, security_hooks.authorizer(cfg.authorizer_config, duties),
+                                        cfg.group_config)
+                handlers.message_max_bytes = cfg.message_max_bytes
+                handlers.broker_properties = _properties(cfg)
+                if duties is not None:  # the controller APIs (docs/controller.md)
+                    handlers.controller = ControllerShell(
+                        drv, duties, controller_config(cfg.properties, cluster_id, cfg.node_id,
+                                                       frozenset(v.node_id for v in cfg.static_voters)),
+                        drv.current_kraft_version)
+                bound, listeners = await _start_listeners(tg, cfg, handlers, request_metrics,
+                                                          scram_credentials)
                 if metrics_server is not None:
                     _start_metrics(tg, metrics_server, cfg, drv, raft_metrics, request_metrics,
                                    listeners, cluster_id)
                 tg.start_soon(drv.run, tg)
                 if duties is not None:
                     tg.start_soon(duties.run)
+                if handlers.controller is not None:
+                    tg.start_soon(handlers.controller.run)
                 tg.start_soon(snapshots.run, lambda: drv.high_watermark)
+                tg.start_soon(handlers.groups.run)  # the group coordinator's timers
                 log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
                          "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
-                         "static" if node.history.kraft_version() == 0 else "dynamic", topic, ",".join(bound),
+                         # a --no-initial-controllers node's log is empty (kraft.version 0 until it
+                         # fetches): its quorum is dynamic all the same (no controller.quorum.voters)
+                         "static" if node.history.kraft_version() == 0 and not cfg.is_dynamic else "dynamic",
+                         topic, ",".join(bound),
                          cfg.metadata_log_dir, rlog.end_offset)
 
                 if on_started is not None:
                     on_started(RunningNode(drv, snapshots, stop_requested.set))
                 await _serve_until_stopped(tg, drv, stop_requested, signals)
+        if handle_signals:
+            # Shutting down: a further SIGTERM/SIGINT (an impatient second Ctrl-C, a
+            # supervisor's follow-up) must not kill the node before its log is closed
+            # and it has said so; the receiver above no longer catches them.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     finally:
         latency_trace.dump()
         if metrics_server is not None:
@@ -193,6 +218,34 @@ def _load_state(mlog: MetadataLog, store: QuorumStateStore, state_machine: State
     except (OSError, SnapshotError, ValueError) as e:
         raise StartupError(f"cannot load the metadata snapshots in {mlog.dir}: {e}") from None
     return election, sm, runner
+
+
+def _properties(cfg: NodeConfig) -> dict[str, str]:
+    """The properties file as read at start-up (DescribeConfigs lists them as static configs)."""
+    from kraftnode.config import ServerConfig
+
+    try:
+        return dict(ServerConfig.load(cfg.source).props.raw())
+    except (OSError, ConfigError):
+        return {}
+
+
+def _scram_credentials(cfg: NodeConfig, image: MetadataState | None, mlog: MetadataLog,
+                       node: RaftNode) -> ScramCredentials | None:
+    """The SCRAM credential store of the node's SASL listeners (kraftnode.security.credentials),
+    and the start-up check of its own SCRAM login to the other voters."""
+    try:
+        creds = security_hooks.scram_credentials(cfg.security, cfg.metadata_log_dir, image, mlog)
+        warning = security_hooks.check_controller_login(
+            creds, cfg.security.get(cfg.controller_listener), cfg.metadata_log_dir, len(node.voters),
+            node.is_voter)
+    except ValueError as e:   # ConfigError, or an unreadable bootstrap.checkpoint
+        raise StartupError(str(e)) from None
+    if warning is not None:
+        log.warning("%s", warning)
+    if creds is not None:
+        log.info("%s", creds.describe())
+    return creds
 
 
 def _raft_topic(cfg: NodeConfig, cluster_id: str) -> str:
@@ -233,7 +286,8 @@ def _raft_node(cfg: NodeConfig, cluster_id: str, directory_id: uuid.UUID | None,
 
 
 async def _start_listeners(tg: anyio.abc.TaskGroup, cfg: NodeConfig, handlers: NodeHandlers,
-                           request_metrics: RequestMetrics | None, duties: ControllerDuties | None,
+                           request_metrics: RequestMetrics | None,
+                           scram_credentials: ScramCredentials | None,
                            ) -> tuple[list[str], list[tuple[str, KafkaListener]]]:
     """Bind and serve every listener; (their bound addresses, (name, listener) pairs)."""
     limits = ServerLimits(cfg.socket_request_max_bytes, cfg.connections_max_idle_ms / 1000)
@@ -245,7 +299,7 @@ async def _start_listeners(tg: anyio.abc.TaskGroup, cfg: NodeConfig, handlers: N
         on_listener = OnListener(handlers, lst.name) if len(cfg.listeners) > 1 else handlers
         kl = KafkaListener(host, lst.port, on_listener, limits, request_metrics,
                            sec.ssl_context if sec else None,
-                           security_hooks.authenticator(sec, duties),
+                           security_hooks.authenticator(sec, scram_credentials),
                            sec.principal_mapper if sec else None, lst.name)
         port = await tg.start(kl.serve)
         listeners.append((lst.name, kl))

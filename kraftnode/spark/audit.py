@@ -22,6 +22,16 @@ the logs alone can prove):
   never-committed tail the replica has not truncated yet, e.g. a deposed leader's);
   the same or a higher epoch there is a safety violation.
 * At or above F, differing entries of different epochs are a legal uncommitted tail.
+* A batch of a segment that cannot be read -- its CRC does not match its bytes, it cannot
+  be decoded, or its header is damaged so that the rest of the file cannot be walked -- is
+  data that replica has **lost**: it can neither serve those offsets nor prove what it held
+  there. Below F it is lost *committed* data; at or above F the damage may itself hide the
+  proof (a damaged newest-epoch tail leaves fewer replicas holding it), so it is reported as
+  lost data the logs no longer prove committed. Either way it is named in the headline
+  (replica and offsets), fails the audit (exit code 1) and marks every pair with that
+  replica inconsistent. Only an *incomplete* last batch -- the file ends inside it, the
+  signature of a crash during an unflushed write, which Kafka's recovery truncates and which
+  the replica never acknowledged -- is not lost data; it is listed with the invalid rows.
 
 The audit therefore expects the log dirs of all voters; with fewer, F is computed
 over the replicas given and is only as strong as they are.
@@ -69,10 +79,58 @@ class AuditResult:
     report: Path
     tables: dict[str, Path] = field(default_factory=dict)
     rate_bucket_ms: int = 1000
+    #: unreadable segment batches (not an incomplete last batch), one row per batch: replica,
+    #: file, position, first_offset, last_offset (None: the rest of the file), epoch,
+    #: committed (first_offset below the committed floor), error
+    lost: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.violations
+        return not self.violations and not self.lost
+
+    def lost_ranges(self, committed: bool = True) -> dict[int, list[tuple[int, int | None]]]:
+        """Per replica, the offset ranges (first, last) it has lost, merged: below the committed
+        floor (``committed``) or at and above it; last None: to the end of the file."""
+        out: dict[int, list[tuple[int, int | None]]] = {}
+        floor = self.committed_floor
+        for r in sorted(self.lost, key=lambda r: (r["replica"], r["first_offset"])):
+            first, last = r["first_offset"], r["last_offset"]
+            if committed:
+                if first >= floor:
+                    continue
+                last = floor - 1 if last is None else min(last, floor - 1)
+            else:
+                if last is not None and last < floor:
+                    continue
+                first = max(first, floor)
+            ranges = out.setdefault(r["replica"], [])
+            prev = ranges[-1] if ranges else None
+            if prev is not None and prev[1] is not None and first <= prev[1] + 1:
+                ranges[-1] = (prev[0], None if last is None else max(prev[1], last))
+            elif prev is None or prev[1] is not None:
+                ranges.append((first, last))
+        return out
+
+    def headline(self) -> str:
+        """One line a person reads first: what the audit found, worst first."""
+        def where(ranges: list[tuple[int, int | None]]) -> str:
+            return ", ".join(f"{a} and after" if b is None else f"{a}-{b}" if a != b else str(a)
+                             for a, b in ranges)
+
+        parts = []
+        for replica, ranges in self.lost_ranges().items():
+            count = sum(b - a + 1 for a, b in ranges if b is not None)
+            parts.append(f"replica {replica} lost committed data: offsets {where(ranges)} ({count} record"
+                         f"{'s' if count != 1 else ''} in batches that fail their CRC or cannot be read)")
+        for replica, ranges in self.lost_ranges(committed=False).items():
+            parts.append(f"replica {replica} lost data the logs no longer prove committed: offsets "
+                         f"{where(ranges)} (batches that fail their CRC or cannot be read)")
+        if self.violations:
+            parts.append(f"{len(self.violations)} safety violation(s)")
+        if not parts:
+            return "No safety violation found; every replica can read its committed records."
+        text = "; ".join(parts)
+        return text[0].upper() + text[1:] + "."
 
 
 def _rows(df: Any) -> list[dict[str, Any]]:
@@ -82,7 +140,7 @@ def _rows(df: Any) -> list[dict[str, Any]]:
 # the columns of the kraft-log source the audit uses (Spark copies every column a Python
 # source yields, so naming them saves work)
 _AUDIT_COLUMNS = ("replica INT, file STRING, file_type STRING, position BIGINT, offset BIGINT, "
-                  "batch_base_offset BIGINT, partition_leader_epoch INT, timestamp BIGINT, control_type STRING, "
+                  "batch_base_offset BIGINT, batch_last_offset BIGINT, partition_leader_epoch INT, timestamp BIGINT, control_type STRING, "
                   "key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>, batch_crc BIGINT, "
                   "batch_crc_valid BOOLEAN, batch_size INT, batch_records INT, record_size INT, record_type STRING, "
                   "record_json STRING, record_error STRING, error STRING")
@@ -114,6 +172,7 @@ def _driver_read(spark: Any, files: list[Any]) -> Any:
     from kraftnode.spark.decode import decode_file
 
     spark_schema = StructType.fromDDL(_AUDIT_COLUMNS)
+    assert isinstance(spark_schema, StructType)  # a column list parses as a struct
     schema = to_arrow_schema(spark_schema)
     names = spark_schema.fieldNames()
     batches = [b.select(names).cast(schema) for f in files
@@ -238,7 +297,14 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
                            F.lit(") below the committed floor")).alias("reason")))
     violations_df = v1.unionByName(v2).dropDuplicates(["offset", "replica"]).orderBy("offset", "replica")
     violations, _ = save("violations", violations_df, 1000)
-    stage("committed floor and violations", f"floor {committed_floor}, {len(violations)} violations")
+    import pyarrow as pa
+
+    lost = _lost_batches(seg, committed_floor, F)
+    _write_rows("lost_batches", lost, pa.schema([
+        ("replica", pa.int32()), ("file", pa.string()), ("position", pa.int64()), ("first_offset", pa.int64()),
+        ("last_offset", pa.int64()), ("epoch", pa.int32()), ("committed", pa.bool_()), ("error", pa.string())]))
+    stage("committed floor and violations", f"floor {committed_floor}, {len(violations)} violations, "
+                                            f"{len(lost)} unreadable batches")
 
     # ---------------------------------------------------------------- pairwise first divergence
     a = entries.select(F.col("replica").alias("replica_a"), "offset", F.col("epoch").alias("epoch_a"),
@@ -257,16 +323,28 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
                         F.col("f.offset").alias("first_divergence"), "f.epoch_a", "f.epoch_b", "f.hash_a",
                         "f.hash_b", "c_epoch", "c_hash")
                 .orderBy("replica_a", "replica_b"))
+    lost_by_replica: dict[int, list[dict[str, Any]]] = {}
+    for batch in lost:
+        lost_by_replica.setdefault(batch["replica"], []).append(batch)
     pairs: list[dict[str, Any]] = []
     for r in _rows(pairs_df):
         verdict, reason = "consistent", "every common offset agrees"
         if r["first_divergence"] is not None:
             verdict, reason = _classify({**r, "offset": r["first_divergence"]}, committed_floor)
+        if verdict != "SAFETY VIOLATION":
+            # offsets one side cannot read are no common offsets: the comparison above cannot
+            # see them, but the pair does not hold the same committed log
+            gone = [(rep, x) for rep in (r["replica_a"], r["replica_b"]) for x in lost_by_replica.get(rep, [])]
+            if gone:
+                rep, x = min(gone, key=lambda g: g[1]["first_offset"])
+                what = "committed offset" if x["committed"] else "offset"
+                verdict = "INCONSISTENT: LOST " + ("COMMITTED DATA" if x["committed"] else "DATA")
+                reason = (f"replica {rep} cannot read {what} {x['first_offset']} and after "
+                          f"({x['file']}, batch at byte {x['position']}: {x['error']})")
         del r["c_epoch"], r["c_hash"]
         r["verdict"] = verdict
         r["reason"] = reason
         pairs.append(r)
-    import pyarrow as pa
 
     _write_rows("pair_divergence", pairs, pa.schema([
         ("replica_a", pa.int32()), ("replica_b", pa.int32()), ("common_offsets", pa.int64()),
@@ -351,14 +429,49 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
     stage("invalid rows", f"{invalid_count}")
 
     result = AuditResult(out, replicas, committed_floor, pairs, violations, leadership, voters, epochs, rate,
-                         invalid, invalid_count, out / "report.html", tables, int(bucket))
+                         invalid, invalid_count, out / "report.html", tables, int(bucket),
+                         lost=lost)
     result.report.write_text(_report_html(result, replica_rows, log_dirs), encoding="utf-8")
     (out / "summary.json").write_text(json.dumps({
+        "ok": result.ok, "headline": result.headline(),
         "replicas": replicas, "committed_floor": committed_floor, "violations": len(violations),
+        "lost_committed": {str(k): v for k, v in result.lost_ranges().items()},
+        "lost_not_proven_committed": {str(k): v for k, v in result.lost_ranges(committed=False).items()},
         "pairs": pairs, "leadership_epochs": len(leadership), "invalid_rows": invalid_count,
     }, indent=2, default=str), encoding="utf-8")
     stage("report", str(result.report))
     return result
+
+
+def _lost_batches(seg: Any, committed_floor: int, F: Any) -> list[dict[str, Any]]:
+    """Unreadable batches of the segments, an incomplete last batch (a crash's torn write)
+    excepted.
+
+    The decoder gives a batch whose CRC fails or that cannot be decoded its header's offsets
+    (each of its records as a row with ``error`` set, or one row for the batch); a header it
+    cannot walk past (a damaged length or magic) is a row with a byte position only, and
+    nothing after it in that file can be read: its first lost offset is one past the last
+    offset read before it (the segment's base offset, from its name, when nothing was)."""
+    bad = (seg.filter(F.col("error").isNotNull() & ~F.col("error").contains(": incomplete batch at byte "))
+           .groupBy("replica", "file", "position")
+           .agg(F.min(F.coalesce("offset", "batch_base_offset")).alias("first_offset"),
+                F.max(F.coalesce("batch_last_offset", "offset")).alias("last_offset"),
+                F.first("partition_leader_epoch", ignorenulls=True).alias("epoch"),
+                F.first("error").alias("error"))
+           .orderBy("replica", "file", "position"))
+    out: list[dict[str, Any]] = []
+    for r in _rows(bad):
+        if r["first_offset"] is None:
+            before = (seg.filter((F.col("replica") == r["replica"]) & (F.col("file") == r["file"])
+                                 & (F.col("position") < r["position"]) & F.col("offset").isNotNull())
+                      .agg(F.max("offset")).first()[0])
+            name = os.path.basename(r["file"]).split(".")[0]
+            r["first_offset"] = int(before) + 1 if before is not None else int(name) if name.isdigit() else 0
+            r["last_offset"] = None  # the rest of the file
+        r["committed"] = r["first_offset"] < committed_floor
+        r["error"] = str(r["error"]).split(": ", 1)[-1]  # the path is in the file column
+        out.append(r)
+    return out
 
 
 def _classify(f: dict[str, Any], committed_floor: int) -> tuple[str, str]:
@@ -493,8 +606,9 @@ def _table(rows: list[dict[str, Any]], columns: list[str] | None = None, limit: 
     head = "".join(f"<th>{html.escape(_HEADINGS.get(c, c))}</th>" for c in cols)
     body = []
     for r in rows[:limit]:
-        cls = ' class="bad"' if "VIOLATION" in str(r.get("verdict", "")) or r.get("reason") and "verdict" not in r \
-            else ""
+        verdict = str(r.get("verdict", ""))
+        cls = ' class="bad"' if "VIOLATION" in verdict or "INCONSISTENT" in verdict \
+            or "verdict" not in r and (r.get("reason") or r.get("error")) else ""
         body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(_cell(c, r.get(c)))}</td>" for c in cols) + "</tr>")
     more = f"<p>... {len(rows) - limit} more rows in the Parquet table</p>" if len(rows) > limit else ""
     return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
@@ -502,8 +616,7 @@ def _table(rows: list[dict[str, Any]], columns: list[str] | None = None, limit: 
 
 def _report_html(res: AuditResult, replica_rows: list[dict[str, Any]], log_dirs: list[str]) -> str:
     plots = _plots(res)
-    verdict = ("<p class='good'>No safety violation found.</p>" if res.ok else
-               f"<p class='bad'>{len(res.violations)} safety violation(s) found.</p>")
+    verdict = f"<p class='{'good' if res.ok else 'bad'}'><b>{html.escape(res.headline())}</b></p>"
     style = ("body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;"
              "font-size:13px;margin-bottom:1em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}"
              "th{background:#eee}.bad{color:#b00;background:#fee}.good{color:#070}")
@@ -522,6 +635,7 @@ differing epochs are a legal uncommitted tail.</p>
 {_table(res.pairs, ["replica_a", "replica_b", "common_offsets", "mismatched_offsets", "first_divergence",
                     "epoch_a", "epoch_b", "verdict", "reason"])}
 <h3>Violations</h3>{_table(res.violations)}
+<h3>Lost data (batches that fail their CRC or cannot be read)</h3>{_table(res.lost)}
 <h2>2. Leadership timeline</h2>{plots.get("leadership", "")}
 {_table(res.leadership)}
 <h2>3. Voter-set history</h2>{_table(res.voters)}

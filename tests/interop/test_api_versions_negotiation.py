@@ -22,8 +22,10 @@ from tests.support.node import NodeProcess, running_node
 
 pytestmark = pytest.mark.interop
 
-# What a node advertises by default: Vote v2 (KIP-996) only with kraftnode.raft.pre.vote.enable.
-OUR_VERSIONS = {s.key: (s.min_version, s.max_version) for s in SERVED.values()} | {VOTE: (0, 1)}
+# What a node advertises by default: everything it serves, Vote v2 included (KIP-996 pre-vote
+# is on by default, as in Kafka 4.x; kraftnode.raft.pre.vote.enable=false advertises Vote 0-1).
+OUR_VERSIONS = {s.key: (s.min_version, s.max_version) for s in SERVED.values()}
+assert OUR_VERSIONS[VOTE] == (0, 2)
 
 
 @pytest.fixture(scope="module")

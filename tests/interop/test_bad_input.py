@@ -68,10 +68,10 @@ def test_api_versions_with_an_invalid_software_name_is_refused_and_the_connectio
         assert still_open(s)
 
 
-@pytest.mark.parametrize("api_key,version", [(55, 3), (60, 9), (32767, 0), (19, 7)],
-                         ids=["DescribeQuorum-v3", "DescribeCluster-v9", "unknown-key", "CreateTopics"])
+@pytest.mark.parametrize("api_key,version", [(55, 3), (60, 9), (32767, 0), (21, 2)],
+                         ids=["DescribeQuorum-v3", "DescribeCluster-v9", "unknown-key", "DeleteRecords"])
 def test_a_version_or_api_not_served_closes_the_connection(node: NodeProcess, api_key: int, version: int) -> None:
-    """As Kafka's SocketServer does (CreateTopics: see docs/interop.md, known differences)."""
+    """As Kafka's SocketServer does (DeleteRecords, a broker API: see docs/interop.md, known differences)."""
     with socket.create_connection(("127.0.0.1", node.port), timeout=5) as s:
         s.sendall(raw(api_key, version, 3, b"\x00" * 8))
         assert recv_frame(s) is None
@@ -85,16 +85,15 @@ def test_genuine_java_clients_and_apis_we_do_not_serve(node: NodeProcess, kafka_
             assert admin("open", mode, f"127.0.0.1:{node.port}") == {"ok": True}
             assert admin("cluster")["nodes"][0]["id"] == 1
             made = admin("createtopic", "t1")
-            if mode == "servers":  # ApiVersions does not list CreateTopics: refused in the client
+            if mode == "servers":  # the controller places it, as a Kafka controller without brokers
                 assert (made["error"], made["message"]) == (
-                    "org.apache.kafka.common.errors.UnsupportedVersionException",
-                    "The node does not support CREATE_TOPICS")
+                    "org.apache.kafka.common.errors.InvalidReplicationFactorException",
+                    "Unable to replicate the partition 1 time(s): All brokers are currently fenced.")
             else:  # the Admin sends no CreateTopics to a controller quorum at all (as with Kafka)
                 assert made["error"] == "org.apache.kafka.common.errors.UnsupportedEndpointTypeException"
             groups = admin("listgroups")
-            if mode == "servers":
-                assert groups["error"] == "org.apache.kafka.common.errors.UnsupportedVersionException"
-                assert groups["message"].endswith("The node does not support LIST_GROUPS")
+            if mode == "servers":  # the group coordinator serves ListGroups (docs/server.md)
+                assert groups == {"groups": 0}, groups
             else:  # no broker among the controllers, as the Admin finds with Kafka
                 assert groups["message"] == "Failed to find brokers to send ListGroups"
             assert admin("cluster")["controller"] == 1  # the same Admin goes on working
@@ -103,7 +102,7 @@ def test_genuine_java_clients_and_apis_we_do_not_serve(node: NodeProcess, kafka_
     r = kafka_home.tool("kafka-topics", "--bootstrap-server", f"127.0.0.1:{node.port}", "--create",
                         "--topic", "t2", "--partitions", "1", "--replication-factor", "1")
     assert r.returncode == 1
-    assert "The node does not support CREATE_TOPICS" in r.stdout + r.stderr
+    assert "Unable to replicate the partition 1 time(s): All brokers are currently fenced." in r.stdout + r.stderr
     assert node.log().count("closing connection") == before, node.log()[-3000:]
 
 
@@ -124,7 +123,9 @@ def test_every_served_api_is_advertised(node: NodeProcess) -> None:
             client_software_name="kraftnode-tests", client_software_version="1"), 1)
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}  # type: ignore[attr-defined]
     served = {s.key: (s.min_version, s.max_version) for s in SERVED.values()}
-    served[VOTE] = (0, 1)  # Vote v2 (KIP-996) only with kraftnode.raft.pre.vote.enable=true
+    # Vote 0-2: pre-vote (KIP-996) is on by default, as in Kafka 4.x (0-1 with it off:
+    # tests/kraftnode/server/test_api_versions_server.py)
+    assert served[VOTE] == (0, 2)
     assert got == served
 
 

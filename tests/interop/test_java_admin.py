@@ -99,7 +99,8 @@ def test_describe_metadata_quorum_and_cluster(dyn: DynamicCluster, admin: JavaAd
 def test_describe_features_and_configs(dyn: DynamicCluster, admin: JavaAdmin) -> None:
     """As a Kafka 3.9 controller answers: metadata.version 3.9-IV0 finalized, kraft.version
     supported 0-1 but not finalized (it has no FeatureLevelRecord), the epoch the offset at
-    which the features last changed; no overridden configs."""
+    which the features last changed; the topic has no overridden configs, the node lists
+    every config (ConfigHelper: its own id)."""
     admin("open", "controllers", f"127.0.0.1:{dyn.port(2)}")
     f = admin("features")
     assert f["finalized"] == {"metadata.version": [21, 21]}
@@ -107,7 +108,8 @@ def test_describe_features_and_configs(dyn: DynamicCluster, admin: JavaAdmin) ->
     assert 0 < f["epoch"] < wait_for_hw(dyn, 1).high_watermark
     assert admin("features")["epoch"] == f["epoch"]  # stable: no feature changed since
     assert admin("configs", "topic", "__cluster_metadata") == {"configs": {}}
-    assert admin("configs", "broker", "2") == {"configs": {}}
+    broker = admin("configs", "broker", "2")["configs"]
+    assert broker["node.id"] == "2" and broker["message.max.bytes"] == "1048588" and len(broker) > 50
     missing = admin("configs", "topic", "other")
     assert missing["error"] == "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"
 

@@ -129,7 +129,9 @@ def test_coordinator_errors_with_raw_frames(cluster: Cluster) -> None:
         fc0 = frame_call(s, FIND_COORDINATOR, 0, w.FindCoordinatorRequest(key="a"), 2)
         assert (fc0.error_code, fc0.node_id, fc0.port) == (0, leader, cluster.port(leader))
         tx = frame_call(s, FIND_COORDINATOR, 4, w.FindCoordinatorRequest(key_type=1, coordinator_keys=["t"]), 3)
-        assert tx.coordinators[0].error_code == Errors.COORDINATOR_NOT_AVAILABLE
+        # no transaction coordinator: an error the Java producer treats as fatal, with the reason
+        assert tx.coordinators[0].error_code == Errors.INVALID_REQUEST
+        assert "Transactions are not supported" in tx.coordinators[0].error_message
         r = frame_call(s, OFFSET_COMMIT, 8, _commit("g-raw", -1, ""), 4)
         assert _codes(r) == [Errors.NOT_COORDINATOR]
         f = frame_call(s, OFFSET_FETCH, 7, w.OffsetFetchRequest(group_id="g-raw", topics=None), 5)

@@ -45,6 +45,19 @@ INTEROP_APIS = {
     "UpdateFeatures": (57, "0-1"),
     "FetchSnapshot": (59, "0-1"),
     "DescribeCluster": (60, "0-1"),
+    "OffsetCommit": (8, "0-9"),
+    "OffsetFetch": (9, "0-9"),
+    "FindCoordinator": (10, "0-6"),
+    "JoinGroup": (11, "0-9"),
+    "Heartbeat": (12, "0-4"),
+    "LeaveGroup": (13, "0-5"),
+    "SyncGroup": (14, "0-5"),
+    "DescribeGroups": (15, "0-5"),
+    "ListGroups": (16, "0-5"),
+    "DeleteGroups": (42, "0-2"),
+    "OffsetDelete": (47, "0"),
+    "ConsumerGroupHeartbeat": (68, "0"),
+    "ConsumerGroupDescribe": (69, "0"),
     "AddRaftVoter": (80, "0"),
     "RemoveRaftVoter": (81, "0"),
     "UpdateRaftVoter": (82, "0"),
@@ -348,7 +361,37 @@ def test_beyond_3_9_only_adds_newer_versions() -> None:
     assert any(f["name"] == "Extra" for f in cut_to_3_9(mutated)["fields"])
 
 
-@pytest.mark.parametrize("path", SCHEMA_FILES, ids=_ids(SCHEMA_FILES))
+# schemas/groups/: the group coordinator's records (the keys and values of __consumer_offsets).
+# Kafka does not publish them with the protocol messages: they are packaged in its
+# group-coordinator jar, so they are compared with the genuine Kafka installation's copy.
+GROUP_RECORD_FILES = [p for p in SCHEMA_FILES if p.parent.name == "groups"]
+PROTOCOL_FILES = [p for p in SCHEMA_FILES if p.parent.name != "groups"]
+GROUP_COORDINATOR_JAR = "kafka-group-coordinator-3.9.0.jar"
+
+
+@pytest.mark.parametrize("path", GROUP_RECORD_FILES, ids=_ids(GROUP_RECORD_FILES))
+def test_group_record_agrees_with_kafka_3_9(path: Path, kafka_home: Any) -> None:
+    import zipfile
+
+    ours = _load(path)
+    with zipfile.ZipFile(kafka_home.libs / GROUP_COORDINATOR_JAR) as jar:
+        text = jar.read(f"common/message/{path.name}").decode()
+    diffs = compare_schema(ours, json.loads(strip_json_comments(text)))
+    assert not diffs, f"{path.relative_to(REPO)} differs from Kafka's {path.name}:\n" + "\n".join(diffs)
+
+
+def test_every_kafka_group_record_has_a_schema(kafka_home: Any) -> None:
+    """Every record of the 3.9 group coordinator but KIP-932's share groups (early access in 3.9)."""
+    import zipfile
+
+    with zipfile.ZipFile(kafka_home.libs / GROUP_COORDINATOR_JAR) as jar:
+        kafka = {Path(n).stem for n in jar.namelist()
+                 if n.startswith("common/message/") and n.endswith(".json")
+                 and not Path(n).name.startswith("ShareGroup")}
+    assert kafka == {p.stem for p in GROUP_RECORD_FILES}
+
+
+@pytest.mark.parametrize("path", PROTOCOL_FILES, ids=_ids(PROTOCOL_FILES))
 def test_agrees_with_kafka_3_9(path: Path, reference_dir: Path) -> None:
     ours = cut_to_3_9(_load(path))
     kafka_path = kafka_index(reference_dir).get(ours["name"])

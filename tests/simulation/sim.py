@@ -98,6 +98,9 @@ class Result:
 
 
 class Simulation:
+    #: A subclass that needs a dynamic quorum in every seed (tests/simulation/grow_sim.py).
+    always_dynamic = False
+
     def __init__(self, seed: int, voters: int = 3, observers: int = 1, plant: str | None = None,
                  profile: FaultProfile | None = None, pre_vote_mode: str | None = None,
                  calm: bool | None = None) -> None:
@@ -122,7 +125,7 @@ class Simulation:
         # Half the seeds run a static quorum (kraft.version 0: controller.quorum.voters, no
         # directory ids); the other half a dynamic one (kraft.version 1: the voter set,
         # with directory ids, comes from a bootstrap control batch at the start of the log).
-        self.dynamic = self.rng.random() < 0.5
+        self.dynamic = self.rng.random() < 0.5 or self.always_dynamic
         # Dynamic seeds also change the voter set (KIP-853): an admin client adds
         # observers and removes voters (the leader too) through the leader, and some
         # voters start with a stale endpoint in the bootstrap VotersRecord, which they

@@ -28,7 +28,15 @@ Invariants, after every simulation event (:meth:`StateLayer.check`):
   committed log up to that offset (a reference MetadataState fed every committed record);
 * every snapshot a node writes or installs holds exactly the state implied at its id;
 * cleaning never removed a record that a kept snapshot does not cover: a node (running or
-  crashed) whose log starts above 0 has a valid, durable snapshot file ending there.
+  crashed) whose log starts above 0 has a valid, durable snapshot file ending there;
+* the group coordinator's committed offsets never go backwards for a generation
+  (:class:`GroupWatch`): some simulated records are the group coordinator's own records
+  (OffsetCommit: the committed offset is the record's log offset, the generation its
+  leader epoch; GroupMetadata of that generation), and whenever a leader could serve groups
+  (it has applied its whole committed log, its epoch's first entry included) a real
+  :class:`~kraftnode.groups.GroupCoordinator` rebuilt from its state machine's records must
+  serve, for every group, a (generation, offset) no older than any leader served before --
+  across leader changes, snapshots, FetchSnapshot and crashes.
 
 The plant :data:`DELETE_BEFORE_SNAPSHOT_DURABLE` (defined here, in the tests; the core is
 untouched) cleans the log as soon as the snapshot is captured, before the file is durable: a
@@ -52,6 +60,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from unittest import mock
 
+from kraftnode.groups import GroupConfig, GroupCoordinator
+from kraftnode.groups import records as group_records
+from kraftnode.groups.records import RECORD_KEY_PREFIX
 from kraftnode.log.metadata_records import encode_metadata_record
 from kraftnode.log.snapshot import (
     PARTIAL_SUFFIX,
@@ -65,6 +76,7 @@ from kraftnode.log.snapshot import (
 )
 from kraftnode.metadata.state import MetadataState
 from kraftnode.metadata.state_machine import StateMachineRunner, snapshot_data_records
+from kraftnode.protocol.generated.groups import GroupMetadataValue
 from kraftnode.protocol.generated.metadata import (
     ConfigRecord,
     FeatureLevelRecord,
@@ -110,9 +122,16 @@ def digest(sm: MetadataState) -> int:
     return hash(tuple(state_records(sm)))
 
 
-def record_for(n: int) -> tuple[bytes | None, bytes | None]:
-    """The real record simulated record ``n`` stands for (key, value)."""
+def record_for(n: int, offset: int = 0, epoch: int = 0) -> tuple[bytes | None, bytes | None]:
+    """The real record simulated record ``n`` stands for (key, value), at log ``offset`` in
+    leader ``epoch`` (the group records carry both: see :class:`GroupWatch`)."""
     kind, rest = n % 20, n // 20
+    if kind == 16:   # the group coordinator commits offset = this log offset, generation = epoch
+        return group_records.offset_commit(f"g{rest % 3}", "t", 0, offset, epoch, "", 1_000_000 + offset)
+    if kind == 17:   # the group's generation record
+        return group_records.group_metadata(f"g{rest % 3}", GroupMetadataValue(
+            protocol_type="consumer", generation=epoch, protocol=None, leader=None,
+            current_state_timestamp=-1, members=[]))
     t = rest % TOPICS
     tid = uuid.UUID(int=t + 1)
     m: Any = None
@@ -156,8 +175,8 @@ def _as_views(batch: Batch) -> list[BatchView]:
     out = []
     for i, rec in enumerate(batch.records):
         assert isinstance(rec, int)
-        k, v = record_for(rec)
         offset = batch.base_offset + i
+        k, v = record_for(rec, offset, batch.epoch)
         data = build_batch([Record(k, v)], base_offset=offset, partition_leader_epoch=batch.epoch,
                            now_ms=1_000_000 + offset)
         out.extend(iter_batches(data))
@@ -194,6 +213,53 @@ class StateSimLog(SimLog):
         return records
 
 
+class GroupWatch:
+    """What the group coordinator of each leader could serve: a real GroupCoordinator
+    rebuilt from the leader's state machine records (what kraftnode.server.handlers.groups
+    does when a leader starts coordinating). Per group, the served (generation, committed
+    offset) never goes backwards."""
+
+    def __init__(self) -> None:
+        self.served: dict[str, tuple[int, int]] = {}
+        self.observations = 0
+
+    _views: dict[tuple[tuple[bytes, bytes], ...], dict[str, tuple[int, int]]] = {}
+
+    @staticmethod
+    def view(sm: MetadataState) -> dict[str, tuple[int, int]]:
+        items = tuple(sorted((k, v) for k, v in sm.app.items() if k.startswith(RECORD_KEY_PREFIX)))
+        got = GroupWatch._views.get(items)
+        if got is None:   # memoized: the same group records give the same coordinator state
+            if len(GroupWatch._views) > 10_000:
+                GroupWatch._views.clear()
+            got = GroupWatch._views[items] = GroupWatch._build(items)
+        return got
+
+    @staticmethod
+    def _build(items: tuple[tuple[bytes, bytes], ...]) -> dict[str, tuple[int, int]]:
+        c = GroupCoordinator(GroupConfig(), dict)
+        c.replay_all(items)
+        out = {}
+        for group, offsets in c.offsets.items():
+            o = offsets.get(("t", 0))
+            if o is not None:
+                out[group] = (o[1], o[0])   # (generation = the commit's epoch, offset)
+        return out
+
+    def observe(self, who: str, view: dict[str, tuple[int, int]]) -> None:
+        from tests.simulation.sim import Violation
+        self.observations += 1
+        for group, now in view.items():
+            before = self.served.get(group)
+            if before is not None and now < before:
+                raise Violation(f"{who} serves group {group} at (generation, offset) {now}, behind "
+                                f"{before} served before: a committed offset went backwards")
+            self.served[group] = now
+        lost = set(self.served) - set(view)
+        if lost:
+            raise Violation(f"{who} has lost the committed offsets of groups {sorted(lost)}")
+
+
 class NodeState:
     """One node's state machine and snapshot directory."""
 
@@ -213,6 +279,7 @@ class StateLayer:
         self.ref = MetadataState()
         self.ref_digests: list[int] = [digest(self.ref)]   # state digest at each offset
         self.snapshots_written = self.snapshots_installed = self.mid_write_crashes = 0
+        self.groups = GroupWatch()
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -280,9 +347,9 @@ class StateLayer:
         committed = self.sim.committed
         while len(self.ref_digests) <= len(committed):
             offset = len(self.ref_digests) - 1
-            _epoch, rec = committed[offset]
+            epoch, rec = committed[offset]
             if isinstance(rec, int):
-                k, v = record_for(rec)
+                k, v = record_for(rec, offset, epoch)
                 view = next(iter_batches(build_batch([Record(k, v)], base_offset=offset, now_ms=0)))
                 self.ref.apply(view, offset + 1)
             self.ref_digests.append(digest(self.ref))
@@ -335,6 +402,11 @@ class StateLayer:
                 if off != st.checked_at:
                     self._check_state(st, off, f"node {node.node_id}")
                     st.checked_at = off
+                    start = node.core.epoch_start_offset()
+                    if start is not None and off >= node.core.high_watermark > start:
+                        # a leader that would coordinate groups now
+                        assert isinstance(st.runner.sm, MetadataState)
+                        self.groups.observe(f"leader {node.node_id} at offset {off}", GroupWatch.view(st.runner.sm))
             start = node.log.start_offset
             sid = node.log.latest_snapshot_id()
             if start > 0 and (sid is None or sid.offset != start or not os.path.exists(

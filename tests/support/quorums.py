@@ -32,6 +32,9 @@ def format_node(properties: str, cluster_id: str, *flags: str) -> None:
 
 @dataclass
 class StaticCluster(Cluster):
+    #: more `kraftnode format` arguments for every node (e.g. --add-scram)
+    format_flags: tuple[str, ...] = ()
+
     def __post_init__(self) -> None:
         self.ports = free_ports(self.n)
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in zip(self.ids, self.ports, strict=True))
@@ -42,7 +45,7 @@ class StaticCluster(Cluster):
                 f"node.id={i}\nprocess.roles=controller\n"
                 f"listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n"
                 f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{self.extra}")
-            format_node(str(d / "server.properties"), CLUSTER_ID)
+            format_node(str(d / "server.properties"), CLUSTER_ID, *self.format_flags)
 
 
 @dataclass

@@ -122,17 +122,17 @@ def test_ssl_and_sasl_ssl_rows_beside_plaintext(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_pre_vote_and_linearizable_rows_beside_the_default(tmp_path: Path) -> None:
-    """--variants pre-vote,linearizable (issue 17): each on its own fresh quorum in the same
+def test_no_pre_vote_and_linearizable_rows_beside_the_default(tmp_path: Path) -> None:
+    """--variants no-pre-vote,linearizable (issue 17; pre-vote is on by default): each on its own fresh quorum in the same
     run as the default, every record acknowledged, consumer read latencies (ListOffsets
     LATEST, Fetch) measured on every PLAINTEXT leader, and the ratios to the default row."""
     r = _run("--json", "--shared-dir", str(tmp_path / "absent"), "--tmp", str(tmp_path),
-             "--variants", "pre-vote,linearizable", "--ops1", "20", "--opsn", "200",
+             "--variants", "no-pre-vote,linearizable", "--ops1", "20", "--opsn", "200",
              "--read-ops", "50", "--keep", timeout=110)
     assert r.returncode == 0, r.stderr[-3000:]
     objs = [json.loads(ln) for ln in r.stdout.splitlines()]
     rows = {(o["system"], o["concurrency"]): o for o in objs if o["kind"] == "row"}
-    assert {s for s, _ in rows} == {"kraftnode", "kraftnode+pre-vote", "kraftnode+linearizable"}
+    assert {s for s, _ in rows} == {"kraftnode", "kraftnode+no-pre-vote", "kraftnode+linearizable"}
     for (_system, conc), row in rows.items():
         assert row["errors"] == 0 and row["ops"] == (20 if conc == 1 else 200), row
         if conc == 1:
@@ -148,11 +148,11 @@ def test_pre_vote_and_linearizable_rows_beside_the_default(tmp_path: Path) -> No
     props = {d.name: (d / "node1" / "server.properties").read_text()
              for d in tmp_path.glob("quorum-bench-kraftnode-*")}
     assert len(props) == 3
-    assert sum("kraftnode.raft.pre.vote.enable=true" in t for t in props.values()) == 1
+    assert sum("kraftnode.raft.pre.vote.enable=false" in t for t in props.values()) == 1
     assert sum("kraftnode.read.linearizable=true" in t for t in props.values()) == 1
-    assert rows[("kraftnode+pre-vote", 64)]["variant"] == "kraftnode.raft.pre.vote.enable=true"
+    assert rows[("kraftnode+no-pre-vote", 64)]["variant"] == "kraftnode.raft.pre.vote.enable=false"
     cmps = {o["system"]: o for o in objs if o["kind"] == "comparison"}
-    assert set(cmps) == {"kraftnode", "kraftnode+pre-vote", "kraftnode+linearizable"}
+    assert set(cmps) == {"kraftnode", "kraftnode+no-pre-vote", "kraftnode+linearizable"}
     assert cmps["kraftnode"]["ops_per_s_ratio"] == 1.0
     lin = cmps["kraftnode+linearizable"]
     assert lin["ops_per_s_ratio"] == round(rows[("kraftnode+linearizable", 64)]["ops_per_s"]

@@ -20,7 +20,12 @@ import pytest
 pytest.importorskip("pyspark")
 
 from kraftnode.spark.audit import run_audit  # noqa: E402
-from tools.pipelines.sample_quorum import SampleQuorum, plant_divergence, write_sample_quorum  # noqa: E402
+from tools.pipelines.sample_quorum import (  # noqa: E402
+    SampleQuorum,
+    flip_bytes,
+    plant_divergence,
+    write_sample_quorum,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -115,6 +120,87 @@ def test_planted_divergence_is_detected_at_its_offset(spark: Any, sample: Sample
         "read", "committed floor and violations", "pairwise divergence", "epochs and leadership",
         "voter sets and write rate", "invalid rows", "report"], out
     assert "on the driver" in stages[2]
+
+
+def _cli_audit(root: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    """``kraftnode audit`` in this process (on the module's Spark session): exit code and the
+    lines it printed after its progress lines."""
+    import argparse
+
+    from kraftnode.commands import audit
+
+    capsys.readouterr()
+    rc = audit.run(argparse.Namespace(log_dirs=[str(root)], out=str(out), master="local[2]"))
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if not re.match(r"^\[\s*[\d.]+ s\]", ln)]
+    return rc, lines
+
+
+def test_a_clean_set_reports_clean(spark: Any, sample: SampleQuorum, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    rc, lines = _cli_audit(sample.root, tmp_path / "out", capsys)
+    assert rc == 0
+    assert lines[0] == "No safety violation found; every replica can read its committed records."
+    assert "0 safety violations; 0 replica(s) with lost data" in lines[1]
+    assert "  replicas 1 and 3: consistent" in lines
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["ok"] is True and summary["lost_committed"] == {}
+    assert "No safety violation found" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_a_damaged_replica_is_never_called_clean(spark: Any, sample: SampleQuorum, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """8 bytes flipped inside a committed batch of replica 3 (its CRC fails): replica 3 has
+    lost committed data. The headline names it and the offsets, the exit code is 1, and the
+    pairs with replica 3 are inconsistent -- though every offset they still have in common
+    agrees."""
+    root = tmp_path / "q"
+    shutil.copytree(sample.root, root)
+    target = sample.epoch_start[2] - 2  # a committed epoch-1 record every replica holds
+    base, last = flip_bytes(root / "node3" / "metadata", target)
+    res = run_audit(spark, [str(root)], tmp_path / "out")
+    assert res.violations == [] and not res.ok
+    assert res.committed_floor == sample.end_offsets[1]  # the other replicas still prove it
+    assert res.lost_ranges() == {3: [(base, last)]} and res.lost_ranges(committed=False) == {}
+    n = last - base + 1
+    headline = (f"Replica 3 lost committed data: offsets {base}-{last} ({n} records in batches that fail "
+                "their CRC or cannot be read).")
+    assert res.headline() == headline
+    for a in (1, 2):
+        p = _pair(res, a, 3)
+        assert p["verdict"] == "INCONSISTENT: LOST COMMITTED DATA", p
+        assert p["reason"].startswith(f"replica 3 cannot read committed offset {base} and after"), p
+        assert "does not match its bytes" in p["reason"]
+    assert _pair(res, 1, 2)["verdict"] == "legal uncommitted tail"
+    html = res.report.read_text()
+    assert headline in html and "No safety violation found" not in html
+
+    rc, lines = _cli_audit(root, tmp_path / "cli", capsys)
+    assert rc == 1
+    assert lines[0] == headline
+    assert "0 safety violations; 1 replica(s) with lost data" in lines[1]
+    assert f"  replicas 1 and 3: INCONSISTENT: LOST COMMITTED DATA: replica 3 cannot read committed offset {base} " \
+        "and after" in "\n".join(lines), lines
+    summary = json.loads((tmp_path / "cli" / "summary.json").read_text())
+    assert summary["ok"] is False and summary["lost_committed"] == {"3": [[base, last]]}
+
+
+def test_a_damaged_batch_header_loses_the_rest_of_the_file(spark: Any, sample: SampleQuorum,
+                                                           tmp_path: Path) -> None:
+    """The length field of a committed batch of replica 3 flipped: nothing after it in that
+    file can be read. The damage also hides the proof of commitment (only replicas 1 and 3
+    held the newest epoch), so the audit says lost data the logs no longer prove committed --
+    still named, still a failure, still inconsistent -- and never clean."""
+    root = tmp_path / "q"
+    shutil.copytree(sample.root, root)
+    base, _ = flip_bytes(root / "node3" / "metadata", sample.epoch_start[2] - 2, at="length")
+    res = run_audit(spark, [str(root)], tmp_path / "out")
+    assert not res.ok and res.violations == []
+    assert res.lost_ranges(committed=False) == {3: [(max(base, res.committed_floor), None)]}
+    assert res.headline().startswith(f"Replica 3 lost data the logs no longer prove committed: offsets "
+                                     f"{max(base, res.committed_floor)} and after")
+    for a in (1, 2):
+        assert _pair(res, a, 3)["verdict"].startswith("INCONSISTENT: LOST"), _pair(res, a, 3)
+    assert "is below the minimum" in res.lost[0]["error"]
 
 
 def test_cli_refuses_a_path_that_is_not_a_log_dir(tmp_path: Path) -> None:
@@ -214,3 +300,18 @@ def test_divergence_rule(entry: dict[str, int], floor: int, verdict: str) -> Non
 
     got, reason = _classify({"offset": 15, "replica_a": 1, "replica_b": 2, **entry}, floor)
     assert got == verdict, reason
+
+
+def test_the_pipeline_job_fails_on_a_damaged_replica(sample: SampleQuorum, tmp_path: Path) -> None:
+    """tools/pipelines/quorum_audit.py (the spark-submit job, its own Spark session): the same
+    headline first, exit 1."""
+    root = tmp_path / "q"
+    shutil.copytree(sample.root, root)
+    base, last = flip_bytes(root / "node3" / "metadata", sample.epoch_start[2] - 2)
+    r = subprocess.run([sys.executable, "tools/pipelines/quorum_audit.py", str(root), "--out", str(tmp_path / "out"),
+                        "--master", "local[1]"], capture_output=True, text=True, timeout=240,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 1, r.stdout + r.stderr[-2000:]
+    lines = [ln for ln in r.stdout.splitlines() if not re.match(r"^\[\s*[\d.]+ s\]", ln)]
+    assert lines[0].startswith(f"Replica 3 lost committed data: offsets {base}-{last} "), lines
+    assert "  1 vs 3: INCONSISTENT: LOST COMMITTED DATA" in r.stdout

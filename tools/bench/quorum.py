@@ -45,9 +45,9 @@ Prometheus metrics (``kraftnode.metrics.listener``) and are scraped during the r
 two variants alternate in order and the table gains ``kraftnode+metrics`` rows and a
 check that records/s with metrics stay within 3% of records/s without.
 
-With ``--variants pre-vote,linearizable`` (issue 17) the same repeats also run quorums with
-``kraftnode.raft.pre.vote.enable=true`` and with ``kraftnode.read.linearizable=true`` (rows
-``kraftnode+pre-vote``, ``kraftnode+linearizable``). Every PLAINTEXT quorum also measures
+With ``--variants no-pre-vote,linearizable`` (issue 17) the same repeats also run quorums with
+``kraftnode.raft.pre.vote.enable=false`` (pre-vote is on by default) and with
+``kraftnode.read.linearizable=true`` (rows ``kraftnode+no-pre-vote``, ``kraftnode+linearizable``). Every PLAINTEXT quorum also measures
 consumer read latency on the leader after its write runs: ``--read-ops`` ListOffsets LATEST
 round trips and as many Fetch round trips (the last record, MaxWaitMs 0), one at a time on one
 connection, p50/p99 (``reads`` in the row at 1 outstanding). All quorums of one repeat run back
@@ -55,7 +55,7 @@ to back, in an order that alternates between repeats, so drift on a shared host 
 row alike; the table ends with each row's ratios to the PLAINTEXT default row.
 
 Usage: python tools/bench/quorum.py [--quick] [--skip-anchors] [--json] [--metrics-compare]
-       [--security PLAINTEXT,SSL,SASL_SSL] [--variants pre-vote,linearizable]
+       [--security PLAINTEXT,SSL,SASL_SSL] [--variants no-pre-vote,linearizable]
        [--baseline REF|none] [--skip-raft-workload] [--kafka-home DIR] [--skip-kafka]
 """
 
@@ -115,7 +115,8 @@ TARGET_METRICS_RATIO = 0.97   # issue 16: metrics on costs at most 3% of records
 TARGET_SECURE_RATIO = 0.8      # issue 15: SSL / SASL_SSL records/s >= 0.8x PLAINTEXT's
 #: issue 17: server settings measured beside the default (PLAINTEXT) quorum
 VARIANTS: dict[str, str] = {
-    "pre-vote": "kraftnode.raft.pre.vote.enable=true\n",
+    # pre-vote (KIP-996) is on by default: the variant is the node with it off (Kafka 3.9's elections)
+    "no-pre-vote": "kraftnode.raft.pre.vote.enable=false\n",
     "linearizable": "kraftnode.read.linearizable=true\n",
 }
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -751,7 +752,7 @@ def run_kraftnode(args: argparse.Namespace, levels: list[int],
                   variants: list[str] | None = None) -> list[dict[str, Any]]:
     """``args.repeats`` rounds; in each, one fresh quorum per kind -- every ``security``
     protocol (rows kraftnode, kraftnode-SSL, ...) and every server ``variants`` entry
-    (PLAINTEXT, rows kraftnode+pre-vote, ...) -- back to back, the order reversed every
+    (PLAINTEXT, rows kraftnode+no-pre-vote, ...) -- back to back, the order reversed every
     other round; every level on each; medians over the repeats.
 
     With ``--metrics-compare`` every kind also runs a twin quorum with
@@ -784,7 +785,7 @@ def run_kraftnode(args: argparse.Namespace, levels: list[int],
 
 
 def _system(security: str, metrics: bool, variant: str = "") -> str:
-    """Row name: kraftnode, kraftnode-SSL, kraftnode-SASL_SSL, kraftnode+pre-vote,
+    """Row name: kraftnode, kraftnode-SSL, kraftnode-SASL_SSL, kraftnode+no-pre-vote,
     kraftnode+linearizable, each +metrics when scraped."""
     if variant.startswith("@"):      # the --baseline commit's code
         return f"kraftnode{variant}" + ("+metrics" if metrics else "")
@@ -1345,8 +1346,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "default PLAINTEXT)")
     ap.add_argument("--variants", default="",
                     help="kraftnode server settings measured beside the default, each on its own "
-                         "fresh PLAINTEXT quorums: pre-vote (kraftnode.raft.pre.vote.enable=true), "
-                         "linearizable (kraftnode.read.linearizable=true); e.g. pre-vote,linearizable")
+                         "fresh PLAINTEXT quorums: no-pre-vote (kraftnode.raft.pre.vote.enable=false; "
+                         "pre-vote is on by default), linearizable (kraftnode.read.linearizable=true); "
+                         "e.g. no-pre-vote,linearizable")
     ap.add_argument("--read-ops", type=int, default=2000, metavar="N",
                     help="consumer read round trips on each PLAINTEXT quorum's leader, per kind "
                          "(ListOffsets LATEST, Fetch); 0: none (default 2000; /10 with --quick)")

@@ -7,7 +7,9 @@ consistency with each pair's first divergence classified as a legal uncommitted
 tail or a safety violation, the leadership timeline, the voter-set history, and
 per-epoch records/bytes/compression with the write rate.  The logic and the
 consistency rule live in ``kraftnode.spark.audit``; ``kraftnode audit`` runs the
-same job in-process.  Exit status: 0 clean, 1 violations found, 2 bad input.
+same job in-process.  Exit status: 0 clean, 1 a safety violation found or committed data
+lost on a replica (a batch below the committed floor that fails its CRC or cannot be read),
+2 bad input.
 """
 
 from __future__ import annotations
@@ -41,11 +43,14 @@ def main(argv: list[str] | None = None) -> int:
                         progress=lambda line: print(f"[{time.monotonic() - t0:5.1f} s] {line}", flush=True))
     finally:
         spark.stop()
+    print(res.headline())
     print(f"replicas {res.replicas}; committed floor {res.committed_floor}; "
-          f"{len(res.leadership)} epochs; {len(res.violations)} violations; report {res.report}")
+          f"{len(res.leadership)} epochs; {len(res.violations)} violations; "
+          f"{len({b['replica'] for b in res.lost})} replica(s) with lost data; report {res.report}")
     for p in res.pairs:
         print(f"  {p['replica_a']} vs {p['replica_b']}: {p['verdict']}"
-              + (f" at offset {p['first_divergence']} ({p['reason']})" if p.get("first_divergence") is not None else ""))
+              + (f" at offset {p['first_divergence']} ({p['reason']})" if p.get("first_divergence") is not None
+                 else "" if p["verdict"] == "consistent" else f" ({p['reason']})"))
     return 0 if res.ok else 1
 
 

@@ -194,6 +194,27 @@ def plant_divergence(log_dir: Path, offset: int) -> Path:
     raise ValueError(f"no data record at offset {offset} under {log_dir}")
 
 
+def flip_bytes(log_dir: Path, offset: int, count: int = 8, at: str = "records") -> tuple[int, int]:
+    """Flip ``count`` bytes of the segment batch holding ``offset`` in ``log_dir``, as a bad disk
+    would, leaving everything else in place: ``at="records"`` inside its records (its CRC no
+    longer matches), ``at="length"`` in its length field (the file cannot be walked past it).
+    Returns the batch's (base offset, last offset)."""
+    pdir = Path(log_dir) / METADATA_PARTITION_DIR
+    for seg in sorted(pdir.glob("*.log")):
+        data = bytearray(seg.read_bytes())
+        pos = 0
+        for view in rb.iter_batches(bytes(data)):
+            size = view.size_in_bytes
+            if view.base_offset <= offset <= view.last_offset:
+                start = pos + 8 if at == "length" else pos + 61 + (size - 61 - count) // 2
+                for i in range(start, start + (4 if at == "length" else count)):
+                    data[i] ^= 0xFF
+                seg.write_bytes(bytes(data))
+                return view.base_offset, view.last_offset
+            pos += size
+    raise ValueError(f"no batch holds offset {offset} under {log_dir}")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: sample_quorum.py DIR", file=sys.stderr)

@@ -3,44 +3,103 @@
 
 from kraftnode.protocol.generated.add_raft_voter_request import AddRaftVoterRequest
 from kraftnode.protocol.generated.add_raft_voter_response import AddRaftVoterResponse
+from kraftnode.protocol.generated.allocate_producer_ids_request import AllocateProducerIdsRequest
+from kraftnode.protocol.generated.allocate_producer_ids_response import AllocateProducerIdsResponse
+from kraftnode.protocol.generated.alter_client_quotas_request import AlterClientQuotasRequest
+from kraftnode.protocol.generated.alter_client_quotas_response import AlterClientQuotasResponse
+from kraftnode.protocol.generated.alter_configs_request import AlterConfigsRequest
+from kraftnode.protocol.generated.alter_configs_response import AlterConfigsResponse
+from kraftnode.protocol.generated.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
+from kraftnode.protocol.generated.alter_partition_reassignments_response import AlterPartitionReassignmentsResponse
+from kraftnode.protocol.generated.alter_partition_request import AlterPartitionRequest
+from kraftnode.protocol.generated.alter_partition_response import AlterPartitionResponse
 from kraftnode.protocol.generated.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
 from kraftnode.protocol.generated.alter_user_scram_credentials_response import AlterUserScramCredentialsResponse
 from kraftnode.protocol.generated.api_versions_request import ApiVersionsRequest
 from kraftnode.protocol.generated.api_versions_response import ApiVersionsResponse
+from kraftnode.protocol.generated.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
+from kraftnode.protocol.generated.assign_replicas_to_dirs_response import AssignReplicasToDirsResponse
 from kraftnode.protocol.generated.begin_quorum_epoch_request import BeginQuorumEpochRequest
 from kraftnode.protocol.generated.begin_quorum_epoch_response import BeginQuorumEpochResponse
+from kraftnode.protocol.generated.broker_heartbeat_request import BrokerHeartbeatRequest
+from kraftnode.protocol.generated.broker_heartbeat_response import BrokerHeartbeatResponse
+from kraftnode.protocol.generated.broker_registration_request import BrokerRegistrationRequest
+from kraftnode.protocol.generated.broker_registration_response import BrokerRegistrationResponse
+from kraftnode.protocol.generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from kraftnode.protocol.generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
+from kraftnode.protocol.generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
+from kraftnode.protocol.generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
+from kraftnode.protocol.generated.controlled_shutdown_request import ControlledShutdownRequest
+from kraftnode.protocol.generated.controlled_shutdown_response import ControlledShutdownResponse
 from kraftnode.protocol.generated.controller_registration_request import ControllerRegistrationRequest
 from kraftnode.protocol.generated.controller_registration_response import ControllerRegistrationResponse
 from kraftnode.protocol.generated.create_acls_request import CreateAclsRequest
 from kraftnode.protocol.generated.create_acls_response import CreateAclsResponse
+from kraftnode.protocol.generated.create_delegation_token_request import CreateDelegationTokenRequest
+from kraftnode.protocol.generated.create_delegation_token_response import CreateDelegationTokenResponse
+from kraftnode.protocol.generated.create_partitions_request import CreatePartitionsRequest
+from kraftnode.protocol.generated.create_partitions_response import CreatePartitionsResponse
+from kraftnode.protocol.generated.create_topics_request import CreateTopicsRequest
+from kraftnode.protocol.generated.create_topics_response import CreateTopicsResponse
+from kraftnode.protocol.generated.default_principal_data import DefaultPrincipalData
 from kraftnode.protocol.generated.delete_acls_request import DeleteAclsRequest
 from kraftnode.protocol.generated.delete_acls_response import DeleteAclsResponse
+from kraftnode.protocol.generated.delete_groups_request import DeleteGroupsRequest
+from kraftnode.protocol.generated.delete_groups_response import DeleteGroupsResponse
+from kraftnode.protocol.generated.delete_topics_request import DeleteTopicsRequest
+from kraftnode.protocol.generated.delete_topics_response import DeleteTopicsResponse
 from kraftnode.protocol.generated.describe_acls_request import DescribeAclsRequest
 from kraftnode.protocol.generated.describe_acls_response import DescribeAclsResponse
+from kraftnode.protocol.generated.describe_client_quotas_request import DescribeClientQuotasRequest
+from kraftnode.protocol.generated.describe_client_quotas_response import DescribeClientQuotasResponse
 from kraftnode.protocol.generated.describe_cluster_request import DescribeClusterRequest
 from kraftnode.protocol.generated.describe_cluster_response import DescribeClusterResponse
 from kraftnode.protocol.generated.describe_configs_request import DescribeConfigsRequest
 from kraftnode.protocol.generated.describe_configs_response import DescribeConfigsResponse
+from kraftnode.protocol.generated.describe_delegation_token_request import DescribeDelegationTokenRequest
+from kraftnode.protocol.generated.describe_delegation_token_response import DescribeDelegationTokenResponse
+from kraftnode.protocol.generated.describe_groups_request import DescribeGroupsRequest
+from kraftnode.protocol.generated.describe_groups_response import DescribeGroupsResponse
 from kraftnode.protocol.generated.describe_quorum_request import DescribeQuorumRequest
 from kraftnode.protocol.generated.describe_quorum_response import DescribeQuorumResponse
 from kraftnode.protocol.generated.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
 from kraftnode.protocol.generated.describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse
+from kraftnode.protocol.generated.elect_leaders_request import ElectLeadersRequest
+from kraftnode.protocol.generated.elect_leaders_response import ElectLeadersResponse
 from kraftnode.protocol.generated.end_quorum_epoch_request import EndQuorumEpochRequest
 from kraftnode.protocol.generated.end_quorum_epoch_response import EndQuorumEpochResponse
+from kraftnode.protocol.generated.envelope_request import EnvelopeRequest
+from kraftnode.protocol.generated.envelope_response import EnvelopeResponse
+from kraftnode.protocol.generated.expire_delegation_token_request import ExpireDelegationTokenRequest
+from kraftnode.protocol.generated.expire_delegation_token_response import ExpireDelegationTokenResponse
 from kraftnode.protocol.generated.fetch_request import FetchRequest
 from kraftnode.protocol.generated.fetch_response import FetchResponse
 from kraftnode.protocol.generated.fetch_snapshot_request import FetchSnapshotRequest
 from kraftnode.protocol.generated.fetch_snapshot_response import FetchSnapshotResponse
 from kraftnode.protocol.generated.find_coordinator_request import FindCoordinatorRequest
 from kraftnode.protocol.generated.find_coordinator_response import FindCoordinatorResponse
+from kraftnode.protocol.generated.heartbeat_request import HeartbeatRequest
+from kraftnode.protocol.generated.heartbeat_response import HeartbeatResponse
+from kraftnode.protocol.generated.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from kraftnode.protocol.generated.incremental_alter_configs_response import IncrementalAlterConfigsResponse
 from kraftnode.protocol.generated.init_producer_id_request import InitProducerIdRequest
 from kraftnode.protocol.generated.init_producer_id_response import InitProducerIdResponse
+from kraftnode.protocol.generated.join_group_request import JoinGroupRequest
+from kraftnode.protocol.generated.join_group_response import JoinGroupResponse
+from kraftnode.protocol.generated.leave_group_request import LeaveGroupRequest
+from kraftnode.protocol.generated.leave_group_response import LeaveGroupResponse
+from kraftnode.protocol.generated.list_groups_request import ListGroupsRequest
+from kraftnode.protocol.generated.list_groups_response import ListGroupsResponse
 from kraftnode.protocol.generated.list_offsets_request import ListOffsetsRequest
 from kraftnode.protocol.generated.list_offsets_response import ListOffsetsResponse
+from kraftnode.protocol.generated.list_partition_reassignments_request import ListPartitionReassignmentsRequest
+from kraftnode.protocol.generated.list_partition_reassignments_response import ListPartitionReassignmentsResponse
 from kraftnode.protocol.generated.metadata_request import MetadataRequest
 from kraftnode.protocol.generated.metadata_response import MetadataResponse
 from kraftnode.protocol.generated.offset_commit_request import OffsetCommitRequest
 from kraftnode.protocol.generated.offset_commit_response import OffsetCommitResponse
+from kraftnode.protocol.generated.offset_delete_request import OffsetDeleteRequest
+from kraftnode.protocol.generated.offset_delete_response import OffsetDeleteResponse
 from kraftnode.protocol.generated.offset_fetch_request import OffsetFetchRequest
 from kraftnode.protocol.generated.offset_fetch_response import OffsetFetchResponse
 from kraftnode.protocol.generated.produce_request import ProduceRequest
@@ -48,12 +107,18 @@ from kraftnode.protocol.generated.produce_response import ProduceResponse
 from kraftnode.protocol.generated.quorum_state_data import QuorumStateData
 from kraftnode.protocol.generated.remove_raft_voter_request import RemoveRaftVoterRequest
 from kraftnode.protocol.generated.remove_raft_voter_response import RemoveRaftVoterResponse
+from kraftnode.protocol.generated.renew_delegation_token_request import RenewDelegationTokenRequest
+from kraftnode.protocol.generated.renew_delegation_token_response import RenewDelegationTokenResponse
 from kraftnode.protocol.generated.request_header import RequestHeader
 from kraftnode.protocol.generated.response_header import ResponseHeader
 from kraftnode.protocol.generated.sasl_authenticate_request import SaslAuthenticateRequest
 from kraftnode.protocol.generated.sasl_authenticate_response import SaslAuthenticateResponse
 from kraftnode.protocol.generated.sasl_handshake_request import SaslHandshakeRequest
 from kraftnode.protocol.generated.sasl_handshake_response import SaslHandshakeResponse
+from kraftnode.protocol.generated.sync_group_request import SyncGroupRequest
+from kraftnode.protocol.generated.sync_group_response import SyncGroupResponse
+from kraftnode.protocol.generated.unregister_broker_request import UnregisterBrokerRequest
+from kraftnode.protocol.generated.unregister_broker_response import UnregisterBrokerResponse
 from kraftnode.protocol.generated.update_features_request import UpdateFeaturesRequest
 from kraftnode.protocol.generated.update_features_response import UpdateFeaturesResponse
 from kraftnode.protocol.generated.update_raft_voter_request import UpdateRaftVoterRequest
@@ -64,44 +129,103 @@ from kraftnode.protocol.generated.vote_response import VoteResponse
 __all__ = [
     "AddRaftVoterRequest",
     "AddRaftVoterResponse",
+    "AllocateProducerIdsRequest",
+    "AllocateProducerIdsResponse",
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
+    "AlterConfigsRequest",
+    "AlterConfigsResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "AssignReplicasToDirsRequest",
+    "AssignReplicasToDirsResponse",
     "BeginQuorumEpochRequest",
     "BeginQuorumEpochResponse",
+    "BrokerHeartbeatRequest",
+    "BrokerHeartbeatResponse",
+    "BrokerRegistrationRequest",
+    "BrokerRegistrationResponse",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
+    "ControlledShutdownRequest",
+    "ControlledShutdownResponse",
     "ControllerRegistrationRequest",
     "ControllerRegistrationResponse",
     "CreateAclsRequest",
     "CreateAclsResponse",
+    "CreateDelegationTokenRequest",
+    "CreateDelegationTokenResponse",
+    "CreatePartitionsRequest",
+    "CreatePartitionsResponse",
+    "CreateTopicsRequest",
+    "CreateTopicsResponse",
+    "DefaultPrincipalData",
     "DeleteAclsRequest",
     "DeleteAclsResponse",
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
+    "DeleteTopicsRequest",
+    "DeleteTopicsResponse",
     "DescribeAclsRequest",
     "DescribeAclsResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
+    "DescribeDelegationTokenRequest",
+    "DescribeDelegationTokenResponse",
+    "DescribeGroupsRequest",
+    "DescribeGroupsResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
     "DescribeUserScramCredentialsRequest",
     "DescribeUserScramCredentialsResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
     "EndQuorumEpochRequest",
     "EndQuorumEpochResponse",
+    "EnvelopeRequest",
+    "EnvelopeResponse",
+    "ExpireDelegationTokenRequest",
+    "ExpireDelegationTokenResponse",
     "FetchRequest",
     "FetchResponse",
     "FetchSnapshotRequest",
     "FetchSnapshotResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
+    "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
+    "JoinGroupRequest",
+    "JoinGroupResponse",
+    "LeaveGroupRequest",
+    "LeaveGroupResponse",
+    "ListGroupsRequest",
+    "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "OffsetCommitRequest",
     "OffsetCommitResponse",
+    "OffsetDeleteRequest",
+    "OffsetDeleteResponse",
     "OffsetFetchRequest",
     "OffsetFetchResponse",
     "ProduceRequest",
@@ -109,12 +233,18 @@ __all__ = [
     "QuorumStateData",
     "RemoveRaftVoterRequest",
     "RemoveRaftVoterResponse",
+    "RenewDelegationTokenRequest",
+    "RenewDelegationTokenResponse",
     "RequestHeader",
     "ResponseHeader",
     "SaslAuthenticateRequest",
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
+    "SyncGroupRequest",
+    "SyncGroupResponse",
+    "UnregisterBrokerRequest",
+    "UnregisterBrokerResponse",
     "UpdateFeaturesRequest",
     "UpdateFeaturesResponse",
     "UpdateRaftVoterRequest",

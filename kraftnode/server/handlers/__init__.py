@@ -18,6 +18,7 @@ from typing import Any
 
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
+from kraftnode.protocol import registry as api
 from kraftnode.protocol.framing import FrameError, Request
 from kraftnode.protocol.registry import (
     ADD_RAFT_VOTER,
@@ -35,12 +36,9 @@ from kraftnode.protocol.registry import (
     END_QUORUM_EPOCH,
     FETCH,
     FETCH_SNAPSHOT,
-    FIND_COORDINATOR,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
     METADATA,
-    OFFSET_COMMIT,
-    OFFSET_FETCH,
     PRODUCE,
     REMOVE_RAFT_VOTER,
     SASL_AUTHENTICATE,
@@ -52,10 +50,11 @@ from kraftnode.protocol.registry import (
 from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
+from kraftnode.server.handlers import groups
 from kraftnode.server.handlers.admin import AdminHandlers
 from kraftnode.server.handlers.applications import ApplicationHandlers
 from kraftnode.server.handlers.base import VOTER_CHANGE_FORWARD_TIMEOUT_S, NodeIdentity
-from kraftnode.server.handlers.groups import GroupHandlers
+from kraftnode.server.handlers.controller_apis import ControllerApiHandlers
 from kraftnode.server.handlers.kafka_compat import (
     CLUSTER_AUTHORIZED_OPERATIONS,
     TOPIC_AUTHORIZED_OPERATIONS,
@@ -75,8 +74,12 @@ __all__ = [
 log = logging.getLogger("kraftnode.handlers")
 
 
-class NodeHandlers(ApplicationHandlers, GroupHandlers, AdminHandlers):
+class NodeHandlers(ApplicationHandlers, AdminHandlers, ControllerApiHandlers):
     """Routes parsed requests to the code that answers them (:data:`HANDLERS`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.groups = groups.GroupService(self, self.group_config)   # the group coordinator
 
     async def __call__(self, request: Request, peer: str) -> Reply | None:
         key = request.spec.key
@@ -96,6 +99,7 @@ class NodeHandlers(ApplicationHandlers, GroupHandlers, AdminHandlers):
             if replica >= 0:
                 self.replica_software[replica] = self._conn_software[peer]
         handler = HANDLERS.get(key)
+        groups.CLIENT.set((request.header.client_id or "", "/" + peer.rpartition(":")[0]))
         if handler is None:
             raise FrameError(f"{request.spec.name} is not served")
         if self.authz is not None:
@@ -168,9 +172,8 @@ HANDLERS: dict[int, Handler] = {
     PRODUCE: NodeHandlers._produce, LIST_OFFSETS: NodeHandlers._list_offsets,
     METADATA: NodeHandlers._metadata, INIT_PRODUCER_ID: NodeHandlers._init_producer_id,
     CONTROLLER_REGISTRATION: NodeHandlers._controller_registration,
-    # groups
-    FIND_COORDINATOR: NodeHandlers._find_coordinator, OFFSET_COMMIT: NodeHandlers._offset_commit,
-    OFFSET_FETCH: NodeHandlers._offset_fetch,
+    # groups (kraftnode.server.handlers.groups)
+    **groups.HANDLERS,
     # admin
     DESCRIBE_CLUSTER: NodeHandlers._describe_cluster, DESCRIBE_QUORUM: NodeHandlers._describe_quorum,
     DESCRIBE_CONFIGS: NodeHandlers._describe_configs, UPDATE_FEATURES: NodeHandlers._update_features,
@@ -180,4 +183,24 @@ HANDLERS: dict[int, Handler] = {
     DESCRIBE_USER_SCRAM_CREDENTIALS: NodeHandlers._describe_scram,
     DESCRIBE_ACLS: NodeHandlers._describe_acls, CREATE_ACLS: NodeHandlers._alter_acls,
     DELETE_ACLS: NodeHandlers._alter_acls,
+    # controller (handlers/controller_apis.py)
+    api.BROKER_REGISTRATION: NodeHandlers._broker_registration,
+    api.BROKER_HEARTBEAT: NodeHandlers._broker_heartbeat,
+    api.UNREGISTER_BROKER: NodeHandlers._unregister_broker,
+    api.ALLOCATE_PRODUCER_IDS: NodeHandlers._allocate_producer_ids,
+    api.ALTER_PARTITION: NodeHandlers._alter_partition,
+    api.ASSIGN_REPLICAS_TO_DIRS: NodeHandlers._assign_replicas_to_dirs,
+    api.CONTROLLED_SHUTDOWN: NodeHandlers._controlled_shutdown,
+    api.CREATE_TOPICS: NodeHandlers._create_topics, api.DELETE_TOPICS: NodeHandlers._delete_topics,
+    api.CREATE_PARTITIONS: NodeHandlers._create_partitions, api.ELECT_LEADERS: NodeHandlers._elect_leaders,
+    api.ALTER_PARTITION_REASSIGNMENTS: NodeHandlers._alter_partition_reassignments,
+    api.LIST_PARTITION_REASSIGNMENTS: NodeHandlers._list_partition_reassignments,
+    api.INCREMENTAL_ALTER_CONFIGS: NodeHandlers._incremental_alter_configs,
+    api.ALTER_CONFIGS: NodeHandlers._legacy_alter_configs,
+    api.ALTER_CLIENT_QUOTAS: NodeHandlers._alter_client_quotas,
+    api.CREATE_DELEGATION_TOKEN: NodeHandlers._create_delegation_token,
+    api.RENEW_DELEGATION_TOKEN: NodeHandlers._renew_delegation_token,
+    api.EXPIRE_DELEGATION_TOKEN: NodeHandlers._expire_delegation_token,
+    api.DESCRIBE_DELEGATION_TOKEN: NodeHandlers._describe_delegation_token,
+    api.ENVELOPE: NodeHandlers._envelope,
 }

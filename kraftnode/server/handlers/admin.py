@@ -5,6 +5,7 @@ leader where a Kafka broker forwards to the active controller."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
@@ -25,6 +26,8 @@ from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
 from kraftnode.server.handlers import scram_credentials
+from kraftnode.server.handlers.broker_configs import describe_broker
+from kraftnode.server.handlers.controller_apis import dynamic_configs
 from kraftnode.server.handlers.kafka_compat import (
     _CONFIG_BROKER,
     _CONFIG_TOPIC,
@@ -44,7 +47,7 @@ from kraftnode.server.net import api_versions
 from kraftnode.server.raft import rpcs
 from kraftnode.server.raft import wire as rw
 from recordbatch.message import Message
-from recordbatch.wire import ZERO_UUID
+from recordbatch.wire import ZERO_UUID, uuid_to_base64
 
 log = logging.getLogger("kraftnode.handlers")
 
@@ -80,16 +83,19 @@ class AdminHandlers(RaftPeerHandlers):
         answers them. ``kafka-topics.sh --describe`` asks for the topic's configs after its
         Metadata and fails the whole command if DescribeConfigs is not served.
 
-        Nothing is overridden here: the topic has no topic-level configs and the node no
-        dynamic broker configs, so both are answered with an empty list -- what Kafka lists
-        as non-default, which is all kafka-topics.sh and kafka-configs.sh --describe print.
-        Kafka would also list every default value; we do not invent a LogConfig we do not
-        have. Other resource types (broker loggers, client metrics, groups) have nothing
+        Nothing is overridden for the metadata topic, so it is answered with an empty list -- what
+        Kafka lists as non-default, which is all kafka-topics.sh and kafka-configs.sh --describe
+        print; the brokers' topics and the cluster default ("") are answered with the dynamic
+        configs the metadata holds for them (handlers/controller_apis.dynamic_configs), this
+        node with its dynamic configs and then every other config of the node with its source
+        (handlers/broker_configs). For a topic Kafka would also list every default value; we do
+        not invent a LogConfig we do not have. Other resource types (broker loggers, client metrics, groups) have nothing
         behind them here and get INVALID_REQUEST."""
         R = w.DescribeConfigsResponse.DescribeConfigsResult
         results = []
         for res in q.resources:
             code, msg = 0, None
+            configs: list[Any] = []
             name = res.resource_name
             if res.resource_type == _CONFIG_TOPIC and self.denied(az.TOPIC, name, az.DESCRIBE_CONFIGS,
                                                                    DESCRIBE_CONFIGS):
@@ -102,8 +108,13 @@ class AdminHandlers(RaftPeerHandlers):
                 msg = api_checks.MESSAGES[code]
             elif res.resource_type == _CONFIG_TOPIC:
                 invalid = _invalid_topic_name(name)
+                image = self.duties.state.image if self.duties is not None else None
                 if invalid is not None:
                     code, msg = Errors.INVALID_TOPIC_EXCEPTION, invalid
+                elif image is not None and any(t.name == name for t, _v in image.topics.values()):
+                    # a brokers' topic (the controller, docs/controller.md): its dynamic configs
+                    configs = dynamic_configs(image.configs.get((_CONFIG_TOPIC, name), {}), _CONFIG_TOPIC,
+                                              res.configuration_keys, v >= 1 and q.include_synonyms)
                 elif name != rw.METADATA_TOPIC:
                     code = Errors.UNKNOWN_TOPIC_OR_PARTITION  # Kafka sets no message here
             elif res.resource_type == _CONFIG_BROKER:
@@ -111,11 +122,25 @@ class AdminHandlers(RaftPeerHandlers):
                     code, msg = Errors.INVALID_REQUEST, (
                         f"Unexpected broker id, expected {self.ident.node_id} or empty string, "
                         f"but received {name}")
+                else:
+                    # dynamic configs set (by IncrementalAlterConfigs, docs/controller.md) for
+                    # this node and the cluster default (""), then, for the node's own id, every
+                    # config with its source (ConfigHelper; broker_configs)
+                    synonyms = v >= 1 and bool(getattr(q, "include_synonyms", False))
+                    stored = self.duties.state.image.configs if self.duties is not None else {}
+                    configs = dynamic_configs(stored.get((_CONFIG_BROKER, name), {}), _CONFIG_BROKER,
+                                              res.configuration_keys, synonyms, default=not name)
+                    if name:
+                        keys = None if res.configuration_keys is None else list(res.configuration_keys)
+                        dynamic = {c.name for c in configs}
+                        configs += [c for c in describe_broker(
+                            self.broker_properties, keys, synonyms,
+                            bool(getattr(q, "include_documentation", False)), v) if c.name not in dynamic]
             else:
                 code, msg = Errors.INVALID_REQUEST, (
                     f"Unsupported resource type: {_CONFIG_TYPES.get(res.resource_type, 'UNKNOWN')}")
             results.append(R(error_code=code, error_message=msg, resource_type=res.resource_type,
-                             resource_name=name, configs=[]))
+                             resource_name=name, configs=configs if code == 0 else []))
         return w.DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
     async def _describe_quorum(self, q: w.DescribeQuorumRequest, v: int) -> w.DescribeQuorumResponse:
@@ -150,7 +175,9 @@ class AdminHandlers(RaftPeerHandlers):
         R = w.DescribeQuorumResponse.ReplicaState
 
         def rs(x: m.ReplicaStateView) -> _ReplicaState:
-            return R(replica_id=x.replica_id, replica_directory_id=x.replica_directory_id or ZERO_UUID,
+            # RaftUtil.toReplicaState: the directory id only from v2 (brokers fetch with theirs)
+            return R(replica_id=x.replica_id,
+                     replica_directory_id=(x.replica_directory_id or ZERO_UUID) if v >= 2 else ZERO_UUID,
                      log_end_offset=x.log_end_offset, last_fetch_timestamp=x.last_fetch_timestamp,
                      last_caught_up_timestamp=x.last_caught_up_timestamp)
 
@@ -322,6 +349,6 @@ class AdminHandlers(RaftPeerHandlers):
         else:
             resp = await self._serve_raft(rpcs.REMOVE_RAFT_VOTER_RPC, q, v)
         log.info("%s for voter %d (directory %s): %s%s", type(q).__name__[:-7], q.voter_id,
-                 q.voter_directory_id, Errors(resp.error_code).name,
+                 uuid_to_base64(q.voter_directory_id), Errors(resp.error_code).name,
                  f" ({resp.error_message})" if resp.error_message else "")
         return resp

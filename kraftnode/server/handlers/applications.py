@@ -1,5 +1,5 @@
 """Requests from applications: Produce, a consumer's Fetch, ListOffsets, Metadata,
-InitProducerId and ControllerRegistration (the simple consumer groups are in
+InitProducerId, ControllerRegistration (the group APIs are in
 kraftnode.server.handlers.groups). They read or append to the quorum's one partition
 through the driver's read API."""
 
@@ -21,11 +21,14 @@ from kraftnode.protocol.generated.produce_response import (
 from kraftnode.protocol.registry import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 from kraftnode.raft.actions import AppendCompleted
 from kraftnode.security import authorizer as az
+from kraftnode.server.handlers import groups
 from kraftnode.server.handlers.base import HandlerBase
+from kraftnode.server.handlers.controller_apis import broker_replay_error
 from kraftnode.server.handlers.kafka_compat import (
     _NOT_REQUESTED,
     CLUSTER_AUTHORIZED_OPERATIONS,
     TOPIC_AUTHORIZED_OPERATIONS,
+    _invalid_topic_name,
     metadata_only_check,
     validate_produce_records,
 )
@@ -106,7 +109,8 @@ class ApplicationHandlers(HandlerBase):
                         limit = min(budget, p.partition_max_bytes) if p.partition_max_bytes > 0 else budget
                         records = self.driver.read(p.fetch_offset, limit, max_offset=hw,
                                                    min_one_batch=total == 0)
-                        pd.records = records
+                        # the group coordinator's batches are empty batches to consumers
+                        pd.records = groups.hide_group_batches(records)
                         total += len(records)
                         budget -= len(records)
                     else:
@@ -179,8 +183,11 @@ class ApplicationHandlers(HandlerBase):
                             best = (r.offset, r.timestamp)
                             break
             return best
-        for b in self.driver.batches(start, hw):   # first record with timestamp >= ts
-            if b.max_timestamp >= ts and not b.is_control:
+        # the first record with timestamp >= ts, control records included: Kafka's time-index
+        # search (LogSegment.findOffsetByTimestamp) reads every batch, so asking for 0 on a
+        # log whose offset 0 is the LeaderChange control record answers offset 0
+        for b in self.driver.batches(start, hw):
+            if b.max_timestamp >= ts:
                 for r in b.records():
                     if r.timestamp >= ts and r.offset < hw:
                         return r.offset, r.timestamp
@@ -240,10 +247,12 @@ class ApplicationHandlers(HandlerBase):
     def _produce_append(self, records: bytes | None, pr: _PartitionResponse,
                         pending: _PendingProduce) -> None:
         """Validate a leader's partition data and append it (or find it is a retry)."""
-        err, count, views = validate_produce_records(records)
+        err, count, views = validate_produce_records(records, self.message_max_bytes, rw.METADATA_TOPIC)
         if err is None:
             err = metadata_only_check(views, self.kafka_controllers(), self.duties is None,
                                       rw.METADATA_TOPIC)
+        if err is None:
+            err = broker_replay_error(views, self.registered_brokers())
         if err is not None:
             pr.error_code, pr.error_message = err
             return
@@ -358,8 +367,14 @@ class ApplicationHandlers(HandlerBase):
                         continue
                     topics.append(ours)
                 else:
+                    # KafkaApis.getTopicMetadata: a name Topic.validate refuses is
+                    # INVALID_TOPIC_EXCEPTION (not retried by clients), any other unknown one
+                    # UNKNOWN_TOPIC_OR_PARTITION
+                    code = (Errors.UNKNOWN_TOPIC_ID if t.name is None
+                            else Errors.INVALID_TOPIC_EXCEPTION if _invalid_topic_name(t.name)
+                            else Errors.UNKNOWN_TOPIC_OR_PARTITION)
                     topics.append(w.MetadataResponse.MetadataResponseTopic(
-                        error_code=Errors.UNKNOWN_TOPIC_ID if t.name is None else Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_code=code,
                         name=t.name, topic_id=t.topic_id if t.name is None else ZERO_UUID,
                         is_internal=False, partitions=[], topic_authorized_operations=-2147483648))
         cluster_ops = _NOT_REQUESTED

@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from kraftnode.groups import GroupConfig
 from kraftnode.protocol.registry import DESCRIBE_QUORUM
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
 from kraftnode.security.listeners import CURRENT_LISTENER
 from kraftnode.server.handlers.acls import AclAdmin
 from kraftnode.server.metadata.controller_duties import ControllerDuties, voter_address
-from kraftnode.server.metadata.group_offsets import GroupOffsets
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.peer_client import SOFTWARE_NAME, PeerError
 from kraftnode.server.raft.driver import RaftDriver
 from recordbatch.message import Message
+
+if TYPE_CHECKING:
+    from kraftnode.server.metadata.controller_shell import ControllerShell
 
 log = logging.getLogger("kraftnode.handlers")
 
@@ -43,7 +47,7 @@ class HandlerBase:
 
     def __init__(self, ident: NodeIdentity, driver: RaftDriver,
                  features: api_versions.FeatureView, duties: ControllerDuties | None = None,
-                 authz: az.StandardAuthorizer | None = None) -> None:
+                 authz: az.StandardAuthorizer | None = None, group_config: GroupConfig | None = None) -> None:
         self.ident = ident
         self.driver = driver
         self.features = features
@@ -53,10 +57,18 @@ class HandlerBase:
         # the leader must know whether a Kafka controller replays this log (see _produce)
         self._conn_software: dict[str, str] = {}
         self.replica_software: dict[int, str] = {}
-        self.group_offsets = GroupOffsets()  # simple consumer groups
+        #: the group coordinator's shell (handlers.groups.GroupService), made by NodeHandlers
+        self.groups: Any = None
+        self.group_config = group_config or GroupConfig()
+        #: message.max.bytes: the largest batch a producer may write (Kafka's default)
+        self.message_max_bytes = 1048588
+        #: the node's properties file as read (DescribeConfigs of its broker resource)
+        self.broker_properties: dict[str, str] = {}
         #: StandardAuthorizer (authorizer.class.name); None: every API allowed to everyone
         self.authz = authz
         self.acl_admin = AclAdmin(driver, duties, authz)
+        #: the controller APIs' I/O shell (handlers/controller_apis.py); None: not a controller
+        self.controller: ControllerShell | None = None
 
     # ---------------------------------------------------------------- helpers
     def _voter_endpoints(self) -> dict[int, tuple[str, int]]:
@@ -167,6 +179,11 @@ class HandlerBase:
         quorum."""
         voters = self.driver.voters.ids
         return {i: sw for i, sw in self.replica_software.items() if i in voters and sw != SOFTWARE_NAME}
+
+    def registered_brokers(self) -> list[int]:
+        """Brokers registered in the committed metadata: they replay every record of the log, so
+        nothing a broker cannot replay may be written (docs/controller.md)."""
+        return sorted(self.duties.state.image.brokers) if self.duties is not None else []
 
     def _activated(self) -> bool:
         """A controller leader takes writes once its activation records (the bootstrap

@@ -1,204 +1,668 @@
-"""Simple (standalone) consumer groups: FindCoordinator, OffsetCommit and OffsetFetch, as a
-Kafka 3.9 broker's group coordinator serves them for consumers that ``assign()`` partitions
-and commit with generation -1 and an empty member id.
+"""The group coordinator's I/O shell: the group APIs on the raft leader.
 
-Group membership (JoinGroup, SyncGroup, Heartbeat, ConsumerGroupHeartbeat) is not served,
-so ``subscribe()`` does not work; a group here never has members. The committed offsets
-are the replicated :class:`~kraftnode.server.metadata.group_offsets.GroupOffsets` view: an
-OffsetCommit appends one batch and is answered once it commits (acks=all).
+The rules are the sans-IO coordinator's (:mod:`kraftnode.groups`); this module feeds it
+requests, the time and new member ids, appends the records it returns to the raft log
+(one batch per operation, no producer id), and answers each request once those records
+are committed -- a JoinGroup or SyncGroup may wait, parked, for another member's request
+or a timer (:meth:`GroupService.run` polls the coordinator's timers).
+
+Who coordinates: the raft leader, once its epoch's first entry is committed, its
+controller activation records are written, and its state machine has replayed every
+committed record; it then builds its coordinator from the committed group records (the
+state machine's keyed records, which snapshots carry) and keeps it for its epoch.  Other
+nodes answer NOT_COORDINATOR; a leader not ready yet COORDINATOR_LOAD_IN_PROGRESS.  A
+leader that loses its leadership drops its coordinator: parked requests get
+NOT_COORDINATOR, the clients find the new leader with FindCoordinator, and it serves
+the same groups and offsets from the log.
+
+Metadata-only mode: while a Kafka (Java) node votes, or genuine Kafka brokers are
+registered, every committed record must be a KRaft metadata record, so nothing is
+written: FindCoordinator for a group answers INVALID_REQUEST naming the reason (clients
+fail at once instead of retrying), the writing APIs answer COORDINATOR_NOT_AVAILABLE, and
+reads (OffsetFetch, DescribeGroups, ListGroups, ConsumerGroupDescribe) are still served.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import logging
 import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 
+from kraftnode.groups import GroupConfig, GroupCoordinator, Result
+from kraftnode.groups.records import RECORD_KEY_PREFIX
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
-from kraftnode.protocol.registry import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
+from kraftnode.protocol.registry import (
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    SYNC_GROUP,
+)
 from kraftnode.security import authorizer as az
 from kraftnode.server.handlers.base import HandlerBase
-from kraftnode.server.metadata.group_offsets import GroupOffsets, encode_key, encode_value
 from kraftnode.server.raft import wire as rw
 from kraftnode.server.raft.disk_log import RawBatches
 from recordbatch import Record, build_batch
 
+log = logging.getLogger("kraftnode.groups")
+
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+#: (client id, client host as Kafka prints it: "/127.0.0.1") of the request being handled
+CLIENT: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("kraftnode_group_client",
+                                                                          default=("", "/"))
+TRANSACTIONS_UNSUPPORTED = ("Transactions are not supported: kraftnode has no transaction coordinator "
+                            "(use a producer without transactional.id)")
+UNAUTHORIZED_OPS = -2147483648
+# how long a parked JoinGroup/SyncGroup may wait beyond its rebalance timeout
+PARK_MARGIN_S = 5.0
 
 
-class GroupHandlers(HandlerBase):
-    """FindCoordinator, OffsetCommit and OffsetFetch for groups without members."""
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
-    def _offsets_caught_up(self) -> GroupOffsets:
-        """The committed offsets view, replayed up to the high watermark."""
-        view = self.group_offsets
-        view.catch_up(self.driver.metadata_log, self.driver.high_watermark)
-        return view
 
-    def _coordinator_error(self) -> int:
-        """NOT_COORDINATOR on a non-leader; COORDINATOR_LOAD_IN_PROGRESS on a leader that has not
-        yet committed its epoch's first entry (earlier commits may still be unreplayed)."""
-        if not self.driver.is_leader:
+class _Pending:
+    """A request waiting for its answer: the coordinator's opaque token."""
+
+    __slots__ = ("future", "error")
+
+    def __init__(self, error: Callable[[int], Any]) -> None:
+        self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.error = error
+
+    def answer(self, response: Any) -> None:
+        if not self.future.done():
+            self.future.set_result(response)
+
+    def fail(self, code: int) -> None:
+        self.answer(self.error(code))
+
+
+class GroupService:
+    """The leader's coordinator for its epoch, the timers, and the log writes."""
+
+    def __init__(self, h: HandlerBase, config: GroupConfig) -> None:
+        self.h = h
+        self.config = config
+        self.coordinator: GroupCoordinator | None = None
+        self.epoch = -1
+        self._wake = anyio.Event()
+        #: (epoch, log end) when this node last dropped its coordinator: in that epoch a new
+        #: one is built only from a state that has replayed everything appended until then
+        self._reload_after = (-1, 0)
+
+    # ------------------------------------------------------------------ who coordinates
+    def metadata_only_reason(self) -> str | None:
+        """Why no group record may be written now (None: they may)."""
+        h = self.h
+        if h.duties is None:
+            return ("this quorum's log is not a KRaft metadata log with kraftnode's state machine "
+                    "(kraftnode.raft.topic or an embedded state machine): groups are not served")
+        java = h.kafka_controllers()
+        if java:
+            return (f"a Kafka controller votes in this quorum ({', '.join(map(str, sorted(java)))}): every "
+                    "record must be a KRaft metadata record, so consumer groups are not served "
+                    "(metadata-only mode)")
+        if h.duties.state.image.brokers:
+            return ("genuine Kafka brokers are registered with this quorum: every record must be a KRaft "
+                    "metadata record, so consumer groups are not served (metadata-only mode)")
+        return None
+
+    def coordinator_error(self) -> int:
+        """NOT_COORDINATOR off the leader; COORDINATOR_LOAD_IN_PROGRESS on a leader that has
+        not yet committed its epoch's first entry or replayed what was committed before."""
+        h = self.h
+        if not h.driver.is_leader:
+            self._drop()
             return int(Errors.NOT_COORDINATOR)
-        if self.driver.high_watermark <= self._epoch_start_offset():
+        epoch = h.driver.leader_and_epoch()[1]
+        if self.coordinator is not None and self.epoch == epoch:
+            return 0
+        self._drop()
+        hw = h.driver.high_watermark
+        if hw <= h._epoch_start_offset():
             return int(Errors.COORDINATOR_LOAD_IN_PROGRESS)
-        return int(Errors.NONE)
+        if h.duties is None:
+            self._load(epoch, {})
+            return 0
+        if not h.duties.is_active:
+            return int(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+        state = h.duties.state
+        for _ in range(50):
+            if state.next_offset >= hw or not h.duties.catch_up():
+                break
+        drop_epoch, drop_end = self._reload_after
+        if state.next_offset < hw or (drop_epoch == epoch and hw < drop_end):
+            # a coordinator this leader dropped (an append that did not commit in time) may
+            # have records in flight: the new one starts once they are committed and replayed
+            return int(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+        self._load(epoch, state.app)
+        return 0
 
-    async def _find_coordinator(self, q: w.FindCoordinatorRequest, v: int) -> w.FindCoordinatorResponse:
-        R = w.FindCoordinatorResponse
-        leader, _ = self.driver.leader_and_epoch()
-        ep = self._voter_endpoints().get(leader) if leader >= 0 else None
+    def _load(self, epoch: int, app: dict[bytes, bytes]) -> None:
+        c = GroupCoordinator(self.config, _topics)
+        c.replay_all((k, v) for k, v in app.items() if k.startswith(RECORD_KEY_PREFIX))
+        c.on_loaded(now_ms())
+        self.coordinator, self.epoch = c, epoch
+        log.info("coordinating %d group(s) in epoch %d", len(c.groups), epoch)
+        self._wake.set()
 
-        def answer(key: str) -> Any:
-            c = R.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=0, error_message=None)
-            if q.key_type == GROUP_KEY_TYPE and v >= 4 and self.denied(az.GROUP, key, az.DESCRIBE,
-                                                                      FIND_COORDINATOR):
-                # KafkaApis.getCoordinator (v0-3 are refused whole, security.api_checks)
-                c.error_code = Errors.GROUP_AUTHORIZATION_FAILED
-                c.error_message = "Group authorization failed."
-            elif q.key_type == GROUP_KEY_TYPE:
-                if ep is None:
-                    c.error_code = Errors.COORDINATOR_NOT_AVAILABLE
-                else:
-                    c.node_id, c.host, c.port = leader, ep[0], ep[1]
-            elif q.key_type == TRANSACTION_KEY_TYPE:
-                # Kafka answers COORDINATOR_NOT_AVAILABLE while it has no transaction state
-                # partition for the id; kraftnode has no transaction coordinator at all
+    def _drop(self) -> None:
+        c, self.coordinator = self.coordinator, None
+        if c is not None:
+            self._reload_after = (self.epoch, self.h.driver.log_end_offset())
+            log.info("no longer coordinating groups (epoch %d)", self.epoch)
+            for token, resp in c.unload().replies:
+                token.answer(resp)
+
+    # ------------------------------------------------------------------ executing results
+    async def execute(self, result: Result) -> None:
+        """Append the result's records; answer once they are committed (or fail them all)."""
+        if not result.records:
+            for token, resp in result.replies:
+                token.answer(resp)
+            return
+        now = now_ms()
+        batch = build_batch([Record(key=k, value=v) for k, v in result.records], now_ms=now)
+        _, waiter = self.h.driver.append_nowait([RawBatches(batch)])
+        with anyio.move_on_after(self.h.driver.request_timeout_s):
+            await waiter.done.wait()
+        done = waiter.value
+        if done is None or done.error_code:
+            why = "timed out" if done is None else Errors(done.error_code).name
+            log.info("group records not committed (%s): the coordinator starts over from the log", why)
+            self._drop()
+            for token, _resp in result.replies:
+                token.fail(Errors.NOT_COORDINATOR)
+            return
+        for token, resp in result.replies:
+            token.answer(resp)
+
+    async def call(self, error: Callable[[int], Any], op: Callable[[GroupCoordinator, _Pending], Result],
+                   wait_s: float = 0.0) -> Any:
+        """Run ``op`` on the coordinator and return the answer to this request (waiting for
+        it up to ``wait_s`` beyond the commit, for a parked JoinGroup/SyncGroup)."""
+        code = self.coordinator_error()
+        if code:
+            return error(code)
+        assert self.coordinator is not None
+        token = _Pending(error)
+        try:
+            result = op(self.coordinator, token)
+        except Exception:
+            # a coordinator bug: its state may be half changed, start over from the log
+            log.exception("the group coordinator failed; it starts over from the log")
+            self._drop()
+            raise
+        self._wake.set()
+        await self.execute(result)
+        if wait_s > 0:
+            with anyio.move_on_after(wait_s):
+                return await token.future
+            return error(Errors.REBALANCE_IN_PROGRESS)
+        if not token.future.done():
+            return error(Errors.UNKNOWN_SERVER_ERROR)
+        return token.future.result()
+
+    async def run(self) -> None:
+        """Fire the coordinator's timers; drop it when this node stops leading."""
+        while True:
+            c = self.coordinator
+            delay = 0.2
+            if c is not None:
+                if not self.h.driver.is_leader or self.h.driver.leader_and_epoch()[1] != self.epoch:
+                    self._drop()
+                    continue
+                deadline = c.next_deadline()
+                if deadline is not None:
+                    delay = min(delay, max(0.0, (deadline - now_ms()) / 1000))
+            self._wake = anyio.Event()
+            with anyio.move_on_after(delay):
+                await self._wake.wait()
+            c = self.coordinator
+            if c is not None and self.h.driver.is_leader:
+                try:
+                    result = c.poll(now_ms())
+                except Exception:
+                    log.exception("the group coordinator's timers failed; it starts over from the log")
+                    self._drop()
+                    continue
+                if result.records or result.replies:
+                    asyncio.get_running_loop().create_task(self.execute(result))
+
+
+def _topics() -> dict[str, tuple[uuid.UUID, int]]:
+    """The topics a consumer group may subscribe to: the quorum's one partition."""
+    return {rw.METADATA_TOPIC: (rw.METADATA_TOPIC_ID, 1)}
+
+
+def _service(h: HandlerBase) -> GroupService:
+    svc: GroupService = h.groups
+    return svc
+
+
+def _write_refusal(h: HandlerBase) -> int:
+    """The error of a write while group records may not be written (metadata-only mode)."""
+    svc = _service(h)
+    code = svc.coordinator_error()
+    if code:
+        return code
+    reason = svc.metadata_only_reason()
+    if reason is not None:
+        log.info("group write refused: %s", reason)
+        return int(Errors.COORDINATOR_NOT_AVAILABLE)
+    return 0
+
+
+# ====================================================================== FindCoordinator
+async def find_coordinator(h: HandlerBase, q: w.FindCoordinatorRequest, v: int) -> w.FindCoordinatorResponse:
+    R = w.FindCoordinatorResponse
+    leader, _ = h.driver.leader_and_epoch()
+    if q.key_type == GROUP_KEY_TYPE and not h.driver.is_leader and leader >= 0 and h.authz is None:
+        # Only the leader knows whether a Kafka node votes (it sees their fetches), so a
+        # follower asks it, as a Kafka broker forwards controller requests; it answers
+        # itself (the leader's endpoint) when the leader cannot be asked.
+        forwarded = await h._forward_to_leader(leader, FIND_COORDINATOR, q, v)
+        if isinstance(forwarded, R):
+            return forwarded
+    ep = h._voter_endpoints().get(leader) if leader >= 0 else None
+    reason = _service(h).metadata_only_reason() if q.key_type == GROUP_KEY_TYPE else None
+
+    def answer(key: str) -> Any:
+        c = R.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=0, error_message=None)
+        if q.key_type == GROUP_KEY_TYPE and v >= 4 and h.denied(az.GROUP, key, az.DESCRIBE, FIND_COORDINATOR):
+            # KafkaApis.getCoordinator (v0-3 are refused whole, security.api_checks)
+            c.error_code = Errors.GROUP_AUTHORIZATION_FAILED
+            c.error_message = "Group authorization failed."
+        elif q.key_type == GROUP_KEY_TYPE and reason is not None:
+            # not retriable: the clients stop at once and report it (their logs show the message)
+            c.error_code = Errors.INVALID_REQUEST
+            c.error_message = reason
+        elif q.key_type == GROUP_KEY_TYPE:
+            if ep is None:
                 c.error_code = Errors.COORDINATOR_NOT_AVAILABLE
             else:
-                c.error_code = Errors.INVALID_REQUEST
-                c.error_message = f"Unknown coordinator type: {q.key_type}"
-            return c
+                c.node_id, c.host, c.port = leader, ep[0], ep[1]
+        elif q.key_type == TRANSACTION_KEY_TYPE:
+            # No transaction coordinator (docs/server.md "Transactions"). The error is one each
+            # client treats as fatal, so a transactional producer fails at once: the Java
+            # producer (v4+) reports the message of any other error; librdkafka and
+            # kafka-python (v0-3 here) stop only on an authorization error.
+            c.error_code = Errors.INVALID_REQUEST if v >= 4 else Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            c.error_message = TRANSACTIONS_UNSUPPORTED
+        else:
+            c.error_code = Errors.INVALID_REQUEST
+            c.error_message = f"Unknown coordinator type: {q.key_type}"
+        return c
 
-        if v >= 4:
-            return R(throttle_time_ms=0, coordinators=[answer(k) for k in q.coordinator_keys])
-        c = answer(q.key)
-        return R(throttle_time_ms=0, error_code=c.error_code, error_message=c.error_message,
-                 node_id=c.node_id, host=c.host, port=c.port)
+    if v >= 4:
+        return R(throttle_time_ms=0, coordinators=[answer(k) for k in q.coordinator_keys])
+    c = answer(q.key)
+    return R(throttle_time_ms=0, error_code=c.error_code, error_message=c.error_message,
+             node_id=c.node_id, host=c.host, port=c.port)
 
-    def _commit_refusal(self, q: w.OffsetCommitRequest, v: int, view: GroupOffsets) -> int:
-        code = self._coordinator_error()
-        if code:
-            return code
-        if self.kafka_controllers() or self.duties is None:
-            # a Kafka raft node replaying this log accepts only key-less metadata records
-            return int(Errors.COORDINATOR_NOT_AVAILABLE)
-        if not q.group_id:
-            return int(Errors.INVALID_GROUP_ID)
-        if q.generation_id_or_member_epoch < 0 and not q.member_id:
-            return int(Errors.NONE)  # a simple group: no generation, no member
-        if q.group_id in view.groups:
-            # an empty group: every member id is unknown (ClassicGroup.validateOffsetCommit)
-            return int(Errors.UNKNOWN_MEMBER_ID) if q.member_id else int(Errors.ILLEGAL_GENERATION)
-        if q.generation_id_or_member_epoch < 0:
-            return int(Errors.UNKNOWN_MEMBER_ID)
-        return int(Errors.GROUP_ID_NOT_FOUND) if v >= 9 else int(Errors.ILLEGAL_GENERATION)
 
-    async def _offset_commit(self, q: w.OffsetCommitRequest, v: int) -> w.OffsetCommitResponse:
-        R = w.OffsetCommitResponse
-        view = self._offsets_caught_up()
-        code = self._commit_refusal(q, v, view)
-        now = int(time.time() * 1000)
-        records: list[Record] = []
-        topics = []
-        for t in q.topics:
-            parts = []
-            for p in t.partitions:
-                pr = R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
-                parts.append(pr)
-                if code:
-                    continue
-                if self.denied(az.TOPIC, t.name, az.READ, OFFSET_COMMIT):  # KafkaApis: READ per topic
-                    pr.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
-                    continue
-                if t.name != rw.METADATA_TOPIC or p.partition_index != 0:
-                    pr.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                ts = p.commit_timestamp if v == 1 and p.commit_timestamp >= 0 else now
-                records.append(Record(key=encode_key(q.group_id, t.name, p.partition_index),
-                                      value=encode_value(p.committed_offset, p.committed_leader_epoch,
-                                                         p.committed_metadata or "", ts)))
-            topics.append(R.OffsetCommitResponseTopic(name=t.name, partitions=parts))
-        if records:
-            ok = [pr for t in topics for pr in t.partitions if pr.error_code == 0]
-            _, waiter = self.driver.append_nowait([RawBatches(build_batch(records, now_ms=now))])
-            with anyio.move_on_after(self.driver.request_timeout_s):
-                await waiter.done.wait()
-            done = waiter.value
-            err = (Errors.REQUEST_TIMED_OUT if done is None
-                   else Errors.NOT_COORDINATOR if done.error_code == Errors.NOT_LEADER_OR_FOLLOWER
-                   else done.error_code)
-            for pr in ok:
-                pr.error_code = err
-            if not err:
-                self._offsets_caught_up()
-        return R(throttle_time_ms=0, topics=topics)
+# ====================================================================== classic protocol
+def _join_error(member_id: str) -> Callable[[int], Any]:
+    return lambda code: w.JoinGroupResponse(throttle_time_ms=0, error_code=int(code), generation_id=-1,
+                                            protocol_type=None, protocol_name=None, leader="",
+                                            skip_assignment=False, member_id=member_id, members=[])
 
-    def _fetch_group(self, view: GroupOffsets, group: str, wanted: list[tuple[str, list[int]]] | None
-                     ) -> list[tuple[str, list[tuple[int, int, int, str, int]]]]:
-        """(topic, [(partition, offset, epoch, metadata, error)]) for the partitions asked for;
-        all the group's committed partitions when ``wanted`` is None. Unknown ones get offset -1.
-        With an authorizer (KafkaApis.handleOffsetFetchRequest): a topic asked for by name that
-        the caller may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED; such topics are left out
-        of an all-topics answer."""
-        offsets = view.groups.get(group, {})
+
+def _sync_error(code: int) -> Any:
+    return w.SyncGroupResponse(throttle_time_ms=0, error_code=int(code), protocol_type=None, protocol_name=None,
+                               assignment=b"")
+
+
+def _client() -> tuple[str, str]:
+    return CLIENT.get()
+
+
+def _new_member_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+async def join_group(h: HandlerBase, q: w.JoinGroupRequest, v: int) -> w.JoinGroupResponse:
+    err = _join_error(q.member_id)
+    if h.denied(az.GROUP, q.group_id, az.READ, JOIN_GROUP):
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+    code = _write_refusal(h)
+    if code:
+        return err(code)  # type: ignore[no-any-return]
+    client_id, host = _client()
+    new_id = _new_member_id(q.group_instance_id or client_id)
+    now = now_ms()
+    wait = max(q.rebalance_timeout_ms, q.session_timeout_ms) / 1000 + PARK_MARGIN_S
+    resp = await _service(h).call(err, lambda c, t: c.join_group(t, q, v, client_id, host, new_id, now), wait)
+    if v < 7 and resp.protocol_name is None:
+        resp.protocol_name = ""   # JoinGroupResponse: a null protocol name is "" before v7, as Kafka sends it
+    return resp  # type: ignore[no-any-return]
+
+
+async def sync_group(h: HandlerBase, q: w.SyncGroupRequest, v: int) -> w.SyncGroupResponse:
+    if h.denied(az.GROUP, q.group_id, az.READ, SYNC_GROUP):
+        return _sync_error(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+    code = _write_refusal(h)
+    if code:
+        return _sync_error(code)  # type: ignore[no-any-return]
+    now = now_ms()
+    c = _service(h).coordinator
+    grp = c.groups.get(q.group_id) if c is not None else None
+    rebalance_s = max((m.rebalance_timeout_ms for m in getattr(grp, "members", {}).values()
+                       if hasattr(m, "rebalance_timeout_ms")), default=60_000) / 1000
+    return await _service(h).call(  # type: ignore[no-any-return]
+        _sync_error, lambda c, t: c.sync_group(t, q, v, now), rebalance_s + PARK_MARGIN_S)
+
+
+async def heartbeat(h: HandlerBase, q: w.HeartbeatRequest, v: int) -> w.HeartbeatResponse:
+    def err(code: int) -> Any:
+        return w.HeartbeatResponse(throttle_time_ms=0, error_code=int(code))
+    if h.denied(az.GROUP, q.group_id, az.READ, HEARTBEAT):
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+    now = now_ms()
+    return await _service(h).call(err, lambda c, t: c.heartbeat(t, q, v, now))  # type: ignore[no-any-return]
+
+
+async def leave_group(h: HandlerBase, q: w.LeaveGroupRequest, v: int) -> w.LeaveGroupResponse:
+    def err(code: int) -> Any:
+        return w.LeaveGroupResponse(throttle_time_ms=0, error_code=int(code), members=[])
+    if h.denied(az.GROUP, q.group_id, az.READ, LEAVE_GROUP):
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+    code = _write_refusal(h)
+    if code:
+        return err(code)  # type: ignore[no-any-return]
+    now = now_ms()
+    return await _service(h).call(err, lambda c, t: c.leave_group(t, q, v, now))  # type: ignore[no-any-return]
+
+
+# ====================================================================== offsets
+async def offset_commit(h: HandlerBase, q: w.OffsetCommitRequest, v: int) -> w.OffsetCommitResponse:
+    R = w.OffsetCommitResponse
+
+    def err(code: int) -> Any:
+        return R(throttle_time_ms=0, topics=[R.OffsetCommitResponseTopic(name=t.name, partitions=[
+            R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
+            for p in t.partitions]) for t in q.topics])
+    code = _write_refusal(h)
+    if code:
+        return err(code)  # type: ignore[no-any-return]
+    refused: dict[tuple[str, int], int] = {}
+    for t in q.topics:
+        for p in t.partitions:
+            if h.denied(az.TOPIC, t.name, az.READ, OFFSET_COMMIT):   # KafkaApis: READ per topic
+                refused[(t.name, p.partition_index)] = int(Errors.TOPIC_AUTHORIZATION_FAILED)
+            elif t.name != rw.METADATA_TOPIC or p.partition_index != 0:
+                refused[(t.name, p.partition_index)] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+    now = now_ms()
+    return await _service(h).call(  # type: ignore[no-any-return]
+        err, lambda c, t: c.offset_commit(t, q, v, now, refused))
+
+
+async def offset_fetch(h: HandlerBase, q: w.OffsetFetchRequest, v: int) -> w.OffsetFetchResponse:
+    R = w.OffsetFetchResponse
+    svc = _service(h)
+    code = svc.coordinator_error()
+    c = svc.coordinator
+
+    def rows_of(group: str, wanted: list[tuple[str, list[int]]] | None, member: str | None,
+                epoch: int) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
+        assert c is not None
         if wanted is None:
-            by_topic: dict[str, list[int]] = {}
-            for (t, p) in sorted(offsets):
-                by_topic.setdefault(t, []).append(p)
-            wanted = list(by_topic.items())
-            # all the group's topics: those the caller may not describe are left out
-            wanted = [(t, ps) for t, ps in wanted if not self.denied(az.TOPIC, t, az.DESCRIBE, OFFSET_FETCH)]
+            err, rows = c.offset_fetch(group, None, member, epoch)
+            rows = [(t, ps) for t, ps in rows if not h.denied(az.TOPIC, t, az.DESCRIBE, OFFSET_FETCH)]
+        else:
+            err, rows = c.offset_fetch(group, wanted, member, epoch)
         out = []
-        for topic, parts in wanted:
-            rows = []
-            denied = self.denied(az.TOPIC, topic, az.DESCRIBE, OFFSET_FETCH)
-            for p in parts:
-                off, epoch, md = (-1, -1, "") if denied else offsets.get((topic, p), (-1, -1, ""))
-                rows.append((p, off, epoch, md, int(Errors.TOPIC_AUTHORIZATION_FAILED) if denied else 0))
-            out.append((topic, rows))
-        return out
+        for topic, ps in rows:
+            denied = h.denied(az.TOPIC, topic, az.DESCRIBE, OFFSET_FETCH)
+            out.append((topic, [(p, -1, -1, "", int(Errors.TOPIC_AUTHORIZATION_FAILED)) if denied
+                                else (p, o, e, md, 0) for p, o, e, md in ps]))
+        return err, out
 
-    async def _offset_fetch(self, q: w.OffsetFetchRequest, v: int) -> w.OffsetFetchResponse:
-        R = w.OffsetFetchResponse
-        code = self._coordinator_error()
-        view = self._offsets_caught_up()
-        if v >= 8:
-            groups = []
-            for g in q.groups:
-                wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
-                topics = []
-                group_code = code
-                if not code and self.denied(az.GROUP, g.group_id, az.DESCRIBE, OFFSET_FETCH):
-                    group_code = Errors.GROUP_AUTHORIZATION_FAILED
-                if not group_code:
-                    for topic, rows in self._fetch_group(view, g.group_id, wanted):
-                        topics.append(R.OffsetFetchResponseTopics(name=topic, partitions=[
-                            R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o,
-                                                            committed_leader_epoch=e, metadata=md,
-                                                            error_code=err)
-                            for p, o, e, md, err in rows]))
-                groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics,
-                                                         error_code=group_code))
-            return R(throttle_time_ms=0, groups=groups)
-        wanted = None if q.topics is None else [(t.name, list(t.partition_indexes)) for t in q.topics]
-        out = []
-        if code and v < 2:
-            # no top-level error before v2: every partition asked for carries it
-            for topic, parts in wanted or []:
-                out.append(R.OffsetFetchResponseTopic(name=topic, partitions=[
-                    R.OffsetFetchResponsePartition(partition_index=p, committed_offset=-1,
-                                                   committed_leader_epoch=-1, metadata="", error_code=code)
-                    for p in parts]))
-            return R(throttle_time_ms=0, topics=out)
-        if not code:
-            for topic, rows in self._fetch_group(view, q.group_id, wanted):
-                out.append(R.OffsetFetchResponseTopic(name=topic, partitions=[
-                    R.OffsetFetchResponsePartition(partition_index=p, committed_offset=o,
-                                                   committed_leader_epoch=e, metadata=md,
-                                                   error_code=err)
-                    for p, o, e, md, err in rows]))
-        return R(throttle_time_ms=0, topics=out, error_code=code)
+    if v >= 8:
+        groups = []
+        for gq in q.groups:
+            wanted = None if gq.topics is None else [(t.name, list(t.partition_indexes)) for t in gq.topics]
+            group_code = code
+            topics = []
+            if not code and h.denied(az.GROUP, gq.group_id, az.DESCRIBE, OFFSET_FETCH):
+                group_code = int(Errors.GROUP_AUTHORIZATION_FAILED)
+            if not group_code:
+                member = getattr(gq, "member_id", None)
+                epoch = getattr(gq, "member_epoch", -1)
+                group_code, rows = rows_of(gq.group_id, wanted, member, epoch)
+                for topic, prs in rows:
+                    topics.append(R.OffsetFetchResponseTopics(name=topic, partitions=[
+                        R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o,
+                                                        committed_leader_epoch=e, metadata=md, error_code=er)
+                        for p, o, e, md, er in prs]))
+            groups.append(R.OffsetFetchResponseGroup(group_id=gq.group_id, topics=topics, error_code=group_code))
+        return R(throttle_time_ms=0, groups=groups)
+    wanted = None if q.topics is None else [(t.name, list(t.partition_indexes)) for t in q.topics]
+    out = []
+    if code and v < 2:
+        # no top-level error before v2: every partition asked for carries it
+        for topic, parts in wanted or []:
+            out.append(R.OffsetFetchResponseTopic(name=topic, partitions=[
+                R.OffsetFetchResponsePartition(partition_index=p, committed_offset=-1,
+                                               committed_leader_epoch=-1, metadata="", error_code=code)
+                for p in parts]))
+        return R(throttle_time_ms=0, topics=out)
+    if not code:
+        code, rows = rows_of(q.group_id, wanted, None, -1)
+        for topic, prs in rows:
+            out.append(R.OffsetFetchResponseTopic(name=topic, partitions=[
+                R.OffsetFetchResponsePartition(partition_index=p, committed_offset=o,
+                                               committed_leader_epoch=e, metadata=md, error_code=er)
+                for p, o, e, md, er in prs]))
+    return R(throttle_time_ms=0, topics=out, error_code=code)
+
+
+async def offset_delete(h: HandlerBase, q: w.OffsetDeleteRequest, v: int) -> w.OffsetDeleteResponse:
+    def err(code: int) -> Any:
+        return w.OffsetDeleteResponse(error_code=int(code), throttle_time_ms=0, topics=[])
+    if h.denied(az.GROUP, q.group_id, az.DELETE, OFFSET_DELETE):
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+    code = _write_refusal(h)
+    if code:
+        return err(code)  # type: ignore[no-any-return]
+    now = now_ms()
+    return await _service(h).call(err, lambda c, t: c.offset_delete(t, q, now))  # type: ignore[no-any-return]
+
+
+# ====================================================================== describe, list, delete
+async def describe_groups(h: HandlerBase, q: w.DescribeGroupsRequest, v: int) -> w.DescribeGroupsResponse:
+    D = w.DescribeGroupsResponse
+    code = _service(h).coordinator_error()
+    c = _service(h).coordinator
+    out = []
+    described = {d.group_id: d for d in c.describe_groups(list(q.groups))} if c is not None and not code else {}
+    for gid in q.groups:
+        if h.denied(az.GROUP, gid, az.DESCRIBE, DESCRIBE_GROUPS):
+            out.append(D.DescribedGroup(error_code=Errors.GROUP_AUTHORIZATION_FAILED, group_id=gid, group_state="",
+                                        protocol_type="", protocol_data="", members=[],
+                                        authorized_operations=UNAUTHORIZED_OPS))
+        elif code:
+            out.append(D.DescribedGroup(error_code=code, group_id=gid, group_state="", protocol_type="",
+                                        protocol_data="", members=[], authorized_operations=UNAUTHORIZED_OPS))
+        else:
+            d = described[gid]
+            d.authorized_operations = (h.authorized_operations(az.GROUP, gid, 1 << az.READ | 1 << az.DESCRIBE
+                                                         | 1 << az.DELETE)
+                                       if getattr(q, "include_authorized_operations", False) else UNAUTHORIZED_OPS)
+            out.append(d)
+    return D(throttle_time_ms=0, groups=out)
+
+
+async def list_groups(h: HandlerBase, q: w.ListGroupsRequest, v: int) -> w.ListGroupsResponse:
+    L = w.ListGroupsResponse
+    code = _service(h).coordinator_error()
+    c = _service(h).coordinator
+    if code or c is None:
+        return L(throttle_time_ms=0, error_code=code or Errors.COORDINATOR_NOT_AVAILABLE, groups=[])
+    groups = c.list_groups(list(getattr(q, "states_filter", []) or []), list(getattr(q, "types_filter", []) or []))
+    if h.authz is not None and h.denied(4, az.CLUSTER_NAME, az.DESCRIBE, LIST_GROUPS):
+        groups = [g for g in groups if not h.denied(az.GROUP, g.group_id, az.DESCRIBE, LIST_GROUPS)]
+    return L(throttle_time_ms=0, error_code=0, groups=groups)
+
+
+async def delete_groups(h: HandlerBase, q: w.DeleteGroupsRequest, v: int) -> w.DeleteGroupsResponse:
+    D = w.DeleteGroupsResponse
+
+    def err(code: int) -> Any:
+        return D(throttle_time_ms=0, results=[D.DeletableGroupResult(group_id=g, error_code=int(code))
+                                              for g in q.groups_names])
+    code = _write_refusal(h)
+    if code:
+        return err(code)  # type: ignore[no-any-return]
+    refused = {g: int(Errors.GROUP_AUTHORIZATION_FAILED) for g in q.groups_names
+               if h.denied(az.GROUP, g, az.DELETE, DELETE_GROUPS)}
+    now = now_ms()
+    return await _service(h).call(  # type: ignore[no-any-return]
+        err, lambda c, t: c.delete_groups(t, list(q.groups_names), now, refused))
+
+
+# ====================================================================== KIP-848
+async def consumer_group_heartbeat(h: HandlerBase, q: w.ConsumerGroupHeartbeatRequest,
+                                   v: int) -> w.ConsumerGroupHeartbeatResponse:
+    def err(code: int, message: str | None = None) -> Any:
+        return w.ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=int(code), error_message=message,
+                                                member_id=None, member_epoch=0, heartbeat_interval_ms=0,
+                                                assignment=None)
+    if not _service(h).config.consumer_protocol_enabled:
+        # KafkaApis.handleConsumerGroupHeartbeat while the consumer protocol is not enabled
+        return err(Errors.UNSUPPORTED_VERSION,  # type: ignore[no-any-return]
+                   "The new group coordinator is not enabled (group.coordinator.rebalance.protocols "
+                   "does not list consumer)")
+    if h.denied(az.GROUP, q.group_id, az.READ, CONSUMER_GROUP_HEARTBEAT):
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+    code = _write_refusal(h)
+    if code:
+        return err(code)  # type: ignore[no-any-return]
+    client_id, host = _client()
+    new_id = str(uuid.UUID(bytes=uuid.uuid4().bytes))
+    now = now_ms()
+    return await _service(h).call(  # type: ignore[no-any-return]
+        err, lambda c, t: c.consumer_group_heartbeat(t, q, client_id, host, _uuid_b64(new_id), now))
+
+
+def _uuid_b64(text: str) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 without padding (the member id Kafka makes)."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.UUID(text).bytes).decode().rstrip("=")
+
+
+async def consumer_group_describe(h: HandlerBase, q: w.ConsumerGroupDescribeRequest,
+                                  v: int) -> w.ConsumerGroupDescribeResponse:
+    D = w.ConsumerGroupDescribeResponse
+    code = _service(h).coordinator_error()
+    c = _service(h).coordinator
+    names = {tid: name for name, (tid, _n) in _topics().items()}
+    described = {d.group_id: d for d in c.consumer_group_describe(list(q.group_ids), names)} \
+        if c is not None and not code else {}
+    out = []
+    for gid in q.group_ids:
+        if h.denied(az.GROUP, gid, az.DESCRIBE, CONSUMER_GROUP_DESCRIBE):
+            code_g: int = int(Errors.GROUP_AUTHORIZATION_FAILED)
+        else:
+            code_g = code
+        if code_g:
+            out.append(D.DescribedGroup(error_code=code_g, error_message=None, group_id=gid, group_state="",
+                                        group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
+                                        authorized_operations=UNAUTHORIZED_OPS))
+        else:
+            d = described[gid]
+            if q.include_authorized_operations:
+                d.authorized_operations = h.authorized_operations(az.GROUP, gid, 1 << az.READ | 1 << az.DESCRIBE
+                                                            | 1 << az.DELETE)
+            out.append(d)
+    return D(throttle_time_ms=0, groups=out)
+
+
+HANDLERS: dict[int, Any] = {
+    FIND_COORDINATOR: find_coordinator, OFFSET_COMMIT: offset_commit, OFFSET_FETCH: offset_fetch,
+    JOIN_GROUP: join_group, SYNC_GROUP: sync_group, HEARTBEAT: heartbeat, LEAVE_GROUP: leave_group,
+    DESCRIBE_GROUPS: describe_groups, LIST_GROUPS: list_groups, DELETE_GROUPS: delete_groups,
+    OFFSET_DELETE: offset_delete, CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
+    CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
+}
+
+
+# ====================================================================== consumer fetches
+def hide_group_batches(records: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
+    """A consumer's view of the log without the coordinator's batches: each batch of group
+    records becomes an empty batch over the same offsets (the header alone, no records,
+    as a compacted Kafka log keeps one), so consumers step over it as over compacted-away
+    records. Without this a client that commits after every batch it receives (KafkaJS,
+    the verifiable consumer) would consume its own OffsetCommit record, commit again, and
+    so on, for ever. Raft replicas and raw readers see the log as it is."""
+    import struct as _struct
+
+    from crc32c import crc32c
+
+    from recordbatch import CorruptBatchError, iter_batches
+    from recordbatch import layout as L
+
+    view = memoryview(records) if not isinstance(records, memoryview) else records
+    if len(view) < L.RECORDS_OFFSET:
+        return records
+    out: bytearray | None = None
+    kept = 0
+    it = iter_batches(view)
+    try:
+        for b in it:
+            start = it.position - b.size_in_bytes
+            if not _is_group_batch(b):
+                continue
+            if out is None:
+                out = bytearray()
+            out += view[kept:start]
+            header = bytearray(view[start:start + L.RECORDS_OFFSET])
+            _struct.pack_into(">i", header, L.LENGTH_OFFSET, L.RECORDS_OFFSET - L.LENGTH_OFFSET - 4)
+            _struct.pack_into(">i", header, L.RECORDS_COUNT_OFFSET, 0)
+            _struct.pack_into(">I", header, L.CRC_OFFSET, crc32c(bytes(header[L.ATTRIBUTES_OFFSET:])))
+            out += header
+            kept = it.position
+    except CorruptBatchError:
+        return records
+    if out is None:
+        return records
+    out += view[kept:]
+    return out
+
+
+def _is_group_batch(b: Any) -> bool:
+    """A batch the coordinator wrote: no producer id, not control, uncompressed, its first
+    record keyed with the reserved prefix (the coordinator writes only such batches)."""
+    from recordbatch.layout import RECORDS_OFFSET
+    from recordbatch.wire import read_varint, read_varlong
+
+    if b.is_control or b.producer_id >= 0 or b.compression_id != 0 or b.records_count <= 0:
+        return False
+    try:
+        data = b.buffer[RECORDS_OFFSET:]
+        _length, pos = read_varint(data, 0)
+        pos += 1  # attributes
+        _ts, pos = read_varlong(data, pos)
+        _od, pos = read_varint(data, pos)
+        klen, pos = read_varint(data, pos)
+        return klen >= len(RECORD_KEY_PREFIX) and bytes(data[pos:pos + len(RECORD_KEY_PREFIX)]) == RECORD_KEY_PREFIX
+    except (ValueError, IndexError):
+        return False

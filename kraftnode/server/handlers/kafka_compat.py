@@ -99,8 +99,14 @@ def kraft_record_shape_error(batch: BatchView) -> str | None:
     return None
 
 
-def validate_produce_records(records: bytes | None) -> tuple[tuple[int, str] | None, int, list[BatchView]]:
-    """Check a producer's batches before they touch the log; (error, record count, batches)."""
+# message.max.bytes: Kafka's default (1 MiB + the 12-byte log overhead of a batch)
+MESSAGE_MAX_BYTES_DEFAULT = 1048588
+
+
+def validate_produce_records(records: bytes | None, max_batch_bytes: int = MESSAGE_MAX_BYTES_DEFAULT,
+                             topic: str = "__cluster_metadata") -> tuple[tuple[int, str] | None, int, list[BatchView]]:
+    """Check a producer's batches before they touch the log; (error, record count, batches).
+    ``max_batch_bytes``: ``message.max.bytes`` (never above the raft log's 8 MiB)."""
     if records is None or len(records) == 0:
         return (Errors.INVALID_RECORD, "no records"), 0, []
     count = 0
@@ -111,14 +117,14 @@ def validate_produce_records(records: bytes | None) -> tuple[tuple[int, str] | N
             b.validate()
             if b.is_control:
                 return (Errors.INVALID_RECORD, "producers may not write control batches"), 0, []
-            if b.size_in_bytes > MAX_BATCH_SIZE_BYTES:
-                # the raft log takes no bigger batch (KafkaRaftClient.MAX_BATCH_SIZE_BYTES; a
-                # Kafka follower's log refuses it too); Kafka answers a batch over
-                # max.message.bytes with RecordTooLargeException (UnifiedLog
-                # .analyzeAndValidateRecords)
+            limit = min(max_batch_bytes, MAX_BATCH_SIZE_BYTES)
+            if b.size_in_bytes > limit:
+                # Kafka answers a batch over message.max.bytes with RecordTooLargeException
+                # (UnifiedLog.analyzeAndValidateRecords), in these words; the raft log takes no
+                # batch over 8 MiB whatever the key says (KafkaRaftClient.MAX_BATCH_SIZE_BYTES)
                 return (Errors.MESSAGE_TOO_LARGE,
-                        f"record batch of {b.size_in_bytes} bytes is over the "
-                        f"{MAX_BATCH_SIZE_BYTES}-byte limit of the raft log"), 0, []
+                        f"The record batch size in the append to {topic}-0 is {b.size_in_bytes} bytes "
+                        f"which exceeds the maximum configured value of {limit}."), 0, []
             count += b.records_count
             views.append(b)
         if it.incomplete or it.position != len(records):

@@ -12,7 +12,7 @@ from kraftnode.protocol.registry import VOTE
 from kraftnode.server.handlers.base import HandlerBase
 from kraftnode.server.raft import rpcs
 from kraftnode.server.raft.rpcs import CoreReq, CoreResp, RaftRpc, WireReq, WireResp
-from recordbatch.wire import DecodeError
+from recordbatch.wire import DecodeError, uuid_to_base64
 
 log = logging.getLogger("kraftnode.handlers")
 
@@ -57,5 +57,5 @@ class RaftPeerHandlers(HandlerBase):
         core's answer."""
         resp = await self._serve_raft(rpcs.UPDATE_RAFT_VOTER_RPC, q, v)
         log.info("UpdateRaftVoter for voter %d (directory %s): %s", q.voter_id,
-                 q.voter_directory_id, Errors(resp.error_code).name)
+                 uuid_to_base64(q.voter_directory_id), Errors(resp.error_code).name)
         return resp

@@ -32,10 +32,8 @@ from typing import Any
 import anyio
 
 from kraftnode.log.bootstrap import (
-    BOOTSTRAP_FILE,
-    METADATA_VERSIONS,
-    bootstrap_records,
     check_bootstrap_metadata_version,
+    read_bootstrap_records,
 )
 from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
 from kraftnode.log.snapshot import (
@@ -77,28 +75,6 @@ SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SS
 REPLAY_BATCHES_PER_PASS = 2000
 # Kafka's ControllerRegistrationManager backoff: 100 ms doubling to 120 s.
 REGISTRATION_BACKOFF_MS = (100, 120_000)
-
-
-def read_bootstrap_records(metadata_dir: str | Path) -> tuple[list[bytes], str]:
-    """The framed bootstrap records of ``bootstrap.checkpoint`` (and where they came from).
-
-    Kafka falls back to the latest production metadata.version when the file is absent.
-    """
-    path = Path(metadata_dir) / BOOTSTRAP_FILE
-    if not path.exists():
-        return bootstrap_records(METADATA_VERSIONS["3.9-IV0"]), "the default bootstrap"
-    values: list[bytes] = []
-    try:
-        for b in read_snapshot_batches(path):
-            if b.is_control:
-                continue
-            for r in b.records():
-                if r.value is not None:
-                    decode_metadata_record(r.value)  # must be a metadata record
-                    values.append(bytes(r.value))
-    except (SnapshotError, CorruptBatchError, ValueError) as e:
-        raise ValueError(f"{path} is unreadable: {e}") from None
-    return values, str(path)
 
 
 def _metadata_version_of(values: Sequence[bytes]) -> int:

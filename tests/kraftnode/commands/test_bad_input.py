@@ -222,10 +222,25 @@ def test_dump_log_missing_path(tmp_path: Path) -> None:
                     "no such file or directory")
 
 
+def test_dump_log_index_copied_under_another_name(tmp_path: Path) -> None:
+    (tmp_path / "flip.index").write_bytes(bytes(8))
+    assert_one_line(kraftnode("dump-log", str(tmp_path / "flip.index")), "dump-log",
+                    "flip.index: not named NNNNNNNNNNNNNNNNNNNN.index: the base offset its entries are "
+                    "relative to is unknown")
+
+
 def test_quorum_unreachable(tmp_path: Path) -> None:
     port = free_port()
     assert_one_line(kraftnode("quorum", "--bootstrap-controller", f"127.0.0.1:{port}", "describe",
                               "--status"), "quorum", f"127.0.0.1:{port}", "Connection refused")
+
+
+def test_quorum_watch_unreachable(tmp_path: Path) -> None:
+    port = free_port()
+    res = kraftnode("quorum", "--bootstrap-controller", f"127.0.0.1:{port}", "describe",
+                    "--replication", "--watch", "0.2", timeout=30)
+    assert_one_line(res, "quorum", f"127.0.0.1:{port}", "Connection refused")
+    assert res.stdout == ""
 
 
 def test_quorum_watch_needs_a_positive_interval() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,39 @@ def test_log_level_reaches_the_nodes(tmp_path: Path) -> None:
         second_run = f.read()
     assert "listening on" in second_run            # the node ran (its stdout line)
     assert " INFO " not in second_run and " DEBUG " not in second_run, second_run
+
+
+def test_ctrl_c_always_stops_every_node_cleanly(tmp_path: Path) -> None:
+    """Ctrl-C is the terminal's SIGINT to the whole foreground process group (killpg here).
+    Four times over (each run restarts the same cluster): every node logs its clean
+    shutdown, none is killed on the way (it was about 1 in 4 when the nodes shared the
+    group and dev-cluster's follow-up SIGTERM met a node already shutting down)."""
+    d = tmp_path / "dev"
+    for run in range(1, 5):
+        proc = subprocess.Popen([sys.executable, "-m", "kraftnode", "dev-cluster", "--dir", str(d)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            assert proc.stdout is not None
+            lines = []
+            for line in proc.stdout:
+                lines.append(line)
+                if line.startswith("running; Ctrl-C stops the cluster"):
+                    break
+            else:
+                raise AssertionError("".join(lines) + proc.stderr.read())  # type: ignore[union-attr]
+            if run == 1:
+                # progress as it goes: the first line before the (in-process) formats
+                assert lines[0].startswith(f"formatting 3 nodes in {d} ..."), lines
+                assert any(x.startswith("starting 3 nodes;") for x in lines), lines
+            os.killpg(proc.pid, signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        assert proc.returncode == 0, err
+        assert "dev cluster stopped" in out and "killed" not in out, out
+        for i in (1, 2, 3):
+            text = (d / f"node{i}" / "node.log").read_text()
+            assert text.count(f"node {i} shut down cleanly") == run, (run, i, text[-1500:])

@@ -53,6 +53,28 @@ def test_segment_with_control_and_torn_tail(tmp_path: Path, capsys: pytest.Captu
     assert out[6] == "Found 3 invalid bytes at the end of 00000000000000000000.log"
 
 
+def test_a_segment_copied_under_another_name_is_read(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A person copies a segment to flip.log (to flip bytes in it): the batches carry their
+    own offsets, so the copy dumps as the original does, saying its name gives no offset."""
+    with MetadataLog(tmp_path) as log:
+        log.append_as_leader(build_batch([Record(None, b"a", (), 6)], base_offset=0), 1)
+        log.append_as_leader(build_batch([Record(None, b"b", (), 7)], base_offset=1), 1)
+    seg = tmp_path / "__cluster_metadata-0" / "00000000000000000000.log"
+    flip = tmp_path / "flip.log"
+    flip.write_bytes(seg.read_bytes())
+    assert main(["dump-log", str(seg)]) == 0
+    original = capsys.readouterr().out.splitlines()
+    assert main(["dump-log", str(flip)]) == 0
+    captured = capsys.readouterr()
+    copy = captured.out.splitlines()
+    assert captured.err == ""
+    assert copy[1] == ("Log starting offset: unknown (flip.log is not named NNNNNNNNNNNNNNNNNNNN.log; "
+                       "the offsets below are the batches' own)")
+    assert copy[2:] == original[2:] and len(copy) == 6
+    assert "baseOffset: 1 lastOffset: 1" in copy[4]
+
+
 def test_missing_file_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["dump-log", str(tmp_path / "nope.log")]) == 2
     assert "no such file" in capsys.readouterr().err

@@ -61,7 +61,7 @@ def sasl_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NodePr
     with running_node(tmp, extra, format_args=(
             "--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-secret]",
             "--add-scram", 'SCRAM-SHA-512=[name=carol,iterations=8192,password="carol-secret"]')) as n:
-        # the credentials exist once the bootstrap records are committed
+        # verified against bootstrap.checkpoint from the start; these tests use the log's copy
         deadline = time.monotonic() + 30
         while "controller activation" not in n.log() and time.monotonic() < deadline:
             time.sleep(0.1)

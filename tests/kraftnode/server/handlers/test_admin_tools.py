@@ -74,8 +74,16 @@ def test_kafka_python_admin_describes_the_topic_configs(node: NodeProcess) -> No
 def test_describe_configs_answers_each_resource_as_kafka(node: NodeProcess, version: int) -> None:
     r = _describe_configs(node.port, version, (2, "__cluster_metadata"), (2, "other"), (2, "bad name"),
                           (4, "1"), (4, ""), (4, "7"), (8, "1"))
-    got = [(x.resource_type, x.resource_name, x.error_code, x.error_message, list(x.configs))
-           for x in r.results]
+    got = [(x.resource_type, x.resource_name, x.error_code, x.error_message,
+            [] if x.resource_name == "1" and x.resource_type == 4 else list(x.configs)) for x in r.results]
+    # the node's own broker resource: every config with its source (ConfigHelper)
+    own = {c.name: c for c in r.results[3].configs}
+    static, default = (own["node.id"], own["controller.quorum.election.timeout.ms"])
+    if version == 0:
+        assert (static.value, static.is_default, default.is_default, default.read_only) == ("1", False, True, True)
+    else:
+        assert (static.value, static.config_source, default.config_source) == ("1", 4, 5)
+    assert own["message.max.bytes"].value == "1048588" and len(own) > 50
     assert got == [
         (2, "__cluster_metadata", 0, None, []),
         (2, "other", Errors.UNKNOWN_TOPIC_OR_PARTITION, None, []),

@@ -1,5 +1,5 @@
-"""Simple consumer groups (kraftnode/server/handlers/groups.py and the offsets store,
-kraftnode/server/metadata/group_offsets.py): the offset-commit record layout, its replay, and the refusal of commits while a Kafka (Java) raft node is a voter.
+"""Simple consumer groups (the group coordinator, kraftnode/groups): the offset-commit record
+layout, its replay, and the refusal of commits while a Kafka (Java) raft node is a voter.
 The genuine-client tests are in tests/interop/test_simple_groups.py."""
 
 from __future__ import annotations
@@ -9,37 +9,34 @@ import struct
 import uuid
 from pathlib import Path
 
+from kraftnode.groups import GroupConfig, GroupCoordinator
+from kraftnode.groups import records as rec
+from kraftnode.groups.records import RECORD_KEY_PREFIX as OFFSET_KEY_PREFIX
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import API_VERSIONS, FETCH, OFFSET_COMMIT, OFFSET_FETCH
-from kraftnode.server.metadata.group_offsets import (
-    OFFSET_KEY_PREFIX,
-    GroupOffsets,
-    decode_key,
-    decode_value,
-    encode_key,
-    encode_value,
-)
 from tests.support.cluster import CLUSTER_ID, Cluster, wait_for_hw
 from tests.support.node import frame_call
 
 
 def test_record_layout_is_kafkas_offset_commit_key_and_value() -> None:
-    key = encode_key("g", "__cluster_metadata", 0)
+    key, value = rec.offset_commit("g", "__cluster_metadata", 0, 42, 7, "m", 1000)
     # OffsetCommitKey v1 after the prefix: version, group, topic, partition
     assert key == OFFSET_KEY_PREFIX + b"\x00\x01" + b"\x00\x01g" + b"\x00\x12__cluster_metadata" + b"\x00" * 4
-    value = encode_value(42, 7, "m", 1000)
     # OffsetCommitValue v3: version, offset, leader epoch, metadata, commit timestamp
     assert value == struct.pack(">hqi", 3, 42, 7) + b"\x00\x01m" + struct.pack(">q", 1000)
-    assert decode_key(key) == ("g", "__cluster_metadata", 0)
-    assert decode_value(value) == (42, 7, "m")
-    assert decode_key(b"other") is None and decode_key(OFFSET_KEY_PREFIX + b"\x00") is None
-    assert decode_value(b"\x00\x03") is None
-    view = GroupOffsets()
-    view.apply(key, value)
-    view.apply(key, encode_value(43, 7, "", 1001))   # the later commit wins
-    view.apply(b"an application key", value)         # not an offset record: ignored
-    assert view.groups == {"g": {("__cluster_metadata", 0): (43, 7, "")}}
+    kv, k, v = rec.decode(key, value)  # type: ignore[misc]
+    assert (kv, k.group, k.topic, k.partition, v.offset, v.leader_epoch, v.metadata) == \
+        (1, "g", "__cluster_metadata", 0, 42, 7, "m")
+    assert rec.decode(b"other", value) is None and rec.decode(OFFSET_KEY_PREFIX + b"\x00", value) is None
+    assert rec.decode(key, b"\x00\x03") is None
+    view = GroupCoordinator(GroupConfig(), dict)
+    view.replay(key, value)
+    view.replay(*rec.offset_commit("g", "__cluster_metadata", 0, 43, 7, "", 1001))  # the later commit wins
+    view.replay(b"an application key", value)         # not an offset record: ignored
+    assert view.offsets == {"g": {("__cluster_metadata", 0): (43, 7, "", 1001)}}
+    view.replay(*rec.offset_tombstone("g", "__cluster_metadata", 0))   # OffsetDelete / DeleteGroups
+    assert view.offsets == {}
 
 
 def _commit(group: str) -> w.OffsetCommitRequest:

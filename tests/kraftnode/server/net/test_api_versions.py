@@ -28,10 +28,9 @@ def test_every_version_lists_every_served_api(node: NodeProcess, version: int) -
     assert isinstance(resp, ApiVersionsResponse)
     assert resp.error_code == 0
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    # Vote v2 (KIP-996) is decodable but advertised only with kraftnode.raft.pre.vote.enable:
-    # by default the answer is Kafka 3.9's, Vote 0-1.
+    # Vote v2 (KIP-996): pre-vote is on by default, as in Kafka 4.x, so Vote 0-2 is advertised
     expected = {s.key: (s.min_version, s.max_version) for s in SERVED.values()}
-    expected[VOTE] = (0, 1)
+    assert expected[VOTE] == (0, 2)
     assert got == expected
     features = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
     # a static quorum: kraft.version 0 is not listed as finalized at any version, as a
@@ -125,3 +124,13 @@ def test_start_with_bad_config_is_one_line_exit_2(tmp_path: Path) -> None:
                            text=True, timeout=30)
         assert r.returncode == 2, r.stderr
         assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_with_pre_vote_off_vote_is_advertised_as_kafka_3_9_does(tmp_path: Path) -> None:
+    """kraftnode.raft.pre.vote.enable=false: Kafka 3.9's elections and its ApiVersions, Vote 0-1."""
+    with running_node(tmp_path, extra="kraftnode.raft.pre.vote.enable=false\n") as n:
+        _, resp = call(n.port, API_VERSIONS, 3, ApiVersionsRequest(
+            client_software_name="kraftnode-tests", client_software_version="1.0"))
+    got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}  # type: ignore[attr-defined]
+    expected = {s.key: (s.min_version, s.max_version) for s in SERVED.values()} | {VOTE: (0, 1)}
+    assert got == expected

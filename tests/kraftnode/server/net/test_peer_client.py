@@ -22,9 +22,9 @@ def test_negotiates_and_pipelines(tmp_path: Path) -> None:
                 pool = PeerPool(tg, "test-peer", request_timeout_s=5)
                 conn = await pool.connection(1, "127.0.0.1", node.port)
                 expected = {s.key: (s.min_version, s.max_version) for s in SERVED.values()}
-                expected[VOTE] = (0, 1)  # Vote v2 is advertised only with pre-vote enabled
-                assert conn.versions == expected
-                assert conn.pick_version(VOTE) == 1
+                # Vote v2 (KIP-996): pre-vote is on by default, so it is advertised
+                assert conn.versions == expected and expected[VOTE] == (0, 2)
+                assert conn.pick_version(VOTE) == 2
                 results: list[int] = []
 
                 async def one(i: int) -> None:

@@ -176,7 +176,8 @@ def test_pre_votes_go_only_to_peers_that_advertise_vote_v2_even_when_they_are_go
     async def roundtrip(driver: RaftDriver, dest: int, addr: tuple[str, int]) -> m.Response:
         return await driver._roundtrip(dest, addr, pre_vote)  # noqa: SLF001 - the gate itself
 
-    with running_node(tmp_path / "v1", node_id=2) as v1_peer, \
+    # v1 runs as a Kafka 3.9 voter would (pre-vote off: Vote 0-1), v2 with it on (the default)
+    with running_node(tmp_path / "v1", "kraftnode.raft.pre.vote.enable=false\n", node_id=2) as v1_peer, \
             running_node(tmp_path / "v2", "kraftnode.raft.pre.vote.enable=true\n", node_id=3) as v2_peer:
         async def main() -> None:
             async with anyio.create_task_group() as tg:

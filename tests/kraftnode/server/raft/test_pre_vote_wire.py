@@ -129,7 +129,15 @@ def test_a_kafka_4_pre_vote_is_answered_as_kafka_4_answers_it(tmp_path: Path) ->
         # a voter without a leader: only node 1 of the three runs
         cl.close()
         cl.start(1)
-        time.sleep(2.5)  # past its election timeout: unattached or prospective, no leader
+        deadline = time.monotonic() + 30
+        while True:  # listening (an interpreter start takes seconds on a loaded host) ...
+            try:
+                socket.create_connection(("127.0.0.1", cl.port(1)), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, cl.log(1)[-2000:]
+                time.sleep(0.1)
+        time.sleep(2.5)  # ... and past its election timeout: unattached or prospective, no leader
         before = quorum_state(cl, 1)
         e = int(before["leaderEpoch"])  # type: ignore[call-overload]
         stale = ask(cl.port(1), 10, cluster_id=cluster_id, voter_id=1, epoch=e, candidate=2,
@@ -145,7 +153,7 @@ def test_a_kafka_4_pre_vote_is_answered_as_kafka_4_answers_it(tmp_path: Path) ->
 
 
 def test_a_node_without_pre_vote_refuses_vote_v2(tmp_path: Path) -> None:
-    cl = Cluster(tmp_path / "q", 3)
+    cl = Cluster(tmp_path / "q", 3, extra="kraftnode.raft.pre.vote.enable=false\n")
     try:
         cl.start_all()
         info = wait_for_hw(cl, 1, 30)

@@ -271,8 +271,9 @@ def test_describe_quorum_forwarded_to_a_test_raft_server_leader(tmp_path: Path) 
 def test_produce_of_a_batch_over_the_raft_limit_is_refused(tmp_path: Path) -> None:
     """A batch bigger than KafkaRaftClient.MAX_BATCH_SIZE_BYTES (8 MiB) cannot enter the
     raft log (nor a Kafka follower's): the producer gets MESSAGE_TOO_LARGE, as Kafka
-    answers a batch over max.message.bytes, and the connection stays usable."""
-    cl = Cluster(tmp_path / "a", 1)
+    answers a batch over message.max.bytes, and the connection stays usable. A
+    message.max.bytes above 8 MiB acts as 8 MiB."""
+    cl = Cluster(tmp_path / "a", 1, extra="message.max.bytes=16777216\n")
     subprocess.run(["rm", "-rf", str(cl.root / "node1" / "metadata")], check=True)
     _reformat(cl, ZERO)
     try:

@@ -1,7 +1,8 @@
-"""Simple-group offsets are carried by snapshots (real processes, small thresholds): after
-the log that held the OffsetCommit records was cleaned, the offsets survive a restart of
-every node, and a replica wiped and caught up through FetchSnapshot serves the same
-OffsetFetch answers once it leads."""
+"""Group state is carried by snapshots (real processes, small thresholds): after the log
+that held the group records (OffsetCommit, and a classic group's GroupMetadata with its
+member and assignment) was cleaned, they survive a restart of every node, and a replica
+wiped and caught up through FetchSnapshot serves the same OffsetFetch and DescribeGroups
+answers once it leads."""
 
 from __future__ import annotations
 
@@ -16,14 +17,21 @@ from typing import Any
 import pytest
 
 from kraftnode.protocol import generated as w
-from kraftnode.protocol.registry import LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH
+from kraftnode.protocol.registry import (
+    DESCRIBE_GROUPS,
+    JOIN_GROUP,
+    LIST_OFFSETS,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    SYNC_GROUP,
+)
 from tests.support.cluster import CLUSTER_ID, Cluster, wait_for_hw
 from tests.support.node import call
 
 pytestmark = pytest.mark.timeout(240)
 
 TOPIC = "__cluster_metadata"
-EXTRA = ("metadata.log.max.record.bytes.between.snapshots=4000\n"
+EXTRA = ("group.initial.rebalance.delay.ms=0\nmetadata.log.max.record.bytes.between.snapshots=4000\n"
          "metadata.log.segment.min.bytes=1024\nmetadata.log.segment.bytes=8192\n"
          "metadata.max.retention.bytes=20000\n")
 GROUPS = {f"group-{g}": 100 + 7 * g for g in range(5)}
@@ -67,6 +75,37 @@ def fetch_offsets(port: int) -> dict[str, tuple[int, str]] | None:
     return out
 
 
+def join_stable(port: int) -> str:
+    """One classic member joins ``g-classic`` (KIP-394: twice) and syncs its assignment; a
+    long session (5 min) keeps it a member across the restarts below."""
+    J = w.JoinGroupRequest
+    member = ""
+    for _ in range(2):
+        _, resp = call(port, JOIN_GROUP, 9, J(group_id="g-classic", session_timeout_ms=300_000,
+                                             rebalance_timeout_ms=10_000, member_id=member, group_instance_id=None,
+                                             protocol_type="consumer", reason=None,
+                                             protocols=[J.JoinGroupRequestProtocol(name="range", metadata=b"sub")]))
+        member = resp.member_id  # type: ignore[attr-defined]
+    assert resp.error_code == 0 and resp.generation_id == 1, resp  # type: ignore[attr-defined]
+    S = w.SyncGroupRequest
+    _, sync = call(port, SYNC_GROUP, 5, S(group_id="g-classic", generation_id=1, member_id=member,
+                                          group_instance_id=None, protocol_type="consumer", protocol_name="range",
+                                          assignments=[S.SyncGroupRequestAssignment(member_id=member,
+                                                                                    assignment=b"assigned")]))
+    assert sync.error_code == 0 and sync.assignment == b"assigned", sync  # type: ignore[attr-defined]
+    return member
+
+
+def describe(port: int) -> tuple[object, ...] | None:
+    _, resp = call(port, DESCRIBE_GROUPS, 5, w.DescribeGroupsRequest(groups=["g-classic"],
+                                                                      include_authorized_operations=False))
+    g = resp.groups[0]  # type: ignore[attr-defined]
+    if g.error_code:
+        return None
+    return (g.group_state, g.protocol_type, g.protocol_data,
+            [(m.member_id, m.member_metadata, m.member_assignment) for m in g.members])
+
+
 def earliest(port: int) -> int:
     L = w.ListOffsetsRequest
     _, resp = call(port, LIST_OFFSETS, 7, L(replica_id=-1, isolation_level=0, topics=[
@@ -97,6 +136,9 @@ def test_offsets_survive_cleaning_restart_and_fetch_snapshot(tmp_path: Path) -> 
         for g, off in GROUPS.items():
             assert wait_until("an accepted commit", lambda g=g, off=off: commit(cl.port(lead), g, off) == 0 or None,
                               20) is True
+        member = join_stable(cl.port(lead))
+        group = ("Stable", "consumer", "range", [(member, b"sub", b"assigned")])
+        assert describe(cl.port(lead)) == group
         committed_at = cl.quorum().high_watermark  # type: ignore[union-attr]
         assert fetch_offsets(cl.port(lead)) == want
         # bury the commits: snapshots, then retention cleans the log far past them
@@ -115,6 +157,7 @@ def test_offsets_survive_cleaning_restart_and_fetch_snapshot(tmp_path: Path) -> 
         got = wait_until("OffsetFetch after the restart", lambda: fetch_offsets(cl.port(lead)), 30,
                          lambda: cl.log(lead))
         assert got == want
+        assert describe(cl.port(lead)) == group
 
         # a replica wiped and re-formatted catches up through FetchSnapshot ...
         wiped = next(i for i in cl.ids if i != lead)
@@ -145,6 +188,7 @@ def test_offsets_survive_cleaning_restart_and_fetch_snapshot(tmp_path: Path) -> 
         got = wait_until("OffsetFetch from the wiped replica", lambda: fetch_offsets(cl.port(wiped)), 30,
                          lambda: cl.log(wiped))
         assert got == want
+        assert describe(cl.port(wiped)) == group   # the member, its generation's assignment
         # and a new commit on it is served next to the ones from the snapshot
         assert commit(cl.port(wiped), "group-0", 999) == 0
         assert fetch_offsets(cl.port(wiped)) == {**want, "group-0": (999, "m999")}

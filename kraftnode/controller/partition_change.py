@@ -1,0 +1,219 @@
+"""How a partition's leader, ISR and replicas change: Kafka's PartitionChangeBuilder.
+
+Given a partition as the image holds it (a PartitionRecord with every change merged) and the
+target state a caller asks for (an ISR, a replica list, a reassignment, an election type), the
+builder elects a leader if the current one may not stay, completes a reassignment whose new
+replicas are all in the ISR, and produces the one PartitionChangeRecord that says what changed
+-- or nothing, when nothing would. Elections, as Kafka 3.9 makes them without eligible leader
+replicas (ELR needs metadata.version 4.0):
+
+* PREFERRED: the first target replica if it is in the ISR and acceptable, else the current
+  leader if it still is, else the first other acceptable ISR member;
+* ONLINE: the current leader if it is in the ISR and acceptable, else the first acceptable ISR
+  member in replica order;
+* UNCLEAN: as ONLINE, then any acceptable replica (the ISR becomes that replica alone and the
+  leader recovery state RECOVERING).
+
+"Acceptable" is the caller's predicate (registered, unfenced, not shutting down, its directory
+for the partition online). Every change bumps the partition epoch; a new leader (or a removed
+replica, or an ISR shrink before metadata.version 3.6) bumps the leader epoch.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from enum import Enum
+
+from kraftnode.controller.result import Record
+from kraftnode.controller.versions import MetadataVersion
+from kraftnode.controller.view import UNASSIGNED_DIR
+from kraftnode.protocol.generated.metadata import PartitionChangeRecord, PartitionRecord
+
+__all__ = ["NO_LEADER", "NO_LEADER_CHANGE", "Election", "PartitionChangeBuilder", "RECOVERED", "RECOVERING",
+           "has_preferred_leader", "reassignment_in_progress", "replica_directory"]
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+RECOVERED = 0
+RECOVERING = 1
+NO_RECOVERY_CHANGE = -1
+
+
+class Election(Enum):
+    PREFERRED = "preferred"
+    ONLINE = "online"
+    UNCLEAN = "unclean"
+
+
+def has_preferred_leader(p: PartitionRecord) -> bool:
+    return p.leader == (p.replicas[0] if p.replicas else NO_LEADER)
+
+
+def reassignment_in_progress(p: PartitionRecord) -> bool:
+    return bool(p.removing_replicas) or bool(p.adding_replicas)
+
+
+def replica_directory(p: PartitionRecord, replica: int) -> uuid.UUID | None:
+    """PartitionRegistration.directory (None: not a replica of the partition)."""
+    dirs = list(getattr(p, "directories", None) or [])
+    for i, r in enumerate(p.replicas):
+        if r == replica:
+            return dirs[i] if i < len(dirs) else uuid.UUID(int=0)  # MIGRATING when absent
+    return None
+
+
+def complete_reassignment(removing: list[int], adding: list[int], replicas: list[int],
+                          target_isr: list[int]) -> tuple[list[int], list[int]] | None:
+    """PartitionReassignmentReplicas.maybeCompleteReassignment: (replicas, isr) once done."""
+    if not removing and not adding:
+        return None
+    new_isr = list(target_isr)
+    new_replicas = list(replicas)
+    if removing:
+        new_isr = [r for r in target_isr if r not in removing]
+        if not new_isr:
+            return None
+        new_replicas = [r for r in replicas if r not in removing]
+        if not new_replicas:
+            return None
+    if not set(new_replicas) <= set(new_isr):
+        return None
+    return new_replicas, new_isr
+
+
+class PartitionChangeBuilder:
+    def __init__(self, partition: PartitionRecord, topic_id: uuid.UUID, partition_id: int,
+                 is_acceptable_leader: Callable[[int], bool], mv: MetadataVersion) -> None:
+        self.partition = partition
+        self.topic_id = topic_id
+        self.partition_id = partition_id
+        self.is_acceptable_leader = is_acceptable_leader
+        self.mv = mv
+        self.target_isr = list(partition.isr)
+        self.target_replicas = list(partition.replicas)
+        self.target_removing = list(partition.removing_replicas)
+        self.target_adding = list(partition.adding_replicas)
+        self.target_recovery = partition.leader_recovery_state
+        dirs = list(getattr(partition, "directories", None) or [])
+        self.target_directories: dict[int, uuid.UUID] = {
+            r: (dirs[i] if i < len(dirs) else uuid.UUID(int=0)) for i, r in enumerate(partition.replicas)}
+        self.election = Election.ONLINE
+        self.default_dir: Callable[[int], uuid.UUID] = lambda _b: UNASSIGNED_DIR
+
+    # ------------------------------------------------------------------ targets
+    def set_target_isr(self, isr: list[int]) -> PartitionChangeBuilder:
+        self.target_isr = list(isr)
+        return self
+
+    def set_target_replicas(self, replicas: list[int]) -> PartitionChangeBuilder:
+        self.target_replicas = list(replicas)
+        return self
+
+    def set_target_removing(self, removing: list[int]) -> PartitionChangeBuilder:
+        self.target_removing = list(removing)
+        return self
+
+    def set_target_adding(self, adding: list[int]) -> PartitionChangeBuilder:
+        self.target_adding = list(adding)
+        return self
+
+    def set_target_leader_recovery_state(self, state: int) -> PartitionChangeBuilder:
+        self.target_recovery = state
+        return self
+
+    def set_election(self, election: Election) -> PartitionChangeBuilder:
+        self.election = election
+        return self
+
+    def set_directory(self, broker_id: int, directory: uuid.UUID) -> PartitionChangeBuilder:
+        self.target_directories[broker_id] = directory
+        return self
+
+    def set_default_dir_provider(self, provider: Callable[[int], uuid.UUID]) -> PartitionChangeBuilder:
+        self.default_dir = provider
+        return self
+
+    # ------------------------------------------------------------------ election
+    def _valid_new_leader(self, replica: int) -> bool:
+        return replica in self.target_isr and self.is_acceptable_leader(replica)
+
+    def elect_leader(self) -> tuple[int, bool]:
+        """(leader, unclean)."""
+        current = self.partition.leader
+        if self.election is Election.PREFERRED:
+            preferred = self.target_replicas[0] if self.target_replicas else NO_LEADER
+            if self._valid_new_leader(preferred):
+                return preferred, False
+            if self._valid_new_leader(current):
+                return current, False
+            for r in self.target_replicas[1:]:
+                if self._valid_new_leader(r):
+                    return r, False
+            return NO_LEADER, False
+        if self._valid_new_leader(current):
+            return current, False
+        for r in self.target_replicas:
+            if self._valid_new_leader(r):
+                return r, False
+        if self.election is Election.UNCLEAN:
+            for r in self.target_replicas:
+                if self.is_acceptable_leader(r):
+                    return r, True
+        return NO_LEADER, False
+
+    # ------------------------------------------------------------------ build
+    def build(self) -> Record | None:
+        """The PartitionChangeRecord (with its version), or None when nothing changes."""
+        p = self.partition
+        rec = PartitionChangeRecord(topic_id=self.topic_id, partition_id=self.partition_id)
+        done = complete_reassignment(self.target_removing, self.target_adding, self.target_replicas,
+                                     self.target_isr)
+        if done is not None:
+            self.target_replicas, self.target_isr = done
+            self.target_removing = []
+            self.target_adding = []
+        leader, unclean = self.elect_leader()
+        if leader != p.leader:
+            rec.leader = leader
+            if unclean:
+                rec.isr = [leader]
+                if p.leader_recovery_state != RECOVERING and self.mv.is_leader_recovery_supported():
+                    rec.leader_recovery_state = RECOVERING
+        # a reassignment that drops a replica bumps the leader epoch
+        if rec.leader == NO_LEADER_CHANGE and not set(p.replicas) <= set(self.target_replicas):
+            rec.leader = p.leader
+        if rec.isr is None and self.target_isr and self.target_isr != list(p.isr):
+            rec.isr = list(self.target_isr)
+        if (self.mv.is_leader_epoch_bump_required_on_isr_shrink() and rec.leader == NO_LEADER_CHANGE
+                and rec.isr is not None and not set(p.isr) <= set(rec.isr)):
+            rec.leader = p.leader
+        self._assignment_changes(rec)
+        if self.target_recovery != p.leader_recovery_state:
+            rec.leader_recovery_state = self.target_recovery
+        if _is_noop(rec):
+            return None
+        return rec, self.mv.partition_change_record_version()
+
+    def _assignment_changes(self, rec: PartitionChangeRecord) -> None:
+        p = self.partition
+        if self.target_replicas:
+            if self.mv.is_directory_assignment_supported():
+                dirs = [self.target_directories[r] if r in self.target_directories else self.default_dir(r)
+                        for r in self.target_replicas]
+                if dirs != list(getattr(p, "directories", None) or []):
+                    rec.directories = dirs
+            if self.target_replicas != list(p.replicas):
+                rec.replicas = list(self.target_replicas)
+        if self.target_removing != list(p.removing_replicas):
+            rec.removing_replicas = list(self.target_removing)
+        if self.target_adding != list(p.adding_replicas):
+            rec.adding_replicas = list(self.target_adding)
+
+
+def _is_noop(rec: PartitionChangeRecord) -> bool:
+    """PartitionChangeBuilder.changeRecordIsNoOp."""
+    return (rec.isr is None and rec.leader == NO_LEADER_CHANGE and rec.replicas is None
+            and rec.removing_replicas is None and rec.adding_replicas is None
+            and rec.leader_recovery_state == NO_RECOVERY_CHANGE and rec.directories is None
+            and rec.eligible_leader_replicas is None and rec.last_known_elr is None)

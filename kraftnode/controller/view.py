@@ -1,0 +1,191 @@
+"""The active controller's picture of the metadata: the image at the end of its log.
+
+Kafka's QuorumController keeps its managers' state at the end of the log it has written:
+committed records plus the ones it appended and has not yet seen committed (replayed as they
+are appended, reverted if leadership is lost). :class:`ControllerView` is that state: a
+:class:`MetadataState` (the metadata image with Kafka's replay semantics) that the I/O shell
+starts from a copy of the committed state when the node becomes the active controller and then
+advances over every batch the log holds after it -- its own appends included, at the offsets
+the log gave them. Besides the image it keeps what the managers look up by key:
+
+* ``register_offsets`` -- the offset of each broker's RegisterBrokerRecord
+  (``ClusterControlManager.registerBrokerRecordOffsets``): a broker is caught up, and may be
+  unfenced, once its heartbeat reports a metadata offset at least this high;
+* ``topics_by_name``.
+
+A listener (the heartbeat manager's hook) sees every replayed record with its offset.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kraftnode.controller.versions import MetadataVersion
+from kraftnode.metadata.state import MetadataState
+from kraftnode.protocol.generated.metadata import (
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnregisterBrokerRecord,
+)
+
+__all__ = ["MIGRATING_DIR", "UNASSIGNED_DIR", "LOST_DIR", "ControllerView", "directory_online",
+           "java_uuid_key", "reserved_directory"]
+
+# DirectoryId's reserved ids
+MIGRATING_DIR = uuid.UUID(int=0)
+UNASSIGNED_DIR = uuid.UUID(int=1)
+LOST_DIR = uuid.UUID(int=2)
+
+CONFIG_TOPIC = 2
+CONFIG_BROKER = 4
+
+
+def reserved_directory(u: uuid.UUID) -> bool:
+    """DirectoryId.reserved: the first 100 ids (most significant half zero)."""
+    return (u.int >> 64) == 0 and (u.int & 0xFFFFFFFFFFFFFFFF) < 100
+
+
+def _signed64(x: int) -> int:
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def java_uuid_key(u: uuid.UUID) -> tuple[int, int]:
+    """Sort key of org.apache.kafka.common.Uuid.compareTo (signed halves)."""
+    return _signed64(u.int >> 64), _signed64(u.int & 0xFFFFFFFFFFFFFFFF)
+
+
+def directory_online(d: uuid.UUID, online: list[uuid.UUID]) -> bool:
+    """DirectoryId.isOnline."""
+    if d in (UNASSIGNED_DIR, MIGRATING_DIR):
+        return True
+    if d == LOST_DIR:
+        return False
+    return not online or d in online
+
+
+class ControllerView(MetadataState):
+    """A :class:`MetadataState` with the controller's indexes (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_offsets: dict[int, int] = {}
+        self.topics_by_name: dict[str, uuid.UUID] = {}
+        self.listener: Callable[[Any, int], None] | None = None
+
+    @classmethod
+    def of(cls, committed: MetadataState) -> ControllerView:
+        """A copy of ``committed`` that later replays do not share.
+
+        A broker registered before ``committed`` was built gets its broker epoch as its
+        registration offset (the offset of the batch that registered it; an amended
+        registration of the same incarnation is written later, so a broker may be judged
+        caught up a few offsets early after a failover -- it is still fenced until its
+        heartbeat says it has replayed that far)."""
+        v = cls()
+        v.next_offset = committed.next_offset
+        v.metadata_version = committed.metadata_version
+        v.finalized = dict(committed.finalized)
+        v.controllers = dict(committed.controllers)
+        v.zk_migration_state = committed.zk_migration_state
+        v.scram = dict(committed.scram)
+        v.transaction_start = committed.transaction_start
+        v.metadata_records = committed.metadata_records
+        v.foreign_records = committed.foreign_records
+        v.features_epoch = committed.features_epoch
+        v.image = committed.image.copy()
+        before = committed._before_transaction
+        if before is not None:
+            v._before_transaction = (before[0].copy(), dict(before[1]))
+        for bid, (reg, _ver) in v.image.brokers.items():
+            v.register_offsets[bid] = int(reg.broker_epoch)
+        v.topics_by_name = {t.name: tid for tid, (t, _ver) in v.image.topics.items()}
+        return v
+
+    # ------------------------------------------------------------------ replay
+    def replay(self, m: Any, version: int, offset: int) -> None:
+        """Replay one record at ``offset`` (tests and the simulation feed records this way; the
+        shell replays whole batches from the log)."""
+        self.metadata_records += 1
+        self._apply(m, offset, version)
+        self.next_offset = max(self.next_offset, offset + 1)
+
+    def _apply(self, m: Any, offset: int, version: int = 0) -> None:
+        super()._apply(m, offset, version)
+        if isinstance(m, RegisterBrokerRecord):
+            self.register_offsets[m.broker_id] = offset
+        elif isinstance(m, UnregisterBrokerRecord):
+            if m.broker_id not in self.image.brokers:
+                self.register_offsets.pop(m.broker_id, None)
+        elif isinstance(m, TopicRecord):
+            self.topics_by_name[m.name] = m.topic_id
+        elif isinstance(m, RemoveTopicRecord):
+            for name, tid in list(self.topics_by_name.items()):
+                if tid == m.topic_id:
+                    del self.topics_by_name[name]
+        if self.listener is not None:
+            self.listener(m, offset)
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def mv(self) -> MetadataVersion:
+        return MetadataVersion(self.image.features.get("metadata.version", 1))
+
+    def broker(self, broker_id: int) -> RegisterBrokerRecord | None:
+        got = self.image.brokers.get(broker_id)
+        return None if got is None else got[0]
+
+    def brokers(self) -> dict[int, RegisterBrokerRecord]:
+        return {b: reg for b, (reg, _v) in self.image.brokers.items()}
+
+    def is_active(self, broker_id: int) -> bool:
+        """ClusterControlManager.isActive: registered, not fenced, not in controlled shutdown."""
+        reg = self.broker(broker_id)
+        return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+
+    def is_unfenced(self, broker_id: int) -> bool:
+        reg = self.broker(broker_id)
+        return reg is not None and not reg.fenced
+
+    def has_online_dir(self, broker_id: int, directory: uuid.UUID) -> bool:
+        reg = self.broker(broker_id)
+        return reg is not None and directory_online(directory, list(reg.log_dirs or []))
+
+    def default_dir(self, broker_id: int) -> uuid.UUID:
+        """ClusterControlManager.defaultDir: the broker's only directory, else UNASSIGNED
+        (MIGRATING for a registration without directories)."""
+        reg = self.broker(broker_id)
+        if reg is None:
+            return UNASSIGNED_DIR
+        dirs = list(reg.log_dirs or [])
+        if not dirs:
+            return MIGRATING_DIR
+        return dirs[0] if len(dirs) == 1 else UNASSIGNED_DIR
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        return self.topics_by_name.get(name)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        t = self.image.topics.get(topic_id)
+        return None if t is None else t[0].name
+
+    def partitions(self, topic_id: uuid.UUID) -> dict[int, PartitionRecord]:
+        return {p: rec for p, (rec, _v) in self.image.partitions.get(topic_id, {}).items()}
+
+    def partition(self, topic_id: uuid.UUID, partition_id: int) -> PartitionRecord | None:
+        got = self.image.partitions.get(topic_id, {}).get(partition_id)
+        return None if got is None else got[0]
+
+    def all_partitions(self) -> Iterator[tuple[uuid.UUID, int, PartitionRecord]]:
+        for tid, parts in self.image.partitions.items():
+            for pid, (rec, _v) in parts.items():
+                yield tid, pid, rec
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        return dict(self.image.configs.get((CONFIG_TOPIC, topic), {}))
+
+    def config(self, resource_type: int, name: str) -> dict[str, str]:
+        return dict(self.image.configs.get((resource_type, name), {}))

@@ -1,0 +1,241 @@
+"""The active controller's I/O: runs the sans-IO :mod:`kraftnode.controller` on the raft leader.
+
+Kafka's QuorumController runs every operation on one event thread against its in-memory state,
+which includes the records it has appended but not yet seen committed; it answers once they
+commit. This shell does the same on the node's event loop:
+
+* **Who is active.** The raft leader once its activation records are appended
+  (``ControllerDuties.is_active``). On becoming active it builds a
+  :class:`~kraftnode.controller.view.ControllerView` from a copy of the committed metadata state
+  and replays the log after it (its own activation records included); a
+  :class:`~kraftnode.controller.quorum_controller.QuorumController` then gives every registered
+  broker a fresh session. When leadership is lost both are dropped (uncommitted records are
+  truncated by the next leader or committed by it; a new term rebuilds from the log).
+  Everyone else answers NOT_CONTROLLER, so brokers and clients look for the active one again.
+* **One operation at a time.** An operation replays whatever the log holds beyond the view
+  (records other writers appended: Produce, controller registrations, ACLs), decides, appends its
+  records (one batch if atomic, else batches of at most 10,000) and replays them into the view --
+  all synchronously, so no other operation interleaves and the broker epoch of a registration is
+  the offset its batch gets. The answer goes back once the last batch commits; an operation that
+  writes nothing waits for the writes before it to commit (it may have read them).
+* **Periodic duties** (fencing brokers whose sessions expired, NoOpRecords, leader balancing,
+  unclean elections) are one timer task calling :meth:`QuorumController.run_due`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+
+from kraftnode.controller import (
+    ApiError,
+    ControllerConfig,
+    ControllerResult,
+    ControllerView,
+    QuorumController,
+)
+from kraftnode.log.metadata_records import encode_metadata_record
+from kraftnode.protocol.errors import Errors
+from kraftnode.raft.actions import AppendCompleted
+from kraftnode.server.metadata.controller_duties import ControllerDuties
+from kraftnode.server.raft.driver import RaftDriver, Waiter
+
+__all__ = ["ControllerShell", "NotController", "controller_config", "monotonic_ms"]
+
+log = logging.getLogger("kraftnode.controller")
+
+T = TypeVar("T")
+
+
+def controller_config(properties: dict[str, str], cluster_id: str, node_id: int,
+                      voter_ids: frozenset[int]) -> ControllerConfig:
+    """The controller's keys from the node's properties (validated at start-up, kraftnode.config)."""
+    from kraftnode.config import keys
+
+    def get(key: str) -> Any:
+        return keys.value(properties, key)
+    return ControllerConfig(
+        cluster_id=cluster_id, node_id=node_id,
+        session_timeout_ms=get("broker.session.timeout.ms"),
+        heartbeat_interval_ms=get("broker.heartbeat.interval.ms"),
+        num_partitions=get("num.partitions"),
+        default_replication_factor=get("default.replication.factor"),
+        delete_topic_enable=get("delete.topic.enable"),
+        auto_leader_rebalance_enable=get("auto.leader.rebalance.enable"),
+        leader_imbalance_check_interval_ms=get("leader.imbalance.check.interval.seconds") * 1000,
+        unclean_check_interval_ms=get("unclean.leader.election.interval.ms"),
+        max_idle_interval_ms=get("metadata.max.idle.interval.ms"),
+        static_configs=dict(properties),
+        controller_ids=voter_ids)
+
+
+def monotonic_ms() -> int:
+    """The controller's clock: broker sessions must not jump with the wall clock."""
+    return int(time.monotonic() * 1000)
+
+
+class NotController(ApiError):
+    def __init__(self) -> None:
+        super().__init__(Errors.NOT_CONTROLLER)
+
+
+class ControllerShell:
+    """Owns the QuorumController while this node is the active controller."""
+
+    def __init__(self, driver: RaftDriver, duties: ControllerDuties, config: ControllerConfig,
+                 kraft_version: Callable[[], int], rng: random.Random | None = None) -> None:
+        self.driver = driver
+        self.duties = duties
+        self.config = config
+        self.kraft_version = kraft_version
+        self.rng = rng or random.Random()
+        self.controller: QuorumController | None = None
+        self.view: ControllerView | None = None
+        self._epoch: int | None = None
+        self._last_waiter: Waiter[AppendCompleted] | None = None
+        self._wake = anyio.Event()
+        self._stopped = False
+        #: how long an answer waits for its records to commit
+        self.commit_timeout_s = max(driver.request_timeout_s, 5.0)
+
+    # ------------------------------------------------------------------ activity
+    def active(self) -> QuorumController:
+        """The controller, built on first use in this term; NotController elsewhere."""
+        if not self.duties.is_active:
+            self._renounce()
+            raise NotController()
+        epoch = self.driver.leader_and_epoch()[1]
+        if self.controller is None or self._epoch != epoch or self.view is None:
+            self._claim(epoch)
+        assert self.controller is not None
+        self._advance()
+        return self.controller
+
+    @property
+    def is_active(self) -> bool:
+        return self.duties.is_active
+
+    def _claim(self, epoch: int) -> None:
+        state = self.duties.state
+        view = ControllerView.of(state)
+        self.view = view
+        self._epoch = epoch
+        self._last_waiter = None
+        now = monotonic_ms()
+        self._advance()
+        self.controller = QuorumController(self.config, view, now, self.rng, self._uuid, log.info)
+        log.info("active controller in epoch %d: %d broker(s), %d topic(s) at offset %d", epoch,
+                 len(view.image.brokers), len(view.image.topics), view.next_offset)
+        self._wake.set()
+
+    def _renounce(self) -> None:
+        if self.controller is not None:
+            log.info("no longer the active controller (epoch %s)", self._epoch)
+        self.controller = None
+        self.view = None
+        self._epoch = None
+        self._last_waiter = None
+
+    def _uuid(self) -> uuid.UUID:
+        return uuid.UUID(int=self.rng.getrandbits(128))
+
+    def _advance(self) -> None:
+        """Replay what the log holds beyond the view (everything: committed or not, ours or
+        another writer's on this leader)."""
+        view = self.view
+        if view is None:
+            return
+        end = self.driver.log_end_offset()
+        if view.next_offset < self.driver.log_start_offset():
+            raise NotController()  # cannot happen on a leader; be safe: rebuild next time
+        if view.next_offset < end:
+            view.replay_batches(self.driver.batches(view.next_offset, end), end)
+
+    # ------------------------------------------------------------------ operations
+    async def write(self, op: Callable[[QuorumController, int], ControllerResult[T]]) -> T:
+        """Run one operation: decide, append, answer once committed. Raises ApiError (Kafka's
+        error for the client) or NotController."""
+        ctl = self.active()
+        now = monotonic_ms()
+        result = op(ctl, now)
+        waiter = self._append(ctl, result, now)
+        await self._committed(waiter)
+        return result.response
+
+    def _append(self, ctl: QuorumController, result: ControllerResult[Any], now: int) -> Waiter[AppendCompleted] | None:
+        """Append the result's batches and replay them; the waiter of the last one (or of the
+        last write still pending, for a result without records)."""
+        waiter: Waiter[AppendCompleted] | None = None
+        for batch in result.batches():
+            base, waiter = self.driver.append([encode_metadata_record(m, v) for m, v in batch])
+            if base < 0:
+                self._renounce()
+                raise NotController()
+        self._advance()
+        if waiter is not None:
+            self._last_waiter = waiter
+        elif self._last_waiter is not None and not self._last_waiter.done.is_set():
+            waiter = self._last_waiter
+        if result.on_offset is not None:
+            result.on_offset(self.driver.log_end_offset() - 1)
+        ctl.after_write(now)
+        self._wake.set()
+        return waiter
+
+    async def _committed(self, waiter: Waiter[AppendCompleted] | None) -> None:
+        if waiter is None:
+            return
+        with anyio.move_on_after(self.commit_timeout_s):
+            await waiter.done.wait()
+        done = waiter.value
+        if done is None:
+            raise ApiError(Errors.REQUEST_TIMED_OUT)
+        if done.error_code:
+            self._renounce()
+            raise NotController()
+
+    def read(self, op: Callable[[QuorumController], T]) -> T:
+        """A read on the active controller's view (after replaying the log)."""
+        return op(self.active())
+
+    # ------------------------------------------------------------------ periodic duties
+    async def run(self) -> None:
+        """The timer: periodic duties on the active controller; claims the controller as soon
+        as this node becomes active, so broker sessions start then."""
+        while not self._stopped:
+            delay = 1.0
+            try:
+                if self.duties.is_active:
+                    ctl = self.active()
+                    now = monotonic_ms()
+                    for _ in range(100):  # bounded: the rest next time round
+                        result = ctl.run_due(now, noop_allowed=bool(ctl.view.image.brokers))
+                        if result is None:
+                            break
+                        self._append(ctl, result, now)
+                    deadline = ctl.next_deadline_ms()
+                    if deadline is not None:
+                        delay = min(delay, max(deadline - monotonic_ms(), 1) / 1000)
+                else:
+                    self._renounce()
+                    delay = 0.1
+            except ApiError as e:
+                log.info("controller duty failed: %s", e)
+                delay = 0.1
+            except Exception:  # noqa: BLE001 - a bug in a duty must not stop the raft node
+                log.exception("controller duty failed; the controller is rebuilt from the log")
+                self._renounce()
+                delay = 1.0
+            self._wake = anyio.Event()
+            with anyio.move_on_after(delay):
+                await self._wake.wait()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()

@@ -1,0 +1,108 @@
+"""Dynamic configs and client quotas (kraftnode.controller.configs, quotas): records, validation
+and Kafka's messages."""
+
+from __future__ import annotations
+
+from kraftnode.protocol.errors import Errors
+from kraftnode.protocol.generated.metadata import ClientQuotaRecord, ConfigRecord
+from tests.kraftnode.controller.support import Harness
+
+TOPIC, BROKER = 2, 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def harness() -> Harness:
+    h = Harness()
+    h.active_brokers(1, 2)
+    h.commit(h.create_topic("t", 1, 1, configs={"cleanup.policy": "delete"}))
+    return h
+
+
+def cfg(rtype: int, name: str, key: str, value: str | None) -> tuple[ConfigRecord, int]:
+    return ConfigRecord(resource_type=rtype, resource_name=name, name=key, value=value), 0
+
+
+def test_incremental_alter_configs_set_delete_append_subtract() -> None:
+    h = harness()
+    result = h.ctl.incremental_alter_configs({(TOPIC, "t"): {
+        "retention.ms": (SET, "1000"), "cleanup.policy": (APPEND, "compact")}}, False, h.now)
+    assert result.atomic and result.response[(TOPIC, "t")].code == 0
+    assert result.records == [cfg(TOPIC, "t", "retention.ms", "1000"), cfg(TOPIC, "t", "cleanup.policy", "delete,compact")]
+    h.commit(result)
+    result = h.ctl.incremental_alter_configs({(TOPIC, "t"): {
+        "retention.ms": (DELETE, None), "cleanup.policy": (SUBTRACT, "delete")}}, False, h.now)
+    assert result.records == [cfg(TOPIC, "t", "retention.ms", None), cfg(TOPIC, "t", "cleanup.policy", "compact")]
+    h.commit(result)
+    assert h.view.topic_config("t") == {"cleanup.policy": "compact"}
+    # an unchanged topic value writes nothing
+    assert h.ctl.incremental_alter_configs({(TOPIC, "t"): {"cleanup.policy": (SET, "compact")}}, False,
+                                           h.now).records == []
+
+
+def test_broker_configs_are_written_even_unchanged_and_only_checked_by_name() -> None:
+    h = harness()
+    for _ in range(2):
+        result = h.ctl.incremental_alter_configs({(BROKER, "1"): {"log.cleaner.threads": (SET, "2")}}, False, h.now)
+        assert result.records == [cfg(BROKER, "1", "log.cleaner.threads", "2")]
+        h.commit(result)
+    result = h.ctl.incremental_alter_configs({(BROKER, ""): {"message.max.bytes": (SET, "5000")},
+                                              (BROKER, "x"): {"a": (SET, "1")},
+                                              (BROKER, "9"): {"a": (SET, "1")}}, False, h.now)
+    errors = {r: (e.code, e.message) for r, e in result.response.items()}
+    assert errors == {(BROKER, ""): (0, None),
+                      (BROKER, "x"): (Errors.INVALID_REQUEST, "Unable to parse broker name as a base 10 number."),
+                      (BROKER, "9"): (Errors.BROKER_ID_NOT_REGISTERED, "No node with id 9 found.")}
+    assert result.records == [cfg(BROKER, "", "message.max.bytes", "5000")]
+
+
+def test_topic_configs_are_validated_on_their_result() -> None:
+    h = harness()
+    result = h.ctl.incremental_alter_configs({
+        (TOPIC, "t"): {"segment.bytes": (SET, "10")},
+        (TOPIC, "missing"): {"retention.ms": (SET, "1")},
+        (TOPIC, ""): {"retention.ms": (SET, "1")},
+        (TOPIC, "t2"): {"retention.ms": (APPEND, "1")}}, False, h.now)
+    errors = {r: (e.code, e.message) for r, e in result.response.items()}
+    assert errors == {
+        (TOPIC, "t"): (Errors.INVALID_CONFIG, "Invalid value 10 for configuration segment.bytes: Value must be at least 14"),
+        (TOPIC, "missing"): (Errors.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'missing' does not exist."),
+        (TOPIC, ""): (Errors.INVALID_REQUEST, "Default topic resources are not allowed."),
+        (TOPIC, "t2"): (Errors.INVALID_CONFIG, "Can't APPEND to key retention.ms because its type is not LIST.")}
+    assert result.records == []
+
+
+def test_legacy_alter_configs_replaces_the_whole_config_and_validate_only_writes_nothing() -> None:
+    h = harness()
+    result = h.ctl.legacy_alter_configs({(TOPIC, "t"): {"retention.ms": "5"}}, False, h.now)
+    assert result.records == [cfg(TOPIC, "t", "retention.ms", "5"), cfg(TOPIC, "t", "cleanup.policy", None)]
+    assert h.ctl.legacy_alter_configs({(TOPIC, "t"): {"retention.ms": "5"}}, True, h.now).records == []
+
+
+def test_client_quotas() -> None:
+    h = harness()
+    alice = (("user", "alice"),)
+    default_client = (("client-id", None),)
+    result = h.ctl.alter_client_quotas([(alice, [("producer_byte_rate", 1024.0)]),
+                                        (default_client, [("request_percentage", 50.5)])], False, h.now)
+    C = ClientQuotaRecord
+    assert result.records == [
+        (C(entity=[C.EntityData(entity_type="user", entity_name="alice")], key="producer_byte_rate", value=1024.0,
+           remove=False), 0),
+        (C(entity=[C.EntityData(entity_type="client-id", entity_name=None)], key="request_percentage", value=50.5,
+           remove=False), 0)]
+    h.commit(result)
+    result = h.ctl.alter_client_quotas([(alice, [("producer_byte_rate", None)])], False, h.now)
+    assert result.records == [(C(entity=[C.EntityData(entity_type="user", entity_name="alice")],
+                                 key="producer_byte_rate", value=0.0, remove=True), 0)]
+    bad = h.ctl.alter_client_quotas([
+        ((("user", "bob"),), [("producer_byte_rate", 1.5)]),
+        ((("user", "bob"), ("ip", "1.2.3.4")), [("producer_byte_rate", 1.0)]),
+        ((("group", "g"),), [("x", 1.0)]),
+        ((("user", "carol"),), [("nonsense", 1.0)]),
+        ((("user", "dave"),), [("consumer_byte_rate", -1.0)])], False, h.now).response
+    assert [(e.code, e.message) for e in bad.values()] == [
+        (Errors.INVALID_REQUEST, "producer_byte_rate cannot be a fractional value."),
+        (Errors.INVALID_REQUEST, "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"),
+        (Errors.INVALID_REQUEST, "Unhandled client quota entity type: group"),
+        (Errors.INVALID_REQUEST, "Invalid configuration key nonsense"),
+        (Errors.INVALID_REQUEST, "Quota consumer_byte_rate must be greater than 0")]

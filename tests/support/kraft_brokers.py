@@ -1,0 +1,208 @@
+"""Genuine Kafka 3.9 brokers on a kraftnode controller quorum, for the controller's interop tests
+(tests/interop/test_brokers_on_kraftnode.py, test_broker_admin_on_kraftnode.py, ...).
+
+:class:`Setup` holds three kraftnode controllers (tests/support/cluster.py) and genuine brokers
+(tests/support/kafka_server.py); helpers read partition states from a broker's metadata, run
+Kafka's tools, and produce single records straight to a partition leader.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kraftnode.protocol import generated as w
+from kraftnode.protocol.registry import METADATA, PRODUCE
+from recordbatch import Record, build_batch
+from tests.support.cluster import Cluster, free_ports
+from tests.support.kafka import KafkaHome, java_env
+from tests.support.kafka_server import KafkaServer, broker_properties
+from tests.support.node import call
+
+__all__ = ["BROKERS", "Part", "Setup", "Tool", "idempotent_producer_config", "partitions", "produce_one",
+           "wait_until"]
+
+BROKERS = (101, 102, 103)
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float, logs: Callable[[], str] = lambda: "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{logs()}")
+
+
+@dataclass
+class Part:
+    leader: int
+    isr: list[int]
+    replicas: list[int]
+
+
+def partitions(port: int, topic: str) -> dict[int, Part] | None:
+    """The topic's partitions as a broker's metadata cache has them (Metadata v12)."""
+    M = w.MetadataRequest
+    try:
+        _, resp = call(port, METADATA, 12, M(topics=[M.MetadataRequestTopic(name=topic)],
+                                             allow_auto_topic_creation=False,
+                                             include_topic_authorized_operations=False))
+    except OSError:
+        return None
+    t = resp.topics[0]  # type: ignore[attr-defined]
+    if t.error_code:
+        return None
+    return {p.partition_index: Part(p.leader_id, list(p.isr_nodes), list(p.replica_nodes)) for p in t.partitions}
+
+
+@dataclass
+class Tool:
+    """A Kafka tool running in the background, its JSON events collected."""
+
+    proc: subprocess.Popen[str]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    thread: threading.Thread | None = None
+
+    def start_reading(self) -> None:
+        def read() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                if line.startswith("{"):
+                    try:
+                        self.events.append(json.loads(line))
+                    except ValueError:
+                        pass
+        self.thread = threading.Thread(target=read, daemon=True)
+        self.thread.start()
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in list(self.events) if e.get("name") == name]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.thread is not None:
+            self.thread.join(10)
+
+
+class Setup:
+    """Three kraftnode controllers (``controller_extra``: lines for their properties) and the
+    brokers ``BROKERS`` (``broker_extra`` for theirs)."""
+
+    def __init__(self, kafka: KafkaHome, root: Path, controller_extra: str, broker_extra: str,
+                 voters: int = 3, brokers: tuple[int, ...] = BROKERS) -> None:
+        """``voters``: the static voter set is 1..voters; kraftnode runs 1-3 (the others are
+        left to genuine Kafka controllers, see ``voters_text``)."""
+        self.kafka = kafka
+        self.root = root
+        self.broker_ids = brokers
+        self.cl = Cluster(root / "controllers", voters, extra=controller_extra)
+        self.kraft_ids = [i for i in self.cl.ids if i <= 3]
+        self.voters_text = ",".join(f"{i}@127.0.0.1:{self.cl.port(i)}" for i in self.cl.ids)
+        self.ports = dict(zip(brokers, free_ports(len(brokers)), strict=True))
+        self.brokers = {b: KafkaServer(kafka, root / f"broker{b}", b, broker_properties(
+            b, self.ports[b], self.voters_text, root / f"broker{b}" / "data", broker_extra)) for b in brokers}
+        self.tools: list[Tool] = []
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for b, p in self.ports.items() if self.brokers[b].running)
+
+    def any_port(self) -> int:
+        return next(self.ports[b] for b in self.broker_ids if self.brokers[b].running)
+
+    def logs(self) -> str:
+        out = []
+        for i in self.kraft_ids:
+            out.append(f"--- controller {i}\n" + self.cl.log(i)[-3000:])
+        for b, s in self.brokers.items():
+            out.append(f"--- broker {b}\n" + s.log()[-3000:])
+        return "\n".join(out)
+
+    def tool(self, name: str, *args: str) -> Tool:
+        env = java_env({"LOG_DIR": str(self.root / "tool-logs")})
+        proc = subprocess.Popen([str(self.kafka.script(name)), *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True, env=env)
+        t = Tool(proc)
+        t.start_reading()
+        self.tools.append(t)
+        return t
+
+    def cli(self, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """A Kafka tool against the running brokers (``--bootstrap-server`` first)."""
+        return self.kafka.tool(name, "--bootstrap-server", self.bootstrap, *args, timeout=120,
+                               env={"LOG_DIR": str(self.root / "tool-logs")})
+
+    def topics_cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.cli("kafka-topics", *args)
+
+    def start_all(self, cluster_id: str) -> None:
+        for i in self.kraft_ids:
+            self.cl.start(i)
+        self.cl.wait_for_leader(30)
+        for b in self.brokers.values():
+            b.format(cluster_id)
+            b.start()
+        for b in self.brokers.values():
+            b.wait_started(120)
+        wait_until("every broker unfenced", lambda: all(
+            "The broker has been unfenced" in self.brokers[b].log() for b in self.broker_ids), 60, self.logs)
+
+    def check_clean(self) -> None:
+        """No broker logged an error or a fault; no controller a traceback."""
+        # an idempotent producer's batches that were in flight to a leader that lost its leadership
+        # reach the new leader out of order (it answers OUT_OF_ORDER_SEQUENCE_NUMBER, logged as an
+        # ERROR, and the producer resends in order): Kafka's own behaviour on every leader move
+        faults = {b: srv.faults(benign=(r"OutOfOrderSequenceException",)) for b, srv in self.brokers.items()}
+        assert not any(faults.values()), faults
+        for i in self.kraft_ids:
+            assert "Traceback" not in self.cl.log(i), self.cl.log(i)[-5000:]
+
+    def active_controller(self) -> int:
+        info = self.cl.wait_for_leader(20)
+        return info.leader_id
+
+    def registrations(self, b: int) -> list[int]:
+        """The broker epochs broker ``b`` was given, from its log."""
+        return [int(m) for m in re.findall(r"Successfully registered broker \d+ with broker epoch (\d+)",
+                                           self.brokers[b].log())]
+
+    def close(self) -> None:
+        for t in self.tools:
+            t.stop()
+        for s in self.brokers.values():
+            s.close()
+        self.cl.close()
+
+
+def idempotent_producer_config(root: Path) -> Path:
+    """A ``--producer.config`` making kafka-verifiable-producer.sh idempotent: the tool sets
+    retries=0 (which silently disables idempotence) unless its config file says otherwise."""
+    path = root / "idempotent-producer.properties"
+    path.write_text("enable.idempotence=true\nretries=2147483647\nmax.in.flight.requests.per.connection=5\n"
+                    "acks=all\ndelivery.timeout.ms=120000\n")
+    return path
+
+
+def produce_one(port: int, topic: str, partition: int, value: bytes) -> int:
+    """Produce one record (acks=-1) straight to the broker at ``port``; the error code."""
+    P = w.ProduceRequest
+    req = P(transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[P.TopicProduceData(
+        name=topic, partition_data=[P.PartitionProduceData(index=partition,
+                                                           records=build_batch([Record(None, value)]))])])
+    _, resp = call(port, PRODUCE, 9, req)
+    return int(resp.responses[0].partition_responses[0].error_code)  # type: ignore[attr-defined]
