@@ -208,10 +208,6 @@ def test_kafka_dump_log_reads_every_kraftnode_segment_and_snapshot(journey: Jour
     for i in KRAFT:
         files = journey.kraft.files(i)
         assert any(f.suffix == ".checkpoint" for f in files) and any(f.suffix == ".log" for f in files), files
-        out = dump_log(journey.kafka, files, journey.root)
-        for f in files:
-            assert f"Dumping {f}" in out, (f, out[:2000])
-        batches = len(re.findall(r"^baseOffset: \d+", out, re.M))
-        payloads = len(re.findall(r"payload: ", out))
-        assert batches > 10 and payloads >= batches, (batches, payloads)
-        print(f"kraftnode {i}: {len(files)} files, {batches} batches, {payloads} records decoded")
+        batches, records = dump_log(journey.kafka, files, journey.root)
+        assert batches > 10 and records >= batches, (batches, records)
+        print(f"kraftnode {i}: {len(files)} files, {batches} batches, {records} records decoded")

@@ -192,17 +192,27 @@ class Brokers:
             s.close()
 
 
-def dump_log(kafka: KafkaHome, files: list[Path], work: Path) -> str:
-    """``kafka-dump-log.sh --cluster-metadata-decoder`` over ``files``: exit 0 and no exception in
-    its output, else AssertionError; its output."""
+def dump_log(kafka: KafkaHome, files: list[Path], work: Path) -> tuple[int, int]:
+    """``kafka-dump-log.sh --cluster-metadata-decoder`` over ``files``: exit 0, every file dumped,
+    no exception and no record its decoder skipped (``Error at OFFSET, skipping.``), and as many
+    records listed as the batches count, each a control record or a decoded metadata record;
+    AssertionError otherwise. (batches, records)."""
     r = kafka.tool("kafka-dump-log", "--cluster-metadata-decoder", "--files", ",".join(map(str, files)),
                    timeout=180, env={"LOG_DIR": str(work / "tool-logs")})
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-5000:]
-    assert not re.search(r"Exception|Error:|error:", out), [ln for ln in out.splitlines()
-                                                            if re.search(r"Exception|rror:", ln)][:20]
-    return out
-
+    bad = [ln for ln in out.splitlines() if re.search(r"Exception|Error at \d+|rror:", ln)]
+    assert not bad, bad[:20]
+    for f in files:
+        assert f"Dumping {f}" in out, (f, out[:2000])
+    counts = [int(c) for c in re.findall(r"^baseOffset: \d+ lastOffset: \d+ count: (\d+) ", out, re.M)]
+    records = re.findall(r"^\| offset: \d+ .*$", out, re.M)
+    assert len(records) == sum(counts), (len(records), sum(counts))
+    undecoded = [ln for ln in records if not re.search(
+        r'payload: \{"type":"\w+","version":\d+,"data":|controlType: |'
+        r" (SnapshotHeader|SnapshotFooter|KRaftVersion|KRaftVoters|LeaderChange) \{", ln)]
+    assert not undecoded, undecoded[:10]
+    return len(counts), len(records)
 
 class KraftNodes:
     """kraftnode controllers this test formats itself (the runbook's ``kraftnode format``):
