@@ -25,6 +25,7 @@ after a snapshot; kraftnode 3 keeps its whole log.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -234,9 +235,19 @@ def transfer(setup: Setup, leader: int, to: int) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def kraft_files(setup: Setup, i: int) -> list[Path]:
+def kraft_files(setup: Setup, i: int, into: Path) -> list[Path]:
+    """Copies of node ``i``'s segments and snapshots, taken while it runs: its small retention
+    may delete a file between listing it and the decoder opening it (a copy that vanished is
+    skipped; a segment's last batch may be cut short, which a reader stops at)."""
     part = setup.cl.root / f"node{i}" / "metadata" / "__cluster_metadata-0"
-    return sorted(part.glob("*.log")) + sorted(part.glob("*.checkpoint"))
+    into.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for f in sorted(part.glob("*.log")) + sorted(part.glob("*.checkpoint")):
+        try:
+            copies.append(Path(shutil.copy2(f, into / f.name)))
+        except FileNotFoundError:
+            continue
+    return copies
 
 
 def decode(kafka: KafkaHome, files: list[Path]) -> dict[str, object]:
@@ -303,7 +314,7 @@ def test_the_controller_writes_every_kind_of_record(setup: Setup, tmp_path: Path
               "ProducerIdsRecord", "ClientQuotaRecord", "AccessControlEntryRecord",
               "RemoveAccessControlEntryRecord", "NoOpRecord", "FeatureLevelRecord", "RegisterControllerRecord"}
     for i in setup.kraft_ids:
-        files = kraft_files(setup, i)
+        files = kraft_files(setup, i, tmp_path / f"node{i}")
         assert any(f.suffix == ".checkpoint" for f in files), files
         got = decode(setup.kafka, files)
         assert got["errors"] == [], got["errors"]
