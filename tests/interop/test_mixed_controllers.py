@@ -114,7 +114,9 @@ class Journey:
         now = self.current()
         if not self.terms:
             self.in_term(now)
-        for _ in range(6):  # with two Kafka voters an election may go to the other Kafka one
+        # with two Kafka voters the election after a kill may go to the other Kafka voter (on this
+        # host Kafka 3.9 won ~4 in 5 of them: issue 26 must-show 5's business); bounded attempts
+        for _ in range(20):
             if now.kind == kind:
                 return now
             t0 = time.monotonic()
@@ -142,7 +144,7 @@ class Journey:
                     self.s.start_controller(i)
             self.in_term(new)
             now = new
-        raise AssertionError(f"no {kind} leader after six handovers: {self.terms}")
+        raise AssertionError(f"no {kind} leader after twenty handovers: {self.terms}")
 
     def follows(self, b: int, offset: int, term: Term, elected: datetime) -> None:
         """Broker ``b`` (its log from ``offset``) turns its heartbeat channel to the new
@@ -396,6 +398,18 @@ def finish(j: Journey) -> None:
         assert any(bb == b and n - 1000 <= pid < n for _, bb, n in blocks), (b, pid, blocks)
 
 
+def alter_and_delete(j: Journey, name: str, count: int, key: str, value: str) -> None:
+    """Through a broker: ``name`` grows to ``count`` partitions, gets ``key=value``, is deleted
+    -- each seen by the brokers before the next."""
+    port = j.broker_port()
+    add_partitions(port, name, count)
+    wait_until(f"{count} partitions of {name}", lambda: len(partitions(port, name) or {}) == count, 30, j.s.logs)
+    set_config(port, name, key, value)
+    wait_until(f"{key} of {name}", lambda: topic_config(port, name, key) == value, 30, j.s.logs)
+    delete_topic(port, name)
+    wait_until(f"{name} gone", lambda: partitions(port, name) is None, 30, j.s.logs)
+
+
 def _check_clean(s: Setup) -> None:
     s.check_clean()
     for i in s.kraft_ids:
@@ -412,24 +426,12 @@ def test_one_kafka_two_kraftnode_controllers_with_brokers(kafka_home: KafkaHome,
         j.lead("kraftnode")
         create_topic(j.broker_port(), "born-kraftnode", 2)
         j.lead("kafka")  # handover 1: transfer-leadership towards the Kafka voter
-        port = j.broker_port()
-        add_partitions(port, "born-kraftnode", 4)
-        set_config(port, "born-kraftnode", "retention.ms", "7200000")
-        wait_until("4 partitions", lambda: len(partitions(port, "born-kraftnode") or {}) == 4, 30, s.logs)
-        wait_until("the config", lambda: topic_config(port, "born-kraftnode", "retention.ms") == "7200000", 30)
-        delete_topic(port, "born-kraftnode")
-        wait_until("born-kraftnode gone", lambda: partitions(port, "born-kraftnode") is None, 30, s.logs)
-        create_topic(port, "born-kafka", 2)
+        alter_and_delete(j, "born-kraftnode", 4, "retention.ms", "7200000")
+        create_topic(j.broker_port(), "born-kafka", 2)
         j.kill_broker(101)  # fenced by the Kafka controller
         j.lead("kraftnode")  # handover 2: kill -9 of the Kafka leader
         j.restart_broker(101)  # unfenced by kraftnode; a producer-id block from kraftnode
-        port = j.broker_port()
-        add_partitions(port, "born-kafka", 3)
-        set_config(port, "born-kafka", "cleanup.policy", "compact")
-        wait_until("3 partitions", lambda: len(partitions(port, "born-kafka") or {}) == 3, 30, s.logs)
-        wait_until("the config", lambda: topic_config(port, "born-kafka", "cleanup.policy") == "compact", 30)
-        delete_topic(port, "born-kafka")
-        wait_until("born-kafka gone", lambda: partitions(port, "born-kafka") is None, 30, s.logs)
+        alter_and_delete(j, "born-kafka", 3, "cleanup.policy", "compact")
         j.kill_broker(102)  # fenced by kraftnode
         j.lead("kafka")  # handover 3
         j.restart_broker(102)  # unfenced by Kafka; a producer-id block from Kafka
@@ -445,37 +447,30 @@ def test_one_kafka_two_kraftnode_controllers_with_brokers(kafka_home: KafkaHome,
     _check_clean(s)
 
 
+@pytest.mark.timeout(900)
 def test_two_kafka_one_kraftnode_controller_with_brokers(kafka_home: KafkaHome,
                                                         tmp_path_factory: pytest.TempPathFactory) -> None:
-    """(b) 2 Kafka (2, 3) + 1 kraftnode (1): two handovers each way, a broker fenced under one
-    kind and unfenced under the other."""
+    """(b) 2 Kafka (2, 3) + 1 kraftnode (1), a shorter journey starting under whichever kind
+    leads first (X, the other Y): two handovers each way; a broker fenced under X and unfenced
+    under Y, the other fenced under Y and unfenced under X; a topic born under each altered and
+    deleted under the other."""
     j = start(kafka_home, tmp_path_factory.mktemp("mixed2k"), (2, 3))
     s = j.s
     try:
-        j.lead("kraftnode")
-        create_topic(j.broker_port(), "born-kraftnode", 2)
-        j.kill_broker(102)  # fenced by kraftnode
-        j.lead("kafka")  # handover 1
-        j.restart_broker(102)  # unfenced by Kafka; a producer-id block from Kafka
-        port = j.broker_port()
-        add_partitions(port, "born-kraftnode", 3)
-        set_config(port, "born-kraftnode", "retention.ms", "7200000")
-        wait_until("3 partitions", lambda: len(partitions(port, "born-kraftnode") or {}) == 3, 30, s.logs)
-        wait_until("the config", lambda: topic_config(port, "born-kraftnode", "retention.ms") == "7200000", 30)
-        delete_topic(port, "born-kraftnode")
-        wait_until("born-kraftnode gone", lambda: partitions(port, "born-kraftnode") is None, 30, s.logs)
-        create_topic(port, "born-kafka", 2)
-        j.kill_broker(101)  # fenced by Kafka
-        j.lead("kraftnode")  # handover 2
-        j.restart_broker(101)  # unfenced by kraftnode; a producer-id block from kraftnode
-        port = j.broker_port()
-        add_partitions(port, "born-kafka", 3)
-        set_config(port, "born-kafka", "cleanup.policy", "compact")
-        wait_until("the config", lambda: topic_config(port, "born-kafka", "cleanup.policy") == "compact", 30)
-        delete_topic(port, "born-kafka")
-        wait_until("born-kafka gone", lambda: partitions(port, "born-kafka") is None, 30, s.logs)
-        j.lead("kafka")  # handover 3
-        j.lead("kraftnode")  # handover 4
+        x = j.lead(j.current().kind).kind
+        y = "kraftnode" if x == "kafka" else "kafka"
+        create_topic(j.broker_port(), f"born-{x}", 2)
+        j.kill_broker(102)  # fenced under X
+        j.lead(y)  # handover 1
+        j.restart_broker(102)  # unfenced under Y; a producer-id block from Y
+        alter_and_delete(j, f"born-{x}", 3, "retention.ms", "7200000")
+        create_topic(j.broker_port(), f"born-{y}", 2)
+        j.kill_broker(101)  # fenced under Y
+        j.lead(x)  # handover 2
+        j.restart_broker(101)  # unfenced under X; a producer-id block from X
+        alter_and_delete(j, f"born-{y}", 3, "cleanup.policy", "compact")
+        j.lead(y)  # handover 3
+        j.lead(x)  # handover 4
         assert sum(1 for a, b in zip(j.terms, j.terms[1:], strict=False) if a.kind != b.kind) >= 4, j.terms
         finish(j)
     finally:
