@@ -374,6 +374,12 @@ def finish(j: Journey) -> None:
                lambda: f"missing {sorted(set(acked) - set(consumed()))[:20]}\n" + s.logs())
     got = consumed()
     assert all(got[k] == v for k, v in acked.items())
+    # idempotence across the handovers: each value at one offset only (no retry written twice)
+    by_value: dict[str, set[tuple[int, int]]] = {}
+    for k, v in got.items():
+        by_value.setdefault(v, set()).add(k)
+    twice = {v: ks for v, ks in by_value.items() if len(ks) > 1}
+    assert not twice, twice
     consumer.stop()
     print(f"{len(acked)} acked records across {len(j.terms)} terms: "
           + ", ".join(f"{t.epoch}:{t.kind}{t.leader}" for t in j.terms))
