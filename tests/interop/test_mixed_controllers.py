@@ -94,6 +94,8 @@ class Journey:
     leader_epochs: dict[int, list[int]] = field(default_factory=dict)
     #: (broker, first producer id) of each InitProducerId the journey sent, with the term's kind
     producer_ids: list[tuple[int, int, str]] = field(default_factory=list)
+    #: brokers killed (each must be fenced exactly once, no running broker ever)
+    kills: int = 0
 
     @property
     def s(self) -> Setup:
@@ -186,6 +188,7 @@ class Journey:
         term = self.current()
         fences_before = self.fence_lines(term.leader, b)
         self.s.brokers[b].kill()
+        self.kills += 1
         other = self.broker_port(avoid=b)
 
         def moved() -> bool:
@@ -381,6 +384,10 @@ def finish(j: Journey) -> None:
     twice = {v: ks for v, ks in by_value.items() if len(ks) > 1}
     assert not twice, twice
     consumer.stop()
+    # no running broker lost its controller for as long as a session across the handovers: the
+    # only fences any controller of either kind decided are those of the killed brokers
+    fences = sum(j.fence_lines(i, b) for i in (1, 2, 3) for b in BROKER_IDS)
+    assert fences == j.kills, (fences, j.kills)
     print(f"{len(acked)} acked records across {len(j.terms)} terms: "
           + ", ".join(f"{t.epoch}:{t.kind}{t.leader}" for t in j.terms))
     for b in BROKER_IDS:
