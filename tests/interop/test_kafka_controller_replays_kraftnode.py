@@ -55,7 +55,6 @@ from kraftnode.protocol.registry import (
 )
 from tests.support.cluster import CLUSTER_ID
 from tests.support.kafka import KafkaHome
-from tests.support.kafka_server import KafkaServer
 from tests.support.kraft_brokers import Setup, idempotent_producer_config, partitions, wait_until
 from tests.support.node import call
 
@@ -76,22 +75,17 @@ BROKER_EXTRA = ("broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=500
 
 @pytest.fixture(scope="module")
 def setup(kafka_home: KafkaHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    s = Setup(kafka_home, tmp_path_factory.mktemp("fidelity"), CONTROLLER_EXTRA, BROKER_EXTRA, voters=4)
+    s = Setup(kafka_home, tmp_path_factory.mktemp("fidelity"), CONTROLLER_EXTRA, BROKER_EXTRA, voters=4,
+              kafka_voters=(KAFKA_CONTROLLER,),
+              kafka_extra="broker.session.timeout.ms=5000\n" + AUTHORIZER + "super.users=User:ANONYMOUS\n")
     # node 3 keeps its whole log (every record ever written stays on disk to be decoded); 1 and 2
     # clean theirs behind snapshots
     s.cl.node_extra = {3: "metadata.max.retention.bytes=-1\nmetadata.max.retention.ms=-1\n"}
     s.cl.write_properties()
-    s.kafka_controller = KafkaServer(  # type: ignore[attr-defined]
-        kafka_home, s.root / "kafka4", KAFKA_CONTROLLER,
-        f"process.roles=controller\nnode.id={KAFKA_CONTROLLER}\n"
-        f"listeners=CONTROLLER://127.0.0.1:{s.cl.port(KAFKA_CONTROLLER)}\ncontroller.listener.names=CONTROLLER\n"
-        f"controller.quorum.voters={s.voters_text}\nlog.dirs={s.root / 'kafka4' / 'data'}\n"
-        "broker.session.timeout.ms=5000\n" + AUTHORIZER + "super.users=User:ANONYMOUS\n")
     try:
-        s.start_all(CLUSTER_ID)
+        s.start_all(CLUSTER_ID, defer=(KAFKA_CONTROLLER,))  # the Kafka controller joins later
         yield s
     finally:
-        s.kafka_controller.close()  # type: ignore[attr-defined]
         s.close()
         s.check_clean()
 
@@ -327,7 +321,7 @@ def test_the_controller_writes_every_kind_of_record(setup: Setup, tmp_path: Path
 
 
 def test_a_kafka_controller_joins_replays_everything_and_takes_over(setup: Setup) -> None:
-    kc: KafkaServer = setup.kafka_controller  # type: ignore[attr-defined]
+    kc = setup.controllers[KAFKA_CONTROLLER]
     registered = {b: setup.registrations(b) for b in (101, 102)}
     if setup.cl.wait_for_leader(20).leader_id == 3:  # a leader whose log starts after a snapshot
         transfer(setup, 3, 1)
