@@ -47,9 +47,11 @@ def kafka_home() -> KafkaHome:
 #: real-process test added to one of these directories still runs serially.
 IN_PROCESS_DIRS = ("recordbatch", "codegen", "schemas", "kraftnode/protocol", "kraftnode/log",
                    "kraftnode/raft", "kraftnode/config", "kraftnode/commands", "kraftnode/metadata",
-                   "support")
+                   "kraftnode/controller", "kraftnode/groups", "simulation", "support")
 IN_PROCESS_FILES = ("test_snapshot_manager.py", "test_listener.py", "test_metrics.py",
-                    "test_authorizer.py", "test_scram_credentials.py", "test_credentials.py")
+                    "test_authorizer.py", "test_scram_credentials.py", "test_credentials.py",
+                    "test_errors.py", "test_import_graph.py", "test_architecture_doc.py", "test_layout.py",
+                    "test_group_fetch_view.py", "test_controller_records.py")
 _SPAWNS = re.compile(
     r"subprocess|Popen|create_subprocess|multiprocessing|ProcessPool|os\.fork|running_node|"
     r"NodeProcess|kafka_home|KafkaHome|\bCluster\(|StaticCluster|DynamicCluster|local_session|pyspark|"

@@ -75,6 +75,21 @@ class QuorumController(ControllerContext):
         self._unclean_at: int | None = None
         self.after_write(now_ms)
 
+    def rebase(self, view: ControllerView) -> None:
+        """Continue on ``view``, rebuilt from the committed state because records the old view
+        never replayed are now only in a snapshot: brokers registered, fenced or unregistered
+        by them get the session a replayed record would have given them; the others keep theirs."""
+        self.view = view
+        view.listener = self.replayed
+        hb = self.heartbeats
+        brokers = view.brokers()
+        for bid in [b for b in hb.brokers if b not in brokers]:
+            hb.remove(bid)
+        for bid, reg in brokers.items():
+            state = hb.brokers.get(bid)
+            if state is None or state.fenced != bool(reg.fenced):
+                hb.register(bid, bool(reg.fenced), self.now_ms)
+
     def use_replication(self, replication: ReplicationControl) -> None:
         """Swap the replication manager (the simulation's planted bugs)."""
         self.replication = replication

@@ -1,5 +1,5 @@
 """Answers that used to differ from a Kafka broker's (issue 27), each asked of kraftnode and
-of a genuine Apache Kafka 3.9 server (combined broker + controller, tests/support/kafka_broker.py)
+of a genuine Apache Kafka 3.9 server (combined broker + controller, tests/support/kafka_server.py)
 with the same client: an illegal topic name, a 2 MB record against ``message.max.bytes``,
 DescribeConfigs of the node's own broker id, and ListOffsets by timestamp over a control
 batch. (The fifth, transactions, is refused by kraftnode by design:
@@ -18,7 +18,7 @@ from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import DESCRIBE_CONFIGS, METADATA
 from tests.support.cluster import Cluster, serving
 from tests.support.kafka import KafkaHome
-from tests.support.kafka_broker import KafkaBroker
+from tests.support.kafka_server import KafkaServer, combined_server
 from tests.support.node import frame_call
 from tests.support.quorums import StaticCluster
 
@@ -32,8 +32,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="module")
-def broker(kafka_home: KafkaHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    b = KafkaBroker(kafka_home, tmp_path_factory.mktemp("kafka-broker"))
+def broker(kafka_home: KafkaHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServer]:
+    b = combined_server(kafka_home, tmp_path_factory.mktemp("kafka-broker"))
     try:
         b.wait_started()
         yield b
@@ -56,7 +56,7 @@ def _metadata_codes(host_port: str) -> list[tuple[str, int]]:
     return [(t.name, t.error_code) for t in resp.topics]
 
 
-def test_illegal_topic_name_is_invalid_topic_exception(cluster: Cluster, broker: KafkaBroker) -> None:
+def test_illegal_topic_name_is_invalid_topic_exception(cluster: Cluster, broker: KafkaServer) -> None:
     """KafkaApis.getTopicMetadata: a name Topic.validate refuses gets INVALID_TOPIC_EXCEPTION
     (17), which clients do not retry; an unknown legal name UNKNOWN_TOPIC_OR_PARTITION (3)."""
     ours = _metadata_codes(f"127.0.0.1:{cluster.port(cluster.running()[0])}")
@@ -80,7 +80,7 @@ def _two_mb(bootstrap: str, topic: str) -> tuple[str, int]:
     return big, ok
 
 
-def test_message_max_bytes_is_kafkas_default(cluster: Cluster, broker: KafkaBroker) -> None:
+def test_message_max_bytes_is_kafkas_default(cluster: Cluster, broker: KafkaServer) -> None:
     """``message.max.bytes`` (default 1048588) bounds a producer's batch: a single 2 MB record
     gets MESSAGE_TOO_LARGE from both, a record of 1 MB - 100 bytes is accepted by both."""
     ours = _two_mb(cluster.bootstrap(), TOPIC)
@@ -100,7 +100,7 @@ def _own_configs(host_port: str, node_id: int, version: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("version", [1, 4])
-def test_describe_configs_of_the_own_broker_id(cluster: Cluster, broker: KafkaBroker, version: int) -> None:
+def test_describe_configs_of_the_own_broker_id(cluster: Cluster, broker: KafkaServer, version: int) -> None:
     """ConfigHelper: every config of the node with its source -- a key set in the file is
     STATIC_BROKER_CONFIG (4) with a static and a default synonym, an unset one
     DEFAULT_CONFIG (5) with its default -- the keys both know answered alike."""
@@ -124,7 +124,7 @@ def test_describe_configs_of_the_own_broker_id(cluster: Cluster, broker: KafkaBr
             assert a.config_type == b.config_type, (name, a, b)
 
 
-def test_list_offsets_by_timestamp_finds_a_control_batch(cluster: Cluster, broker: KafkaBroker) -> None:
+def test_list_offsets_by_timestamp_finds_a_control_batch(cluster: Cluster, broker: KafkaServer) -> None:
     """Kafka's time-index search (LogSegment.findOffsetByTimestamp) reads every batch,
     control batches included. On the genuine broker: a committed transaction leaves its
     COMMIT marker at offset 1; with the records before it deleted, a timestamp of 0 finds

@@ -25,6 +25,7 @@ after a snapshot; kraftnode 3 keeps its whole log.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -54,7 +55,6 @@ from kraftnode.protocol.registry import (
 )
 from tests.support.cluster import CLUSTER_ID
 from tests.support.kafka import KafkaHome
-from tests.support.kafka_server import KafkaServer
 from tests.support.kraft_brokers import Setup, idempotent_producer_config, partitions, wait_until
 from tests.support.node import call
 
@@ -75,22 +75,17 @@ BROKER_EXTRA = ("broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=500
 
 @pytest.fixture(scope="module")
 def setup(kafka_home: KafkaHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    s = Setup(kafka_home, tmp_path_factory.mktemp("fidelity"), CONTROLLER_EXTRA, BROKER_EXTRA, voters=4)
+    s = Setup(kafka_home, tmp_path_factory.mktemp("fidelity"), CONTROLLER_EXTRA, BROKER_EXTRA, voters=4,
+              kafka_voters=(KAFKA_CONTROLLER,),
+              kafka_extra="broker.session.timeout.ms=5000\n" + AUTHORIZER + "super.users=User:ANONYMOUS\n")
     # node 3 keeps its whole log (every record ever written stays on disk to be decoded); 1 and 2
     # clean theirs behind snapshots
     s.cl.node_extra = {3: "metadata.max.retention.bytes=-1\nmetadata.max.retention.ms=-1\n"}
     s.cl.write_properties()
-    s.kafka_controller = KafkaServer(  # type: ignore[attr-defined]
-        kafka_home, s.root / "kafka4", KAFKA_CONTROLLER,
-        f"process.roles=controller\nnode.id={KAFKA_CONTROLLER}\n"
-        f"listeners=CONTROLLER://127.0.0.1:{s.cl.port(KAFKA_CONTROLLER)}\ncontroller.listener.names=CONTROLLER\n"
-        f"controller.quorum.voters={s.voters_text}\nlog.dirs={s.root / 'kafka4' / 'data'}\n"
-        "broker.session.timeout.ms=5000\n" + AUTHORIZER + "super.users=User:ANONYMOUS\n")
     try:
-        s.start_all(CLUSTER_ID)
+        s.start_all(CLUSTER_ID, defer=(KAFKA_CONTROLLER,))  # the Kafka controller joins later
         yield s
     finally:
-        s.kafka_controller.close()  # type: ignore[attr-defined]
         s.close()
         s.check_clean()
 
@@ -234,9 +229,19 @@ def transfer(setup: Setup, leader: int, to: int) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def kraft_files(setup: Setup, i: int) -> list[Path]:
+def kraft_files(setup: Setup, i: int, into: Path) -> list[Path]:
+    """Copies of node ``i``'s segments and snapshots, taken while it runs: its small retention
+    may delete a file between listing it and the decoder opening it (a copy that vanished is
+    skipped; a segment's last batch may be cut short, which a reader stops at)."""
     part = setup.cl.root / f"node{i}" / "metadata" / "__cluster_metadata-0"
-    return sorted(part.glob("*.log")) + sorted(part.glob("*.checkpoint"))
+    into.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for f in sorted(part.glob("*.log")) + sorted(part.glob("*.checkpoint")):
+        try:
+            copies.append(Path(shutil.copy2(f, into / f.name)))
+        except FileNotFoundError:
+            continue
+    return copies
 
 
 def decode(kafka: KafkaHome, files: list[Path]) -> dict[str, object]:
@@ -303,7 +308,7 @@ def test_the_controller_writes_every_kind_of_record(setup: Setup, tmp_path: Path
               "ProducerIdsRecord", "ClientQuotaRecord", "AccessControlEntryRecord",
               "RemoveAccessControlEntryRecord", "NoOpRecord", "FeatureLevelRecord", "RegisterControllerRecord"}
     for i in setup.kraft_ids:
-        files = kraft_files(setup, i)
+        files = kraft_files(setup, i, tmp_path / f"node{i}")
         assert any(f.suffix == ".checkpoint" for f in files), files
         got = decode(setup.kafka, files)
         assert got["errors"] == [], got["errors"]
@@ -316,7 +321,7 @@ def test_the_controller_writes_every_kind_of_record(setup: Setup, tmp_path: Path
 
 
 def test_a_kafka_controller_joins_replays_everything_and_takes_over(setup: Setup) -> None:
-    kc: KafkaServer = setup.kafka_controller  # type: ignore[attr-defined]
+    kc = setup.controllers[KAFKA_CONTROLLER]
     registered = {b: setup.registrations(b) for b in (101, 102)}
     if setup.cl.wait_for_leader(20).leader_id == 3:  # a leader whose log starts after a snapshot
         transfer(setup, 3, 1)

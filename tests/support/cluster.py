@@ -38,13 +38,16 @@ class Cluster:
     extra: str = ""
     #: per-node additions to server.properties (node id -> lines), after ``extra``
     node_extra: dict[int, str] = field(default_factory=dict)
+    #: voter ids (among 1..n) run by something else -- genuine Kafka controllers: their ports
+    #: are in ``controller.quorum.voters``, but they are not formatted or started here
+    foreign: tuple[int, ...] = ()
     ports: list[int] = field(default_factory=list)
     procs: dict[int, subprocess.Popen[bytes] | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.ports = free_ports(self.n)
         self.write_properties()
-        for i in self.ids:
+        for i in self.own_ids:
             subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
                             str(self.root / f"node{i}" / "server.properties"), "--cluster-id",
                             CLUSTER_ID], check=True, capture_output=True)
@@ -54,6 +57,8 @@ class Cluster:
         ``node_extra`` of a formatted cluster, before its nodes start."""
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in zip(self.ids, self.ports, strict=True))
         for i, port in zip(self.ids, self.ports, strict=True):
+            if i in self.foreign:
+                continue
             d = self.root / f"node{i}"
             d.mkdir(parents=True, exist_ok=True)
             (d / "server.properties").write_text(
@@ -65,6 +70,11 @@ class Cluster:
     @property
     def ids(self) -> list[int]:
         return list(range(1, self.n + 1))
+
+    @property
+    def own_ids(self) -> list[int]:
+        """The kraftnode nodes: every id but the foreign ones."""
+        return [i for i in self.ids if i not in self.foreign]
 
     def port(self, i: int) -> int:
         return self.ports[i - 1]
@@ -80,7 +90,7 @@ class Cluster:
             stdout=logf, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
     def start_all(self) -> None:
-        for i in self.ids:
+        for i in self.own_ids:
             self.start(i)
 
     def kill(self, i: int) -> None:
@@ -109,7 +119,8 @@ class Cluster:
             self.kill(i)
 
     def log(self, i: int) -> str:
-        return (self.root / f"node{i}" / "node.log").read_text(errors="replace")
+        path = self.root / f"node{i}" / "node.log"
+        return path.read_text(errors="replace") if path.exists() else ""
 
     def quorum(self, among: list[int] | None = None) -> QuorumInfo | None:
         servers = [("127.0.0.1", self.port(i)) for i in (among or self.running())]
@@ -129,7 +140,7 @@ class Cluster:
                 return info
             time.sleep(0.05)
         raise AssertionError(f"no leader within {timeout}s; logs:\n" +
-                             "\n".join(self.log(i)[-2000:] for i in self.ids))
+                             "\n".join(self.log(i)[-2000:] for i in self.own_ids))
 
 
 def wait_for_hw(cl: Cluster, at_least: int = 1, timeout: float = 20) -> QuorumInfo:

@@ -1,10 +1,16 @@
-"""Genuine Kafka 3.9 servers (``kafka.Kafka``: brokers, controllers) as child processes for tests.
+"""Genuine Kafka 3.9 servers (``kafka.Kafka``: brokers, controllers, or both in one process) as
+child processes for tests (shared/kafka-3.9/README.md: format, start, ready at "Kafka Server
+started", stop by PID).
 
 Each server gets its own directory (properties, data, ``LOG_DIR`` for its server log), is
 formatted with ``kafka-storage.sh`` and started with ``kafka-server-start.sh``; it is ready when
 its log says ``Kafka Server started``. Stop it by its PID (SIGTERM: a broker's controlled
 shutdown; SIGKILL: a crash) -- never by name, other sessions run JVMs too. ``faults()`` lists
 the ERROR lines and fault-handler lines a test should fail on.
+
+The properties: ``broker_properties`` (a broker of a controller quorum), ``controller_properties``
+(a controller of a static or dynamic quorum), ``combined_properties`` (one node that is its own
+quorum, for comparing kraftnode's answers with a Kafka broker's: ``combined_server``).
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.cluster import free_ports
 from tests.support.kafka import KafkaHome
 
-__all__ = ["KafkaServer", "broker_properties", "server_env"]
+__all__ = ["KafkaServer", "broker_properties", "combined_properties", "combined_server", "controller_properties",
+           "server_env"]
 
 # a small JVM: several servers and tools share a 2-core test host
 SERVER_HEAP = "-Xmx384m -Xms128m"
@@ -48,6 +56,28 @@ def broker_properties(node_id: int, port: int, voters: str, data: Path, extra: s
             f"{extra}")
 
 
+def controller_properties(node_id: int, port: int, data: Path, voters: str = "", bootstrap: str = "",
+                          extra: str = "") -> str:
+    """A controller (``process.roles=controller``) of a static quorum (``voters``:
+    ``id@host:port,...``, ``controller.quorum.voters``) or a dynamic one (``bootstrap``:
+    ``host:port,...``, ``controller.quorum.bootstrap.servers``)."""
+    quorum = f"controller.quorum.voters={voters}\n" if voters else f"controller.quorum.bootstrap.servers={bootstrap}\n"
+    return (f"process.roles=controller\nnode.id={node_id}\n"
+            f"listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n"
+            f"listener.security.protocol.map=CONTROLLER:PLAINTEXT\n{quorum}log.dirs={data}\n{extra}")
+
+
+def combined_properties(node_id: int, port: int, controller_port: int, data: Path, extra: str = "") -> str:
+    """A broker and controller in one process, the only voter of its quorum."""
+    return (f"process.roles=broker,controller\nnode.id={node_id}\n"
+            f"controller.quorum.voters={node_id}@127.0.0.1:{controller_port}\n"
+            f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n"
+            "controller.listener.names=CONTROLLER\ninter.broker.listener.name=PLAINTEXT\n"
+            f"log.dirs={data}\nnum.partitions=1\noffsets.topic.replication.factor=1\n"
+            "transaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n"
+            "group.initial.rebalance.delay.ms=0\n" + extra)
+
+
 @dataclass
 class KafkaServer:
     home: KafkaHome
@@ -57,7 +87,13 @@ class KafkaServer:
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
     heap: str = SERVER_HEAP
+    #: the client listener's port, when the test knows it (``bootstrap``)
+    port: int = 0
     _log_offset: int = field(default=0)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
 
     @property
     def props_path(self) -> Path:
@@ -155,3 +191,15 @@ class KafkaServer:
             if not any(re.search(b, context) for b in benign):
                 out.append(ln)
         return out
+
+
+def combined_server(home: KafkaHome, root: Path, node_id: int = 1, extra: str = "",
+                    cluster_id: str = "q1VXfFxQTP-jiWo7uSLPvw") -> KafkaServer:
+    """A one-node Kafka cluster (broker and controller), formatted and started (wait with
+    ``wait_started``; ``close`` kills it, ``stop`` is the graceful SIGTERM)."""
+    port, controller_port = free_ports(2)
+    server = KafkaServer(home, root, node_id, combined_properties(node_id, port, controller_port, root / "data", extra),
+                         port=port)
+    server.format(cluster_id)
+    server.start()
+    return server

@@ -1,9 +1,11 @@
-"""Genuine Kafka 3.9 brokers on a kraftnode controller quorum, for the controller's interop tests
-(tests/interop/test_brokers_on_kraftnode.py, test_broker_admin_on_kraftnode.py, ...).
+"""Genuine Kafka 3.9 brokers on a kraftnode controller quorum -- or a mixed one, kraftnode nodes
+and genuine Kafka controllers voting together -- for the controller's interop tests
+(tests/interop/test_brokers_on_kraftnode.py, test_broker_admin_on_kraftnode.py,
+test_mixed_controllers.py, ...).
 
-:class:`Setup` holds three kraftnode controllers (tests/support/cluster.py) and genuine brokers
-(tests/support/kafka_server.py); helpers read partition states from a broker's metadata, run
-Kafka's tools, and produce single records straight to a partition leader.
+:class:`Setup` holds the controllers (kraftnode: tests/support/cluster.py; Kafka:
+tests/support/kafka_server.py) and genuine brokers; helpers read partition states from a
+broker's metadata, run Kafka's tools, and produce single records straight to a partition leader.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraftnode.commands.errors import UsageError
+from kraftnode.commands.quorum import QuorumInfo, fetch_quorum_info
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import METADATA, PRODUCE
 from recordbatch import Record, build_batch
 from tests.support.cluster import Cluster, free_ports
 from tests.support.kafka import KafkaHome, java_env
-from tests.support.kafka_server import KafkaServer, broker_properties
+from tests.support.kafka_server import KafkaServer, broker_properties, controller_properties
 from tests.support.node import call
 
 __all__ = ["BROKERS", "Part", "Setup", "Tool", "idempotent_producer_config", "partitions", "produce_one",
@@ -100,22 +104,34 @@ class Tool:
 
 
 class Setup:
-    """Three kraftnode controllers (``controller_extra``: lines for their properties) and the
-    brokers ``BROKERS`` (``broker_extra`` for theirs)."""
+    """A controller quorum of kraftnode nodes (``controller_extra``: lines for their properties)
+    and, optionally, genuine Kafka controllers, with the genuine brokers ``BROKERS``
+    (``broker_extra`` for theirs).
+
+    ``voters``: the static voter set is 1..voters; ``kafka_voters`` among them are genuine Kafka
+    3.9 controllers (``self.controllers``, their properties from ``kafka_extra``, by default
+    ``controller_extra`` without kraftnode's own keys), every other id a kraftnode node."""
 
     def __init__(self, kafka: KafkaHome, root: Path, controller_extra: str, broker_extra: str,
-                 voters: int = 3, brokers: tuple[int, ...] = BROKERS) -> None:
-        """``voters``: the static voter set is 1..voters; kraftnode runs 1-3 (the others are
-        left to genuine Kafka controllers, see ``voters_text``)."""
+                 voters: int = 3, brokers: tuple[int, ...] = BROKERS, kafka_voters: tuple[int, ...] = (),
+                 kafka_extra: str | None = None) -> None:
         self.kafka = kafka
         self.root = root
         self.broker_ids = brokers
-        self.cl = Cluster(root / "controllers", voters, extra=controller_extra)
-        self.kraft_ids = [i for i in self.cl.ids if i <= 3]
+        self.cl = Cluster(root / "controllers", voters, extra=controller_extra, foreign=kafka_voters)
+        self.kraft_ids = self.cl.own_ids
+        self.kafka_ids = list(kafka_voters)
         self.voters_text = ",".join(f"{i}@127.0.0.1:{self.cl.port(i)}" for i in self.cl.ids)
+        if kafka_extra is None:
+            kafka_extra = "".join(ln + "\n" for ln in controller_extra.splitlines()
+                                  if not ln.startswith("kraftnode."))
+        self.controllers = {i: KafkaServer(kafka, root / f"kafka{i}", i, controller_properties(
+            i, self.cl.port(i), root / f"kafka{i}" / "data", voters=self.voters_text, extra=kafka_extra),
+            port=self.cl.port(i)) for i in kafka_voters}
         self.ports = dict(zip(brokers, free_ports(len(brokers)), strict=True))
         self.brokers = {b: KafkaServer(kafka, root / f"broker{b}", b, broker_properties(
-            b, self.ports[b], self.voters_text, root / f"broker{b}" / "data", broker_extra)) for b in brokers}
+            b, self.ports[b], self.voters_text, root / f"broker{b}" / "data", broker_extra),
+            port=self.ports[b]) for b in brokers}
         self.tools: list[Tool] = []
 
     @property
@@ -129,14 +145,19 @@ class Setup:
         out = []
         for i in self.kraft_ids:
             out.append(f"--- controller {i}\n" + self.cl.log(i)[-3000:])
+        for i, k in self.controllers.items():
+            out.append(f"--- Kafka controller {i}\n" + k.log()[-3000:])
         for b, s in self.brokers.items():
             out.append(f"--- broker {b}\n" + s.log()[-3000:])
         return "\n".join(out)
 
     def tool(self, name: str, *args: str) -> Tool:
         env = java_env({"LOG_DIR": str(self.root / "tool-logs")})
-        proc = subprocess.Popen([str(self.kafka.script(name)), *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True, env=env)
+        (self.root / "tool-logs").mkdir(parents=True, exist_ok=True)
+        # the tool's own log lines (WARN and above, on stderr) are kept for a failing test to read
+        with (self.root / "tool-logs" / f"{name}-{len(self.tools)}.err").open("w") as err:
+            proc = subprocess.Popen([str(self.kafka.script(name)), *args], stdout=subprocess.PIPE,
+                                    stderr=err, text=True, env=env)
         t = Tool(proc)
         t.start_reading()
         self.tools.append(t)
@@ -150,10 +171,19 @@ class Setup:
     def topics_cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return self.cli("kafka-topics", *args)
 
-    def start_all(self, cluster_id: str) -> None:
+    def start_all(self, cluster_id: str, defer: tuple[int, ...] = ()) -> None:
+        """Format and start every controller but those in ``defer`` (Kafka controllers a
+        test starts later), then the brokers; return once every broker is unfenced."""
         for i in self.kraft_ids:
             self.cl.start(i)
-        self.cl.wait_for_leader(30)
+        for i, k in self.controllers.items():
+            if i not in defer:
+                k.format(cluster_id)
+                k.start()
+        for i, k in self.controllers.items():
+            if i not in defer:
+                k.wait_started(120)
+        self.wait_for_leader(60)
         for b in self.brokers.values():
             b.format(cluster_id)
             b.start()
@@ -162,19 +192,70 @@ class Setup:
         wait_until("every broker unfenced", lambda: all(
             "The broker has been unfenced" in self.brokers[b].log() for b in self.broker_ids), 60, self.logs)
 
+    # ------------------------------------------------------------ controllers of both kinds
+    def kind(self, i: int) -> str:
+        """"kafka" or "kraftnode": which implementation controller ``i`` is."""
+        return "kafka" if i in self.controllers else "kraftnode"
+
+    def running_controllers(self) -> list[int]:
+        return sorted([*self.cl.running(), *(i for i, k in self.controllers.items() if k.running)])
+
+    def quorum(self) -> QuorumInfo | None:
+        """The quorum as its leader describes it (asked through every running controller, of
+        either kind); None when no leader answers."""
+        servers = [("127.0.0.1", self.cl.port(i)) for i in self.running_controllers()]
+        try:
+            info = fetch_quorum_info(servers, 2)
+        except UsageError:
+            return None
+        return info if info.leader_id >= 0 else None
+
+    def wait_for_leader(self, timeout: float = 30, exclude: int | None = None, min_epoch: int = 0) -> QuorumInfo:
+        """A leader that is running, not ``exclude``, in at least ``min_epoch``."""
+        def found() -> QuorumInfo | None:
+            info = self.quorum()
+            if info is not None and info.leader_id != exclude and info.leader_epoch >= min_epoch \
+                    and info.leader_id in self.running_controllers():
+                return info
+            return None
+        info: QuorumInfo = wait_until("a leader", found, timeout, self.logs)
+        return info
+
+    def kill_controller(self, i: int) -> None:
+        """kill -9 of controller ``i``, either kind."""
+        if i in self.controllers:
+            self.controllers[i].kill()
+        else:
+            self.cl.kill(i)
+
+    def start_controller(self, i: int) -> None:
+        """Start controller ``i`` again (a Kafka controller: until "Kafka Server started")."""
+        if i in self.controllers:
+            self.controllers[i].start()
+            self.controllers[i].wait_started(120)
+        else:
+            self.cl.start(i)
+
     def check_clean(self) -> None:
-        """No broker logged an error or a fault; no controller a traceback."""
+        """No broker or Kafka controller logged an error or a fault; no kraftnode controller a
+        traceback."""
         # an idempotent producer's batches that were in flight to a leader that lost its leadership
         # reach the new leader out of order (it answers OUT_OF_ORDER_SEQUENCE_NUMBER, logged as an
         # ERROR, and the producer resends in order): Kafka's own behaviour on every leader move
         faults = {b: srv.faults(benign=(r"OutOfOrderSequenceException",)) for b, srv in self.brokers.items()}
+        # a Kafka controller asked DescribeCluster (our quorum helpers' first question) before its
+        # metadata has loaded answers UNSUPPORTED_VERSION and logs it as an ERROR; one restarted
+        # after leading sends its ControllerRegistration to itself (the last leader its log knows)
+        # and logs the NOT_CONTROLLER it answers itself as an ERROR, then retries: both benign
+        faults.update({i: k.faults(benign=(r"Direct-to-controller communication is not supported",
+                                           r"NotControllerException"))
+                       for i, k in self.controllers.items()})
         assert not any(faults.values()), faults
         for i in self.kraft_ids:
             assert "Traceback" not in self.cl.log(i), self.cl.log(i)[-5000:]
 
     def active_controller(self) -> int:
-        info = self.cl.wait_for_leader(20)
-        return info.leader_id
+        return self.wait_for_leader(20).leader_id
 
     def registrations(self, b: int) -> list[int]:
         """The broker epochs broker ``b`` was given, from its log."""
@@ -186,6 +267,8 @@ class Setup:
             t.stop()
         for s in self.brokers.values():
             s.close()
+        for k in self.controllers.values():
+            k.close()
         self.cl.close()
 
 

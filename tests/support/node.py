@@ -102,9 +102,9 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
 
 
 def call(port: int, api_key: int, version: int, body: Message, correlation_id: int = 1,
-         client_id: str | None = "kraftnode-tests") -> tuple[int, Message]:
+         client_id: str | None = "kraftnode-tests", timeout: float = 5) -> tuple[int, Message]:
     spec = SERVED[api_key]
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(encode_request(spec, version, correlation_id, client_id, body))
         frame = recv_frame(s)
         assert frame is not None, "connection closed"

@@ -26,7 +26,9 @@ from kraftnode.server.raft.driver import RaftDriver
 from recordbatch.message import Message
 
 if TYPE_CHECKING:
+    from kraftnode.protocol.framing import Request
     from kraftnode.server.metadata.controller_shell import ControllerShell
+    from kraftnode.server.net.listener import Reply
 
 log = logging.getLogger("kraftnode.handlers")
 
@@ -71,6 +73,12 @@ class HandlerBase:
         self.controller: ControllerShell | None = None
 
     # ---------------------------------------------------------------- helpers
+    async def __call__(self, request: Request, peer: str) -> Reply | None:
+        """Answer one request; :class:`~kraftnode.server.handlers.NodeHandlers` routes it by
+        API key. Declared here so that a mixin can hand a request back to the whole node
+        (the Envelope handler runs the request it unwraps)."""
+        raise NotImplementedError
+
     def _voter_endpoints(self) -> dict[int, tuple[str, int]]:
         """Each voter's endpoint on our controller listener (the address clients use)."""
         out: dict[int, tuple[str, int]] = {}

@@ -479,7 +479,7 @@ class ControllerApiHandlers(HandlerBase):
             return E(response_data=None, error_code=Errors.INVALID_REQUEST)
         token = az.CURRENT_SESSION.set(az.Session(principal, host))
         try:
-            reply = await self(inner, f"envelope:{host}")  # type: ignore[operator]
+            reply = await self(inner, f"envelope:{host}")
         finally:
             az.CURRENT_SESSION.reset(token)
         if reply is None:

@@ -30,7 +30,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 
@@ -71,22 +71,25 @@ TRANSACTIONS_UNSUPPORTED = ("Transactions are not supported: kraftnode has no tr
 UNAUTHORIZED_OPS = -2147483648
 # how long a parked JoinGroup/SyncGroup may wait beyond its rebalance timeout
 PARK_MARGIN_S = 5.0
+#: the response type of the request a coordinator call answers
+Resp = TypeVar("Resp")
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class _Pending:
-    """A request waiting for its answer: the coordinator's opaque token."""
+class _Pending(Generic[Resp]):
+    """A request waiting for its answer: the coordinator's opaque token. The coordinator
+    answers it with the response type of the request it was handed (``Resp``)."""
 
     __slots__ = ("future", "error")
 
-    def __init__(self, error: Callable[[int], Any]) -> None:
-        self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    def __init__(self, error: Callable[[int], Resp]) -> None:
+        self.future: asyncio.Future[Resp] = asyncio.get_running_loop().create_future()
         self.error = error
 
-    def answer(self, response: Any) -> None:
+    def answer(self, response: Resp) -> None:
         if not self.future.done():
             self.future.set_result(response)
 
@@ -194,8 +197,8 @@ class GroupService:
         for token, resp in result.replies:
             token.answer(resp)
 
-    async def call(self, error: Callable[[int], Any], op: Callable[[GroupCoordinator, _Pending], Result],
-                   wait_s: float = 0.0) -> Any:
+    async def call(self, error: Callable[[int], Resp], op: Callable[[GroupCoordinator, _Pending[Resp]], Result],
+                   wait_s: float = 0.0) -> Resp:
         """Run ``op`` on the coordinator and return the answer to this request (waiting for
         it up to ``wait_s`` beyond the commit, for a parked JoinGroup/SyncGroup)."""
         code = self.coordinator_error()
@@ -319,13 +322,13 @@ async def find_coordinator(h: HandlerBase, q: w.FindCoordinatorRequest, v: int) 
 
 
 # ====================================================================== classic protocol
-def _join_error(member_id: str) -> Callable[[int], Any]:
+def _join_error(member_id: str) -> Callable[[int], w.JoinGroupResponse]:
     return lambda code: w.JoinGroupResponse(throttle_time_ms=0, error_code=int(code), generation_id=-1,
                                             protocol_type=None, protocol_name=None, leader="",
                                             skip_assignment=False, member_id=member_id, members=[])
 
 
-def _sync_error(code: int) -> Any:
+def _sync_error(code: int) -> w.SyncGroupResponse:
     return w.SyncGroupResponse(throttle_time_ms=0, error_code=int(code), protocol_type=None, protocol_name=None,
                                assignment=b"")
 
@@ -341,10 +344,10 @@ def _new_member_id(prefix: str) -> str:
 async def join_group(h: HandlerBase, q: w.JoinGroupRequest, v: int) -> w.JoinGroupResponse:
     err = _join_error(q.member_id)
     if h.denied(az.GROUP, q.group_id, az.READ, JOIN_GROUP):
-        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)
     code = _write_refusal(h)
     if code:
-        return err(code)  # type: ignore[no-any-return]
+        return err(code)
     client_id, host = _client()
     new_id = _new_member_id(q.group_instance_id or client_id)
     now = now_ms()
@@ -352,56 +355,56 @@ async def join_group(h: HandlerBase, q: w.JoinGroupRequest, v: int) -> w.JoinGro
     resp = await _service(h).call(err, lambda c, t: c.join_group(t, q, v, client_id, host, new_id, now), wait)
     if v < 7 and resp.protocol_name is None:
         resp.protocol_name = ""   # JoinGroupResponse: a null protocol name is "" before v7, as Kafka sends it
-    return resp  # type: ignore[no-any-return]
+    return resp
 
 
 async def sync_group(h: HandlerBase, q: w.SyncGroupRequest, v: int) -> w.SyncGroupResponse:
     if h.denied(az.GROUP, q.group_id, az.READ, SYNC_GROUP):
-        return _sync_error(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+        return _sync_error(Errors.GROUP_AUTHORIZATION_FAILED)
     code = _write_refusal(h)
     if code:
-        return _sync_error(code)  # type: ignore[no-any-return]
+        return _sync_error(code)
     now = now_ms()
     c = _service(h).coordinator
     grp = c.groups.get(q.group_id) if c is not None else None
     rebalance_s = max((m.rebalance_timeout_ms for m in getattr(grp, "members", {}).values()
                        if hasattr(m, "rebalance_timeout_ms")), default=60_000) / 1000
-    return await _service(h).call(  # type: ignore[no-any-return]
+    return await _service(h).call(
         _sync_error, lambda c, t: c.sync_group(t, q, v, now), rebalance_s + PARK_MARGIN_S)
 
 
 async def heartbeat(h: HandlerBase, q: w.HeartbeatRequest, v: int) -> w.HeartbeatResponse:
-    def err(code: int) -> Any:
+    def err(code: int) -> w.HeartbeatResponse:
         return w.HeartbeatResponse(throttle_time_ms=0, error_code=int(code))
     if h.denied(az.GROUP, q.group_id, az.READ, HEARTBEAT):
-        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)
     now = now_ms()
-    return await _service(h).call(err, lambda c, t: c.heartbeat(t, q, v, now))  # type: ignore[no-any-return]
+    return await _service(h).call(err, lambda c, t: c.heartbeat(t, q, v, now))
 
 
 async def leave_group(h: HandlerBase, q: w.LeaveGroupRequest, v: int) -> w.LeaveGroupResponse:
-    def err(code: int) -> Any:
+    def err(code: int) -> w.LeaveGroupResponse:
         return w.LeaveGroupResponse(throttle_time_ms=0, error_code=int(code), members=[])
     if h.denied(az.GROUP, q.group_id, az.READ, LEAVE_GROUP):
-        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)
     code = _write_refusal(h)
     if code:
-        return err(code)  # type: ignore[no-any-return]
+        return err(code)
     now = now_ms()
-    return await _service(h).call(err, lambda c, t: c.leave_group(t, q, v, now))  # type: ignore[no-any-return]
+    return await _service(h).call(err, lambda c, t: c.leave_group(t, q, v, now))
 
 
 # ====================================================================== offsets
 async def offset_commit(h: HandlerBase, q: w.OffsetCommitRequest, v: int) -> w.OffsetCommitResponse:
     R = w.OffsetCommitResponse
 
-    def err(code: int) -> Any:
+    def err(code: int) -> w.OffsetCommitResponse:
         return R(throttle_time_ms=0, topics=[R.OffsetCommitResponseTopic(name=t.name, partitions=[
             R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
             for p in t.partitions]) for t in q.topics])
     code = _write_refusal(h)
     if code:
-        return err(code)  # type: ignore[no-any-return]
+        return err(code)
     refused: dict[tuple[str, int], int] = {}
     for t in q.topics:
         for p in t.partitions:
@@ -410,7 +413,7 @@ async def offset_commit(h: HandlerBase, q: w.OffsetCommitRequest, v: int) -> w.O
             elif t.name != rw.METADATA_TOPIC or p.partition_index != 0:
                 refused[(t.name, p.partition_index)] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
     now = now_ms()
-    return await _service(h).call(  # type: ignore[no-any-return]
+    return await _service(h).call(
         err, lambda c, t: c.offset_commit(t, q, v, now, refused))
 
 
@@ -475,15 +478,15 @@ async def offset_fetch(h: HandlerBase, q: w.OffsetFetchRequest, v: int) -> w.Off
 
 
 async def offset_delete(h: HandlerBase, q: w.OffsetDeleteRequest, v: int) -> w.OffsetDeleteResponse:
-    def err(code: int) -> Any:
+    def err(code: int) -> w.OffsetDeleteResponse:
         return w.OffsetDeleteResponse(error_code=int(code), throttle_time_ms=0, topics=[])
     if h.denied(az.GROUP, q.group_id, az.DELETE, OFFSET_DELETE):
-        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)
     code = _write_refusal(h)
     if code:
-        return err(code)  # type: ignore[no-any-return]
+        return err(code)
     now = now_ms()
-    return await _service(h).call(err, lambda c, t: c.offset_delete(t, q, now))  # type: ignore[no-any-return]
+    return await _service(h).call(err, lambda c, t: c.offset_delete(t, q, now))
 
 
 # ====================================================================== describe, list, delete
@@ -525,40 +528,40 @@ async def list_groups(h: HandlerBase, q: w.ListGroupsRequest, v: int) -> w.ListG
 async def delete_groups(h: HandlerBase, q: w.DeleteGroupsRequest, v: int) -> w.DeleteGroupsResponse:
     D = w.DeleteGroupsResponse
 
-    def err(code: int) -> Any:
+    def err(code: int) -> w.DeleteGroupsResponse:
         return D(throttle_time_ms=0, results=[D.DeletableGroupResult(group_id=g, error_code=int(code))
                                               for g in q.groups_names])
     code = _write_refusal(h)
     if code:
-        return err(code)  # type: ignore[no-any-return]
+        return err(code)
     refused = {g: int(Errors.GROUP_AUTHORIZATION_FAILED) for g in q.groups_names
                if h.denied(az.GROUP, g, az.DELETE, DELETE_GROUPS)}
     now = now_ms()
-    return await _service(h).call(  # type: ignore[no-any-return]
+    return await _service(h).call(
         err, lambda c, t: c.delete_groups(t, list(q.groups_names), now, refused))
 
 
 # ====================================================================== KIP-848
 async def consumer_group_heartbeat(h: HandlerBase, q: w.ConsumerGroupHeartbeatRequest,
                                    v: int) -> w.ConsumerGroupHeartbeatResponse:
-    def err(code: int, message: str | None = None) -> Any:
+    def err(code: int, message: str | None = None) -> w.ConsumerGroupHeartbeatResponse:
         return w.ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=int(code), error_message=message,
                                                 member_id=None, member_epoch=0, heartbeat_interval_ms=0,
                                                 assignment=None)
     if not _service(h).config.consumer_protocol_enabled:
         # KafkaApis.handleConsumerGroupHeartbeat while the consumer protocol is not enabled
-        return err(Errors.UNSUPPORTED_VERSION,  # type: ignore[no-any-return]
+        return err(Errors.UNSUPPORTED_VERSION,
                    "The new group coordinator is not enabled (group.coordinator.rebalance.protocols "
                    "does not list consumer)")
     if h.denied(az.GROUP, q.group_id, az.READ, CONSUMER_GROUP_HEARTBEAT):
-        return err(Errors.GROUP_AUTHORIZATION_FAILED)  # type: ignore[no-any-return]
+        return err(Errors.GROUP_AUTHORIZATION_FAILED)
     code = _write_refusal(h)
     if code:
-        return err(code)  # type: ignore[no-any-return]
+        return err(code)
     client_id, host = _client()
     new_id = str(uuid.UUID(bytes=uuid.uuid4().bytes))
     now = now_ms()
-    return await _service(h).call(  # type: ignore[no-any-return]
+    return await _service(h).call(
         err, lambda c, t: c.consumer_group_heartbeat(t, q, client_id, host, _uuid_b64(new_id), now))
 
 

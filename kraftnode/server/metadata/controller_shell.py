@@ -152,8 +152,21 @@ class ControllerShell:
         if view is None:
             return
         end = self.driver.log_end_offset()
-        if view.next_offset < self.driver.log_start_offset():
-            raise NotController()  # cannot happen on a leader; be safe: rebuild next time
+        start = self.driver.log_start_offset()
+        if view.next_offset < start:
+            # the log was cleaned behind a snapshot past records the view has not replayed: records
+            # of other writers (a VotersRecord, Produce) committed and snapshotted between two
+            # operations, under a small metadata.max.retention.bytes. Those records are committed,
+            # so the committed state covers them: rebuild the view from it, as a new term does
+            log.info("the metadata log now starts at %d, past the controller's view (%d): the view is "
+                     "rebuilt from the committed state", start, view.next_offset)
+            view = ControllerView.of(self.duties.state)
+            if view.next_offset < start:
+                self._renounce()
+                raise NotController()
+            self.view = view
+            assert self.controller is not None
+            self.controller.rebase(view)
         if view.next_offset < end:
             view.replay_batches(self.driver.batches(view.next_offset, end), end)
 

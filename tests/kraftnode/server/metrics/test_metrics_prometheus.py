@@ -42,7 +42,7 @@ def _prometheus_binary() -> str:
 
 
 class Prometheus:
-    def __init__(self, exe: str, root: Path, targets: dict[int, int], interval: str = "1s") -> None:
+    def __init__(self, exe: str, root: Path, targets: dict[int, int], interval: str = "2s") -> None:
         self.port = free_ports(1)[0]
         root.mkdir(parents=True, exist_ok=True)
         static = "\n".join(
@@ -96,6 +96,14 @@ class Prometheus:
             time.sleep(0.2)
         raise AssertionError("prometheus not ready:\n" + self.tail())
 
+    def targets(self) -> list[tuple[str, str, str, float]]:
+        """Each scrape target's (node, health, last error, last scrape seconds): the reason
+        a node reads ``up == 0``, for a failure's message."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/targets", timeout=5) as r:
+            active = json.loads(r.read())["data"]["activeTargets"]
+        return [(t["labels"].get("node", "?"), t["health"], t.get("lastError", ""),
+                 float(t.get("lastScrapeDuration", 0.0))) for t in active]
+
     def tail(self) -> str:
         return (self.root / "prometheus.log").read_text(errors="replace")[-3000:]
 
@@ -147,8 +155,11 @@ def test_prometheus_scrapes_quorum_and_leader_agrees_with_describe_quorum(
     leader = info.leader_id
 
     # every node is scraped successfully
-    wait_until("up == 1 on all three nodes", lambda: prom.by_node("up"),
-               lambda u: u == {1: 1.0, 2: 1.0, 3: 1.0})
+    try:
+        wait_until("up == 1 on all three nodes", lambda: prom.by_node("up"),
+                   lambda u: u == {1: 1.0, 2: 1.0, 3: 1.0}, timeout=60)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; targets: {prom.targets()}") from None
 
     # the stored current-leader of every node is DescribeQuorum's leader, and the epochs agree
     def leaders() -> dict[int, float]:
