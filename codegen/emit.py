@@ -109,6 +109,8 @@ def is_default_expr(f: FieldSpec, x: str) -> str:
     if f.is_array or f.type == "bytes":
         return f"({x} is not None and len({x}) == 0)"
     if f.struct is not None:
+        if f.nullable is not None:   # None is not the default (a default struct is)
+            return f"({x} is not None and _isdef_{f.struct.func}({x}))"
         return f"_isdef_{f.struct.func}({x})"
     return f"{x} == {d}"
 

@@ -308,7 +308,7 @@ def _w_ConsumerGroupMemberMetadataValue_0(o: _ConsumerGroupMemberMetadataValue, 
     out += I32.pack(o.rebalance_timeout_ms)
     w_cstr(out, o.server_assignor, True, 'ConsumerGroupMemberMetadataValue.server_assignor', v)
     tagged: list[tuple[int, bytes]] = []
-    if not (_isdef_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata(o.classic_member_metadata)):
+    if not ((o.classic_member_metadata is not None and _isdef_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata(o.classic_member_metadata))):
         t = bytearray()
         if o.classic_member_metadata is None:
             t += b'\xff'
