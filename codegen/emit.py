@@ -99,13 +99,29 @@ def default_expr(f: FieldSpec) -> str:
 
 
 def is_default_expr(f: FieldSpec, x: str) -> str:
-    """Expression true when ``x`` equals the field's default (used for tagged/absent fields)."""
+    """Expression true when ``x`` equals the field's default (used for tagged/absent fields).
+
+    A struct is compared by its generated ``_isdef_*`` function (field by field, what
+    ``Message.__eq__`` against a fresh default instance answers, without building one)."""
     d = default_expr(f)
     if d == "None":
         return f"{x} is None"
     if f.is_array or f.type == "bytes":
         return f"({x} is not None and len({x}) == 0)"
+    if f.struct is not None:
+        if f.nullable is not None:   # None is not the default (a default struct is)
+            return f"({x} is not None and _isdef_{f.struct.func}({x}))"
+        return f"_isdef_{f.struct.func}({x})"
     return f"{x} == {d}"
+
+
+def is_default_struct_expr(s: StructSpec) -> str:
+    """Expression (of ``o``) true when ``o`` equals a default-constructed ``s``: the same
+    class, every field at its default, no unknown tagged fields."""
+    conds = [f"type(o) is _{s.func}"]
+    conds += [is_default_expr(f, f"o.{f.attr}") for f in s.fields]
+    conds.append("not o.unknown_tagged_fields")
+    return " and ".join(conds)
 
 
 @dataclass

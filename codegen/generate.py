@@ -19,7 +19,7 @@ from pathlib import Path
 
 import jinja2
 
-from codegen.emit import Emitter, default_expr, py_type, view_mode
+from codegen.emit import Emitter, default_expr, is_default_struct_expr, py_type, view_mode
 from codegen.schema import MessageSpec, Versions, load_all
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,6 +89,9 @@ def render_message(env: jinja2.Environment, msg: MessageSpec) -> str:
     return env.get_template("message.py.j2").render(
         msg=msg, root=msg.root, structs=structs, children=msg.root.children,
         types=types, defaults=defaults, write_layouts=em.w, read_layouts=em.r, vt=_vt,
+        # only for structs held in a (non-array) field: those are compared to their default
+        is_default={st.func: is_default_struct_expr(st) for st in structs
+                    if any(f.struct is st and not f.is_array for s2 in structs for f in s2.fields)},
         struct_consts={fmt: name for fmt, name in em.structs_fmt.items()},
         versions=list(range(msg.valid.lo, msg.valid.hi + 1)),
         view_mode=view_mode(msg),

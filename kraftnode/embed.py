@@ -171,9 +171,11 @@ class EmbeddedNode(Generic[S]):
 
     # ------------------------------------------------------------ writes
     async def append(self, records: Sequence[tuple[bytes | None, bytes | None]],
-                     timeout: float = 30) -> AppendResult:
+                     timeout: float = 30, *, applied: bool = True) -> AppendResult:
         """Append ``(key, value)`` records as one batch; returns once they are committed
-        (durable on a majority) and applied to this node's state machine."""
+        (durable on a majority) and, unless ``applied=False``, applied to this node's state
+        machine (``applied=False``: once committed, without waiting for the state machine --
+        what a writer that only needs durability, or measures commit latency, waits for)."""
         if not records:
             raise ValueError("nothing to append")
         running = self._node()
@@ -191,5 +193,6 @@ class EmbeddedNode(Generic[S]):
                 raise NotLeaderError(running.driver.leader_id)
             raise AppendError(f"the append failed: {Errors(done.error_code).name}", done.error_code)
         result = AppendResult(done.last_offset - len(records) + 1, done.last_offset)
-        await self.wait_applied(result.last_offset + 1, timeout)
+        if applied:
+            await self.wait_applied(result.last_offset + 1, timeout)
         return result

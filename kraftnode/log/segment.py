@@ -8,6 +8,7 @@ whole batch is written.
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -26,6 +27,8 @@ _SCAN_WINDOW = 8 * 1024 * 1024
 _HOP = struct.Struct(">qi")  # base offset, batch length
 _I32 = struct.Struct(">i")
 _INT32_MAX = 2**31 - 1
+#: the last batches of a segment whose positions it keeps in memory (see LogSegment)
+_TAIL_BATCHES = 256
 
 
 def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
@@ -96,6 +99,13 @@ class LogSegment:
         self.next_offset = base_offset
         self.dirty = False
         self._bytes_since_index = 0
+        # Where the last batches appended in this process start (base offsets and positions,
+        # in order, every batch from the first listed to the end; between _TAIL_BATCHES and
+        # twice that many): the tail, which is what caught-up followers fetch. Without it a
+        # read finds its batch from the sparse index by reading batch headers, one pread
+        # each, up to index.interval.bytes of them.
+        self._tail_bases: list[int] = []
+        self._tail_positions: list[int] = []
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp = -1
         self.rolling_base_timestamp: int | None = None
@@ -119,6 +129,10 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
         self._bytes_since_index += view.size_in_bytes
+        if len(self._tail_bases) >= 2 * _TAIL_BATCHES:
+            del self._tail_bases[:_TAIL_BATCHES], self._tail_positions[:_TAIL_BATCHES]
+        self._tail_bases.append(view.base_offset)
+        self._tail_positions.append(position)
         self.next_offset = view.next_offset
 
     # -------------------------------------------------------------------------- append
@@ -145,6 +159,8 @@ class LogSegment:
         self.size = 0
         self.next_offset = self.base_offset
         self._bytes_since_index = 0
+        self._tail_bases.clear()
+        self._tail_positions.clear()
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp = -1
         self.rolling_base_timestamp = None
@@ -294,6 +310,10 @@ class LogSegment:
         """(position, base offset) of the batch containing ``offset``, or None if past the end."""
         if offset >= self.next_offset:
             return None
+        bases = self._tail_bases
+        if bases and offset >= bases[0]:
+            i = bisect.bisect_right(bases, offset) - 1
+            return self._tail_positions[i], bases[i]
         _, pos = self.index.lookup(offset)
         while pos < self.size:
             hdr = os.pread(self.fd, L.LAST_OFFSET_DELTA_OFFSET + 4, pos)
@@ -340,6 +360,8 @@ class LogSegment:
         if found is None:
             return
         pos, base = found
+        cut = bisect.bisect_left(self._tail_positions, pos)
+        del self._tail_bases[cut:], self._tail_positions[cut:]
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         os.ftruncate(self.fd, pos)

@@ -143,3 +143,9 @@ class OnListener:
     async def __call__(self, request: Any, peer: str) -> Any:
         CURRENT_LISTENER.set(self.name)
         return await self.handler(request, peer)
+
+    def fast(self, request: Any, peer: str, done: Callable[[Callable[[], Any]], None]) -> bool:
+        """The handler's synchronous path for raft replica Fetches (``NodeHandlers.fast``),
+        when it has one: those answers do not depend on the listener they came in on."""
+        inner = getattr(self.handler, "fast", None)
+        return bool(inner is not None and inner(request, peer, done))

@@ -42,6 +42,7 @@ from kraftnode.server.handlers import NodeHandlers, NodeIdentity
 from kraftnode.server.metadata.controller_duties import ControllerDuties
 from kraftnode.server.metadata.controller_shell import ControllerShell, controller_config
 from kraftnode.server.metadata.snapshot_manager import SnapshotManager, prepare_storage, voters_at
+from kraftnode.server.metrics import latency_trace
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.listener import KafkaListener, ListenerError, ServerLimits
 from kraftnode.server.net.peer_client import PeerPool
@@ -104,6 +105,7 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
     the metadata image, so a node with another state machine does not do them: Kafka
     controllers cannot share its quorum."""
     cluster_id, directory_id, mlog, store = open_storage(cfg)
+    latency_trace.set_node(cfg.node_id)
     driver: RaftDriver | None = None
     metrics_server: Any = None
     try:
@@ -189,6 +191,7 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
     finally:
+        latency_trace.dump()
         if metrics_server is not None:
             metrics_server.close()
         try:

@@ -213,6 +213,10 @@ _VotersRecord.__qualname__ = "VotersRecord"
 _VotersRecord.__name__ = "VotersRecord"
 
 
+def _isdef_VotersRecord_KRaftVersionFeature(o: _VotersRecord_KRaftVersionFeature) -> bool:
+    return bool(type(o) is _VotersRecord_KRaftVersionFeature and o.min_supported_version == 0 and o.max_supported_version == 0 and not o.unknown_tagged_fields)
+
+
 def _w_VotersRecord_KRaftVersionFeature_0(o: _VotersRecord_KRaftVersionFeature, out: bytearray, v: int) -> None:
     out += _S0.pack(o.min_supported_version, o.max_supported_version)
     if o.unknown_tagged_fields:

@@ -82,6 +82,32 @@ def test_embedded_node_appends_applies_snapshots_and_restarts(tmp_path: Path) ->
     assert anyio.run(second) == state
 
 
+def test_append_without_waiting_for_the_state_machine(tmp_path: Path) -> None:
+    """applied=False returns once the batch is committed (durable), not once applied; the
+    state machine catches up on its own; appends may overlap (a writer keeping several in
+    flight, as tools/bench/raft_workload.py does)."""
+    conf, _port = one_node(tmp_path)
+
+    async def run() -> None:
+        async with EmbeddedNode(conf, KeyValueStateMachine()) as node:
+            await node.wait_for_leader()
+            results = []
+
+            async def one(i: int) -> None:
+                results.append(await node.append([(f"k{i}".encode(), b"v")], applied=False))
+
+            async with anyio.create_task_group() as tg:
+                for i in range(20):
+                    tg.start_soon(one, i)
+            firsts = sorted(r.first_offset for r in results)
+            assert firsts == list(range(firsts[0], firsts[0] + 20))   # 20 batches, one record each
+            assert node.high_watermark > firsts[-1]                    # committed when it returned
+            await node.wait_applied(firsts[-1] + 1)
+            assert {f"k{i}".encode() for i in range(20)} <= set(node.state.data)
+
+    anyio.run(run)
+
+
 def test_kvstore_example(tmp_path: Path) -> None:
     conf, port = one_node(tmp_path)
     p = subprocess.Popen([sys.executable, str(ROOT / "tools" / "examples" / "kvstore.py"), str(conf)],

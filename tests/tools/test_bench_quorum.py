@@ -14,7 +14,7 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench" / "quorum.py"
 TINY = ["--skip-anchors", "--skip-physical", "--ops1", "40", "--opsn", "400",
-        "--repeats", "1", "--max-seconds", "20"]
+        "--repeats", "1", "--max-seconds", "20", "--skip-raft-workload", "--baseline", "none"]
 
 
 def _run(*extra: str, timeout: float = 50) -> subprocess.CompletedProcess[str]:
@@ -46,7 +46,7 @@ def test_tiny_kraftnode_only_run_reports_both_levels(tmp_path: Path) -> None:
     # and at 64 the window really was used: far more than one record was outstanding
     assert rows[64]["runs"][0]["ops_per_s"] * rows[64]["runs"][0]["mean_ms"] / 1000 > 8
     checks = [o for o in objs if o["kind"] == "check"]
-    assert len(checks) == 2 and all(c["ok"] is None for c in checks)   # nothing to compare
+    assert len(checks) == 4 and all(c["ok"] is None for c in checks)   # nothing to compare
     notes = " ".join(o["note"] for o in objs if o["kind"] == "note")
     assert str(missing) in notes and "kraftnode only" in notes
     assert "not found" in r.stderr
@@ -160,3 +160,42 @@ def test_no_pre_vote_and_linearizable_rows_beside_the_default(tmp_path: Path) ->
     assert lin["list_offsets_latest_p50_ratio"] > 0 and lin["p50_1_ratio"] > 0
     r = _run("--variants", "lease", "--shared-dir", str(tmp_path / "absent"))
     assert r.returncode == 2 and "--variants" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.timeout(120)
+def test_quick_mode_runs_and_prints_its_ratios(tmp_path: Path) -> None:
+    """The regression guard of issue 28: --quick still runs end to end -- kraftnode at 1 and
+    64 outstanding, the baseline commit's kraftnode beside it (here HEAD, from git archive),
+    the raft workload rows at TestRaftServer's rate and at kraftnode's maximum -- and prints
+    every target line, with a ratio where this run has both sides. No etcd, no floors and no
+    Kafka here (those take minutes, or JVMs): their lines say n/a, and the TestRaftServer row
+    says why it is missing."""
+    no_kafka = tmp_path / "no-kafka"
+    r = subprocess.run([sys.executable, str(BENCH), "--quick", "--skip-anchors", "--skip-physical",
+                        "--ops1", "200", "--opsn", "2000", "--read-ops", "100", "--raft-seconds", "6",
+                        "--raft-warmup", "2", "--baseline", "HEAD", "--kafka-home", str(no_kafka),
+                        "--tmp", str(tmp_path)], capture_output=True, text=True, timeout=110)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    rows = [ln.split() for ln in out.splitlines()]
+    assert any(x[:3] == ["kraftnode", "0.1.0", "1"] for x in rows)
+    assert any(x[:3] == ["kraftnode", "0.1.0", "64"] for x in rows)
+    assert any(x[:3] == ["kraftnode@HEAD", "HEAD", "1"] for x in rows)
+    raft = {ln.split("  ")[1].strip(): ln for ln in out.splitlines()
+            if ln.startswith("  kraftnode raft workload") or ln.startswith("  TestRaftServer")}
+    assert "SKIPPED" in raft["TestRaftServer"] and str(no_kafka) in raft["TestRaftServer"]
+    for name in ("kraftnode raft workload", "kraftnode raft workload (max)"):
+        target, records_per_s = raft[name][2 + 36:].split()[:2]
+        assert float(records_per_s.replace(",", "")) > 0
+        assert target == ("-" if "(max)" in name else "20,000")
+    targets = out.split("\ntargets:\n", 1)[1]
+    for check in ("records/s at 64 outstanding vs etcd", "p50 at 1 outstanding vs etcd",
+                  "server CPU per record at 1 outstanding vs the baseline commit",
+                  "p50 at 1 outstanding vs floor",
+                  "raft workload: kraftnode max records/s vs TestRaftServer",
+                  "raft workload: kraftnode p99 commit latency vs TestRaftServer"):
+        assert check in targets, check
+    cpu = next(ln for ln in targets.splitlines() if "vs the baseline commit" in ln)
+    assert "x (target <= 0.33x baseline)" in cpu and ("MET" in cpu or "MISSED" in cpu)
+    assert "no TestRaftServer rows" in out
+    assert not list(tmp_path.glob("quorum-bench-*"))      # every data dir removed

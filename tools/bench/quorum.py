@@ -17,8 +17,18 @@ Issue 6, "Must show" 4.  One invocation measures, back to back on the same machi
 
 Why one invocation: the machine is small and shared, so absolute figures drift from
 minute to minute; only figures taken side by side mean anything, and the targets are
-ratios: kraftnode records/s at 64 outstanding >= etcd's, and kraftnode p50 at 1
-outstanding <= 2x the floor (fsync p50 + loopback RTT p50).
+ratios (issue 28): kraftnode records/s at 64 outstanding >= 3x etcd's, kraftnode p50 at 1
+outstanding <= etcd's, server CPU per record at 1 outstanding <= 1/3 of the baseline
+commit's (``--baseline REF``, default the commit issue 28 started from: the same quorum run
+from a ``git archive`` of that commit, rows ``kraftnode@REF``), and p50 at 1 outstanding
+<= 2x the floor (fsync p50 + loopback RTT p50).
+
+4. Kafka's own raft (tools/bench/raft_compare.py): a 3-voter quorum of Kafka 3.9's
+   TestRaftServer and three kraftnode voters running the same workload through the
+   embedding API (tools/bench/raft_workload.py) -- 256-byte records at 20,000 records/s,
+   commit latency from the append call to the leader's commit notification -- and kraftnode
+   as fast as it commits; checks: kraftnode's maximum >= 1.0x Kafka's records/s, its p99 at
+   Kafka's rate <= Kafka's. Skipped with the reason when Kafka is absent.
 
 The shared bench directory is found at ``<checkout>/../shared/bench`` (or
 ``<checkout>/../../shared/bench``, for a git worktree); without it the run is kraftnode-only (no floors, no anchors) and says so.  The anchors need Debian's
@@ -46,6 +56,7 @@ row alike; the table ends with each row's ratios to the PLAINTEXT default row.
 
 Usage: python tools/bench/quorum.py [--quick] [--skip-anchors] [--json] [--metrics-compare]
        [--security PLAINTEXT,SSL,SASL_SSL] [--variants no-pre-vote,linearizable]
+       [--baseline REF|none] [--skip-raft-workload] [--kafka-home DIR] [--skip-kafka]
 """
 
 from __future__ import annotations
@@ -79,6 +90,7 @@ if str(ROOT) not in sys.path:
 import kraftnode  # noqa: E402
 from kraftnode.commands.errors import UsageError  # noqa: E402
 from kraftnode.commands.quorum import fetch_quorum_info  # noqa: E402
+from tools.bench import raft_compare  # noqa: E402
 
 # next to the checkout; from a worktree under <project>/wt/<name>, two levels up
 SHARED_BENCH = next((d for d in (ROOT.parent / "shared" / "bench",
@@ -93,7 +105,11 @@ TOPIC = "__cluster_metadata"
 VALUE_SIZE = 100
 NODES = 3
 CLUSTER_ID = "UXVvcnVtQmVuY2hSdW4wMQ"   # any 16 bytes in base64; fixed so logs compare
-TARGET_RATIO_ETCD = 1.0
+TARGET_RATIO_ETCD = 3.0         # issue 28: records/s at 64 outstanding >= 3x etcd's (issue 6: 1x)
+TARGET_P50_VS_ETCD = 1.0        # issue 28: p50 at 1 outstanding <= etcd's
+TARGET_CPU_VS_BASELINE = 1 / 3  # issue 28: server CPU per record at 1 outstanding <= 1/3 of before
+#: the commit issue 28 started from: the default --baseline of a full run
+BASELINE_REF = "16382d9"
 TARGET_FLOOR_FACTOR = 2.0
 TARGET_METRICS_RATIO = 0.97   # issue 16: metrics on costs at most 3% of records/s
 TARGET_SECURE_RATIO = 0.8      # issue 15: SSL / SASL_SSL records/s >= 0.8x PLAINTEXT's
@@ -333,6 +349,7 @@ class Quorum:
     security: str = "PLAINTEXT"       # PLAINTEXT, SSL or SASL_SSL (see secure_setup)
     client_conf: dict[str, Any] = field(default_factory=dict)
     variant: str = ""                 # "", or a key of VARIANTS (extra server settings)
+    code_root: Path = ROOT            # the checkout whose kraftnode the nodes run (--baseline)
 
     def start(self) -> None:
         self.ports = _free_ports(self.n)
@@ -340,7 +357,7 @@ class Quorum:
         extra, self.client_conf, fmt_args = secure_setup(self.root, self.security)
         voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(self.code_root),
                                                            os.environ.get("PYTHONPATH")]))}
         for i, port in enumerate(self.ports):
             d = self.root / f"node{i + 1}"
@@ -354,9 +371,12 @@ class Quorum:
                 + VARIANTS.get(self.variant, "")
                 + (f"kraftnode.metrics.listener=127.0.0.1:{self.metrics_ports[i]}\n"
                    if self.metrics else ""))
+            # cwd too: ``python -m`` puts the working directory first on sys.path, before
+            # PYTHONPATH, so a bench started in another checkout would run that one's code
             fmt = subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
                                   str(props), "--cluster-id", CLUSTER_ID, *fmt_args],
-                                 capture_output=True, text=True, timeout=60, env=env)
+                                 capture_output=True, text=True, timeout=60, env=env,
+                                 cwd=self.code_root)
             if fmt.returncode != 0:
                 raise RuntimeError(f"kraftnode format failed: {fmt.stderr.strip()}")
         for i in range(self.n):
@@ -364,7 +384,7 @@ class Quorum:
             self.children.spawn(f"kraftnode node {i + 1}",
                                 [sys.executable, "-m", "kraftnode", "start",
                                  str(d / "server.properties")],
-                                d / "node.log", env=env)
+                                d / "node.log", env=env, cwd=self.code_root)
 
     @property
     def pids(self) -> list[int]:
@@ -640,8 +660,10 @@ def find_py_spy() -> str | None:
     found = shutil.which("py-spy")
     if found:
         return found
-    venv = BENCH_VENV / "bin" / "py-spy"
-    return str(venv) if venv.exists() else None
+    for venv in (Path(sys.executable).parent / "py-spy", BENCH_VENV / "bin" / "py-spy"):
+        if venv.exists():
+            return str(venv)
+    return None
 
 
 @contextmanager
@@ -739,6 +761,8 @@ def run_kraftnode(args: argparse.Namespace, levels: list[int],
     metrics_variants = [False, True] if args.metrics_compare else [False]
     kinds: list[tuple[str, str]] = [(sec, "") for sec in securities] + \
         [("PLAINTEXT", v) for v in (variants or [])]
+    if getattr(args, "baseline_dir", None) is not None:
+        kinds.append(("PLAINTEXT", "@" + args.baseline))
     units: list[Unit] = [(sec, var, m) for sec, var in kinds for m in metrics_variants]
     runs: dict[tuple[Unit, int], list[dict[str, Any]]] = {(u, c): [] for u in units for c in levels}
     reads: dict[Unit, list[dict[str, Any]]] = {u: [] for u in units}
@@ -763,6 +787,8 @@ def run_kraftnode(args: argparse.Namespace, levels: list[int],
 def _system(security: str, metrics: bool, variant: str = "") -> str:
     """Row name: kraftnode, kraftnode-SSL, kraftnode-SASL_SSL, kraftnode+no-pre-vote,
     kraftnode+linearizable, each +metrics when scraped."""
+    if variant.startswith("@"):      # the --baseline commit's code
+        return f"kraftnode{variant}" + ("+metrics" if metrics else "")
     return ("kraftnode" if security == "PLAINTEXT" else f"kraftnode-{security}") + \
         (f"+{variant}" if variant else "") + ("+metrics" if metrics else "")
 
@@ -787,7 +813,8 @@ def _one_quorum(args: argparse.Namespace, levels: list[int], rep: int, unit: Uni
     tag = " (metrics on)" if metrics else (" (metrics off)" if args.metrics_compare else "")
     system = _system(security, False, variant)
     tmp = Path(tempfile.mkdtemp(prefix="quorum-bench-kraftnode-", dir=args.tmp))
-    q = Quorum(tmp, metrics=metrics, security=security, variant=variant)
+    q = Quorum(tmp, metrics=metrics, security=security, variant=variant,
+               code_root=args.baseline_dir if variant.startswith("@") else ROOT)
     try:
         if args.wait_idle > 0:
             log(f"host busy before kraftnode repeat {rep + 1}: "
@@ -855,7 +882,12 @@ def _kraftnode_row(rs: list[dict[str, Any]], conc: int, unit: Unit,
         "producer": rs[0]["producer"] if rs else None,
         "value_bytes": VALUE_SIZE, "runs": rs,
     }
-    if variant:
+    per_record = [x for r in rs if (x := _cpu_per_record(r)) is not None]
+    row["cpu_us_per_record"] = round(statistics.median(per_record) * 1e6, 1) if per_record else None
+    if variant.startswith("@"):
+        row["version"] = f"{args.baseline} (baseline)"
+        row["baseline"] = f"the code of commit {args.baseline} (git archive), same settings"
+    elif variant:
         row["variant"] = VARIANTS[variant].strip()
     if metrics:
         row["metrics"] = (f"kraftnode.metrics.listener on every node, each scraped every "
@@ -1034,7 +1066,27 @@ def checks(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]]) -> lis
     else:
         c["ok"], c["detail"] = None, "n/a (no etcd figure in this run)"
     out.append(c)
-    k1 = _row(rows, "kraftnode", 1)
+    k1, e1 = _row(rows, "kraftnode", 1), _row(rows, "etcd", 1)
+    c = {"check": "p50 at 1 outstanding vs etcd", "target": f"<= {TARGET_P50_VS_ETCD:.1f}x etcd"}
+    if k1 and e1 and k1.get("p50_ms") and e1.get("p50_ms"):
+        c["ratio"] = round(k1["p50_ms"] / e1["p50_ms"], 3)
+        c["detail"] = f"{k1['p50_ms']:.3f} vs {e1['p50_ms']:.3f} ms"
+        c["ok"] = c["ratio"] <= TARGET_P50_VS_ETCD
+    else:
+        c["ok"], c["detail"] = None, "n/a (no etcd figure in this run)"
+    out.append(c)
+    base1 = next((r for r in rows if str(r.get("system", "")).startswith("kraftnode@")
+                  and r.get("concurrency") == 1), None)
+    c = {"check": "server CPU per record at 1 outstanding vs the baseline commit",
+         "target": f"<= {TARGET_CPU_VS_BASELINE:.2f}x baseline"}
+    if k1 and base1 and k1.get("cpu_us_per_record") and base1.get("cpu_us_per_record"):
+        c["ratio"] = round(k1["cpu_us_per_record"] / base1["cpu_us_per_record"], 3)
+        c["detail"] = (f"{k1['cpu_us_per_record']:,.0f} vs {base1['cpu_us_per_record']:,.0f} us "
+                       f"({base1['system']}; the 3 servers' CPU / records, median of the repeats)")
+        c["ok"] = c["ratio"] <= TARGET_CPU_VS_BASELINE
+    else:
+        c["ok"], c["detail"] = None, "n/a (no baseline row in this run: --baseline REF)"
+    out.append(c)
     fs, rtt = floors.get("fsync_4k_append"), floors.get("tcp_rtt_100b")
     c = {"check": "p50 at 1 outstanding vs floor (fsync p50 + loopback RTT p50)",
          "target": f"<= {TARGET_FLOOR_FACTOR:.0f}x floor"}
@@ -1138,6 +1190,15 @@ def _servers_cpu(r: dict[str, Any]) -> float | None:
     return round(sum(servers), 2) if servers else None
 
 
+def _cpu_us(r: dict[str, Any]) -> float | None:
+    """Server CPU microseconds per record: a kraftnode row's median over its repeats, an
+    anchor's from its one run."""
+    if r.get("cpu_us_per_record") is not None:
+        return cast(float, r["cpu_us_per_record"])
+    x = _cpu_per_record(r)
+    return None if x is None else x * 1e6
+
+
 def _other_cpu(r: dict[str, Any]) -> float | None:
     cpu = r.get("cpu_cores") or {}
     return cast(float | None, cpu.get("other_median", cpu.get("other")))
@@ -1158,7 +1219,8 @@ def _fmt(v: Any, spec: str) -> str:
 
 def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
                 cks: list[dict[str, Any]], notes: list[str],
-                cmps: list[dict[str, Any]] | None = None) -> None:
+                cmps: list[dict[str, Any]] | None = None,
+                raft_rows: list[dict[str, Any]] | None = None) -> None:
     print(f"kraftnode quorum benchmark -- {NODES} nodes on 127.0.0.1, {VALUE_SIZE}-byte values, "
           f"python {platform.python_version()}, {os.cpu_count()} cores")
     if floors:
@@ -1170,7 +1232,7 @@ def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
                 print(f"  {name:<24} p50 {f['p50_ms']:.3f} ms  p99 {f['p99_ms']:.3f} ms")
     print()
     hdr = f"{'system':<22} {'version':<16} {'outstanding':>11} {'ops/s':>9} {'p50 ms':>8} " \
-          f"{'p99 ms':>8} {'srv cpu':>7} {'noise':>6}  durability"
+          f"{'p99 ms':>8} {'srv cpu':>7} {'noise':>6} {'us/rec':>7}  durability"
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -1179,15 +1241,16 @@ def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
             continue
         ver = str(r.get("version", "")).split(" (")[0][:16]
         dur = SHORT_DURABILITY.get(r["system"], SHORT_DURABILITY.get(
-            r["system"].split("-")[0].split("+")[0], str(r.get("durability", ""))[:40]))
+            r["system"].split("-")[0].split("+")[0].split("@")[0], str(r.get("durability", ""))[:40]))
         if r.get("variant"):
             dur = f"as kraftnode; {r['variant']}"
         print(f"{r['system']:<22} {ver:<16} {r['concurrency']:>11} "
               f"{_fmt(r.get('ops_per_s'), ',.0f'):>9} {_fmt(r.get('p50_ms'), '.2f'):>8} "
               f"{_fmt(r.get('p99_ms'), '.2f'):>8} {_fmt(_servers_cpu(r), '.2f'):>7} "
-              f"{_fmt(_other_cpu(r), '.2f'):>6}  {dur}")
+              f"{_fmt(_other_cpu(r), '.2f'):>6} {_fmt(_cpu_us(r), ',.0f'):>7}  {dur}")
     print("(srv cpu: cores used by the 3 servers together; noise: cores busy with load that is "
-          "not ours during the run -- figures taken under different noise do not compare)")
+          "not ours during the run -- figures taken under different noise do not compare; "
+          "us/rec: the servers' CPU microseconds per record)")
     reads = [r for r in rows if r.get("reads")]
     if reads:
         print("\nconsumer reads on the leader, one at a time (medians of the repeats' p50/p99):")
@@ -1208,6 +1271,25 @@ def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
                   f"{_fmt(c.get('list_offsets_latest_p50_ratio'), '.2f'):>6} "
                   f"{_fmt(c.get('fetch_last_record_p50_ms'), '.3f'):>9} "
                   f"{_fmt(c.get('fetch_last_record_p50_ratio'), '.2f'):>6}")
+    if raft_rows:
+        print("\nKafka's raft (TestRaftServer) and kraftnode, one leader appending 256-byte records "
+              "(commit latency: append call to the leader's commit notification):")
+        print(f"  {'system':<36} {'target/s':>9} {'records/s':>10} {'p50 ms':>7} {'p75 ms':>7} "
+              f"{'p99 ms':>7} {'p999 ms':>8} {'srv cpu':>7} {'us/rec':>7}")
+        for r in raft_rows:
+            if r.get("skipped") or r.get("error"):
+                print(f"  {r['system']:<36} {'SKIPPED' if r.get('skipped') else 'FAILED'}: "
+                      f"{r.get('skipped') or r.get('error')}")
+                continue
+            srv = [x for x in (r.get("cpu_cores") or {}).get("servers") or [] if x is not None]
+            print(f"  {r['system']:<36} {_fmt(r.get('target_records_per_s'), ',.0f'):>9} "
+                  f"{_fmt(r.get('records_per_s'), ',.0f'):>10} {_fmt(r.get('p50_ms'), '.2f'):>7} "
+                  f"{_fmt(r.get('p75_ms'), '.2f'):>7} {_fmt(r.get('p99_ms'), '.2f'):>7} "
+                  f"{_fmt(r.get('p999_ms'), '.2f'):>8} {_fmt(sum(srv) if srv else None, '.2f'):>7} "
+                  f"{_fmt(r.get('cpu_us_per_record'), ',.1f'):>7}")
+        print("  (Kafka 3.9's TestRaftServer always appends 20,000 records/s of 256 B and prints p75/"
+              "p99/p999 only, in whole ms over its last 30-60 s; kraftnode (max): as fast as it "
+              "commits, 8 batches of 500 records in flight)")
     print("\ntargets:")
     for c in cks:
         verdict = {True: "MET", False: "MISSED", None: "n/a"}[c["ok"]]
@@ -1281,7 +1363,42 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
                     help="sample the kraftnode leader with py-spy during each measured run; "
                          "collapsed stacks and a hotspot summary go to DIR")
+    ap.add_argument("--baseline", default=None, metavar="REF",
+                    help=f"also run the kraftnode of commit REF (git archive), same settings: rows "
+                         f"kraftnode@REF and the CPU-per-record check (default {BASELINE_REF} in full "
+                         "mode, none with --quick; 'none' to skip)")
+    ap.add_argument("--skip-raft-workload", dest="raft_workload", action="store_false",
+                    help="no TestRaftServer / kraftnode raft workload rows")
+    ap.add_argument("--raft-seconds", type=float, default=None,
+                    help="length of each raft workload run (default 60; 12 with --quick)")
+    ap.add_argument("--raft-warmup", type=float, default=None,
+                    help="seconds not measured at its start (default 15; 4 with --quick)")
+    ap.add_argument("--kafka-lingers", default=None,
+                    help="TestRaftServer runs, by controller.quorum.append.linger.ms: 'default' (the "
+                         "shipped properties: Kafka's 25 ms) and/or numbers (default 'default,0'; "
+                         "'default' with --quick)")
+    ap.add_argument("--kafka-home", type=Path, default=None,
+                    help="Kafka 3.9 installation for TestRaftServer (default: KAFKA_HOME, or "
+                         "../shared/kafka-3.9 beside the checkout)")
+    ap.add_argument("--skip-kafka", action="store_true", help="no TestRaftServer rows")
     args = ap.parse_args(argv)
+    if args.baseline is None:
+        args.baseline = None if args.quick else BASELINE_REF
+    elif args.baseline.lower() == "none":
+        args.baseline = None
+    args.baseline_dir = None
+    if args.raft_seconds is None:
+        args.raft_seconds = 12.0 if args.quick else 60.0
+    if args.raft_warmup is None:
+        args.raft_warmup = min(4.0 if args.quick else 15.0, args.raft_seconds / 2)
+    if not 0 <= args.raft_warmup < args.raft_seconds:
+        ap.error("--raft-warmup must be below --raft-seconds")
+    lingers = args.kafka_lingers or ("default" if args.quick else "default,0")
+    try:
+        args.kafka_lingers = [None if x.strip() == "default" else int(x)
+                              for x in lingers.split(",") if x.strip()]
+    except ValueError:
+        ap.error(f"--kafka-lingers: expected 'default' or numbers, not {lingers!r}")
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
     if not 1 <= args.repeats <= 20:
@@ -1331,12 +1448,27 @@ def main(argv: list[str] | None = None) -> int:
                "running kraftnode only -- no floors, no anchors, targets not checked")
         log(msg)
         notes.append(msg)
-    with _sigterm_as_exit():
-        floors = {} if args.skip_physical else run_physical(args, shared)
-        rows = run_kraftnode(args, args.levels, args.security, args.variants)
-        anchors = [] if args.skip_anchors else run_anchors(args, shared, args.levels)
+    raft_rows: list[dict[str, Any]] = []
+    baseline_tmp: Path | None = None
+    try:
+        with _sigterm_as_exit():
+            if args.baseline:
+                baseline_tmp = Path(tempfile.mkdtemp(prefix="quorum-bench-baseline-", dir=args.tmp))
+                args.baseline_dir = checkout_baseline(args.baseline, baseline_tmp, notes)
+            floors = {} if args.skip_physical else run_physical(args, shared)
+            rows = run_kraftnode(args, args.levels, args.security, args.variants)
+            anchors = [] if args.skip_anchors else run_anchors(args, shared, args.levels)
+            if args.raft_workload:
+                raft_rows, raft_notes = raft_compare.run_raft_rows(
+                    args.raft_seconds, args.raft_warmup, args.kafka_lingers, args.tmp, log, args.keep,
+                    kafka_home=args.kafka_home if args.kafka_home and _kafka_ok(args.kafka_home) else None,
+                    skip_kafka_reason=_skip_kafka_reason(args))
+                notes += raft_notes
+    finally:
+        if baseline_tmp is not None:
+            shutil.rmtree(baseline_tmp, ignore_errors=True)
     rows += anchors
-    cks = checks(rows, floors)
+    cks = checks(rows, floors) + (raft_compare.raft_checks(raft_rows) if args.raft_workload else [])
     cmps = comparisons(rows)
     if args.skip_anchors:
         notes.append("anchors skipped (--skip-anchors)")
@@ -1345,6 +1477,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"kind": "floor", **f}))
         for r in rows:
             print(json.dumps({"kind": "row", **r}))
+        for r in raft_rows:
+            print(json.dumps({"kind": "raft", **r}))
         for c in cks:
             print(json.dumps({"kind": "check", **c}))
         for c in cmps:
@@ -1352,8 +1486,40 @@ def main(argv: list[str] | None = None) -> int:
         for n in notes:
             print(json.dumps({"kind": "note", "note": n}))
     else:
-        print_table(rows, floors, cks, notes, cmps)
+        print_table(rows, floors, cks, notes, cmps, raft_rows)
     return 0
+
+
+def checkout_baseline(ref: str, into: Path, notes: list[str]) -> Path | None:
+    """The code of commit ``ref`` (``git archive`` of this checkout's repository) in ``into``;
+    None, with a note, when that cannot be had (not a git checkout, unknown commit)."""
+    try:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True,
+                                 timeout=120, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, capture_output=True,
+                       timeout=120, check=True)
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+        why = (e.stderr.decode(errors="replace").strip() if isinstance(e, subprocess.CalledProcessError)
+               and e.stderr else str(e))
+        msg = f"--baseline {ref}: cannot check it out ({why[:200]}); no baseline row"
+        log(msg)
+        notes.append(msg)
+        return None
+    log(f"baseline: the code of {ref} in {into}")
+    return into
+
+
+def _kafka_ok(home: Path) -> bool:
+    return (home / "bin" / "test-kraft-server-start.sh").is_file() and (home / "libs").is_dir()
+
+
+def _skip_kafka_reason(args: argparse.Namespace) -> str:
+    if args.skip_kafka:
+        return "TestRaftServer rows skipped (--skip-kafka)"
+    if args.kafka_home is not None and not _kafka_ok(args.kafka_home):
+        return (f"genuine Kafka not found at --kafka-home {args.kafka_home} "
+                "(no bin/test-kraft-server-start.sh): no TestRaftServer rows")
+    return ""
 
 
 if __name__ == "__main__":

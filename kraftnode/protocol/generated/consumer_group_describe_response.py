@@ -313,6 +313,10 @@ def _r_ConsumerGroupDescribeResponse_TopicPartitions_0(buf: bytes, pos: int, v: 
     return o0, pos
 
 
+def _isdef_ConsumerGroupDescribeResponse_Assignment(o: _ConsumerGroupDescribeResponse_Assignment) -> bool:
+    return bool(type(o) is _ConsumerGroupDescribeResponse_Assignment and (o.topic_partitions is not None and len(o.topic_partitions) == 0) and not o.unknown_tagged_fields)
+
+
 def _w_ConsumerGroupDescribeResponse_Assignment_0(o: _ConsumerGroupDescribeResponse_Assignment, out: bytearray, v: int) -> None:
     w_ccount(out, o.topic_partitions, False, 'ConsumerGroupDescribeResponse.Assignment.topic_partitions', v)
     w_topic_partitions = _w_ConsumerGroupDescribeResponse_TopicPartitions_0

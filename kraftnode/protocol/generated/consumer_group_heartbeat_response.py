@@ -228,6 +228,10 @@ def _r_ConsumerGroupHeartbeatResponse_TopicPartitions_0(buf: bytes, pos: int, v:
     return o0, pos
 
 
+def _isdef_ConsumerGroupHeartbeatResponse_Assignment(o: _ConsumerGroupHeartbeatResponse_Assignment) -> bool:
+    return bool(type(o) is _ConsumerGroupHeartbeatResponse_Assignment and (o.topic_partitions is not None and len(o.topic_partitions) == 0) and not o.unknown_tagged_fields)
+
+
 def _w_ConsumerGroupHeartbeatResponse_Assignment_0(o: _ConsumerGroupHeartbeatResponse_Assignment, out: bytearray, v: int) -> None:
     w_ccount(out, o.topic_partitions, False, 'ConsumerGroupHeartbeatResponse.Assignment.topic_partitions', v)
     w_topic_partitions = _w_ConsumerGroupHeartbeatResponse_TopicPartitions_0

@@ -792,6 +792,10 @@ def _r_FetchRequest_FetchTopic_5(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
     return o0, pos
 
 
+def _isdef_FetchRequest_ReplicaState(o: _FetchRequest_ReplicaState) -> bool:
+    return bool(type(o) is _FetchRequest_ReplicaState and o.replica_id == -1 and o.replica_epoch == -1 and not o.unknown_tagged_fields)
+
+
 def _w_FetchRequest_ReplicaState_0(o: _FetchRequest_ReplicaState, out: bytearray, v: int) -> None:
     if not (o.replica_id == -1):
         raise absent_error('FetchRequest.ReplicaState.replica_id', v)
@@ -870,7 +874,7 @@ def _w_FetchRequest_0(o: _FetchRequest, out: bytearray, v: int) -> None:
         w_topics(e_topics, out, v)
     if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
         raise absent_error('FetchRequest.forgotten_topics_data', v)
-    if not (o.replica_state == _FetchRequest_ReplicaState()):
+    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
         raise absent_error('FetchRequest.replica_state', v)
 
 
@@ -882,7 +886,7 @@ def _w_FetchRequest_1(o: _FetchRequest, out: bytearray, v: int) -> None:
         w_topics(e_topics, out, v)
     if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
         raise absent_error('FetchRequest.forgotten_topics_data', v)
-    if not (o.replica_state == _FetchRequest_ReplicaState()):
+    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
         raise absent_error('FetchRequest.replica_state', v)
 
 
@@ -894,7 +898,7 @@ def _w_FetchRequest_2(o: _FetchRequest, out: bytearray, v: int) -> None:
         w_topics(e_topics, out, v)
     if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
         raise absent_error('FetchRequest.forgotten_topics_data', v)
-    if not (o.replica_state == _FetchRequest_ReplicaState()):
+    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
         raise absent_error('FetchRequest.replica_state', v)
 
 
@@ -906,7 +910,7 @@ def _w_FetchRequest_3(o: _FetchRequest, out: bytearray, v: int) -> None:
         w_topics(e_topics, out, v)
     if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
         raise absent_error('FetchRequest.forgotten_topics_data', v)
-    if not (o.replica_state == _FetchRequest_ReplicaState()):
+    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
         raise absent_error('FetchRequest.replica_state', v)
 
 
@@ -920,7 +924,7 @@ def _w_FetchRequest_4(o: _FetchRequest, out: bytearray, v: int) -> None:
     w_forgotten_topics_data = _w_FetchRequest_ForgottenTopic_1
     for e_forgotten_topics_data in o.forgotten_topics_data:
         w_forgotten_topics_data(e_forgotten_topics_data, out, v)
-    if not (o.replica_state == _FetchRequest_ReplicaState()):
+    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
         raise absent_error('FetchRequest.replica_state', v)
 
 
@@ -934,7 +938,7 @@ def _w_FetchRequest_5(o: _FetchRequest, out: bytearray, v: int) -> None:
     w_forgotten_topics_data = _w_FetchRequest_ForgottenTopic_1
     for e_forgotten_topics_data in o.forgotten_topics_data:
         w_forgotten_topics_data(e_forgotten_topics_data, out, v)
-    if not (o.replica_state == _FetchRequest_ReplicaState()):
+    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
         raise absent_error('FetchRequest.replica_state', v)
 
 
@@ -949,7 +953,7 @@ def _w_FetchRequest_6(o: _FetchRequest, out: bytearray, v: int) -> None:
     for e_forgotten_topics_data in o.forgotten_topics_data:
         w_forgotten_topics_data(e_forgotten_topics_data, out, v)
     w_str(out, o.rack_id, False, 'FetchRequest.rack_id', v)
-    if not (o.replica_state == _FetchRequest_ReplicaState()):
+    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
         raise absent_error('FetchRequest.replica_state', v)
 
 
@@ -973,7 +977,7 @@ def _w_FetchRequest_7(o: _FetchRequest, out: bytearray, v: int) -> None:
         tagged.extend(o.unknown_tagged_fields)
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
-    if not (o.replica_state == _FetchRequest_ReplicaState()):
+    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
         raise absent_error('FetchRequest.replica_state', v)
 
 
@@ -997,7 +1001,7 @@ def _w_FetchRequest_8(o: _FetchRequest, out: bytearray, v: int) -> None:
         tagged.extend(o.unknown_tagged_fields)
         tagged.sort(key=_tag_key)
     w_tagged(out, tagged)
-    if not (o.replica_state == _FetchRequest_ReplicaState()):
+    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
         raise absent_error('FetchRequest.replica_state', v)
 
 
@@ -1019,7 +1023,7 @@ def _w_FetchRequest_9(o: _FetchRequest, out: bytearray, v: int) -> None:
         t = bytearray()
         w_cstr(t, o.cluster_id, True, 'FetchRequest.cluster_id', v)
         tagged.append((0, bytes(t)))
-    if not (o.replica_state == _FetchRequest_ReplicaState()):
+    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
         t = bytearray()
         _w_FetchRequest_ReplicaState_2(o.replica_state, t, v)
         tagged.append((1, bytes(t)))
@@ -1047,7 +1051,7 @@ def _w_FetchRequest_10(o: _FetchRequest, out: bytearray, v: int) -> None:
         t = bytearray()
         w_cstr(t, o.cluster_id, True, 'FetchRequest.cluster_id', v)
         tagged.append((0, bytes(t)))
-    if not (o.replica_state == _FetchRequest_ReplicaState()):
+    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
         t = bytearray()
         _w_FetchRequest_ReplicaState_2(o.replica_state, t, v)
         tagged.append((1, bytes(t)))

@@ -497,6 +497,10 @@ def _r_FetchResponse_AbortedTransaction_2(buf: Buf, pos: int, v: int) -> tuple[_
     return o0, pos
 
 
+def _isdef_FetchResponse_SnapshotId(o: _FetchResponse_SnapshotId) -> bool:
+    return bool(type(o) is _FetchResponse_SnapshotId and o.end_offset == -1 and o.epoch == -1 and not o.unknown_tagged_fields)
+
+
 def _w_FetchResponse_SnapshotId_0(o: _FetchResponse_SnapshotId, out: bytearray, v: int) -> None:
     out += _S1.pack(o.end_offset, o.epoch)
 
@@ -533,6 +537,10 @@ def _r_FetchResponse_SnapshotId_1(buf: Buf, pos: int, v: int) -> tuple[_FetchRes
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
             pos = end0
     return o0, pos
+
+
+def _isdef_FetchResponse_LeaderIdAndEpoch(o: _FetchResponse_LeaderIdAndEpoch) -> bool:
+    return bool(type(o) is _FetchResponse_LeaderIdAndEpoch and o.leader_id == -1 and o.leader_epoch == -1 and not o.unknown_tagged_fields)
 
 
 def _w_FetchResponse_LeaderIdAndEpoch_0(o: _FetchResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
@@ -574,6 +582,10 @@ def _r_FetchResponse_LeaderIdAndEpoch_1(buf: Buf, pos: int, v: int) -> tuple[_Fe
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
             pos = end0
     return o0, pos
+
+
+def _isdef_FetchResponse_EpochEndOffset(o: _FetchResponse_EpochEndOffset) -> bool:
+    return bool(type(o) is _FetchResponse_EpochEndOffset and o.epoch == -1 and o.end_offset == -1 and not o.unknown_tagged_fields)
 
 
 def _w_FetchResponse_EpochEndOffset_0(o: _FetchResponse_EpochEndOffset, out: bytearray, v: int) -> None:
@@ -622,11 +634,11 @@ def _w_FetchResponse_PartitionData_0(o: _FetchResponse_PartitionData, out: bytea
         raise absent_error('FetchResponse.PartitionData.preferred_read_replica', v)
     out += _S4.pack(o.partition_index, o.error_code, o.high_watermark)
     w_bytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
-    if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
+    if not (_isdef_FetchResponse_EpochEndOffset(o.diverging_epoch)):
         raise absent_error('FetchResponse.PartitionData.diverging_epoch', v)
-    if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
+    if not (_isdef_FetchResponse_LeaderIdAndEpoch(o.current_leader)):
         raise absent_error('FetchResponse.PartitionData.current_leader', v)
-    if not (o.snapshot_id == _FetchResponse_SnapshotId()):
+    if not (_isdef_FetchResponse_SnapshotId(o.snapshot_id)):
         raise absent_error('FetchResponse.PartitionData.snapshot_id', v)
 
 
@@ -640,11 +652,11 @@ def _w_FetchResponse_PartitionData_1(o: _FetchResponse_PartitionData, out: bytea
     if not (o.preferred_read_replica == -1):
         raise absent_error('FetchResponse.PartitionData.preferred_read_replica', v)
     w_bytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
-    if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
+    if not (_isdef_FetchResponse_EpochEndOffset(o.diverging_epoch)):
         raise absent_error('FetchResponse.PartitionData.diverging_epoch', v)
-    if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
+    if not (_isdef_FetchResponse_LeaderIdAndEpoch(o.current_leader)):
         raise absent_error('FetchResponse.PartitionData.current_leader', v)
-    if not (o.snapshot_id == _FetchResponse_SnapshotId()):
+    if not (_isdef_FetchResponse_SnapshotId(o.snapshot_id)):
         raise absent_error('FetchResponse.PartitionData.snapshot_id', v)
 
 
@@ -658,11 +670,11 @@ def _w_FetchResponse_PartitionData_2(o: _FetchResponse_PartitionData, out: bytea
     if not (o.preferred_read_replica == -1):
         raise absent_error('FetchResponse.PartitionData.preferred_read_replica', v)
     w_bytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
-    if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
+    if not (_isdef_FetchResponse_EpochEndOffset(o.diverging_epoch)):
         raise absent_error('FetchResponse.PartitionData.diverging_epoch', v)
-    if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
+    if not (_isdef_FetchResponse_LeaderIdAndEpoch(o.current_leader)):
         raise absent_error('FetchResponse.PartitionData.current_leader', v)
-    if not (o.snapshot_id == _FetchResponse_SnapshotId()):
+    if not (_isdef_FetchResponse_SnapshotId(o.snapshot_id)):
         raise absent_error('FetchResponse.PartitionData.snapshot_id', v)
 
 
@@ -675,11 +687,11 @@ def _w_FetchResponse_PartitionData_3(o: _FetchResponse_PartitionData, out: bytea
             w_aborted_transactions(e_aborted_transactions, out, v)
     out += I32.pack(o.preferred_read_replica)
     w_bytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
-    if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
+    if not (_isdef_FetchResponse_EpochEndOffset(o.diverging_epoch)):
         raise absent_error('FetchResponse.PartitionData.diverging_epoch', v)
-    if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
+    if not (_isdef_FetchResponse_LeaderIdAndEpoch(o.current_leader)):
         raise absent_error('FetchResponse.PartitionData.current_leader', v)
-    if not (o.snapshot_id == _FetchResponse_SnapshotId()):
+    if not (_isdef_FetchResponse_SnapshotId(o.snapshot_id)):
         raise absent_error('FetchResponse.PartitionData.snapshot_id', v)
 
 
@@ -693,15 +705,15 @@ def _w_FetchResponse_PartitionData_4(o: _FetchResponse_PartitionData, out: bytea
     out += I32.pack(o.preferred_read_replica)
     w_cbytes(out, o.records, True, 'FetchResponse.PartitionData.records', v)
     tagged: list[tuple[int, bytes]] = []
-    if not (o.diverging_epoch == _FetchResponse_EpochEndOffset()):
+    if not (_isdef_FetchResponse_EpochEndOffset(o.diverging_epoch)):
         t = bytearray()
         _w_FetchResponse_EpochEndOffset_1(o.diverging_epoch, t, v)
         tagged.append((0, bytes(t)))
-    if not (o.current_leader == _FetchResponse_LeaderIdAndEpoch()):
+    if not (_isdef_FetchResponse_LeaderIdAndEpoch(o.current_leader)):
         t = bytearray()
         _w_FetchResponse_LeaderIdAndEpoch_1(o.current_leader, t, v)
         tagged.append((1, bytes(t)))
-    if not (o.snapshot_id == _FetchResponse_SnapshotId()):
+    if not (_isdef_FetchResponse_SnapshotId(o.snapshot_id)):
         t = bytearray()
         _w_FetchResponse_SnapshotId_1(o.snapshot_id, t, v)
         tagged.append((2, bytes(t)))

@@ -219,6 +219,10 @@ _FetchSnapshotRequest.__qualname__ = "FetchSnapshotRequest"
 _FetchSnapshotRequest.__name__ = "FetchSnapshotRequest"
 
 
+def _isdef_FetchSnapshotRequest_SnapshotId(o: _FetchSnapshotRequest_SnapshotId) -> bool:
+    return bool(type(o) is _FetchSnapshotRequest_SnapshotId and o.end_offset == 0 and o.epoch == 0 and not o.unknown_tagged_fields)
+
+
 def _w_FetchSnapshotRequest_SnapshotId_0(o: _FetchSnapshotRequest_SnapshotId, out: bytearray, v: int) -> None:
     out += _S0.pack(o.end_offset, o.epoch)
     if o.unknown_tagged_fields:

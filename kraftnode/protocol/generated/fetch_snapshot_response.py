@@ -342,6 +342,10 @@ def _r_FetchSnapshotResponse_NodeEndpoint_1(buf: Buf, pos: int, v: int) -> tuple
     return o0, pos
 
 
+def _isdef_FetchSnapshotResponse_LeaderIdAndEpoch(o: _FetchSnapshotResponse_LeaderIdAndEpoch) -> bool:
+    return bool(type(o) is _FetchSnapshotResponse_LeaderIdAndEpoch and o.leader_id == 0 and o.leader_epoch == 0 and not o.unknown_tagged_fields)
+
+
 def _w_FetchSnapshotResponse_LeaderIdAndEpoch_0(o: _FetchSnapshotResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
     out += _S0.pack(o.leader_id, o.leader_epoch)
     if o.unknown_tagged_fields:
@@ -366,6 +370,10 @@ def _r_FetchSnapshotResponse_LeaderIdAndEpoch_0(buf: Buf, pos: int, v: int) -> t
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
             pos = end0
     return o0, pos
+
+
+def _isdef_FetchSnapshotResponse_SnapshotId(o: _FetchSnapshotResponse_SnapshotId) -> bool:
+    return bool(type(o) is _FetchSnapshotResponse_SnapshotId and o.end_offset == 0 and o.epoch == 0 and not o.unknown_tagged_fields)
 
 
 def _w_FetchSnapshotResponse_SnapshotId_0(o: _FetchSnapshotResponse_SnapshotId, out: bytearray, v: int) -> None:
@@ -400,7 +408,7 @@ def _w_FetchSnapshotResponse_PartitionSnapshot_0(o: _FetchSnapshotResponse_Parti
     out += _S3.pack(o.size, o.position)
     w_cbytes(out, o.unaligned_records, False, 'FetchSnapshotResponse.PartitionSnapshot.unaligned_records', v)
     tagged: list[tuple[int, bytes]] = []
-    if not (o.current_leader == _FetchSnapshotResponse_LeaderIdAndEpoch()):
+    if not (_isdef_FetchSnapshotResponse_LeaderIdAndEpoch(o.current_leader)):
         t = bytearray()
         _w_FetchSnapshotResponse_LeaderIdAndEpoch_0(o.current_leader, t, v)
         tagged.append((0, bytes(t)))

@@ -379,6 +379,10 @@ def _r_ProduceResponse_NodeEndpoint_2(buf: bytes, pos: int, v: int) -> tuple[_Pr
     return o0, pos
 
 
+def _isdef_ProduceResponse_LeaderIdAndEpoch(o: _ProduceResponse_LeaderIdAndEpoch) -> bool:
+    return bool(type(o) is _ProduceResponse_LeaderIdAndEpoch and o.leader_id == -1 and o.leader_epoch == -1 and not o.unknown_tagged_fields)
+
+
 def _w_ProduceResponse_LeaderIdAndEpoch_0(o: _ProduceResponse_LeaderIdAndEpoch, out: bytearray, v: int) -> None:
     if not (o.leader_id == -1):
         raise absent_error('ProduceResponse.LeaderIdAndEpoch.leader_id', v)
@@ -514,19 +518,19 @@ def _r_ProduceResponse_BatchIndexAndErrorMessage_2(buf: bytes, pos: int, v: int)
 
 def _w_ProduceResponse_PartitionProduceResponse_0(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
     out += _S1.pack(o.index, o.error_code, o.base_offset)
-    if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
+    if not (_isdef_ProduceResponse_LeaderIdAndEpoch(o.current_leader)):
         raise absent_error('ProduceResponse.PartitionProduceResponse.current_leader', v)
 
 
 def _w_ProduceResponse_PartitionProduceResponse_1(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
     out += _S2.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
-    if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
+    if not (_isdef_ProduceResponse_LeaderIdAndEpoch(o.current_leader)):
         raise absent_error('ProduceResponse.PartitionProduceResponse.current_leader', v)
 
 
 def _w_ProduceResponse_PartitionProduceResponse_2(o: _ProduceResponse_PartitionProduceResponse, out: bytearray, v: int) -> None:
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
-    if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
+    if not (_isdef_ProduceResponse_LeaderIdAndEpoch(o.current_leader)):
         raise absent_error('ProduceResponse.PartitionProduceResponse.current_leader', v)
 
 
@@ -537,7 +541,7 @@ def _w_ProduceResponse_PartitionProduceResponse_3(o: _ProduceResponse_PartitionP
     for e_record_errors in o.record_errors:
         w_record_errors(e_record_errors, out, v)
     w_str(out, o.error_message, True, 'ProduceResponse.PartitionProduceResponse.error_message', v)
-    if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
+    if not (_isdef_ProduceResponse_LeaderIdAndEpoch(o.current_leader)):
         raise absent_error('ProduceResponse.PartitionProduceResponse.current_leader', v)
 
 
@@ -552,7 +556,7 @@ def _w_ProduceResponse_PartitionProduceResponse_4(o: _ProduceResponse_PartitionP
         w_tagged(out, sorted(o.unknown_tagged_fields, key=_tag_key))
     else:
         out.append(0)
-    if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
+    if not (_isdef_ProduceResponse_LeaderIdAndEpoch(o.current_leader)):
         raise absent_error('ProduceResponse.PartitionProduceResponse.current_leader', v)
 
 
@@ -564,7 +568,7 @@ def _w_ProduceResponse_PartitionProduceResponse_5(o: _ProduceResponse_PartitionP
         w_record_errors(e_record_errors, out, v)
     w_cstr(out, o.error_message, True, 'ProduceResponse.PartitionProduceResponse.error_message', v)
     tagged: list[tuple[int, bytes]] = []
-    if not (o.current_leader == _ProduceResponse_LeaderIdAndEpoch()):
+    if not (_isdef_ProduceResponse_LeaderIdAndEpoch(o.current_leader)):
         t = bytearray()
         _w_ProduceResponse_LeaderIdAndEpoch_2(o.current_leader, t, v)
         tagged.append((0, bytes(t)))

@@ -196,6 +196,10 @@ _UpdateRaftVoterRequest.__qualname__ = "UpdateRaftVoterRequest"
 _UpdateRaftVoterRequest.__name__ = "UpdateRaftVoterRequest"
 
 
+def _isdef_UpdateRaftVoterRequest_KRaftVersionFeature(o: _UpdateRaftVoterRequest_KRaftVersionFeature) -> bool:
+    return bool(type(o) is _UpdateRaftVoterRequest_KRaftVersionFeature and o.min_supported_version == 0 and o.max_supported_version == 0 and not o.unknown_tagged_fields)
+
+
 def _w_UpdateRaftVoterRequest_KRaftVersionFeature_0(o: _UpdateRaftVoterRequest_KRaftVersionFeature, out: bytearray, v: int) -> None:
     out += _S0.pack(o.min_supported_version, o.max_supported_version)
     if o.unknown_tagged_fields:

@@ -167,6 +167,10 @@ _UpdateRaftVoterResponse.__qualname__ = "UpdateRaftVoterResponse"
 _UpdateRaftVoterResponse.__name__ = "UpdateRaftVoterResponse"
 
 
+def _isdef_UpdateRaftVoterResponse_CurrentLeader(o: _UpdateRaftVoterResponse_CurrentLeader) -> bool:
+    return bool(type(o) is _UpdateRaftVoterResponse_CurrentLeader and o.leader_id == -1 and o.leader_epoch == -1 and o.host == '' and o.port == 0 and not o.unknown_tagged_fields)
+
+
 def _w_UpdateRaftVoterResponse_CurrentLeader_0(o: _UpdateRaftVoterResponse_CurrentLeader, out: bytearray, v: int) -> None:
     out += _S0.pack(o.leader_id, o.leader_epoch)
     w_cstr(out, o.host, False, 'UpdateRaftVoterResponse.CurrentLeader.host', v)
@@ -207,7 +211,7 @@ def _r_UpdateRaftVoterResponse_CurrentLeader_0(buf: bytes, pos: int, v: int) -> 
 def _w_UpdateRaftVoterResponse_0(o: _UpdateRaftVoterResponse, out: bytearray, v: int) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     tagged: list[tuple[int, bytes]] = []
-    if not (o.current_leader == _UpdateRaftVoterResponse_CurrentLeader()):
+    if not (_isdef_UpdateRaftVoterResponse_CurrentLeader(o.current_leader)):
         t = bytearray()
         _w_UpdateRaftVoterResponse_CurrentLeader_0(o.current_leader, t, v)
         tagged.append((0, bytes(t)))

@@ -77,12 +77,13 @@ def on_fetch_request(node: RaftCore, request_id: int, req: FetchRequest, now_ms:
     diverging, snapshot = validate_offset_and_epoch(node, req.fetch_offset, req.last_fetched_epoch)
     if diverging is None and snapshot is None and req.replica_id >= 0:
         st.tracker.record_fetch(key, req.fetch_offset, node.log.end_offset, now_ms)
-        hw_before = node.high_watermark
+        # A fetch that moves the HW is parked like any other caught-up fetch, as Kafka 3.9's
+        # leader does (KafkaRaftClient.tryCompleteFetchRequest: onUpdateLeaderHighWatermark
+        # completes appends, not fetches): the replica learns the new HW with the next
+        # records, or when its long poll ends. Answering it at once would cost every
+        # follower a second round trip per commit, and its next fetch would race the next
+        # append (not yet parked when the records come: sent only after the leader's flush).
         maybe_advance_high_watermark(node, st, now_ms)
-        if node.high_watermark != hw_before:
-            # This fetch moved the HW: answer at once so the fetcher learns it.
-            answer_fetch(node, request_id, req, now_ms)
-            return
     if (
         diverging is None and snapshot is None and req.max_wait_ms > 0
         and req.fetch_offset >= node.log.end_offset
@@ -258,8 +259,9 @@ def set_high_watermark(node: RaftCore, hw: int, now_ms: int) -> None:
 
 
 def set_high_watermark_inner(node: RaftCore, hw: int, now_ms: int) -> None:
-    """Commit up to ``hw``; a leader then completes the appends, the voter change and the
-    parked fetches that waited for it."""
+    """Commit up to ``hw``; a leader then completes the appends and the voter change that
+    waited for it. Parked fetches stay parked (Kafka's onUpdateLeaderHighWatermark leaves
+    its fetch purgatory alone): new records or the end of their long poll answer them."""
     if hw <= node.high_watermark:
         return
     node.high_watermark = hw
@@ -273,7 +275,6 @@ def set_high_watermark_inner(node: RaftCore, hw: int, now_ms: int) -> None:
             st.pending_appends = [(o, h) for o, h in st.pending_appends if o >= hw]
             node.emit(*(AppendCompleted(handle, offset, errors.NONE) for offset, handle in done))
     voter_changes_committed(node, st)
-    complete_parked(node, st, now_ms)
 
 
 def voter_changes_committed(node: RaftCore, st: LeaderState) -> None:

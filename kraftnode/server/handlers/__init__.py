@@ -62,6 +62,7 @@ from kraftnode.server.handlers.kafka_compat import (
 )
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.listener import Reply
+from kraftnode.server.raft import rpcs
 from kraftnode.server.raft import wire as rw
 
 __all__ = [
@@ -114,6 +115,43 @@ class NodeHandlers(ApplicationHandlers, AdminHandlers, ControllerApiHandlers):
                 return Reply(refused, v)
         result = await handler(self, body, v)
         return None if result is None else Reply(result, v)
+
+    def fast(self, request: Request, peer: str, done: Callable[[Callable[[], Reply]], None]) -> bool:
+        """Serve a raft replica's Fetch without the connection's task, for the listener
+        (:class:`~kraftnode.server.net.listener._Connection`): the request goes to the core
+        at once (``RaftDriver.call_nowait``) and ``done`` gets the function that builds the
+        answer when the core gives it -- at once, or from the append that ends a long poll,
+        which then writes it before the leader's own fsync. False: not such a request, or an
+        authorizer is on (its checks are the task path's); the task serves it as before.
+
+        What it skips of :meth:`__call__` is nothing a replica Fetch needs there: with no
+        authorizer there is no check, and the client software seen on the connection is
+        recorded the same way."""
+        if request.spec.key != FETCH or self.authz is not None:
+            return False
+        body: Any = request.body
+        v = request.api_version
+        replica = rw.fetch_replica_id(body, v)
+        if replica < 0:
+            return False       # a consumer: _consumer_fetch (a task, it may wait on the HW)
+        software = self._conn_software.get(peer)
+        if software is not None:
+            self.replica_software[replica] = software
+        rpc = rpcs.FETCH_RPC
+        r = rpc.request_from_wire(body, v)
+        if r is None:
+            done(lambda: Reply(rpc.invalid(), v))
+            return True
+
+        def answered(resp: Any) -> None:
+            def build() -> Reply:
+                if not isinstance(resp, rpc.core_response):
+                    raise TypeError(f"the core answered FetchRequest with {type(resp).__name__}")
+                return Reply(rpc.response_to_wire(resp, v), v)
+            done(build)
+
+        self.driver.call_nowait(r, answered)
+        return True
 
     async def _fetch(self, q: w.FetchRequest, v: int) -> w.FetchResponse:
         """A raft replica's Fetch (ReplicaId >= 0) goes to the core; a consumer's reads."""

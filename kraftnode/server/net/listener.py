@@ -45,6 +45,7 @@ from kraftnode.protocol.framing import (
     encode_response,
     parse_request,
 )
+from kraftnode.server.metrics import latency_trace
 from recordbatch.message import Message
 from recordbatch.wire import DecodeError
 
@@ -66,6 +67,10 @@ class Reply:
 
 # A handler returns a Reply, or None when no response is due (Produce with acks=0).
 Handler = Callable[[Request, str], Awaitable[Reply | None]]
+# A handler's synchronous path (NodeHandlers.fast): (request, peer, done) -> taken; when
+# taken, ``done`` is called once with the function that builds the answer.
+FastHandler = Callable[[Request, str, Callable[[Callable[[], Reply]], None]], bool]
+_FETCH_KEY = b"\x00\x01"   # a request frame's first two bytes: the API key (Fetch = 1)
 
 
 class RequestRecorder(Protocol):
@@ -178,6 +183,8 @@ class _Connection(asyncio.Protocol):
         self.tg = tg
         self.reader = FrameReader(listener.limits.max_frame_bytes)
         self.frames: deque[bytes] = deque()
+        #: when each queued frame arrived (only while latency_trace is on)
+        self.frame_times: deque[int] = deque()
         self.queued_bytes = 0
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -191,6 +198,16 @@ class _Connection(asyncio.Protocol):
         self.last_activity = 0.0
         self.in_request = False
         self.handshaking = False   # a TLS handshake under way (it has its own timeout)
+        # The handler's synchronous path for raft replica Fetches (NodeHandlers.fast), used
+        # while the connection's task is idle; not on SASL listeners (their frames go
+        # through the login first). fast_busy: such a request is in progress (its answer
+        # not yet written), so nothing else on the connection is served meanwhile.
+        handler_fast = getattr(listener.handler, "fast", None)
+        self.fast: FastHandler | None = handler_fast if listener.authenticator is None else None
+        self.fast_busy = False
+        # a frame the fast path parsed but left to the task (a consumer's Fetch)
+        self.parsed_front: tuple[bytes, Request] | None = None
+        self.task_frame_time = 0   # latency_trace: when the frame the task serves arrived
 
     # ------------------------------------------------------------ protocol side
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -229,11 +246,18 @@ class _Connection(asyncio.Protocol):
             self._wake_reader()
             return
         if frames:
+            if latency_trace.ON:
+                self.frame_times.extend([time.monotonic_ns()] * len(frames))
             self.frames.extend(frames)
             self.queued_bytes += sum(len(f) for f in frames)
             if len(self.frames) >= _MAX_QUEUED_FRAMES or self.queued_bytes >= _MAX_QUEUED_BYTES:
                 self._pause_reading()
-            self._wake_reader()
+            if self.fast_busy:
+                return      # served when the request in progress is answered
+            if self.fast is not None:
+                self._fast_next()
+            else:
+                self._wake_reader()
 
     def eof_received(self) -> bool | None:
         self._wake_reader()
@@ -290,10 +314,96 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         self._wake_reader()
 
+    def _pop_frame(self) -> tuple[bytes, int]:
+        """The next queued frame and when it arrived (latency_trace; else 0); reading
+        resumes once the queue is short again."""
+        frame = self.frames.popleft()
+        t_frame = self.frame_times.popleft() if self.frame_times else 0
+        self.queued_bytes -= len(frame)
+        if self.reading_paused and len(self.frames) < _MAX_QUEUED_FRAMES // 2 \
+                and self.queued_bytes < _MAX_QUEUED_BYTES // 2 and self.error is None \
+                and self.transport is not None and not self.closed:
+            self.reading_paused = False
+            self.transport.resume_reading()
+        return frame, t_frame
+
+    # ------------------------------------------------------------ fast path
+    def _fast_next(self) -> None:
+        """Serve queued raft replica Fetches here, in the protocol callback, while the
+        connection's task is idle (waiting for a frame): no task is woken, and an answer
+        the core gives at once is written before this returns. Anything else -- another
+        request, a consumer's Fetch, the end of the connection -- wakes the task, which
+        serves it as before, so requests stay answered in order, one at a time."""
+        fast = self.fast
+        while not self.fast_busy:
+            w = self.frame_waiter
+            if (fast is None or not self.frames or w is None or w.done() or self.closed
+                    or self.error is not None or self.frames[0][:2] != _FETCH_KEY):
+                self._wake_reader()
+                return
+            frame, t_frame = self._pop_frame()
+            started = time.perf_counter()
+            self.in_request = self.fast_busy = True
+            try:
+                request = parse_request(frame)
+                t_parsed = time.monotonic_ns() if latency_trace.ON else 0
+
+                def done(build: Callable[[], Reply], request: Request = request, t_frame: int = t_frame,
+                         t_parsed: int = t_parsed, started: float = started) -> None:
+                    self._fast_done(request, build, started, t_frame, t_parsed)
+
+                accepted = fast(request, self.peer, done)
+            except (FrameError, DecodeError) as e:
+                log.warning("closing connection from %s: %s", self.peer, e)
+                self.in_request = self.fast_busy = False
+                self._close()
+                return
+            except Exception:  # noqa: BLE001 - a bug in one handler must not take the node down
+                log.exception("internal error serving %s; closing its connection", self.peer)
+                self.in_request = self.fast_busy = False
+                self._close()
+                return
+            if not accepted:
+                # not a replica's (a consumer's Fetch): the task serves it, already parsed
+                self.in_request = self.fast_busy = False
+                self.frames.appendleft(frame)
+                self.queued_bytes += len(frame)
+                if latency_trace.ON:
+                    self.frame_times.appendleft(t_frame)
+                self.parsed_front = (frame, request)
+                self._wake_reader()
+                return
+
+    def _fast_done(self, request: Request, build: Callable[[], Reply], started: float,
+                   t_frame: int, t_parsed: int) -> None:
+        """Write a fast-path answer (called from the driver's action loop: never raises)."""
+        loop = asyncio.get_running_loop()
+        try:
+            reply = build()
+            t_replied = time.monotonic_ns() if latency_trace.ON else 0
+            if not self.closed and self.transport is not None:
+                out = encode_response(request.spec, request.api_version, request.correlation_id,
+                                      reply.body, reply.version)
+                if latency_trace.ON:
+                    _trace_request(request, reply, t_frame or t_parsed, t_parsed, t_replied)
+                self.transport.write(out)
+            metrics = self.listener.request_metrics
+            if metrics is not None:
+                metrics.record(request, reply, time.perf_counter() - started)
+        except Exception:  # noqa: BLE001 - a bug in one handler must not take the node down
+            log.exception("internal error serving %s; closing its connection", self.peer)
+            self._close()
+        finally:
+            self.in_request = self.fast_busy = False
+            self.last_activity = loop.time()
+        if self.frames or self.closed or self.error is not None:
+            loop.call_soon(self._fast_next)
+
     # ------------------------------------------------------------ task side
     async def _next_frame(self) -> bytes | None:
-        """The next queued frame; None once the peer has closed (or we did)."""
-        while not self.frames:
+        """The next queued frame; None once the peer has closed (or we did). While a
+        fast-path request is in progress, queued frames wait for its answer."""
+        while not self.frames or self.fast_busy:
             if self.error is not None:
                 raise self.error
             if self.closed or self.transport is None or self.transport.is_closing():
@@ -303,13 +413,7 @@ class _Connection(asyncio.Protocol):
                 await w
             finally:
                 self.frame_waiter = None
-        frame = self.frames.popleft()
-        self.queued_bytes -= len(frame)
-        if self.reading_paused and len(self.frames) < _MAX_QUEUED_FRAMES // 2 \
-                and self.queued_bytes < _MAX_QUEUED_BYTES // 2 and self.error is None \
-                and self.transport is not None and not self.closed:
-            self.reading_paused = False
-            self.transport.resume_reading()
+        frame, self.task_frame_time = self._pop_frame()
         return frame
 
     async def _tls_then_serve(self, handshake: _EagerStart) -> None:
@@ -379,12 +483,19 @@ class _Connection(asyncio.Protocol):
                     self.last_activity = loop.time()
                     continue
                 started = clock() if metrics is not None else 0.0
-                request = parse_request(frame)
+                pre = self.parsed_front
+                self.parsed_front = None
+                request = pre[1] if pre is not None and pre[0] is frame else parse_request(frame)
+                t_parsed = time.monotonic_ns() if latency_trace.ON else 0
                 reply = await handler(request, self.peer)
+                t_replied = time.monotonic_ns() if latency_trace.ON else 0
                 if reply is not None and not self.closed:
-                    transport.write(encode_response(
-                        request.spec, request.api_version, request.correlation_id,
-                        reply.body, reply.version))
+                    out = encode_response(request.spec, request.api_version,
+                                          request.correlation_id, reply.body, reply.version)
+                    if latency_trace.ON:
+                        _trace_request(request, reply, self.task_frame_time or t_parsed,
+                                       t_parsed, t_replied)
+                    transport.write(out)
                 if metrics is not None:
                     metrics.record(request, reply, clock() - started)
                     if self.writing_paused:
@@ -404,6 +515,19 @@ class _Connection(asyncio.Protocol):
             log.exception("internal error serving %s; closing its connection", self.peer)
         finally:
             self._close()
+
+
+def _trace_request(request: Request, reply: Reply | None, t_frame: int, t_parsed: int,
+                   t_replied: int) -> None:
+    """latency_trace: a request's frame arrival, parse, answer and write (stamped as the
+    encoded answer is handed to the transport), keyed by what identifies it on the commit
+    path (latency_trace.request_keys)."""
+    t_written = time.monotonic_ns()
+    api = request.spec.key
+    k1, k2, who = latency_trace.request_keys(api, request.body, reply.body if reply else None)
+    for event, t in (("req.frame", t_frame), ("req.parsed", t_parsed),
+                     ("req.replied", t_replied), ("req.written", t_written)):
+        latency_trace.mark(event, api, k1, k2, who, t_ns=t)
 
 
 def tls_failure(e: BaseException, limits: ServerLimits) -> str:

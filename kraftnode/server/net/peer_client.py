@@ -19,6 +19,7 @@ import asyncio
 import logging
 import math
 import struct
+import time
 from collections.abc import Callable
 from ssl import SSLContext
 from typing import Any
@@ -31,6 +32,7 @@ from kraftnode.protocol import ApiVersionsRequest, ApiVersionsResponse, Errors
 from kraftnode.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, encode_request
 from kraftnode.protocol.generated import ResponseHeader
 from kraftnode.protocol.registry import API_VERSIONS, SERVED
+from kraftnode.server.metrics import latency_trace
 from kraftnode.server.net.listener import FrameReader, set_nodelay
 from recordbatch.message import Message
 
@@ -46,13 +48,36 @@ class PeerError(RemoteError):
     """A request to a peer failed: unreachable, timed out, closed, or no common version."""
 
 
-class _Pending:
-    __slots__ = ("api_key", "version", "future")
+#: what request_nowait's caller gets: (version, response, None) or (version, None, the error)
+Answered = Callable[[int, Message | None, "PeerError | None"], None]
 
-    def __init__(self, api_key: int, version: int, future: asyncio.Future[Message]) -> None:
+
+class _Pending:
+    """A request in flight: its answer goes to ``future`` (request) or ``on_done``
+    (request_nowait, which also owns its timeout ``timer``)."""
+
+    __slots__ = ("api_key", "version", "future", "on_done", "timer")
+
+    def __init__(self, api_key: int, version: int, future: asyncio.Future[Message] | None,
+                 on_done: Answered | None = None, timer: asyncio.TimerHandle | None = None) -> None:
         self.api_key = api_key
         self.version = version
         self.future = future
+        self.on_done = on_done
+        self.timer = timer
+
+    @property
+    def waiting(self) -> bool:
+        return self.on_done is not None if self.future is None else not self.future.done()
+
+    def fail(self, error: PeerError) -> None:
+        if self.on_done is not None:
+            on_done, self.on_done = self.on_done, None
+            if self.timer is not None:
+                self.timer.cancel()
+            on_done(self.version, None, error)
+        elif self.future is not None and not self.future.done():
+            self.future.set_exception(error)
 
 
 class _PeerProtocol(asyncio.Protocol):
@@ -170,17 +195,40 @@ class PeerConnection:
         self._pending[cid] = _Pending(api_key, version, fut)
         timer = loop.call_later(timeout_s, self._timed_out, cid, timeout_s)
         try:
-            transport.write(encode_request(SERVED[api_key], version, cid, self.client_id, body))
+            data = encode_request(SERVED[api_key], version, cid, self.client_id, body)
+            if latency_trace.ON:
+                latency_trace.mark("peer.sent", api_key, latency_trace.request_keys(api_key, body, None)[0])
+            transport.write(data)
             return await fut
         finally:
             timer.cancel()
             self._pending.pop(cid, None)
 
+    def request_nowait(self, api_key: int, build: Callable[[int], Message], timeout_s: float,
+                       on_done: Answered) -> None:
+        """:meth:`request` without a task to wait in: ``on_done(version, response, None)`` runs
+        inside the protocol callback that reads the answer (or ``on_done(version, None,
+        error)`` when the request fails or times out, or the connection drops), exactly
+        once. Raises PeerError, without calling ``on_done``, when the request cannot go out."""
+        version = self.pick_version(api_key)
+        transport = self.transport
+        if self.closed or transport is None or transport.is_closing():
+            raise PeerError(f"connection to {self.node} is closed")
+        body = build(version)
+        self._next_cid = (self._next_cid + 1) & 0x7FFFFFFF
+        cid = self._next_cid
+        timer = asyncio.get_running_loop().call_later(timeout_s, self._timed_out, cid, timeout_s)
+        self._pending[cid] = _Pending(api_key, version, None, on_done, timer)
+        data = encode_request(SERVED[api_key], version, cid, self.client_id, body)
+        if latency_trace.ON:
+            latency_trace.mark("peer.sent", api_key, latency_trace.request_keys(api_key, body, None)[0])
+        transport.write(data)
+
     def _timed_out(self, cid: int, timeout_s: float) -> None:
         p = self._pending.pop(cid, None)
-        if p is not None and not p.future.done():
-            p.future.set_exception(PeerError(
-                f"{self.node}: {SERVED[p.api_key].name} timed out after {timeout_s:.1f}s"))
+        if p is not None and p.waiting:
+            p.timer = None
+            p.fail(PeerError(f"{self.node}: {SERVED[p.api_key].name} timed out after {timeout_s:.1f}s"))
             self._abort()  # the response stream is out of step now
 
     def _on_frame(self, frame: bytes) -> None:
@@ -189,23 +237,36 @@ class PeerConnection:
             return
         (cid,) = _I32.unpack_from(frame, 0)
         pending = self._pending.pop(cid, None)
-        if pending is None or pending.future.done():
+        if pending is None or not pending.waiting:
             return  # answer to a request we gave up on
         spec = SERVED[pending.api_key]
         try:
+            t_frame = time.monotonic_ns() if latency_trace.ON else 0
             mv = memoryview(frame)
             _, pos = ResponseHeader.decode_from(mv, 0, spec.response_header_version(pending.version))
-            pending.future.set_result(spec.response.decode(mv[pos:], pending.version))
+            resp = spec.response.decode(mv[pos:], pending.version)
+            if latency_trace.ON:
+                end, hw = latency_trace.fetch_response_keys(resp) if pending.api_key == 1 else (-1, -1)
+                latency_trace.mark("peer.frame", pending.api_key, end, hw, t_ns=t_frame)
+                latency_trace.mark("peer.decoded", pending.api_key, end, hw)
         except Exception as e:  # noqa: BLE001 - a peer's bad bytes fail the request
-            pending.future.set_exception(PeerError(f"{self.node}: undecodable {spec.name} response: {e}"))
+            pending.fail(PeerError(f"{self.node}: undecodable {spec.name} response: {e}"))
+            return
+        on_done = pending.on_done
+        if on_done is not None:
+            pending.on_done = None
+            if pending.timer is not None:
+                pending.timer.cancel()
+            on_done(pending.version, resp, None)
+        elif pending.future is not None:
+            pending.future.set_result(resp)
 
     def _fail(self, error: str) -> None:
         """The connection is unusable: fail every waiting request and drop it."""
         self.closed = True
         pending, self._pending = self._pending, {}
         for p in pending.values():
-            if not p.future.done():
-                p.future.set_exception(PeerError(f"{self.node}: {error}"))
+            p.fail(PeerError(f"{self.node}: {error}"))
         self._abort()
 
     def _abort(self) -> None:
@@ -247,6 +308,13 @@ class PeerPool:
         None if never (or only at another address)."""
         got = self._last_versions.get(key)
         return got[1] if got is not None and got[0] == (host, port) else None
+
+    def open_connection(self, key: Any, host: str, port: int) -> PeerConnection | None:
+        """The open connection to ``key`` at this address, if there is one (no connecting)."""
+        conn = self._conns.get(key)
+        if conn is not None and not conn.closed and conn.stream_addr == (host, port):
+            return conn
+        return None
 
     async def connection(self, key: Any, host: str, port: int) -> PeerConnection:
         conn = self._conns.get(key)

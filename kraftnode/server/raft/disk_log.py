@@ -30,6 +30,7 @@ from kraftnode.raft.batches import (
 )
 from kraftnode.raft.log import OffsetAndEpoch
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
+from kraftnode.server.metrics import latency_trace
 from recordbatch import BatchView, Record, build_batch, iter_batches
 from recordbatch.control import build_kraft_control_batch, decode_control_record
 from recordbatch.generated import KRaftVersionRecord, LeaderChangeMessage, VotersRecord
@@ -195,7 +196,11 @@ class DiskRaftLog:
             if loose:
                 parts.append(build_batch(loose, now_ms=now))
             data = parts
+        if latency_trace.ON:
+            latency_trace.mark("log.start", self.log.end_offset)
         info = self.log.append_as_leader(data, epoch)
+        if latency_trace.ON:
+            latency_trace.mark("log.end", self.log.end_offset)
         if self.metrics is not None:
             self.metrics.append_records.record(info.last_offset - info.first_offset + 1, now)
         if self.on_append is not None and not is_control:
@@ -208,7 +213,11 @@ class DiskRaftLog:
         if len(raws) != len(batches):
             raise TypeError("followers append batches parsed from Fetch responses")
         if raws:
+            if latency_trace.ON:
+                latency_trace.mark("log.start", self.log.end_offset)
             info = self.log.append_as_follower(raws[0] if len(raws) == 1 else b"".join(raws))
+            if latency_trace.ON:
+                latency_trace.mark("log.end", self.log.end_offset)
             if self.metrics is not None:
                 self.metrics.fetch_records.record(info.last_offset - info.first_offset + 1,
                                                   int(time.time() * 1000))

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -43,6 +43,7 @@ from kraftnode.raft.messages import DescribeQuorumData
 from kraftnode.raft.states import LeaderState, VotedState
 from kraftnode.raft.voters import ReplicaKey, VoterSet
 from kraftnode.server.metadata.producers import ProducerIds
+from kraftnode.server.metrics import latency_trace
 from kraftnode.server.net.peer_client import PeerPool
 from kraftnode.server.raft.disk_log import DiskRaftLog
 from kraftnode.server.raft.send import PeerSending, now_ms
@@ -167,6 +168,8 @@ class RaftDriver(PeerSending):
         self._commits = 0          # appends completed so far (see call)
         self._next_request_id = 1
         self._requests: dict[int, Waiter[m.Response]] = {}
+        # call_nowait's requests: the function each answer goes to
+        self._answer_to: dict[int, Callable[[m.Response], None]] = {}
         self._appends: dict[int, Waiter[AppendCompleted]] = {}
         self._reads: dict[int, Waiter[ReadIndexCompleted]] = {}
         self._tg: TaskGroup | None = None
@@ -309,6 +312,20 @@ class RaftDriver(PeerSending):
         assert answer is not None   # set before done (or the call was cancelled)
         return answer
 
+    def call_nowait(self, request: m.Request, on_answer: Callable[[m.Response], None]) -> None:
+        """:meth:`call` without a task to wait in: ``on_answer`` gets the core's answer when
+        it comes -- within this call when the core answers at once, else from the event that
+        completes it (an append answering a parked Fetch, a tick ending its long poll, the
+        end of leadership). It runs inside the driver's action loop, in order with the other
+        actions, and must not raise. What a raft peer's Fetch takes on the leader
+        (:meth:`kraftnode.server.handlers.NodeHandlers.fast`): its answer is written as the
+        action runs, with no task woken and no loop iteration in between."""
+        rid = self._next_request_id
+        self._next_request_id += 1
+        self._answer_to[rid] = on_answer
+        self.node.handle_request(rid, request, now_ms())
+        self._after_event()
+
     def append_nowait(self, records: Sequence[object]) -> tuple[int, Waiter[AppendCompleted]]:
         """Append on the leader; returns (handle, waiter completed at commit or failure)."""
         handle, _base, waiter = self._append(records)
@@ -325,6 +342,8 @@ class RaftDriver(PeerSending):
         if self.fatal is not None:
             return -1, -1, waiter       # stopping: never completes; the node's tasks are cancelled
         try:
+            if latency_trace.ON:
+                latency_trace.mark("append.start", self.log.end_offset)
             if self.metrics is None:
                 handle, base = self.node.append_records(records, now_ms())
             else:
@@ -340,6 +359,8 @@ class RaftDriver(PeerSending):
             self._done.set()
             return -1, -1, waiter
         self._appends[handle] = waiter
+        if latency_trace.ON:
+            latency_trace.mark("append.done", self.log.end_offset)
         self._after_event()
         return handle, base, waiter
 
@@ -436,6 +457,10 @@ class RaftDriver(PeerSending):
         self._sleep_until_ms = now + delay_ms
         self._timer = self._loop.call_later(delay_ms / 1000, self._on_timer)
 
+    def _start_send(self, a: SendRequest) -> None:
+        assert self._tg is not None
+        self._tg.start_soon(self._send, a)
+
     def _run_left_over(self) -> None:
         """Loop callback: run what a pump left behind (a flush after woken tasks)."""
         self._left_over_soon = False
@@ -501,6 +526,10 @@ class RaftDriver(PeerSending):
     def _execute(self, a: object) -> bool:
         """Run one action; True when it woke another task."""
         if isinstance(a, SendResponse):
+            answer_to = self._answer_to.pop(a.request_id, None)
+            if answer_to is not None:
+                answer_to(a.response)   # written now: nothing woken, a flush after it stays inline
+                return False
             w = self._requests.get(a.request_id)
             if w is not None:
                 w.value = a.response
@@ -510,27 +539,34 @@ class RaftDriver(PeerSending):
             if self._claim_dest == a.destination and self._claimed is None:
                 self._claimed = a
             else:
-                assert self._tg is not None
-                self._tg.start_soon(self._send, a)
+                self._start_send(a)
         elif isinstance(a, FlushLog):
+            if latency_trace.ON:
+                latency_trace.mark("flush.start", a.end_offset)
             if self.metrics is None:
                 self.log.flush()
             else:
                 t0 = time.perf_counter()
                 self.log.flush()
                 self.metrics.flush_seconds += time.perf_counter() - t0
+            if latency_trace.ON:
+                latency_trace.mark("flush.end", a.end_offset, self.log.log.flushed_offset)
         elif isinstance(a, PersistElectionState):
             # the kraft.version in force now: a static quorum upgraded to 1 writes data version 1
             data = election_to_quorum_state(a.state, self.node.history.kraft_version(),
                                             sorted(self.node.voters.ids))
             self.store.write(data)
         elif isinstance(a, HighWatermarkAdvanced):
+            if latency_trace.ON:
+                latency_trace.mark("hw", a.high_watermark)
             self.high_watermark = a.high_watermark
             self.hw_changed.set()
             self.hw_changed = anyio.Event()
             return True
         elif isinstance(a, AppendCompleted):
             aw = self._appends.pop(a.handle, None)
+            if latency_trace.ON:
+                latency_trace.mark("commit", a.last_offset)
             if aw is not None:
                 if aw.appended is not None and self.metrics is not None and not a.error_code:
                     self.metrics.on_commit(aw.appended[0], aw.appended[1], now_ms())

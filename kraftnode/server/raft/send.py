@@ -21,9 +21,11 @@ from kraftnode.raft import messages as m
 from kraftnode.raft.actions import SendRequest
 from kraftnode.raft.prevote import PRE_VOTE_VERSION
 from kraftnode.raft.states import FollowerState
+from kraftnode.server.metrics import latency_trace
 from kraftnode.server.net.peer_client import PeerError, PeerPool
 from kraftnode.server.raft.disk_log import DiskRaftLog
 from kraftnode.server.raft.rpcs import RAFT_RPCS
+from recordbatch.message import Message
 
 if TYPE_CHECKING:
     from kraftnode.server.metrics.recording import RaftMetrics
@@ -54,6 +56,10 @@ class PeerSending:
     def _after_event(self) -> None:
         raise NotImplementedError
 
+    def _start_send(self, a: SendRequest) -> None:
+        """Carry ``a`` in a new task (:meth:`_send`)."""
+        raise NotImplementedError
+
     # -------------------------------------------------------------- network
     def _address(self, a: SendRequest) -> tuple[str, int] | None:
         if a.destination < 0:
@@ -71,9 +77,12 @@ class PeerSending:
     async def _send(self, first: SendRequest) -> None:
         """Carry requests to one peer.  When handling a response makes the core send
         the next request to the same peer (a follower's next Fetch), this task sends
-        it itself instead of starting another: one task start less per round trip."""
+        it itself instead of starting another: one task start less per round trip.
+        A Fetch on an open connection leaves the task altogether (:meth:`_send_fetch_nowait`)."""
         a: SendRequest | None = first
         while a is not None and self.fatal is None:
+            if isinstance(a.request, m.FetchRequest) and self._send_fetch_nowait(a):
+                return
             addr = self._address(a)
             try:
                 if addr is None:
@@ -84,29 +93,91 @@ class PeerSending:
                 self.node.request_failed(a.destination, a.correlation_id, now_ms())
                 self._after_event()
                 return
-            if getattr(response, "error_code", 0) == _CLUSTER_AUTHORIZATION_FAILED:
-                # KafkaRaftClient.handleTopLevelError throws ClusterAuthorizationException and
-                # the raft thread's fault handler stops the node: its principal lacks
-                # CLUSTER_ACTION on the cluster at the peer (super.users or an ACL)
-                who = f"node {a.destination}" if a.destination >= 0 else "bootstrap server"
-                self.fatal = (f"{who} {addr[0]}:{addr[1]} refused "
-                              f"{type(a.request).__name__[:-7]} with CLUSTER_AUTHORIZATION_FAILED: this "
-                              "node's principal needs CLUSTER_ACTION on the cluster (add it to "
-                              "super.users, or grant it with an ACL)")
-                log.error("fatal: %s; stopping", self.fatal)
-                self._done.set()
-                return
-            # (no await between here and the reset: claims never overlap)
-            self._claim_dest, self._claimed = a.destination, None
-            try:
-                t = now_ms()
-                self.node.handle_response(a.destination, a.correlation_id, response, t)
-                if self.metrics is not None and isinstance(response, m.FetchResponse):
-                    self._note_caught_up(a.destination, response, t)
+            a = self._answered(a, addr, response)
+
+    def _answered(self, a: SendRequest, addr: tuple[str, int], response: m.Response) -> SendRequest | None:
+        """Feed the core a peer's answer to ``a``; the next request it sends to the same peer
+        (claimed: left to the caller to carry), or None."""
+        if getattr(response, "error_code", 0) == _CLUSTER_AUTHORIZATION_FAILED:
+            # KafkaRaftClient.handleTopLevelError throws ClusterAuthorizationException and
+            # the raft thread's fault handler stops the node: its principal lacks
+            # CLUSTER_ACTION on the cluster at the peer (super.users or an ACL)
+            who = f"node {a.destination}" if a.destination >= 0 else "bootstrap server"
+            self.fatal = (f"{who} {addr[0]}:{addr[1]} refused "
+                          f"{type(a.request).__name__[:-7]} with CLUSTER_AUTHORIZATION_FAILED: this "
+                          "node's principal needs CLUSTER_ACTION on the cluster (add it to "
+                          "super.users, or grant it with an ACL)")
+            log.error("fatal: %s; stopping", self.fatal)
+            self._done.set()
+            return None
+        # (no await between here and the reset: claims never overlap)
+        self._claim_dest, self._claimed = a.destination, None
+        try:
+            t = now_ms()
+            if latency_trace.ON:
+                latency_trace.mark("resp.start", a.destination, self.log.end_offset)
+            self.node.handle_response(a.destination, a.correlation_id, response, t)
+            if latency_trace.ON:
+                latency_trace.mark("resp.core", a.destination, self.log.end_offset)
+            if self.metrics is not None and isinstance(response, m.FetchResponse):
+                self._note_caught_up(a.destination, response, t)
+            self._after_event()
+            if latency_trace.ON:
+                latency_trace.mark("resp.done", a.destination, self.log.end_offset)
+            return self._claimed
+        finally:
+            self._claim_dest, self._claimed = None, None
+
+    def _send_fetch_nowait(self, a: SendRequest) -> bool:
+        """Send a Fetch on the open connection to its destination with no task waiting for
+        it: the answer is handled in the protocol callback that reads it (decode, core,
+        append, fsync) and the next Fetch written from there, so a follower's round trip
+        wakes no task. False when there is no open connection (or no common version): the
+        task path connects and reports the failure."""
+        addr = self._address(a)
+        if addr is None:
+            return False
+        conn = self.pool.open_connection(a.destination, addr[0], addr[1])
+        if conn is None:
+            return False
+        rpc = RAFT_RPCS[m.FetchRequest]
+
+        def on_done(version: int, resp: Message | None, error: PeerError | None) -> None:
+            self._fetch_answered(a, addr, version, resp, error)
+
+        try:
+            conn.request_nowait(rpc.api_key, rpc.build(a.request),
+                                rpc.timeout_for(a.request, self.request_timeout_s), on_done)
+        except PeerError:
+            return False
+        return True
+
+    def _fetch_answered(self, a: SendRequest, addr: tuple[str, int], version: int,
+                        resp: Message | None, error: PeerError | None) -> None:
+        """A Fetch sent by :meth:`_send_fetch_nowait` was answered (or failed): in the
+        protocol callback. A bug here stops the node, as it would the task."""
+        if self.fatal is not None:
+            return
+        try:
+            response: m.Response | None = None
+            if resp is not None:
+                try:
+                    response = RAFT_RPCS[m.FetchRequest].parse(resp, version)
+                except TypeError as e:
+                    error = PeerError(str(e))
+            if response is None:
+                log.debug("request to %d failed: %s", a.destination, error)
+                self.node.request_failed(a.destination, a.correlation_id, now_ms())
                 self._after_event()
-                a = self._claimed
-            finally:
-                self._claim_dest, self._claimed = None, None
+                return
+            nxt = self._answered(a, addr, response)
+            if nxt is not None and self.fatal is None and not (
+                    isinstance(nxt.request, m.FetchRequest) and self._send_fetch_nowait(nxt)):
+                self._start_send(nxt)
+        except Exception as e:  # noqa: BLE001 - as an exception in the _send task would
+            log.exception("fatal: handling a Fetch answer from %d failed; stopping", a.destination)
+            self.fatal = f"Fetch answer handling failed: {e}"
+            self._done.set()
 
     def _note_caught_up(self, source: int, r: m.FetchResponse, now: int) -> None:
         """/readyz: remember when a Fetch answer from our leader found our log at or past

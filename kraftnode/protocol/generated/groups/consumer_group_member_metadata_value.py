@@ -233,6 +233,10 @@ def _r_ConsumerGroupMemberMetadataValue_ClassicProtocol_0(buf: bytes, pos: int, 
     return o0, pos
 
 
+def _isdef_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata(o: _ConsumerGroupMemberMetadataValue_ClassicMemberMetadata) -> bool:
+    return bool(type(o) is _ConsumerGroupMemberMetadataValue_ClassicMemberMetadata and o.session_timeout_ms == 0 and (o.supported_protocols is not None and len(o.supported_protocols) == 0) and not o.unknown_tagged_fields)
+
+
 def _w_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata_0(o: _ConsumerGroupMemberMetadataValue_ClassicMemberMetadata, out: bytearray, v: int) -> None:
     out += I32.pack(o.session_timeout_ms)
     w_ccount(out, o.supported_protocols, False, 'ConsumerGroupMemberMetadataValue.ClassicMemberMetadata.supported_protocols', v)
@@ -304,7 +308,7 @@ def _w_ConsumerGroupMemberMetadataValue_0(o: _ConsumerGroupMemberMetadataValue, 
     out += I32.pack(o.rebalance_timeout_ms)
     w_cstr(out, o.server_assignor, True, 'ConsumerGroupMemberMetadataValue.server_assignor', v)
     tagged: list[tuple[int, bytes]] = []
-    if not (o.classic_member_metadata == _ConsumerGroupMemberMetadataValue_ClassicMemberMetadata()):
+    if not ((o.classic_member_metadata is not None and _isdef_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata(o.classic_member_metadata))):
         t = bytearray()
         if o.classic_member_metadata is None:
             t += b'\xff'

@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable
 import anyio
 import pytest
 
-from kraftnode.protocol import ApiVersionsRequest, ApiVersionsResponse
+from kraftnode.protocol import ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse
 from kraftnode.protocol.framing import FrameError, Request, encode_request, parse_response
-from kraftnode.protocol.registry import API_VERSIONS, SERVED
+from kraftnode.protocol.registry import API_VERSIONS, FETCH, SERVED
 from kraftnode.server.net import listener as network
 from kraftnode.server.net.listener import FrameReader, KafkaListener, Reply, ServerLimits
 
@@ -169,3 +169,83 @@ def test_frame_reader_splits_and_limits() -> None:
     assert r.buffered == 0
     with pytest.raises(FrameError):
         r.feed(struct.pack(">i", 11))
+
+
+class _FastAndSlow:
+    """A handler with the synchronous path for Fetch (KafkaListener uses ``fast`` when the
+    handler has it): ReplicaId 7 is answered at once, 8 after 50 ms (a parked long poll),
+    -1 (a consumer) is declined and goes to the task with everything else. Every answer
+    says which path served it in its error code: 1 fast, 2 task."""
+
+    def __init__(self) -> None:
+        self.fast_seen: list[int] = []
+
+    async def __call__(self, request: Request, peer: str) -> Reply | None:
+        if request.spec.key == FETCH:
+            return Reply(FetchResponse(error_code=2, session_id=request.correlation_id), 12)
+        return await _echo(request, peer)
+
+    def fast(self, request: Request, peer: str, done: Callable[[Callable[[], Reply]], None]) -> bool:
+        body = request.body
+        assert request.spec.key == FETCH and isinstance(body, FetchRequest)
+        if body.replica_id < 0:
+            return False
+        self.fast_seen.append(request.correlation_id)
+
+        def build() -> Reply:
+            return Reply(FetchResponse(error_code=1, session_id=request.correlation_id), 12)
+
+        if body.replica_id == 8:
+            asyncio.get_running_loop().call_later(0.05, done, build)
+        else:
+            done(build)
+        return True
+
+
+def _fetch(cid: int, replica: int) -> bytes:
+    return encode_request(SERVED[FETCH], 12, cid, "test", FetchRequest(
+        replica_id=replica, max_wait_ms=500, topics=[]))
+
+
+@pytest.mark.parametrize("use_uvloop", LOOPS)
+def test_fast_path_keeps_one_request_at_a_time_in_order(use_uvloop: bool) -> None:
+    """Replica Fetches served in the protocol callback (no task) and everything else through
+    the connection's task answer in request order, one at a time: a parked fast request holds
+    back what was pipelined after it, a declined one is served by the task."""
+    handler = _FastAndSlow()
+
+    async def body(port: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(_frame(1))                     # the task's first request
+        assert _cid(await _recv_frame(reader)) == 1
+        await asyncio.sleep(0.05)                   # the task is idle again
+        plan = [(10, 7), (11, None), (12, 8), (13, None), (14, -1), (15, 7), (16, 8), (17, 7)]
+        writer.write(b"".join(_fetch(cid, r) if r is not None else _frame(cid) for cid, r in plan))
+        got = []
+        for _, replica in plan:
+            frame = await _recv_frame(reader)
+            if replica is None:
+                got.append((_cid(frame), "api"))
+            else:
+                rcid, resp = parse_response(SERVED[FETCH], 12, frame)
+                assert isinstance(resp, FetchResponse) and resp.session_id == rcid
+                got.append((rcid, "fast" if resp.error_code == 1 else "task"))
+        assert [c for c, _ in got] == [c for c, _ in plan]           # in order
+        assert dict(got)[14] == "task"                               # declined: the task's
+        assert dict(got)[10] == "fast"                               # the task was idle
+        assert set(handler.fast_seen) <= {10, 12, 15, 16, 17}
+        # one more on an idle connection: the fast path again
+        await asyncio.sleep(0.05)
+        writer.write(_fetch(20, 7))
+        rcid, resp = parse_response(SERVED[FETCH], 12, await _recv_frame(reader))
+        assert rcid == 20 and resp.error_code == 1  # type: ignore[attr-defined]
+        writer.close()
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            port = await tg.start(KafkaListener("127.0.0.1", 0, handler).serve)
+            with anyio.fail_after(10):
+                await body(port)
+            tg.cancel_scope.cancel()
+
+    _run(main, use_uvloop)
