@@ -82,7 +82,13 @@ from kraftnode.raft.rules import (
     voter_changes,
 )
 from kraftnode.raft.snapshots import SnapshotStore
-from kraftnode.raft.states import CandidateState, EpochState, FollowerState, LeaderState, UnattachedState
+from kraftnode.raft.states import (
+    CandidateState,
+    EpochState,
+    FollowerState,
+    LeaderState,
+    UnattachedState,
+)
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterSet
 
 
