@@ -82,7 +82,13 @@ from kraftnode.raft.rules import (
     voter_changes,
 )
 from kraftnode.raft.snapshots import SnapshotStore
-from kraftnode.raft.states import EpochState, FollowerState, LeaderState, UnattachedState
+from kraftnode.raft.states import (
+    CandidateState,
+    EpochState,
+    FollowerState,
+    LeaderState,
+    UnattachedState,
+)
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterSet
 
 
@@ -130,6 +136,14 @@ class RaftNode:
         self.quorum.state = epochs.initial_state(self, election, now_ms)
         self._persist(self.quorum.record(self.quorum.election_of(self.state)))
         self._emit_state_changed()
+        # Kafka's initialize: a candidate whose own vote is a majority wins at once
+        # (onBecomeCandidate), and a lone voter in any other state stands at once
+        # (isOnlyVoter && !isCandidate) rather than waiting out an election timeout.
+        st = self.state
+        if isinstance(st, CandidateState):
+            elections.maybe_win(self, st, now_ms)
+        elif len(self.voters) == 1 and self.voters.is_voter(self.local_key):
+            elections.become_candidate(self, now_ms)
 
     # ================================================================ queries
     @property

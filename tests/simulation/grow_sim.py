@@ -66,14 +66,12 @@ class GrowSimulation(Simulation):
 
     def __init__(self, seed: int, voters: int = 3, observers: int = 1, plant: str | None = None) -> None:
         self.node_class: type[RaftNode] = PLANTS[plant] if plant else RaftNode
+        self._starting: int | None = None  # the node being started (its first StateChanged)
         self.final_voters = voters
         self.first_leader: tuple[int, int] | None = None  # (node id, epoch)
         super().__init__(seed, 1, voters - 1 + observers)
         self.grow_rng = random.Random(f"kraftnode-sim-grow-{seed}")
-        # Calm: delays and duplicates only. Snapshots and client appends go on.
-        self.profile = dataclasses.replace(
-            self.profile, crash_interval_ms=None, mid_action_crash_p=0.0, loss=0.0, long_delay_p=0.0,
-            resign_interval_ms=None, partition_interval_ms=None)
+        self._calm()
         self.reconfig_interval_ms = None
         self.transfer_interval_ms = None
         self.sticky_applies = False  # the stronger invariant below replaces it
@@ -84,9 +82,24 @@ class GrowSimulation(Simulation):
         self.retries = 0  # steps answered REQUEST_TIMED_OUT (a slow simulated network) and run again
         self._step_pending: int | None = None  # admin rid of the step in flight
 
+    def _calm(self) -> None:
+        """Calm: delays and duplicates only. Snapshots and client appends go on."""
+        self.profile = dataclasses.replace(
+            self.profile, crash_interval_ms=None, mid_action_crash_p=0.0, loss=0.0, long_delay_p=0.0,
+            resign_interval_ms=None, partition_interval_ms=None)
+
     def _start(self, node: SimNode) -> None:
-        with mock.patch("tests.simulation.sim.RaftNode", getattr(self, "node_class", RaftNode)):
-            super()._start(node)
+        # Calm from the first node's start: the lone voter leads (and flushes) as it starts,
+        # inside Simulation.__init__, where a mid-action crash must not strike either.
+        self._calm()
+        # A node's first state, announced as it starts, is no election: the lone voter leads
+        # from its start (Kafka's initialize), before the other replicas even exist.
+        self._starting = node.node_id
+        try:
+            with mock.patch("tests.simulation.sim.RaftNode", getattr(self, "node_class", RaftNode)):
+                super()._start(node)
+        finally:
+            self._starting = None
 
     def _pace(self) -> int:
         """A person's pause: longer than a check-quorum timeout (up to 1.5 of them, so that
@@ -103,6 +116,8 @@ class GrowSimulation(Simulation):
             self.first_leader = (node.node_id, changed.epoch)
             return
         if self.first_leader is None:
+            return
+        if getattr(self, "_starting", None) == node.node_id and changed.state == "unattached":
             return
         if changed.state in ("resigned", "prospective", "candidate") or changed.epoch != self.first_leader[1]:
             raise Violation(

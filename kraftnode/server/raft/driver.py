@@ -536,7 +536,10 @@ class RaftDriver(PeerSending):
                 w.done.set()
                 return True
         elif isinstance(a, SendRequest):
-            if self._claim_dest == a.destination and self._claimed is None:
+            refused = self._pre_vote_refused_locally(a)
+            if refused is not None:
+                self.node.handle_response(a.destination, a.correlation_id, refused, now_ms())
+            elif self._claim_dest == a.destination and self._claimed is None:
                 self._claimed = a
             else:
                 self._start_send(a)

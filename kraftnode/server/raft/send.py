@@ -189,6 +189,23 @@ class PeerSending:
                 and self.log.end_offset >= r.high_watermark):
             self.metrics.caught_up = (st.epoch, now)
 
+    def _pre_vote_refused_locally(self, a: SendRequest) -> m.VoteResponse | None:
+        """The answer to a pre-vote for a peer known not to advertise Vote v2 (a Kafka 3.9
+        voter, alive or not), given at once, without a task: the core then stands as a
+        candidate in the same pump, as soon as a Kafka 3.9 follower whose timer ran out at the
+        same moment would. A peer never reached, or one that advertised v2, is left to
+        ``_roundtrip``."""
+        r = a.request
+        if not (isinstance(r, m.VoteRequest) and r.pre_vote):
+            return None
+        addr = self._address(a)
+        if addr is None:
+            return None
+        known = self.pool.last_versions(a.destination, addr[0], addr[1])
+        if known is None or known.get(VOTE, (0, 0))[1] >= PRE_VOTE_VERSION:
+            return None
+        return m.VoteResponse(errors.UNSUPPORTED_VERSION, errors.NONE, -1, -1, False)
+
     async def _roundtrip(self, dest: int, addr: tuple[str, int], r: m.Request) -> m.Response:
         host, port = addr
         timeout = self.request_timeout_s

@@ -109,11 +109,11 @@ def test_election_backoff_is_kafkas_binary_exponential_backoff() -> None:
 
 
 def test_single_voter_leads_and_commits_alone() -> None:
+    """A lone voter stands as it starts, without an election timeout (Kafka's initialize:
+    isOnlyVoter && !isCandidate -> transitionToCandidate), and leads alone."""
     node = make_node(1, voter_set=voters(1))
-    now = node.next_deadline_ms()
-    assert now is not None
-    node.tick(now)
-    assert node.is_leader
+    now = 0
+    assert node.is_leader and node.epoch == 1
     assert node.high_watermark == 1  # its LeaderChange record is committed
     node.append(["x"], now + 1)
     assert node.high_watermark == 2
@@ -175,10 +175,8 @@ def test_observer_that_voted_still_looks_for_the_leader() -> None:
 
 
 def test_single_voter_leader_has_no_past_deadline() -> None:
-    node = make_node(1, voter_set=voters(1))
-    now = node.next_deadline_ms()
-    assert now is not None
-    node.tick(now)
+    node = make_node(1, voter_set=voters(1))  # leads as it starts
+    now = 0
     later = now + 10 * CONFIG.fetch_timeout_ms
     node.tick(later)
     assert node.is_leader
