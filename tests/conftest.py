@@ -12,11 +12,20 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
 
 from tests.support.kafka import KafkaHome, require_kafka_home
+
+# Ctrl-C as a person at a terminal sends it: a shell without job control starts background
+# commands with SIGINT ignored, an ignored signal stays ignored across exec, and Python then
+# never raises KeyboardInterrupt -- so every process the tests start and stop with SIGINT
+# (`kraftnode dev-cluster`, tools/dev.sh) would hang when the suite itself was started with
+# `... &` from a script. Our own handler is reset to the default in each child at exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO.parent / "shared" / "reference" / "kafka-3.9"
