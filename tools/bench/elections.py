@@ -29,7 +29,7 @@ Usage::
     .venv/bin/python tools/bench/elections.py [--kills N] [--kafka-voters 1|2] [--only mixed|kafka] [--json]
 
 The 50-kill run is a tool run (docs/bench.md records one), not in CI: it takes some 20 minutes.
-CI runs it with 6 kills per quorum (tests/tools/test_bench_elections.py) to keep it working.
+CI runs it with 3 kills per quorum (tests/tools/test_bench_elections.py) to keep it working.
 Needs genuine Kafka (``KAFKA_HOME`` or ``../shared/kafka-3.9``) and Java.
 """
 
