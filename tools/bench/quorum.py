@@ -274,19 +274,6 @@ class Children:
         self.items = []
 
 
-def _free_ports(n: int) -> list[int]:
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 SECURITY_MODES = ("PLAINTEXT", "SSL", "SASL_SSL")
 _BENCH_PASSWORD = "bench-secret"
 
@@ -352,8 +339,8 @@ class Quorum:
     code_root: Path = ROOT            # the checkout whose kraftnode the nodes run (--baseline)
 
     def start(self) -> None:
-        self.ports = _free_ports(self.n)
-        self.metrics_ports = _free_ports(self.n) if self.metrics else []
+        self.ports = raft_compare.free_ports(self.n)
+        self.metrics_ports = raft_compare.free_ports(self.n) if self.metrics else []
         extra, self.client_conf, fmt_args = secure_setup(self.root, self.security)
         voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
         env = {**os.environ, "PYTHONUNBUFFERED": "1",

@@ -65,7 +65,8 @@ def find_kafka_home() -> tuple[Path | None, str]:
                   "checkout): no TestRaftServer rows")
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
+    """``n`` free loopback ports (bound at once, so distinct); quorum.py uses it too."""
     import socket
 
     socks = []
@@ -123,7 +124,7 @@ def run_test_raft_server(kafka: Path, seconds: float, warmup: float, linger_ms: 
                          tmp_parent: str | None, log: Log, keep: bool = False) -> dict[str, Any]:
     """One 3-voter TestRaftServer quorum for ``seconds`` after its JVMs start."""
     root = Path(tempfile.mkdtemp(prefix="quorum-bench-testraftserver-", dir=tmp_parent))
-    ports = _free_ports(3)
+    ports = free_ports(3)
     voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
     procs: list[subprocess.Popen[bytes]] = []
     outs: list[Path] = []
@@ -191,7 +192,7 @@ def run_kraftnode_workload(rate: int, seconds: float, warmup: float, record_size
                            outstanding: int = 8, batch: int = 500) -> dict[str, Any]:
     """Three raft_workload.py voters on a freshly formatted kraftnode quorum."""
     root = Path(tempfile.mkdtemp(prefix="quorum-bench-raftworkload-", dir=tmp_parent))
-    ports = _free_ports(3)
+    ports = free_ports(3)
     voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
     env = {**os.environ, "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
