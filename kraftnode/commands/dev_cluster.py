@@ -24,6 +24,8 @@ from kraftnode.commands.errors import UsageError
 from kraftnode.quorum_client import QuorumInfo
 
 NAME = "dev-cluster"
+#: how long the nodes get to shut down cleanly after dev-cluster's SIGTERM
+STOP_TIMEOUT_S = 30.0
 HELP = "format and start a local quorum on loopback, print its status, run until Ctrl-C"
 EXAMPLES = """\
   kraftnode dev-cluster                          # 3 voters in a new temporary directory
@@ -227,11 +229,15 @@ def run(args: argparse.Namespace) -> int:
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
+        # one deadline for all (they stop side by side): a node takes well under a second;
+        # 30 s leaves room for a host stalled by other work before a node is killed
+        deadline = time.monotonic() + STOP_TIMEOUT_S
         for i, p in enumerate(procs):
             try:
-                p.wait(timeout=10)
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                print(f"node {i + 1} did not stop within 10 s of SIGTERM: killed", flush=True)
+                print(f"node {i + 1} did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM: killed",
+                      flush=True)
                 p.kill()
                 p.wait()
         print(f"dev cluster stopped; its data stays in {root}")

@@ -390,8 +390,8 @@ async def _graceful_shutdown(driver: RaftDriver) -> None:
     """A leader resigns first (EndQuorumEpoch) so a successor is elected at once."""
     if driver.is_leader:
         log.info("resigning leadership of epoch %d", driver.epoch)
-        await driver.resign()
-        with anyio.move_on_after(0.5):
+        with anyio.move_on_after(2):  # bounded: a shutdown never waits on the network
+            await driver.resign()
             await anyio.sleep(0.3)  # let the EndQuorumEpoch requests leave
     driver.stop()
 

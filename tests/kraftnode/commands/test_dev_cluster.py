@@ -130,7 +130,13 @@ def test_ctrl_c_always_stops_every_node_cleanly(tmp_path: Path) -> None:
                 assert lines[0].startswith(f"formatting 3 nodes in {d} ..."), lines
                 assert any(x.startswith("starting 3 nodes;") for x in lines), lines
             os.killpg(proc.pid, signal.SIGINT)
-            out, err = proc.communicate(timeout=60)
+            try:
+                out, err = proc.communicate(timeout=90)
+            except subprocess.TimeoutExpired as e:
+                tails = "".join(f"\n--- node{i}/node.log\n" + (d / f"node{i}" / "node.log").read_text()[-1500:]
+                                for i in (1, 2, 3))
+                raise AssertionError(f"dev-cluster still running 90 s after Ctrl-C (run {run}); "
+                                     f"its output: {e.output!r}{tails}") from None
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
