@@ -8,6 +8,7 @@ the cluster id and this node's directory id come from.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import random
@@ -386,6 +387,18 @@ def _start_metrics(tg: anyio.abc.TaskGroup, server: Any, cfg: NodeConfig, driver
     log.info("metrics on http://%s:%d/metrics", shown, server.bound_port)
 
 
+def _tune_gc(_node: RunningNode) -> None:
+    """``kraftnode start`` owns its process (an embedding application's collector is left
+    alone): what is loaded by the time the node runs (modules, the replayed state) lives as
+    long as the node, so it is frozen and the collector never walks it again; and a young
+    generation of 20,000 objects instead of 700 runs the collector a few times a second
+    under load instead of several times per request (the serving path allocates many
+    short-lived objects and few cycles). A/B: p50 at 1 outstanding 0.96x, CPU per record
+    0.92x (tools/bench/ab_quorum.sh, 5 rounds)."""
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
+
+
 async def _graceful_shutdown(driver: RaftDriver) -> None:
     """A leader resigns first (EndQuorumEpoch) so a successor is elected at once."""
     if driver.is_leader:
@@ -399,7 +412,7 @@ async def _graceful_shutdown(driver: RaftDriver) -> None:
 def start(cfg: NodeConfig) -> None:
     """Run the node until SIGTERM/SIGINT; StartupError (one line for the CLI) when it cannot."""
     try:
-        anyio.run(run_node, cfg, backend="asyncio",
+        anyio.run(run_node, cfg, None, _tune_gc, backend="asyncio",
                   backend_options={"use_uvloop": _use_uvloop()})
     except BaseExceptionGroup as eg:
         # a task of the node's task group failed: report the environment's problem in one line
