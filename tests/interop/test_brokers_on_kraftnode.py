@@ -32,6 +32,7 @@ from tests.support.kraft_brokers import (
     BROKERS,
     Part,
     Setup,
+    assert_each_value_at_one_offset,
     idempotent_producer_config,
     partitions,
     wait_until,
@@ -168,11 +169,7 @@ def test_verifiable_producer_and_consumer_across_broker_and_controller_failures(
     got = consumed()
     assert all(got[k] == v for k, v in acked.items())
     # idempotence: each value sits at one offset only (retries were not written twice)
-    by_value: dict[str, set[tuple[int, int]]] = {}
-    for k, v in got.items():
-        by_value.setdefault(v, set()).add(k)
-    twice = {v: ks for v, ks in by_value.items() if len(ks) > 1}
-    assert not twice, twice
+    assert_each_value_at_one_offset(got)
     assert not producer.named("producer_send_error"), producer.named("producer_send_error")[:5]
     # the producer was idempotent: its producer ids came from blocks the controller allocated
     got_blocks = [ln for i in setup.cl.ids for ln in setup.cl.log(i).splitlines() if "allocated producer id block" in ln]

@@ -28,7 +28,13 @@ from tests.support.cluster import CLUSTER_ID, free_ports, wait_for_hw
 from tests.support.kafka import KafkaHome
 from tests.support.kafka_server import KafkaServer
 from tests.support.kraft_brokers import Tool, wait_until
-from tests.support.migration import Brokers, Runbook, dump_log, replication_rows, runbook
+from tests.support.migration import (
+    Brokers,
+    Runbook,
+    check_dump_log_reads_every_file,
+    replication_rows,
+    runbook,
+)
 from tests.support.quorums import DynamicCluster
 
 pytestmark = pytest.mark.timeout(420)
@@ -118,7 +124,7 @@ def test_a_kafka_controller_joins_takes_over_and_the_kraftnode_voters_leave(jour
     blocks = runbook(THIS)
     assert len(blocks) == 5, [b.where for b in blocks]
     fmt, describe, add, transfer, remove = blocks
-    registered = {b: re.findall(r"with broker epoch (\d+)", s.log()) for b, s in journey.brokers.servers.items()}
+    registered = journey.brokers.registrations()
     kafka_props = {"kafka-N.properties": str(kc.props_path), "N": str(KAFKA)}
 
     def kraft_leader() -> str:
@@ -181,10 +187,7 @@ def test_a_kafka_controller_joins_takes_over_and_the_kraftnode_voters_leave(jour
     rows = replication_rows(book.run(describe, 0, {"HOST:PORT": kafka_hp}))
     assert [n for n, status in rows if status in ("Leader", "Follower")] == [KAFKA], rows
     # the brokers kept their registrations and serve under the Kafka controller alone
-    assert f"Created topic {TOPIC}-after." in journey.brokers.cli(
-        "kafka-topics", "--create", "--topic", f"{TOPIC}-after", "--partitions", "2", "--replication-factor", "2")
-    assert {b: re.findall(r"with broker epoch (\d+)", s.log()) for b, s in journey.brokers.servers.items()} \
-        == registered, "a broker registered again"
+    journey.brokers.check_serving_without_registering_again(f"{TOPIC}-after", registered)
 
 
 def test_every_acked_record_is_read_back(journey: Journey) -> None:
@@ -194,9 +197,5 @@ def test_every_acked_record_is_read_back(journey: Journey) -> None:
 
 
 def test_kafka_dump_log_reads_every_kraftnode_segment_and_snapshot(journey: Journey) -> None:
-    for i in journey.cl.ids:
-        files = kraft_files(journey.cl, i)
-        assert any(f.suffix == ".checkpoint" for f in files) and any(f.suffix == ".log" for f in files), files
-        batches, records = dump_log(journey.kafka, files, journey.root)
-        assert batches > 10 and records >= batches, (batches, records)
-        print(f"kraftnode {i}: {len(files)} files, {batches} batches, {records} records decoded")
+    check_dump_log_reads_every_file(journey.kafka, {i: kraft_files(journey.cl, i) for i in journey.cl.ids},
+                                    journey.root)

@@ -34,7 +34,7 @@ from tests.support.migration import (
     Brokers,
     KraftNodes,
     Runbook,
-    dump_log,
+    check_dump_log_reads_every_file,
     replication_rows,
     runbook,
 )
@@ -130,7 +130,7 @@ def test_kraftnode_controllers_join_take_over_and_the_kafka_voter_leaves(journey
     blocks = runbook(THIS)
     assert len(blocks) == 3, [b.where for b in blocks]
     fmt, join, remove = blocks
-    registered = {b: re.findall(r"with broker epoch (\d+)", s.log()) for b, s in journey.brokers.servers.items()}
+    registered = journey.brokers.registrations()
     for n in KRAFT:
         values = {"kraftnode-N.properties": str(kraft.props(n)), "N": str(n), "HOST:PORT": journey.kafka_hp}
         # 1. format and start: an observer, from the Kafka leader's snapshot
@@ -190,10 +190,7 @@ def test_kraftnode_controllers_join_take_over_and_the_kafka_voter_leaves(journey
     rows = replication_rows(book.run(join, 0, {"HOST:PORT": kraft_hp}))
     assert {n for n, status in rows if status in ("Leader", "Follower")} == set(KRAFT), rows
     # the brokers kept their registrations and serve under the kraftnode controllers alone
-    assert f"Created topic {TOPIC}-after." in journey.brokers.cli(
-        "kafka-topics", "--create", "--topic", f"{TOPIC}-after", "--partitions", "2", "--replication-factor", "2")
-    assert {b: re.findall(r"with broker epoch (\d+)", s.log()) for b, s in journey.brokers.servers.items()} \
-        == registered, "a broker registered again"
+    journey.brokers.check_serving_without_registering_again(f"{TOPIC}-after", registered)
 
 
 def test_every_acked_record_is_read_back(journey: Journey) -> None:
@@ -205,9 +202,5 @@ def test_every_acked_record_is_read_back(journey: Journey) -> None:
 def test_kafka_dump_log_reads_every_kraftnode_segment_and_snapshot(journey: Journey) -> None:
     for i in KRAFT:  # stopped first (SIGTERM): a running node cleans its log behind snapshots
         journey.kraft.stop(i)
-    for i in KRAFT:
-        files = journey.kraft.files(i)
-        assert any(f.suffix == ".checkpoint" for f in files) and any(f.suffix == ".log" for f in files), files
-        batches, records = dump_log(journey.kafka, files, journey.root)
-        assert batches > 10 and records >= batches, (batches, records)
-        print(f"kraftnode {i}: {len(files)} files, {batches} batches, {records} records decoded")
+    check_dump_log_reads_every_file(journey.kafka, {i: journey.kraft.files(i) for i in KRAFT},
+                                    journey.root)

@@ -53,6 +53,7 @@ from tests.support.kafka import KafkaHome
 from tests.support.kraft_brokers import (
     Setup,
     Tool,
+    assert_each_value_at_one_offset,
     idempotent_producer_config,
     partitions,
     wait_until,
@@ -378,11 +379,7 @@ def finish(j: Journey) -> None:
     got = consumed()
     assert all(got[k] == v for k, v in acked.items())
     # idempotence across the handovers: each value at one offset only (no retry written twice)
-    by_value: dict[str, set[tuple[int, int]]] = {}
-    for k, v in got.items():
-        by_value.setdefault(v, set()).add(k)
-    twice = {v: ks for v, ks in by_value.items() if len(ks) > 1}
-    assert not twice, twice
+    assert_each_value_at_one_offset(got)
     consumer.stop()
     # no running broker lost its controller for as long as a session across the handovers: the
     # only fences any controller of either kind decided are those of the killed brokers

@@ -289,3 +289,13 @@ def produce_one(port: int, topic: str, partition: int, value: bytes) -> int:
                                                            records=build_batch([Record(None, value)]))])])
     _, resp = call(port, PRODUCE, 9, req)
     return int(resp.responses[0].partition_responses[0].error_code)  # type: ignore[attr-defined]
+
+
+def assert_each_value_at_one_offset(got: dict[tuple[int, int], str]) -> None:
+    """Idempotence: no value of ``got`` ((partition, offset) -> value) sits at two offsets (a
+    retried send was not written twice)."""
+    by_value: dict[str, set[tuple[int, int]]] = {}
+    for k, v in got.items():
+        by_value.setdefault(v, set()).add(k)
+    twice = {v: ks for v, ks in by_value.items() if len(ks) > 1}
+    assert not twice, twice

@@ -179,6 +179,16 @@ class Brokers:
         assert not wrong, list(wrong.items())[:10]
         return len(acked)
 
+    def registrations(self) -> dict[int, list[str]]:
+        """The broker epochs each broker has logged a registration with, in order."""
+        return {b: re.findall(r"with broker epoch (\d+)", s.log()) for b, s in self.servers.items()}
+
+    def check_serving_without_registering_again(self, topic: str, registered: dict[int, list[str]]) -> None:
+        """A topic created through the brokers, and no broker registered since ``registered``."""
+        assert f"Created topic {topic}." in self.cli(
+            "kafka-topics", "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "2")
+        assert self.registrations() == registered, "a broker registered again"
+
     def check_clean(self) -> None:
         faults = {b: s.faults(benign=(r"OutOfOrderSequenceException",)) for b, s in self.servers.items()}
         assert not any(faults.values()), faults
@@ -190,6 +200,16 @@ class Brokers:
             t.stop()
         for s in self.servers.values():
             s.close()
+
+
+def check_dump_log_reads_every_file(kafka: KafkaHome, files_by_node: dict[int, list[Path]], work: Path) -> None:
+    """Each node's segments and snapshots (both kinds present) through :func:`dump_log`, with
+    more than 10 batches each."""
+    for i, files in files_by_node.items():
+        assert any(f.suffix == ".checkpoint" for f in files) and any(f.suffix == ".log" for f in files), files
+        batches, records = dump_log(kafka, files, work)
+        assert batches > 10 and records >= batches, (batches, records)
+        print(f"kraftnode {i}: {len(files)} files, {batches} batches, {records} records decoded")
 
 
 def dump_log(kafka: KafkaHome, files: list[Path], work: Path) -> tuple[int, int]:

@@ -49,6 +49,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tools.bench import quorum as qb  # noqa: E402
+from tools.bench.raft_compare import proc_ticks  # noqa: E402
 
 Event = tuple[int, str, int, int, int, int]   # t_ns, name, a, b, c, d
 
@@ -307,12 +308,12 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any]:
         leader, _ = q.wait_ready()
         pids = {i + 1: pid for i, pid in enumerate(q.pids)}
         time.sleep(2)
-        t0 = {n: qb._proc_ticks(p) for n, p in pids.items()}
+        t0 = {n: proc_ticks(p) for n, p in pids.items()}
         w0 = time.monotonic()
         with profile_all(pids, args.profile, "idle") as files:
             time.sleep(args.idle_seconds)
         dt = time.monotonic() - w0
-        t1 = {n: qb._proc_ticks(p) for n, p in pids.items()}
+        t1 = {n: proc_ticks(p) for n, p in pids.items()}
         result["idle"] = {"seconds": round(dt, 2), "leader": leader, "nodes": {
             n: {"cores": round(((t1[n] or 0) - (t0[n] or 0)) / qb.CLK_TCK / dt, 4),
                 "profile": qb.hotspots(files[n]) if files[n].exists() else None} for n in pids}}

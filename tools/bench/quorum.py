@@ -160,15 +160,6 @@ def pct(sorted_vals: list[float], q: float) -> float | None:
 # --------------------------------------------------------------------------- cpu meter
 
 
-def _proc_ticks(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            rest = f.read().rsplit(")", 1)[1].split()
-        return int(rest[11]) + int(rest[12])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def _host_ticks() -> tuple[int, int]:
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
@@ -186,8 +177,8 @@ class CpuMeter:
 
     def __enter__(self) -> CpuMeter:
         self.t0 = time.perf_counter()
-        self.c0 = _proc_ticks(os.getpid())
-        self.s0 = [_proc_ticks(p) for p in self.server_pids]
+        self.c0 = raft_compare.proc_ticks(os.getpid())
+        self.s0 = [raft_compare.proc_ticks(p) for p in self.server_pids]
         self.h0 = _host_ticks()
         return self
 
@@ -197,8 +188,8 @@ class CpuMeter:
         def cores(a: int | None, b: int | None) -> float | None:
             return None if a is None or b is None else round((b - a) / CLK_TCK / dt, 2)
 
-        client = cores(self.c0, _proc_ticks(os.getpid()))
-        servers = [cores(a, _proc_ticks(p)) for a, p in zip(self.s0, self.server_pids,
+        client = cores(self.c0, raft_compare.proc_ticks(os.getpid()))
+        servers = [cores(a, raft_compare.proc_ticks(p)) for a, p in zip(self.s0, self.server_pids,
                                                             strict=True)]
         h1 = _host_ticks()
         busy, idle = h1[0] - self.h0[0], h1[1] - self.h0[1]

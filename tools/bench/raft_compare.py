@@ -81,7 +81,8 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _ticks(pid: int) -> int | None:
+def proc_ticks(pid: int) -> int | None:
+    """User + system CPU ticks of ``pid`` from /proc (None once it is gone); quorum.py uses it too."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             rest = f.read().rsplit(")", 1)[1].split()
@@ -108,10 +109,10 @@ def _window_cpu(pids: list[int], start: float, end: float, sleep_until: Callable
     """Cores each process used between monotonic ``start`` and ``end`` (sleeps until then)."""
     sleep_until(start)
     t0 = time.monotonic()
-    a = [_ticks(p) for p in pids]
+    a = [proc_ticks(p) for p in pids]
     sleep_until(end)
     dt = max(time.monotonic() - t0, 1e-9)
-    b = [_ticks(p) for p in pids]
+    b = [proc_ticks(p) for p in pids]
     return [None if x is None or y is None else round((y - x) / CLK_TCK / dt, 3) for x, y in zip(a, b, strict=True)]
 
 
