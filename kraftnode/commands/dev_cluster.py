@@ -48,7 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: $KRAFTNODE_LOG_LEVEL, else INFO)")
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports (bound at once, then released). The test suite's
+    clusters and the benchmarks pick theirs with this too."""
     socks = []
     try:
         for _ in range(n):
@@ -124,7 +126,7 @@ def _create(root: Path, nodes: int) -> DevCluster:
     from kraftnode.log.uuids import random_uuid
     from recordbatch.wire import uuid_to_base64
 
-    ports = _free_ports(2 * nodes)   # the raft listener and kraftnode.metrics.listener of each node
+    ports = free_ports(2 * nodes)   # the raft listener and kraftnode.metrics.listener of each node
     cl = DevCluster(root, uuid_to_base64(random_uuid()), ports[:nodes], reused=False,
                     metrics_ports=list(ports[nodes:]))
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,22 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kraftnode.commands.dev_cluster import free_ports
 from kraftnode.commands.errors import UsageError
 from kraftnode.commands.quorum import QuorumInfo, fetch_quorum_info
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 @dataclass

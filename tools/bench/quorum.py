@@ -88,6 +88,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import kraftnode  # noqa: E402
+from kraftnode.commands.dev_cluster import free_ports  # noqa: E402
 from kraftnode.commands.errors import UsageError  # noqa: E402
 from kraftnode.commands.quorum import fetch_quorum_info  # noqa: E402
 from tools.bench import raft_compare  # noqa: E402
@@ -330,8 +331,8 @@ class Quorum:
     code_root: Path = ROOT            # the checkout whose kraftnode the nodes run (--baseline)
 
     def start(self) -> None:
-        self.ports = raft_compare.free_ports(self.n)
-        self.metrics_ports = raft_compare.free_ports(self.n) if self.metrics else []
+        self.ports = free_ports(self.n)
+        self.metrics_ports = free_ports(self.n) if self.metrics else []
         extra, self.client_conf, fmt_args = secure_setup(self.root, self.security)
         voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
@@ -1032,42 +1033,44 @@ def _row(rows: list[dict[str, Any]], system: str, conc: int) -> dict[str, Any] |
     return None
 
 
+def _ratio_check(check: str, target: str, ours: dict[str, Any] | None, theirs: dict[str, Any] | None,
+                 key: str, ok: Callable[[float], bool], detail: Callable[[float, float], str],
+                 missing: str) -> dict[str, Any]:
+    """One target of the form ``ours[key] / theirs[key]`` against a limit."""
+    c: dict[str, Any] = {"check": check, "target": target}
+    a, b = (ours or {}).get(key), (theirs or {}).get(key)
+    if a and b:
+        c["ratio"] = round(a / b, 3)
+        c["detail"] = detail(a, b)
+        c["ok"] = ok(c["ratio"])
+    else:
+        c["ok"], c["detail"] = None, missing
+    return c
+
+
 def checks(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
     k64, e64 = _row(rows, "kraftnode", 64), _row(rows, "etcd", 64)
-    c: dict[str, Any] = {"check": "records/s at 64 outstanding vs etcd",
-                         "target": f">= {TARGET_RATIO_ETCD:.1f}x etcd"}
-    if k64 and e64 and k64.get("ops_per_s") and e64.get("ops_per_s"):
-        c["ratio"] = round(k64["ops_per_s"] / e64["ops_per_s"], 3)
-        c["detail"] = f"{k64['ops_per_s']:,.0f} vs {e64['ops_per_s']:,.0f} records/s"
-        c["ok"] = c["ratio"] >= TARGET_RATIO_ETCD
-    else:
-        c["ok"], c["detail"] = None, "n/a (no etcd figure in this run)"
-    out.append(c)
     k1, e1 = _row(rows, "kraftnode", 1), _row(rows, "etcd", 1)
-    c = {"check": "p50 at 1 outstanding vs etcd", "target": f"<= {TARGET_P50_VS_ETCD:.1f}x etcd"}
-    if k1 and e1 and k1.get("p50_ms") and e1.get("p50_ms"):
-        c["ratio"] = round(k1["p50_ms"] / e1["p50_ms"], 3)
-        c["detail"] = f"{k1['p50_ms']:.3f} vs {e1['p50_ms']:.3f} ms"
-        c["ok"] = c["ratio"] <= TARGET_P50_VS_ETCD
-    else:
-        c["ok"], c["detail"] = None, "n/a (no etcd figure in this run)"
-    out.append(c)
     base1 = next((r for r in rows if str(r.get("system", "")).startswith("kraftnode@")
                   and r.get("concurrency") == 1), None)
-    c = {"check": "server CPU per record at 1 outstanding vs the baseline commit",
-         "target": f"<= {TARGET_CPU_VS_BASELINE:.2f}x baseline"}
-    if k1 and base1 and k1.get("cpu_us_per_record") and base1.get("cpu_us_per_record"):
-        c["ratio"] = round(k1["cpu_us_per_record"] / base1["cpu_us_per_record"], 3)
-        c["detail"] = (f"{k1['cpu_us_per_record']:,.0f} vs {base1['cpu_us_per_record']:,.0f} us "
-                       f"({base1['system']}; the 3 servers' CPU / records, median of the repeats)")
-        c["ok"] = c["ratio"] <= TARGET_CPU_VS_BASELINE
-    else:
-        c["ok"], c["detail"] = None, "n/a (no baseline row in this run: --baseline REF)"
-    out.append(c)
+    no_etcd = "n/a (no etcd figure in this run)"
+    out = [
+        _ratio_check("records/s at 64 outstanding vs etcd", f">= {TARGET_RATIO_ETCD:.1f}x etcd",
+                     k64, e64, "ops_per_s", lambda r: r >= TARGET_RATIO_ETCD,
+                     lambda a, b: f"{a:,.0f} vs {b:,.0f} records/s", no_etcd),
+        _ratio_check("p50 at 1 outstanding vs etcd", f"<= {TARGET_P50_VS_ETCD:.1f}x etcd",
+                     k1, e1, "p50_ms", lambda r: r <= TARGET_P50_VS_ETCD,
+                     lambda a, b: f"{a:.3f} vs {b:.3f} ms", no_etcd),
+        _ratio_check("server CPU per record at 1 outstanding vs the baseline commit",
+                     f"<= {TARGET_CPU_VS_BASELINE:.2f}x baseline", k1, base1, "cpu_us_per_record",
+                     lambda r: r <= TARGET_CPU_VS_BASELINE,
+                     lambda a, b: (f"{a:,.0f} vs {b:,.0f} us ({(base1 or {}).get('system')}; the 3 "
+                                   "servers' CPU / records, median of the repeats)"),
+                     "n/a (no baseline row in this run: --baseline REF)"),
+    ]
     fs, rtt = floors.get("fsync_4k_append"), floors.get("tcp_rtt_100b")
-    c = {"check": "p50 at 1 outstanding vs floor (fsync p50 + loopback RTT p50)",
-         "target": f"<= {TARGET_FLOOR_FACTOR:.0f}x floor"}
+    c: dict[str, Any] = {"check": "p50 at 1 outstanding vs floor (fsync p50 + loopback RTT p50)",
+                         "target": f"<= {TARGET_FLOOR_FACTOR:.0f}x floor"}
     if k1 and k1.get("p50_ms") and fs and rtt:
         floor = fs["p50_ms"] + rtt["p50_ms"]
         c["floor_ms"] = round(floor, 4)
@@ -1109,15 +1112,10 @@ def checks(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]]) -> lis
         sec = _row(rows, f"kraftnode-{mode}", 64)
         if sec is None:
             continue
-        c = {"check": f"records/s at 64 outstanding, {mode} vs PLAINTEXT",
-             "target": f">= {TARGET_SECURE_RATIO:.1f}x PLAINTEXT"}
-        if k64 and k64.get("ops_per_s") and sec.get("ops_per_s"):
-            c["ratio"] = round(sec["ops_per_s"] / k64["ops_per_s"], 3)
-            c["detail"] = f"{sec['ops_per_s']:,.0f} vs {k64['ops_per_s']:,.0f} records/s"
-            c["ok"] = c["ratio"] >= TARGET_SECURE_RATIO
-        else:
-            c["ok"], c["detail"] = None, "n/a (no PLAINTEXT figure in this run)"
-        out.append(c)
+        out.append(_ratio_check(
+            f"records/s at 64 outstanding, {mode} vs PLAINTEXT", f">= {TARGET_SECURE_RATIO:.1f}x PLAINTEXT",
+            sec, k64, "ops_per_s", lambda r: r >= TARGET_SECURE_RATIO,
+            lambda a, b: f"{a:,.0f} vs {b:,.0f} records/s", "n/a (no PLAINTEXT figure in this run)"))
     return out
 
 

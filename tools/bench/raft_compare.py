@@ -41,6 +41,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kraftnode.commands.dev_cluster import free_ports  # noqa: E402
+
 WORKLOAD = Path(__file__).resolve().parent / "raft_workload.py"
 #: what Kafka 3.9's TestRaftServer appends, whatever its options say
 KAFKA_RATE = 20000
@@ -63,22 +68,6 @@ def find_kafka_home() -> tuple[Path | None, str]:
             return c, ""
     return None, ("genuine Kafka not found (KAFKA_HOME, or ../shared/kafka-3.9 beside the "
                   "checkout): no TestRaftServer rows")
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` free loopback ports (bound at once, so distinct); quorum.py uses it too."""
-    import socket
-
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def proc_ticks(pid: int) -> int | None:

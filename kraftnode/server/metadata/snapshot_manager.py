@@ -212,13 +212,14 @@ class SnapshotManager:
             return False
         if r.bytes_since_snapshot <= 0 or r.next_offset <= self.mlog.start_offset:
             return False
-        latest = self.latest()
-        if latest is not None and latest.offset >= r.next_offset:
-            return False
-        if r.bytes_since_snapshot >= self.config.max_bytes_between_snapshots:
-            return True
         interval = self.config.max_snapshot_interval_ms
-        return interval > 0 and self.clock_ms() - self.last_snapshot_ms >= interval
+        if r.bytes_since_snapshot < self.config.max_bytes_between_snapshots and not (
+                interval > 0 and self.clock_ms() - self.last_snapshot_ms >= interval):
+            return False
+        # a directory listing, so only once a trigger fired (run() asks 10 times a second):
+        # a snapshot installed from the leader may already cover what was applied
+        latest = self.latest()
+        return latest is None or latest.offset < r.next_offset
 
     def capture(self) -> tuple[SnapshotId, Callable[[], Path]]:
         """On the loop: fix the snapshot id and the state; returns the blocking write."""

@@ -107,6 +107,31 @@ def test_interval_trigger(tmp_path: Path) -> None:
         assert m.due() and generate(m)
 
 
+def test_an_idle_manager_does_not_list_the_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run() asks due() 10 times a second: below both triggers it must not read the
+    directory; once one fires it lists it (an installed snapshot may already cover the log)."""
+    from kraftnode.server.metadata import snapshot_manager
+
+    with MetadataLog(tmp_path, SMALL) as mlog:
+        fill(mlog, 3)
+        now = [1_000_000]
+        m = SnapshotManager(mlog, StateMachineRunner(MetadataState()),
+                            SnapshotConfig(max_snapshot_interval_ms=1000), lambda _o: (0, None),
+                            clock_ms=lambda: now[0])
+        drain(m, mlog.end_offset)
+        listed = [0]
+
+        def counting(d: object, **kw: bool) -> list[SnapshotId]:
+            listed[0] += 1
+            return list_snapshots(d, **kw)  # type: ignore[arg-type]
+        monkeypatch.setattr(snapshot_manager, "list_snapshots", counting)
+        for _ in range(10):
+            assert not m.due()
+        assert listed[0] == 0
+        now[0] += 1000
+        assert m.due() and listed[0] == 1
+
+
 def test_start_up_loads_the_latest_snapshot_and_replays_only_the_log_after_it(tmp_path: Path) -> None:
     with MetadataLog(tmp_path, SMALL) as mlog:
         fill(mlog, 20)
