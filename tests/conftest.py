@@ -60,7 +60,7 @@ IN_PROCESS_DIRS = ("recordbatch", "codegen", "schemas", "kraftnode/protocol", "k
 IN_PROCESS_FILES = ("test_snapshot_manager.py", "test_listener.py", "test_metrics.py",
                     "test_authorizer.py", "test_scram_credentials.py", "test_credentials.py",
                     "test_errors.py", "test_import_graph.py", "test_architecture_doc.py", "test_layout.py",
-                    "test_group_fetch_view.py", "test_controller_records.py")
+                    "test_group_fetch_view.py", "test_controller_records.py", "test_bench_fsync_modes.py")
 _SPAWNS = re.compile(
     r"subprocess|Popen|create_subprocess|multiprocessing|ProcessPool|os\.fork|running_node|"
     r"NodeProcess|kafka_home|KafkaHome|\bCluster\(|StaticCluster|DynamicCluster|local_session|pyspark|"
