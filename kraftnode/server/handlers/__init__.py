@@ -117,20 +117,23 @@ class NodeHandlers(ApplicationHandlers, AdminHandlers, ControllerApiHandlers):
         return None if result is None else Reply(result, v)
 
     def fast(self, request: Request, peer: str, done: Callable[[Callable[[], Reply]], None]) -> bool:
-        """Serve a raft replica's Fetch without the connection's task, for the listener
+        """Serve a raft replica's Fetch, or an acks=-1 Produce (:meth:`produce_nowait`),
+        without the connection's task, for the listener
         (:class:`~kraftnode.server.net.listener._Connection`): the request goes to the core
         at once (``RaftDriver.call_nowait``) and ``done`` gets the function that builds the
         answer when the core gives it -- at once, or from the append that ends a long poll,
         which then writes it before the leader's own fsync. False: not such a request, or an
         authorizer is on (its checks are the task path's); the task serves it as before.
 
-        What it skips of :meth:`__call__` is nothing a replica Fetch needs there: with no
-        authorizer there is no check, and the client software seen on the connection is
-        recorded the same way."""
-        if request.spec.key != FETCH or self.authz is not None:
-            return False
+        What it skips of :meth:`__call__` is nothing these requests need there: with no
+        authorizer there is no check, the client software seen on the connection is
+        recorded the same way, and neither reads the group coordinator's client context."""
         body: Any = request.body
         v = request.api_version
+        if request.spec.key == PRODUCE:
+            return self.produce_nowait(body, v, lambda build: done(lambda: Reply(build(), v)))
+        if request.spec.key != FETCH or self.authz is not None:
+            return False
         replica = rw.fetch_replica_id(body, v)
         if replica < 0:
             return False       # a consumer: _consumer_fetch (a task, it may wait on the HW)

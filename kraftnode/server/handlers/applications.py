@@ -5,7 +5,9 @@ through the driver's read API."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
@@ -17,6 +19,9 @@ from kraftnode.protocol.generated.produce_request import (
 )
 from kraftnode.protocol.generated.produce_response import (
     _ProduceResponse_PartitionProduceResponse as _PartitionResponse,
+)
+from kraftnode.protocol.generated.produce_response import (
+    _ProduceResponse_TopicProduceResponse as _TopicResponse,
 )
 from kraftnode.protocol.registry import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 from kraftnode.raft.actions import AppendCompleted
@@ -44,6 +49,20 @@ class _PendingProduce:
 
     appends: list[tuple[_PartitionResponse, Waiter[AppendCompleted], int]] = field(default_factory=list)
     dups: list[tuple[_PartitionResponse, int]] = field(default_factory=list)
+
+
+def _settle_appends(pending: _PendingProduce) -> None:
+    """An acks=-1 Produce's answers from its appends' outcomes: the base offset committed,
+    the error the append failed with, or REQUEST_TIMED_OUT for one not completed."""
+    for pr, waiter, count in pending.appends:
+        done = waiter.value
+        if done is None:
+            pr.error_code = Errors.REQUEST_TIMED_OUT
+        elif done.error_code:
+            pr.error_code = done.error_code
+            pr.base_offset = -1
+        else:
+            pr.base_offset = done.last_offset - count + 1
 
 
 class ApplicationHandlers(HandlerBase):
@@ -216,6 +235,11 @@ class ApplicationHandlers(HandlerBase):
         await self._produce_acks(q.acks, pending, epoch, deadline)
         if q.acks == 0:
             return None
+        return self._produce_response(responses, v, leader)
+
+    def _produce_response(self, responses: list[_TopicResponse], v: int,
+                          leader: int) -> w.ProduceResponse:
+        """The answer, with the leader's endpoint (v10+) when a partition is not led here."""
         endpoints = []
         if v >= 10 and any(pr.error_code == Errors.NOT_LEADER_OR_FOLLOWER
                            for t in responses for pr in t.partition_responses):
@@ -223,6 +247,50 @@ class ApplicationHandlers(HandlerBase):
             if ep is not None:
                 endpoints.append(w.ProduceResponse.NodeEndpoint(node_id=leader, host=ep[0], port=ep[1]))
         return w.ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=endpoints)
+
+    def produce_nowait(self, q: w.ProduceRequest, v: int,
+                       answer: Callable[[Callable[[], w.ProduceResponse]], None]) -> bool:
+        """An acks=-1 Produce of one partition on an activated leader, served without the
+        connection's task (the listener's fast path, as a raft replica's Fetch is):
+        validated and appended here, and ``answer`` given the function that builds the
+        answer -- at once for a refused write, else from the driver's action loop when the
+        append commits or fails, or from a timer at the request's timeout. That saves the
+        task's two wake-ups (the frame, the commit) on every acknowledged write.
+
+        False, having done nothing: any other Produce (acks 0 or 1, several partitions, a
+        transactional one, a retry of a batch already written, which waits on the high
+        watermark, a follower, an authorizer on), which the task serves as before."""
+        if (q.acks != -1 or q.transactional_id is not None or self.authz is not None
+                or len(q.topic_data) != 1 or len(q.topic_data[0].partition_data) != 1
+                or not self.driver.is_leader or not self._activated()):
+            return False
+        t = q.topic_data[0]
+        pending = _PendingProduce()
+        pr = self._produce_partition(t.name, t.partition_data[0], None, False, v, pending)
+        if pending.dups:
+            return False
+        responses = [w.ProduceResponse.TopicProduceResponse(name=t.name, partition_responses=[pr])]
+        leader = self._leader()[0]
+
+        def build() -> w.ProduceResponse:
+            _settle_appends(pending)
+            return self._produce_response(responses, v, leader)
+
+        waiter = pending.appends[0][1] if pending.appends else None
+        if waiter is None or waiter.value is not None:
+            answer(build)   # refused, or the core failed the append at once (MESSAGE_TOO_LARGE)
+            return True
+
+        def settled(_done: AppendCompleted | None) -> None:
+            if waiter.on_done is None:
+                return      # answered already (timed out)
+            waiter.on_done = None
+            timer.cancel()
+            answer(build)
+
+        waiter.on_done = settled
+        timer = asyncio.get_running_loop().call_later(max(q.timeout_ms, 0) / 1000, settled, None)
+        return True
 
     def _produce_partition(self, topic: str, p: _PartitionData,
                            code: int | None, write_denied: bool, v: int,
@@ -279,15 +347,7 @@ class ApplicationHandlers(HandlerBase):
             with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
                 for _, waiter, _ in pending.appends:
                     await waiter.done.wait()
-            for pr, waiter, count in pending.appends:
-                done: AppendCompleted | None = waiter.value
-                if done is None:
-                    pr.error_code = Errors.REQUEST_TIMED_OUT
-                elif done.error_code:
-                    pr.error_code = done.error_code
-                    pr.base_offset = -1
-                else:
-                    pr.base_offset = done.last_offset - count + 1
+            _settle_appends(pending)
         if acks == -1 and pending.dups:
             for pr, last in pending.dups:
                 pr.error_code = await self._await_committed(last, epoch, deadline)

@@ -70,7 +70,9 @@ Handler = Callable[[Request, str], Awaitable[Reply | None]]
 # A handler's synchronous path (NodeHandlers.fast): (request, peer, done) -> taken; when
 # taken, ``done`` is called once with the function that builds the answer.
 FastHandler = Callable[[Request, str, Callable[[Callable[[], Reply]], None]], bool]
-_FETCH_KEY = b"\x00\x01"   # a request frame's first two bytes: the API key (Fetch = 1)
+#: a request frame's first two bytes, the API key, of what the fast path may serve (Produce
+#: = 0, Fetch = 1; the handler's ``fast`` decides)
+_FAST_KEYS = (b"\x00\x00", b"\x00\x01")
 
 
 class RequestRecorder(Protocol):
@@ -329,16 +331,16 @@ class _Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------ fast path
     def _fast_next(self) -> None:
-        """Serve queued raft replica Fetches here, in the protocol callback, while the
-        connection's task is idle (waiting for a frame): no task is woken, and an answer
-        the core gives at once is written before this returns. Anything else -- another
-        request, a consumer's Fetch, the end of the connection -- wakes the task, which
+        """Serve queued raft replica Fetches and acks=-1 Produces here, in the protocol
+        callback, while the connection's task is idle (waiting for a frame): no task is
+        woken, and an answer the core gives at once is written before this returns. Anything
+        else -- another request, a consumer's Fetch, the end of the connection -- wakes the task, which
         serves it as before, so requests stay answered in order, one at a time."""
         fast = self.fast
         while not self.fast_busy:
             w = self.frame_waiter
             if (fast is None or not self.frames or w is None or w.done() or self.closed
-                    or self.error is not None or self.frames[0][:2] != _FETCH_KEY):
+                    or self.error is not None or self.frames[0][:2] not in _FAST_KEYS):
                 self._wake_reader()
                 return
             frame, t_frame = self._pop_frame()
@@ -364,7 +366,7 @@ class _Connection(asyncio.Protocol):
                 self._close()
                 return
             if not accepted:
-                # not a replica's (a consumer's Fetch): the task serves it, already parsed
+                # not one for here (a consumer's Fetch, an acks=1 Produce ...): the task serves it, already parsed
                 self.in_request = self.fast_busy = False
                 self.frames.appendleft(frame)
                 self.queued_bytes += len(frame)

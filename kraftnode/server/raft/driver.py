@@ -116,6 +116,10 @@ class Waiter(Generic[T]):
     value: T | None = None
     #: (append time ms, records) when metrics are on: commit-latency is per record
     appended: tuple[int, int] | None = None
+    #: called with the value instead of setting ``done``, inside the driver's action loop
+    #: (a caller with no task to wake: an acks=-1 Produce on the listener's fast path); it
+    #: must not raise
+    on_done: Callable[[T], None] | None = None
 
 
 class RaftDriver(PeerSending):
@@ -574,8 +578,11 @@ class RaftDriver(PeerSending):
                 if aw.appended is not None and self.metrics is not None and not a.error_code:
                     self.metrics.on_commit(aw.appended[0], aw.appended[1], now_ms())
                 aw.value = a
-                aw.done.set()
                 self._commits += 1
+                if aw.on_done is not None:
+                    aw.on_done(a)   # answered now: nothing woken
+                    return False
+                aw.done.set()
                 return True
         elif isinstance(a, ReadIndexCompleted):
             r = self._reads.pop(a.handle, None)

@@ -99,6 +99,25 @@ class Served:
         out = encode_response(SERVED[key], reply.version, 7, reply.body)
         return parse_response(SERVED[key], reply.version, out[4:])[1]
 
+    async def ask_fast(self, key: int, version: int, body: Any) -> Any:
+        """One request through the listener's fast path (``NodeHandlers.fast``, no task): the
+        parsed answer once its builder is handed over; None if the fast path declined it."""
+        frame = encode_request(SERVED[key], version, 7, "in-process-test", body)
+        answered = anyio.Event()
+        built: list[Any] = []
+
+        def done(build: Callable[[], Any]) -> None:
+            built.append(build())
+            answered.set()
+
+        if not self.handlers.fast(parse_request(frame[4:]), "client-1", done):
+            assert not built
+            return None
+        await answered.wait()
+        reply = built[0]
+        out = encode_response(SERVED[key], reply.version, 7, reply.body)
+        return parse_response(SERVED[key], reply.version, out[4:])[1]
+
 
 @asynccontextmanager
 async def serving(cfg: node_config.NodeConfig, listen: bool = False) -> AsyncIterator[Served]:
@@ -192,6 +211,63 @@ def test_produce_acks_all_one_and_zero_answer_the_base_offset_the_log_assigned(t
             assert values == [b"a", b"b", b"c", b"d"]
 
     _run(main)
+
+
+def test_acks_all_produce_on_the_fast_path_is_answered_at_commit(tmp_path: Path) -> None:
+    """An acks=-1 Produce of one partition on the leader is served without the connection's
+    task and answered when its append commits; what the fast path declines (acks=1, a retry
+    of a batch already written) is left to the task, having written nothing."""
+    cfg = _formatted(tmp_path, 1, {1: _free_port()})
+
+    async def main() -> None:
+        async with serving(cfg) as s:
+            await _until(lambda: s.driver.is_leader and s.driver.high_watermark >= 1)
+            end = s.driver.log_end_offset()
+            r = _part(await s.ask_fast(PRODUCE, 9, _produce([b"a", b"b"], acks=-1)))
+            assert (r.error_code, r.base_offset) == (0, end)
+            assert s.driver.high_watermark >= end + 2
+            refused = _part(await s.ask_fast(PRODUCE, 9, _produce([b"x"], acks=-1, topic="other")))
+            assert refused.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+            assert await s.ask_fast(PRODUCE, 9, _produce([b"c"], acks=1)) is None
+            idempotent = build_batch([Record(None, b"i")], now_ms=0, producer_id=7, producer_epoch=0,
+                                     base_sequence=0)
+            first = _part(await s.ask_fast(PRODUCE, 9, _produce_batch(idempotent)))
+            assert first.error_code == 0
+            assert await s.ask_fast(PRODUCE, 9, _produce_batch(idempotent)) is None  # a retry
+            assert s.driver.log_end_offset() == first.base_offset + 1
+
+    _run(main)
+
+
+def test_acks_all_produce_on_the_fast_path_times_out_without_a_quorum(tmp_path: Path) -> None:
+    """The fast path's own timer answers REQUEST_TIMED_OUT at the request's timeout when the
+    append cannot commit (the only follower is gone), as the task's wait does."""
+    ports = {1: _free_port(), 2: _free_port(), 3: _free_port()}
+    leader_cfg = _formatted(tmp_path / "n1", 1, ports)
+    follower_cfg = _formatted(tmp_path / "n2", 2, ports, NO_ELECTION)
+
+    async def main() -> None:
+        async with serving(leader_cfg, listen=True) as s:
+            async with serving(follower_cfg, listen=True):
+                await _until(lambda: s.driver.is_leader and s.driver.high_watermark >= 1, 30)
+                ok = _part(await s.ask_fast(PRODUCE, 9, _produce([b"a"], acks=-1)))
+                assert ok.error_code == 0
+            end = s.driver.log_end_offset()
+            req = _produce([b"b"], acks=-1)
+            req.timeout_ms = 300
+            t0 = anyio.current_time()
+            late = _part(await s.ask_fast(PRODUCE, 9, req))
+            assert late.error_code == Errors.REQUEST_TIMED_OUT
+            assert anyio.current_time() - t0 >= 0.29
+            assert s.driver.log_end_offset() == end + 1 and s.driver.high_watermark <= end
+
+    _run(main)
+
+
+def _produce_batch(batch: bytes) -> w.ProduceRequest:
+    return w.ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+        w.ProduceRequest.TopicProduceData(name=rw.METADATA_TOPIC, partition_data=[
+            w.ProduceRequest.PartitionProduceData(index=0, records=batch)])])
 
 
 def _batches(raw: bytes) -> list[Any]:
