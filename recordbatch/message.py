@@ -407,17 +407,30 @@ def _null_error(what: str, version: int) -> UnsupportedVersionError:
     return UnsupportedVersionError(f"{what} is not nullable in version {version}")
 
 
+#: Strings as written, length prefix included (INT16-prefixed, compact), of the short strings
+#: every request repeats (client ids, topic names, the cluster id): one dict lookup instead of
+#: an encode and two appends. Bounded: strings past the first _STRINGS_KEPT are encoded each time.
+_STRINGS: dict[str, bytes] = {}
+_COMPACT_STRINGS: dict[str, bytes] = {}
+_STRINGS_KEPT = 1024
+_STRING_KEPT_CHARS = 255
+
+
 def w_str(out: bytearray, s: str | None, nullable: bool, what: str, version: int) -> None:
     if s is None:
         if not nullable:
             raise _null_error(what, version)
         out += b"\xff\xff"
         return
-    b = s.encode("utf-8")
-    if len(b) > 0x7FFF:
-        raise UnsupportedVersionError(f"{what}: string of {len(b)} bytes is longer than 32767")
-    out += I16.pack(len(b))
-    out += b
+    written = _STRINGS.get(s)
+    if written is None:
+        b = s.encode("utf-8")
+        if len(b) > 0x7FFF:
+            raise UnsupportedVersionError(f"{what}: string of {len(b)} bytes is longer than 32767")
+        written = I16.pack(len(b)) + b
+        if len(s) <= _STRING_KEPT_CHARS and len(_STRINGS) < _STRINGS_KEPT:
+            _STRINGS[s] = written
+    out += written
 
 
 def w_cstr(out: bytearray, s: str | None, nullable: bool, what: str, version: int) -> None:
@@ -426,11 +439,15 @@ def w_cstr(out: bytearray, s: str | None, nullable: bool, what: str, version: in
             raise _null_error(what, version)
         out.append(0)
         return
-    b = s.encode("utf-8")
-    if len(b) > 0x7FFF:
-        raise UnsupportedVersionError(f"{what}: string of {len(b)} bytes is longer than 32767")
-    out += uvarint(len(b) + 1)
-    out += b
+    written = _COMPACT_STRINGS.get(s)
+    if written is None:
+        b = s.encode("utf-8")
+        if len(b) > 0x7FFF:
+            raise UnsupportedVersionError(f"{what}: string of {len(b)} bytes is longer than 32767")
+        written = uvarint(len(b) + 1) + b
+        if len(s) <= _STRING_KEPT_CHARS and len(_COMPACT_STRINGS) < _STRINGS_KEPT:
+            _COMPACT_STRINGS[s] = written
+    out += written
 
 
 _DEFER_MIN = 64 * 1024

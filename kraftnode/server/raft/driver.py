@@ -161,7 +161,7 @@ class RaftDriver(PeerSending):
         self.producers = ProducerIds(node.local_key.id)
         self._started = False
         self.high_watermark = node.high_watermark
-        self.hw_changed = anyio.Event()
+        self._hw_changed: anyio.Event | None = None
         self.state_changed = anyio.Event()
         self.fatal: str | None = None
         self._done = anyio.Event()
@@ -461,6 +461,15 @@ class RaftDriver(PeerSending):
         self._sleep_until_ms = now + delay_ms
         self._timer = self._loop.call_later(delay_ms / 1000, self._on_timer)
 
+    @property
+    def hw_changed(self) -> anyio.Event:
+        """Set the next time the high watermark moves (a new event after each move). Made
+        when first asked for: a commit nobody waits on (the usual case) makes and sets none."""
+        event = self._hw_changed
+        if event is None:
+            event = self._hw_changed = anyio.Event()
+        return event
+
     def _start_send(self, a: SendRequest) -> None:
         assert self._tg is not None
         self._tg.start_soon(self._send, a)
@@ -567,8 +576,10 @@ class RaftDriver(PeerSending):
             if latency_trace.ON:
                 latency_trace.mark("hw", a.high_watermark)
             self.high_watermark = a.high_watermark
-            self.hw_changed.set()
-            self.hw_changed = anyio.Event()
+            event, self._hw_changed = self._hw_changed, None
+            if event is None:
+                return False    # nobody waits: no event made, none to set
+            event.set()
             return True
         elif isinstance(a, AppendCompleted):
             aw = self._appends.pop(a.handle, None)
