@@ -3,7 +3,10 @@
 # node's runtime dependencies only), "dev,spark" for test.sh (everything the tests need).
 # Says in one line what it installs, and only when it does; quiet once done.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# the checkout this script belongs to, also when reached through a symlinked tools/ (the doc
+# tests run the README in a work directory whose tools/ and .venv/ link here): never install
+# from anywhere else
+cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 PY=${PYTHON:-python3}
 extras=${KRAFTNODE_EXTRAS:-}
 hash=$(sha256sum pyproject.toml | cut -c1-16)
