@@ -324,6 +324,8 @@ class RaftDriver(PeerSending):
         actions, and must not raise. What a raft peer's Fetch takes on the leader
         (:meth:`kraftnode.server.handlers.NodeHandlers.fast`): its answer is written as the
         action runs, with no task woken and no loop iteration in between."""
+        if self._stopped:
+            return      # shutting down: the log closes next; the connection goes with the loop
         rid = self._next_request_id
         self._next_request_id += 1
         self._answer_to[rid] = on_answer
@@ -343,7 +345,7 @@ class RaftDriver(PeerSending):
 
     def _append(self, records: Sequence[object]) -> tuple[int, int, Waiter[AppendCompleted]]:
         waiter: Waiter[AppendCompleted] = Waiter()
-        if self.fatal is not None:
+        if self.fatal is not None or self._stopped:
             return -1, -1, waiter       # stopping: never completes; the node's tasks are cancelled
         try:
             if latency_trace.ON:

@@ -52,6 +52,7 @@ class PeerSending:
     _done: anyio.Event
     _claim_dest: int | None
     _claimed: SendRequest | None
+    _stopped: bool
 
     def _after_event(self) -> None:
         raise NotImplementedError
@@ -155,8 +156,9 @@ class PeerSending:
     def _fetch_answered(self, a: SendRequest, addr: tuple[str, int], version: int,
                         resp: Message | None, error: PeerError | None) -> None:
         """A Fetch sent by :meth:`_send_fetch_nowait` was answered (or failed): in the
-        protocol callback. A bug here stops the node, as it would the task."""
-        if self.fatal is not None:
+        protocol callback. A bug here stops the node, as it would the task. Once the driver is
+        stopped (a graceful shutdown closes the log next) an answer still arriving is dropped."""
+        if self.fatal is not None or self._stopped:
             return
         try:
             response: m.Response | None = None
