@@ -5,6 +5,9 @@ under a new directory id), and the invariants hold; each planted bug is caught."
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from tests.simulation.upgrade_sim import PLANTS, UpgradeSimulation, static_seeds
@@ -34,3 +37,12 @@ def test_planted_bug_is_caught(plant: str) -> None:
             print(f"plant {plant}: caught at seed {seed}: {result.message}")
             return
     pytest.fail(f"plant {plant} was not caught in 200 seeds")
+
+
+def test_drawing_static_seeds_leaves_no_state_directory(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # static_seeds builds a Simulation per candidate seed only for its draw: each one's state
+    # directory must go with it (it left ~1,100 directories in /tmp per suite run)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert static_seeds(0, 5, 3, 1)
+    assert list(tmp_path.iterdir()) == []

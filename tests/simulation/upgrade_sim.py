@@ -81,7 +81,9 @@ def static_seeds(start: int, count: int, voters: int = 3, observers: int = 1) ->
     out: list[int] = []
     seed = start
     while len(out) < count:
-        if not Simulation(seed, voters, observers).dynamic:
+        sim = Simulation(seed, voters, observers)
+        sim.state.close()   # only its draw is wanted: remove the state directory it made
+        if not sim.dynamic:
             out.append(seed)
         seed += 1
     return out
