@@ -92,17 +92,12 @@ class Served:
     async def ask(self, key: int, version: int, body: Any) -> Any:
         """One request through the wire encoding and the handlers; the parsed answer, or
         None when there is none (acks=0)."""
-        frame = encode_request(SERVED[key], version, 7, "in-process-test", body)
-        reply = await self.handlers(parse_request(frame[4:]), "client-1")
-        if reply is None:
-            return None
-        out = encode_response(SERVED[key], reply.version, 7, reply.body)
-        return parse_response(SERVED[key], reply.version, out[4:])[1]
+        reply = await self.handlers(_as_parsed(key, version, body), "client-1")
+        return None if reply is None else _answer(key, reply)
 
     async def ask_fast(self, key: int, version: int, body: Any) -> Any:
         """One request through the listener's fast path (``NodeHandlers.fast``, no task): the
         parsed answer once its builder is handed over; None if the fast path declined it."""
-        frame = encode_request(SERVED[key], version, 7, "in-process-test", body)
         answered = anyio.Event()
         built: list[Any] = []
 
@@ -110,13 +105,22 @@ class Served:
             built.append(build())
             answered.set()
 
-        if not self.handlers.fast(parse_request(frame[4:]), "client-1", done):
+        if not self.handlers.fast(_as_parsed(key, version, body), "client-1", done):
             assert not built
             return None
         await answered.wait()
-        reply = built[0]
-        out = encode_response(SERVED[key], reply.version, 7, reply.body)
-        return parse_response(SERVED[key], reply.version, out[4:])[1]
+        return _answer(key, built[0])
+
+
+def _as_parsed(key: int, version: int, body: Any) -> Any:
+    """``body`` as the listener hands it over: encoded to a request frame and parsed back."""
+    return parse_request(encode_request(SERVED[key], version, 7, "in-process-test", body)[4:])
+
+
+def _answer(key: int, reply: Any) -> Any:
+    """A handler's reply as a client reads it: encoded to a response frame and parsed back."""
+    out = encode_response(SERVED[key], reply.version, 7, reply.body)
+    return parse_response(SERVED[key], reply.version, out[4:])[1]
 
 
 @asynccontextmanager
@@ -162,7 +166,10 @@ def _run(main: Callable[[], Any]) -> None:
 
 
 def _produce(values: list[bytes], acks: int, topic: str | None = None) -> w.ProduceRequest:
-    batch = build_batch([Record(None, v) for v in values], now_ms=0)
+    return _produce_batch(build_batch([Record(None, v) for v in values], now_ms=0), acks, topic)
+
+
+def _produce_batch(batch: bytes, acks: int = -1, topic: str | None = None) -> w.ProduceRequest:
     return w.ProduceRequest(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
         w.ProduceRequest.TopicProduceData(name=topic or rw.METADATA_TOPIC, partition_data=[
             w.ProduceRequest.PartitionProduceData(index=0, records=batch)])])
@@ -262,12 +269,6 @@ def test_acks_all_produce_on_the_fast_path_times_out_without_a_quorum(tmp_path: 
             assert s.driver.log_end_offset() == end + 1 and s.driver.high_watermark <= end
 
     _run(main)
-
-
-def _produce_batch(batch: bytes) -> w.ProduceRequest:
-    return w.ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
-        w.ProduceRequest.TopicProduceData(name=rw.METADATA_TOPIC, partition_data=[
-            w.ProduceRequest.PartitionProduceData(index=0, records=batch)])])
 
 
 def _batches(raw: bytes) -> list[Any]:
