@@ -141,7 +141,7 @@ class StateMachineRunner:
             self.sm.apply(b, end_offset)
             self.next_offset = min(b.last_offset + 1, end_offset)
             self.bytes_since_snapshot += b.size_in_bytes
-            self.last_timestamp = max(self.last_timestamp, b.max_timestamp)
+            self.last_timestamp = b.max_timestamp   # Kafka: the last batch's appendTimestamp
             self.applied_batches += 1
         self.next_offset = max(self.next_offset, end_offset)
 

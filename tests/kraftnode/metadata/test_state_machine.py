@@ -183,3 +183,13 @@ def test_runner_applies_each_record_exactly_once() -> None:
     r.apply_batches(iter_batches(data), 5)   # the first batch again: skipped
     r.apply_batches(iter_batches(data), 5)
     assert kv.unkeyed_records == 5 and r.next_offset == 5 and r.applied_batches == 2
+
+
+def test_last_timestamp_is_the_last_batchs_not_the_largest() -> None:
+    # The snapshot header's LastContainedLogTimestamp: Kafka's MetadataBatchLoader keeps the
+    # appendTimestamp (max timestamp) of the last batch it loaded, also when an earlier batch
+    # carried a later one (a producer's clock behind the leader's, records from an older leader)
+    later = build_batch([Record(b"a", b"1", timestamp=2_000)], base_offset=0, now_ms=2_000)
+    earlier = build_batch([Record(b"b", b"2", timestamp=1_500)], base_offset=1, now_ms=1_500)
+    r = run(KeyValueStateMachine(), later + earlier, 2)
+    assert r.last_timestamp == 1_500
