@@ -115,6 +115,18 @@ class AppendInfo:
     views: tuple[BatchView, ...] = field(default=(), repr=False, compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class _LastAppend:
+    """The bytes of the last leader append as written, for reads of exactly them (a
+    follower's Fetch at the offset it starts at, while nothing came after it)."""
+
+    first_offset: int
+    end_offset: int
+    data: memoryview
+    segment: LogSegment
+    position: int
+
+
 @dataclass(frozen=True)
 class ReadInfo:
     """Whole batches starting with the one that contains ``fetch_offset``."""
@@ -142,6 +154,7 @@ class MetadataLog:
         self._rolled_since_checkpoint = False
         self._closed = False
         self._failed: OSError | None = None
+        self._last_leader_append: _LastAppend | None = None
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = self._lock_log_dir()
         try:
@@ -303,7 +316,13 @@ class MetadataLog:
                 raise InvalidAppendError("leader append ends with a partial batch")
             if not views:
                 raise InvalidAppendError("leader append contains no batch")
-            return self._append_validated(mv, views)
+            info = self._append_validated(mv, views)
+            # ``buf`` is this log's own copy, never written again: a read of exactly this
+            # append (every follower's next Fetch) is served from it, not from the file
+            seg = self._segments[-1]
+            self._last_leader_append = _LastAppend(info.first_offset, seg.next_offset, mv.toreadonly(), seg,
+                                                   seg.size - len(buf))
+            return info
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append the leader's batches unchanged after validating them.
@@ -396,6 +415,12 @@ class MetadataLog:
             empty = memoryview(b"")
             if offset == end or (max_offset is not None and offset >= max_offset):
                 return ReadInfo(offset, empty, self._segments[-1].base_offset, self._segments[-1].size)
+            last = self._last_leader_append
+            if (last is not None and offset == last.first_offset and end == last.end_offset
+                    and last.segment is self._segments[-1] and len(last.data) <= max_bytes
+                    and max_offset is None):
+                # what the file would give: all of the last append, whole batches (min_one_batch moot)
+                return ReadInfo(offset, last.data, last.segment.base_offset, last.position)
             i = bisect.bisect_right(self._bases, offset) - 1
             while i < len(self._segments):
                 seg = self._segments[i]
@@ -450,6 +475,7 @@ class MetadataLog:
             self._check_open()
             if offset >= self._segments[-1].next_offset:
                 return self._segments[-1].next_offset
+            self._last_leader_append = None
             if offset < self._start_offset:
                 raise LogError(f"cannot truncate to {offset}, below the log start offset {self._start_offset}")
             i = bisect.bisect_right(self._bases, offset) - 1
@@ -484,6 +510,7 @@ class MetadataLog:
         # Order matters for crashes: every intermediate state on disk must open as a
         # consistent log. Newer segments go first (a plain tail truncation), then the
         # segment at ``offset`` is emptied or created, then the older ones go.
+        self._last_leader_append = None
         old = self._segments
         for seg in reversed(old):
             if seg.base_offset > offset:

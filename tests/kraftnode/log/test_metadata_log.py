@@ -373,7 +373,9 @@ def test_tail_reads_find_every_batch_without_the_index_scan(open_log: Opener, tm
     end = log.end_offset
     for off in range(end - 20, end):
         log.read(off, 1 << 20)
-    assert preads == 20          # one pread of the records per read, no header scan
+    # one pread of the records per read, no header scan; the read at the first offset of the
+    # last append comes from that append's bytes (test_a_read_of_the_last_leader_append_...)
+    assert preads == 19
     monkeypatch.undo()
     log.truncate_to(end - 7)
     for _ in range(5):
@@ -384,3 +386,48 @@ def test_tail_reads_find_every_batch_without_the_index_scan(open_log: Opener, tm
     every_offset_reads_its_batch(reopened)
     reopened.append_as_leader(batch(3, 60), epoch=3)
     every_offset_reads_its_batch(reopened)
+
+
+def test_a_read_of_the_last_leader_append_needs_no_file_read(open_log: Opener, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caught-up follower's Fetch reads exactly the leader's last append: served from the
+    bytes just written, the same as the file gives, and never once anything changed the tail."""
+    log = open_log()
+    log.append_as_leader([batch(2, 50)], epoch=1)
+    info = log.append_as_leader([batch(3, 50), batch(1, 50)], epoch=1)
+    real_pread = os.pread
+    preads = 0
+
+    def counting_pread(fd: int, n: int, pos: int) -> bytes:
+        nonlocal preads
+        preads += 1
+        return real_pread(fd, n, pos)
+
+    monkeypatch.setattr(os, "pread", counting_pread)
+    fast = log.read(info.first_offset, 1 << 20)
+    assert preads == 0
+    assert fast.records.readonly
+    monkeypatch.undo()
+    log.flush()
+    with open(log.dir / "00000000000000000000.log", "rb") as f:
+        on_disk = f.read()
+    assert bytes(fast.records) == on_disk[fast.position:]
+    assert offsets(fast.records) == [(2, 4), (5, 5)]
+    # what the slow path answers otherwise: a byte limit below the append, a max offset
+    assert offsets(log.read(info.first_offset, 10).records) == [(2, 4)]
+    assert offsets(log.read(info.first_offset, 1 << 20, max_offset=5).records) == [(2, 4)]
+    # truncated and refilled by a follower append at the same offsets: the new bytes
+    log.truncate_to(info.first_offset)
+    other = batch(4, 70, epoch=2, base=info.first_offset)
+    log.append_as_follower(other)
+    assert log.end_offset == info.last_offset + 1
+    assert bytes(log.read(info.first_offset, 1 << 20).records) == other
+    # a later append: the earlier one is read from the file again
+    newer = log.append_as_leader([batch(1, 10)], epoch=2)
+    assert offsets(log.read(info.first_offset, 1 << 20).records) == [(2, 5), (6, 6)]
+    assert offsets(log.read(newer.first_offset, 1 << 20).records) == [(6, 6)]
+    # emptied and restarted (a snapshot installed) at the same end: nothing of the old tail
+    log.append_as_leader([batch(2, 10)], epoch=2)
+    log.truncate_fully_and_start_at(9)
+    log.append_as_follower(batch(1, 10, epoch=3, base=9))
+    assert offsets(log.read(9, 1 << 20).records) == [(9, 9)]
