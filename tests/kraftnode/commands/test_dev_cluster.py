@@ -51,8 +51,9 @@ def test_stop_and_restart_with_dir_keeps_the_data(tmp_path: Path) -> None:
     assert dirs == ["node1", "node2", "node3"]
     dir_ids = {i: read_meta_properties(d / f"node{i}" / "metadata").directory_id  # type: ignore[union-attr]
                for i in (1, 2, 3)}
-    segment = d / "node1" / "metadata" / "__cluster_metadata-0" / "00000000000000000000.log"
-    size1 = segment.stat().st_size
+    segments = {i: d / f"node{i}" / "metadata" / "__cluster_metadata-0" / "00000000000000000000.log"
+                for i in (1, 2, 3)}
+    size1 = {i: seg.stat().st_size for i, seg in segments.items()}
 
     second = dev_cluster("--dir", str(d), "--for-seconds", "0.5").stdout
     assert f"{cluster_id} restarted with its data in {d}" in second
@@ -61,7 +62,11 @@ def test_stop_and_restart_with_dir_keeps_the_data(tmp_path: Path) -> None:
     # the log kept what the first run committed and grew (a new epoch's LeaderChange, ...)
     assert int(field(second, "HighWatermark")) > hw1
     assert int(field(second, "LeaderEpoch")) > int(field(first, "LeaderEpoch"))
-    assert segment.stat().st_size > size1
+    # on the disks of a majority at least: the high watermark moved, and a node that started
+    # after the election may not have heard from the leader within the half second (CI saw
+    # node 1 still waiting for its BeginQuorumEpoch when the run ended)
+    grew = [i for i, seg in segments.items() if seg.stat().st_size > size1[i]]
+    assert len(grew) >= 2, (grew, size1)
     assert {i: read_meta_properties(d / f"node{i}" / "metadata").directory_id  # type: ignore[union-attr]
             for i in (1, 2, 3)} == dir_ids
     # each run appended to the node's log; both start lines are there
