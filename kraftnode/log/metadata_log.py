@@ -118,12 +118,14 @@ class AppendInfo:
 @dataclass(frozen=True, slots=True)
 class _LastAppend:
     """The bytes of the last leader append as written, for reads of exactly them (a
-    follower's Fetch at the offset it starts at, while nothing came after it)."""
+    follower's Fetch at the offset it starts at, while nothing came after it). Only an
+    append rolls a segment and every truncation drops this, so while the log still ends
+    at ``end_offset`` these bytes are the tail of the last segment."""
 
     first_offset: int
     end_offset: int
     data: memoryview
-    segment: LogSegment
+    segment_base_offset: int
     position: int
 
 
@@ -320,8 +322,8 @@ class MetadataLog:
             # ``buf`` is this log's own copy, never written again: a read of exactly this
             # append (every follower's next Fetch) is served from it, not from the file
             seg = self._segments[-1]
-            self._last_leader_append = _LastAppend(info.first_offset, seg.next_offset, mv.toreadonly(), seg,
-                                                   seg.size - len(buf))
+            self._last_leader_append = _LastAppend(info.first_offset, seg.next_offset, mv.toreadonly(),
+                                                   seg.base_offset, seg.size - len(buf))
             return info
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
@@ -417,10 +419,9 @@ class MetadataLog:
                 return ReadInfo(offset, empty, self._segments[-1].base_offset, self._segments[-1].size)
             last = self._last_leader_append
             if (last is not None and offset == last.first_offset and end == last.end_offset
-                    and last.segment is self._segments[-1] and len(last.data) <= max_bytes
-                    and max_offset is None):
+                    and len(last.data) <= max_bytes and max_offset is None):
                 # what the file would give: all of the last append, whole batches (min_one_batch moot)
-                return ReadInfo(offset, last.data, last.segment.base_offset, last.position)
+                return ReadInfo(offset, last.data, last.segment_base_offset, last.position)
             i = bisect.bisect_right(self._bases, offset) - 1
             while i < len(self._segments):
                 seg = self._segments[i]
