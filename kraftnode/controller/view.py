@@ -68,7 +68,14 @@ def directory_online(d: uuid.UUID, online: list[uuid.UUID]) -> bool:
 
 
 class ControllerView(MetadataState):
-    """A :class:`MetadataState` with the controller's indexes (see the module docstring)."""
+    """A :class:`MetadataState` with the controller's indexes (see the module docstring).
+
+    Application data (Produce, OffsetCommit) is counted, not decoded: the controller needs
+    only ``foreign_records`` (BrokerRegistration is refused while the log holds any), and the
+    view replays every batch the leader appends, so under a full Produce load decoding them
+    here stalled the leader's event loop once a second."""
+
+    keeps_application_data = False
 
     def __init__(self) -> None:
         super().__init__()

@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
 from kraftnode.metadata.image import MetadataImage
@@ -144,6 +144,10 @@ class MetadataState:
     image: MetadataImage = field(default_factory=MetadataImage)
     # application records with a key: the latest value per key (compacted-topic semantics)
     app: dict[bytes, bytes] = field(default_factory=dict)
+    #: whether application records' keys and values are kept in ``app``: the committed state
+    #: keeps them (snapshots hold them, groups load their offsets from them); a view that only
+    #: needs ``foreign_records`` counts a batch from its header instead of decoding it
+    keeps_application_data: ClassVar[bool] = True
     # the image as it was before an open metadata transaction (restored on abort)
     _before_transaction: tuple[MetadataImage, dict[str, Any]] | None = None
 
@@ -236,6 +240,10 @@ class MetadataState:
             self.features_changed = False
 
     def _replay_application(self, b: BatchView, end_offset: int | None) -> None:
+        if not self.keeps_application_data and b.base_offset >= self.next_offset and (
+                end_offset is None or b.last_offset < end_offset):
+            self.foreign_records += b.records_count  # wholly in range: every record counts
+            return
         try:
             records = list(b.records())
         except (CorruptBatchError, DecodeError, ValueError) as e:
@@ -244,7 +252,7 @@ class MetadataState:
             if r.offset < self.next_offset or (end_offset is not None and r.offset >= end_offset):
                 continue
             self.foreign_records += 1
-            if r.key is not None:
+            if r.key is not None and self.keeps_application_data:
                 if r.value is None:
                     self.app.pop(bytes(r.key), None)
                 else:
