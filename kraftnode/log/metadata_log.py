@@ -119,14 +119,13 @@ class AppendInfo:
 class _LastAppend:
     """The bytes of the last leader append as written, for reads of exactly them (a
     follower's Fetch at the offset it starts at, while nothing came after it). Only an
-    append rolls a segment and every truncation drops this, so while the log still ends
-    at ``end_offset`` these bytes are the tail of the last segment."""
+    append rolls a segment or writes to one, and every truncation drops this, so while the
+    log still ends at ``end_offset`` these bytes are the tail of the last segment (where
+    they lie in it follows from its size)."""
 
     first_offset: int
     end_offset: int
     data: memoryview
-    segment_base_offset: int
-    position: int
 
 
 @dataclass(frozen=True)
@@ -321,9 +320,8 @@ class MetadataLog:
             info = self._append_validated(mv, views)
             # ``buf`` is this log's own copy, never written again: a read of exactly this
             # append (every follower's next Fetch) is served from it, not from the file
-            seg = self._segments[-1]
-            self._last_leader_append = _LastAppend(info.first_offset, seg.next_offset, mv.toreadonly(),
-                                                   seg.base_offset, seg.size - len(buf))
+            self._last_leader_append = _LastAppend(info.first_offset, self._segments[-1].next_offset,
+                                                   mv.toreadonly())
             return info
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
@@ -421,7 +419,8 @@ class MetadataLog:
             if (last is not None and offset == last.first_offset and end == last.end_offset
                     and len(last.data) <= max_bytes and max_offset is None):
                 # what the file would give: all of the last append, whole batches (min_one_batch moot)
-                return ReadInfo(offset, last.data, last.segment_base_offset, last.position)
+                seg = self._segments[-1]
+                return ReadInfo(offset, last.data, seg.base_offset, seg.size - len(last.data))
             i = bisect.bisect_right(self._bases, offset) - 1
             while i < len(self._segments):
                 seg = self._segments[i]
