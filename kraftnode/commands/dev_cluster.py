@@ -26,6 +26,8 @@ from kraftnode.quorum_client import QuorumInfo
 NAME = "dev-cluster"
 #: how long the nodes get to shut down cleanly after dev-cluster's SIGTERM
 STOP_TIMEOUT_S = 30.0
+#: how long dev-cluster waits for a node it had to kill before it gives up on it
+KILL_TIMEOUT_S = 10.0
 HELP = "format and start a local quorum on loopback, print its status, run until Ctrl-C"
 EXAMPLES = """\
   kraftnode dev-cluster                          # 3 voters in a new temporary directory
@@ -238,10 +240,15 @@ def run(args: argparse.Namespace) -> int:
             try:
                 p.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                print(f"node {i + 1} did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM: killed",
-                      flush=True)
+                print(f"node {i + 1} (pid {p.pid}) did not stop within {STOP_TIMEOUT_S:.0f} s of "
+                      f"SIGTERM ({process_state(p.pid)}): killed", flush=True)
                 p.kill()
-                p.wait()
+                try:
+                    p.wait(timeout=KILL_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    # only a process stuck in the kernel outlives SIGKILL; say so, do not hang
+                    print(f"node {i + 1} (pid {p.pid}) is still there {KILL_TIMEOUT_S:.0f} s after "
+                          f"SIGKILL ({process_state(p.pid)})", flush=True)
         print(f"dev cluster stopped; its data stays in {root}")
     return 0
 
@@ -304,6 +311,20 @@ def _committed(info: QuorumInfo) -> bool:
     leader = next((v for v in info.voters if v.replica_id == info.leader_id), None)
     return (leader is not None and info.high_watermark >= 2
             and info.high_watermark >= leader.log_end_offset)
+
+
+def process_state(pid: int) -> str:
+    """What a node that ignores the stop is doing, as Linux tells it (``/proc/PID``): its
+    scheduler state and the kernel function it waits in, e.g. ``D (disk sleep) in
+    fdatasync``. ``state unknown`` where there is no ``/proc``."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        state = next((line.split(":", 1)[1].strip() for line in status.splitlines()
+                      if line.startswith("State:")), "?")
+        wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+    except OSError:
+        return "state unknown"
+    return f"state {state}" + (f" in {wchan}" if wchan not in ("", "0") else "")
 
 
 def _wait(procs: list[subprocess.Popen[str]], deadline: float | None) -> None:

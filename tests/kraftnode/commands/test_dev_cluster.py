@@ -10,10 +10,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from kraftnode.commands import dev_cluster as dev_cluster_mod
 from kraftnode.log.meta_properties import read_meta_properties
 
 pytestmark = pytest.mark.timeout(240)
@@ -141,13 +143,43 @@ def test_ctrl_c_always_stops_every_node_cleanly(tmp_path: Path) -> None:
                 tails = "".join(f"\n--- node{i}/node.log\n" + (d / f"node{i}" / "node.log").read_text()[-1500:]
                                 for i in (1, 2, 3))
                 raise AssertionError(f"dev-cluster still running 90 s after Ctrl-C (run {run}); "
-                                     f"its output: {e.output!r}{tails}") from None
+                                     f"its output: {e.output!r}; dev-cluster "
+                                     f"{dev_cluster_mod.process_state(proc.pid)}; nodes left: "
+                                     f"{_left_behind(d)}{tails}") from None
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            for pid, _ in _left_behind(d):  # a failed run leaves no node to the next test
+                os.kill(pid, signal.SIGKILL)
         assert proc.returncode == 0, err
         assert "dev cluster stopped" in out and "killed" not in out, out
         for i in (1, 2, 3):
             text = (d / f"node{i}" / "node.log").read_text()
             assert text.count(f"node {i} shut down cleanly") == run, (run, i, text[-1500:])
+
+
+def _left_behind(d: Path) -> list[tuple[int, str]]:
+    """The node processes of the dev cluster in ``d`` still running, with their state."""
+    found = []
+    for proc_dir in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc_dir / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"start" in cmdline and any(str(d).encode() in arg for arg in cmdline):
+            found.append((int(proc_dir.name), dev_cluster_mod.process_state(int(proc_dir.name))))
+    return found
+
+
+def test_a_stuck_node_is_named_with_its_state(tmp_path: Path) -> None:
+    """When dev-cluster has to kill a node it says what the node was doing, from /proc."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.2)
+        state = dev_cluster_mod.process_state(sleeper.pid)
+        assert state.startswith("state S (sleeping)"), state
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert dev_cluster_mod.process_state(sleeper.pid) == "state unknown"
