@@ -4,6 +4,7 @@ is printed once the bootstrap records are committed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -151,7 +152,8 @@ def test_ctrl_c_always_stops_every_node_cleanly(tmp_path: Path) -> None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             for pid, _ in _left_behind(d):  # a failed run leaves no node to the next test
-                os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         assert proc.returncode == 0, err
         assert "dev cluster stopped" in out and "killed" not in out, out
         for i in (1, 2, 3):
