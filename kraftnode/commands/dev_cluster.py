@@ -338,6 +338,10 @@ def _wait(procs: list[subprocess.Popen[str]], deadline: float | None) -> None:
     # the terminal closing: its SIGHUP reaches this process only (the nodes have their own
     # process groups), which stops them as Ctrl-C does
     signal.signal(signal.SIGHUP, on_term)
+    # Ctrl-C too is a flag here, not a KeyboardInterrupt: raised inside Popen.poll() between
+    # its waitpid lock's acquire and its try, it left the lock held, so that node was never
+    # reaped (every later wait timed out, the wait after SIGKILL blocked for ever)
+    signal.signal(signal.SIGINT, on_term)
     reported: set[int] = set()
     while not stop:
         if deadline is not None and time.monotonic() > deadline:

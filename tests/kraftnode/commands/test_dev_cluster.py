@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -185,3 +186,24 @@ def test_a_stuck_node_is_named_with_its_state(tmp_path: Path) -> None:
         sleeper.kill()
         sleeper.wait()
     assert dev_cluster_mod.process_state(sleeper.pid) == "state unknown"
+
+
+def test_ctrl_c_while_running_is_a_flag_not_an_exception() -> None:
+    """While dev-cluster polls its nodes, Ctrl-C sets a flag as SIGTERM does. As a
+    KeyboardInterrupt it could be raised inside ``Popen.poll()`` between the acquire of
+    its waitpid lock and the ``try`` that releases it; that node was then never reaped,
+    dev-cluster killed it after 30 s and hung in the wait after (the CI failure of
+    2026-11-28; with two copies of the Ctrl-C test at once, 1 run in 20)."""
+    script = textwrap.dedent("""
+        import os, signal, subprocess, threading
+        from kraftnode.commands.dev_cluster import _wait
+        child = subprocess.Popen(["sleep", "30"])
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        _wait([child], None)
+        print("returned")
+        child.kill()
+        print("reaped", child.wait(timeout=5))
+    """)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    assert res.stdout.split("\n")[:2] == ["returned", f"reaped {-signal.SIGKILL}"], res.stdout
