@@ -172,7 +172,9 @@ def test_quick_mode_runs_and_prints_its_ratios(tmp_path: Path) -> None:
     says why it is missing."""
     no_kafka = tmp_path / "no-kafka"
     r = subprocess.run([sys.executable, str(BENCH), "--quick", "--skip-anchors", "--skip-physical",
-                        "--ops1", "200", "--opsn", "2000", "--read-ops", "100", "--raft-seconds", "6",
+                        # --quick takes a tenth: 200 records at 1 outstanding, ~0.2 s, so that
+                        # the servers' CPU is never 0 ticks of /proc's 10 ms (20 could be)
+                        "--ops1", "2000", "--opsn", "2000", "--read-ops", "100", "--raft-seconds", "6",
                         "--raft-warmup", "2", "--baseline", "HEAD", "--kafka-home", str(no_kafka),
                         "--tmp", str(tmp_path)], capture_output=True, text=True, timeout=110)
     assert r.returncode == 0, r.stderr[-3000:]
