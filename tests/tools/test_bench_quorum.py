@@ -6,6 +6,7 @@ kraftnode-only mode, reports both concurrency levels, and degrades to kraftnode-
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench" / "quorum.py"
-TINY = ["--skip-anchors", "--skip-physical", "--ops1", "40", "--opsn", "400",
+TINY = ["--skip-anchors", "--skip-physical", "--skip-cpu-floor", "--ops1", "40", "--opsn", "400",
         "--repeats", "1", "--max-seconds", "20", "--skip-raft-workload", "--baseline", "none"]
 
 
@@ -167,7 +168,8 @@ def test_quick_mode_runs_and_prints_its_ratios(tmp_path: Path) -> None:
     """The regression guard of issue 28: --quick still runs end to end -- kraftnode at 1 and
     64 outstanding, the baseline commit's kraftnode beside it (here HEAD, from git archive),
     the raft workload rows at TestRaftServer's rate and at kraftnode's maximum -- and prints
-    every target line, with a ratio where this run has both sides. No etcd, no floors and no
+    every target line, with a ratio where this run has both sides, the CPU target's with the
+    skeleton's CPU per commit beside it. No etcd, no physical floors and no
     Kafka here (those take minutes, or JVMs): their lines say n/a, and the TestRaftServer row
     says why it is missing."""
     no_kafka = tmp_path / "no-kafka"
@@ -199,5 +201,7 @@ def test_quick_mode_runs_and_prints_its_ratios(tmp_path: Path) -> None:
         assert check in targets, check
     cpu = next(ln for ln in targets.splitlines() if "vs the baseline commit" in ln)
     assert "x (target <= 0.33x baseline)" in cpu and ("MET" in cpu or "MISSED" in cpu)
+    # the scale the target is read against, measured in the same run (cpu_floor.py)
+    assert re.search(r"the skeleton of a commit: [\d,]+ us \(\d\.\d\dx baseline\)", cpu), cpu
     assert "no TestRaftServer rows" in out
     assert not list(tmp_path.glob("quorum-bench-*"))      # every data dir removed

@@ -29,6 +29,10 @@ from a ``git archive`` of that commit, rows ``kraftnode@REF``), and p50 at 1 out
    commit latency from the append call to the leader's commit notification -- and kraftnode
    as fast as it commits; checks: kraftnode's maximum >= 1.0x Kafka's records/s, its p99 at
    Kafka's rate <= Kafka's. Skipped with the reason when Kafka is absent.
+5. the CPU scale of the CPU target (tools/bench/cpu_floor.py, unless ``--skip-cpu-floor``):
+   the servers' CPU per commit of a skeleton of kraftnode's messages (the kernel's part with
+   the least Python that drives it) and, in full mode, kraftnode's own CPU if its sans-IO
+   layers (codec, raft core, log, metadata) cost nothing; the CPU target's line names both.
 
 The shared bench directory is found at ``<checkout>/../shared/bench`` (or
 ``<checkout>/../../shared/bench``, for a git worktree); without it the run is kraftnode-only (no floors, no anchors) and says so.  The anchors need Debian's
@@ -646,16 +650,19 @@ def find_py_spy() -> str | None:
 
 
 @contextmanager
-def py_spy(pid: int, out: Path | None, rate: int = 200) -> Iterator[None]:
-    """Sample ``pid`` with py-spy while the block runs (collapsed stacks into ``out``).
+def py_spy(pid: int, out: Path | None, rate: int = 200, native: bool = False) -> Iterator[None]:
+    """Sample ``pid`` with py-spy while the block runs (collapsed stacks into ``out``): where
+    the interpreter holds the GIL, or with ``native`` every active sample with its C frames
+    (system calls included; py-spy then pauses the process for each sample).
 
     py-spy stops on SIGINT and then writes its file; it is our child, stopped by PID."""
     exe = find_py_spy() if out is not None else None
     if out is None or exe is None:
         yield
         return
+    how = ["--native"] if native else ["--gil", "--nonblocking"]
     p = subprocess.Popen([exe, "record", "--pid", str(pid), "--format", "raw", "--rate",
-                          str(rate), "--full-filenames", "--gil", "--nonblocking", "-o", str(out)],
+                          str(rate), "--full-filenames", *how, "-o", str(out)],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -1000,6 +1007,20 @@ def run_physical(args: argparse.Namespace, shared: Path) -> dict[str, dict[str, 
     return {r["test"]: r for r in recs if "test" in r}
 
 
+def run_cpu_floor(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """tools/bench/cpu_floor.py: the skeleton's CPU per commit and, in full mode, kraftnode's
+    with its sans-IO layers free (``cpu_skeleton``, ``cpu_kraftnode``, ``cpu_bound``)."""
+    argv = [sys.executable, str(Path(__file__).with_name("cpu_floor.py")), "--json",
+            "--ops", "1000" if args.quick else "3000", "--warm", "100" if args.quick else "500"]
+    if not args.quick:
+        argv.append("--kraftnode")
+    if args.tmp:
+        argv += ["--dir", args.tmp]
+    log("CPU floor: " + " ".join(argv))
+    return {f"cpu_{r['system']}": {"test": f"cpu_{r['system']}", **r}
+            for r in run_script(argv, 900, "cpu_floor.py") if "system" in r}
+
+
 def run_anchors(args: argparse.Namespace, shared: Path, levels: list[int]) -> list[dict[str, Any]]:
     script = shared / "anchors.py"
     if not script.exists():
@@ -1068,6 +1089,7 @@ def checks(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]]) -> lis
                                    "servers' CPU / records, median of the repeats)"),
                      "n/a (no baseline row in this run: --baseline REF)"),
     ]
+    _cpu_scale(out[-1], floors, base1)
     fs, rtt = floors.get("fsync_4k_append"), floors.get("tcp_rtt_100b")
     c: dict[str, Any] = {"check": "p50 at 1 outstanding vs floor (fsync p50 + loopback RTT p50)",
                          "target": f"<= {TARGET_FLOOR_FACTOR:.0f}x floor"}
@@ -1117,6 +1139,23 @@ def checks(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]]) -> lis
             sec, k64, "ops_per_s", lambda r: r >= TARGET_SECURE_RATIO,
             lambda a, b: f"{a:,.0f} vs {b:,.0f} records/s", "n/a (no PLAINTEXT figure in this run)"))
     return out
+
+
+def _cpu_scale(check: dict[str, Any], floors: dict[str, dict[str, Any]],
+               base1: dict[str, Any] | None) -> None:
+    """Name, in the CPU target's line, what the same run measured for the skeleton of a
+    commit and for kraftnode with its sans-IO layers free (tools/bench/cpu_floor.py)."""
+    base = (base1 or {}).get("cpu_us_per_record")
+    for key, what in (("cpu_skeleton", "the skeleton of a commit"),
+                      ("cpu_bound", "kraftnode with its sans-IO layers free")):
+        us = floors.get(key, {}).get("cpu_us_per_commit")
+        if us is None:
+            continue
+        check[key + "_us"] = us
+        check["detail"] += f"; {what}: {us:,.0f} us"
+        if base:
+            check[key + "_ratio"] = round(us / base, 3)
+            check["detail"] += f" ({us / base:.2f}x baseline)"
 
 
 def comparisons(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1199,13 +1238,25 @@ def print_table(rows: list[dict[str, Any]], floors: dict[str, dict[str, Any]],
                 raft_rows: list[dict[str, Any]] | None = None) -> None:
     print(f"kraftnode quorum benchmark -- {NODES} nodes on 127.0.0.1, {VALUE_SIZE}-byte values, "
           f"python {platform.python_version()}, {os.cpu_count()} cores")
-    if floors:
+    physical = [n for n in ("fsync_4k_append", "fsync_4k_overwrite", "tcp_rtt_100b",
+                            "tcp_rtt_100b_same_cpu", "tcp_rtt_100b_cross_cpu") if n in floors]
+    if physical:
         print("\nfloors (physical.py):")
-        for name in ("fsync_4k_append", "fsync_4k_overwrite", "tcp_rtt_100b",
-                     "tcp_rtt_100b_same_cpu", "tcp_rtt_100b_cross_cpu"):
-            f = floors.get(name)
-            if f:
-                print(f"  {name:<24} p50 {f['p50_ms']:.3f} ms  p99 {f['p99_ms']:.3f} ms")
+        for name in physical:
+            f = floors[name]
+            print(f"  {name:<24} p50 {f['p50_ms']:.3f} ms  p99 {f['p99_ms']:.3f} ms")
+    cpu = [floors[n] for n in ("cpu_skeleton", "cpu_kraftnode", "cpu_bound") if n in floors]
+    if cpu:
+        print("\nCPU per commit at 1 outstanding, the 3 servers (cpu_floor.py):")
+        for f in cpu:
+            label = {"skeleton": "skeleton", "kraftnode": "kraftnode",
+                     "bound": "kraftnode, sans-IO free"}[f["system"]]
+            if "cpu_us_per_commit" not in f:
+                print(f"  {label:<24} {f.get('error', 'no figure')}")
+                continue
+            split = (f"  (user {f['user_us_per_commit']:,.0f}, system {f['system_us_per_commit']:,.0f})"
+                     if "user_us_per_commit" in f else "")
+            print(f"  {label:<24} {f['cpu_us_per_commit']:>7,.0f} us{split}")
     print()
     hdr = f"{'system':<22} {'version':<16} {'outstanding':>11} {'ops/s':>9} {'p50 ms':>8} " \
           f"{'p99 ms':>8} {'srv cpu':>7} {'noise':>6} {'us/rec':>7}  durability"
@@ -1299,6 +1350,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="10x fewer ops everywhere and one kraftnode repeat")
     ap.add_argument("--skip-anchors", action="store_true", help="no etcd/ZooKeeper run")
     ap.add_argument("--skip-physical", action="store_true", help="no physical floors")
+    ap.add_argument("--skip-cpu-floor", action="store_true",
+                    help="no CPU floor (tools/bench/cpu_floor.py: the skeleton and, in full mode, the bound)")
     ap.add_argument("--json", action="store_true",
                     help="one JSON object per line (floors, rows, checks) instead of a table")
     ap.add_argument("--anchors", default="etcd,zookeeper,pysyncobj",
@@ -1432,6 +1485,8 @@ def main(argv: list[str] | None = None) -> int:
                 baseline_tmp = Path(tempfile.mkdtemp(prefix="quorum-bench-baseline-", dir=args.tmp))
                 args.baseline_dir = checkout_baseline(args.baseline, baseline_tmp, notes)
             floors = {} if args.skip_physical else run_physical(args, shared)
+            if not args.skip_cpu_floor:
+                floors.update(run_cpu_floor(args))
             rows = run_kraftnode(args, args.levels, args.security, args.variants)
             anchors = [] if args.skip_anchors else run_anchors(args, shared, args.levels)
             if args.raft_workload:

@@ -70,14 +70,20 @@ def find_kafka_home() -> tuple[Path | None, str]:
                   "checkout): no TestRaftServer rows")
 
 
-def proc_ticks(pid: int) -> int | None:
-    """User + system CPU ticks of ``pid`` from /proc (None once it is gone); quorum.py uses it too."""
+def proc_cpu_ticks(pid: int) -> tuple[int, int] | None:
+    """(user, system) CPU ticks of ``pid`` from /proc (None once it is gone)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             rest = f.read().rsplit(")", 1)[1].split()
-        return int(rest[11]) + int(rest[12])
+        return int(rest[11]), int(rest[12])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def proc_ticks(pid: int) -> int | None:
+    """User + system CPU ticks of ``pid`` from /proc (None once it is gone); quorum.py uses it too."""
+    t = proc_cpu_ticks(pid)
+    return None if t is None else t[0] + t[1]
 
 
 def _stop(procs: list[subprocess.Popen[bytes]], timeout: float = 20) -> None:
