@@ -62,12 +62,6 @@ def ok(r: object) -> str:
     return out
 
 
-def create(setup: Setup, topic: str, *args: str) -> None:
-    ok(setup.topics_cli("--create", "--topic", topic, *args))
-    wait_until(f"{topic} in every broker's metadata", lambda: all(
-        partitions(setup.ports[b], topic) for b in BROKERS if setup.brokers[b].running), 30)
-
-
 def described_configs(setup: Setup, topic: str) -> set[str]:
     """The ``Configs:`` of ``kafka-topics.sh --describe`` (in the broker's order)."""
     m = re.search(r"Configs: (\S*)", setup.topics_cli("--describe", "--topic", topic).stdout)
@@ -81,7 +75,7 @@ def leader_port(setup: Setup, topic: str, partition: int) -> int:
 
 
 def test_topic_and_broker_configs(setup: Setup) -> None:
-    create(setup, "cfg", "--partitions", "3", "--replication-factor", "3")
+    setup.create_topic("cfg", "--partitions", "3", "--replication-factor", "3")
     out = ok(setup.cli("kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", "cfg",
                        "--add-config", "max.message.bytes=2048,retention.ms=3600000"))
     assert "Completed updating config for topic cfg." in out
@@ -111,7 +105,7 @@ def test_topic_and_broker_configs(setup: Setup) -> None:
                lambda: produce_one(leader_port(setup, "cfg", 0), "cfg", 0, b"x" * 4000) == Errors.NONE, 20)
 
     # a broker config: message.max.bytes on broker 101 limits the partitions it leads
-    create(setup, "on101", "--replica-assignment", "101")
+    setup.create_topic("on101", "--replica-assignment", "101")
     out = ok(setup.cli("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", "101",
                        "--add-config", "message.max.bytes=3000"))
     assert "Completed updating config for broker 101." in out
@@ -127,7 +121,7 @@ def test_topic_and_broker_configs(setup: Setup) -> None:
 
 
 def test_add_partitions(setup: Setup) -> None:
-    create(setup, "grow", "--partitions", "2", "--replication-factor", "2")
+    setup.create_topic("grow", "--partitions", "2", "--replication-factor", "2")
     ok(setup.topics_cli("--alter", "--topic", "grow", "--partitions", "5"))
     out = wait_until("5 partitions described", lambda: (lambda o: o if "PartitionCount: 5" in o else None)(
         setup.topics_cli("--describe", "--topic", "grow").stdout), 20)
@@ -139,7 +133,7 @@ def test_add_partitions(setup: Setup) -> None:
 
 
 def test_reassign_partitions(setup: Setup, tmp_path: Path) -> None:
-    create(setup, "moving", "--replica-assignment", "101:102,102:103")
+    setup.create_topic("moving", "--replica-assignment", "101:102,102:103")
     for p in (0, 1):
         for i in range(5):
             assert produce_one(leader_port(setup, "moving", p), "moving", p, f"m{p}-{i}".encode()) == Errors.NONE
@@ -168,7 +162,7 @@ def test_reassign_partitions(setup: Setup, tmp_path: Path) -> None:
 
 
 def test_preferred_leader_election(setup: Setup) -> None:
-    create(setup, "elect", "--replica-assignment", "101:102:103,102:103:101,103:101:102")
+    setup.create_topic("elect", "--replica-assignment", "101:102:103,102:103:101,103:101:102")
     took = setup.brokers[101].stop()
     print(f"broker 101 stopped (controlled shutdown) in {took:.1f}s")
     parts = partitions(setup.ports[102], "elect")
@@ -191,7 +185,7 @@ def test_preferred_leader_election(setup: Setup) -> None:
 
 
 def test_acls_through_a_broker(setup: Setup) -> None:
-    create(setup, "secret", "--partitions", "1", "--replication-factor", "3")
+    setup.create_topic("secret", "--partitions", "1", "--replication-factor", "3")
     port = leader_port(setup, "secret", 0)
     assert produce_one(port, "secret", 0, b"before") == Errors.NONE
     out = ok(setup.cli("kafka-acls", "--add", "--deny-principal", "User:ANONYMOUS", "--operation", "Write",
@@ -207,7 +201,7 @@ def test_acls_through_a_broker(setup: Setup) -> None:
 
 
 def test_delete_topic(setup: Setup) -> None:
-    create(setup, "doomed", "--partitions", "2", "--replication-factor", "3")
+    setup.create_topic("doomed", "--partitions", "2", "--replication-factor", "3")
     ok(setup.topics_cli("--delete", "--topic", "doomed"))
     wait_until("doomed gone from every broker", lambda: all(
         partitions(setup.ports[b], "doomed") is None for b in BROKERS), 20)

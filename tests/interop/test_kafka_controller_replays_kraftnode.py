@@ -255,10 +255,9 @@ def decode(kafka: KafkaHome, files: list[Path]) -> dict[str, object]:
 
 def test_the_controller_writes_every_kind_of_record(setup: Setup, tmp_path: Path) -> None:
     # topics, configs, partitions
-    ok(setup.topics_cli("--create", "--topic", "alpha", "--partitions", "6", "--replication-factor", "3",
-                        "--config", "retention.ms=600000", "--config", "min.insync.replicas=2"))
-    ok(setup.topics_cli("--create", "--topic", "beta", "--replica-assignment", "101,102",
-                        "--config", "cleanup.policy=compact,delete"))
+    setup.create_topic("alpha", "--partitions", "6", "--replication-factor", "3",
+                       "--config", "retention.ms=600000", "--config", "min.insync.replicas=2")
+    setup.create_topic("beta", "--replica-assignment", "101,102", "--config", "cleanup.policy=compact,delete")
     ok(setup.topics_cli("--alter", "--topic", "alpha", "--partitions", "8"))
     ok(setup.cli("kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", "alpha",
                  "--add-config", "max.message.bytes=100000", "--delete-config", "retention.ms"))
@@ -365,7 +364,7 @@ def test_a_kafka_controller_joins_replays_everything_and_takes_over(setup: Setup
     differ = [(o, k) for o, k in zip(ours_answers, kafka_answers, strict=True) if o != k]
     assert not differ, "kraftnode vs Kafka:\n" + "\n".join(f"  {o}\n  {k}" for o, k in differ)
     # it is the active controller of the same brokers
-    ok(setup.topics_cli("--create", "--topic", "under-kafka", "--partitions", "4", "--replication-factor", "2"))
+    setup.create_topic("under-kafka", "--partitions", "4", "--replication-factor", "2")
     ok(setup.topics_cli("--alter", "--topic", "under-kafka", "--partitions", "6"))
     wait_until("the new partitions on the brokers", lambda: len(partitions(setup.ports[102], "under-kafka") or {})
                == 6, 20)

@@ -171,6 +171,17 @@ class Setup:
     def topics_cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return self.cli("kafka-topics", *args)
 
+    def create_topic(self, topic: str, *args: str) -> str:
+        """``kafka-topics.sh --create``, then wait until every running broker's metadata has the
+        topic: the tool returns once the controller committed it, and a broker learns it with
+        its next metadata fetch, so a tool run right after (``--alter``) can be answered by a
+        broker that does not know the topic yet ("does not exist as expected")."""
+        r = self.topics_cli("--create", "--topic", topic, *args)
+        assert r.returncode == 0, r.stdout + r.stderr
+        wait_until(f"{topic} in every broker's metadata", lambda: all(
+            partitions(self.ports[b], topic) for b in self.broker_ids if self.brokers[b].running), 30)
+        return r.stdout
+
     def start_all(self, cluster_id: str, defer: tuple[int, ...] = ()) -> None:
         """Format and start every controller but those in ``defer`` (Kafka controllers a
         test starts later), then the brokers; return once every broker is unfenced."""
