@@ -39,13 +39,13 @@ import asyncio
 import json
 import os
 import socket
-import statistics
 import struct
 import subprocess
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -55,6 +55,7 @@ if str(ROOT) not in sys.path:
 
 from kraftnode.commands.dev_cluster import free_ports  # noqa: E402
 from kraftnode.quorum_client import _recv_exactly  # noqa: E402
+from tools.bench import latency_budget, quorum  # noqa: E402
 from tools.bench.raft_compare import proc_cpu_ticks  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -121,7 +122,6 @@ class _Log:
 class _LeaderState:
     def __init__(self, log: _Log) -> None:
         self.log = log
-        self.end = 0                                   # records appended
         self.flushed = 0                               # records fsynced here
         self.batches: list[bytes] = []                 # every batch, served from memory
         self.parked: dict[_LeaderConn, int] = {}       # follower -> offset it waits at
@@ -150,8 +150,7 @@ class _LeaderConn(_Framed):
         if kind == 0x50:                               # P: Produce
             batch = frame[20:]
             st.log.append(batch)
-            offset = st.end
-            st.end += 1
+            offset = len(st.batches)
             st.batches.append(batch)
             for conn, at in list(st.parked.items()):
                 if at == offset:
@@ -159,13 +158,13 @@ class _LeaderConn(_Framed):
                     assert conn.transport is not None
                     conn.transport.write(_answer(offset, batch))
             st.log.sync()
-            st.flushed = st.end
+            st.flushed = len(st.batches)
             st.waiting = (self, offset)
             st.commit_check()
         elif kind == 0x46:                             # F: a follower's Fetch
             (at,) = OFFSET.unpack_from(frame, 1)
             st.fetched[self] = at
-            if at < st.end:                            # a follower one or more behind
+            if at < len(st.batches):                   # a follower one or more behind
                 assert self.transport is not None
                 self.transport.write(_answer(at, st.batches[at]))
             else:
@@ -224,12 +223,6 @@ def _per_commit(before: list[tuple[int, int]], after: list[tuple[int, int]],
             for b, a in zip(before, after, strict=True)]
 
 
-def _latency(lat_ms: list[float]) -> dict[str, float]:
-    lat = sorted(lat_ms)
-    return {"p50_ms": round(statistics.median(lat), 3),
-            "p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 3)}
-
-
 def _totals(per_node: list[tuple[float, float]]) -> dict[str, float]:
     user, system = sum(u for u, _ in per_node), sum(s for _, s in per_node)
     return {"user_us_per_commit": round(user, 1), "system_us_per_commit": round(system, 1),
@@ -258,25 +251,25 @@ def measure_skeleton(ops: int, warm: int, root: Path) -> dict[str, Any]:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         time.sleep(0.5)                                 # both followers connected and parked
         frame = _frame(PRODUCE)
-        lat: list[float] = []
-        before = _cpu(pids)
-        for i in range(warm + ops):
-            if i == warm:
-                before = _cpu(pids)
+
+        def commit_one() -> float:
             t0 = time.perf_counter()
             s.sendall(frame)
             (n,) = SIZE.unpack(_recv_exactly(s, 4))
             _recv_exactly(s, n)
-            if i >= warm:
-                lat.append((time.perf_counter() - t0) * 1e3)
+            return time.perf_counter() - t0
+
+        for _ in range(warm):
+            commit_one()
+        before = _cpu(pids)
+        lat = [commit_one() for _ in range(ops)]
         after = _cpu(pids)
         s.close()
     finally:
         for p in procs:
             p.kill()
             p.wait()
-    return {"system": "skeleton", "ops": ops, **_totals(_per_commit(before, after, ops)),
-            **_latency(lat)}
+    return {"system": "skeleton", **quorum._lat_summary(lat), **_totals(_per_commit(before, after, ops))}
 
 
 # --------------------------------------------------------------------------- kraftnode
@@ -296,8 +289,6 @@ UVLOOP = "uvloop/libuv"
 
 def layer_of(stack: str) -> str:
     """The layer of one ``py-spy --native`` raw sample (frames joined by ``;``)."""
-    from tools.bench.quorum import _frame_name
-
     frames = stack.split(";")
     leaf = frames[-1]
     if "libc.so" in leaf or "libpthread" in leaf:
@@ -306,9 +297,9 @@ def layer_of(stack: str) -> str:
     if not py:
         return UVLOOP
     after = frames[py[-1] + 1:]
-    if any(x in f for f in after for x in ("loop.c", "uv_", "uv__")):
+    if any(x in f for f in after for x in ("loop.c", "uv_")):
         return UVLOOP                    # the event loop's C code, called from Python
-    _, rel = _frame_name(frames[py[-1]])
+    _, rel = quorum._frame_name(frames[py[-1]])
     return next((name for name, prefixes in LAYERS if rel.startswith(prefixes)), "other Python")
 
 
@@ -324,36 +315,44 @@ def layer_shares(raw: Path) -> dict[str, float]:
     return {k: round(100 * v / total, 1) for k, v in sorted(counts.items(), key=lambda kv: -kv[1])}
 
 
-def measure_kraftnode(ops: int, warm: int, root: Path, profile_dir: Path | None) -> dict[str, Any]:
-    """A fresh 3-voter quorum at 1 outstanding: each server's user and system CPU per commit;
-    with ``profile_dir``, instead sampled by py-spy --native (the CPU figures of a sampled
-    quorum are not kept: py-spy pauses it for every sample)."""
-    from tools.bench import latency_budget, quorum
-
+@contextmanager
+def _warm_quorum(root: Path, warm: int) -> Iterator[tuple[quorum.Quorum, int]]:
+    """A fresh 3-voter kraftnode quorum that has committed ``warm`` records one at a time;
+    (the quorum, its leader's id)."""
     q = quorum.Quorum(root)
     try:
         q.start()
         leader, _ = q.wait_ready()
         time.sleep(1.0)
         latency_budget.produce_one_at_a_time(q.bootstrap, warm, 0, 120)
-        if profile_dir is not None:
-            files = {n + 1: profile_dir / f"node{n + 1}.txt" for n in range(len(q.pids))}
-            with ExitStack() as stack:
-                for n, pid in enumerate(q.pids):
-                    stack.enter_context(quorum.py_spy(pid, files[n + 1], native=True))
-                done, _ = latency_budget.produce_one_at_a_time(q.bootstrap, ops, 0, 120)
-            return {"leader": leader, "records": len(done),
-                    "layers": {n: layer_shares(f) for n, f in files.items() if f.exists()}}
-        before = _cpu(q.pids)
-        done, errors = latency_budget.produce_one_at_a_time(q.bootstrap, ops, 0, 120)
-        after = _cpu(q.pids)
-        per_node = _per_commit(before, after, len(done))
+        yield q, leader
     finally:
         q.stop()
-    return {"system": "kraftnode", "ops": len(done), "errors": errors, "leader": leader,
+
+
+def measure_kraftnode(ops: int, warm: int, root: Path) -> dict[str, Any]:
+    """Each server's user and system CPU per commit at 1 outstanding, and the latency."""
+    with _warm_quorum(root, warm) as (q, leader):
+        before = _cpu(q.pids)
+        done, errors = latency_budget.produce_one_at_a_time(q.bootstrap, ops, 0, 120)
+        per_node = _per_commit(before, _cpu(q.pids), len(done))
+    return {"system": "kraftnode", **quorum._lat_summary([(t1 - t0) / 1e9 for t0, t1, _ in done]),
+            "errors": errors, "leader": leader,
             "nodes": {n + 1: {"user_us_per_commit": round(u, 1), "system_us_per_commit": round(s, 1)}
                       for n, (u, s) in enumerate(per_node)},
-            **_totals(per_node), **_latency([(t1 - t0) / 1e6 for t0, t1, _ in done])}
+            **_totals(per_node)}
+
+
+def profile_kraftnode(ops: int, warm: int, root: Path, out: Path) -> dict[str, Any]:
+    """Every server sampled by py-spy --native during ``ops`` commits at 1 outstanding: each
+    layer's share of each node's samples (no CPU figures: py-spy pauses it for every sample)."""
+    with _warm_quorum(root, warm) as (q, leader):
+        files = {n + 1: out / f"node{n + 1}.txt" for n in range(len(q.pids))}
+        with ExitStack() as stack:
+            for n, pid in enumerate(q.pids):
+                stack.enter_context(quorum.py_spy(pid, files[n + 1], native=True))
+            latency_budget.produce_one_at_a_time(q.bootstrap, ops, 0, 120)
+    return {"leader": leader, "layers": {n: layer_shares(f) for n, f in files.items() if f.exists()}}
 
 
 def sans_io_free_bound(kn: dict[str, Any], prof: dict[str, Any]) -> dict[str, Any]:
@@ -402,15 +401,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(dir=args.dir) as d:
         out.append(measure_skeleton(args.ops, args.warm, Path(d)))
         if args.kraftnode:
-            from tools.bench.quorum import find_py_spy
-
-            kn = measure_kraftnode(args.ops, args.warm, Path(d) / "kraftnode", None)
+            kn = measure_kraftnode(args.ops, args.warm, Path(d) / "kraftnode")
             out.append(kn)
-            if find_py_spy() is None:
+            if quorum.find_py_spy() is None:
                 out.append({"system": "bound", "error": "py-spy not found (pip install py-spy)"})
             else:
                 (Path(d) / "profile").mkdir()
-                prof = measure_kraftnode(args.ops, args.warm, Path(d) / "profiled",
+                prof = profile_kraftnode(args.ops, args.warm, Path(d) / "profiled",
                                          Path(d) / "profile")
                 out.append({"system": "bound", "what": "kraftnode with its sans-IO layers free",
                             "layers": prof["layers"], "profile_leader": prof["leader"],
