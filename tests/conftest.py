@@ -4,8 +4,11 @@
 A user's clone does not have them, so tests that need them skip with a reason;
 CI sets ``KRAFTNODE_REQUIRE_REFERENCE=1`` which turns the skip into a failure.
 
-``kafka_home``: genuine Apache Kafka's Java code (``tests/support/kafka.py``), the same
-way: ``KAFKA_HOME`` or ``../shared/kafka-3.9``; ``KRAFTNODE_REQUIRE_KAFKA=1`` in CI.
+``kafka_home`` (Kafka 3.9), ``kafka40`` (4.0) and ``kafka44`` (4.4, the newest): genuine Apache
+Kafka's servers, tools and jars (``tests/support/kafka.py``): ``KAFKA_HOME`` when it is of that
+line, else the release from Maven Central that ``tools/kafka_dist.py`` installs, else (3.9 only)
+``../shared/kafka-3.9``; a skip with a reason otherwise, a failure under
+``KRAFTNODE_REQUIRE_KAFKA=1`` (CI).
 """
 
 from __future__ import annotations
@@ -42,9 +45,20 @@ def reference_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def kafka_home() -> KafkaHome:
-    """Genuine Apache Kafka 3.9+ (``KAFKA_HOME``, else ``../shared/kafka-3.9``); skips
-    with a reason when absent, fails under ``KRAFTNODE_REQUIRE_KAFKA=1`` (CI)."""
-    return require_kafka_home()
+    """Genuine Apache Kafka 3.9: the generation the suite was first built against."""
+    return require_kafka_home("3.9")
+
+
+@pytest.fixture(scope="session")
+def kafka40() -> KafkaHome:
+    """Genuine Apache Kafka 4.0 (the newest 4.0.x): the first KRaft-only release."""
+    return require_kafka_home("4.0")
+
+
+@pytest.fixture(scope="session")
+def kafka44() -> KafkaHome:
+    """Genuine Apache Kafka 4.4.0, the newest release."""
+    return require_kafka_home("4.4")
 
 
 # ------------------------------------------------------------------ the parallel group
@@ -63,7 +77,7 @@ IN_PROCESS_FILES = ("test_snapshot_manager.py", "test_listener.py", "test_metric
                     "test_group_fetch_view.py", "test_controller_records.py", "test_bench_fsync_modes.py")
 _SPAWNS = re.compile(
     r"subprocess|Popen|create_subprocess|multiprocessing|ProcessPool|os\.fork|running_node|"
-    r"NodeProcess|kafka_home|KafkaHome|\bCluster\(|StaticCluster|DynamicCluster|local_session|pyspark|"
+    r"NodeProcess|kafka_home|kafka4\d|KafkaHome|\bCluster\(|StaticCluster|DynamicCluster|local_session|pyspark|"
     r"tests\.support\.(?:node|cluster|quorums|netns|kafka|java_\w+)\b")
 _IN_PROCESS: dict[Path, bool] = {}
 

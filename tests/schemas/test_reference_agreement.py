@@ -366,7 +366,11 @@ def test_beyond_3_9_only_adds_newer_versions() -> None:
 # group-coordinator jar, so they are compared with the genuine Kafka installation's copy.
 GROUP_RECORD_FILES = [p for p in SCHEMA_FILES if p.parent.name == "groups"]
 PROTOCOL_FILES = [p for p in SCHEMA_FILES if p.parent.name != "groups"]
-GROUP_COORDINATOR_JAR = "kafka-group-coordinator-3.9.0.jar"
+
+
+def group_coordinator_jar(kafka_home: Any) -> Path:
+    """The installation's ``kafka-group-coordinator-<version>.jar``."""
+    return Path(kafka_home.libs / f"kafka-group-coordinator-{kafka_home.version}.jar")
 
 
 @pytest.mark.parametrize("path", GROUP_RECORD_FILES, ids=_ids(GROUP_RECORD_FILES))
@@ -374,7 +378,7 @@ def test_group_record_agrees_with_kafka_3_9(path: Path, kafka_home: Any) -> None
     import zipfile
 
     ours = _load(path)
-    with zipfile.ZipFile(kafka_home.libs / GROUP_COORDINATOR_JAR) as jar:
+    with zipfile.ZipFile(group_coordinator_jar(kafka_home)) as jar:
         text = jar.read(f"common/message/{path.name}").decode()
     diffs = compare_schema(ours, json.loads(strip_json_comments(text)))
     assert not diffs, f"{path.relative_to(REPO)} differs from Kafka's {path.name}:\n" + "\n".join(diffs)
@@ -384,7 +388,7 @@ def test_every_kafka_group_record_has_a_schema(kafka_home: Any) -> None:
     """Every record of the 3.9 group coordinator but KIP-932's share groups (early access in 3.9)."""
     import zipfile
 
-    with zipfile.ZipFile(kafka_home.libs / GROUP_COORDINATOR_JAR) as jar:
+    with zipfile.ZipFile(group_coordinator_jar(kafka_home)) as jar:
         kafka = {Path(n).stem for n in jar.namelist()
                  if n.startswith("common/message/") and n.endswith(".json")
                  and not Path(n).name.startswith("ShareGroup")}

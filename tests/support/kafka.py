@@ -1,9 +1,13 @@
 """Genuine Apache Kafka (Java) for interop tests: where it is, and how to run its code.
 
-Kafka is found through ``KAFKA_HOME`` (a user's own 3.9+ distribution: ``bin/`` and
-``libs/``), else ``../shared/kafka-3.9`` beside the clone; else the tests that need it
-skip with a reason naming both. CI sets ``KRAFTNODE_REQUIRE_KAFKA=1``, which turns that
-skip into a failure.
+A test names the Kafka release line it needs (``3.9``, ``4.0``, ``4.4``: fixtures
+``kafka_home`` -- 3.9, the line the suite was built on --, ``kafka40`` and ``kafka44`` in
+tests/conftest.py). That release is, in order: ``KAFKA_HOME`` when it is a distribution of that
+line (a user's own: ``bin/`` and ``libs/``); else the release from Maven Central that
+``tools/kafka_dist.py`` installs (on first use, cached under ``.cache/kafka/``); else, for 3.9
+only, ``../shared/kafka-3.9`` beside the clone (Kafka 3.9.0 built from its sources); else the
+test skips with a reason naming what was tried. CI sets ``KRAFTNODE_REQUIRE_KAFKA=1``, which
+turns that skip into a failure.
 
 Java helper programs are sources under ``tests/interop/java/`` (one directory per
 helper set), compiled at test time with ``javac -cp "libs/*"`` into a cache directory
@@ -23,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tools import kafka_dist
+
 REPO = Path(__file__).resolve().parents[2]
 SHARED_KAFKA = REPO.parent / "shared" / "kafka-3.9"
 JAVA_SOURCES = REPO / "tests" / "interop" / "java"
@@ -34,6 +40,41 @@ class KafkaHome:
     """One Kafka installation: ``bin/`` scripts and ``libs/`` jars."""
 
     root: Path
+
+    @property
+    def version(self) -> str:
+        """The release, e.g. ``4.4.0``: from ``VERSION`` (written by tools/kafka_dist.py), else
+        from the name of its ``kafka_2.13-<version>.jar`` (a binary distribution, shared/)."""
+        stamp = self.root / "VERSION"
+        if stamp.is_file():
+            return stamp.read_text().strip()
+        for jar in self.libs.glob("kafka_2.13-*.jar"):
+            rest = jar.name[len("kafka_2.13-"):-len(".jar")]
+            if rest[:1].isdigit() and not rest.endswith(("-test", "-sources")):
+                return rest
+        return "0.0.0"
+
+    @property
+    def line(self) -> str:
+        """``4.4.0`` -> ``4.4``."""
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def major(self) -> int:
+        return int(self.version.split(".")[0])
+
+    def log4j_option(self, config: str = "tools") -> str:
+        """The JVM option naming this release's log configuration (``tools`` or ``server``):
+        Kafka 4.x logs through log4j 2 (KIP-653), 3.9 through log4j 1."""
+        names = {"tools": ("tools-log4j2.yaml", "tools-log4j2.xml", "tools-log4j.properties"),
+                 "server": ("log4j2.yaml", "log4j2.xml", "log4j.properties")}[config]
+        for name in names:
+            path = self.root / "config" / name
+            if path.exists():
+                if name.endswith(".properties"):
+                    return f"-Dlog4j.configuration=file:{path}"
+                return f"-Dlog4j2.configurationFile={path}"
+        return ""
 
     @property
     def bin(self) -> Path:
@@ -88,10 +129,10 @@ class KafkaHome:
         """The argv for running ``main`` from ``classes`` with Kafka's jars (Kafka's
         ``kafka-run-class.sh`` layout: its log4j config, heap default)."""
         cp = f"{classes}:{self.libs}/*"
-        log4j = self.root / "config" / "tools-log4j.properties"
         argv = ["java", "-Xmx256M", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp]
-        if log4j.exists():
-            argv.append(f"-Dlog4j.configuration=file:{log4j}")
+        log4j = self.log4j_option("tools")
+        if log4j:
+            argv.append(log4j)
         return [*argv, main, *args]
 
 
@@ -104,25 +145,49 @@ def java_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def find_kafka_home() -> KafkaHome | None:
-    """``KAFKA_HOME`` wins, else ``../shared/kafka-3.9``; None when neither is usable."""
+def _is_home(path: Path) -> bool:
+    return (path / "bin").is_dir() and (path / "libs").is_dir()
+
+
+def find_kafka_home(line: str = "3.9", install: bool = True) -> KafkaHome | None:
+    """Kafka of release ``line`` (``3.9``, ``4.0``, ``4.4``, or an exact ``4.0.2``):
+    ``KAFKA_HOME`` when it is of that line, else tools/kafka_dist.py's install (made now when
+    ``install``), else ``../shared/kafka-3.9`` for 3.9; None when none is usable."""
     env = os.environ.get("KAFKA_HOME")
-    for candidate in ([Path(env)] if env else []) + [SHARED_KAFKA]:
-        if (candidate / "bin").is_dir() and (candidate / "libs").is_dir():
-            return KafkaHome(candidate)
+    if env and _is_home(Path(env)):
+        home = KafkaHome(Path(env))
+        if home.version == line or home.line == line:
+            return home
+    try:
+        exact = kafka_dist.resolve(line)
+        path = kafka_dist.install(exact) if install else kafka_dist.installed(exact)
+        if path is not None:
+            return KafkaHome(path)
+    except kafka_dist.InstallError as e:
+        _INSTALL_ERRORS[line] = str(e)
+    if line == "3.9" and _is_home(SHARED_KAFKA):
+        return KafkaHome(SHARED_KAFKA)
     return None
 
 
-def require_kafka_home() -> KafkaHome:
-    """For fixtures: the installation, or a skip naming where we looked (a failure
+#: why an install failed, for the skip message
+_INSTALL_ERRORS: dict[str, str] = {}
+
+
+def require_kafka_home(line: str = "3.9") -> KafkaHome:
+    """For fixtures: Kafka of release ``line``, or a skip naming what was tried (a failure
     under ``KRAFTNODE_REQUIRE_KAFKA=1``, as CI runs)."""
-    home = find_kafka_home()
     problem = None
-    if home is None:
-        problem = (f"genuine Apache Kafka not found: set KAFKA_HOME to a Kafka 3.9+ "
-                   f"distribution (bin/, libs/) or provide {SHARED_KAFKA}")
-    elif shutil.which("java") is None or shutil.which("javac") is None:
+    if shutil.which("java") is None or shutil.which("javac") is None:
         problem = "genuine Apache Kafka tests need a JDK (java and javac) on PATH"
+        home = None
+    else:
+        home = find_kafka_home(line)
+    if problem is None and home is None:
+        why = _INSTALL_ERRORS.get(line, "")
+        problem = (f"genuine Apache Kafka {line} not found: KAFKA_HOME is not a {line} distribution, "
+                   f"`python -m tools.kafka_dist install {line}` failed ({why or 'see its output'})"
+                   + (f", and {SHARED_KAFKA} is absent" if line == "3.9" else ""))
     if problem is not None:
         if os.environ.get("KRAFTNODE_REQUIRE_KAFKA") == "1":
             pytest.fail(problem)
