@@ -17,7 +17,7 @@ kafka-clients, ``metadata/`` from kafka-metadata, ``raft/`` from kafka-raft: the
 ``../shared/reference/kafka-3.9``).
 
 A home is cached under ``.cache/kafka/<version>/`` of the checkout (``KRAFTNODE_KAFKA_CACHE``
-moves it) and reused while the stamp written last matches this script; Maven keeps the jars in
+moves it) and reused while the stamp written last names this script's ``LAYOUT``; Maven keeps the jars in
 ``~/.m2`` as well. Versions: an exact one (``4.0.2``) or a line (``3.9``, ``4.0``, ``4.4``),
 which means the newest release of that line this script names in ``LINES``.
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import hashlib
 import os
 import shutil
 import subprocess
@@ -87,24 +86,48 @@ TOOLS: dict[str, tuple[str, ...]] = {
 RUN_CLASS = """\
 #!/usr/bin/env bash
 # Kafka {version}'s class launcher, written by kraftnode's tools/kafka_dist.py (Apache Kafka's
-# kafka-run-class.sh, reduced to what the tests use): the jars in libs/ plus $CLASSPATH, Kafka's
-# environment variables (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS, KAFKA_OPTS, KAFKA_LOG4J_OPTS,
-# LOG_DIR), the tools' log configuration unless KAFKA_LOG4J_OPTS names another.
+# kafka-run-class.sh, reduced to what the tests use): kafka-run-class.sh [-daemon] [-name NAME]
+# [-loggc] CLASS [ARGS...]; the jars in libs/ plus $CLASSPATH; Kafka's environment variables
+# (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS, KAFKA_GC_LOG_OPTS, KAFKA_JMX_OPTS, KAFKA_OPTS,
+# KAFKA_LOG4J_OPTS, LOG_DIR, JAVA_HOME); the tools' log configuration unless KAFKA_LOG4J_OPTS
+# names another.
 base_dir=$(cd "$(dirname "${{BASH_SOURCE[0]}}")/.." && pwd)
+DAEMON_MODE=false; DAEMON_NAME=kafka; GC_LOG_ENABLED=false
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -name) DAEMON_NAME=$2; shift 2;;
+    -loggc) [ -z "${{KAFKA_GC_LOG_OPTS:-}}" ] && GC_LOG_ENABLED=true; shift;;
+    -daemon) DAEMON_MODE=true; shift;;
+    *) break;;
+  esac
+done
 if [ $# -lt 1 ]; then
-  echo "USAGE: $0 classname [opts]" >&2
+  echo "USAGE: $0 [-daemon] [-name servicename] [-loggc] classname [opts]" >&2
   exit 1
 fi
 LOG_DIR=${{LOG_DIR:-$base_dir/logs}}
 mkdir -p "$LOG_DIR"
-KAFKA_HEAP_OPTS=${{KAFKA_HEAP_OPTS:--Xmx256M}}
-KAFKA_JVM_PERFORMANCE_OPTS=${{KAFKA_JVM_PERFORMANCE_OPTS:--server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true}}
 KAFKA_LOG4J_OPTS=${{KAFKA_LOG4J_OPTS:-{tools_log4j}}}
+# Kafka's default JVM options (G1), unless KAFKA_OPTS or KAFKA_HEAP_OPTS already choose a
+# collector: a second collector flag makes the JVM refuse to start
+case " ${{KAFKA_OPTS:-}} ${{KAFKA_HEAP_OPTS:-}} " in
+  *-XX:+Use*GC*) default_perf="-server -Djava.awt.headless=true";;
+  *) default_perf="-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true";;
+esac
+KAFKA_JVM_PERFORMANCE_OPTS=${{KAFKA_JVM_PERFORMANCE_OPTS:-$default_perf}}
+if [ "$GC_LOG_ENABLED" = true ]; then
+  KAFKA_GC_LOG_OPTS="-Xlog:gc*:file=$LOG_DIR/$DAEMON_NAME-gc.log:time,tags:filecount=10,filesize=100M"
+fi
 CLASSPATH="$base_dir/libs/*${{CLASSPATH:+:$CLASSPATH}}"
 JAVA=${{JAVA_HOME:+$JAVA_HOME/bin/}}java
 # shellcheck disable=SC2086
-exec "$JAVA" $KAFKA_HEAP_OPTS $KAFKA_JVM_PERFORMANCE_OPTS $KAFKA_JMX_OPTS -Dkafka.logs.dir="$LOG_DIR" \\
-  $KAFKA_LOG4J_OPTS -cp "$CLASSPATH" $KAFKA_OPTS "$@"
+set -- "$JAVA" ${{KAFKA_HEAP_OPTS:--Xmx256M}} $KAFKA_JVM_PERFORMANCE_OPTS ${{KAFKA_GC_LOG_OPTS:-}} ${{KAFKA_JMX_OPTS:-}} \\
+  -Dkafka.logs.dir="$LOG_DIR" $KAFKA_LOG4J_OPTS -cp "$CLASSPATH" ${{KAFKA_OPTS:-}} "$@"
+if [ "$DAEMON_MODE" = true ]; then
+  nohup "$@" > "$LOG_DIR/$DAEMON_NAME.out" 2>&1 < /dev/null &
+else
+  exec "$@"
+fi
 """
 
 TOOL = """\
@@ -234,8 +257,13 @@ def cache_root() -> Path:
     return Path(os.environ.get("KRAFTNODE_KAFKA_CACHE", REPO / ".cache" / "kafka"))
 
 
+#: bumped whenever what install() lays out changes: a cached home with another number is
+#: installed again
+LAYOUT = 3
+
+
 def _stamp_text(version: str) -> str:
-    return f"{version} {hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]}\n"
+    return f"{version} layout {LAYOUT}\n"
 
 
 def home_path(version: str) -> Path:
@@ -261,13 +289,23 @@ def _pom(version: str) -> str:
             f"  <dependencies>\n{deps}  </dependencies>\n</project>\n")
 
 
-def _slf4j_binding(libs: Path) -> str:
-    """The slf4j binding Kafka's distribution ships and its pom leaves out: log4j 2's, at
-    the log4j-core version kafka_2.13 brings (4.x), else reload4j's (3.9)."""
+#: the log4j 2 release Kafka 4.0's distribution ships: its kafka_2.13 pom brings no log4j-core
+#: (4.1+ does), so the home gets this one
+LOG4J2_OF_4_0 = "2.24.3"
+
+
+def _logging_jars(libs: Path, version: str) -> list[str]:
+    """The logging jars Kafka's distribution ships and its poms leave out: for 4.x log4j 2's
+    slf4j binding, at the log4j-core version kafka_2.13 brings (with log4j-core itself where
+    it brings none); for 3.9 reload4j's binding (reload4j itself comes with kafka_2.13)."""
+    if not uses_log4j2(version):
+        return [] if list(libs.glob("slf4j-reload4j-*.jar")) else ["org.slf4j:slf4j-reload4j:1.7.36"]
+    for jar in libs.glob("slf4j-reload4j-*.jar"):
+        jar.unlink()  # 4.x logs through log4j 2 only
     core = sorted(libs.glob("log4j-core-*.jar"))
     if core:
-        return f"org.apache.logging.log4j:log4j-slf4j-impl:{core[0].name[len('log4j-core-'):-len('.jar')]}"
-    return "org.slf4j:slf4j-reload4j:1.7.36"
+        return [f"org.apache.logging.log4j:log4j-slf4j-impl:{core[0].name[len('log4j-core-'):-len('.jar')]}"]
+    return [f"org.apache.logging.log4j:{a}:{LOG4J2_OF_4_0}" for a in ("log4j-api", "log4j-core", "log4j-slf4j-impl")]
 
 
 def _mvn(args: list[str], cwd: Path, version: str) -> None:
@@ -324,8 +362,8 @@ def install(version: str) -> Path:
             libs = staged / "libs"
             _mvn(["dependency:copy-dependencies", f"-DoutputDirectory={libs}", "-DincludeScope=runtime"],
                  work, exact)
-            _mvn(["dependency:copy", f"-Dartifact={_slf4j_binding(libs)}", f"-DoutputDirectory={libs}"],
-                 work, exact)
+            for artifact in _logging_jars(libs, exact):
+                _mvn(["dependency:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={libs}"], work, exact)
             _lay_out(staged, exact)
             staged.rename(home)
         (home / ".installed").write_text(_stamp_text(exact))

@@ -42,6 +42,24 @@ else
   echo "note: node/npm is not installed; the KafkaJS test will skip"
 fi
 
+# Maven fetches the genuine Kafka releases the interop tests run (tools/kafka_dist.py)
+if ! command -v mvn >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian's maven (once) to fetch genuine Kafka releases from Maven Central"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends maven) >/dev/null 2>&1 \
+      || echo "warning: could not install maven; the genuine-Kafka tests will skip (fail under CI)"
+  else
+    echo "note: maven is not installed; the genuine-Kafka tests will skip"
+  fi
+fi
+# Genuine Apache Kafka 3.9, 4.0 and 4.4 from Maven Central, laid out as Kafka homes under
+# .cache/kafka/ (once; later runs reuse them). Tests name the line they need (tests/support/kafka.py).
+echo "== genuine Kafka releases: $(.venv/bin/python -m tools.kafka_dist install 3.9 4.0 4.4 2>&1 | tr '\n' ' ')"
+if [ "${KRAFTNODE_REQUIRE_KAFKA:-}" = 1 ] && ! .venv/bin/python -m tools.kafka_dist path 4.4 >/dev/null 2>&1; then
+  echo "genuine Kafka releases are required (KRAFTNODE_REQUIRE_KAFKA=1) but could not be installed"
+  exit 1
+fi
+
 echo "== codegen --check"; .venv/bin/python -m codegen --check
 echo "== ruff";            .venv/bin/ruff check codegen kraftnode recordbatch tests tools
 echo "== lint-imports"; .venv/bin/lint-imports --no-cache
