@@ -214,7 +214,10 @@ class Emitter:
             fn = self.child_fn("w", f.struct)
             if f.nullable is not None:
                 if nullable:
-                    lines += [f"if {x} is None:", f"    {out} += b'\\xff'", "else:",
+                    # Kafka marks a nullable struct with an int8 (-1 null, 1 present), but
+                    # inside a tagged field with an unsigned varint (0 null, 1 present)
+                    null = "\\x00" if self.tagged_now(f) else "\\xff"
+                    lines += [f"if {x} is None:", f"    {out} += b'{null}'", "else:",
                               f"    {out} += b'\\x01'", f"    {fn}({x}, {out}, v)"]
                 else:
                     lines += [f"if {x} is None:",
@@ -351,7 +354,12 @@ class Emitter:
         if f.struct is not None:
             fn = self.child_fn("r", f.struct)
             m = self.L("m")
-            if nullable:
+            if nullable and self.tagged_now(f):
+                # Kafka writes an unsigned varint, 0 for null and 1 for present; kraftnode
+                # before 2026-12 wrote int8 -1 for null here, which is read as null too
+                lines += [f"{m} = buf[pos]", "pos += 1", f"if {m} == 0 or {m} == 0xff:",
+                          f"    {target} = None", "else:", f"    {target}, pos = {fn}(buf, pos, v)"]
+            elif nullable:
                 lines += [f"({m},) = I8.unpack_from(buf, pos)", "pos += 1", f"if {m} < 0:",
                           f"    {target} = None", "else:", f"    {target}, pos = {fn}(buf, pos, v)"]
             else:

@@ -311,7 +311,7 @@ def _w_ConsumerGroupMemberMetadataValue_0(o: _ConsumerGroupMemberMetadataValue, 
     if not ((o.classic_member_metadata is not None and _isdef_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata(o.classic_member_metadata))):
         t = bytearray()
         if o.classic_member_metadata is None:
-            t += b'\xff'
+            t += b'\x00'
         else:
             t += b'\x01'
             _w_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata_0(o.classic_member_metadata, t, v)
@@ -387,9 +387,9 @@ def _r_ConsumerGroupMemberMetadataValue_0(buf: bytes, pos: int, v: int) -> tuple
         for _ in range(ntags0):
             tag0, end0, pos = r_tag_header(buf, pos)
             if tag0 == 0:
-                (m0,) = I8.unpack_from(buf, pos)
+                m0 = buf[pos]
                 pos += 1
-                if m0 < 0:
+                if m0 == 0 or m0 == 0xff:
                     o0.classic_member_metadata = None
                 else:
                     o0.classic_member_metadata, pos = _r_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata_0(buf, pos, v)
