@@ -61,10 +61,6 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 ELECTION_PREFERRED, ELECTION_UNCLEAN = 0, 1
 
 
-def _unify(name: str) -> str:
-    return name.replace(".", "_")
-
-
 class ReplicationControl:
     def __init__(self, ctl: ControllerContext, configs: ConfigurationControl) -> None:
         self.ctl = ctl
@@ -99,19 +95,24 @@ class ReplicationControl:
         return value is not None and value.strip().lower() == "true"
 
     def has_leaderships(self, broker_id: int) -> bool:
-        return any(p.leader == broker_id and broker_id in p.isr for _t, _p, p in self.view.all_partitions())
+        return bool(self.view.indexes.leads.get(broker_id, 0) > 0)
+
+    def _partitions(self, keys: Iterable[tuple[uuid.UUID, int]]) -> list[tuple[uuid.UUID, int, PartitionRecord]]:
+        """The partitions of index keys, in the image's order."""
+        view = self.view
+        return [(t, i, view.partition(t, i)) for t, i in view.indexes.in_order(keys)]
 
     def _partitions_with_isr_member(self, broker_id: int) -> list[tuple[uuid.UUID, int, PartitionRecord]]:
-        return [(t, i, p) for t, i, p in self.view.all_partitions() if broker_id in p.isr]
+        return self._partitions(self.view.indexes.isr_members.get(broker_id, ()))
 
     def _leaderless(self) -> list[tuple[uuid.UUID, int, PartitionRecord]]:
-        return [(t, i, p) for t, i, p in self.view.all_partitions() if p.leader == NO_LEADER]
+        return self._partitions(self.view.indexes.leaderless)
 
     def imbalanced(self) -> bool:
-        return any(not has_preferred_leader(p) for _t, _i, p in self.view.all_partitions())
+        return bool(self.view.indexes.imbalanced)
 
     def some_leaderless(self) -> bool:
-        return bool(self._leaderless())
+        return bool(self.view.indexes.leaderless)
 
     def generate_leader_and_isr_updates(self, context: str, remove: int, add: int,
                                         parts: Iterable[tuple[uuid.UUID, int, PartitionRecord]],
@@ -195,19 +196,16 @@ class ReplicationControl:
         create, without duplicates: ControllerApis filters those)."""
         view = self.view
         errors: dict[str, ApiError] = {}
-        collisions: dict[str, str] = {}
-        for name in view.topics_by_name:
-            if "." in name or "_" in name:
-                collisions.setdefault(_unify(name), name)
         for t in q.topics:
             if t.name in errors:
                 continue
             why = topic_name_error(t.name)
             if why is not None:
                 errors[t.name] = ApiError(Errors.INVALID_TOPIC_EXCEPTION, why)
-            if ("." in t.name or "_" in t.name) and _unify(t.name) in collisions:
+            collides = view.indexes.colliding_with(t.name) if "." in t.name or "_" in t.name else None
+            if collides is not None:
                 errors[t.name] = ApiError(Errors.INVALID_TOPIC_EXCEPTION,
-                                          f"Topic '{t.name}' collides with existing topic: {collisions[_unify(t.name)]}")
+                                          f"Topic '{t.name}' collides with existing topic: {collides}")
         for t in q.topics:
             if t.name in view.topics_by_name:
                 errors[t.name] = ApiError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
@@ -552,11 +550,9 @@ class ReplicationControl:
         ``max_elections_per_imbalance``); the answer says whether more may remain."""
         limit = self.ctl.config.max_elections_per_imbalance
         records: list[Record] = []
-        for tid, pid, part in self.view.all_partitions():
+        for tid, pid, part in self._partitions(self.view.indexes.imbalanced):
             if len(records) >= limit:
                 break
-            if has_preferred_leader(part):
-                continue
             rec = self._builder(part, tid, pid).set_election(Election.PREFERRED).build()
             if rec is not None:
                 records.append(rec)

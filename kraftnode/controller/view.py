@@ -11,7 +11,12 @@ the log gave them. Besides the image it keeps what the managers look up by key:
 * ``register_offsets`` -- the offset of each broker's RegisterBrokerRecord
   (``ClusterControlManager.registerBrokerRecordOffsets``): a broker is caught up, and may be
   unfenced, once its heartbeat reports a metadata offset at least this high;
-* ``topics_by_name``.
+* ``topics_by_name``;
+* ``indexes`` (:class:`~kraftnode.controller.indexes.PartitionIndexes`): brokers to the
+  partitions whose ISR holds them, leaderless and imbalanced partitions, leaderships per broker,
+  colliding topic names -- so that no decision walks every partition.
+
+All of them follow the image through a metadata transaction's abort as the image does.
 
 A listener (the heartbeat manager's hook) sees every replayed record with its offset.
 """
@@ -22,9 +27,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from kraftnode.controller.indexes import PartitionIndexes
 from kraftnode.controller.versions import MetadataVersion
 from kraftnode.metadata.state import MetadataState
 from kraftnode.protocol.generated.metadata import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    EndTransactionRecord,
+    PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
@@ -81,7 +91,10 @@ class ControllerView(MetadataState):
         super().__init__()
         self.register_offsets: dict[int, int] = {}
         self.topics_by_name: dict[str, uuid.UUID] = {}
+        self.indexes = PartitionIndexes()
         self.listener: Callable[[Any, int], None] | None = None
+        # the indexes as they were before an open metadata transaction (restored on abort)
+        self._indexes_before: tuple[PartitionIndexes, dict[str, uuid.UUID], dict[int, int]] | None = None
 
     @classmethod
     def of(cls, committed: MetadataState) -> ControllerView:
@@ -107,10 +120,39 @@ class ControllerView(MetadataState):
         before = committed._before_transaction
         if before is not None:
             v._before_transaction = (before[0].copy(), dict(before[1]))
-        for bid, (reg, _ver) in v.image.brokers.items():
-            v.register_offsets[bid] = int(reg.broker_epoch)
-        v.topics_by_name = {t.name: tid for tid, (t, _ver) in v.image.topics.items()}
+        v._index_image()
+        if before is not None:
+            v._indexes_before = (v._indexes_of(before[0]), {t.name: tid for tid, (t, _v) in before[0].topics.items()},
+                                 dict(v.register_offsets))
         return v
+
+    def _indexes_of(self, image: Any) -> PartitionIndexes:
+        return PartitionIndexes.of(((tid, t.name) for tid, (t, _v) in image.topics.items()),
+                                   ((tid, pid, rec) for tid, parts in image.partitions.items()
+                                    for pid, (rec, _v) in parts.items()))
+
+    def _index_image(self) -> None:
+        """Every index computed from the image: once, when the view is made from a state."""
+        self.register_offsets = {bid: int(reg.broker_epoch) for bid, (reg, _v) in self.image.brokers.items()}
+        self.topics_by_name = {t.name: tid for tid, (t, _ver) in self.image.topics.items()}
+        self.indexes = self._indexes_of(self.image)
+
+    def load_snapshot(self, records: Any) -> None:
+        super().load_snapshot(records)
+        self._indexes_before = None
+        self._index_image()
+
+    def index_differences(self) -> list[str]:
+        """Where the kept indexes differ from a recomputation over the image (the simulation's
+        check after every committed batch); empty when they agree."""
+        image = self.image
+        out = self.indexes.differences(((tid, t.name) for tid, (t, _v) in image.topics.items()),
+                                       ((tid, pid, rec) for tid, parts in image.partitions.items()
+                                        for pid, (rec, _v) in parts.items()))
+        names = {t.name: tid for tid, (t, _ver) in image.topics.items()}
+        if names != self.topics_by_name:
+            out.append(f"topics_by_name: kept {sorted(self.topics_by_name)}, image {sorted(names)}")
+        return out
 
     # ------------------------------------------------------------------ replay
     def replay(self, m: Any, version: int, offset: int) -> None:
@@ -121,6 +163,35 @@ class ControllerView(MetadataState):
         self.next_offset = max(self.next_offset, offset + 1)
 
     def _apply(self, m: Any, offset: int, version: int = 0) -> None:
+        image = self.image
+        if isinstance(m, (PartitionRecord, PartitionChangeRecord)):
+            got = image.partitions.get(m.topic_id, {}).get(m.partition_id)
+            super()._apply(m, offset, version)
+            new = self.image.partitions.get(m.topic_id, {}).get(m.partition_id)
+            if new is not got:
+                self.indexes.replace(m.topic_id, m.partition_id, None if got is None else got[0],
+                                     None if new is None else new[0])
+        elif isinstance(m, RemoveTopicRecord):
+            topic = image.topics.get(m.topic_id)
+            parts = image.partitions.get(m.topic_id, {})
+            super()._apply(m, offset, version)
+            if topic is not None:
+                self.topics_by_name.pop(topic[0].name, None)
+                self.indexes.remove_topic(m.topic_id, topic[0].name, ((pid, rec) for pid, (rec, _v) in parts.items()))
+        else:
+            self._apply_other(m, offset, version)
+        if self.listener is not None:
+            self.listener(m, offset)
+
+    def _apply_other(self, m: Any, offset: int, version: int) -> None:
+        if isinstance(m, BeginTransactionRecord):
+            self._indexes_before = (self.indexes.copy(), dict(self.topics_by_name), dict(self.register_offsets))
+        elif isinstance(m, EndTransactionRecord):
+            self._indexes_before = None
+        elif isinstance(m, AbortTransactionRecord) and self._before_transaction is not None \
+                and self._indexes_before is not None:
+            self.indexes, self.topics_by_name, self.register_offsets = self._indexes_before
+            self._indexes_before = None
         super()._apply(m, offset, version)
         if isinstance(m, RegisterBrokerRecord):
             self.register_offsets[m.broker_id] = offset
@@ -129,12 +200,7 @@ class ControllerView(MetadataState):
                 self.register_offsets.pop(m.broker_id, None)
         elif isinstance(m, TopicRecord):
             self.topics_by_name[m.name] = m.topic_id
-        elif isinstance(m, RemoveTopicRecord):
-            for name, tid in list(self.topics_by_name.items()):
-                if tid == m.topic_id:
-                    del self.topics_by_name[name]
-        if self.listener is not None:
-            self.listener(m, offset)
+            self.indexes.add_topic(m.topic_id, m.name)
 
     # ------------------------------------------------------------------ queries
     @property

@@ -27,12 +27,16 @@ Invariants, on the committed metadata after every committed batch:
 2. every partition's leader is in its ISR;
 3. partition epochs and leader epochs only grow;
 4. an acknowledged AlterPartition is never lost: at every failover and at the end, each
-   acknowledged (partition epoch, ISR) of a partition is a state the committed log went through.
+   acknowledged (partition epoch, ISR) of a partition is a state the committed log went through;
+5. the indexes the controller keeps on replay (:mod:`kraftnode.controller.indexes`: brokers to
+   ISR partitions, leaderless and imbalanced partitions, leaderships, topic names) agree with a
+   recomputation over the image, in the active controller's view and in the committed one.
 
 Plants (:data:`PLANTS`), each caught by one invariant: a fencing that keeps the broker's
 leaderships, an election that may pick a leader outside the ISR, an off-by-one partition id in
-CreatePartitions (it rewrites the last existing partition), and answering AlterPartition as soon
-as its records are appended instead of after commit.
+CreatePartitions (it rewrites the last existing partition), answering AlterPartition as soon
+as its records are appended instead of after commit, and an ISR index that forgets to drop a
+partition from a broker's entry when the broker leaves its ISR.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from kraftnode.controller import (
     ControllerView,
     QuorumController,
 )
+from kraftnode.controller.indexes import PartitionIndexes
 from kraftnode.controller.partition_change import PartitionChangeBuilder
 from kraftnode.controller.replication import ReplicationControl
 from kraftnode.controller.result import Record
@@ -78,11 +83,13 @@ FENCE_KEEPS_LEADERS = "fence_keeps_leaders"
 ELECT_OUTSIDE_ISR = "elect_outside_isr"
 PARTITION_ID_OFF_BY_ONE = "partition_id_off_by_one"
 ACK_BEFORE_COMMIT = "ack_before_commit"
+STALE_ISR_INDEX = "stale_isr_index"
 PLANTS = {
     FENCE_KEEPS_LEADERS: "fencing a broker writes the fence record but leaves its leaderships (invariant 1)",
     ELECT_OUTSIDE_ISR: "an election accepts a live replica outside the ISR as leader (invariant 2)",
     PARTITION_ID_OFF_BY_ONE: "CreatePartitions numbers new partitions from one too low (invariant 3)",
     ACK_BEFORE_COMMIT: "the controller answers when its records are appended, not when committed (invariant 4)",
+    STALE_ISR_INDEX: "the ISR index keeps a partition under a broker that left its ISR (invariant 5)",
 }
 
 
@@ -118,8 +125,17 @@ class _OffByOne(ReplicationControl):
                                         replicas, isr)
 
 
+class _StaleIsrIndex(PartitionIndexes):
+    def remove(self, tid: uuid.UUID, pid: int, p: PartitionRecord) -> None:
+        keep = {b: set(keys) for b, keys in self.isr_members.items()}
+        super().remove(tid, pid, p)
+        self.isr_members = keep
+
+
 def _controller(plant: str | None, config: ControllerConfig, view: ControllerView, now: int,
                 rng: random.Random) -> QuorumController:
+    if plant == STALE_ISR_INDEX:
+        view.indexes.__class__ = _StaleIsrIndex
     ctl = QuorumController(config, view, now, rng, None, lambda _m: None)
     replacement = {FENCE_KEEPS_LEADERS: _KeepLeaders, ELECT_OUTSIDE_ISR: _ElectOutsideIsr,
                    PARTITION_ID_OFF_BY_ONE: _OffByOne}.get(plant or "")
@@ -482,6 +498,10 @@ class ControllerSim:
 
     def check(self) -> None:
         ref = self.ref
+        for name, view in (("committed", ref), ("active controller's", self.ctl.view if self.ctl else None)):
+            wrong = view.index_differences() if view is not None else []
+            if wrong:
+                raise Violation(f"the {name} view's indexes disagree with its image: {wrong[0]}")
         for tid, pid, p in ref.all_partitions():
             key = (tid, pid)
             if p.leader >= 0:
