@@ -562,7 +562,7 @@ async def consumer_group_heartbeat(h: HandlerBase, q: w.ConsumerGroupHeartbeatRe
     new_id = str(uuid.UUID(bytes=uuid.uuid4().bytes))
     now = now_ms()
     return await _service(h).call(
-        err, lambda c, t: c.consumer_group_heartbeat(t, q, client_id, host, _uuid_b64(new_id), now))
+        err, lambda c, t: c.consumer_group_heartbeat(t, q, client_id, host, _uuid_b64(new_id), now, v))
 
 
 def _uuid_b64(text: str) -> str:
