@@ -21,8 +21,6 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-import re2  # type: ignore[import-untyped, unused-ignore]
-
 from kraftnode.errors import RemoteError
 
 __all__ = ["InvalidRegex", "compile_regex", "matching_topics", "RE2J_DESCRIPTIONS"]
@@ -79,6 +77,11 @@ def _description(error: Any) -> str:
 def compile_regex(pattern: str) -> Any:
     """The compiled pattern, or :class:`InvalidRegex`.  Cached: every heartbeat of every
     member subscribed with a regex resolves it again (patterns are few; topics change)."""
+    # imported here, not at module level: every node imports the coordinator, and only a
+    # regex subscription needs RE2 (a node whose environment predates the google-re2
+    # dependency still starts and serves everything else)
+    import re2  # type: ignore[import-untyped, unused-ignore]
+
     options = re2.Options()
     options.log_errors = False  # RE2 would print every refused pattern on stderr
     try:
