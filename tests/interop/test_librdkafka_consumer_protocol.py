@@ -32,8 +32,9 @@ from tests.support.quorums import StaticCluster
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 TOPIC = "__cluster_metadata"
-GROUP_CONFIG = ("group.coordinator.rebalance.protocols=classic,consumer\n"
-                "group.consumer.session.timeout.ms=6000\ngroup.consumer.min.session.timeout.ms=1000\n"
+# the consumer protocol is on by default (group.coordinator.rebalance.protocols, as Kafka 4.x):
+# the user ran a dev cluster with its defaults; only the timeouts are shortened here
+GROUP_CONFIG = ("group.consumer.session.timeout.ms=6000\ngroup.consumer.min.session.timeout.ms=1000\n"
                 "group.consumer.heartbeat.interval.ms=500\ngroup.consumer.min.heartbeat.interval.ms=100\n")
 
 
