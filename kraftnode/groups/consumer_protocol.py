@@ -77,8 +77,9 @@ class ConsumerProtocol(CoordinatorCore):
         return self._end()
 
     def _validate_heartbeat(self, q: w.ConsumerGroupHeartbeatRequest, api_version: int) -> None:
-        """Kafka 4.x's throwIfConsumerGroupHeartbeatRequestIsInvalid, in its order (the first
-        failed check is the answer)."""
+        """Kafka 4.4's throwIfConsumerGroupHeartbeatRequestIsInvalid (GroupCoordinatorService;
+        checked against the 4.4 jar's bytecode), in its order: the first failed check is the
+        answer. The regex itself is checked later, when a member's regex changes."""
         def not_empty(v: str | None, msg: str) -> None:
             if v is not None and not v.strip():
                 raise GroupError(Errors.INVALID_REQUEST, msg)
@@ -202,6 +203,7 @@ class ConsumerProtocol(CoordinatorCore):
         resp = R(throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
                  member_epoch=final.member_epoch, heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
                  assignment=None)
+        # Kafka 4.4's isFullRequest: a regex counts as a subscription (checked in the 4.4 jar)
         full = q.member_epoch == 0 or (q.rebalance_timeout_ms != -1 and q.topic_partitions is not None and (
             q.subscribed_topic_names is not None or q.subscribed_topic_regex is not None))
         if full or _frozen_assign(final.assigned_partitions) != _frozen_assign(cur_snapshot.assigned_partitions):
