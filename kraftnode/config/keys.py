@@ -280,9 +280,10 @@ KEYS: tuple[ConfigKey, ...] = (
        "to the rebalance timeout).", group="Groups", at_least=0),
     _k("group.max.size", "int", "2147483647", "The most members of a classic group.",
        group="Groups", at_least=1),
-    _k("group.coordinator.rebalance.protocols", "list", "classic", "The group protocols "
-       "served: `classic`, and `consumer` (KIP-848, ConsumerGroupHeartbeat; a preview in "
-       "Kafka 3.9).", group="Groups"),
+    _k("group.coordinator.rebalance.protocols", "list", "classic,consumer", "The group "
+       "protocols served: `classic`, and `consumer` (KIP-848, ConsumerGroupHeartbeat). The "
+       "default is Kafka 4.x's without `streams` (KIP-1071, not served); Kafka 3.9's was "
+       "`classic`, when KIP-848 was a preview.", group="Groups"),
     _k("group.consumer.session.timeout.ms", "int", "45000", "The session timeout of KIP-848 "
        "consumer group members.", group="Groups", at_least=1),
     _k("group.consumer.min.session.timeout.ms", "int", "45000", "Lower bound of "

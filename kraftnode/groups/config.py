@@ -32,7 +32,9 @@ class GroupConfig:
     max_size: int = 2**31 - 1
     new_member_join_timeout_ms: int = 5 * 60 * 1000
     # KIP-848 consumer protocol
-    rebalance_protocols: tuple[str, ...] = (CLASSIC,)
+    # Kafka 4.x's default (less "streams"): librdkafka's and Java's group.protocol=consumer work
+    # out of the box, as against a Kafka 4 broker
+    rebalance_protocols: tuple[str, ...] = (CLASSIC, CONSUMER)
     consumer_session_timeout_ms: int = 45000
     consumer_heartbeat_interval_ms: int = 5000
     consumer_max_size: int = 2**31 - 1

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from kraftnode.groups.regex import matching_topics
 
 __all__ = ["Assignment", "ConsumerGroup", "ConsumerMember", "MemberState", "assign", "next_assignment"]
 
@@ -65,6 +68,14 @@ class ConsumerMember:
     def assignment_key(self) -> tuple[Any, ...]:
         return (self.member_epoch, self.previous_member_epoch, int(self.state),
                 _frozen(self.assigned_partitions), _frozen(self.partitions_pending_revocation))
+
+    def subscribed_topics(self, topics: Iterable[str]) -> list[str]:
+        """Its topic names, then those of ``topics`` its regex matches (KIP-848: a member
+        may subscribe with both; an empty regex subscribes to nothing, as in Kafka)."""
+        if not self.subscribed_topic_regex:
+            return self.subscribed_topic_names
+        matched = matching_topics(self.subscribed_topic_regex, topics)
+        return self.subscribed_topic_names + sorted(matched - set(self.subscribed_topic_names))
 
     def is_reconciled_to(self, epoch: int) -> bool:
         return self.state == MemberState.STABLE and self.member_epoch == epoch
@@ -118,15 +129,22 @@ class ConsumerGroup:
         return -1
 
     def subscribed_topic_names(self, replacing: ConsumerMember | None = None,
-                               removing: str | None = None) -> set[str]:
+                               removing: str | None = None, topics: Iterable[str] = ()) -> set[str]:
+        """The topics the group subscribes to: its members' names, and of ``topics`` those
+        their regexes match (Kafka's ConsumerGroup.computeSubscribedTopicNames with the
+        resolved regular expressions), ``replacing`` standing in for its old self."""
         names: set[str] = set()
+        topics = list(topics)
         for mid, m in self.members.items():
             if mid == removing or (replacing is not None and mid == replacing.member_id):
                 continue
-            names.update(m.subscribed_topic_names)
+            names.update(m.subscribed_topics(topics))
         if replacing is not None:
-            names.update(replacing.subscribed_topic_names)
+            names.update(replacing.subscribed_topics(topics))
         return names
+
+    def has_regex_subscriptions(self) -> bool:
+        return any(m.subscribed_topic_regex for m in self.members.values())
 
     # ------------------------------------------------------------------ replay
     def replay(self, key_version: int, key: Any, value: Any | None) -> None:

@@ -1,5 +1,19 @@
 """The KIP-848 consumer group protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe): Kafka
-3.9's GroupMetadataManager for consumer groups, sans-IO, a mixin of the group coordinator.
+4.x's GroupMetadataManager for consumer groups, sans-IO, a mixin of the group coordinator.
+
+ConsumerGroupHeartbeat v1 (Kafka 4.0) brings two things, both honoured at every version
+where they can occur:
+- ``SubscribedTopicRegex`` (KIP-848): a member subscribes to the topics an RE2/J pattern
+  matches as a whole (:mod:`kraftnode.groups.regex`), alone or with topic names; a pattern
+  that does not compile is INVALID_REGULAR_EXPRESSION with Kafka's message, checked when a
+  member's regex changes, before any record is written.  Kafka resolves a group's regexes
+  off the request path and records the result (ConsumerGroupRegularExpression records,
+  refreshed at most every 10 s when topics appear); the topics here are the quorum's one
+  partition, so we resolve them at each heartbeat of a group that has regexes, from the
+  member's recorded regex -- the same topics, with no record of their own, and a new
+  matching topic bumps the group epoch at the next heartbeat.
+- member ids made by the consumer (KIP-1082): from v1 an empty MemberId is INVALID_REQUEST
+  at every epoch, as Kafka answers; v0 joiners may still leave it to the coordinator.
 """
 
 from __future__ import annotations
@@ -25,11 +39,18 @@ from kraftnode.groups.core import (
     GroupError,
     Result,
 )
+from kraftnode.groups.regex import InvalidRegex, compile_regex
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated import groups as g
 
-__all__ = ["ConsumerProtocol"]
+__all__ = ["ConsumerProtocol", "CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION"]
+
+#: ConsumerGroupHeartbeatRequest.CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION (KIP-1082)
+CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
+#: ConsumerGroupDescribe v1's MemberType (KIP-1099): every member here speaks the consumer
+#: protocol (a classic member joins a classic group), so none is 0 (classic)
+CONSUMER_MEMBER_TYPE = 1
 
 log = logging.getLogger("kraftnode.groups")
 
@@ -38,11 +59,12 @@ class ConsumerProtocol(CoordinatorCore):
     """ConsumerGroupHeartbeat and ConsumerGroupDescribe, member epochs, assignments and timers."""
 
     def consumer_group_heartbeat(self, token: Any, q: w.ConsumerGroupHeartbeatRequest, client_id: str,
-                                 client_host: str, new_member_id: str, now: int) -> Result:
+                                 client_host: str, new_member_id: str, now: int,
+                                 api_version: int = 0) -> Result:
         self._begin(now)
         R = w.ConsumerGroupHeartbeatResponse
         try:
-            self._validate_heartbeat(q)
+            self._validate_heartbeat(q, api_version)
             if q.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 resp = self._consumer_leave(q)
             else:
@@ -54,30 +76,32 @@ class ConsumerProtocol(CoordinatorCore):
         self._reply(token, resp)
         return self._end()
 
-    def _validate_heartbeat(self, q: w.ConsumerGroupHeartbeatRequest) -> None:
+    def _validate_heartbeat(self, q: w.ConsumerGroupHeartbeatRequest, api_version: int) -> None:
+        """Kafka 4.4's throwIfConsumerGroupHeartbeatRequestIsInvalid (GroupCoordinatorService;
+        checked against the 4.4 jar's bytecode), in its order: the first failed check is the
+        answer. The regex itself is checked later, when a member's regex changes."""
         def not_empty(v: str | None, msg: str) -> None:
             if v is not None and not v.strip():
                 raise GroupError(Errors.INVALID_REQUEST, msg)
-        if not q.group_id or not q.group_id.strip():
-            raise GroupError(Errors.INVALID_REQUEST, "GroupId can't be empty.")
+        if (api_version >= CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION or q.member_epoch > 0
+                or q.member_epoch == LEAVE_GROUP_MEMBER_EPOCH):
+            not_empty(q.member_id, "MemberId can't be empty.")
+        not_empty(q.group_id, "GroupId can't be empty.")
         not_empty(q.instance_id, "InstanceId can't be empty.")
         not_empty(q.rack_id, "RackId can't be empty.")
-        if q.member_epoch > 0 or q.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            if not q.member_id or not q.member_id.strip():
-                raise GroupError(Errors.INVALID_REQUEST, "MemberId can't be empty.")
-        elif q.member_epoch == 0:
+        if q.member_epoch == 0:
             if q.rebalance_timeout_ms == -1:
                 raise GroupError(Errors.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
             if q.topic_partitions is None or q.topic_partitions:
                 raise GroupError(Errors.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
-            if not q.subscribed_topic_names:
-                raise GroupError(Errors.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+            # an empty list of names, or an empty regex, joins without subscribing to anything
+            if q.subscribed_topic_names is None and q.subscribed_topic_regex is None:
+                raise GroupError(Errors.INVALID_REQUEST, "Either SubscribedTopicNames or SubscribedTopicRegex "
+                                                         "must be non-null when (re-)joining.")
         elif q.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if not q.member_id or not q.member_id.strip():
-                raise GroupError(Errors.INVALID_REQUEST, "MemberId can't be empty.")
             if q.instance_id is None:
                 raise GroupError(Errors.INVALID_REQUEST, "InstanceId can't be null.")
-        else:
+        elif q.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             raise GroupError(Errors.INVALID_REQUEST, "MemberEpoch is invalid.")
         if q.server_assignor is not None and q.server_assignor not in self.config.consumer_assignors:
             raise GroupError(Errors.UNSUPPORTED_ASSIGNOR,
@@ -125,6 +149,13 @@ class ConsumerProtocol(CoordinatorCore):
             updated.server_assignor = q.server_assignor
         if q.subscribed_topic_names is not None:
             updated.subscribed_topic_names = list(q.subscribed_topic_names)
+        if q.subscribed_topic_regex is not None:
+            updated.subscribed_topic_regex = q.subscribed_topic_regex
+            if updated.subscribed_topic_regex != member.subscribed_topic_regex and updated.subscribed_topic_regex:
+                try:
+                    compile_regex(updated.subscribed_topic_regex)
+                except InvalidRegex as e:
+                    raise GroupError(Errors.INVALID_REGULAR_EXPRESSION, e.kafka_message) from None
         updated.client_id, updated.client_host = client_id, client_host
         bump = False
         records: list[rec.Record] = []
@@ -134,8 +165,12 @@ class ConsumerProtocol(CoordinatorCore):
                     or updated.subscribed_topic_names != member.subscribed_topic_names
                     or updated.subscribed_topic_regex != member.subscribed_topic_regex)
         group_epoch = grp.group_epoch
-        if bump or not grp.subscription_metadata and grp.subscribed_topic_names(updated):
-            metadata = self._subscription_metadata(grp.subscribed_topic_names(updated))
+        topics = self.topics()
+        subscribed = grp.subscribed_topic_names(updated, topics=topics)
+        # a group with regexes looks again at every heartbeat: a topic that appeared may match
+        if bump or (not grp.subscription_metadata and subscribed) or grp.has_regex_subscriptions() \
+                or updated.subscribed_topic_regex:
+            metadata = self._subscription_metadata(subscribed)
             if metadata != grp.subscription_metadata:
                 bump = True
                 records.append(rec.consumer_group_subscription_metadata(grp.group_id, _metadata_value(metadata)))
@@ -168,8 +203,9 @@ class ConsumerProtocol(CoordinatorCore):
         resp = R(throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
                  member_epoch=final.member_epoch, heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
                  assignment=None)
-        full = q.member_epoch == 0 or (q.rebalance_timeout_ms != -1 and q.subscribed_topic_names is not None
-                                       and q.topic_partitions is not None)
+        # Kafka 4.4's isFullRequest: a regex counts as a subscription (checked in the 4.4 jar)
+        full = q.member_epoch == 0 or (q.rebalance_timeout_ms != -1 and q.topic_partitions is not None and (
+            q.subscribed_topic_names is not None or q.subscribed_topic_regex is not None))
         if full or _frozen_assign(final.assigned_partitions) != _frozen_assign(cur_snapshot.assigned_partitions):
             resp.assignment = R.Assignment(topic_partitions=[
                 R.TopicPartitions(topic_id=tid, partitions=sorted(ps))
@@ -231,9 +267,10 @@ class ConsumerProtocol(CoordinatorCore):
         return {n: topics[n] for n in sorted(names) if n in topics}
 
     def _update_target_assignment(self, grp: ConsumerGroup, epoch: int, updated: ConsumerMember | None) -> None:
-        subs = {mid: m.subscribed_topic_names for mid, m in grp.members.items()}
+        topics = self.topics()
+        subs = {mid: m.subscribed_topics(topics) for mid, m in grp.members.items()}
         if updated is not None:
-            subs[updated.member_id] = updated.subscribed_topic_names
+            subs[updated.member_id] = updated.subscribed_topics(topics)
         names = [m.server_assignor for m in grp.members.values() if m.server_assignor]
         assignor = max(set(names), key=names.count) if names else self.config.consumer_assignors[0]
         new = assign(assignor, subs, grp.subscription_metadata, grp.target_assignment)
@@ -274,7 +311,8 @@ class ConsumerProtocol(CoordinatorCore):
         gid = grp.group_id
         records = [rec.current_assignment(gid, m.member_id, None), rec.target_assignment_member(gid, m.member_id, None),
                    rec.consumer_member_subscription(gid, m.member_id, None)]
-        metadata = self._subscription_metadata(grp.subscribed_topic_names(removing=m.member_id))
+        metadata = self._subscription_metadata(grp.subscribed_topic_names(removing=m.member_id,
+                                                                          topics=self.topics()))
         if metadata != grp.subscription_metadata:
             records.append(rec.consumer_group_subscription_metadata(gid, _metadata_value(metadata)))
         records.append(rec.consumer_group_epoch(gid, grp.group_epoch + 1))
@@ -334,7 +372,8 @@ class ConsumerProtocol(CoordinatorCore):
                                 subscribed_topic_names=list(m.subscribed_topic_names),
                                 subscribed_topic_regex=m.subscribed_topic_regex,
                                 assignment=parts(m.assigned_partitions),
-                                target_assignment=parts(grp.target_assignment.get(m.member_id, {})))
+                                target_assignment=parts(grp.target_assignment.get(m.member_id, {})),
+                                member_type=CONSUMER_MEMBER_TYPE)
                        for m in grp.members.values()]
             out.append(D.DescribedGroup(error_code=0, error_message=None, group_id=gid,
                                         group_state=grp.state(), group_epoch=grp.group_epoch,

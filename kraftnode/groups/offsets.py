@@ -162,7 +162,7 @@ class OffsetManager(CoordinatorCore):
 
     def _is_subscribed(self, grp: ClassicGroup | ConsumerGroup, topic: str) -> bool:
         if isinstance(grp, ConsumerGroup):
-            return topic in grp.subscribed_topic_names()
+            return topic in grp.subscribed_topic_names(topics=self.topics())
         if grp.subscribed is not None:
             return topic in grp.subscribed
         return grp.protocol_type == CONSUMER_PROTOCOL_TYPE and grp.state != State.EMPTY

@@ -11,7 +11,7 @@ from enum import IntEnum
 
 
 class Errors(IntEnum):
-    """Every error code Kafka 3.9 clients know, as Kafka names them."""
+    """Every error code Kafka 3.9 clients know, as Kafka names them (and the 4.x ones we answer)."""
 
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
@@ -142,3 +142,5 @@ class Errors(IntEnum):
     INVALID_VOTER_KEY = 125
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
+    # Kafka 4.0: a ConsumerGroupHeartbeat v1 SubscribedTopicRegex that RE2/J refuses
+    INVALID_REGULAR_EXPRESSION = 128

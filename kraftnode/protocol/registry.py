@@ -137,8 +137,10 @@ SERVED: dict[int, ApiSpec] = {
         _spec(LIST_GROUPS, "ListGroups", 0, 5),
         _spec(DELETE_GROUPS, "DeleteGroups", 0, 2),
         _spec(OFFSET_DELETE, "OffsetDelete", 0, 0),
-        _spec(CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 0),
-        _spec(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 0),
+        # Kafka 4.4's ranges: v1 is KIP-848's regex subscription / KIP-1082's member ids
+        # (librdkafka's new consumer requires it) and KIP-1099's MemberType
+        _spec(CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 1),
+        _spec(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 1),
         _spec(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
         _spec(DESCRIBE_ACLS, "DescribeAcls", 0, 3),
         _spec(CREATE_ACLS, "CreateAcls", 0, 3),

@@ -1,4 +1,5 @@
-"""Our schemas/ agree with Apache Kafka 3.9's message definitions.
+"""Our schemas/ agree with Apache Kafka 3.9's message definitions (and Kafka 4.4's, for
+the versions beyond 3.9's range).
 
 Every file under ``schemas/`` is compared with Kafka's definition of the message
 with the same ``name`` (Kafka's files are JSON with ``//`` comments).  Every key
@@ -56,8 +57,8 @@ INTEROP_APIS = {
     "ListGroups": (16, "0-5"),
     "DeleteGroups": (42, "0-2"),
     "OffsetDelete": (47, "0"),
-    "ConsumerGroupHeartbeat": (68, "0"),
-    "ConsumerGroupDescribe": (69, "0"),
+    "ConsumerGroupHeartbeat": (68, "0-1"),  # v1 is Kafka 4.0's (KIP-848 regex), see BEYOND_3_9
+    "ConsumerGroupDescribe": (69, "0-1"),  # v1 is Kafka 4.0's (KIP-1099), see BEYOND_3_9
     "AddRaftVoter": (80, "0"),
     "RemoveRaftVoter": (81, "0"),
     "UpdateRaftVoter": (82, "0"),
@@ -101,14 +102,30 @@ METADATA_RECORDS = [
     "ZkMigrationStateRecord",
 ]
 
-# Versions beyond Kafka 3.9's range, taken from Kafka 4.0 (the only exceptions to the
-# agreement): message -> (Kafka 3.9's validVersions, why). The comparison first cuts
-# ours back to 3.9's range -- validVersions, and every field that exists only in the
+# Versions beyond Kafka 3.9's range, taken from Kafka 4.x (the only exceptions to the
+# agreement with 3.9): message -> (Kafka 3.9's validVersions, why). The comparison first
+# cuts ours back to 3.9's range -- validVersions, and every field that exists only in the
 # newer versions -- so each 3.9 version must still agree field for field, and the
-# extension can only add fields at versions a 3.9 peer never negotiates.
+# extension can only add fields at versions a 3.9 peer never negotiates. The whole of
+# each of these files, new versions included, is then compared with Kafka 4.4's own
+# definition (test_beyond_3_9_agrees_with_kafka_4_4).
 BEYOND_3_9 = {
     "VoteRequest": ("0-1", "KIP-996 pre-vote (Kafka 4.0): v2 adds PreVote"),
     "VoteResponse": ("0-1", "KIP-996 (Kafka 4.0): v2 is the same as v1"),
+    "ConsumerGroupHeartbeatRequest": ("0", "KIP-848 (Kafka 4.0): v1 adds SubscribedTopicRegex; "
+                                           "KIP-1082: the consumer makes its member id"),
+    "ConsumerGroupHeartbeatResponse": ("0", "Kafka 4.0: v1 may answer INVALID_REGULAR_EXPRESSION"),
+    "ConsumerGroupDescribeRequest": ("0", "KIP-1099 (Kafka 4.0): v1 is the same as v0"),
+    "ConsumerGroupDescribeResponse": ("0", "KIP-1099 (Kafka 4.0): v1 adds Members[].MemberType"),
+}
+# Kafka 4.x's definitions differ from 3.9's in two ways that are not on the wire and that the
+# files above keep as 3.9 has them (so that their 3.9 versions still agree with 3.9): 4.0
+# removed ZooKeeper, and with it the "zkBroker" listener; and it renamed fields of
+# VoteRequest (KIP-996: a pre-vote's sender is not a candidate).  The comparison with 4.4
+# undoes exactly these on our side before comparing everything else.
+RENAMED_IN_4 = {
+    "VoteRequest": {"CandidateEpoch": "ReplicaEpoch", "CandidateId": "ReplicaId",
+                    "CandidateDirectoryId": "ReplicaDirectoryId"},
 }
 
 TOP_KEYS = {
@@ -359,6 +376,102 @@ def test_beyond_3_9_only_adds_newer_versions() -> None:
     mutated = _load(SCHEMAS / "VoteRequest.json")
     mutated["fields"].append({"name": "Extra", "type": "int8", "versions": "1+"})
     assert any(f["name"] == "Extra" for f in cut_to_3_9(mutated)["fields"])
+
+
+# ------------------------------------------------------------------ Kafka 4.4's definitions
+
+# Kafka 4.4's message JSON, as Kafka ships it: inside kafka-clients-4.4.0.jar
+# (``common/message/``), or a directory it was unpacked into.
+KAFKA_4_4_ENV = "KRAFTNODE_KAFKA_4_4_MESSAGES"
+KAFKA_4_4_CANDIDATES = [
+    REPO / ".cache" / "kafka" / "4.4.0" / "libs" / "kafka-clients-4.4.0.jar",
+    REPO.parent / "main" / ".cache" / "kafka" / "4.4.0" / "libs" / "kafka-clients-4.4.0.jar",
+    Path.home() / ".m2" / "repository" / "org" / "apache" / "kafka" / "kafka-clients" / "4.4.0"
+    / "kafka-clients-4.4.0.jar",
+]
+
+
+@pytest.fixture(scope="module")
+def kafka_4_4() -> Any:
+    """``name -> Kafka 4.4's definition``; skips when absent (fails under
+    KRAFTNODE_REQUIRE_REFERENCE=1, as the 3.9 reference does)."""
+    import os
+    import zipfile
+
+    env = os.environ.get(KAFKA_4_4_ENV)
+    for candidate in ([Path(env)] if env else []) + KAFKA_4_4_CANDIDATES:
+        if candidate.is_dir():
+            return lambda name: load_kafka_json(candidate / f"{name}.json")
+        if candidate.is_file():
+            jar = zipfile.ZipFile(candidate)
+            return lambda name: json.loads(
+                strip_json_comments(jar.read(f"common/message/{name}.json").decode()))
+    problem = f"Kafka 4.4's message definitions not found (set {KAFKA_4_4_ENV})"
+    if os.environ.get("KRAFTNODE_REQUIRE_REFERENCE") == "1":
+        pytest.fail(problem)
+    pytest.skip(problem)
+
+
+def as_kafka_4(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with the two 3.9-isms Kafka 4.x dropped undone (see RENAMED_IN_4)."""
+    out = copy.deepcopy(schema)
+    if "listeners" in out:
+        out["listeners"] = [x for x in out["listeners"] if x != "zkBroker"]
+    renames = RENAMED_IN_4.get(out.get("name", ""), {})
+
+    def rename(fields: list[dict[str, Any]]) -> None:
+        for f in fields:
+            f["name"] = renames.get(f["name"], f["name"])
+            rename(f.get("fields", []))
+
+    rename(out.get("fields", []))
+    return out
+
+
+def cut_kafka_to_ours(kafka: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
+    """Kafka's definition cut back to our top version, when Kafka has newer ones still."""
+    top = int(ours["validVersions"].split("-")[-1])
+    if int(kafka["validVersions"].split("-")[-1]) <= top:
+        return kafka
+    cut = copy.deepcopy(kafka)
+    cut["validVersions"] = ours["validVersions"]
+
+    def prune(fields: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        kept = [f for f in fields if _min_version(f["versions"]) <= top]
+        for f in kept:
+            if "fields" in f:
+                f["fields"] = prune(f["fields"])
+        return kept
+
+    cut["fields"] = prune(cut["fields"])
+    cut.pop("latestVersionUnstable", None)
+    return cut
+
+
+@pytest.mark.parametrize("name", sorted(BEYOND_3_9))
+def test_beyond_3_9_agrees_with_kafka_4_4(name: str, kafka_4_4: Any) -> None:
+    """The versions beyond 3.9 are Kafka's: every key but ``about``, at every version we
+    serve, equals Kafka 4.4's definition (names and listeners as RENAMED_IN_4 says)."""
+    ours = as_kafka_4(_load(SCHEMAS / f"{name}.json"))
+    kafka = cut_kafka_to_ours(kafka_4_4(name), ours)
+    diffs = compare_schema(ours, kafka)
+    assert not diffs, f"schemas/{name}.json differs from Kafka 4.4's:\n" + "\n".join(diffs)
+
+
+def test_comparison_with_kafka_4_4_can_fail(kafka_4_4: Any) -> None:
+    """A new field at the wrong version, or one missing, is reported against 4.4."""
+    ours = as_kafka_4(_load(SCHEMAS / "ConsumerGroupHeartbeatRequest.json"))
+    kafka = kafka_4_4("ConsumerGroupHeartbeatRequest")
+    regex = next(f for f in ours["fields"] if f["name"] == "SubscribedTopicRegex")
+    regex["versions"] = "0+"
+    assert compare_schema(ours, kafka) == [
+        "ConsumerGroupHeartbeatRequest.fields[SubscribedTopicRegex].versions: ours '0+', Kafka '1+'"]
+    ours["fields"].remove(regex)
+    assert any("names/order differ" in d for d in compare_schema(ours, kafka))
+    # the 3.9 listener is only forgiven as "zkBroker"
+    other = as_kafka_4(_load(SCHEMAS / "ConsumerGroupDescribeRequest.json"))
+    other["listeners"].append("controller")
+    assert compare_schema(other, kafka_4_4("ConsumerGroupDescribeRequest")) != []
 
 
 # schemas/groups/: the group coordinator's records (the keys and values of __consumer_offsets).

@@ -388,6 +388,7 @@ def test_broker_apis_check_topic_and_group_rights_per_resource(tmp_path: Path) -
     """Per-topic and per-group checks as KafkaApis makes them, with raw requests: alice may
     READ the topic and the group ``g``; mallory may nothing (no ACL names her)."""
     from kraftnode.protocol.registry import (
+        CONSUMER_GROUP_HEARTBEAT,
         DESCRIBE_CLUSTER,
         DESCRIBE_CONFIGS,
         FIND_COORDINATOR,
@@ -398,6 +399,12 @@ def test_broker_apis_check_topic_and_group_rights_per_resource(tmp_path: Path) -
         PRODUCE,
     )
     from recordbatch import Record, build_batch
+
+    def heartbeat(topics: list[str]) -> w.ConsumerGroupHeartbeatRequest:
+        return w.ConsumerGroupHeartbeatRequest(
+            group_id="g", member_id="alice-member", member_epoch=0, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=30000, subscribed_topic_names=topics, subscribed_topic_regex=None,
+            server_assignor=None, topic_partitions=[])
 
     with running_node(tmp_path, SECURE) as node:
         wait_until("the bootstrap commit", lambda: "controller activation" in node.log(), logs=node.log)
@@ -471,6 +478,14 @@ def test_broker_apis_check_topic_and_group_rights_per_resource(tmp_path: Path) -
             got = send(s, OFFSET_FETCH, 8, fetch_offsets, 12)
             assert got.groups[0].error_code == 0
             assert got.groups[0].topics[0].partitions[0].committed_offset == 1
+            # ConsumerGroupHeartbeat (Kafka 4.4's KafkaApis): READ on the group, then DESCRIBE
+            # on every named topic -- one she may not describe fails the whole heartbeat
+            assert send(s, CONSUMER_GROUP_HEARTBEAT, 1, heartbeat([TOPIC, "hidden"]), 13).error_code == T
+            got = send(s, CONSUMER_GROUP_HEARTBEAT, 1, heartbeat([TOPIC]), 14)
+            assert (got.error_code, got.member_epoch) == (0, 1)
+        with sasl_socket(node.port, "mallory") as s:
+            got = send(s, CONSUMER_GROUP_HEARTBEAT, 1, heartbeat([TOPIC]), 15)
+            assert got.error_code == Errors.GROUP_AUTHORIZATION_FAILED
 
 
 def test_a_node_without_cluster_action_stops_as_kafkas_raft_client_does(tmp_path: Path, admin: JavaAdmin) -> None:
