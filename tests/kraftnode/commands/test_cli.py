@@ -93,6 +93,16 @@ def test_start_override_as_kafka_server_start(tmp_path: Path) -> None:
     assert "the node id 3 must be included in the set of voters" in r.stderr, r.stderr
 
 
+def test_an_unknown_option_is_refused_by_its_command() -> None:
+    """An option the command does not know is named with that command's usage, not the
+    top-level one (issue 41: `start FILE --override ...` printed `usage: kraftnode [-h] ...`)."""
+    r = _cli("start", "p.properties", "--no-such-option", "x")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("usage: kraftnode start "), r.stderr
+    assert r.stderr.strip().splitlines()[-1] == \
+        "kraftnode start: error: unrecognized arguments: --no-such-option x", r.stderr
+
+
 def _wait_for_leader(port: int, timeout: float = 30) -> None:
     import time
 
