@@ -51,13 +51,18 @@ def build_parser() -> argparse.ArgumentParser:
                            epilog=("examples:\n" + examples) if examples else None,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(_run=mod.run, _parser=p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # said by the command's own parser, with its usage: the top-level usage (argparse's
+        # default) hid which command refused what (issue 41: `start FILE --override ...`)
+        parser_of = getattr(args, "_parser", parser)
+        parser_of.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args._run(args))
     except UsageError as e:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from kraftnode.errors import LocalError
 
-__all__ = ["LogSetupError", "ENV_LEVEL", "FORMAT", "resolve_level", "configure", "os_error_text"]
+__all__ = ["KafkaLevelFormatter", "LogSetupError", "ENV_LEVEL", "FORMAT", "resolve_level", "configure", "os_error_text"]
 
 ENV_LEVEL = "KRAFTNODE_LOG_LEVEL"
 FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
@@ -35,6 +35,24 @@ _LEVELS = {
     "FATAL": logging.CRITICAL, "CRITICAL": logging.CRITICAL,
 }
 LEVEL_NAMES = ("DEBUG", "INFO", "WARN", "ERROR")
+
+
+class KafkaLevelFormatter(logging.Formatter):
+    """Level names as log4j prints them, as the docs and ``--log-level`` spell them: WARN
+    and FATAL, not Python's WARNING and CRITICAL (issue 41). The record is left unchanged for
+    any other handler."""
+
+    _NAMES = {logging.WARNING: "WARN", logging.CRITICAL: "FATAL"}
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        name = self._NAMES.get(record.levelno)
+        if name is None or record.levelname != logging.getLevelName(record.levelno):
+            return super().formatMessage(record)
+        saved, record.levelname = record.levelname, name
+        try:
+            return super().formatMessage(record)
+        finally:
+            record.levelname = saved
 
 
 class LogSetupError(LocalError):
@@ -79,7 +97,7 @@ def configure(level: int, *, log_file: str | None = None, max_bytes: int = 100 *
     for h in list(root.handlers):
         root.removeHandler(h)
         h.close()
-    fmt = logging.Formatter(FORMAT)
+    fmt = KafkaLevelFormatter(FORMAT)
     console = logging.StreamHandler()
     console.setFormatter(fmt)
     root.addHandler(console)

@@ -167,6 +167,10 @@ def parse_servers(text: str) -> list[tuple[str, int]]:
         host, sep, port = part.rpartition(":")
         if not sep or not host or not port.isdigit():
             raise UsageError(f"invalid bootstrap address {part!r}: expected host:port")
+        if not 1 <= int(port) <= 65535:
+            # said before any connection is tried: "Connection refused" misled (issue 41);
+            # Kafka's Admin refuses it too, as "Invalid url in bootstrap.controllers"
+            raise UsageError(f"invalid bootstrap address {part!r}: port {int(port)} is out of range (1-65535)")
         out.append((host.strip("[]"), int(port)))
     return out
 

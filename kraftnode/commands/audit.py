@@ -2,7 +2,8 @@
 
 Runs the same job as ``tools/pipelines/quorum_audit.py`` (logic in
 ``kraftnode.spark.audit``): Parquet tables, ``summary.json`` and a self-contained
-``report.html`` under ``--out``.  Exit 0 when the logs are clean, 1 when a safety
+``report.html`` under ``--out``.  The headline is the first line on stdout; the
+progress lines, one per stage, go to stderr. Exit 0 when the logs are clean, 1 when a safety
 violation is found or a replica has lost committed data (a batch below the committed
 floor that fails its CRC or cannot be read), 2 (one line on stderr) for bad input such
 as a path that is not a log dir.
@@ -12,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from kraftnode.commands.errors import UsageError
@@ -33,8 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
 
 
-def audit_conf(log_bytes: int) -> dict[str, str]:
-    """Spark settings for an audit over ``log_bytes`` of log files.
+def audit_conf(log_bytes: int, extra_java: Sequence[str] = ()) -> dict[str, str]:
+    """Spark settings for an audit over ``log_bytes`` of log files (``extra_java``: more
+    driver JVM options, e.g. the quiet log4j2 configuration).
 
     Why: the audit runs about ten small jobs; on a log of a few MB each one's cost is
     Spark's per-task and per-stage overhead, not data, so shuffles get one partition
@@ -45,10 +49,13 @@ def audit_conf(log_bytes: int) -> dict[str, str]:
 
     conf = {"spark.sql.shuffle.partitions": str(max(1, min(64, log_bytes // (64 << 20)))),
             "spark.ui.showConsoleProgress": "false"}
+    java = list(extra_java)
     if log_bytes <= DRIVER_READ_MAX_BYTES:
         # a short run: the JVM's optimising compiler (C2) would spend more CPU than it saves
         # (measured: about half the CPU of the session start and the audit jobs)
-        conf["spark.driver.extraJavaOptions"] = " ".join(["-XX:TieredStopAtLevel=1", *class_data_sharing()])
+        java += ["-XX:TieredStopAtLevel=1", *class_data_sharing()]
+    if java:
+        conf["spark.driver.extraJavaOptions"] = " ".join(java)
     return conf
 
 
@@ -117,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
 
     def progress(line: str) -> None:
-        print(f"[{time.monotonic() - t0:5.1f} s] {line}", flush=True)
+        # on stderr: stdout's first line is the headline (issue 41), whatever came before
+        print(f"[{time.monotonic() - t0:5.1f} s] {line}", file=sys.stderr, flush=True)
 
     total = sum(os.path.getsize(f.path) for f in files)
     progress(f"{len(files)} files, {total / 1e6:.1f} MB; starting Spark ({args.master})")
@@ -125,10 +133,17 @@ def run(args: argparse.Namespace) -> int:
 
     from kraftnode.spark import local_session
     from kraftnode.spark.audit import run_audit
+    from kraftnode.spark.quiet import filtered_stderr, log4j2_options
 
     existing = SparkSession.getActiveSession()  # embedded use: leave the caller's session running
     t = time.monotonic()
-    spark = local_session(args.master, "kraftnode-audit", **audit_conf(total))
+    java, log4j2_file = log4j2_options()
+    try:
+        with filtered_stderr():   # the JVM's start-up noise dropped, its errors kept
+            spark = local_session(args.master, "kraftnode-audit", **audit_conf(total, java))
+    finally:
+        if log4j2_file is not None:
+            log4j2_file.unlink(missing_ok=True)
     progress(f"Spark session ready ({time.monotonic() - t:.1f} s)")
     try:
         res = run_audit(spark, list(args.log_dirs), out, progress=progress)

@@ -45,6 +45,7 @@ _CONTROL_NAMES = {t: t.name for t in ControlType}
 
 EXAMPLES = """\
   kraftnode dump-log /tmp/dev/node1/metadata                 # every segment and snapshot of a node
+  kraftnode dump-log /tmp/dev/node1                          # the same: its metadata/ log dir is found
   kraftnode dump-log /tmp/dev/node1/metadata/__cluster_metadata-0/00000000000000000000.log
   kraftnode dump-log --print-data-log DIR   # also key and payload of application records
   kraftnode dump-log --batches-only DIR     # one line per batch
@@ -54,8 +55,9 @@ EXAMPLES = """\
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help=".log, .checkpoint, .index or .timeindex files, or a directory: a "
-                             "metadata log dir (holding __cluster_metadata-0/) or a partition "
-                             "directory, whose segments and snapshots are dumped in offset order")
+                             "metadata log dir (holding __cluster_metadata-0/), a directory "
+                             "holding one (a dev-cluster node's), or a partition directory, "
+                             "whose segments and snapshots are dumped in offset order")
     parser.add_argument("--skip-record-metadata", action="store_true", help="omit per-record metadata")
     parser.add_argument("--batches-only", action="store_true", help="print batch lines only (no records)")
     parser.add_argument("--print-data-log", action="store_true",
@@ -256,6 +258,15 @@ def dump_batches(path: Path, out: Any, *, skip_metadata: bool = False, batches_o
         print(f"Found {size - valid} invalid bytes at the end of {name}", file=out)
 
 
+def _child_log_dirs(path: Path) -> list[Path]:
+    """The metadata log dirs (holding __cluster_metadata-0/) directly under ``path``."""
+    try:
+        children = sorted(path.iterdir())
+    except OSError:
+        return []
+    return [c for c in children if (c / METADATA_PARTITION_DIR).is_dir()]
+
+
 def _files_of(p: str) -> list[Path]:
     """The files to dump for one PATH argument: itself, or a directory's segments and snapshots."""
     path = Path(p)
@@ -264,6 +275,12 @@ def _files_of(p: str) -> list[Path]:
     if not path.is_dir():
         raise UsageError(f"{p}: no such file or directory")
     part = path / METADATA_PARTITION_DIR
+    if not part.is_dir():
+        # a node's directory (tools/dev.sh prints DEVDIR/node1/; the log dir is its metadata/):
+        # the metadata log dirs one level down, when there are any (issue 41)
+        inner = _child_log_dirs(path)
+        if inner:
+            return [f for d in inner for f in _files_of(str(d))]
     search = part if part.is_dir() else path
     files = []
     try:

@@ -32,7 +32,7 @@ EXAMPLES = """\
   kraftnode quorum --bootstrap-controller 127.0.0.1:9093 describe --replication --human-readable
   kraftnode quorum --bootstrap-controller 127.0.0.1:9093 describe --replication --watch 1
   kraftnode quorum --bootstrap-controller 127.0.0.1:9093 --command-config new.properties add-controller
-  kraftnode quorum --bootstrap-controller 127.0.0.1:9093 remove-controller -i 4 -d DIRECTORY_ID
+  kraftnode quorum --bootstrap-controller 127.0.0.1:9093 remove-controller -i 4 -d=DIRECTORY_ID
   kraftnode quorum --bootstrap-controller 127.0.0.1:9093 transfer-leadership --to 2
   kraftnode quorum --bootstrap-controller 127.0.0.1:9093 --command-config client.properties describe --status
 """
@@ -76,7 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        formatter_class=fmt,
                        epilog="example (ids from describe --status):\n  kraftnode quorum "
                               "--bootstrap-controller 127.0.0.1:9093 remove-controller "
-                              "--controller-id 4 --controller-directory-id DIRECTORY_ID\n")
+                              "--controller-id 4 --controller-directory-id=DIRECTORY_ID\n"
+                              "(write -d=ID / --controller-directory-id=ID: a directory id may start "
+                              "with '-', which would be read as an option)\n")
     r.add_argument("--controller-id", "-i", type=int, required=True, help="the id of the controller to remove")
     r.add_argument("--controller-directory-id", "-d", required=True,
                    help="the directory id of the controller to remove")

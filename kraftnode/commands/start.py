@@ -15,6 +15,7 @@ EXAMPLES = """\
   kraftnode start --log-level DEBUG server.properties      # every client connection logged
   KRAFTNODE_LOG_LEVEL=WARN kraftnode start server.properties
   kraftnode start --log-config logging.ini server.properties
+  kraftnode start server.properties --override node.id=2 --override log.dirs=/tmp/n2
 The node logs to the console; kraftnode.log.file=PATH in the properties adds a file rotated
 by size. Keys and defaults: docs/configuration.md. SIGTERM or Ctrl-C stops it cleanly.
 """
@@ -33,7 +34,23 @@ def add_logging_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="path to server.properties (see config/ for examples)")
+    p.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],
+                   help="a property that overrides the file's value, as kafka-server-start.sh's "
+                        "--override (repeat it for more keys)")
     add_logging_arguments(p)
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """``--override`` values as Kafka's ``CommandLineUtils.parseKeyValueArgs`` reads them:
+    split at the first ``=``; a key without ``=`` or value gets the empty value (which the
+    key's type check then judges). An empty key is bad input."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        if not key.strip():
+            raise UsageError(f"--override {item!r}: expected KEY=VALUE, e.g. --override node.id=2")
+        out[key.strip()] = value
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         level = logsetup.resolve_level(args.log_level)
         logsetup.configure(level)       # the console, while the configuration is read
         try:
-            cfg = node_config.load(args.config, check_storage=True)
+            cfg = node_config.load(args.config, check_storage=True,
+                                   overrides=parse_overrides(args.override))
         except ConfigError as e:
             raise UsageError(str(e)) from None
         logsetup.configure(level, log_file=cfg.log_file, max_bytes=cfg.log_file_max_bytes,

@@ -10,6 +10,7 @@ know, become start-up warnings, so a typo does not silently fall back to a defau
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kraftnode.config import keys, validation
@@ -113,10 +114,11 @@ class NodeConfig:
         return not self.static_voters
 
 
-def load(path: str, *, check_storage: bool = False) -> NodeConfig:
-    """Read and check ``path``; with ``check_storage`` (``kraftnode start``), also that the
-    metadata log directory is formatted, readable and writable, as Kafka checks it."""
-    cfg = ServerConfig.load(path)
+def load(path: str, *, check_storage: bool = False, overrides: Mapping[str, str] | None = None) -> NodeConfig:
+    """Read and check ``path``, with ``overrides`` over its keys (``--override``); with
+    ``check_storage`` (``kraftnode start``), also that the metadata log directory is
+    formatted, readable and writable, as Kafka checks it."""
+    cfg = ServerConfig.load(path, overrides)
     cfg.validate_all()  # every key present, by its type and validator
     voters, bootstrap = validation.check_config(cfg)  # Kafka's checks across keys
     raw = cfg.props.raw()

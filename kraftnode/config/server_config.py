@@ -9,6 +9,7 @@ the controller listeners) is not refused for a key it does not use;
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from kraftnode.config import keys
@@ -26,8 +27,13 @@ class ServerConfig:
         self._values = props.raw()
 
     @classmethod
-    def load(cls, path: str | Path) -> ServerConfig:
-        return cls(load_properties(path))
+    def load(cls, path: str | Path, overrides: Mapping[str, str] | None = None) -> ServerConfig:
+        """The file's keys, then ``overrides`` over them (``kraftnode start --override``, as
+        ``kafka-server-start.sh --override`` applies them over server.properties)."""
+        props = load_properties(path)
+        if overrides:
+            props = Properties({**props.raw(), **overrides}, source=props.source)
+        return cls(props)
 
     @property
     def source(self) -> str:

@@ -222,9 +222,12 @@ def _load_state(mlog: MetadataLog, store: QuorumStateStore, state_machine: State
 
 
 def _properties(cfg: NodeConfig) -> dict[str, str]:
-    """The properties file as read at start-up (DescribeConfigs lists them as static configs)."""
+    """The properties as read at start-up, ``--override`` included (DescribeConfigs lists
+    them as static configs); a NodeConfig made without them (embedding) reads the file."""
     from kraftnode.config import ServerConfig
 
+    if cfg.properties:
+        return dict(cfg.properties)
     try:
         return dict(ServerConfig.load(cfg.source).props.raw())
     except (OSError, ConfigError):

@@ -386,9 +386,14 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
                              F.expr("transform(m.grantingVoters, v -> v.voterId)").alias("granting_voters"),
                              F.col("offset").alias("start_offset"), F.col("timestamp").alias("start_time"),
                              F.coalesce("records", F.lit(0)).alias("records"))
-                     .withColumn("end_time", F.coalesce(F.lead("start_time").over(ordered),
-                                                        F.lit(max_ts).cast("long")))
-                     .withColumn("tenure_ms", F.col("end_time") - F.col("start_time"))
+                     # the last epoch has no end in the logs: its leader may lead still, or
+                     # have led long after its last record (a quiet leader appends nothing), so
+                     # its tenure is a lower bound, up to the newest record, and says so
+                     # (issue 41: it read "0 ms" for a leader that ran ~4 s)
+                     .withColumn("end_time", F.lead("start_time").over(ordered))
+                     .withColumn("ongoing", F.col("end_time").isNull())
+                     .withColumn("tenure_ms", F.coalesce("end_time", F.lit(max_ts).cast("long"))
+                                 - F.col("start_time"))
                      .orderBy("epoch"))
     leadership = save_collected("leadership", leadership_df)
     stage("epochs and leadership", f"{len(epochs)} epochs, {len(leadership)} LeaderChange records")
@@ -599,6 +604,16 @@ def _cell(col: str, v: Any) -> str:
     return str(v)
 
 
+def _row_cell(r: dict[str, Any], col: str) -> str:
+    """A cell that needs its row: the last epoch's tenure is a lower bound (see ``ongoing``)."""
+    text = _cell(col, r.get(col))
+    if col == "tenure_ms" and r.get("ongoing") and text:
+        return f"at least {text} (its last record; no later epoch in the logs)"
+    if col == "end_time" and r.get("ongoing") and not text:
+        return "none in the logs"
+    return text
+
+
 def _table(rows: list[dict[str, Any]], columns: list[str] | None = None, limit: int = 200) -> str:
     if not rows:
         return "<p><i>none</i></p>"
@@ -609,7 +624,7 @@ def _table(rows: list[dict[str, Any]], columns: list[str] | None = None, limit: 
         verdict = str(r.get("verdict", ""))
         cls = ' class="bad"' if "VIOLATION" in verdict or "INCONSISTENT" in verdict \
             or "verdict" not in r and (r.get("reason") or r.get("error")) else ""
-        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(_cell(c, r.get(c)))}</td>" for c in cols) + "</tr>")
+        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(_row_cell(r, c))}</td>" for c in cols) + "</tr>")
     more = f"<p>... {len(rows) - limit} more rows in the Parquet table</p>" if len(rows) > limit else ""
     return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,19 @@ def test_each_example_loads_without_warnings(path: Path) -> None:
     assert cfg.warnings == ()
     assert all(ln.host == "127.0.0.1" for ln in cfg.listeners)
     assert cfg.is_dynamic == ("dynamic" in path.name or "dynamic" in str(path.parent))
+
+
+def test_every_example_serves_metrics() -> None:
+    """Issue 41: single-node and dynamic-quorum set no metrics listener, so a person who
+    followed them found no /metrics. Every example serves them, on a port of its own within
+    its quorum and apart from every controller listener."""
+    listeners = {str(p.relative_to(ROOT / "config")): node_config.load(str(p)).metrics_listener
+                 for p in EXAMPLES}
+    assert all(ml is not None and ml[0] == "127.0.0.1" for ml in listeners.values()), listeners
+    controller_ports = {ln.port for p in EXAMPLES for ln in node_config.load(str(p)).listeners}
+    for kind in ("static-quorum", "dynamic-quorum"):
+        ports = [ml[1] for name, ml in listeners.items() if name.startswith(kind) and ml]
+        assert len(set(ports)) == 3 and not set(ports) & controller_ports, (kind, ports)
 
 
 def _relocate(src: Path, dst: Path, ports: dict[int, int], log_dir: Path) -> Path:
@@ -81,5 +95,10 @@ def test_format_and_start_from_the_examples(tmp_path: Path, kind: str) -> None:
         info = cl.wait_for_leader(60)
         assert sorted(v.replica_id for v in info.voters) == list(range(1, len(srcs) + 1))
         assert info.cluster_id == CLUSTER_ID
+        for i in range(1, len(srcs) + 1):  # the example's metrics listener serves (issue 41)
+            ml = node_config.load(str(tmp_path / f"node{i}" / "server.properties")).metrics_listener
+            assert ml is not None
+            with urllib.request.urlopen(f"http://{ml[0]}:{ml[1]}/metrics", timeout=10) as r:
+                assert b"kafka_server_raft_metrics_current_state" in r.read()
     finally:
         cl.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -56,6 +57,11 @@ GROUPS: dict[str, list[Block]] = {
     "security": [block("docs/security.md", "kraftnode format -c server.properties"),
                  block("docs/security.md", "openssl req")],
     "simulation": [block("docs/raft.md", "python -m tests.simulation")],
+    "first session": [block("docs/first-session.md", "tools/dev.sh"),
+                      block("docs/first-session.md", ".venv/bin/kraftnode quorum"),
+                      block("docs/first-session.md", "ID="),
+                      block("docs/first-session.md", "kraftnode quorum --bootstrap-controller 127.0.0.1:9193"),
+                      block("docs/first-session.md", "kraftnode audit")],
 }
 #: blocks run by another test, which says so (config comments carry no markers)
 DELEGATED = {b.where: WALKTHROUGH for b in BLOCKS if b.source.startswith("config/dynamic-quorum/")}
@@ -220,3 +226,59 @@ def test_simulation_commands(session: Session) -> None:
     session.pause_s = 0  # no quorum is running: nothing to be paced against
     session.run_block(sim, timeout=300)
     assert "ok" in "".join(session.transcript)
+
+
+#: longer than every timeout of the quorums the first session starts (fetch and request 2 s,
+#: election 1 s): a person types slower than a quorum times out
+PERSON_PACE_S = 5.0
+
+
+def test_first_session(session: Session) -> None:
+    """docs/first-session.md as a new user follows it on a fresh clone (issue 41): the README's
+    main job, a dynamic quorum grown with add-controller, and the audit of its logs, whose first
+    line is the headline with no Spark noise before it -- at a person's pace."""
+    pytest.importorskip("pyspark")
+    dev, status, dynamic, grow, audit = GROUPS["first session"]
+    session.pause_s = PERSON_PACE_S
+
+    # 1. the main job
+    out = session.run_statement(dev.text.strip(), dev.where)
+    port = int(re.search(r"node 1: CONTROLLER://127\.0\.0\.1:(\d+)", out).group(1))  # type: ignore[union-attr]
+    root = Path(re.search(r"created in (\S+)", out).group(1))  # type: ignore[union-attr]
+    session.placeholders["PORT"] = str(port)
+    assert "LeaderId:" in session.run_statement(status.text.strip(), status.where)
+    session.pace()
+    session.stop(session.background[-1])  # Ctrl-C: "dev cluster stopped"
+
+    # 2. the dynamic quorum, grown with add-controller
+    session.run_block(dynamic)
+    node1, node2 = session.background[-2:]
+    add, describe = [ln for ln in grow.text.splitlines() if ln.strip()]
+    out = session.run_statement(add, grow.where, timeout=120)
+    assert re.search(rf"^Added controller 2 with directory id \S+ and endpoints: "
+                     rf"CONTROLLER://127\.0\.0\.1:{session.ports[9194]}$", out, re.M), out
+    out = session.run_statement(describe, grow.where)
+    assert re.search(r"^2\s+\S+\s+\d+.*\bFollower\b", out, re.M), out
+    session.pace()
+    assert re.search(r"AddRaftVoter for voter 2 \(directory \S+\): succeeded", node1.text()), node1.text()[-2000:]
+    assert re.search(r"became a voter in epoch 1 \(leader 1; voters \[1, 2\]\)", node2.text()), node2.text()[-2000:]
+    for port_key in (9504, 9505):  # each controller serves its metrics (config/dynamic-quorum)
+        with urllib.request.urlopen(f"http://127.0.0.1:{session.ports[port_key]}/metrics", timeout=10) as r:
+            assert b"kafka_server_raft_metrics" in r.read()
+    session.pace()
+    session.stop(node2)   # Ctrl-C in each terminal
+    session.stop(node1)
+
+    # 3. the audit over the quorum's files: the headline first, no Spark noise
+    session.pace()
+    cmd = session.substitute(audit.text.strip())
+    r = subprocess.run(["bash", "-c", cmd], cwd=session.work, env=session.env(), capture_output=True,
+                       text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert r.stdout.splitlines()[0] == \
+        "No safety violation found; every replica can read its committed records.", r.stdout
+    assert "  replicas 1 and 2: consistent" in r.stdout.splitlines(), r.stdout
+    noise = [ln for ln in r.stderr.splitlines() if not re.match(r"^\[\s*[\d.]+ s\] ", ln)]
+    assert noise == [], r.stderr
+    assert (session.work / "root" / "tmp" / "kraftnode-audit" / "report.html").is_file()
+    shutil.rmtree(root, ignore_errors=True)

@@ -111,11 +111,21 @@ def test_walkthrough_at_a_persons_pace(walk: Session, tool: str) -> None:
         assert sorted(v.replica_id for v in now.voters) == voters, (st, now.voters)
 
     leader_log = node_logs[1].text()
-    changes = re.findall(r"(AddRaftVoter|RemoveRaftVoter) for voter (\d) \(directory (\S+)\): (\w+)", leader_log)
-    # each step succeeded on its first try: one request per step reached the leader, answered NONE
+    changes = re.findall(r"(AddRaftVoter|RemoveRaftVoter) for voter (\d) \(directory (\S+)\): (succeeded|failed: \w+)", leader_log)
+    # each step succeeded on its first try: one request per step reached the leader, answered
+    # NONE, which the log says in words (issue 41: "...: NONE" read as a failure)
     assert [(k, int(n), code) for k, n, _, code in changes] == [
-        ("AddRaftVoter", 2, "NONE"), ("AddRaftVoter", 3, "NONE"), ("RemoveRaftVoter", 3, "NONE"),
-        ("AddRaftVoter", 3, "NONE")], changes
+        ("AddRaftVoter", 2, "succeeded"), ("AddRaftVoter", 3, "succeeded"), ("RemoveRaftVoter", 3, "succeeded"),
+        ("AddRaftVoter", 3, "succeeded")], changes
+    # each node's own log says when it joined and left the voter set (issue 41: the added node's
+    # last word was "became follower ... as an observer"); UpdateRaftVoter's success is DEBUG
+    for i, joins, leaves in ((2, 1, 0), (3, 2, 1)):
+        text = node_logs[i].text()
+        assert len(re.findall(r"became a voter in epoch \d+ \(leader 1; voters \[", text)) == joins, text[-2000:]
+        assert len(re.findall(r"is no longer a voter in epoch \d+ .*: it goes on as an observer", text)) == leaves, \
+            text[-2000:]
+    assert re.search(r"became a voter in epoch \d+ \(leader 1; voters \[1, 2, 3\]\)\s*$", node_logs[3].text(), re.M)
+    assert not any("UpdateRaftVoter" in bg.text() for bg in node_logs.values())
     # the directory id as every tool shows it (base64), not a dashed UUID
     assert changes[2][2] == walk.placeholders["DIRECTORY_ID"]
     for i, bg in node_logs.items():  # no election but node 1's own, which made it the leader

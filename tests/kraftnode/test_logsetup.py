@@ -111,3 +111,37 @@ def test_connections_at_debug(tmp_path: Path, how: str) -> None:
                           rf"on 127\.0\.0\.1:{node.port}", text)
     closed = re.findall(r"DEBUG \[kraftnode.network\] closed connection from 127\.0\.0\.1:\d+", text)
     assert len(accepted) >= 3 and len(closed) >= 3, text
+
+
+def test_levels_print_as_log4j_names(restore_logging: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 41: a warning printed as ``WARNING`` while the docs and ``--log-level`` say
+    ``WARN``; the console now prints log4j's names (WARN, FATAL) as Kafka's logs do."""
+    configure(resolve_level("WARN"))
+    lg = logging.getLogger("kraftnode.test")
+    lg.info("not shown")
+    lg.warning("a warning")
+    lg.critical("the end")
+    lines = capsys.readouterr().err.splitlines()
+    assert [ln.split(" ", 2)[2] for ln in lines] == ["WARN [kraftnode.test] a warning",
+                                                      "FATAL [kraftnode.test] the end"], lines
+    assert logging.getLevelName(logging.WARNING) == "WARNING"   # Python's own name untouched
+
+
+def test_incarnation_ids_in_the_log_as_in_the_records(tmp_path: Path) -> None:
+    """Issue 41: the log printed a controller's incarnation id as a hex UUID while its
+    ControllerRegistrationRecord (dump-log, Kafka's tools) shows base64: one id, two
+    spellings. The log now spells it as Kafka does, so the two can be matched by eye or grep."""
+    import subprocess
+    import sys
+    import time
+
+    with running_node(tmp_path) as node:
+        deadline = time.monotonic() + 30
+        while not (m := re.search(r"registered controller 1 \(incarnation (\S+)\)", node.log())):
+            assert time.monotonic() < deadline, node.log()
+            time.sleep(0.2)
+    logged = m.group(1)
+    dump = subprocess.run([sys.executable, "-m", "kraftnode", "dump-log", str(tmp_path / "meta-1")],
+                          capture_output=True, text=True, check=True).stdout
+    in_records = re.findall(r'"incarnationId":"([^"]+)"', dump)
+    assert in_records and logged == in_records[-1], (logged, in_records)

@@ -46,7 +46,7 @@ MARKERS = ("illustrative", "run-by", "long-running")
 FETCH_TIMEOUT_S = 2.0  # controller.quorum.fetch.timeout.ms, Kafka's default and the examples'
 
 #: the ports the docs and config/ use; each session maps them to free ones
-DOC_PORTS = (9093, 9094, 9095, 9193, 9194, 9195, 9404, 9405, 9406)
+DOC_PORTS = (9093, 9094, 9095, 9193, 9194, 9195, 9404, 9405, 9406, 9504, 9505, 9506)
 #: directories the docs and config/ use; each session moves them under its work directory
 DOC_DIRS = ("/tmp/kraftnode-", "/var/lib/kraftnode", "/etc/kraftnode")
 

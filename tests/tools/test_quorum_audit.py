@@ -64,6 +64,11 @@ def test_audit_of_a_known_history(spark: Any, sample: SampleQuorum, tmp_path: Pa
     assert {e: r["granting_voters"] for e, r in lead.items()} == sample.granting
     assert {e: r["start_offset"] for e, r in lead.items()} == sample.epoch_start
     assert lead[1]["tenure_ms"] == lead[2]["start_time"] - lead[1]["start_time"] > 0
+    # the last epoch has no end in the logs: its tenure runs to the newest record and says it is
+    # a lower bound (issue 41: a leader that ran ~4 s showed "0 ms")
+    assert [lead[e]["ongoing"] for e in (1, 2, 3)] == [False, False, True]
+    assert lead[3]["end_time"] is None and lead[2]["end_time"] == lead[3]["start_time"]
+    assert lead[3]["tenure_ms"] == max(r["last_time"] for r in res.epochs) - lead[3]["start_time"]
 
     voters = [v for v in res.voters if v["control_type"] == "KRAFT_VOTERS"]
     assert [v["offset"] for v in voters] == sample.voters_offsets
@@ -82,10 +87,18 @@ def test_audit_of_a_known_history(spark: Any, sample: SampleQuorum, tmp_path: Pa
     assert re.search(r"<td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC</td>", html)
     assert str(lead[1]["start_time"]) not in html  # no raw epoch milliseconds
     assert re.search(r"<td>[\d.]+ (ms|s)</td>", html) and "<th>tenure</th>" in html
+    assert re.search(r"<td>at least [\d.]+ (ms|s) \(its last record; no later epoch in the logs\)</td>", html)
     assert "<script" not in html and "http" not in html.split("<body>")[1]  # self-contained
     leadership = spark.read.parquet(str(res.tables["leadership"])).orderBy("epoch").collect()
     assert [r["leader"] for r in leadership] == [1, 2, 3]
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["violations"] == 0
+    # the tables docs/spark.md names are the ones written (issue 41: it named `lost_committed`,
+    # written as tables/lost_batches)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "spark.md").read_text()
+    named = re.search(r"Parquet\s+tables under `DIR/tables/`: (.*?) \(", doc, re.S)
+    assert named is not None
+    assert sorted(re.findall(r"`(\w+)`", named.group(1))) == sorted(
+        q.name for q in (tmp_path / "out" / "tables").iterdir())
 
 
 def test_planted_divergence_is_detected_at_its_offset(spark: Any, sample: SampleQuorum, tmp_path: Path,
@@ -114,7 +127,7 @@ def test_planted_divergence_is_detected_at_its_offset(spark: Any, sample: Sample
     rc = audit.run(argparse.Namespace(log_dirs=[str(root)], out=str(tmp_path / "cli"), master="local[2]"))
     assert rc == 1
     assert (tmp_path / "cli" / "report.html").is_file()
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err   # progress on stderr: stdout starts with the headline
     stages = re.findall(r"^\[\s*[\d.]+ s\] (.*)$", out, re.M)  # one progress line per stage, timed
     assert [s.split(":")[0].split(" (")[0] for s in stages[2:]] == [
         "read", "committed floor and violations", "pairwise divergence", "epochs and leadership",
@@ -201,6 +214,34 @@ def test_a_damaged_batch_header_loses_the_rest_of_the_file(spark: Any, sample: S
     for a in (1, 2):
         assert _pair(res, a, 3)["verdict"].startswith("INCONSISTENT: LOST"), _pair(res, a, 3)
     assert "is below the minimum" in res.lost[0]["error"]
+
+
+def test_cli_headline_first_and_no_spark_noise(sample: SampleQuorum, tmp_path: Path) -> None:
+    """Issue 41: Spark's start-up noise (the JVM's incubator-module warning, log4j2's default
+    profile and level lines, NativeCodeLoader's WARN) was mixed into the progress lines, and
+    the headline came after ~13 lines. As a new process, the way a person runs it: stdout's
+    first line is the headline; stderr holds the timed progress lines and nothing else."""
+    r = subprocess.run([sys.executable, "-m", "kraftnode", "audit", str(sample.root), "--out", str(tmp_path / "out"),
+                        "--master", "local[1]"], capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert r.stdout.splitlines()[0] == "No safety violation found; every replica can read its committed records.", \
+        r.stdout
+    noise = [ln for ln in r.stderr.splitlines() if not re.match(r"^\[\s*[\d.]+ s\] ", ln)]
+    assert noise == [], r.stderr
+    assert "report: " in r.stdout
+
+
+def test_quiet_stderr_drops_only_the_noise() -> None:
+    """The filter under the JVM's stderr drops the incubator line only, whole lines: an
+    error that mentions it, or any other line, passes."""
+    from kraftnode.spark.quiet import is_noise
+
+    assert is_noise("WARNING: Using incubator modules: jdk.incubator.vector\n")
+    for line in ["ERROR SparkContext: Error initializing SparkContext.",
+                 "Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space",
+                 "x WARNING: Using incubator modules: jdk.incubator.vector",
+                 "WARNING: Using incubator modules: jdk.incubator.vector; and then it failed"]:
+        assert not is_noise(line), line
 
 
 def test_cli_refuses_a_path_that_is_not_a_log_dir(tmp_path: Path) -> None:
@@ -312,6 +353,6 @@ def test_the_pipeline_job_fails_on_a_damaged_replica(sample: SampleQuorum, tmp_p
                         "--master", "local[1]"], capture_output=True, text=True, timeout=240,
                        cwd=Path(__file__).resolve().parents[2])
     assert r.returncode == 1, r.stdout + r.stderr[-2000:]
-    lines = [ln for ln in r.stdout.splitlines() if not re.match(r"^\[\s*[\d.]+ s\]", ln)]
+    lines = r.stdout.splitlines()   # progress on stderr: the headline is the first line
     assert lines[0].startswith(f"Replica 3 lost committed data: offsets {base}-{last} "), lines
     assert "  1 vs 3: INCONSISTENT: LOST COMMITTED DATA" in r.stdout

@@ -9,7 +9,7 @@ per-epoch records/bytes/compression with the write rate.  The logic and the
 consistency rule live in ``kraftnode.spark.audit``; ``kraftnode audit`` runs the
 same job in-process.  Exit status: 0 clean, 1 a safety violation found or committed data
 lost on a replica (a batch below the committed floor that fails its CRC or cannot be read),
-2 bad input.
+2 bad input. The headline is the first line on stdout; progress lines go to stderr.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     try:
         res = run_audit(spark, args.log_dirs, args.out,
-                        progress=lambda line: print(f"[{time.monotonic() - t0:5.1f} s] {line}", flush=True))
+                        progress=lambda line: print(f"[{time.monotonic() - t0:5.1f} s] {line}", file=sys.stderr,
+                                                    flush=True))
     finally:
         spark.stop()
     print(res.headline())

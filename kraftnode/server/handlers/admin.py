@@ -341,7 +341,7 @@ class AdminHandlers(RaftPeerHandlers):
             forwarded = await self._forward_to_leader(leader, api_key, q, v) if leader >= 0 else None
             if isinstance(forwarded, w.AddRaftVoterResponse | w.RemoveRaftVoterResponse):
                 log.info("%s for voter %d forwarded to leader %d: %s", type(q).__name__[:-7],
-                         q.voter_id, leader, Errors(forwarded.error_code).name)
+                         q.voter_id, leader, _outcome(forwarded.error_code))
                 return forwarded
         resp: w.AddRaftVoterResponse | w.RemoveRaftVoterResponse
         if isinstance(q, w.AddRaftVoterRequest):
@@ -349,6 +349,12 @@ class AdminHandlers(RaftPeerHandlers):
         else:
             resp = await self._serve_raft(rpcs.REMOVE_RAFT_VOTER_RPC, q, v)
         log.info("%s for voter %d (directory %s): %s%s", type(q).__name__[:-7], q.voter_id,
-                 uuid_to_base64(q.voter_directory_id), Errors(resp.error_code).name,
+                 uuid_to_base64(q.voter_directory_id), _outcome(resp.error_code),
                  f" ({resp.error_message})" if resp.error_message else "")
         return resp
+
+
+def _outcome(error_code: int) -> str:
+    """A voter change's answer in words: Kafka's name for success, NONE, read as a failure in
+    the log (issue 41)."""
+    return f"failed: {Errors(error_code).name}" if error_code else "succeeded"

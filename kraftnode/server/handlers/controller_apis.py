@@ -30,7 +30,7 @@ from kraftnode.security import authorizer as az
 from kraftnode.server.handlers.base import HandlerBase
 from kraftnode.server.handlers.kafka_compat import kraft_record_shape_error
 from recordbatch import BatchView, CorruptBatchError
-from recordbatch.wire import DecodeError
+from recordbatch.wire import DecodeError, uuid_to_base64
 
 __all__ = ["ControllerApiHandlers", "FORWARDABLE", "dynamic_configs", "broker_replay_error", "error_response"]
 
@@ -118,7 +118,7 @@ class ControllerApiHandlers(HandlerBase):
             if err.error_code != Errors.NOT_CONTROLLER:
                 log.info("broker %d registration refused: %s", q.broker_id, Errors(err.error_code).name)
             return R(throttle_time_ms=0, error_code=err.error_code, broker_epoch=-1)
-        log.info("registered broker %d (incarnation %s) with broker epoch %d", q.broker_id, q.incarnation_id, epoch)
+        log.info("registered broker %d (incarnation %s) with broker epoch %d", q.broker_id, uuid_to_base64(q.incarnation_id), epoch)
         return R(throttle_time_ms=0, error_code=0, broker_epoch=epoch)
 
     async def _broker_heartbeat(self, q: w.BrokerHeartbeatRequest, v: int) -> w.BrokerHeartbeatResponse:

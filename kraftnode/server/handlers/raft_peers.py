@@ -56,6 +56,8 @@ class RaftPeerHandlers(HandlerBase):
         """UpdateRaftVoter (KIP-853) comes from a voter to the leader it knows, and gets the
         core's answer."""
         resp = await self._serve_raft(rpcs.UPDATE_RAFT_VOTER_RPC, q, v)
-        log.info("UpdateRaftVoter for voter %d (directory %s): %s", q.voter_id,
-                 uuid_to_base64(q.voter_directory_id), Errors(resp.error_code).name)
+        # every voter sends one as it starts: its success is DEBUG, a refusal INFO (issue 41)
+        log.log(logging.INFO if resp.error_code else logging.DEBUG,
+                "UpdateRaftVoter for voter %d (directory %s): %s", q.voter_id, uuid_to_base64(q.voter_directory_id),
+                f"failed: {Errors(resp.error_code).name}" if resp.error_code else "succeeded")
         return resp

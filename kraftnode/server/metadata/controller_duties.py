@@ -59,6 +59,7 @@ from kraftnode.server.net.api_versions import version_range
 from kraftnode.server.net.peer_client import PeerError
 from kraftnode.server.raft.driver import RaftDriver
 from recordbatch import CorruptBatchError
+from recordbatch.wire import uuid_to_base64
 
 log = logging.getLogger("kraftnode.controller")
 
@@ -359,7 +360,7 @@ class ControllerDuties:
                     error = str(e)
         if error is None:
             log.info("controller %d (incarnation %s) registered with the active controller %d",
-                     self.node_id, self.incarnation_id, leader)
+                     self.node_id, uuid_to_base64(self.incarnation_id), leader)
             self._failed_registrations = 0
             self._next_registration = time.monotonic() + 5.0  # until the record is replayed
         else:
@@ -396,5 +397,5 @@ class ControllerDuties:
             code = Errors.NOT_CONTROLLER if done.error_code == Errors.NOT_LEADER_OR_FOLLOWER else done.error_code
             return R(throttle_time_ms=0, error_code=code, error_message=None)
         log.info("registered controller %d (incarnation %s) at offset %d", q.controller_id,
-                 q.incarnation_id, done.last_offset)
+                 uuid_to_base64(q.incarnation_id), done.last_offset)
         return R(throttle_time_ms=0, error_code=0, error_message=None)

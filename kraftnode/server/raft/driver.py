@@ -184,6 +184,8 @@ class RaftDriver(PeerSending):
         # the in-flight request a ``_send`` task will carry on with itself (see _send)
         self._claim_dest: int | None = None
         self._claimed: SendRequest | None = None
+        # whether the latest voter set held this node when last looked (see _note_voter_change)
+        self._was_voter = node.is_voter
 
     # -------------------------------------------------------------- start-up
     def start(self) -> None:
@@ -537,6 +539,21 @@ class RaftDriver(PeerSending):
                     return
         finally:
             self._pumping = False
+            self._note_voter_change()
+
+    def _note_voter_change(self) -> None:
+        """Log the moment this node joins or leaves the voter set. A voter change moves no
+        node to a new epoch state, so without this line an observer added by add-controller
+        kept ``became follower ... as an observer`` as its last word on the matter (issue 41).
+        Judged on the latest voter set, committed or not, as the core (and Kafka) does."""
+        now = self.node.is_voter
+        if now == self._was_voter:
+            return
+        self._was_voter = now
+        leader = self.node.leader_id
+        log.info("became a voter in epoch %d (leader %s; voters %s)" if now else
+                 "is no longer a voter in epoch %d (leader %s; voters %s): it goes on as an observer",
+                 self.node.epoch, leader if leader >= 0 else "unknown", sorted(self.node.voters.ids))
 
     def _execute(self, a: object) -> bool:
         """Run one action; True when it woke another task."""

@@ -235,6 +235,22 @@ def test_quorum_unreachable(tmp_path: Path) -> None:
                               "--status"), "quorum", f"127.0.0.1:{port}", "Connection refused")
 
 
+def test_quorum_bootstrap_port_out_of_range() -> None:
+    """Issue 41: port 99999 was tried, and reported as ``Connection refused``."""
+    assert_one_line(kraftnode("quorum", "--bootstrap-controller", "127.0.0.1:99999", "describe",
+                              "--status"), "quorum",
+                    "invalid bootstrap address '127.0.0.1:99999': port 99999 is out of range (1-65535)")
+
+
+def test_start_override_without_a_key(tmp_path: Path) -> None:
+    """``--override`` is kafka-server-start.sh's (issue 41: it printed the top-level usage);
+    a value without a key is bad input."""
+    props = tmp_path / "p.properties"
+    props.write_text("process.roles=controller\n")
+    assert_one_line(kraftnode("start", str(props), "--override", "=2"), "start",
+                    "--override '=2': expected KEY=VALUE, e.g. --override node.id=2")
+
+
 def test_quorum_watch_unreachable(tmp_path: Path) -> None:
     port = free_port()
     res = kraftnode("quorum", "--bootstrap-controller", f"127.0.0.1:{port}", "describe",

@@ -64,6 +64,45 @@ def test_help_runs_for_every_command() -> None:
         assert r.returncode == 0 and "usage:" in r.stdout and not r.stderr, (name, r.stderr)
 
 
+def test_help_examples_write_a_directory_id_with_equals() -> None:
+    """A directory id is base64 and may start with '-': ``-d ID`` then reads it as an option,
+    as docs/operations.md warns. Every help example writes ``-d=ID`` (issue 41)."""
+    for name, parser in _every_command():
+        examples = parser.format_help().split("xample", 1)[-1]
+        assert not re.search(r"(-d|--controller-directory-id) [A-Z]", examples), (name, examples)
+    assert "--controller-directory-id=DIRECTORY_ID" in _subparsers(_subparsers(build_parser())["quorum"])[
+        "remove-controller"].format_help()
+
+
+def test_start_override_as_kafka_server_start(tmp_path: Path) -> None:
+    """``kraftnode start FILE --override KEY=VALUE`` as ``kafka-server-start.sh`` takes it
+    (issue 41: it printed the top-level usage). The file has neither node.id nor log.dirs;
+    the overrides give both, so the node gets as far as its storage check, which names the
+    overridden directory."""
+    props = tmp_path / "p.properties"
+    props.write_text("process.roles=controller\nnode.id=1\ncontroller.quorum.voters=2@127.0.0.1:1\n"
+                     "listeners=CONTROLLER://127.0.0.1:0\ncontroller.listener.names=CONTROLLER\n"
+                     "log.dirs=/nonexistent-before-override\n")
+    r = _cli("start", str(props), "--override", "node.id=2", "--override", f"log.dirs={tmp_path}/n2")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"kraftnode start: error: No readable meta.properties files found: {tmp_path}/n2 (log.dirs) is not "
+        f"formatted: run `kraftnode format --config {props} --cluster-id ID` first"), r.stderr
+    # both orders, as argparse reads them: the override before the file
+    r = _cli("start", "--override", "node.id=3", str(props))
+    assert "the node id 3 must be included in the set of voters" in r.stderr, r.stderr
+
+
+def test_an_unknown_option_is_refused_by_its_command() -> None:
+    """An option the command does not know is named with that command's usage, not the
+    top-level one (issue 41: `start FILE --override ...` printed `usage: kraftnode [-h] ...`)."""
+    r = _cli("start", "p.properties", "--no-such-option", "x")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("usage: kraftnode start "), r.stderr
+    assert r.stderr.strip().splitlines()[-1] == \
+        "kraftnode start: error: unrecognized arguments: --no-such-option x", r.stderr
+
+
 def _wait_for_leader(port: int, timeout: float = 30) -> None:
     import time
 

@@ -147,3 +147,17 @@ def test_print_data_log_shows_application_payloads(tmp_path: Path,
     # Kafka's prefix rules: "| " before the key; a record without a key starts " payload: "
     assert out[7] == '| key: user-7 payload: {"name":"ada"}'
     assert out[8] == " payload: \ufffdraw"
+
+
+def test_a_node_directory_finds_its_log_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 41: ``dump-log DEVDIR/node1/`` (the folder tools/dev.sh prints; its log dir is
+    node1/metadata/) failed where it could find metadata/ inside. A directory that holds log
+    dirs one level down dumps each of them."""
+    node = tmp_path / "node1"
+    (node / "metadata").mkdir(parents=True)
+    d = _app_log(node / "metadata")
+    (node / "server.properties").write_text("node.id=1\n")
+    assert main(["dump-log", f"{node}/"]) == 0
+    dumped = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Dumping ")]
+    assert dumped == [f"Dumping {d / 'bootstrap.checkpoint'}",
+                      f"Dumping {d / '__cluster_metadata-0' / '00000000000000000000.log'}"]

@@ -128,9 +128,9 @@ def test_a_node_warns_once_about_ignored_and_unknown_keys(tmp_path: Path) -> Non
                                       "controler.quorum.voters=typo\n") as node:
         text = node.log()
     ignored = [ln for ln in text.splitlines() if "were supplied but are not used" in ln]
-    assert len(ignored) == 1 and "WARNING" in ignored[0]
+    assert len(ignored) == 1 and " WARN [" in ignored[0]
     assert "'[log.retention.check.interval.ms, num.network.threads]'" in ignored[0]
     unknown = [ln for ln in text.splitlines() if "isn't a known config" in ln]
     assert len(unknown) == 1
-    assert re.search(r"WARNING .*The configuration 'controler.quorum.voters' was supplied but "
+    assert re.search(r" WARN .*The configuration 'controler.quorum.voters' was supplied but "
                      r"isn't a known config\.", unknown[0])

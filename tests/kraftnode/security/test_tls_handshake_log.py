@@ -1,4 +1,4 @@
-"""A failed TLS handshake leaves one clear WARNING line naming the client and the reason
+"""A failed TLS handshake leaves one clear WARN line naming the client and the reason
 (Kafka's Selector logs "Failed authentication with /IP (SSL handshake failed)"): a
 plaintext client on the TLS port, an untrusted or expired client certificate, no client
 certificate under ssl.client.auth=required, a client that does not trust the node, and a
@@ -83,7 +83,7 @@ def test_failed_handshakes_are_logged_with_the_reason(tmp_path: Path) -> None:
                 pass
         got = _wait_for_line(node.log, line.format(me))
         assert "the client did not start a TLS handshake (a plaintext client on a TLS port?)" in got
-        assert " WARNING [kraftnode.network] " in got and got.endswith("closing the connection")
+        assert " WARN [kraftnode.network] " in got and got.endswith("closing the connection")
         assert _api_versions(port, good) == 0
 
         cases = [
