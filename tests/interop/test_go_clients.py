@@ -157,6 +157,9 @@ def answers(go_clients: GoClients, kafka44: KafkaHome, tmp_path_factory: pytest.
         group_run(boot, "t")
         out["kafka"] = go_clients.run("admin", f"127.0.0.1:{m.group(1)}", 1, TOPIC, KADM_GROUP)
         out["kafka_broker"] = go_clients.run("admin", boot, 1, "t", KADM_GROUP)
+        # the KIP-848 program against a coordinator that serves ConsumerGroupHeartbeat v1
+        out["kafka_kip848"] = go_clients.run("franz-consume", boot, "t", "g-kadm-848", "kadm-", 10,
+                                             CONSUME_TIMEOUT_MS, "consumer")
     finally:
         server.close()
     (tmp / "kraftnode").mkdir()
@@ -342,3 +345,11 @@ def test_kadm_groups_as_kafka(answers: dict[str, Any]) -> None:
     assert (kafka["topic"], kafka["partition"], kafka["offset"], kafka["leader_epoch"]) == ("t", 0, 10, 0)
     assert ours["offset"] >= 10
     assert ours["metadata"].startswith("kgo-") and kafka["metadata"].startswith("kgo-")
+
+
+def test_franz_go_kip848_program_against_kafka(answers: dict[str, Any]) -> None:
+    """The control of test_franz_go_kip848_group_consumer: the same program, against Kafka
+    4.4's broker (ConsumerGroupHeartbeat v1), runs a KIP-848 group (ListGroups: "consumer")."""
+    r = answers["kafka_kip848"]
+    assert Counter(r["values"]) == Counter(f"kadm-{i}" for i in range(10)) and not r["timed_out"]
+    assert (r["group_type"], r["committed"]) == ("consumer", 10)
