@@ -94,7 +94,10 @@ class AdminHandlers(RaftPeerHandlers):
         R = w.DescribeConfigsResponse.DescribeConfigsResult
         results = []
         for res in q.resources:
-            code, msg = 0, None
+            # no message: Kafka's DescribeConfigsResult default, "" (a Kafka 3.9 and a 4.4
+            # controller both send it, for a result and for UNKNOWN_TOPIC_OR_PARTITION:
+            # tests/interop/test_go_clients.py)
+            code, msg = 0, ""
             configs: list[Any] = []
             name = res.resource_name
             if res.resource_type == _CONFIG_TOPIC and self.denied(az.TOPIC, name, az.DESCRIBE_CONFIGS,
@@ -116,7 +119,7 @@ class AdminHandlers(RaftPeerHandlers):
                     configs = dynamic_configs(image.configs.get((_CONFIG_TOPIC, name), {}), _CONFIG_TOPIC,
                                               res.configuration_keys, v >= 1 and q.include_synonyms)
                 elif name != rw.METADATA_TOPIC:
-                    code = Errors.UNKNOWN_TOPIC_OR_PARTITION  # Kafka sets no message here
+                    code = Errors.UNKNOWN_TOPIC_OR_PARTITION  # Kafka sets no message here ("")
             elif res.resource_type == _CONFIG_BROKER:
                 if name and name != str(self.ident.node_id):
                     code, msg = Errors.INVALID_REQUEST, (

@@ -517,6 +517,11 @@ async def list_groups(h: HandlerBase, q: w.ListGroupsRequest, v: int) -> w.ListG
     L = w.ListGroupsResponse
     code = _service(h).coordinator_error()
     c = _service(h).coordinator
+    if code == Errors.NOT_COORDINATOR:
+        # a node that coordinates no group lists none, without error, as a Kafka broker does
+        # (GroupCoordinatorService.listGroups maps NotCoordinatorException to an empty list):
+        # clients ask every node (kadm.ListGroups, Admin.listGroups) and fail on any error
+        return L(throttle_time_ms=0, error_code=0, groups=[])
     if code or c is None:
         return L(throttle_time_ms=0, error_code=code or Errors.COORDINATOR_NOT_AVAILABLE, groups=[])
     groups = c.list_groups(list(getattr(q, "states_filter", []) or []), list(getattr(q, "types_filter", []) or []))
