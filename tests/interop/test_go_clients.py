@@ -97,9 +97,6 @@ def test_sarama_classic_group_consumer(cluster: Cluster, go_clients: GoClients) 
     two_runs(go_clients, boot, TOPIC, "srm", consume)
 
 
-@pytest.mark.xfail(strict=True, reason="franz-go runs KIP-848 only when the coordinator serves "
-                   "ConsumerGroupHeartbeat v1 (kgo.Client.supportsKIP848v1); kraftnode serves v0, so "
-                   "franz-go falls back to the classic protocol (group_type 'classic')")
 def test_franz_go_kip848_group_consumer(cluster: Cluster, go_clients: GoClients) -> None:
     boot = cluster.bootstrap()
 
