@@ -20,9 +20,12 @@ import pytest
 
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
-from kraftnode.protocol.registry import API_VERSIONS, SERVED, VOTE
+from kraftnode.protocol.framing import encode_request
+from kraftnode.protocol.registry import API_VERSIONS, DESCRIBE_CLUSTER, METADATA, SERVED, VOTE
+from recordbatch.message import Message
 from tests.support.java_admin import JavaAdmin
 from tests.support.kafka import KafkaHome
+from tests.support.kafka_server import KafkaServer, combined_server
 from tests.support.node import NodeProcess, frame_call, recv_frame, running_node
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
@@ -32,6 +35,17 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
     with running_node(tmp_path_factory.mktemp("bad-input")) as n:
         yield n
+
+
+@pytest.fixture(scope="module")
+def kafka(kafka_home: KafkaHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServer]:
+    """A genuine Kafka 3.9 server (broker and controller in one process), to send the same frames."""
+    k = combined_server(kafka_home, tmp_path_factory.mktemp("kafka-bad-input"))
+    try:
+        k.wait_started()
+        yield k
+    finally:
+        k.close()
 
 
 def raw(api_key: int, version: int, cid: int, body: bytes = b"", client_id: bytes = b"raw") -> bytes:
@@ -129,3 +143,65 @@ def test_every_served_api_is_advertised(node: NodeProcess) -> None:
     assert got == served
 
 
+
+
+def _controller_port(server: KafkaServer) -> int:
+    (voters,) = [ln for ln in server.properties.splitlines() if ln.startswith("controller.quorum.voters=")]
+    return int(voters.rsplit(":", 1)[1])
+
+
+# The frames of issue 43: librdkafka 2.16 sends a MetadataRequest v12 followed by 3 bytes.
+_METADATA = (METADATA, 12, w.MetadataRequest(topics=None, allow_auto_topic_creation=False))
+_API_VERSIONS = (API_VERSIONS, 3, w.ApiVersionsRequest(client_software_name="raw", client_software_version="1"))
+_CLUSTER_OF_BROKERS = (DESCRIBE_CLUSTER, 0, w.DescribeClusterRequest())
+_CLUSTER_OF_CONTROLLERS = (DESCRIBE_CLUSTER, 1, w.DescribeClusterRequest(endpoint_type=2))
+
+
+def _trailing_outcomes(port: int, requests: list[tuple[int, int, Message]]) -> list[tuple[int, int, str]]:
+    """Each request sent twice on one connection, the second time with 3 bytes after its last
+    field; per request, the error code answered (or "closed")."""
+    out: list[tuple[int, int, str]] = []
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        for cid, (api, version, body) in enumerate(requests):
+            for tail in (b"", b"\x00\x00\x00"):
+                frame = encode_request(SERVED[api], version, cid, "rdkafka", body)
+                frame = struct.pack(">i", len(frame) - 4 + len(tail)) + frame[4:] + tail
+                s.sendall(frame)
+                got = recv_frame(s, 10)
+                if got is None:
+                    out.append((api, len(tail), "closed"))
+                    return out
+                assert struct.unpack(">i", got[:4])[0] == cid
+                code = getattr(SERVED[api].response.decode(
+                    got[4 + (1 if SERVED[api].response_header_version(version) else 0):], version),
+                    "error_code", 0)
+                out.append((api, len(tail), f"answered {code}"))
+    return out
+
+
+def test_bytes_after_a_requests_last_field_are_ignored_as_kafka_does(node: NodeProcess, kafka: KafkaServer) -> None:
+    """Kafka's generated request readers stop after the last field and RequestContext does not
+    look at what remains (docs/protocol.md): a Kafka 3.9 broker and controller answer such a
+    frame as they answer it without the bytes, on the same connection, and so does kraftnode."""
+    before = node.log().count("closing connection")
+    as_broker = [_METADATA, _API_VERSIONS, _CLUSTER_OF_BROKERS]
+    as_controller = [_API_VERSIONS, _CLUSTER_OF_CONTROLLERS]  # a Kafka controller serves no Metadata
+    expected = [(api, tail, "answered 0") for api, _, _ in as_broker for tail in (0, 3)]
+    assert _trailing_outcomes(kafka.port, as_broker) == expected
+    assert _trailing_outcomes(node.port, as_broker) == expected
+    expected = [(api, tail, "answered 0") for api, _, _ in as_controller for tail in (0, 3)]
+    assert _trailing_outcomes(_controller_port(kafka), as_controller) == expected
+    assert _trailing_outcomes(node.port, as_controller) == expected
+    assert node.log().count("closing connection") == before, node.log()[-3000:]
+
+
+def test_confluent_kafka_admin_list_topics(node: NodeProcess) -> None:
+    """Issue 43's report: librdkafka 2.16's list_topics() sends MetadataRequest v12 with 3
+    trailing bytes; it failed with _TRANSPORT when kraftnode closed the connection."""
+    from confluent_kafka.admin import AdminClient
+
+    before = node.log().count("closing connection")
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{node.port}"})
+    md = admin.list_topics(timeout=8)
+    assert set(md.brokers) == {1}
+    assert node.log().count("closing connection") == before, node.log()[-3000:]

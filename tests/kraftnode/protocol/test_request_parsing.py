@@ -1,0 +1,81 @@
+"""Request parsing is exactly as lenient as Kafka's (issue 43).
+
+Kafka's ``RequestContext.parseRequest`` hands the frame after the header to the generated
+``XxxRequestData(readable, version)`` constructor, which reads the fields and never looks at
+what remains: bytes after a request's last field are ignored. librdkafka 2.16 sends such a
+MetadataRequest v12, and a Kafka 3.9 server answers it. Responses, records and everything
+kraftnode decodes for itself stay strict (``Message.decode`` refuses trailing bytes).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kraftnode.protocol import DecodeError
+from kraftnode.protocol import generated as w
+from kraftnode.protocol.framing import encode_request, parse_request, parse_response
+from kraftnode.protocol.registry import API_VERSIONS, METADATA, SERVED
+
+CASES = [pytest.param(spec, v, id=f"{spec.name}-v{v}")
+         for spec in SERVED.values() for v in range(spec.min_version, spec.max_version + 1)]
+
+
+@pytest.mark.parametrize(("spec", "version"), CASES)
+def test_bytes_after_a_requests_fields_are_ignored(spec: w.Any, version: int) -> None:
+    body = spec.request()
+    frame = encode_request(spec, version, 7, "c", body)[4:]
+    for tail in (b"\x00", b"\x01\x02\x03", b"\xff" * 64):
+        request = parse_request(frame + tail)
+        assert request.correlation_id == 7
+        assert request.body == body
+
+
+def test_librdkafkas_metadata_v12_with_three_trailing_bytes() -> None:
+    """The frame of issue 43: a MetadataRequest v12 followed by 3 bytes."""
+    M = w.MetadataRequest
+    body = M(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    frame = encode_request(SERVED[METADATA], 12, 2, "rdkafka", body)[4:] + b"\x00\x00\x00"
+    request = parse_request(frame)
+    assert request.body == body and request.api_version == 12
+
+
+def test_truncated_requests_are_still_refused() -> None:
+    """Kafka's readers throw on a read past the end (BufferUnderflowException): the
+    connection is closed. Leniency is only about what follows the last field."""
+    M = w.MetadataRequest
+    body = M(topics=[M.MetadataRequestTopic(name="t")], allow_auto_topic_creation=True)
+    frame = encode_request(SERVED[METADATA], 12, 2, "c", body)[4:]
+    header_len = len(encode_request(SERVED[METADATA], 12, 2, "c", M())[4:]) - len(M().encode(12))
+    for cut in range(header_len, len(frame)):
+        with pytest.raises(DecodeError):
+            parse_request(frame[:cut])
+
+
+def test_unknown_tagged_fields_are_skipped_in_header_and_body() -> None:
+    """Kafka's generated readers keep unknown tags aside (``_unknownTaggedFields``) and go on."""
+    spec = SERVED[METADATA]
+    header = w.RequestHeader(request_api_key=METADATA, request_api_version=12, correlation_id=5,
+                             client_id="c", unknown_tagged_fields=[(9, b"hdr")])
+    body = w.MetadataRequest(topics=None, unknown_tagged_fields=[(77, b"\x01\x02")])
+    frame = header.encode(2) + body.encode(12)
+    request = parse_request(frame)
+    assert request.correlation_id == 5
+    assert request.body is not None and request.body.topics is None
+    assert spec.request is w.MetadataRequest
+
+
+def test_api_versions_of_an_unknown_version_is_not_parsed() -> None:
+    """RequestContext.isUnsupportedApiVersionsRequest: the body is not read at all."""
+    header = w.RequestHeader(request_api_key=API_VERSIONS, request_api_version=99, correlation_id=1,
+                             client_id="c")
+    request = parse_request(header.encode(2) + b"\xde\xad")
+    assert request.body is None
+
+
+def test_responses_stay_strict() -> None:
+    """What kraftnode reads from its peers is checked to the last byte."""
+    spec = SERVED[METADATA]
+    frame = w.ResponseHeader(correlation_id=3).encode(1) + w.MetadataResponse().encode(12)
+    assert parse_response(spec, 12, frame)[0] == 3
+    with pytest.raises(DecodeError, match="trailing"):
+        parse_response(spec, 12, frame + b"\x00")
