@@ -229,3 +229,35 @@ def test_java_admin_on_every_node(cluster: Cluster, kafka: KafkaServer, kafka_ho
             assert admin("configs", "broker", str(node_id))["configs"]["node.id"] == str(node_id)
     finally:
         admin.close()
+
+
+def test_java_admin_with_bootstrap_controllers_on_every_node(cluster: Cluster, kafka: KafkaServer,
+                                                             kafka_home: KafkaHome) -> None:
+    """The same Admin calls through ``bootstrap.controllers``, compared with a Kafka 3.9
+    controller listener's answers: the cluster (the controllers, the active one), the node's
+    configs, the features, the cluster's operations; ListGroups fails in the Admin alike
+    (no broker among the controllers), without a request."""
+    (voters,) = [ln for ln in kafka.properties.splitlines() if ln.startswith("controller.quorum.voters=")]
+    admin = JavaAdmin(kafka_home)
+
+    def calls(host_port: str, node_id: int) -> dict[str, Any]:
+        assert admin("open", "controllers", host_port) == {"ok": True}
+        got = admin("cluster")
+        return {"cluster": (got["controller"], [n["id"] for n in got["nodes"]]),
+                "groups": admin("listgroups"),
+                "node.id": admin("configs", "broker", str(node_id))["configs"]["node.id"],
+                "features": admin("features")["finalized"], "ops": admin("clusterops")}
+
+    try:
+        theirs = calls(f"127.0.0.1:{voters.rsplit(':', 1)[1]}", 1)
+        assert theirs["cluster"] == (1, [1]) and theirs["node.id"] == "1"
+        info = cluster.quorum()
+        assert info is not None
+        for role, node_id, hp in _nodes(cluster):
+            ours = calls(hp, node_id)
+            assert ours["cluster"] == (info.leader_id, [1, 2, 3]), (role, node_id)
+            assert ours["node.id"] == str(node_id)
+            assert (ours["groups"], ours["features"], ours["ops"]) == \
+                (theirs["groups"], theirs["features"], theirs["ops"]), (role, node_id)
+    finally:
+        admin.close()
