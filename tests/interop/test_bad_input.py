@@ -205,3 +205,52 @@ def test_confluent_kafka_admin_list_topics(node: NodeProcess) -> None:
     md = admin.list_topics(timeout=8)
     assert set(md.brokers) == {1}
     assert node.log().count("closing connection") == before, node.log()[-3000:]
+
+
+def _rss_kib(pid: int) -> int:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.parametrize("size", [(1 << 31) - 1, 100 * 1024 * 1024 + 1, -1, -(1 << 31)],
+                         ids=["int32-max", "limit+1", "minus-1", "int32-min"])
+def test_huge_and_negative_length_prefixes_close_the_connection_as_kafka_does(
+        node: NodeProcess, kafka: KafkaServer, size: int) -> None:
+    """NetworkReceive.readFrom: a size below 0 or above socket.request.max.bytes (100 MiB)
+    throws InvalidReceiveException before anything is allocated, and the connection is
+    closed; the server serves on."""
+    for port in (kafka.port, node.port):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(struct.pack(">i", size) + b"\x00\x12\x00\x00")
+            assert recv_frame(s, 10) is None, port
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            assert still_open(s), port
+
+
+def test_many_connections_declaring_large_frames_keep_memory_bounded(node: NodeProcess) -> None:
+    """A frame's buffer grows with the bytes that arrive, never with the size a peer declares:
+    200 connections each declaring a frame of socket.request.max.bytes (100 MiB) and sending
+    64 KiB of it cost the node about what they sent (Kafka would reserve each declared size
+    from its memory pool; we never reserve it). The node serves on meanwhile, and each
+    connection is closed when the peer goes."""
+    before = _rss_kib(node.proc.pid)
+    conns = []
+    try:
+        for _ in range(200):
+            s = socket.create_connection(("127.0.0.1", node.port), timeout=10)
+            s.sendall(struct.pack(">i", 100 * 1024 * 1024) + b"\x00" * 65536)
+            conns.append(s)
+        with socket.create_connection(("127.0.0.1", node.port), timeout=10) as s:
+            assert still_open(s)
+        grown = _rss_kib(node.proc.pid) - before
+        print(f"200 connections declaring 100 MiB frames, 64 KiB sent each: the node grew by {grown} KiB")
+        # 200 x 64 KiB = 12.5 MiB sent; declared: 20 GiB
+        assert grown < 64 * 1024, f"the node grew by {grown} KiB"
+    finally:
+        for s in conns:
+            s.close()
+    with socket.create_connection(("127.0.0.1", node.port), timeout=10) as s:
+        assert still_open(s)
+    assert node.proc.poll() is None
