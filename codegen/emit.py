@@ -154,6 +154,9 @@ class Emitter:
         # Messages with records fields decode from a memoryview (zero-copy records);
         # all others from bytes, where slices are cheaper.
         self.view_mode = view_mode(msg)
+        # requests (and their header) are read as leniently as Kafka reads them (recordbatch/
+        # message.py, the *_k readers); everything else strictly
+        self.k = "_k" if msg.type == "request" or msg.name == "RequestHeader" else ""
 
     # -- helpers ------------------------------------------------------------
     def struct_const(self, fmt: str) -> str:
@@ -318,7 +321,7 @@ class Emitter:
                           "    pos += 1", "else:",
                           f"    {n}, pos = r_ccount(buf, pos, {nullable})"]
             else:
-                lines.append(f"{n}, pos = r_count(buf, pos, {nullable})")
+                lines.append(f"{n}, pos = r_count{self.k}(buf, pos, {nullable})")
             body: list[str] = []
             if f.elem_type in FIXED and f.elem_type != "float64":
                 _, size, ch = FIXED[f.elem_type]
@@ -368,13 +371,17 @@ class Emitter:
         if t == "uuid":
             return [f"{target}, pos = r_uuid(buf, pos)"]
         fn = {"string": "str", "bytes": "bytes", "records": "records"}[t]
-        call = f"{target}, pos = r_{'c' if flex else ''}{fn}(buf, pos, {nullable})"
+        # the lenient readers differ from the strict ones for classic strings, bytes and
+        # records, and for compact strings (compact bytes are read alike)
+        k = self.k if t == "string" or not flex else ""
+        call = f"{target}, pos = r_{'c' if flex else ''}{fn}{k}(buf, pos, {nullable})"
         if t == "string" and flex:
             # inline the common case: a short, non-null compact string (1-byte length)
             n = self.L("n")
+            errors = ", 'replace'" if self.k else ""
             return [f"{n} = buf[pos]", f"if 0 < {n} < 0x80 and pos + {n} <= blen:",
-                    (f"    {target} = str(buf[pos + 1:pos + {n}], 'utf-8')" if self.view_mode
-                     else f"    {target} = buf[pos + 1:pos + {n}].decode()"),
+                    (f"    {target} = str(buf[pos + 1:pos + {n}], 'utf-8'{errors})" if self.view_mode
+                     else f"    {target} = buf[pos + 1:pos + {n}].decode({'' if not errors else repr('utf-8') + errors})"),
                     f"    pos += {n}", "else:", f"    {call}"]
         return [call]
 

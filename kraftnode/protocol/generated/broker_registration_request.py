@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -225,10 +230,10 @@ def _r_BrokerRegistrationRequest_Feature_0(buf: bytes, pos: int, v: int) -> tupl
     o0 = _new(_BrokerRegistrationRequest_Feature)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     (o0.min_supported_version, o0.max_supported_version,) = _S0.unpack_from(buf, pos)
     pos += 4
     o0.unknown_tagged_fields = None
@@ -260,16 +265,16 @@ def _r_BrokerRegistrationRequest_Listener_0(buf: bytes, pos: int, v: int) -> tup
     o0 = _new(_BrokerRegistrationRequest_Listener)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.host = buf[pos + 1:pos + n0].decode()
+        o0.host = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.host, pos = r_cstr(buf, pos, False)
+        o0.host, pos = r_cstr_k(buf, pos, False)
     (o0.port, o0.security_protocol,) = _S1.unpack_from(buf, pos)
     pos += 4
     o0.unknown_tagged_fields = None
@@ -381,10 +386,10 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, False)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, False)
     o0.incarnation_id, pos = r_uuid(buf, pos)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -396,16 +401,16 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Listener = _new(_BrokerRegistrationRequest_Listener)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.name = buf[pos + 1:pos + n1].decode()
+            o1_Listener.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.name, pos = r_cstr(buf, pos, False)
+            o1_Listener.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.host = buf[pos + 1:pos + n1].decode()
+            o1_Listener.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.host, pos = r_cstr(buf, pos, False)
+            o1_Listener.host, pos = r_cstr_k(buf, pos, False)
         (o1_Listener.port, o1_Listener.security_protocol,) = _S1.unpack_from(buf, pos)
         pos += 4
         o1_Listener.unknown_tagged_fields = None
@@ -431,10 +436,10 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Feature = _new(_BrokerRegistrationRequest_Feature)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Feature.name = buf[pos + 1:pos + n1].decode()
+            o1_Feature.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Feature.name, pos = r_cstr(buf, pos, False)
+            o1_Feature.name, pos = r_cstr_k(buf, pos, False)
         (o1_Feature.min_supported_version, o1_Feature.max_supported_version,) = _S0.unpack_from(buf, pos)
         pos += 4
         o1_Feature.unknown_tagged_fields = None
@@ -452,10 +457,10 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
     o0.features = a_BrokerRegistrationRequest_features_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack = buf[pos + 1:pos + n0].decode()
+        o0.rack = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack, pos = r_cstr(buf, pos, True)
+        o0.rack, pos = r_cstr_k(buf, pos, True)
     o0.is_migrating_zk_broker = False
     o0.log_dirs = []
     o0.previous_broker_epoch = -1
@@ -480,10 +485,10 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, False)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, False)
     o0.incarnation_id, pos = r_uuid(buf, pos)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -495,16 +500,16 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Listener = _new(_BrokerRegistrationRequest_Listener)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.name = buf[pos + 1:pos + n1].decode()
+            o1_Listener.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.name, pos = r_cstr(buf, pos, False)
+            o1_Listener.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.host = buf[pos + 1:pos + n1].decode()
+            o1_Listener.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.host, pos = r_cstr(buf, pos, False)
+            o1_Listener.host, pos = r_cstr_k(buf, pos, False)
         (o1_Listener.port, o1_Listener.security_protocol,) = _S1.unpack_from(buf, pos)
         pos += 4
         o1_Listener.unknown_tagged_fields = None
@@ -530,10 +535,10 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Feature = _new(_BrokerRegistrationRequest_Feature)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Feature.name = buf[pos + 1:pos + n1].decode()
+            o1_Feature.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Feature.name, pos = r_cstr(buf, pos, False)
+            o1_Feature.name, pos = r_cstr_k(buf, pos, False)
         (o1_Feature.min_supported_version, o1_Feature.max_supported_version,) = _S0.unpack_from(buf, pos)
         pos += 4
         o1_Feature.unknown_tagged_fields = None
@@ -551,10 +556,10 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
     o0.features = a_BrokerRegistrationRequest_features_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack = buf[pos + 1:pos + n0].decode()
+        o0.rack = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack, pos = r_cstr(buf, pos, True)
+        o0.rack, pos = r_cstr_k(buf, pos, True)
     o0.is_migrating_zk_broker = buf[pos] != 0
     pos += 1
     o0.log_dirs = []
@@ -580,10 +585,10 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, False)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, False)
     o0.incarnation_id, pos = r_uuid(buf, pos)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -595,16 +600,16 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Listener = _new(_BrokerRegistrationRequest_Listener)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.name = buf[pos + 1:pos + n1].decode()
+            o1_Listener.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.name, pos = r_cstr(buf, pos, False)
+            o1_Listener.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.host = buf[pos + 1:pos + n1].decode()
+            o1_Listener.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.host, pos = r_cstr(buf, pos, False)
+            o1_Listener.host, pos = r_cstr_k(buf, pos, False)
         (o1_Listener.port, o1_Listener.security_protocol,) = _S1.unpack_from(buf, pos)
         pos += 4
         o1_Listener.unknown_tagged_fields = None
@@ -630,10 +635,10 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Feature = _new(_BrokerRegistrationRequest_Feature)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Feature.name = buf[pos + 1:pos + n1].decode()
+            o1_Feature.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Feature.name, pos = r_cstr(buf, pos, False)
+            o1_Feature.name, pos = r_cstr_k(buf, pos, False)
         (o1_Feature.min_supported_version, o1_Feature.max_supported_version,) = _S0.unpack_from(buf, pos)
         pos += 4
         o1_Feature.unknown_tagged_fields = None
@@ -651,10 +656,10 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
     o0.features = a_BrokerRegistrationRequest_features_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack = buf[pos + 1:pos + n0].decode()
+        o0.rack = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack, pos = r_cstr(buf, pos, True)
+        o0.rack, pos = r_cstr_k(buf, pos, True)
     o0.is_migrating_zk_broker = buf[pos] != 0
     pos += 1
     n0 = buf[pos] - 1
@@ -689,10 +694,10 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, False)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, False)
     o0.incarnation_id, pos = r_uuid(buf, pos)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -704,16 +709,16 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Listener = _new(_BrokerRegistrationRequest_Listener)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.name = buf[pos + 1:pos + n1].decode()
+            o1_Listener.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.name, pos = r_cstr(buf, pos, False)
+            o1_Listener.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.host = buf[pos + 1:pos + n1].decode()
+            o1_Listener.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.host, pos = r_cstr(buf, pos, False)
+            o1_Listener.host, pos = r_cstr_k(buf, pos, False)
         (o1_Listener.port, o1_Listener.security_protocol,) = _S1.unpack_from(buf, pos)
         pos += 4
         o1_Listener.unknown_tagged_fields = None
@@ -739,10 +744,10 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Feature = _new(_BrokerRegistrationRequest_Feature)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Feature.name = buf[pos + 1:pos + n1].decode()
+            o1_Feature.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Feature.name, pos = r_cstr(buf, pos, False)
+            o1_Feature.name, pos = r_cstr_k(buf, pos, False)
         (o1_Feature.min_supported_version, o1_Feature.max_supported_version,) = _S0.unpack_from(buf, pos)
         pos += 4
         o1_Feature.unknown_tagged_fields = None
@@ -760,10 +765,10 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
     o0.features = a_BrokerRegistrationRequest_features_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack = buf[pos + 1:pos + n0].decode()
+        o0.rack = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack, pos = r_cstr(buf, pos, True)
+        o0.rack, pos = r_cstr_k(buf, pos, True)
     o0.is_migrating_zk_broker = buf[pos] != 0
     pos += 1
     n0 = buf[pos] - 1

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -240,30 +245,30 @@ def _r_ConsumerGroupHeartbeatRequest_0(buf: bytes, pos: int, v: int) -> tuple[_C
     o0 = _new(_ConsumerGroupHeartbeatRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     (o0.member_epoch,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.instance_id = buf[pos + 1:pos + n0].decode()
+        o0.instance_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.instance_id, pos = r_cstr(buf, pos, True)
+        o0.instance_id, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        o0.rack_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack_id, pos = r_cstr(buf, pos, True)
+        o0.rack_id, pos = r_cstr_k(buf, pos, True)
     (o0.rebalance_timeout_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos] - 1
@@ -278,18 +283,18 @@ def _r_ConsumerGroupHeartbeatRequest_0(buf: bytes, pos: int, v: int) -> tuple[_C
         for _ in range(n0):
             n0 = buf[pos]
             if 0 < n0 < 0x80 and pos + n0 <= blen:
-                e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0 = buf[pos + 1:pos + n0].decode()
+                e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0 = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                 pos += n0
             else:
-                e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0, pos = r_cstr(buf, pos, False)
+                e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0, pos = r_cstr_k(buf, pos, False)
             a_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0.append(e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0)
         o0.subscribed_topic_names = a_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.server_assignor = buf[pos + 1:pos + n0].decode()
+        o0.server_assignor = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.server_assignor, pos = r_cstr(buf, pos, True)
+        o0.server_assignor, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -163,10 +168,10 @@ def _r_DescribeUserScramCredentialsRequest_UserName_0(buf: bytes, pos: int, v: i
     o0 = _new(_DescribeUserScramCredentialsRequest_UserName)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -209,10 +214,10 @@ def _r_DescribeUserScramCredentialsRequest_0(buf: bytes, pos: int, v: int) -> tu
             o1_UserName = _new(_DescribeUserScramCredentialsRequest_UserName)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_UserName.name = buf[pos + 1:pos + n1].decode()
+                o1_UserName.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_UserName.name, pos = r_cstr(buf, pos, False)
+                o1_UserName.name, pos = r_cstr_k(buf, pos, False)
             o1_UserName.unknown_tagged_fields = None
             if buf[pos] == 0:
                 pos += 1

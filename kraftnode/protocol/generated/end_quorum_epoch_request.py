@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -275,16 +280,16 @@ def _r_EndQuorumEpochRequest_LeaderEndpoint_1(buf: bytes, pos: int, v: int) -> t
     o0 = _new(_EndQuorumEpochRequest_LeaderEndpoint)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.host = buf[pos + 1:pos + n0].decode()
+        o0.host = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.host, pos = r_cstr(buf, pos, False)
+        o0.host, pos = r_cstr_k(buf, pos, False)
     (o0.port,) = U16.unpack_from(buf, pos)
     pos += 2
     o0.unknown_tagged_fields = None
@@ -365,7 +370,7 @@ def _r_EndQuorumEpochRequest_PartitionData_0(buf: bytes, pos: int, v: int) -> tu
     o0 = _new(_EndQuorumEpochRequest_PartitionData)
     (o0.partition_index, o0.leader_id, o0.leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 12
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     o0.preferred_successors = list(struct.unpack_from('>%di' % n0, buf, pos))
     pos += 4 * n0
     o0.preferred_candidates = []
@@ -439,14 +444,14 @@ def _w_EndQuorumEpochRequest_TopicData_1(o: _EndQuorumEpochRequest_TopicData, ou
 
 def _r_EndQuorumEpochRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_TopicData, int]:
     o0 = _new(_EndQuorumEpochRequest_TopicData)
-    o0.topic_name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.topic_name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_TopicData_partitions_0 = []
     for _ in range(n0):
         o1_PartitionData = _new(_EndQuorumEpochRequest_PartitionData)
         (o1_PartitionData.partition_index, o1_PartitionData.leader_id, o1_PartitionData.leader_epoch,) = _S1.unpack_from(buf, pos)
         pos += 12
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         o1_PartitionData.preferred_successors = list(struct.unpack_from('>%di' % n1, buf, pos))
         pos += 4 * n1
         o1_PartitionData.preferred_candidates = []
@@ -462,10 +467,10 @@ def _r_EndQuorumEpochRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[
     o0 = _new(_EndQuorumEpochRequest_TopicData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        o0.topic_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic_name, pos = r_cstr(buf, pos, False)
+        o0.topic_name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -554,19 +559,19 @@ def _w_EndQuorumEpochRequest_1(o: _EndQuorumEpochRequest, out: bytearray, v: int
 
 def _r_EndQuorumEpochRequest_0(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest, int]:
     o0 = _new(_EndQuorumEpochRequest)
-    o0.cluster_id, pos = r_str(buf, pos, True)
-    n0, pos = r_count(buf, pos, False)
+    o0.cluster_id, pos = r_str_k(buf, pos, True)
+    n0, pos = r_count_k(buf, pos, False)
     a_EndQuorumEpochRequest_topics_0 = []
     for _ in range(n0):
         o1_TopicData = _new(_EndQuorumEpochRequest_TopicData)
-        o1_TopicData.topic_name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_TopicData.topic_name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_TopicData_partitions_1 = []
         for _ in range(n1):
             o2_PartitionData = _new(_EndQuorumEpochRequest_PartitionData)
             (o2_PartitionData.partition_index, o2_PartitionData.leader_id, o2_PartitionData.leader_epoch,) = _S1.unpack_from(buf, pos)
             pos += 12
-            n2, pos = r_count(buf, pos, False)
+            n2, pos = r_count_k(buf, pos, False)
             o2_PartitionData.preferred_successors = list(struct.unpack_from('>%di' % n2, buf, pos))
             pos += 4 * n2
             o2_PartitionData.preferred_candidates = []
@@ -586,10 +591,10 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
     o0 = _new(_EndQuorumEpochRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, True)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -600,10 +605,10 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
         o1_TopicData = _new(_EndQuorumEpochRequest_TopicData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+            o1_TopicData.topic_name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -675,16 +680,16 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
         o1_LeaderEndpoint = _new(_EndQuorumEpochRequest_LeaderEndpoint)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_LeaderEndpoint.name = buf[pos + 1:pos + n1].decode()
+            o1_LeaderEndpoint.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_LeaderEndpoint.name, pos = r_cstr(buf, pos, False)
+            o1_LeaderEndpoint.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_LeaderEndpoint.host = buf[pos + 1:pos + n1].decode()
+            o1_LeaderEndpoint.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_LeaderEndpoint.host, pos = r_cstr(buf, pos, False)
+            o1_LeaderEndpoint.host, pos = r_cstr_k(buf, pos, False)
         (o1_LeaderEndpoint.port,) = U16.unpack_from(buf, pos)
         pos += 2
         o1_LeaderEndpoint.unknown_tagged_fields = None

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -332,9 +337,9 @@ def _r_FetchRequest_ForgottenTopic_0(buf: bytes, pos: int, v: int) -> tuple[_Fet
 
 def _r_FetchRequest_ForgottenTopic_1(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
     o0 = _new(_FetchRequest_ForgottenTopic)
-    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic, pos = r_str_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     o0.partitions = list(struct.unpack_from('>%di' % n0, buf, pos))
     pos += 4 * n0
     o0.unknown_tagged_fields = None
@@ -346,10 +351,10 @@ def _r_FetchRequest_ForgottenTopic_2(buf: bytes, pos: int, v: int) -> tuple[_Fet
     o0 = _new(_FetchRequest_ForgottenTopic)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic = buf[pos + 1:pos + n0].decode()
+        o0.topic = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic, pos = r_cstr(buf, pos, False)
+        o0.topic, pos = r_cstr_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -585,9 +590,9 @@ def _w_FetchRequest_FetchTopic_5(o: _FetchRequest_FetchTopic, out: bytearray, v:
 
 def _r_FetchRequest_FetchTopic_0(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
     o0 = _new(_FetchRequest_FetchTopic)
-    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic, pos = r_str_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchTopic_partitions_0 = []
     for _ in range(n0):
         o1_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -610,9 +615,9 @@ def _r_FetchRequest_FetchTopic_0(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
 
 def _r_FetchRequest_FetchTopic_1(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
     o0 = _new(_FetchRequest_FetchTopic)
-    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic, pos = r_str_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchTopic_partitions_0 = []
     for _ in range(n0):
         o1_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -634,9 +639,9 @@ def _r_FetchRequest_FetchTopic_1(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
 
 def _r_FetchRequest_FetchTopic_2(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
     o0 = _new(_FetchRequest_FetchTopic)
-    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic, pos = r_str_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchTopic_partitions_0 = []
     for _ in range(n0):
         o1_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -658,10 +663,10 @@ def _r_FetchRequest_FetchTopic_3(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
     o0 = _new(_FetchRequest_FetchTopic)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic = buf[pos + 1:pos + n0].decode()
+        o0.topic = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic, pos = r_cstr(buf, pos, False)
+        o0.topic, pos = r_cstr_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -1073,13 +1078,13 @@ def _r_FetchRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.isolation_level = 0
     o0.session_id = 0
     o0.session_epoch = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1116,13 +1121,13 @@ def _r_FetchRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.isolation_level = 0
     o0.session_id = 0
     o0.session_epoch = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1158,13 +1163,13 @@ def _r_FetchRequest_2(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     pos += 13
     o0.session_id = 0
     o0.session_epoch = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1200,13 +1205,13 @@ def _r_FetchRequest_3(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     pos += 13
     o0.session_id = 0
     o0.session_epoch = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1239,13 +1244,13 @@ def _r_FetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.replica_state = _FetchRequest_ReplicaState()
     (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level, o0.session_id, o0.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1264,13 +1269,13 @@ def _r_FetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         o1_FetchTopic.unknown_tagged_fields = None
         a_FetchRequest_topics_0.append(o1_FetchTopic)
     o0.topics = a_FetchRequest_topics_0
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_forgotten_topics_data_0 = []
     for _ in range(n0):
         o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
-        o1_ForgottenTopic.topic, pos = r_str(buf, pos, False)
+        o1_ForgottenTopic.topic, pos = r_str_k(buf, pos, False)
         o1_ForgottenTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         o1_ForgottenTopic.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
         pos += 4 * n1
         o1_ForgottenTopic.unknown_tagged_fields = None
@@ -1289,13 +1294,13 @@ def _r_FetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.replica_state = _FetchRequest_ReplicaState()
     (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level, o0.session_id, o0.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1311,13 +1316,13 @@ def _r_FetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         o1_FetchTopic.unknown_tagged_fields = None
         a_FetchRequest_topics_0.append(o1_FetchTopic)
     o0.topics = a_FetchRequest_topics_0
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_forgotten_topics_data_0 = []
     for _ in range(n0):
         o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
-        o1_ForgottenTopic.topic, pos = r_str(buf, pos, False)
+        o1_ForgottenTopic.topic, pos = r_str_k(buf, pos, False)
         o1_ForgottenTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         o1_ForgottenTopic.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
         pos += 4 * n1
         o1_ForgottenTopic.unknown_tagged_fields = None
@@ -1336,13 +1341,13 @@ def _r_FetchRequest_6(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.replica_state = _FetchRequest_ReplicaState()
     (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level, o0.session_id, o0.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1358,19 +1363,19 @@ def _r_FetchRequest_6(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         o1_FetchTopic.unknown_tagged_fields = None
         a_FetchRequest_topics_0.append(o1_FetchTopic)
     o0.topics = a_FetchRequest_topics_0
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_forgotten_topics_data_0 = []
     for _ in range(n0):
         o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
-        o1_ForgottenTopic.topic, pos = r_str(buf, pos, False)
+        o1_ForgottenTopic.topic, pos = r_str_k(buf, pos, False)
         o1_ForgottenTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         o1_ForgottenTopic.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
         pos += 4 * n1
         o1_ForgottenTopic.unknown_tagged_fields = None
         a_FetchRequest_forgotten_topics_data_0.append(o1_ForgottenTopic)
     o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
-    o0.rack_id, pos = r_str(buf, pos, False)
+    o0.rack_id, pos = r_str_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -1394,10 +1399,10 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_FetchTopic.topic = buf[pos + 1:pos + n1].decode()
+            o1_FetchTopic.topic = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_FetchTopic.topic, pos = r_cstr(buf, pos, False)
+            o1_FetchTopic.topic, pos = r_cstr_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
@@ -1446,10 +1451,10 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_ForgottenTopic.topic = buf[pos + 1:pos + n1].decode()
+            o1_ForgottenTopic.topic = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_ForgottenTopic.topic, pos = r_cstr(buf, pos, False)
+            o1_ForgottenTopic.topic, pos = r_cstr_k(buf, pos, False)
         o1_ForgottenTopic.topic_id = ZERO_UUID
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
@@ -1473,10 +1478,10 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        o0.rack_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack_id, pos = r_cstr(buf, pos, False)
+        o0.rack_id, pos = r_cstr_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -1487,10 +1492,10 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
-                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                     pos += n0
                 else:
-                    o0.cluster_id, pos = r_cstr(buf, pos, True)
+                    o0.cluster_id, pos = r_cstr_k(buf, pos, True)
                 if pos != end0:
                     raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
             else:
@@ -1589,10 +1594,10 @@ def _r_FetchRequest_8(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        o0.rack_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack_id, pos = r_cstr(buf, pos, False)
+        o0.rack_id, pos = r_cstr_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -1603,10 +1608,10 @@ def _r_FetchRequest_8(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
-                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                     pos += n0
                 else:
-                    o0.cluster_id, pos = r_cstr(buf, pos, True)
+                    o0.cluster_id, pos = r_cstr_k(buf, pos, True)
                 if pos != end0:
                     raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
             else:
@@ -1704,10 +1709,10 @@ def _r_FetchRequest_9(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        o0.rack_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack_id, pos = r_cstr(buf, pos, False)
+        o0.rack_id, pos = r_cstr_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -1718,10 +1723,10 @@ def _r_FetchRequest_9(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
-                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                     pos += n0
                 else:
-                    o0.cluster_id, pos = r_cstr(buf, pos, True)
+                    o0.cluster_id, pos = r_cstr_k(buf, pos, True)
                 if pos != end0:
                     raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
             elif tag0 == 1:
@@ -1828,10 +1833,10 @@ def _r_FetchRequest_10(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int
     o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        o0.rack_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack_id, pos = r_cstr(buf, pos, False)
+        o0.rack_id, pos = r_cstr_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -1842,10 +1847,10 @@ def _r_FetchRequest_10(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
-                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                     pos += n0
                 else:
-                    o0.cluster_id, pos = r_cstr(buf, pos, True)
+                    o0.cluster_id, pos = r_cstr_k(buf, pos, True)
                 if pos != end0:
                     raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
             elif tag0 == 1:

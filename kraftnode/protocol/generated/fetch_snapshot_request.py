@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -352,10 +357,10 @@ def _r_FetchSnapshotRequest_TopicSnapshot_0(buf: bytes, pos: int, v: int) -> tup
     o0 = _new(_FetchSnapshotRequest_TopicSnapshot)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -402,10 +407,10 @@ def _r_FetchSnapshotRequest_TopicSnapshot_1(buf: bytes, pos: int, v: int) -> tup
     o0 = _new(_FetchSnapshotRequest_TopicSnapshot)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -502,10 +507,10 @@ def _r_FetchSnapshotRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
         o1_TopicSnapshot = _new(_FetchSnapshotRequest_TopicSnapshot)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicSnapshot.name = buf[pos + 1:pos + n1].decode()
+            o1_TopicSnapshot.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicSnapshot.name, pos = r_cstr(buf, pos, False)
+            o1_TopicSnapshot.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -556,10 +561,10 @@ def _r_FetchSnapshotRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
-                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                     pos += n0
                 else:
-                    o0.cluster_id, pos = r_cstr(buf, pos, True)
+                    o0.cluster_id, pos = r_cstr_k(buf, pos, True)
                 if pos != end0:
                     raise DecodeError('tagged field FetchSnapshotRequest.cluster_id has the wrong size')
             else:
@@ -586,10 +591,10 @@ def _r_FetchSnapshotRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
         o1_TopicSnapshot = _new(_FetchSnapshotRequest_TopicSnapshot)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicSnapshot.name = buf[pos + 1:pos + n1].decode()
+            o1_TopicSnapshot.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicSnapshot.name, pos = r_cstr(buf, pos, False)
+            o1_TopicSnapshot.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -645,10 +650,10 @@ def _r_FetchSnapshotRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
-                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                     pos += n0
                 else:
-                    o0.cluster_id, pos = r_cstr(buf, pos, True)
+                    o0.cluster_id, pos = r_cstr_k(buf, pos, True)
                 if pos != end0:
                     raise DecodeError('tagged field FetchSnapshotRequest.cluster_id has the wrong size')
             else:

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -204,8 +209,8 @@ def _r_LeaveGroupRequest_MemberIdentity_0(buf: bytes, pos: int, v: int) -> tuple
 
 def _r_LeaveGroupRequest_MemberIdentity_1(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupRequest_MemberIdentity, int]:
     o0 = _new(_LeaveGroupRequest_MemberIdentity)
-    o0.member_id, pos = r_str(buf, pos, False)
-    o0.group_instance_id, pos = r_str(buf, pos, True)
+    o0.member_id, pos = r_str_k(buf, pos, False)
+    o0.group_instance_id, pos = r_str_k(buf, pos, True)
     o0.reason = None
     o0.unknown_tagged_fields = None
     return o0, pos
@@ -216,16 +221,16 @@ def _r_LeaveGroupRequest_MemberIdentity_2(buf: bytes, pos: int, v: int) -> tuple
     o0 = _new(_LeaveGroupRequest_MemberIdentity)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_instance_id = buf[pos + 1:pos + n0].decode()
+        o0.group_instance_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_instance_id, pos = r_cstr(buf, pos, True)
+        o0.group_instance_id, pos = r_cstr_k(buf, pos, True)
     o0.reason = None
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -246,22 +251,22 @@ def _r_LeaveGroupRequest_MemberIdentity_3(buf: bytes, pos: int, v: int) -> tuple
     o0 = _new(_LeaveGroupRequest_MemberIdentity)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_instance_id = buf[pos + 1:pos + n0].decode()
+        o0.group_instance_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_instance_id, pos = r_cstr(buf, pos, True)
+        o0.group_instance_id, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.reason = buf[pos + 1:pos + n0].decode()
+        o0.reason = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.reason, pos = r_cstr(buf, pos, True)
+        o0.reason, pos = r_cstr_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
@@ -323,8 +328,8 @@ def _w_LeaveGroupRequest_3(o: _LeaveGroupRequest, out: bytearray, v: int) -> Non
 
 def _r_LeaveGroupRequest_0(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupRequest, int]:
     o0 = _new(_LeaveGroupRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
-    o0.member_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
+    o0.member_id, pos = r_str_k(buf, pos, False)
     o0.members = []
     o0.unknown_tagged_fields = None
     return o0, pos
@@ -332,14 +337,14 @@ def _r_LeaveGroupRequest_0(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupReq
 
 def _r_LeaveGroupRequest_1(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupRequest, int]:
     o0 = _new(_LeaveGroupRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     o0.member_id = ''
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_LeaveGroupRequest_members_0 = []
     for _ in range(n0):
         o1_MemberIdentity = _new(_LeaveGroupRequest_MemberIdentity)
-        o1_MemberIdentity.member_id, pos = r_str(buf, pos, False)
-        o1_MemberIdentity.group_instance_id, pos = r_str(buf, pos, True)
+        o1_MemberIdentity.member_id, pos = r_str_k(buf, pos, False)
+        o1_MemberIdentity.group_instance_id, pos = r_str_k(buf, pos, True)
         o1_MemberIdentity.reason = None
         o1_MemberIdentity.unknown_tagged_fields = None
         a_LeaveGroupRequest_members_0.append(o1_MemberIdentity)
@@ -353,10 +358,10 @@ def _r_LeaveGroupRequest_2(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupReq
     o0 = _new(_LeaveGroupRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     o0.member_id = ''
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -368,16 +373,16 @@ def _r_LeaveGroupRequest_2(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupReq
         o1_MemberIdentity = _new(_LeaveGroupRequest_MemberIdentity)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_MemberIdentity.member_id = buf[pos + 1:pos + n1].decode()
+            o1_MemberIdentity.member_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_MemberIdentity.member_id, pos = r_cstr(buf, pos, False)
+            o1_MemberIdentity.member_id, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_MemberIdentity.group_instance_id = buf[pos + 1:pos + n1].decode()
+            o1_MemberIdentity.group_instance_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_MemberIdentity.group_instance_id, pos = r_cstr(buf, pos, True)
+            o1_MemberIdentity.group_instance_id, pos = r_cstr_k(buf, pos, True)
         o1_MemberIdentity.reason = None
         o1_MemberIdentity.unknown_tagged_fields = None
         if buf[pos] == 0:
@@ -411,10 +416,10 @@ def _r_LeaveGroupRequest_3(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupReq
     o0 = _new(_LeaveGroupRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     o0.member_id = ''
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -426,22 +431,22 @@ def _r_LeaveGroupRequest_3(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupReq
         o1_MemberIdentity = _new(_LeaveGroupRequest_MemberIdentity)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_MemberIdentity.member_id = buf[pos + 1:pos + n1].decode()
+            o1_MemberIdentity.member_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_MemberIdentity.member_id, pos = r_cstr(buf, pos, False)
+            o1_MemberIdentity.member_id, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_MemberIdentity.group_instance_id = buf[pos + 1:pos + n1].decode()
+            o1_MemberIdentity.group_instance_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_MemberIdentity.group_instance_id, pos = r_cstr(buf, pos, True)
+            o1_MemberIdentity.group_instance_id, pos = r_cstr_k(buf, pos, True)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_MemberIdentity.reason = buf[pos + 1:pos + n1].decode()
+            o1_MemberIdentity.reason = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_MemberIdentity.reason, pos = r_cstr(buf, pos, True)
+            o1_MemberIdentity.reason, pos = r_cstr_k(buf, pos, True)
         o1_MemberIdentity.unknown_tagged_fields = None
         if buf[pos] == 0:
             pos += 1

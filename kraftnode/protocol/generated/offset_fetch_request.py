@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -273,10 +278,10 @@ def _r_OffsetFetchRequest_OffsetFetchRequestTopics_2(buf: bytes, pos: int, v: in
     o0 = _new(_OffsetFetchRequest_OffsetFetchRequestTopics)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -379,10 +384,10 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_2(buf: bytes, pos: int, v: int
     o0 = _new(_OffsetFetchRequest_OffsetFetchRequestGroup)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     o0.member_id = None
     o0.member_epoch = -1
     n0 = buf[pos] - 1
@@ -398,10 +403,10 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_2(buf: bytes, pos: int, v: int
             o1_OffsetFetchRequestTopics = _new(_OffsetFetchRequest_OffsetFetchRequestTopics)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n1].decode()
+                o1_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_OffsetFetchRequestTopics.name, pos = r_cstr(buf, pos, False)
+                o1_OffsetFetchRequestTopics.name, pos = r_cstr_k(buf, pos, False)
             n1 = buf[pos] - 1
             if 0 <= n1 < 0x7f and n1 < blen - pos:
                 pos += 1
@@ -441,16 +446,16 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_3(buf: bytes, pos: int, v: int
     o0 = _new(_OffsetFetchRequest_OffsetFetchRequestGroup)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, True)
+        o0.member_id, pos = r_cstr_k(buf, pos, True)
     (o0.member_epoch,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos] - 1
@@ -466,10 +471,10 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_3(buf: bytes, pos: int, v: int
             o1_OffsetFetchRequestTopics = _new(_OffsetFetchRequest_OffsetFetchRequestTopics)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n1].decode()
+                o1_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_OffsetFetchRequestTopics.name, pos = r_cstr(buf, pos, False)
+                o1_OffsetFetchRequestTopics.name, pos = r_cstr_k(buf, pos, False)
             n1 = buf[pos] - 1
             if 0 <= n1 < 0x7f and n1 < blen - pos:
                 pos += 1
@@ -533,8 +538,8 @@ def _w_OffsetFetchRequest_OffsetFetchRequestTopic_2(o: _OffsetFetchRequest_Offse
 
 def _r_OffsetFetchRequest_OffsetFetchRequestTopic_0(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchRequest_OffsetFetchRequestTopic, int]:
     o0 = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
-    o0.name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     o0.partition_indexes = list(struct.unpack_from('>%di' % n0, buf, pos))
     pos += 4 * n0
     o0.unknown_tagged_fields = None
@@ -546,10 +551,10 @@ def _r_OffsetFetchRequest_OffsetFetchRequestTopic_1(buf: bytes, pos: int, v: int
     o0 = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -682,13 +687,13 @@ def _w_OffsetFetchRequest_5(o: _OffsetFetchRequest, out: bytearray, v: int) -> N
 
 def _r_OffsetFetchRequest_0(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchRequest, int]:
     o0 = _new(_OffsetFetchRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_OffsetFetchRequest_topics_0 = []
     for _ in range(n0):
         o1_OffsetFetchRequestTopic = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
-        o1_OffsetFetchRequestTopic.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_OffsetFetchRequestTopic.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         o1_OffsetFetchRequestTopic.partition_indexes = list(struct.unpack_from('>%di' % n1, buf, pos))
         pos += 4 * n1
         o1_OffsetFetchRequestTopic.unknown_tagged_fields = None
@@ -702,16 +707,16 @@ def _r_OffsetFetchRequest_0(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
 
 def _r_OffsetFetchRequest_1(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchRequest, int]:
     o0 = _new(_OffsetFetchRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, True)
+    o0.group_id, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, True)
     if n0 < 0:
         o0.topics = None
     else:
         a_OffsetFetchRequest_topics_0 = []
         for _ in range(n0):
             o1_OffsetFetchRequestTopic = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
-            o1_OffsetFetchRequestTopic.name, pos = r_str(buf, pos, False)
-            n1, pos = r_count(buf, pos, False)
+            o1_OffsetFetchRequestTopic.name, pos = r_str_k(buf, pos, False)
+            n1, pos = r_count_k(buf, pos, False)
             o1_OffsetFetchRequestTopic.partition_indexes = list(struct.unpack_from('>%di' % n1, buf, pos))
             pos += 4 * n1
             o1_OffsetFetchRequestTopic.unknown_tagged_fields = None
@@ -728,10 +733,10 @@ def _r_OffsetFetchRequest_2(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
     o0 = _new(_OffsetFetchRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -745,10 +750,10 @@ def _r_OffsetFetchRequest_2(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
             o1_OffsetFetchRequestTopic = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_OffsetFetchRequestTopic.name = buf[pos + 1:pos + n1].decode()
+                o1_OffsetFetchRequestTopic.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_OffsetFetchRequestTopic.name, pos = r_cstr(buf, pos, False)
+                o1_OffsetFetchRequestTopic.name, pos = r_cstr_k(buf, pos, False)
             n1 = buf[pos] - 1
             if 0 <= n1 < 0x7f and n1 < blen - pos:
                 pos += 1
@@ -790,10 +795,10 @@ def _r_OffsetFetchRequest_3(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
     o0 = _new(_OffsetFetchRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -807,10 +812,10 @@ def _r_OffsetFetchRequest_3(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
             o1_OffsetFetchRequestTopic = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_OffsetFetchRequestTopic.name = buf[pos + 1:pos + n1].decode()
+                o1_OffsetFetchRequestTopic.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_OffsetFetchRequestTopic.name, pos = r_cstr(buf, pos, False)
+                o1_OffsetFetchRequestTopic.name, pos = r_cstr_k(buf, pos, False)
             n1 = buf[pos] - 1
             if 0 <= n1 < 0x7f and n1 < blen - pos:
                 pos += 1
@@ -863,10 +868,10 @@ def _r_OffsetFetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
         o1_OffsetFetchRequestGroup = _new(_OffsetFetchRequest_OffsetFetchRequestGroup)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_OffsetFetchRequestGroup.group_id = buf[pos + 1:pos + n1].decode()
+            o1_OffsetFetchRequestGroup.group_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_OffsetFetchRequestGroup.group_id, pos = r_cstr(buf, pos, False)
+            o1_OffsetFetchRequestGroup.group_id, pos = r_cstr_k(buf, pos, False)
         o1_OffsetFetchRequestGroup.member_id = None
         o1_OffsetFetchRequestGroup.member_epoch = -1
         n1 = buf[pos] - 1
@@ -882,10 +887,10 @@ def _r_OffsetFetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
                 o2_OffsetFetchRequestTopics = _new(_OffsetFetchRequest_OffsetFetchRequestTopics)
                 n2 = buf[pos]
                 if 0 < n2 < 0x80 and pos + n2 <= blen:
-                    o2_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n2].decode()
+                    o2_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n2].decode('utf-8', 'replace')
                     pos += n2
                 else:
-                    o2_OffsetFetchRequestTopics.name, pos = r_cstr(buf, pos, False)
+                    o2_OffsetFetchRequestTopics.name, pos = r_cstr_k(buf, pos, False)
                 n2 = buf[pos] - 1
                 if 0 <= n2 < 0x7f and n2 < blen - pos:
                     pos += 1
@@ -950,16 +955,16 @@ def _r_OffsetFetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
         o1_OffsetFetchRequestGroup = _new(_OffsetFetchRequest_OffsetFetchRequestGroup)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_OffsetFetchRequestGroup.group_id = buf[pos + 1:pos + n1].decode()
+            o1_OffsetFetchRequestGroup.group_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_OffsetFetchRequestGroup.group_id, pos = r_cstr(buf, pos, False)
+            o1_OffsetFetchRequestGroup.group_id, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_OffsetFetchRequestGroup.member_id = buf[pos + 1:pos + n1].decode()
+            o1_OffsetFetchRequestGroup.member_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_OffsetFetchRequestGroup.member_id, pos = r_cstr(buf, pos, True)
+            o1_OffsetFetchRequestGroup.member_id, pos = r_cstr_k(buf, pos, True)
         (o1_OffsetFetchRequestGroup.member_epoch,) = I32.unpack_from(buf, pos)
         pos += 4
         n1 = buf[pos] - 1
@@ -975,10 +980,10 @@ def _r_OffsetFetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
                 o2_OffsetFetchRequestTopics = _new(_OffsetFetchRequest_OffsetFetchRequestTopics)
                 n2 = buf[pos]
                 if 0 < n2 < 0x80 and pos + n2 <= blen:
-                    o2_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n2].decode()
+                    o2_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n2].decode('utf-8', 'replace')
                     pos += n2
                 else:
-                    o2_OffsetFetchRequestTopics.name, pos = r_cstr(buf, pos, False)
+                    o2_OffsetFetchRequestTopics.name, pos = r_cstr_k(buf, pos, False)
                 n2 = buf[pos] - 1
                 if 0 <= n2 < 0x7f and n2 < blen - pos:
                     pos += 1

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -338,10 +343,10 @@ def _r_VoteRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[_VoteReque
     o0 = _new(_VoteRequest_TopicData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        o0.topic_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic_name, pos = r_cstr(buf, pos, False)
+        o0.topic_name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -389,10 +394,10 @@ def _r_VoteRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[_VoteReque
     o0 = _new(_VoteRequest_TopicData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        o0.topic_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic_name, pos = r_cstr(buf, pos, False)
+        o0.topic_name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -438,10 +443,10 @@ def _r_VoteRequest_TopicData_2(buf: bytes, pos: int, v: int) -> tuple[_VoteReque
     o0 = _new(_VoteRequest_TopicData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        o0.topic_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic_name, pos = r_cstr(buf, pos, False)
+        o0.topic_name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -524,10 +529,10 @@ def _r_VoteRequest_0(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
     o0 = _new(_VoteRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, True)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, True)
     o0.voter_id = -1
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -539,10 +544,10 @@ def _r_VoteRequest_0(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
         o1_TopicData = _new(_VoteRequest_TopicData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+            o1_TopicData.topic_name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -603,10 +608,10 @@ def _r_VoteRequest_1(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
     o0 = _new(_VoteRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, True)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, True)
     (o0.voter_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos] - 1
@@ -619,10 +624,10 @@ def _r_VoteRequest_1(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
         o1_TopicData = _new(_VoteRequest_TopicData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+            o1_TopicData.topic_name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -681,10 +686,10 @@ def _r_VoteRequest_2(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
     o0 = _new(_VoteRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, True)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, True)
     (o0.voter_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos] - 1
@@ -697,10 +702,10 @@ def _r_VoteRequest_2(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
         o1_TopicData = _new(_VoteRequest_TopicData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+            o1_TopicData.topic_name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1

@@ -79,3 +79,33 @@ def test_responses_stay_strict() -> None:
     assert parse_response(spec, 12, frame)[0] == 3
     with pytest.raises(DecodeError, match="trailing"):
         parse_response(spec, 12, frame + b"\x00")
+
+
+def test_strings_arrays_and_lengths_are_read_as_kafka_reads_them() -> None:
+    """Kafka's generated readers: a classic length below zero (any, not only -1) is null where
+    null is allowed; malformed UTF-8 becomes U+FFFD (Java's ``new String(bytes, UTF_8)``); a
+    compact string longer than 0x7fff bytes is refused. Both found by tools/fuzz/differential.py
+    against a Kafka 3.9 controller, which answered these frames."""
+    import struct
+
+    # header v1: api 18 v2, correlation 1, client id of length -9724 (null, as Kafka reads it)
+    request = parse_request(struct.pack(">hhih", API_VERSIONS, 2, 1, -9724) + b"junk")
+    assert request.header.client_id is None and request.correlation_id == 1
+    # malformed UTF-8 in the client id and in a body string
+    request = parse_request(struct.pack(">hhih", METADATA, 1, 2, 4) + b"dif\x84"
+                            + struct.pack(">ih", 1, 3) + b"\xe4ab")
+    assert request.header.client_id == "dif\ufffd"
+    assert request.body is not None and request.body.topics[0].name == "\ufffdab"
+    # a nullable classic array of length -7 is null (MetadataRequest v1 topics)
+    request = parse_request(struct.pack(">hhihi", METADATA, 1, 3, -1, -7))
+    assert request.body is not None and request.body.topics is None
+    # non-nullable: refused, as Kafka's "non-nullable field ... was serialized as null"
+    with pytest.raises(DecodeError, match="null"):
+        parse_request(struct.pack(">hhihi", METADATA, 0, 3, -1, -7))
+    # a compact string of 0x8000 bytes (DescribeQuorum v1: compact topic name)
+    # (our encoder refuses to write one: the bytes are patched in)
+    body = w.DescribeQuorumRequest(topics=[w.DescribeQuorumRequest.TopicData(topic_name="xxxxx")]).encode(1)
+    body = body.replace(b"\x06xxxxx", b"\x81\x80\x02" + b"x" * 0x8000)  # uvarint 0x8001: 0x8000 bytes
+    with pytest.raises(DecodeError, match="invalid length"):
+        parse_request(w.RequestHeader(request_api_key=55, request_api_version=1, correlation_id=4,
+                                      client_id="c").encode(2) + body)
