@@ -102,10 +102,14 @@ class Acl:
 
 @dataclass(frozen=True)
 class Session:
-    """Who sent the request being answered: Kafka's principal string and client address."""
+    """Who sent the request being answered: Kafka's principal string and client address; the
+    listener's security protocol and whether the request came in an Envelope (Kafka's
+    ``RequestContext.securityProtocol`` and ``isForwarded``, for ``allowTokenRequests``)."""
 
     principal: str
     host: str
+    protocol: str = "PLAINTEXT"
+    forwarded: bool = False
 
 
 ANONYMOUS = "User:ANONYMOUS"

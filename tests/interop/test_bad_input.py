@@ -254,3 +254,23 @@ def test_many_connections_declaring_large_frames_keep_memory_bounded(node: NodeP
     with socket.create_connection(("127.0.0.1", node.port), timeout=10) as s:
         assert still_open(s)
     assert node.proc.poll() is None
+
+
+def _token_codes(port: int) -> list[int]:
+    out = []
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        for cid, (api, version, body) in enumerate([
+                (38, 3, w.CreateDelegationTokenRequest(owner_principal_type=None, owner_principal_name=None,
+                                                       renewers=[], max_lifetime_ms=-1)),
+                (39, 2, w.RenewDelegationTokenRequest(hmac=b"x", renew_period_ms=1000)),
+                (40, 2, w.ExpireDelegationTokenRequest(hmac=b"x", expiry_time_period_ms=-1))]):
+            out.append(frame_call(s, api, version, body, cid).error_code)  # type: ignore[attr-defined]
+    return out
+
+
+def test_delegation_tokens_on_a_plaintext_listener_are_not_allowed_as_kafka_says(
+        node: NodeProcess, kafka: KafkaServer) -> None:
+    """ControllerApis.allowTokenRequests: unforwarded on PLAINTEXT -> DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+    before anything else (found by tools/fuzz/differential.py: kraftnode answered AUTH_DISABLED)."""
+    assert _token_codes(_controller_port(kafka)) == [Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED] * 3
+    assert _token_codes(node.port) == [Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED] * 3
