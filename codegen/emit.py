@@ -385,6 +385,37 @@ class Emitter:
                     f"    pos += {n}", "else:", f"    {call}"]
         return [call]
 
+    def read_tags_as_kafka(self, s: StructSpec, o: str) -> list[str]:
+        """A request's tagged fields, read as Kafka's generated ``read`` reads them: a known
+        tag's value is read without looking at its declared size (reading goes on where the
+        value ends); a known tag outside the versions its field is tagged in is refused ("Tag N
+        is not valid for version V"); an unknown tag is kept aside and skipped by its size."""
+        ntags, tag, size, end = self.L("ntags"), self.L("tag"), self.L("size"), self.L("end")
+        block = [f"{ntags}, pos = read_uvarint(buf, pos)", f"for _ in range({ntags}):",
+                 f"    {tag}, pos = read_uvarint(buf, pos)", f"    {size}, pos = read_uvarint(buf, pos)"]
+        kw = "if"
+        for f in s.tagged_fields:
+            block.append(f"    {kw} {tag} == {f.tag}:")
+            kw = "elif"
+            if self.tagged_now(f) and inside(f.versions, self.v):
+                block += ["        " + ln for ln in self.read_value(s, f, f"{o}.{f.attr}", True)]
+            else:
+                block.append(f"        raise DecodeError(f'Tag {f.tag} is not valid for version {{v}}')")
+        ind = "    "
+        if s.tagged_fields:
+            block.append("    else:")
+            ind = "        "
+        block.append(f"{ind}{end} = pos + {size}")
+        block.append(f"{ind}if {end} > len(buf):")
+        block.append(f"{ind}    raise DecodeError(f'tagged field of {{{size}}} bytes exceeds the remaining "
+                     f"{{len(buf) - pos}}')")
+        block.append(f"{ind}if {o}.unknown_tagged_fields is None:")
+        block.append(f"{ind}    {o}.unknown_tagged_fields = []")
+        block.append(f"{ind}{o}.unknown_tagged_fields.append(({tag}, bytes(buf[pos:{end}])))")
+        block.append(f"{ind}pos = {end}")
+        # fast path: most structs carry no tagged fields at all (a single 0 byte)
+        return ["if buf[pos] == 0:", "    pos += 1", "else:"] + ["    " + ln for ln in block]
+
     def read_struct_inline(self, s: StructSpec) -> list[str]:
         """The body of ``s``'s reader for this version, reading into ``o<depth+1>``."""
         self.d += 1
@@ -432,7 +463,9 @@ class Emitter:
                 lines.append(f"{target} = {default_expr(f)}")
         flush()
         lines.append(f"{o}.unknown_tagged_fields = None")
-        if self.flex():
+        if self.flex() and self.k:
+            lines += self.read_tags_as_kafka(s, o)
+        elif self.flex():
             known = [f for f in s.tagged_fields if self.tagged_now(f)]
             ntags, tag, end = self.L("ntags"), self.L("tag"), self.L("end")
             block = [f"{ntags}, pos = read_uvarint(buf, pos)", f"for _ in range({ntags}):",

@@ -216,7 +216,11 @@ def _r_AlterPartitionReassignmentsRequest_ReassignablePartition_0(buf: bytes, po
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -271,7 +275,11 @@ def _r_AlterPartitionReassignmentsRequest_ReassignableTopic_0(buf: bytes, pos: i
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ReassignablePartition.unknown_tagged_fields is None:
                     o1_ReassignablePartition.unknown_tagged_fields = []
                 o1_ReassignablePartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -284,7 +292,11 @@ def _r_AlterPartitionReassignmentsRequest_ReassignableTopic_0(buf: bytes, pos: i
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -349,7 +361,11 @@ def _r_AlterPartitionReassignmentsRequest_0(buf: bytes, pos: int, v: int) -> tup
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_ReassignablePartition.unknown_tagged_fields is None:
                         o2_ReassignablePartition.unknown_tagged_fields = []
                     o2_ReassignablePartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -362,7 +378,11 @@ def _r_AlterPartitionReassignmentsRequest_0(buf: bytes, pos: int, v: int) -> tup
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ReassignableTopic.unknown_tagged_fields is None:
                     o1_ReassignableTopic.unknown_tagged_fields = []
                 o1_ReassignableTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -375,7 +395,11 @@ def _r_AlterPartitionReassignmentsRequest_0(buf: bytes, pos: int, v: int) -> tup
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

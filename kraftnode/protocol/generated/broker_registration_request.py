@@ -242,7 +242,11 @@ def _r_BrokerRegistrationRequest_Feature_0(buf: bytes, pos: int, v: int) -> tupl
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -283,7 +287,11 @@ def _r_BrokerRegistrationRequest_Listener_0(buf: bytes, pos: int, v: int) -> tup
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -419,7 +427,11 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Listener.unknown_tagged_fields is None:
                     o1_Listener.unknown_tagged_fields = []
                 o1_Listener.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -448,7 +460,11 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Feature.unknown_tagged_fields is None:
                     o1_Feature.unknown_tagged_fields = []
                 o1_Feature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -470,7 +486,11 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -518,7 +538,11 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Listener.unknown_tagged_fields is None:
                     o1_Listener.unknown_tagged_fields = []
                 o1_Listener.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -547,7 +571,11 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Feature.unknown_tagged_fields is None:
                     o1_Feature.unknown_tagged_fields = []
                 o1_Feature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -570,7 +598,11 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -618,7 +650,11 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Listener.unknown_tagged_fields is None:
                     o1_Listener.unknown_tagged_fields = []
                 o1_Listener.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -647,7 +683,11 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Feature.unknown_tagged_fields is None:
                     o1_Feature.unknown_tagged_fields = []
                 o1_Feature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -679,7 +719,11 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -727,7 +771,11 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Listener.unknown_tagged_fields is None:
                     o1_Listener.unknown_tagged_fields = []
                 o1_Listener.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -756,7 +804,11 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Feature.unknown_tagged_fields is None:
                     o1_Feature.unknown_tagged_fields = []
                 o1_Feature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -789,7 +841,11 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

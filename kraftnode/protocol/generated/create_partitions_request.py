@@ -227,7 +227,11 @@ def _r_CreatePartitionsRequest_CreatePartitionsAssignment_1(buf: bytes, pos: int
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -316,7 +320,11 @@ def _r_CreatePartitionsRequest_CreatePartitionsTopic_1(buf: bytes, pos: int, v: 
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_CreatePartitionsAssignment.unknown_tagged_fields is None:
                         o1_CreatePartitionsAssignment.unknown_tagged_fields = []
                     o1_CreatePartitionsAssignment.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -329,7 +337,11 @@ def _r_CreatePartitionsRequest_CreatePartitionsTopic_1(buf: bytes, pos: int, v: 
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -431,7 +443,11 @@ def _r_CreatePartitionsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_CreateP
                 else:
                     ntags2, pos = read_uvarint(buf, pos)
                     for _ in range(ntags2):
-                        tag2, end2, pos = r_tag_header(buf, pos)
+                        tag2, pos = read_uvarint(buf, pos)
+                        size2, pos = read_uvarint(buf, pos)
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                         if o2_CreatePartitionsAssignment.unknown_tagged_fields is None:
                             o2_CreatePartitionsAssignment.unknown_tagged_fields = []
                         o2_CreatePartitionsAssignment.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -444,7 +460,11 @@ def _r_CreatePartitionsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_CreateP
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_CreatePartitionsTopic.unknown_tagged_fields is None:
                     o1_CreatePartitionsTopic.unknown_tagged_fields = []
                 o1_CreatePartitionsTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -459,7 +479,11 @@ def _r_CreatePartitionsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_CreateP
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -264,7 +264,11 @@ def _r_CreateTopicsRequest_CreatableTopicConfig_1(buf: bytes, pos: int, v: int) 
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -317,7 +321,11 @@ def _r_CreateTopicsRequest_CreatableReplicaAssignment_1(buf: bytes, pos: int, v:
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -419,7 +427,11 @@ def _r_CreateTopicsRequest_CreatableTopic_1(buf: bytes, pos: int, v: int) -> tup
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_CreatableReplicaAssignment.unknown_tagged_fields is None:
                     o1_CreatableReplicaAssignment.unknown_tagged_fields = []
                 o1_CreatableReplicaAssignment.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -452,7 +464,11 @@ def _r_CreateTopicsRequest_CreatableTopic_1(buf: bytes, pos: int, v: int) -> tup
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_CreatableTopicConfig.unknown_tagged_fields is None:
                     o1_CreatableTopicConfig.unknown_tagged_fields = []
                 o1_CreatableTopicConfig.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -465,7 +481,11 @@ def _r_CreateTopicsRequest_CreatableTopic_1(buf: bytes, pos: int, v: int) -> tup
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -624,7 +644,11 @@ def _r_CreateTopicsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_CreateTopic
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_CreatableReplicaAssignment.unknown_tagged_fields is None:
                         o2_CreatableReplicaAssignment.unknown_tagged_fields = []
                     o2_CreatableReplicaAssignment.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -657,7 +681,11 @@ def _r_CreateTopicsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_CreateTopic
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_CreatableTopicConfig.unknown_tagged_fields is None:
                         o2_CreatableTopicConfig.unknown_tagged_fields = []
                     o2_CreatableTopicConfig.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -670,7 +698,11 @@ def _r_CreateTopicsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_CreateTopic
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_CreatableTopic.unknown_tagged_fields is None:
                     o1_CreatableTopic.unknown_tagged_fields = []
                 o1_CreatableTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -685,7 +717,11 @@ def _r_CreateTopicsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_CreateTopic
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -298,7 +298,11 @@ def _r_EndQuorumEpochRequest_LeaderEndpoint_1(buf: bytes, pos: int, v: int) -> t
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -340,7 +344,11 @@ def _r_EndQuorumEpochRequest_ReplicaInfo_1(buf: bytes, pos: int, v: int) -> tupl
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -401,7 +409,11 @@ def _r_EndQuorumEpochRequest_PartitionData_1(buf: bytes, pos: int, v: int) -> tu
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ReplicaInfo.unknown_tagged_fields is None:
                     o1_ReplicaInfo.unknown_tagged_fields = []
                 o1_ReplicaInfo.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -414,7 +426,11 @@ def _r_EndQuorumEpochRequest_PartitionData_1(buf: bytes, pos: int, v: int) -> tu
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -499,7 +515,11 @@ def _r_EndQuorumEpochRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_ReplicaInfo.unknown_tagged_fields is None:
                         o2_ReplicaInfo.unknown_tagged_fields = []
                     o2_ReplicaInfo.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -512,7 +532,11 @@ def _r_EndQuorumEpochRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_PartitionData.unknown_tagged_fields is None:
                     o1_PartitionData.unknown_tagged_fields = []
                 o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -525,7 +549,11 @@ def _r_EndQuorumEpochRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -637,7 +665,11 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
                 else:
                     ntags3, pos = read_uvarint(buf, pos)
                     for _ in range(ntags3):
-                        tag3, end3, pos = r_tag_header(buf, pos)
+                        tag3, pos = read_uvarint(buf, pos)
+                        size3, pos = read_uvarint(buf, pos)
+                        end3 = pos + size3
+                        if end3 > len(buf):
+                            raise DecodeError(f'tagged field of {size3} bytes exceeds the remaining {len(buf) - pos}')
                         if o3_ReplicaInfo.unknown_tagged_fields is None:
                             o3_ReplicaInfo.unknown_tagged_fields = []
                         o3_ReplicaInfo.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
@@ -650,7 +682,11 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_PartitionData.unknown_tagged_fields is None:
                         o2_PartitionData.unknown_tagged_fields = []
                     o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -663,7 +699,11 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicData.unknown_tagged_fields is None:
                     o1_TopicData.unknown_tagged_fields = []
                 o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -698,7 +738,11 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_LeaderEndpoint.unknown_tagged_fields is None:
                     o1_LeaderEndpoint.unknown_tagged_fields = []
                 o1_LeaderEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -711,7 +755,11 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

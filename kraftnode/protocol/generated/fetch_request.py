@@ -369,7 +369,11 @@ def _r_FetchRequest_ForgottenTopic_2(buf: bytes, pos: int, v: int) -> tuple[_Fet
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -395,7 +399,11 @@ def _r_FetchRequest_ForgottenTopic_3(buf: bytes, pos: int, v: int) -> tuple[_Fet
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -496,11 +504,18 @@ def _r_FetchRequest_FetchPartition_3(buf: bytes, pos: int, v: int) -> tuple[_Fet
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
-            if o0.unknown_tagged_fields is None:
-                o0.unknown_tagged_fields = []
-            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
-            pos = end0
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            if tag0 == 0:
+                raise DecodeError(f'Tag 0 is not valid for version {v}')
+            else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
     return o0, pos
 
 
@@ -515,12 +530,14 @@ def _r_FetchRequest_FetchPartition_4(buf: bytes, pos: int, v: int) -> tuple[_Fet
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 o0.replica_directory_id, pos = r_uuid(buf, pos)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.FetchPartition.replica_directory_id has the wrong size')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -685,11 +702,18 @@ def _r_FetchRequest_FetchTopic_3(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
-                if o1_FetchPartition.unknown_tagged_fields is None:
-                    o1_FetchPartition.unknown_tagged_fields = []
-                o1_FetchPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
-                pos = end1
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                if tag1 == 0:
+                    raise DecodeError(f'Tag 0 is not valid for version {v}')
+                else:
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
+                    if o1_FetchPartition.unknown_tagged_fields is None:
+                        o1_FetchPartition.unknown_tagged_fields = []
+                    o1_FetchPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
         a_FetchTopic_partitions_0.append(o1_FetchPartition)
     o0.partitions = a_FetchTopic_partitions_0
     o0.unknown_tagged_fields = None
@@ -698,7 +722,11 @@ def _r_FetchRequest_FetchTopic_3(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -728,11 +756,18 @@ def _r_FetchRequest_FetchTopic_4(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
-                if o1_FetchPartition.unknown_tagged_fields is None:
-                    o1_FetchPartition.unknown_tagged_fields = []
-                o1_FetchPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
-                pos = end1
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                if tag1 == 0:
+                    raise DecodeError(f'Tag 0 is not valid for version {v}')
+                else:
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
+                    if o1_FetchPartition.unknown_tagged_fields is None:
+                        o1_FetchPartition.unknown_tagged_fields = []
+                    o1_FetchPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
         a_FetchTopic_partitions_0.append(o1_FetchPartition)
     o0.partitions = a_FetchTopic_partitions_0
     o0.unknown_tagged_fields = None
@@ -741,7 +776,11 @@ def _r_FetchRequest_FetchTopic_4(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -771,12 +810,14 @@ def _r_FetchRequest_FetchTopic_5(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
                 if tag1 == 0:
                     o1_FetchPartition.replica_directory_id, pos = r_uuid(buf, pos)
-                    if pos != end1:
-                        raise DecodeError('tagged field FetchRequest.FetchPartition.replica_directory_id has the wrong size')
                 else:
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_FetchPartition.unknown_tagged_fields is None:
                         o1_FetchPartition.unknown_tagged_fields = []
                     o1_FetchPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -789,7 +830,11 @@ def _r_FetchRequest_FetchTopic_5(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -845,7 +890,11 @@ def _r_FetchRequest_ReplicaState_1(buf: bytes, pos: int, v: int) -> tuple[_Fetch
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -863,7 +912,11 @@ def _r_FetchRequest_ReplicaState_2(buf: bytes, pos: int, v: int) -> tuple[_Fetch
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -1421,11 +1474,18 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
-                    if o2_FetchPartition.unknown_tagged_fields is None:
-                        o2_FetchPartition.unknown_tagged_fields = []
-                    o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
-                    pos = end2
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    if tag2 == 0:
+                        raise DecodeError(f'Tag 0 is not valid for version {v}')
+                    else:
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
+                        if o2_FetchPartition.unknown_tagged_fields is None:
+                            o2_FetchPartition.unknown_tagged_fields = []
+                        o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
             a_FetchTopic_partitions_1.append(o2_FetchPartition)
         o1_FetchTopic.partitions = a_FetchTopic_partitions_1
         o1_FetchTopic.unknown_tagged_fields = None
@@ -1434,7 +1494,11 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_FetchTopic.unknown_tagged_fields is None:
                     o1_FetchTopic.unknown_tagged_fields = []
                 o1_FetchTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1469,7 +1533,11 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ForgottenTopic.unknown_tagged_fields is None:
                     o1_ForgottenTopic.unknown_tagged_fields = []
                 o1_ForgottenTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1488,7 +1556,8 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
@@ -1496,9 +1565,12 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
                     pos += n0
                 else:
                     o0.cluster_id, pos = r_cstr_k(buf, pos, True)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
+            elif tag0 == 1:
+                raise DecodeError(f'Tag 1 is not valid for version {v}')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -1542,11 +1614,18 @@ def _r_FetchRequest_8(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
-                    if o2_FetchPartition.unknown_tagged_fields is None:
-                        o2_FetchPartition.unknown_tagged_fields = []
-                    o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
-                    pos = end2
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    if tag2 == 0:
+                        raise DecodeError(f'Tag 0 is not valid for version {v}')
+                    else:
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
+                        if o2_FetchPartition.unknown_tagged_fields is None:
+                            o2_FetchPartition.unknown_tagged_fields = []
+                        o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
             a_FetchTopic_partitions_1.append(o2_FetchPartition)
         o1_FetchTopic.partitions = a_FetchTopic_partitions_1
         o1_FetchTopic.unknown_tagged_fields = None
@@ -1555,7 +1634,11 @@ def _r_FetchRequest_8(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_FetchTopic.unknown_tagged_fields is None:
                     o1_FetchTopic.unknown_tagged_fields = []
                 o1_FetchTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1585,7 +1668,11 @@ def _r_FetchRequest_8(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ForgottenTopic.unknown_tagged_fields is None:
                     o1_ForgottenTopic.unknown_tagged_fields = []
                 o1_ForgottenTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1604,7 +1691,8 @@ def _r_FetchRequest_8(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
@@ -1612,9 +1700,12 @@ def _r_FetchRequest_8(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
                     pos += n0
                 else:
                     o0.cluster_id, pos = r_cstr_k(buf, pos, True)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
+            elif tag0 == 1:
+                raise DecodeError(f'Tag 1 is not valid for version {v}')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -1657,11 +1748,18 @@ def _r_FetchRequest_9(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
-                    if o2_FetchPartition.unknown_tagged_fields is None:
-                        o2_FetchPartition.unknown_tagged_fields = []
-                    o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
-                    pos = end2
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    if tag2 == 0:
+                        raise DecodeError(f'Tag 0 is not valid for version {v}')
+                    else:
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
+                        if o2_FetchPartition.unknown_tagged_fields is None:
+                            o2_FetchPartition.unknown_tagged_fields = []
+                        o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
             a_FetchTopic_partitions_1.append(o2_FetchPartition)
         o1_FetchTopic.partitions = a_FetchTopic_partitions_1
         o1_FetchTopic.unknown_tagged_fields = None
@@ -1670,7 +1768,11 @@ def _r_FetchRequest_9(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_FetchTopic.unknown_tagged_fields is None:
                     o1_FetchTopic.unknown_tagged_fields = []
                 o1_FetchTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1700,7 +1802,11 @@ def _r_FetchRequest_9(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ForgottenTopic.unknown_tagged_fields is None:
                     o1_ForgottenTopic.unknown_tagged_fields = []
                 o1_ForgottenTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1719,7 +1825,8 @@ def _r_FetchRequest_9(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
@@ -1727,13 +1834,12 @@ def _r_FetchRequest_9(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
                     pos += n0
                 else:
                     o0.cluster_id, pos = r_cstr_k(buf, pos, True)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
             elif tag0 == 1:
                 o0.replica_state, pos = _r_FetchRequest_ReplicaState_2(buf, pos, v)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.replica_state has the wrong size')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -1776,12 +1882,14 @@ def _r_FetchRequest_10(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
                     if tag2 == 0:
                         o2_FetchPartition.replica_directory_id, pos = r_uuid(buf, pos)
-                        if pos != end2:
-                            raise DecodeError('tagged field FetchRequest.FetchPartition.replica_directory_id has the wrong size')
                     else:
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                         if o2_FetchPartition.unknown_tagged_fields is None:
                             o2_FetchPartition.unknown_tagged_fields = []
                         o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -1794,7 +1902,11 @@ def _r_FetchRequest_10(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_FetchTopic.unknown_tagged_fields is None:
                     o1_FetchTopic.unknown_tagged_fields = []
                 o1_FetchTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1824,7 +1936,11 @@ def _r_FetchRequest_10(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ForgottenTopic.unknown_tagged_fields is None:
                     o1_ForgottenTopic.unknown_tagged_fields = []
                 o1_ForgottenTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1843,7 +1959,8 @@ def _r_FetchRequest_10(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
@@ -1851,13 +1968,12 @@ def _r_FetchRequest_10(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int
                     pos += n0
                 else:
                     o0.cluster_id, pos = r_cstr_k(buf, pos, True)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
             elif tag0 == 1:
                 o0.replica_state, pos = _r_FetchRequest_ReplicaState_2(buf, pos, v)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.replica_state has the wrong size')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

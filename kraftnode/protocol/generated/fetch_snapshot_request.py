@@ -246,7 +246,11 @@ def _r_FetchSnapshotRequest_SnapshotId_0(buf: bytes, pos: int, v: int) -> tuple[
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -293,11 +297,18 @@ def _r_FetchSnapshotRequest_PartitionSnapshot_0(buf: bytes, pos: int, v: int) ->
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
-            if o0.unknown_tagged_fields is None:
-                o0.unknown_tagged_fields = []
-            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
-            pos = end0
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            if tag0 == 0:
+                raise DecodeError(f'Tag 0 is not valid for version {v}')
+            else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
     return o0, pos
 
 
@@ -315,12 +326,14 @@ def _r_FetchSnapshotRequest_PartitionSnapshot_1(buf: bytes, pos: int, v: int) ->
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 o0.replica_directory_id, pos = r_uuid(buf, pos)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchSnapshotRequest.PartitionSnapshot.replica_directory_id has the wrong size')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -381,11 +394,18 @@ def _r_FetchSnapshotRequest_TopicSnapshot_0(buf: bytes, pos: int, v: int) -> tup
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
-                if o1_PartitionSnapshot.unknown_tagged_fields is None:
-                    o1_PartitionSnapshot.unknown_tagged_fields = []
-                o1_PartitionSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
-                pos = end1
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                if tag1 == 0:
+                    raise DecodeError(f'Tag 0 is not valid for version {v}')
+                else:
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
+                    if o1_PartitionSnapshot.unknown_tagged_fields is None:
+                        o1_PartitionSnapshot.unknown_tagged_fields = []
+                    o1_PartitionSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
         a_TopicSnapshot_partitions_0.append(o1_PartitionSnapshot)
     o0.partitions = a_TopicSnapshot_partitions_0
     o0.unknown_tagged_fields = None
@@ -394,7 +414,11 @@ def _r_FetchSnapshotRequest_TopicSnapshot_0(buf: bytes, pos: int, v: int) -> tup
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -431,12 +455,14 @@ def _r_FetchSnapshotRequest_TopicSnapshot_1(buf: bytes, pos: int, v: int) -> tup
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
                 if tag1 == 0:
                     o1_PartitionSnapshot.replica_directory_id, pos = r_uuid(buf, pos)
-                    if pos != end1:
-                        raise DecodeError('tagged field FetchSnapshotRequest.PartitionSnapshot.replica_directory_id has the wrong size')
                 else:
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_PartitionSnapshot.unknown_tagged_fields is None:
                         o1_PartitionSnapshot.unknown_tagged_fields = []
                     o1_PartitionSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -449,7 +475,11 @@ def _r_FetchSnapshotRequest_TopicSnapshot_1(buf: bytes, pos: int, v: int) -> tup
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -531,11 +561,18 @@ def _r_FetchSnapshotRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
-                    if o2_PartitionSnapshot.unknown_tagged_fields is None:
-                        o2_PartitionSnapshot.unknown_tagged_fields = []
-                    o2_PartitionSnapshot.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
-                    pos = end2
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    if tag2 == 0:
+                        raise DecodeError(f'Tag 0 is not valid for version {v}')
+                    else:
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
+                        if o2_PartitionSnapshot.unknown_tagged_fields is None:
+                            o2_PartitionSnapshot.unknown_tagged_fields = []
+                        o2_PartitionSnapshot.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
             a_TopicSnapshot_partitions_1.append(o2_PartitionSnapshot)
         o1_TopicSnapshot.partitions = a_TopicSnapshot_partitions_1
         o1_TopicSnapshot.unknown_tagged_fields = None
@@ -544,7 +581,11 @@ def _r_FetchSnapshotRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicSnapshot.unknown_tagged_fields is None:
                     o1_TopicSnapshot.unknown_tagged_fields = []
                 o1_TopicSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -557,7 +598,8 @@ def _r_FetchSnapshotRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
@@ -565,9 +607,10 @@ def _r_FetchSnapshotRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
                     pos += n0
                 else:
                     o0.cluster_id, pos = r_cstr_k(buf, pos, True)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchSnapshotRequest.cluster_id has the wrong size')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -615,12 +658,14 @@ def _r_FetchSnapshotRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
                     if tag2 == 0:
                         o2_PartitionSnapshot.replica_directory_id, pos = r_uuid(buf, pos)
-                        if pos != end2:
-                            raise DecodeError('tagged field FetchSnapshotRequest.PartitionSnapshot.replica_directory_id has the wrong size')
                     else:
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                         if o2_PartitionSnapshot.unknown_tagged_fields is None:
                             o2_PartitionSnapshot.unknown_tagged_fields = []
                         o2_PartitionSnapshot.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -633,7 +678,11 @@ def _r_FetchSnapshotRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicSnapshot.unknown_tagged_fields is None:
                     o1_TopicSnapshot.unknown_tagged_fields = []
                 o1_TopicSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -646,7 +695,8 @@ def _r_FetchSnapshotRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
@@ -654,9 +704,10 @@ def _r_FetchSnapshotRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
                     pos += n0
                 else:
                     o0.cluster_id, pos = r_cstr_k(buf, pos, True)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchSnapshotRequest.cluster_id has the wrong size')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -267,7 +267,11 @@ def _r_ListOffsetsRequest_ListOffsetsPartition_3(buf: bytes, pos: int, v: int) -
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -393,7 +397,11 @@ def _r_ListOffsetsRequest_ListOffsetsTopic_3(buf: bytes, pos: int, v: int) -> tu
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ListOffsetsPartition.unknown_tagged_fields is None:
                     o1_ListOffsetsPartition.unknown_tagged_fields = []
                 o1_ListOffsetsPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -406,7 +414,11 @@ def _r_ListOffsetsRequest_ListOffsetsTopic_3(buf: bytes, pos: int, v: int) -> tu
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -612,7 +624,11 @@ def _r_ListOffsetsRequest_4(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsR
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_ListOffsetsPartition.unknown_tagged_fields is None:
                         o2_ListOffsetsPartition.unknown_tagged_fields = []
                     o2_ListOffsetsPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -625,7 +641,11 @@ def _r_ListOffsetsRequest_4(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsR
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ListOffsetsTopic.unknown_tagged_fields is None:
                     o1_ListOffsetsTopic.unknown_tagged_fields = []
                 o1_ListOffsetsTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -638,7 +658,11 @@ def _r_ListOffsetsRequest_4(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsR
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -289,7 +289,11 @@ def _r_OffsetCommitRequest_OffsetCommitRequestPartition_3(buf: bytes, pos: int, 
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -422,7 +426,11 @@ def _r_OffsetCommitRequest_OffsetCommitRequestTopic_3(buf: bytes, pos: int, v: i
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_OffsetCommitRequestPartition.unknown_tagged_fields is None:
                     o1_OffsetCommitRequestPartition.unknown_tagged_fields = []
                 o1_OffsetCommitRequestPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -435,7 +443,11 @@ def _r_OffsetCommitRequest_OffsetCommitRequestTopic_3(buf: bytes, pos: int, v: i
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -780,7 +792,11 @@ def _r_OffsetCommitRequest_6(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_OffsetCommitRequestPartition.unknown_tagged_fields is None:
                         o2_OffsetCommitRequestPartition.unknown_tagged_fields = []
                     o2_OffsetCommitRequestPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -793,7 +809,11 @@ def _r_OffsetCommitRequest_6(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_OffsetCommitRequestTopic.unknown_tagged_fields is None:
                     o1_OffsetCommitRequestTopic.unknown_tagged_fields = []
                 o1_OffsetCommitRequestTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -806,7 +826,11 @@ def _r_OffsetCommitRequest_6(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -265,7 +265,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestTopics_1(buf: bytes, pos: int, v: in
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -295,7 +299,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestTopics_2(buf: bytes, pos: int, v: in
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -371,7 +379,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_1(buf: bytes, pos: int, v: int
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -420,7 +432,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_2(buf: bytes, pos: int, v: int
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_OffsetFetchRequestTopics.unknown_tagged_fields is None:
                         o1_OffsetFetchRequestTopics.unknown_tagged_fields = []
                     o1_OffsetFetchRequestTopics.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -433,7 +449,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_2(buf: bytes, pos: int, v: int
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -488,7 +508,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_3(buf: bytes, pos: int, v: int
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_OffsetFetchRequestTopics.unknown_tagged_fields is None:
                         o1_OffsetFetchRequestTopics.unknown_tagged_fields = []
                     o1_OffsetFetchRequestTopics.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -501,7 +525,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_3(buf: bytes, pos: int, v: int
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -568,7 +596,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestTopic_1(buf: bytes, pos: int, v: int
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -586,7 +618,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestTopic_2(buf: bytes, pos: int, v: int
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -767,7 +803,11 @@ def _r_OffsetFetchRequest_2(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_OffsetFetchRequestTopic.unknown_tagged_fields is None:
                         o1_OffsetFetchRequestTopic.unknown_tagged_fields = []
                     o1_OffsetFetchRequestTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -782,7 +822,11 @@ def _r_OffsetFetchRequest_2(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -829,7 +873,11 @@ def _r_OffsetFetchRequest_3(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_OffsetFetchRequestTopic.unknown_tagged_fields is None:
                         o1_OffsetFetchRequestTopic.unknown_tagged_fields = []
                     o1_OffsetFetchRequestTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -845,7 +893,11 @@ def _r_OffsetFetchRequest_3(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -904,7 +956,11 @@ def _r_OffsetFetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
                 else:
                     ntags2, pos = read_uvarint(buf, pos)
                     for _ in range(ntags2):
-                        tag2, end2, pos = r_tag_header(buf, pos)
+                        tag2, pos = read_uvarint(buf, pos)
+                        size2, pos = read_uvarint(buf, pos)
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                         if o2_OffsetFetchRequestTopics.unknown_tagged_fields is None:
                             o2_OffsetFetchRequestTopics.unknown_tagged_fields = []
                         o2_OffsetFetchRequestTopics.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -917,7 +973,11 @@ def _r_OffsetFetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_OffsetFetchRequestGroup.unknown_tagged_fields is None:
                     o1_OffsetFetchRequestGroup.unknown_tagged_fields = []
                 o1_OffsetFetchRequestGroup.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -932,7 +992,11 @@ def _r_OffsetFetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -997,7 +1061,11 @@ def _r_OffsetFetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
                 else:
                     ntags2, pos = read_uvarint(buf, pos)
                     for _ in range(ntags2):
-                        tag2, end2, pos = r_tag_header(buf, pos)
+                        tag2, pos = read_uvarint(buf, pos)
+                        size2, pos = read_uvarint(buf, pos)
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                         if o2_OffsetFetchRequestTopics.unknown_tagged_fields is None:
                             o2_OffsetFetchRequestTopics.unknown_tagged_fields = []
                         o2_OffsetFetchRequestTopics.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -1010,7 +1078,11 @@ def _r_OffsetFetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_OffsetFetchRequestGroup.unknown_tagged_fields is None:
                     o1_OffsetFetchRequestGroup.unknown_tagged_fields = []
                 o1_OffsetFetchRequestGroup.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1025,7 +1097,11 @@ def _r_OffsetFetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

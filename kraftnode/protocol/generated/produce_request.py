@@ -222,7 +222,11 @@ def _r_ProduceRequest_PartitionProduceData_1(buf: Buf, pos: int, v: int) -> tupl
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -293,7 +297,11 @@ def _r_ProduceRequest_TopicProduceData_1(buf: Buf, pos: int, v: int) -> tuple[_P
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_PartitionProduceData.unknown_tagged_fields is None:
                     o1_PartitionProduceData.unknown_tagged_fields = []
                 o1_PartitionProduceData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -306,7 +314,11 @@ def _r_ProduceRequest_TopicProduceData_1(buf: Buf, pos: int, v: int) -> tuple[_P
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -442,7 +454,11 @@ def _r_ProduceRequest_2(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, in
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_PartitionProduceData.unknown_tagged_fields is None:
                         o2_PartitionProduceData.unknown_tagged_fields = []
                     o2_PartitionProduceData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -455,7 +471,11 @@ def _r_ProduceRequest_2(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, in
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicProduceData.unknown_tagged_fields is None:
                     o1_TopicProduceData.unknown_tagged_fields = []
                 o1_TopicProduceData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -468,7 +488,11 @@ def _r_ProduceRequest_2(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, in
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -9,6 +9,8 @@ kraftnode decodes for itself stay strict (``Message.decode`` refuses trailing by
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from kraftnode.protocol import DecodeError
@@ -109,3 +111,36 @@ def test_strings_arrays_and_lengths_are_read_as_kafka_reads_them() -> None:
     with pytest.raises(DecodeError, match="invalid length"):
         parse_request(w.RequestHeader(request_api_key=55, request_api_version=1, correlation_id=4,
                                       client_id="c").encode(2) + body)
+
+
+def test_known_tagged_fields_are_read_as_kafka_reads_them() -> None:
+    """Kafka's generated readers read a known tag's value without looking at its declared
+    size, and refuse a known tag outside the versions its field is tagged in ("Tag 0 is not
+    valid for version 12"); unknown tags are skipped by their size."""
+    from kraftnode.protocol.registry import API_VERSIONS as AV
+
+    # ApiVersionsRequest v3 has no tagged fields: any tag is unknown and skipped
+    header = w.RequestHeader(request_api_key=AV, request_api_version=3, correlation_id=9, client_id="c")
+    body = w.ApiVersionsRequest(client_software_name="n", client_software_version="1").encode(3)
+    assert body.endswith(b"\x00")
+    request = parse_request(header.encode(2) + body[:-1] + b"\x01\x05\x02ab")
+    assert request.body is not None and request.body.unknown_tagged_fields == [(5, b"ab")]
+    # FetchRequest v17's FetchPartition tags ReplicaDirectoryId (tag 0, 16 bytes); at v12 the
+    # same tag is refused. The declared size of a known tag is not looked at.
+    F = w.FetchRequest
+    part = F.FetchPartition(partition=0, fetch_offset=0, replica_directory_id=uuid.UUID(int=7))
+    fetch = F(topics=[F.FetchTopic(topic_id=uuid.UUID(int=1), topic="t", partitions=[part])])
+    frame17 = encode_request(SERVED[1], 17, 1, "c", fetch)[4:]
+    tag = b"\x01\x00\x10" + uuid.UUID(int=7).bytes
+    assert tag in frame17
+    lying = frame17.replace(tag, b"\x01\x00\x7f" + uuid.UUID(int=7).bytes)  # declares 127 bytes
+    got = parse_request(lying)
+    assert got.body is not None
+    assert got.body.topics[0].partitions[0].replica_directory_id == uuid.UUID(int=7)
+    frame12 = encode_request(SERVED[1], 12, 1, "c", F(topics=[F.FetchTopic(topic="t", partitions=[
+        F.FetchPartition(partition=0, partition_max_bytes=0x0A0B0C0D)])]))[4:]
+    end_of_partition = b"\x0a\x0b\x0c\x0d\x00"  # its last field, then its (empty) tagged fields
+    assert frame12.count(end_of_partition) == 1
+    parse_request(frame12)
+    with pytest.raises(DecodeError, match="Tag 0 is not valid for version 12"):
+        parse_request(frame12.replace(end_of_partition, b"\x0a\x0b\x0c\x0d" + tag))
