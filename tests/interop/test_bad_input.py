@@ -274,3 +274,28 @@ def test_delegation_tokens_on_a_plaintext_listener_are_not_allowed_as_kafka_says
     before anything else (found by tools/fuzz/differential.py: kraftnode answered AUTH_DISABLED)."""
     assert _token_codes(_controller_port(kafka)) == [Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED] * 3
     assert _token_codes(node.port) == [Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED] * 3
+
+
+def test_socket_request_max_bytes_is_honoured_as_kafka_does(kafka_home: KafkaHome,
+                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+    """With ``socket.request.max.bytes=65536`` a frame of exactly 65536 bytes is read (here an
+    ApiVersions v0 padded with bytes after its fields, which are ignored) and answered; one
+    byte more is refused before it is read, and the connection closed (NetworkReceive)."""
+    limit = 65536
+    padded = raw(API_VERSIONS, 0, 5)[4:]
+    padded = struct.pack(">i", limit) + padded + b"\x00" * (limit - len(padded))
+    k = combined_server(kafka_home, tmp_path_factory.mktemp("kafka-limit"), extra=f"socket.request.max.bytes={limit}\n")
+    try:
+        with running_node(tmp_path_factory.mktemp("node-limit"), extra=f"socket.request.max.bytes={limit}\n") as n:
+            k.wait_started()
+            for port in (k.port, n.port):
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                    s.sendall(padded)
+                    frame = recv_frame(s, 10)
+                    assert frame is not None and struct.unpack(">i", frame[:4])[0] == 5, port
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                    s.sendall(struct.pack(">i", limit + 1) + padded[4:])
+                    assert recv_frame(s, 10) is None, port
+            assert "exceeds the limit of 65536 bytes" in n.log()
+    finally:
+        k.close()
