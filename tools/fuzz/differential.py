@@ -8,12 +8,14 @@ Kafka's own request parsing is the reference for how lenient and how strict kraf
 size prefix that promises more bytes than were sent). Each frame goes on a fresh connection.
 
 Seeds are valid requests of the APIs both serve on a controller listener without changing
-any state (ApiVersions, DescribeCluster, DescribeQuorum, DescribeConfigs, DescribeAcls);
+any state (ApiVersions, DescribeCluster, DescribeQuorum, DescribeConfigs, DescribeAcls), or,
+with ``--listener broker`` against a Kafka broker, the client and group APIs (Metadata,
+ListGroups, DescribeGroups, FindCoordinator, OffsetFetch);
 mutations flip bytes, overwrite the API key or version, cut the frame, add bytes after it,
 or make the size prefix lie. Seeded: a difference replays with the same ``--seed``. Usage::
 
     python -m tools.fuzz.differential --kafka HOST:PORT --kraftnode HOST:PORT \\
-        [--frames N] [--seed S] [--timeout T]
+        [--listener controller|broker] [--frames N] [--seed S] [--timeout T]
 
 Exit code 1 when an outcome differs. Error codes that differ while both answer are listed
 apart (``codes``): they may follow from the two servers' different state (a quorum of one
@@ -39,7 +41,12 @@ from kraftnode.protocol.registry import (
     DESCRIBE_ACLS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
+    DESCRIBE_GROUPS,
     DESCRIBE_QUORUM,
+    FIND_COORDINATOR,
+    LIST_GROUPS,
+    METADATA,
+    OFFSET_FETCH,
     SERVED,
 )
 from recordbatch.wire import DecodeError
@@ -47,12 +54,24 @@ from recordbatch.wire import DecodeError
 _I32 = struct.Struct(">i")
 
 
-def seeds() -> list[bytes]:
-    """Valid request frames (without their size prefix) of read-only controller APIs."""
+def seeds(listener: str = "controller") -> list[bytes]:
+    """Valid request frames (without their size prefix) of read-only APIs that both serve on
+    a ``controller`` listener, or on a ``broker`` one (the group and client APIs)."""
     out: list[tuple[int, int, Any]] = []
     for v in range(0, 4):
         out.append((API_VERSIONS, v, w.ApiVersionsRequest(client_software_name="diff",
                                                           client_software_version="1")))
+    if listener == "broker":
+        M = w.MetadataRequest
+        out += [(METADATA, 12, M(topics=None, allow_auto_topic_creation=False)),
+                (METADATA, 1, M(topics=[M.MetadataRequestTopic(name="diff-t")])),
+                (LIST_GROUPS, 4, w.ListGroupsRequest(states_filter=["Empty"])),
+                (LIST_GROUPS, 0, w.ListGroupsRequest()),
+                (DESCRIBE_GROUPS, 5, w.DescribeGroupsRequest(groups=["diff-g"])),
+                (FIND_COORDINATOR, 4, w.FindCoordinatorRequest(key_type=0, coordinator_keys=["diff-g"])),
+                (OFFSET_FETCH, 7, w.OffsetFetchRequest(group_id="diff-g", topics=None))]
+        return [encode_request(SERVED[api], v, 1000 + i, "diff", body)[4:]
+                for i, (api, v, body) in enumerate(out)]
     out.append((DESCRIBE_CLUSTER, 0, w.DescribeClusterRequest()))
     out.append((DESCRIBE_CLUSTER, 1, w.DescribeClusterRequest(endpoint_type=2)))
     Q = w.DescribeQuorumRequest
@@ -82,7 +101,14 @@ class Mutation:
         return _I32.pack(self.size) + self.body
 
 
-def mutate(rng: random.Random, frame: bytes) -> Mutation:
+#: API keys a mutation writes: ones both serve on the listener, or neither (kraftnode serves a
+#: broker's APIs on its controller listener too, and not every broker API -- DeleteRecords,
+#: transactions --: such keys would differ by design)
+_KEYS = {"controller": [-1, 18, 29, 32, 55, 60, 21, 90, 1000],
+         "broker": [-1, 3, 9, 10, 15, 16, 18, 90, 1000]}
+
+
+def mutate(rng: random.Random, frame: bytes, listener: str = "controller") -> Mutation:
     b = bytearray(frame)
     kind = rng.choice(["flip", "flip", "flip", "version", "api", "cut", "extend", "lie"])
     if kind == "flip":
@@ -91,9 +117,7 @@ def mutate(rng: random.Random, frame: bytes) -> Mutation:
     elif kind == "version":
         b[2:4] = struct.pack(">h", rng.choice([-1, 0, 1, 2, 3, 4, 5, 9, 127, 32767]))
     elif kind == "api":
-        # keys both serve on a controller listener, or neither (kraftnode serves a broker's
-        # APIs too -- Metadata, Produce, the groups' -- where a Kafka controller closes: by design)
-        b[0:2] = struct.pack(">h", rng.choice([-1, 18, 29, 32, 55, 60, 21, 90, 1000]))
+        b[0:2] = struct.pack(">h", rng.choice(_KEYS[listener]))
     elif kind == "cut":
         del b[rng.randint(0, len(b) - 1):]
     elif kind == "extend":
@@ -160,12 +184,13 @@ def _by_design(request: bytes, theirs: str, mine: str) -> bool:
 
 
 def run(kafka: tuple[str, int], ours: tuple[str, int], frames: int = 200, seed: int = 0,
-        timeout: float = 2.0) -> Report:
+        timeout: float = 2.0, listener: str = "controller") -> Report:
+    """``listener``: what ``kafka`` is, a Kafka ``controller`` listener or a ``broker`` one."""
     rng = random.Random(seed)
-    pool = seeds()
+    pool = seeds(listener)
     report = Report()
     for i in range(frames):
-        m = mutate(rng, rng.choice(pool))
+        m = mutate(rng, rng.choice(pool), listener)
         theirs, mine = outcome(kafka, m, timeout), outcome(ours, m, timeout)
         report.frames += 1
         report.outcomes[theirs.split(" ")[0]] = report.outcomes.get(theirs.split(" ")[0], 0) + 1
@@ -184,7 +209,9 @@ def _addr(text: str) -> tuple[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kafka", required=True, help="a Kafka controller listener, HOST:PORT")
+    ap.add_argument("--kafka", required=True, help="a Kafka controller (or broker) listener, HOST:PORT")
+    ap.add_argument("--listener", choices=["controller", "broker"], default="controller",
+                    help="what --kafka is: the APIs sent are those both serve there")
     ap.add_argument("--kraftnode", required=True, help="a kraftnode listener, HOST:PORT")
     ap.add_argument("--frames", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
@@ -192,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     t = time.monotonic()
     try:
-        r = run(_addr(a.kafka), _addr(a.kraftnode), a.frames, a.seed, a.timeout)
+        r = run(_addr(a.kafka), _addr(a.kraftnode), a.frames, a.seed, a.timeout, a.listener)
     except OSError as e:
         print(f"cannot reach a server: {e}", file=sys.stderr)
         return 2
