@@ -154,6 +154,9 @@ class Emitter:
         # Messages with records fields decode from a memoryview (zero-copy records);
         # all others from bytes, where slices are cheaper.
         self.view_mode = view_mode(msg)
+        # requests (and their header) are read as leniently as Kafka reads them (recordbatch/
+        # message.py, the *_k readers); everything else strictly
+        self.k = "_k" if msg.type == "request" or msg.name == "RequestHeader" else ""
 
     # -- helpers ------------------------------------------------------------
     def struct_const(self, fmt: str) -> str:
@@ -321,7 +324,7 @@ class Emitter:
                           "    pos += 1", "else:",
                           f"    {n}, pos = r_ccount(buf, pos, {nullable})"]
             else:
-                lines.append(f"{n}, pos = r_count(buf, pos, {nullable})")
+                lines.append(f"{n}, pos = r_count{self.k}(buf, pos, {nullable})")
             body: list[str] = []
             if f.elem_type in FIXED and f.elem_type != "float64":
                 _, size, ch = FIXED[f.elem_type]
@@ -376,15 +379,50 @@ class Emitter:
         if t == "uuid":
             return [f"{target}, pos = r_uuid(buf, pos)"]
         fn = {"string": "str", "bytes": "bytes", "records": "records"}[t]
-        call = f"{target}, pos = r_{'c' if flex else ''}{fn}(buf, pos, {nullable})"
+        # the lenient readers differ from the strict ones for classic strings, bytes and
+        # records, and for compact strings (compact bytes are read alike)
+        k = self.k if t == "string" or not flex else ""
+        call = f"{target}, pos = r_{'c' if flex else ''}{fn}{k}(buf, pos, {nullable})"
         if t == "string" and flex:
             # inline the common case: a short, non-null compact string (1-byte length)
             n = self.L("n")
+            errors = ", 'replace'" if self.k else ""
             return [f"{n} = buf[pos]", f"if 0 < {n} < 0x80 and pos + {n} <= blen:",
-                    (f"    {target} = str(buf[pos + 1:pos + {n}], 'utf-8')" if self.view_mode
-                     else f"    {target} = buf[pos + 1:pos + {n}].decode()"),
+                    (f"    {target} = str(buf[pos + 1:pos + {n}], 'utf-8'{errors})" if self.view_mode
+                     else f"    {target} = buf[pos + 1:pos + {n}].decode({'' if not errors else repr('utf-8') + errors})"),
                     f"    pos += {n}", "else:", f"    {call}"]
         return [call]
+
+    def read_tags_as_kafka(self, s: StructSpec, o: str) -> list[str]:
+        """A request's tagged fields, read as Kafka's generated ``read`` reads them: a known
+        tag's value is read without looking at its declared size (reading goes on where the
+        value ends); a known tag outside the versions its field is tagged in is refused ("Tag N
+        is not valid for version V"); an unknown tag is kept aside and skipped by its size."""
+        ntags, tag, size, end = self.L("ntags"), self.L("tag"), self.L("size"), self.L("end")
+        block = [f"{ntags}, pos = read_uvarint(buf, pos)", f"for _ in range({ntags}):",
+                 f"    {tag}, pos = read_uvarint(buf, pos)", f"    {size}, pos = read_uvarint(buf, pos)"]
+        kw = "if"
+        for f in s.tagged_fields:
+            block.append(f"    {kw} {tag} == {f.tag}:")
+            kw = "elif"
+            if self.tagged_now(f) and inside(f.versions, self.v):
+                block += ["        " + ln for ln in self.read_value(s, f, f"{o}.{f.attr}", True)]
+            else:
+                block.append(f"        raise DecodeError(f'Tag {f.tag} is not valid for version {{v}}')")
+        ind = "    "
+        if s.tagged_fields:
+            block.append("    else:")
+            ind = "        "
+        block.append(f"{ind}{end} = pos + {size}")
+        block.append(f"{ind}if {end} > len(buf):")
+        block.append(f"{ind}    raise DecodeError(f'tagged field of {{{size}}} bytes exceeds the remaining "
+                     f"{{len(buf) - pos}}')")
+        block.append(f"{ind}if {o}.unknown_tagged_fields is None:")
+        block.append(f"{ind}    {o}.unknown_tagged_fields = []")
+        block.append(f"{ind}{o}.unknown_tagged_fields.append(({tag}, bytes(buf[pos:{end}])))")
+        block.append(f"{ind}pos = {end}")
+        # fast path: most structs carry no tagged fields at all (a single 0 byte)
+        return ["if buf[pos] == 0:", "    pos += 1", "else:"] + ["    " + ln for ln in block]
 
     def read_struct_inline(self, s: StructSpec) -> list[str]:
         """The body of ``s``'s reader for this version, reading into ``o<depth+1>``."""
@@ -433,7 +471,9 @@ class Emitter:
                 lines.append(f"{target} = {default_expr(f)}")
         flush()
         lines.append(f"{o}.unknown_tagged_fields = None")
-        if self.flex():
+        if self.flex() and self.k:
+            lines += self.read_tags_as_kafka(s, o)
+        elif self.flex():
             known = [f for f in s.tagged_fields if self.tagged_now(f)]
             ntags, tag, end = self.L("ntags"), self.L("tag"), self.L("end")
             block = [f"{ntags}, pos = read_uvarint(buf, pos)", f"for _ in range({ntags}):",

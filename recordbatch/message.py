@@ -323,6 +323,84 @@ r_records = _r_blob32
 r_crecords = _r_cblob
 
 
+# Requests are read as Kafka's generated ``XxxRequestData(readable, version)`` reads them,
+# which is more lenient than the readers above in three ways and stricter in one: a classic
+# length below zero (not only -1) is null where null is allowed; malformed UTF-8 becomes
+# U+FFFD, as Java's ``new String(bytes, UTF_8)``; a compact string longer than 0x7fff bytes
+# is refused ("string field ... had invalid length"). Responses, records and our own files
+# keep the strict readers. (docs/protocol.md, issue 43)
+
+def r_str_k(buf: Buf, pos: int, nullable: bool) -> tuple[Any, int]:
+    """Classic string of a request, as Kafka reads it."""
+    if pos + 2 > len(buf):
+        raise DecodeError("truncated string length")
+    (n,) = I16.unpack_from(buf, pos)
+    pos += 2
+    if n < 0:
+        if nullable:
+            return None, pos
+        raise DecodeError(f"non-nullable string was serialized as null (length {n})")
+    end = pos + n
+    if end > len(buf):
+        raise DecodeError(f"string length {n} exceeds the remaining {len(buf) - pos} bytes")
+    return bytes(buf[pos:end]).decode("utf-8", "replace"), end
+
+
+def r_cstr_k(buf: Buf, pos: int, nullable: bool) -> tuple[Any, int]:
+    """Compact string of a request, as Kafka reads it."""
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        if nullable:
+            return None, pos
+        raise DecodeError("non-nullable string was serialized as null")
+    n -= 1
+    if n > 0x7FFF:
+        raise DecodeError(f"string field had invalid length {n}")
+    end = pos + n
+    if end > len(buf):
+        raise DecodeError(f"string length {n} exceeds the remaining {len(buf) - pos} bytes")
+    return bytes(buf[pos:end]).decode("utf-8", "replace"), end
+
+
+def _r_blob32_k(buf: Buf, pos: int, nullable: bool) -> tuple[Any, int]:
+    if pos + 4 > len(buf):
+        raise DecodeError("truncated bytes length")
+    (n,) = I32.unpack_from(buf, pos)
+    pos += 4
+    if n < 0:
+        if nullable:
+            return None, pos
+        raise DecodeError(f"non-nullable bytes were serialized as null (length {n})")
+    end = pos + n
+    if end > len(buf):
+        raise DecodeError(f"bytes length {n} exceeds the remaining {len(buf) - pos} bytes")
+    return buf[pos:end], end
+
+
+def r_bytes_k(buf: Buf, pos: int, nullable: bool) -> tuple[Any, int]:
+    """Classic bytes of a request, as Kafka reads them."""
+    v, pos = _r_blob32_k(buf, pos, nullable)
+    return (None if v is None else bytes(v)), pos
+
+
+r_records_k = _r_blob32_k
+
+
+def r_count_k(buf: Buf, pos: int, nullable: bool) -> tuple[int, int]:
+    """Classic array length of a request, as Kafka reads it: below zero is null."""
+    if pos + 4 > len(buf):
+        raise DecodeError("truncated array length")
+    (n,) = I32.unpack_from(buf, pos)
+    pos += 4
+    if n < 0:
+        if nullable:
+            return -1, pos
+        raise DecodeError(f"non-nullable array was serialized as null (length {n})")
+    if n > len(buf) - pos:
+        raise DecodeError(f"array length {n} exceeds the remaining {len(buf) - pos} bytes")
+    return n, pos
+
+
 _ZERO16 = bytes(16)
 _obj_new = object.__new__
 _obj_setattr = object.__setattr__

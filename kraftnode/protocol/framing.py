@@ -59,7 +59,9 @@ class Request:
 
 
 def parse_request(frame: bytes | bytearray | memoryview) -> Request:
-    """Parse one request frame (without its size prefix)."""
+    """Parse one request frame (without its size prefix), exactly as leniently as Kafka's
+    ``RequestHeader.parse`` + ``RequestContext.parseRequest``: a frame too short for its
+    fields raises; bytes after the body's last field are ignored (docs/protocol.md)."""
     buf = frame if isinstance(frame, memoryview) else memoryview(frame)
     if len(buf) < 4:
         raise DecodeError(f"request of {len(buf)} bytes is too short for a header")
@@ -75,7 +77,11 @@ def parse_request(frame: bytes | bytearray | memoryview) -> Request:
             f"unsupported version {api_version} of {spec.name} "
             f"(we serve {spec.min_version}-{spec.max_version})"
         )
-    body = spec.request.decode(buf[pos:], api_version)
+    # Kafka's generated XxxRequestData(readable, version) reads the fields and stops: bytes
+    # after the last field are ignored (RequestContext.parseRequest, AbstractRequest.parseRequest
+    # never check what remains). librdkafka 2.16 sends such requests; Kafka answers them, so we
+    # do. A read past the end still fails, and responses stay strict (parse_response).
+    body, _end = spec.request.decode_from(buf, pos, api_version)
     return Request(header, spec, body)
 
 

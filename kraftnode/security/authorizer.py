@@ -102,10 +102,14 @@ class Acl:
 
 @dataclass(frozen=True)
 class Session:
-    """Who sent the request being answered: Kafka's principal string and client address."""
+    """Who sent the request being answered: Kafka's principal string and client address; the
+    listener's security protocol and whether the request came in an Envelope (Kafka's
+    ``RequestContext.securityProtocol`` and ``isForwarded``, for ``allowTokenRequests``)."""
 
     principal: str
     host: str
+    protocol: str = "PLAINTEXT"
+    forwarded: bool = False
 
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -347,15 +351,21 @@ def filter_matches(f: Any, a: Acl) -> bool:
 
 
 def unknown_elements(items: Iterable[Any]) -> bool:
-    """True if a request names an UNKNOWN (or unrecognised) code: Kafka's Create/Describe/
-    DeleteAclsRequest constructors throw, and the broker closes the connection."""
+    """True if a request names the UNKNOWN code (0) of a resource type, pattern type,
+    operation or permission: Kafka's Create/Describe/DeleteAclsRequest constructors throw,
+    and the server closes the connection. They compare the *raw* code with UNKNOWN's only; a
+    code Kafka does not know is read later by ``fromCode`` as UNKNOWN, so here it becomes 0
+    (in place), and the request is answered as Kafka answers it (SECURITY_DISABLED without an
+    authorizer, INVALID_REQUEST for such a creation, no match for such a filter)."""
+    found = False
     for x in items:
-        codes = (getattr(x, "resource_type", getattr(x, "resource_type_filter", None)),
-                 getattr(x, "resource_pattern_type", getattr(x, "pattern_type_filter", None)),
-                 x.operation, x.permission_type)
-        rt, pt, op, perm = codes
-        if rt not in RESOURCE_NAMES or rt == R_UNKNOWN or pt not in PATTERN_NAMES or pt == P_UNKNOWN \
-                or op not in OPERATION_NAMES or op == O_UNKNOWN or perm not in PERMISSION_NAMES \
-                or perm == A_UNKNOWN:
-            return True
-    return False
+        for names, attrs in ((RESOURCE_NAMES, ("resource_type", "resource_type_filter")),
+                             (PATTERN_NAMES, ("resource_pattern_type", "pattern_type_filter")),
+                             (OPERATION_NAMES, ("operation",)), (PERMISSION_NAMES, ("permission_type",))):
+            attr = next(a for a in attrs if hasattr(x, a))
+            code = getattr(x, attr)
+            if code == 0:
+                found = True
+            elif code not in names:
+                setattr(x, attr, 0)
+    return found

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -184,16 +189,16 @@ def _r_AddRaftVoterRequest_Listener_0(buf: bytes, pos: int, v: int) -> tuple[_Ad
     o0 = _new(_AddRaftVoterRequest_Listener)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.host = buf[pos + 1:pos + n0].decode()
+        o0.host = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.host, pos = r_cstr(buf, pos, False)
+        o0.host, pos = r_cstr_k(buf, pos, False)
     (o0.port,) = U16.unpack_from(buf, pos)
     pos += 2
     o0.unknown_tagged_fields = None
@@ -202,7 +207,11 @@ def _r_AddRaftVoterRequest_Listener_0(buf: bytes, pos: int, v: int) -> tuple[_Ad
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -228,10 +237,10 @@ def _r_AddRaftVoterRequest_0(buf: bytes, pos: int, v: int) -> tuple[_AddRaftVote
     o0 = _new(_AddRaftVoterRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, True)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, True)
     (o0.timeout_ms, o0.voter_id, _u2_0,) = _S0.unpack_from(buf, pos)
     pos += 24
     o0.voter_directory_id = _UUIDS.get(_u2_0) or uuid_from_bytes(_u2_0)
@@ -245,16 +254,16 @@ def _r_AddRaftVoterRequest_0(buf: bytes, pos: int, v: int) -> tuple[_AddRaftVote
         o1_Listener = _new(_AddRaftVoterRequest_Listener)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.name = buf[pos + 1:pos + n1].decode()
+            o1_Listener.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.name, pos = r_cstr(buf, pos, False)
+            o1_Listener.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.host = buf[pos + 1:pos + n1].decode()
+            o1_Listener.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.host, pos = r_cstr(buf, pos, False)
+            o1_Listener.host, pos = r_cstr_k(buf, pos, False)
         (o1_Listener.port,) = U16.unpack_from(buf, pos)
         pos += 2
         o1_Listener.unknown_tagged_fields = None
@@ -263,7 +272,11 @@ def _r_AddRaftVoterRequest_0(buf: bytes, pos: int, v: int) -> tuple[_AddRaftVote
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Listener.unknown_tagged_fields is None:
                     o1_Listener.unknown_tagged_fields = []
                 o1_Listener.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -276,7 +289,11 @@ def _r_AddRaftVoterRequest_0(buf: bytes, pos: int, v: int) -> tuple[_AddRaftVote
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -222,7 +227,7 @@ def _w_AlterClientQuotasRequest_OpData_1(o: _AlterClientQuotasRequest_OpData, ou
 
 def _r_AlterClientQuotasRequest_OpData_0(buf: bytes, pos: int, v: int) -> tuple[_AlterClientQuotasRequest_OpData, int]:
     o0 = _new(_AlterClientQuotasRequest_OpData)
-    o0.key, pos = r_str(buf, pos, False)
+    o0.key, pos = r_str_k(buf, pos, False)
     (o0.value, o0.remove,) = _S0.unpack_from(buf, pos)
     pos += 9
     o0.unknown_tagged_fields = None
@@ -234,10 +239,10 @@ def _r_AlterClientQuotasRequest_OpData_1(buf: bytes, pos: int, v: int) -> tuple[
     o0 = _new(_AlterClientQuotasRequest_OpData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.key = buf[pos + 1:pos + n0].decode()
+        o0.key = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.key, pos = r_cstr(buf, pos, False)
+        o0.key, pos = r_cstr_k(buf, pos, False)
     (o0.value, o0.remove,) = _S0.unpack_from(buf, pos)
     pos += 9
     o0.unknown_tagged_fields = None
@@ -246,7 +251,11 @@ def _r_AlterClientQuotasRequest_OpData_1(buf: bytes, pos: int, v: int) -> tuple[
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -270,8 +279,8 @@ def _w_AlterClientQuotasRequest_EntityData_1(o: _AlterClientQuotasRequest_Entity
 
 def _r_AlterClientQuotasRequest_EntityData_0(buf: bytes, pos: int, v: int) -> tuple[_AlterClientQuotasRequest_EntityData, int]:
     o0 = _new(_AlterClientQuotasRequest_EntityData)
-    o0.entity_type, pos = r_str(buf, pos, False)
-    o0.entity_name, pos = r_str(buf, pos, True)
+    o0.entity_type, pos = r_str_k(buf, pos, False)
+    o0.entity_name, pos = r_str_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -281,23 +290,27 @@ def _r_AlterClientQuotasRequest_EntityData_1(buf: bytes, pos: int, v: int) -> tu
     o0 = _new(_AlterClientQuotasRequest_EntityData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.entity_type = buf[pos + 1:pos + n0].decode()
+        o0.entity_type = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.entity_type, pos = r_cstr(buf, pos, False)
+        o0.entity_type, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.entity_name = buf[pos + 1:pos + n0].decode()
+        o0.entity_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.entity_name, pos = r_cstr(buf, pos, True)
+        o0.entity_name, pos = r_cstr_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -333,20 +346,20 @@ def _w_AlterClientQuotasRequest_EntryData_1(o: _AlterClientQuotasRequest_EntryDa
 
 def _r_AlterClientQuotasRequest_EntryData_0(buf: bytes, pos: int, v: int) -> tuple[_AlterClientQuotasRequest_EntryData, int]:
     o0 = _new(_AlterClientQuotasRequest_EntryData)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_EntryData_entity_0 = []
     for _ in range(n0):
         o1_EntityData = _new(_AlterClientQuotasRequest_EntityData)
-        o1_EntityData.entity_type, pos = r_str(buf, pos, False)
-        o1_EntityData.entity_name, pos = r_str(buf, pos, True)
+        o1_EntityData.entity_type, pos = r_str_k(buf, pos, False)
+        o1_EntityData.entity_name, pos = r_str_k(buf, pos, True)
         o1_EntityData.unknown_tagged_fields = None
         a_EntryData_entity_0.append(o1_EntityData)
     o0.entity = a_EntryData_entity_0
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_EntryData_ops_0 = []
     for _ in range(n0):
         o1_OpData = _new(_AlterClientQuotasRequest_OpData)
-        o1_OpData.key, pos = r_str(buf, pos, False)
+        o1_OpData.key, pos = r_str_k(buf, pos, False)
         (o1_OpData.value, o1_OpData.remove,) = _S0.unpack_from(buf, pos)
         pos += 9
         o1_OpData.unknown_tagged_fields = None
@@ -369,23 +382,27 @@ def _r_AlterClientQuotasRequest_EntryData_1(buf: bytes, pos: int, v: int) -> tup
         o1_EntityData = _new(_AlterClientQuotasRequest_EntityData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_EntityData.entity_type = buf[pos + 1:pos + n1].decode()
+            o1_EntityData.entity_type = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_EntityData.entity_type, pos = r_cstr(buf, pos, False)
+            o1_EntityData.entity_type, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_EntityData.entity_name = buf[pos + 1:pos + n1].decode()
+            o1_EntityData.entity_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_EntityData.entity_name, pos = r_cstr(buf, pos, True)
+            o1_EntityData.entity_name, pos = r_cstr_k(buf, pos, True)
         o1_EntityData.unknown_tagged_fields = None
         if buf[pos] == 0:
             pos += 1
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_EntityData.unknown_tagged_fields is None:
                     o1_EntityData.unknown_tagged_fields = []
                 o1_EntityData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -402,10 +419,10 @@ def _r_AlterClientQuotasRequest_EntryData_1(buf: bytes, pos: int, v: int) -> tup
         o1_OpData = _new(_AlterClientQuotasRequest_OpData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_OpData.key = buf[pos + 1:pos + n1].decode()
+            o1_OpData.key = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_OpData.key, pos = r_cstr(buf, pos, False)
+            o1_OpData.key, pos = r_cstr_k(buf, pos, False)
         (o1_OpData.value, o1_OpData.remove,) = _S0.unpack_from(buf, pos)
         pos += 9
         o1_OpData.unknown_tagged_fields = None
@@ -414,7 +431,11 @@ def _r_AlterClientQuotasRequest_EntryData_1(buf: bytes, pos: int, v: int) -> tup
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_OpData.unknown_tagged_fields is None:
                     o1_OpData.unknown_tagged_fields = []
                 o1_OpData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -427,7 +448,11 @@ def _r_AlterClientQuotasRequest_EntryData_1(buf: bytes, pos: int, v: int) -> tup
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -457,24 +482,24 @@ def _w_AlterClientQuotasRequest_1(o: _AlterClientQuotasRequest, out: bytearray, 
 
 def _r_AlterClientQuotasRequest_0(buf: bytes, pos: int, v: int) -> tuple[_AlterClientQuotasRequest, int]:
     o0 = _new(_AlterClientQuotasRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_AlterClientQuotasRequest_entries_0 = []
     for _ in range(n0):
         o1_EntryData = _new(_AlterClientQuotasRequest_EntryData)
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_EntryData_entity_1 = []
         for _ in range(n1):
             o2_EntityData = _new(_AlterClientQuotasRequest_EntityData)
-            o2_EntityData.entity_type, pos = r_str(buf, pos, False)
-            o2_EntityData.entity_name, pos = r_str(buf, pos, True)
+            o2_EntityData.entity_type, pos = r_str_k(buf, pos, False)
+            o2_EntityData.entity_name, pos = r_str_k(buf, pos, True)
             o2_EntityData.unknown_tagged_fields = None
             a_EntryData_entity_1.append(o2_EntityData)
         o1_EntryData.entity = a_EntryData_entity_1
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_EntryData_ops_1 = []
         for _ in range(n1):
             o2_OpData = _new(_AlterClientQuotasRequest_OpData)
-            o2_OpData.key, pos = r_str(buf, pos, False)
+            o2_OpData.key, pos = r_str_k(buf, pos, False)
             (o2_OpData.value, o2_OpData.remove,) = _S0.unpack_from(buf, pos)
             pos += 9
             o2_OpData.unknown_tagged_fields = None
@@ -510,23 +535,27 @@ def _r_AlterClientQuotasRequest_1(buf: bytes, pos: int, v: int) -> tuple[_AlterC
             o2_EntityData = _new(_AlterClientQuotasRequest_EntityData)
             n2 = buf[pos]
             if 0 < n2 < 0x80 and pos + n2 <= blen:
-                o2_EntityData.entity_type = buf[pos + 1:pos + n2].decode()
+                o2_EntityData.entity_type = buf[pos + 1:pos + n2].decode('utf-8', 'replace')
                 pos += n2
             else:
-                o2_EntityData.entity_type, pos = r_cstr(buf, pos, False)
+                o2_EntityData.entity_type, pos = r_cstr_k(buf, pos, False)
             n2 = buf[pos]
             if 0 < n2 < 0x80 and pos + n2 <= blen:
-                o2_EntityData.entity_name = buf[pos + 1:pos + n2].decode()
+                o2_EntityData.entity_name = buf[pos + 1:pos + n2].decode('utf-8', 'replace')
                 pos += n2
             else:
-                o2_EntityData.entity_name, pos = r_cstr(buf, pos, True)
+                o2_EntityData.entity_name, pos = r_cstr_k(buf, pos, True)
             o2_EntityData.unknown_tagged_fields = None
             if buf[pos] == 0:
                 pos += 1
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_EntityData.unknown_tagged_fields is None:
                         o2_EntityData.unknown_tagged_fields = []
                     o2_EntityData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -543,10 +572,10 @@ def _r_AlterClientQuotasRequest_1(buf: bytes, pos: int, v: int) -> tuple[_AlterC
             o2_OpData = _new(_AlterClientQuotasRequest_OpData)
             n2 = buf[pos]
             if 0 < n2 < 0x80 and pos + n2 <= blen:
-                o2_OpData.key = buf[pos + 1:pos + n2].decode()
+                o2_OpData.key = buf[pos + 1:pos + n2].decode('utf-8', 'replace')
                 pos += n2
             else:
-                o2_OpData.key, pos = r_cstr(buf, pos, False)
+                o2_OpData.key, pos = r_cstr_k(buf, pos, False)
             (o2_OpData.value, o2_OpData.remove,) = _S0.unpack_from(buf, pos)
             pos += 9
             o2_OpData.unknown_tagged_fields = None
@@ -555,7 +584,11 @@ def _r_AlterClientQuotasRequest_1(buf: bytes, pos: int, v: int) -> tuple[_AlterC
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_OpData.unknown_tagged_fields is None:
                         o2_OpData.unknown_tagged_fields = []
                     o2_OpData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -568,7 +601,11 @@ def _r_AlterClientQuotasRequest_1(buf: bytes, pos: int, v: int) -> tuple[_AlterC
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_EntryData.unknown_tagged_fields is None:
                     o1_EntryData.unknown_tagged_fields = []
                 o1_EntryData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -583,7 +620,11 @@ def _r_AlterClientQuotasRequest_1(buf: bytes, pos: int, v: int) -> tuple[_AlterC
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -211,7 +216,11 @@ def _r_AlterPartitionReassignmentsRequest_ReassignablePartition_0(buf: bytes, po
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -236,10 +245,10 @@ def _r_AlterPartitionReassignmentsRequest_ReassignableTopic_0(buf: bytes, pos: i
     o0 = _new(_AlterPartitionReassignmentsRequest_ReassignableTopic)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -266,7 +275,11 @@ def _r_AlterPartitionReassignmentsRequest_ReassignableTopic_0(buf: bytes, pos: i
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ReassignablePartition.unknown_tagged_fields is None:
                     o1_ReassignablePartition.unknown_tagged_fields = []
                 o1_ReassignablePartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -279,7 +292,11 @@ def _r_AlterPartitionReassignmentsRequest_ReassignableTopic_0(buf: bytes, pos: i
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -314,10 +331,10 @@ def _r_AlterPartitionReassignmentsRequest_0(buf: bytes, pos: int, v: int) -> tup
         o1_ReassignableTopic = _new(_AlterPartitionReassignmentsRequest_ReassignableTopic)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_ReassignableTopic.name = buf[pos + 1:pos + n1].decode()
+            o1_ReassignableTopic.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_ReassignableTopic.name, pos = r_cstr(buf, pos, False)
+            o1_ReassignableTopic.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -344,7 +361,11 @@ def _r_AlterPartitionReassignmentsRequest_0(buf: bytes, pos: int, v: int) -> tup
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_ReassignablePartition.unknown_tagged_fields is None:
                         o2_ReassignablePartition.unknown_tagged_fields = []
                     o2_ReassignablePartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -357,7 +378,11 @@ def _r_AlterPartitionReassignmentsRequest_0(buf: bytes, pos: int, v: int) -> tup
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ReassignableTopic.unknown_tagged_fields is None:
                     o1_ReassignableTopic.unknown_tagged_fields = []
                 o1_ReassignableTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -370,7 +395,11 @@ def _r_AlterPartitionReassignmentsRequest_0(buf: bytes, pos: int, v: int) -> tup
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -252,7 +257,11 @@ def _r_AlterPartitionRequest_BrokerState_0(buf: bytes, pos: int, v: int) -> tupl
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -270,7 +279,11 @@ def _r_AlterPartitionRequest_BrokerState_1(buf: bytes, pos: int, v: int) -> tupl
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -343,7 +356,11 @@ def _r_AlterPartitionRequest_PartitionData_0(buf: bytes, pos: int, v: int) -> tu
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -372,7 +389,11 @@ def _r_AlterPartitionRequest_PartitionData_1(buf: bytes, pos: int, v: int) -> tu
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -402,7 +423,11 @@ def _r_AlterPartitionRequest_PartitionData_2(buf: bytes, pos: int, v: int) -> tu
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_BrokerState.unknown_tagged_fields is None:
                     o1_BrokerState.unknown_tagged_fields = []
                 o1_BrokerState.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -417,7 +442,11 @@ def _r_AlterPartitionRequest_PartitionData_2(buf: bytes, pos: int, v: int) -> tu
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -478,10 +507,10 @@ def _r_AlterPartitionRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[
     o0 = _new(_AlterPartitionRequest_TopicData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        o0.topic_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic_name, pos = r_cstr(buf, pos, False)
+        o0.topic_name, pos = r_cstr_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -510,7 +539,11 @@ def _r_AlterPartitionRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_PartitionData.unknown_tagged_fields is None:
                     o1_PartitionData.unknown_tagged_fields = []
                 o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -523,7 +556,11 @@ def _r_AlterPartitionRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -536,10 +573,10 @@ def _r_AlterPartitionRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[
     o0 = _new(_AlterPartitionRequest_TopicData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        o0.topic_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic_name, pos = r_cstr(buf, pos, False)
+        o0.topic_name, pos = r_cstr_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -567,7 +604,11 @@ def _r_AlterPartitionRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_PartitionData.unknown_tagged_fields is None:
                     o1_PartitionData.unknown_tagged_fields = []
                 o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -580,7 +621,11 @@ def _r_AlterPartitionRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -619,7 +664,11 @@ def _r_AlterPartitionRequest_TopicData_2(buf: bytes, pos: int, v: int) -> tuple[
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_PartitionData.unknown_tagged_fields is None:
                     o1_PartitionData.unknown_tagged_fields = []
                 o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -632,7 +681,11 @@ def _r_AlterPartitionRequest_TopicData_2(buf: bytes, pos: int, v: int) -> tuple[
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -672,7 +725,11 @@ def _r_AlterPartitionRequest_TopicData_3(buf: bytes, pos: int, v: int) -> tuple[
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_BrokerState.unknown_tagged_fields is None:
                         o2_BrokerState.unknown_tagged_fields = []
                     o2_BrokerState.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -687,7 +744,11 @@ def _r_AlterPartitionRequest_TopicData_3(buf: bytes, pos: int, v: int) -> tuple[
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_PartitionData.unknown_tagged_fields is None:
                     o1_PartitionData.unknown_tagged_fields = []
                 o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -700,7 +761,11 @@ def _r_AlterPartitionRequest_TopicData_3(buf: bytes, pos: int, v: int) -> tuple[
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -771,10 +836,10 @@ def _r_AlterPartitionRequest_0(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
         o1_TopicData = _new(_AlterPartitionRequest_TopicData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+            o1_TopicData.topic_name, pos = r_cstr_k(buf, pos, False)
         o1_TopicData.topic_id = ZERO_UUID
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
@@ -803,7 +868,11 @@ def _r_AlterPartitionRequest_0(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_PartitionData.unknown_tagged_fields is None:
                         o2_PartitionData.unknown_tagged_fields = []
                     o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -816,7 +885,11 @@ def _r_AlterPartitionRequest_0(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicData.unknown_tagged_fields is None:
                     o1_TopicData.unknown_tagged_fields = []
                 o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -829,7 +902,11 @@ def _r_AlterPartitionRequest_0(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -852,10 +929,10 @@ def _r_AlterPartitionRequest_1(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
         o1_TopicData = _new(_AlterPartitionRequest_TopicData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+            o1_TopicData.topic_name, pos = r_cstr_k(buf, pos, False)
         o1_TopicData.topic_id = ZERO_UUID
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
@@ -883,7 +960,11 @@ def _r_AlterPartitionRequest_1(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_PartitionData.unknown_tagged_fields is None:
                         o2_PartitionData.unknown_tagged_fields = []
                     o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -896,7 +977,11 @@ def _r_AlterPartitionRequest_1(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicData.unknown_tagged_fields is None:
                     o1_TopicData.unknown_tagged_fields = []
                 o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -909,7 +994,11 @@ def _r_AlterPartitionRequest_1(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -958,7 +1047,11 @@ def _r_AlterPartitionRequest_2(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_PartitionData.unknown_tagged_fields is None:
                         o2_PartitionData.unknown_tagged_fields = []
                     o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -971,7 +1064,11 @@ def _r_AlterPartitionRequest_2(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicData.unknown_tagged_fields is None:
                     o1_TopicData.unknown_tagged_fields = []
                 o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -984,7 +1081,11 @@ def _r_AlterPartitionRequest_2(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -1034,7 +1135,11 @@ def _r_AlterPartitionRequest_3(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
                 else:
                     ntags3, pos = read_uvarint(buf, pos)
                     for _ in range(ntags3):
-                        tag3, end3, pos = r_tag_header(buf, pos)
+                        tag3, pos = read_uvarint(buf, pos)
+                        size3, pos = read_uvarint(buf, pos)
+                        end3 = pos + size3
+                        if end3 > len(buf):
+                            raise DecodeError(f'tagged field of {size3} bytes exceeds the remaining {len(buf) - pos}')
                         if o3_BrokerState.unknown_tagged_fields is None:
                             o3_BrokerState.unknown_tagged_fields = []
                         o3_BrokerState.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
@@ -1049,7 +1154,11 @@ def _r_AlterPartitionRequest_3(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_PartitionData.unknown_tagged_fields is None:
                         o2_PartitionData.unknown_tagged_fields = []
                     o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -1062,7 +1171,11 @@ def _r_AlterPartitionRequest_3(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicData.unknown_tagged_fields is None:
                     o1_TopicData.unknown_tagged_fields = []
                 o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1075,7 +1188,11 @@ def _r_AlterPartitionRequest_3(buf: bytes, pos: int, v: int) -> tuple[_AlterPart
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -205,10 +210,10 @@ def _r_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_0(buf: bytes, p
     o0 = _new(_AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     (o0.mechanism, o0.iterations,) = _S0.unpack_from(buf, pos)
     pos += 5
     o0.salt, pos = r_cbytes(buf, pos, False)
@@ -219,7 +224,11 @@ def _r_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_0(buf: bytes, p
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -241,10 +250,10 @@ def _r_AlterUserScramCredentialsRequest_ScramCredentialDeletion_0(buf: bytes, po
     o0 = _new(_AlterUserScramCredentialsRequest_ScramCredentialDeletion)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     (o0.mechanism,) = I8.unpack_from(buf, pos)
     pos += 1
     o0.unknown_tagged_fields = None
@@ -253,7 +262,11 @@ def _r_AlterUserScramCredentialsRequest_ScramCredentialDeletion_0(buf: bytes, po
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -289,10 +302,10 @@ def _r_AlterUserScramCredentialsRequest_0(buf: bytes, pos: int, v: int) -> tuple
         o1_ScramCredentialDeletion = _new(_AlterUserScramCredentialsRequest_ScramCredentialDeletion)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_ScramCredentialDeletion.name = buf[pos + 1:pos + n1].decode()
+            o1_ScramCredentialDeletion.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_ScramCredentialDeletion.name, pos = r_cstr(buf, pos, False)
+            o1_ScramCredentialDeletion.name, pos = r_cstr_k(buf, pos, False)
         (o1_ScramCredentialDeletion.mechanism,) = I8.unpack_from(buf, pos)
         pos += 1
         o1_ScramCredentialDeletion.unknown_tagged_fields = None
@@ -301,7 +314,11 @@ def _r_AlterUserScramCredentialsRequest_0(buf: bytes, pos: int, v: int) -> tuple
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ScramCredentialDeletion.unknown_tagged_fields is None:
                     o1_ScramCredentialDeletion.unknown_tagged_fields = []
                 o1_ScramCredentialDeletion.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -318,10 +335,10 @@ def _r_AlterUserScramCredentialsRequest_0(buf: bytes, pos: int, v: int) -> tuple
         o1_ScramCredentialUpsertion = _new(_AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_ScramCredentialUpsertion.name = buf[pos + 1:pos + n1].decode()
+            o1_ScramCredentialUpsertion.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_ScramCredentialUpsertion.name, pos = r_cstr(buf, pos, False)
+            o1_ScramCredentialUpsertion.name, pos = r_cstr_k(buf, pos, False)
         (o1_ScramCredentialUpsertion.mechanism, o1_ScramCredentialUpsertion.iterations,) = _S0.unpack_from(buf, pos)
         pos += 5
         o1_ScramCredentialUpsertion.salt, pos = r_cbytes(buf, pos, False)
@@ -332,7 +349,11 @@ def _r_AlterUserScramCredentialsRequest_0(buf: bytes, pos: int, v: int) -> tuple
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ScramCredentialUpsertion.unknown_tagged_fields is None:
                     o1_ScramCredentialUpsertion.unknown_tagged_fields = []
                 o1_ScramCredentialUpsertion.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -345,7 +366,11 @@ def _r_AlterUserScramCredentialsRequest_0(buf: bytes, pos: int, v: int) -> tuple
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -253,16 +258,16 @@ def _r_BeginQuorumEpochRequest_LeaderEndpoint_1(buf: bytes, pos: int, v: int) ->
     o0 = _new(_BeginQuorumEpochRequest_LeaderEndpoint)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.host = buf[pos + 1:pos + n0].decode()
+        o0.host = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.host, pos = r_cstr(buf, pos, False)
+        o0.host, pos = r_cstr_k(buf, pos, False)
     (o0.port,) = U16.unpack_from(buf, pos)
     pos += 2
     o0.unknown_tagged_fields = None
@@ -271,7 +276,11 @@ def _r_BeginQuorumEpochRequest_LeaderEndpoint_1(buf: bytes, pos: int, v: int) ->
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -313,7 +322,11 @@ def _r_BeginQuorumEpochRequest_PartitionData_1(buf: bytes, pos: int, v: int) -> 
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -343,8 +356,8 @@ def _w_BeginQuorumEpochRequest_TopicData_1(o: _BeginQuorumEpochRequest_TopicData
 
 def _r_BeginQuorumEpochRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest_TopicData, int]:
     o0 = _new(_BeginQuorumEpochRequest_TopicData)
-    o0.topic_name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.topic_name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_TopicData_partitions_0 = []
     for _ in range(n0):
         o1_PartitionData = _new(_BeginQuorumEpochRequest_PartitionData)
@@ -365,10 +378,10 @@ def _r_BeginQuorumEpochRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tupl
     o0 = _new(_BeginQuorumEpochRequest_TopicData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        o0.topic_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic_name, pos = r_cstr(buf, pos, False)
+        o0.topic_name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -386,7 +399,11 @@ def _r_BeginQuorumEpochRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tupl
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_PartitionData.unknown_tagged_fields is None:
                     o1_PartitionData.unknown_tagged_fields = []
                 o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -399,7 +416,11 @@ def _r_BeginQuorumEpochRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tupl
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -434,14 +455,14 @@ def _w_BeginQuorumEpochRequest_1(o: _BeginQuorumEpochRequest, out: bytearray, v:
 
 def _r_BeginQuorumEpochRequest_0(buf: bytes, pos: int, v: int) -> tuple[_BeginQuorumEpochRequest, int]:
     o0 = _new(_BeginQuorumEpochRequest)
-    o0.cluster_id, pos = r_str(buf, pos, True)
+    o0.cluster_id, pos = r_str_k(buf, pos, True)
     o0.voter_id = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_BeginQuorumEpochRequest_topics_0 = []
     for _ in range(n0):
         o1_TopicData = _new(_BeginQuorumEpochRequest_TopicData)
-        o1_TopicData.topic_name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_TopicData.topic_name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_TopicData_partitions_1 = []
         for _ in range(n1):
             o2_PartitionData = _new(_BeginQuorumEpochRequest_PartitionData)
@@ -466,10 +487,10 @@ def _r_BeginQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_BeginQu
     o0 = _new(_BeginQuorumEpochRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, True)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, True)
     (o0.voter_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos] - 1
@@ -482,10 +503,10 @@ def _r_BeginQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_BeginQu
         o1_TopicData = _new(_BeginQuorumEpochRequest_TopicData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+            o1_TopicData.topic_name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -503,7 +524,11 @@ def _r_BeginQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_BeginQu
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_PartitionData.unknown_tagged_fields is None:
                         o2_PartitionData.unknown_tagged_fields = []
                     o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -516,7 +541,11 @@ def _r_BeginQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_BeginQu
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicData.unknown_tagged_fields is None:
                     o1_TopicData.unknown_tagged_fields = []
                 o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -533,16 +562,16 @@ def _r_BeginQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_BeginQu
         o1_LeaderEndpoint = _new(_BeginQuorumEpochRequest_LeaderEndpoint)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_LeaderEndpoint.name = buf[pos + 1:pos + n1].decode()
+            o1_LeaderEndpoint.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_LeaderEndpoint.name, pos = r_cstr(buf, pos, False)
+            o1_LeaderEndpoint.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_LeaderEndpoint.host = buf[pos + 1:pos + n1].decode()
+            o1_LeaderEndpoint.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_LeaderEndpoint.host, pos = r_cstr(buf, pos, False)
+            o1_LeaderEndpoint.host, pos = r_cstr_k(buf, pos, False)
         (o1_LeaderEndpoint.port,) = U16.unpack_from(buf, pos)
         pos += 2
         o1_LeaderEndpoint.unknown_tagged_fields = None
@@ -551,7 +580,11 @@ def _r_BeginQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_BeginQu
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_LeaderEndpoint.unknown_tagged_fields is None:
                     o1_LeaderEndpoint.unknown_tagged_fields = []
                 o1_LeaderEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -564,7 +597,11 @@ def _r_BeginQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_BeginQu
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

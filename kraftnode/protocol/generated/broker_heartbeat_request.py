@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -182,11 +187,18 @@ def _r_BrokerHeartbeatRequest_0(buf: bytes, pos: int, v: int) -> tuple[_BrokerHe
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
-            if o0.unknown_tagged_fields is None:
-                o0.unknown_tagged_fields = []
-            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
-            pos = end0
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            if tag0 == 0:
+                raise DecodeError(f'Tag 0 is not valid for version {v}')
+            else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
     return o0, pos
 
 
@@ -202,7 +214,8 @@ def _r_BrokerHeartbeatRequest_1(buf: bytes, pos: int, v: int) -> tuple[_BrokerHe
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 n0 = buf[pos] - 1
                 if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -214,9 +227,10 @@ def _r_BrokerHeartbeatRequest_1(buf: bytes, pos: int, v: int) -> tuple[_BrokerHe
                     e_BrokerHeartbeatRequest_offline_log_dirs_0, pos = r_uuid(buf, pos)
                     a_BrokerHeartbeatRequest_offline_log_dirs_0.append(e_BrokerHeartbeatRequest_offline_log_dirs_0)
                 o0.offline_log_dirs = a_BrokerHeartbeatRequest_offline_log_dirs_0
-                if pos != end0:
-                    raise DecodeError('tagged field BrokerHeartbeatRequest.offline_log_dirs has the wrong size')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

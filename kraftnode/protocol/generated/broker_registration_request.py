@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -225,10 +230,10 @@ def _r_BrokerRegistrationRequest_Feature_0(buf: bytes, pos: int, v: int) -> tupl
     o0 = _new(_BrokerRegistrationRequest_Feature)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     (o0.min_supported_version, o0.max_supported_version,) = _S0.unpack_from(buf, pos)
     pos += 4
     o0.unknown_tagged_fields = None
@@ -237,7 +242,11 @@ def _r_BrokerRegistrationRequest_Feature_0(buf: bytes, pos: int, v: int) -> tupl
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -260,16 +269,16 @@ def _r_BrokerRegistrationRequest_Listener_0(buf: bytes, pos: int, v: int) -> tup
     o0 = _new(_BrokerRegistrationRequest_Listener)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.host = buf[pos + 1:pos + n0].decode()
+        o0.host = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.host, pos = r_cstr(buf, pos, False)
+        o0.host, pos = r_cstr_k(buf, pos, False)
     (o0.port, o0.security_protocol,) = _S1.unpack_from(buf, pos)
     pos += 4
     o0.unknown_tagged_fields = None
@@ -278,7 +287,11 @@ def _r_BrokerRegistrationRequest_Listener_0(buf: bytes, pos: int, v: int) -> tup
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -381,10 +394,10 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, False)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, False)
     o0.incarnation_id, pos = r_uuid(buf, pos)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -396,16 +409,16 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Listener = _new(_BrokerRegistrationRequest_Listener)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.name = buf[pos + 1:pos + n1].decode()
+            o1_Listener.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.name, pos = r_cstr(buf, pos, False)
+            o1_Listener.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.host = buf[pos + 1:pos + n1].decode()
+            o1_Listener.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.host, pos = r_cstr(buf, pos, False)
+            o1_Listener.host, pos = r_cstr_k(buf, pos, False)
         (o1_Listener.port, o1_Listener.security_protocol,) = _S1.unpack_from(buf, pos)
         pos += 4
         o1_Listener.unknown_tagged_fields = None
@@ -414,7 +427,11 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Listener.unknown_tagged_fields is None:
                     o1_Listener.unknown_tagged_fields = []
                 o1_Listener.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -431,10 +448,10 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Feature = _new(_BrokerRegistrationRequest_Feature)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Feature.name = buf[pos + 1:pos + n1].decode()
+            o1_Feature.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Feature.name, pos = r_cstr(buf, pos, False)
+            o1_Feature.name, pos = r_cstr_k(buf, pos, False)
         (o1_Feature.min_supported_version, o1_Feature.max_supported_version,) = _S0.unpack_from(buf, pos)
         pos += 4
         o1_Feature.unknown_tagged_fields = None
@@ -443,7 +460,11 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Feature.unknown_tagged_fields is None:
                     o1_Feature.unknown_tagged_fields = []
                 o1_Feature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -452,10 +473,10 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
     o0.features = a_BrokerRegistrationRequest_features_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack = buf[pos + 1:pos + n0].decode()
+        o0.rack = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack, pos = r_cstr(buf, pos, True)
+        o0.rack, pos = r_cstr_k(buf, pos, True)
     o0.is_migrating_zk_broker = False
     o0.log_dirs = []
     o0.previous_broker_epoch = -1
@@ -465,7 +486,11 @@ def _r_BrokerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Broke
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -480,10 +505,10 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, False)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, False)
     o0.incarnation_id, pos = r_uuid(buf, pos)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -495,16 +520,16 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Listener = _new(_BrokerRegistrationRequest_Listener)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.name = buf[pos + 1:pos + n1].decode()
+            o1_Listener.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.name, pos = r_cstr(buf, pos, False)
+            o1_Listener.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.host = buf[pos + 1:pos + n1].decode()
+            o1_Listener.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.host, pos = r_cstr(buf, pos, False)
+            o1_Listener.host, pos = r_cstr_k(buf, pos, False)
         (o1_Listener.port, o1_Listener.security_protocol,) = _S1.unpack_from(buf, pos)
         pos += 4
         o1_Listener.unknown_tagged_fields = None
@@ -513,7 +538,11 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Listener.unknown_tagged_fields is None:
                     o1_Listener.unknown_tagged_fields = []
                 o1_Listener.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -530,10 +559,10 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Feature = _new(_BrokerRegistrationRequest_Feature)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Feature.name = buf[pos + 1:pos + n1].decode()
+            o1_Feature.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Feature.name, pos = r_cstr(buf, pos, False)
+            o1_Feature.name, pos = r_cstr_k(buf, pos, False)
         (o1_Feature.min_supported_version, o1_Feature.max_supported_version,) = _S0.unpack_from(buf, pos)
         pos += 4
         o1_Feature.unknown_tagged_fields = None
@@ -542,7 +571,11 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Feature.unknown_tagged_fields is None:
                     o1_Feature.unknown_tagged_fields = []
                 o1_Feature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -551,10 +584,10 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
     o0.features = a_BrokerRegistrationRequest_features_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack = buf[pos + 1:pos + n0].decode()
+        o0.rack = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack, pos = r_cstr(buf, pos, True)
+        o0.rack, pos = r_cstr_k(buf, pos, True)
     o0.is_migrating_zk_broker = buf[pos] != 0
     pos += 1
     o0.log_dirs = []
@@ -565,7 +598,11 @@ def _r_BrokerRegistrationRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Broke
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -580,10 +617,10 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, False)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, False)
     o0.incarnation_id, pos = r_uuid(buf, pos)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -595,16 +632,16 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Listener = _new(_BrokerRegistrationRequest_Listener)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.name = buf[pos + 1:pos + n1].decode()
+            o1_Listener.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.name, pos = r_cstr(buf, pos, False)
+            o1_Listener.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.host = buf[pos + 1:pos + n1].decode()
+            o1_Listener.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.host, pos = r_cstr(buf, pos, False)
+            o1_Listener.host, pos = r_cstr_k(buf, pos, False)
         (o1_Listener.port, o1_Listener.security_protocol,) = _S1.unpack_from(buf, pos)
         pos += 4
         o1_Listener.unknown_tagged_fields = None
@@ -613,7 +650,11 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Listener.unknown_tagged_fields is None:
                     o1_Listener.unknown_tagged_fields = []
                 o1_Listener.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -630,10 +671,10 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Feature = _new(_BrokerRegistrationRequest_Feature)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Feature.name = buf[pos + 1:pos + n1].decode()
+            o1_Feature.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Feature.name, pos = r_cstr(buf, pos, False)
+            o1_Feature.name, pos = r_cstr_k(buf, pos, False)
         (o1_Feature.min_supported_version, o1_Feature.max_supported_version,) = _S0.unpack_from(buf, pos)
         pos += 4
         o1_Feature.unknown_tagged_fields = None
@@ -642,7 +683,11 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Feature.unknown_tagged_fields is None:
                     o1_Feature.unknown_tagged_fields = []
                 o1_Feature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -651,10 +696,10 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
     o0.features = a_BrokerRegistrationRequest_features_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack = buf[pos + 1:pos + n0].decode()
+        o0.rack = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack, pos = r_cstr(buf, pos, True)
+        o0.rack, pos = r_cstr_k(buf, pos, True)
     o0.is_migrating_zk_broker = buf[pos] != 0
     pos += 1
     n0 = buf[pos] - 1
@@ -674,7 +719,11 @@ def _r_BrokerRegistrationRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Broke
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -689,10 +738,10 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, False)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, False)
     o0.incarnation_id, pos = r_uuid(buf, pos)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -704,16 +753,16 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Listener = _new(_BrokerRegistrationRequest_Listener)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.name = buf[pos + 1:pos + n1].decode()
+            o1_Listener.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.name, pos = r_cstr(buf, pos, False)
+            o1_Listener.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.host = buf[pos + 1:pos + n1].decode()
+            o1_Listener.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.host, pos = r_cstr(buf, pos, False)
+            o1_Listener.host, pos = r_cstr_k(buf, pos, False)
         (o1_Listener.port, o1_Listener.security_protocol,) = _S1.unpack_from(buf, pos)
         pos += 4
         o1_Listener.unknown_tagged_fields = None
@@ -722,7 +771,11 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Listener.unknown_tagged_fields is None:
                     o1_Listener.unknown_tagged_fields = []
                 o1_Listener.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -739,10 +792,10 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
         o1_Feature = _new(_BrokerRegistrationRequest_Feature)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Feature.name = buf[pos + 1:pos + n1].decode()
+            o1_Feature.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Feature.name, pos = r_cstr(buf, pos, False)
+            o1_Feature.name, pos = r_cstr_k(buf, pos, False)
         (o1_Feature.min_supported_version, o1_Feature.max_supported_version,) = _S0.unpack_from(buf, pos)
         pos += 4
         o1_Feature.unknown_tagged_fields = None
@@ -751,7 +804,11 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Feature.unknown_tagged_fields is None:
                     o1_Feature.unknown_tagged_fields = []
                 o1_Feature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -760,10 +817,10 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
     o0.features = a_BrokerRegistrationRequest_features_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack = buf[pos + 1:pos + n0].decode()
+        o0.rack = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack, pos = r_cstr(buf, pos, True)
+        o0.rack, pos = r_cstr_k(buf, pos, True)
     o0.is_migrating_zk_broker = buf[pos] != 0
     pos += 1
     n0 = buf[pos] - 1
@@ -784,7 +841,11 @@ def _r_BrokerRegistrationRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Broke
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -156,10 +161,10 @@ def _r_ConsumerGroupDescribeRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Co
     for _ in range(n0):
         n0 = buf[pos]
         if 0 < n0 < 0x80 and pos + n0 <= blen:
-            e_ConsumerGroupDescribeRequest_group_ids_0 = buf[pos + 1:pos + n0].decode()
+            e_ConsumerGroupDescribeRequest_group_ids_0 = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
             pos += n0
         else:
-            e_ConsumerGroupDescribeRequest_group_ids_0, pos = r_cstr(buf, pos, False)
+            e_ConsumerGroupDescribeRequest_group_ids_0, pos = r_cstr_k(buf, pos, False)
         a_ConsumerGroupDescribeRequest_group_ids_0.append(e_ConsumerGroupDescribeRequest_group_ids_0)
     o0.group_ids = a_ConsumerGroupDescribeRequest_group_ids_0
     o0.include_authorized_operations = buf[pos] != 0
@@ -170,7 +175,11 @@ def _r_ConsumerGroupDescribeRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Co
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -207,7 +212,11 @@ def _r_ConsumerGroupHeartbeatRequest_TopicPartitions_0(buf: bytes, pos: int, v: 
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -269,30 +278,30 @@ def _r_ConsumerGroupHeartbeatRequest_0(buf: bytes, pos: int, v: int) -> tuple[_C
     o0 = _new(_ConsumerGroupHeartbeatRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     (o0.member_epoch,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.instance_id = buf[pos + 1:pos + n0].decode()
+        o0.instance_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.instance_id, pos = r_cstr(buf, pos, True)
+        o0.instance_id, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        o0.rack_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack_id, pos = r_cstr(buf, pos, True)
+        o0.rack_id, pos = r_cstr_k(buf, pos, True)
     (o0.rebalance_timeout_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos] - 1
@@ -307,19 +316,19 @@ def _r_ConsumerGroupHeartbeatRequest_0(buf: bytes, pos: int, v: int) -> tuple[_C
         for _ in range(n0):
             n0 = buf[pos]
             if 0 < n0 < 0x80 and pos + n0 <= blen:
-                e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0 = buf[pos + 1:pos + n0].decode()
+                e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0 = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                 pos += n0
             else:
-                e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0, pos = r_cstr(buf, pos, False)
+                e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0, pos = r_cstr_k(buf, pos, False)
             a_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0.append(e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0)
         o0.subscribed_topic_names = a_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0
     o0.subscribed_topic_regex = None
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.server_assignor = buf[pos + 1:pos + n0].decode()
+        o0.server_assignor = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.server_assignor, pos = r_cstr(buf, pos, True)
+        o0.server_assignor, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -345,7 +354,11 @@ def _r_ConsumerGroupHeartbeatRequest_0(buf: bytes, pos: int, v: int) -> tuple[_C
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_TopicPartitions.unknown_tagged_fields is None:
                         o1_TopicPartitions.unknown_tagged_fields = []
                     o1_TopicPartitions.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -358,7 +371,11 @@ def _r_ConsumerGroupHeartbeatRequest_0(buf: bytes, pos: int, v: int) -> tuple[_C
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -371,30 +388,30 @@ def _r_ConsumerGroupHeartbeatRequest_1(buf: bytes, pos: int, v: int) -> tuple[_C
     o0 = _new(_ConsumerGroupHeartbeatRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     (o0.member_epoch,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.instance_id = buf[pos + 1:pos + n0].decode()
+        o0.instance_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.instance_id, pos = r_cstr(buf, pos, True)
+        o0.instance_id, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        o0.rack_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack_id, pos = r_cstr(buf, pos, True)
+        o0.rack_id, pos = r_cstr_k(buf, pos, True)
     (o0.rebalance_timeout_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos] - 1
@@ -409,24 +426,24 @@ def _r_ConsumerGroupHeartbeatRequest_1(buf: bytes, pos: int, v: int) -> tuple[_C
         for _ in range(n0):
             n0 = buf[pos]
             if 0 < n0 < 0x80 and pos + n0 <= blen:
-                e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0 = buf[pos + 1:pos + n0].decode()
+                e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0 = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                 pos += n0
             else:
-                e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0, pos = r_cstr(buf, pos, False)
+                e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0, pos = r_cstr_k(buf, pos, False)
             a_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0.append(e_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0)
         o0.subscribed_topic_names = a_ConsumerGroupHeartbeatRequest_subscribed_topic_names_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.subscribed_topic_regex = buf[pos + 1:pos + n0].decode()
+        o0.subscribed_topic_regex = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.subscribed_topic_regex, pos = r_cstr(buf, pos, True)
+        o0.subscribed_topic_regex, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.server_assignor = buf[pos + 1:pos + n0].decode()
+        o0.server_assignor = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.server_assignor, pos = r_cstr(buf, pos, True)
+        o0.server_assignor, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -452,7 +469,11 @@ def _r_ConsumerGroupHeartbeatRequest_1(buf: bytes, pos: int, v: int) -> tuple[_C
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_TopicPartitions.unknown_tagged_fields is None:
                         o1_TopicPartitions.unknown_tagged_fields = []
                     o1_TopicPartitions.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -465,7 +486,11 @@ def _r_ConsumerGroupHeartbeatRequest_1(buf: bytes, pos: int, v: int) -> tuple[_C
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

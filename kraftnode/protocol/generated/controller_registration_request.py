@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -214,10 +219,10 @@ def _r_ControllerRegistrationRequest_Feature_0(buf: bytes, pos: int, v: int) -> 
     o0 = _new(_ControllerRegistrationRequest_Feature)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     (o0.min_supported_version, o0.max_supported_version,) = _S0.unpack_from(buf, pos)
     pos += 4
     o0.unknown_tagged_fields = None
@@ -226,7 +231,11 @@ def _r_ControllerRegistrationRequest_Feature_0(buf: bytes, pos: int, v: int) -> 
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -249,16 +258,16 @@ def _r_ControllerRegistrationRequest_Listener_0(buf: bytes, pos: int, v: int) ->
     o0 = _new(_ControllerRegistrationRequest_Listener)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.host = buf[pos + 1:pos + n0].decode()
+        o0.host = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.host, pos = r_cstr(buf, pos, False)
+        o0.host, pos = r_cstr_k(buf, pos, False)
     (o0.port, o0.security_protocol,) = _S1.unpack_from(buf, pos)
     pos += 4
     o0.unknown_tagged_fields = None
@@ -267,7 +276,11 @@ def _r_ControllerRegistrationRequest_Listener_0(buf: bytes, pos: int, v: int) ->
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -307,16 +320,16 @@ def _r_ControllerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_C
         o1_Listener = _new(_ControllerRegistrationRequest_Listener)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.name = buf[pos + 1:pos + n1].decode()
+            o1_Listener.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.name, pos = r_cstr(buf, pos, False)
+            o1_Listener.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Listener.host = buf[pos + 1:pos + n1].decode()
+            o1_Listener.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Listener.host, pos = r_cstr(buf, pos, False)
+            o1_Listener.host, pos = r_cstr_k(buf, pos, False)
         (o1_Listener.port, o1_Listener.security_protocol,) = _S1.unpack_from(buf, pos)
         pos += 4
         o1_Listener.unknown_tagged_fields = None
@@ -325,7 +338,11 @@ def _r_ControllerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_C
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Listener.unknown_tagged_fields is None:
                     o1_Listener.unknown_tagged_fields = []
                 o1_Listener.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -342,10 +359,10 @@ def _r_ControllerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_C
         o1_Feature = _new(_ControllerRegistrationRequest_Feature)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_Feature.name = buf[pos + 1:pos + n1].decode()
+            o1_Feature.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_Feature.name, pos = r_cstr(buf, pos, False)
+            o1_Feature.name, pos = r_cstr_k(buf, pos, False)
         (o1_Feature.min_supported_version, o1_Feature.max_supported_version,) = _S0.unpack_from(buf, pos)
         pos += 4
         o1_Feature.unknown_tagged_fields = None
@@ -354,7 +371,11 @@ def _r_ControllerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_C
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_Feature.unknown_tagged_fields is None:
                     o1_Feature.unknown_tagged_fields = []
                 o1_Feature.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -367,7 +388,11 @@ def _r_ControllerRegistrationRequest_0(buf: bytes, pos: int, v: int) -> tuple[_C
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

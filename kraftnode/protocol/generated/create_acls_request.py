@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -205,10 +210,10 @@ def _r_CreateAclsRequest_AclCreation_0(buf: bytes, pos: int, v: int) -> tuple[_C
     o0 = _new(_CreateAclsRequest_AclCreation)
     (o0.resource_type,) = I8.unpack_from(buf, pos)
     pos += 1
-    o0.resource_name, pos = r_str(buf, pos, False)
+    o0.resource_name, pos = r_str_k(buf, pos, False)
     o0.resource_pattern_type = 3
-    o0.principal, pos = r_str(buf, pos, False)
-    o0.host, pos = r_str(buf, pos, False)
+    o0.principal, pos = r_str_k(buf, pos, False)
+    o0.host, pos = r_str_k(buf, pos, False)
     (o0.operation, o0.permission_type,) = _S0.unpack_from(buf, pos)
     pos += 2
     o0.unknown_tagged_fields = None
@@ -219,11 +224,11 @@ def _r_CreateAclsRequest_AclCreation_1(buf: bytes, pos: int, v: int) -> tuple[_C
     o0 = _new(_CreateAclsRequest_AclCreation)
     (o0.resource_type,) = I8.unpack_from(buf, pos)
     pos += 1
-    o0.resource_name, pos = r_str(buf, pos, False)
+    o0.resource_name, pos = r_str_k(buf, pos, False)
     (o0.resource_pattern_type,) = I8.unpack_from(buf, pos)
     pos += 1
-    o0.principal, pos = r_str(buf, pos, False)
-    o0.host, pos = r_str(buf, pos, False)
+    o0.principal, pos = r_str_k(buf, pos, False)
+    o0.host, pos = r_str_k(buf, pos, False)
     (o0.operation, o0.permission_type,) = _S0.unpack_from(buf, pos)
     pos += 2
     o0.unknown_tagged_fields = None
@@ -237,24 +242,24 @@ def _r_CreateAclsRequest_AclCreation_2(buf: bytes, pos: int, v: int) -> tuple[_C
     pos += 1
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.resource_name = buf[pos + 1:pos + n0].decode()
+        o0.resource_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.resource_name, pos = r_cstr(buf, pos, False)
+        o0.resource_name, pos = r_cstr_k(buf, pos, False)
     (o0.resource_pattern_type,) = I8.unpack_from(buf, pos)
     pos += 1
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.principal = buf[pos + 1:pos + n0].decode()
+        o0.principal = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.principal, pos = r_cstr(buf, pos, False)
+        o0.principal, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.host = buf[pos + 1:pos + n0].decode()
+        o0.host = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.host, pos = r_cstr(buf, pos, False)
+        o0.host, pos = r_cstr_k(buf, pos, False)
     (o0.operation, o0.permission_type,) = _S0.unpack_from(buf, pos)
     pos += 2
     o0.unknown_tagged_fields = None
@@ -263,7 +268,11 @@ def _r_CreateAclsRequest_AclCreation_2(buf: bytes, pos: int, v: int) -> tuple[_C
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -298,16 +307,16 @@ def _w_CreateAclsRequest_2(o: _CreateAclsRequest, out: bytearray, v: int) -> Non
 
 def _r_CreateAclsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_CreateAclsRequest, int]:
     o0 = _new(_CreateAclsRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_CreateAclsRequest_creations_0 = []
     for _ in range(n0):
         o1_AclCreation = _new(_CreateAclsRequest_AclCreation)
         (o1_AclCreation.resource_type,) = I8.unpack_from(buf, pos)
         pos += 1
-        o1_AclCreation.resource_name, pos = r_str(buf, pos, False)
+        o1_AclCreation.resource_name, pos = r_str_k(buf, pos, False)
         o1_AclCreation.resource_pattern_type = 3
-        o1_AclCreation.principal, pos = r_str(buf, pos, False)
-        o1_AclCreation.host, pos = r_str(buf, pos, False)
+        o1_AclCreation.principal, pos = r_str_k(buf, pos, False)
+        o1_AclCreation.host, pos = r_str_k(buf, pos, False)
         (o1_AclCreation.operation, o1_AclCreation.permission_type,) = _S0.unpack_from(buf, pos)
         pos += 2
         o1_AclCreation.unknown_tagged_fields = None
@@ -319,17 +328,17 @@ def _r_CreateAclsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_CreateAclsReq
 
 def _r_CreateAclsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_CreateAclsRequest, int]:
     o0 = _new(_CreateAclsRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_CreateAclsRequest_creations_0 = []
     for _ in range(n0):
         o1_AclCreation = _new(_CreateAclsRequest_AclCreation)
         (o1_AclCreation.resource_type,) = I8.unpack_from(buf, pos)
         pos += 1
-        o1_AclCreation.resource_name, pos = r_str(buf, pos, False)
+        o1_AclCreation.resource_name, pos = r_str_k(buf, pos, False)
         (o1_AclCreation.resource_pattern_type,) = I8.unpack_from(buf, pos)
         pos += 1
-        o1_AclCreation.principal, pos = r_str(buf, pos, False)
-        o1_AclCreation.host, pos = r_str(buf, pos, False)
+        o1_AclCreation.principal, pos = r_str_k(buf, pos, False)
+        o1_AclCreation.host, pos = r_str_k(buf, pos, False)
         (o1_AclCreation.operation, o1_AclCreation.permission_type,) = _S0.unpack_from(buf, pos)
         pos += 2
         o1_AclCreation.unknown_tagged_fields = None
@@ -354,24 +363,24 @@ def _r_CreateAclsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_CreateAclsReq
         pos += 1
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_AclCreation.resource_name = buf[pos + 1:pos + n1].decode()
+            o1_AclCreation.resource_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_AclCreation.resource_name, pos = r_cstr(buf, pos, False)
+            o1_AclCreation.resource_name, pos = r_cstr_k(buf, pos, False)
         (o1_AclCreation.resource_pattern_type,) = I8.unpack_from(buf, pos)
         pos += 1
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_AclCreation.principal = buf[pos + 1:pos + n1].decode()
+            o1_AclCreation.principal = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_AclCreation.principal, pos = r_cstr(buf, pos, False)
+            o1_AclCreation.principal, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_AclCreation.host = buf[pos + 1:pos + n1].decode()
+            o1_AclCreation.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_AclCreation.host, pos = r_cstr(buf, pos, False)
+            o1_AclCreation.host, pos = r_cstr_k(buf, pos, False)
         (o1_AclCreation.operation, o1_AclCreation.permission_type,) = _S0.unpack_from(buf, pos)
         pos += 2
         o1_AclCreation.unknown_tagged_fields = None
@@ -380,7 +389,11 @@ def _r_CreateAclsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_CreateAclsReq
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_AclCreation.unknown_tagged_fields is None:
                     o1_AclCreation.unknown_tagged_fields = []
                 o1_AclCreation.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -393,7 +406,11 @@ def _r_CreateAclsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_CreateAclsReq
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

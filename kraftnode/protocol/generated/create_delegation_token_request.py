@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -178,8 +183,8 @@ def _w_CreateDelegationTokenRequest_CreatableRenewers_1(o: _CreateDelegationToke
 
 def _r_CreateDelegationTokenRequest_CreatableRenewers_0(buf: bytes, pos: int, v: int) -> tuple[_CreateDelegationTokenRequest_CreatableRenewers, int]:
     o0 = _new(_CreateDelegationTokenRequest_CreatableRenewers)
-    o0.principal_type, pos = r_str(buf, pos, False)
-    o0.principal_name, pos = r_str(buf, pos, False)
+    o0.principal_type, pos = r_str_k(buf, pos, False)
+    o0.principal_name, pos = r_str_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -189,23 +194,27 @@ def _r_CreateDelegationTokenRequest_CreatableRenewers_1(buf: bytes, pos: int, v:
     o0 = _new(_CreateDelegationTokenRequest_CreatableRenewers)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.principal_type = buf[pos + 1:pos + n0].decode()
+        o0.principal_type = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.principal_type, pos = r_cstr(buf, pos, False)
+        o0.principal_type, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.principal_name = buf[pos + 1:pos + n0].decode()
+        o0.principal_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.principal_name, pos = r_cstr(buf, pos, False)
+        o0.principal_name, pos = r_cstr_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -259,12 +268,12 @@ def _r_CreateDelegationTokenRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Cr
     o0 = _new(_CreateDelegationTokenRequest)
     o0.owner_principal_type = ''
     o0.owner_principal_name = ''
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_CreateDelegationTokenRequest_renewers_0 = []
     for _ in range(n0):
         o1_CreatableRenewers = _new(_CreateDelegationTokenRequest_CreatableRenewers)
-        o1_CreatableRenewers.principal_type, pos = r_str(buf, pos, False)
-        o1_CreatableRenewers.principal_name, pos = r_str(buf, pos, False)
+        o1_CreatableRenewers.principal_type, pos = r_str_k(buf, pos, False)
+        o1_CreatableRenewers.principal_name, pos = r_str_k(buf, pos, False)
         o1_CreatableRenewers.unknown_tagged_fields = None
         a_CreateDelegationTokenRequest_renewers_0.append(o1_CreatableRenewers)
     o0.renewers = a_CreateDelegationTokenRequest_renewers_0
@@ -289,23 +298,27 @@ def _r_CreateDelegationTokenRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Cr
         o1_CreatableRenewers = _new(_CreateDelegationTokenRequest_CreatableRenewers)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_CreatableRenewers.principal_type = buf[pos + 1:pos + n1].decode()
+            o1_CreatableRenewers.principal_type = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_CreatableRenewers.principal_type, pos = r_cstr(buf, pos, False)
+            o1_CreatableRenewers.principal_type, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_CreatableRenewers.principal_name = buf[pos + 1:pos + n1].decode()
+            o1_CreatableRenewers.principal_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_CreatableRenewers.principal_name, pos = r_cstr(buf, pos, False)
+            o1_CreatableRenewers.principal_name, pos = r_cstr_k(buf, pos, False)
         o1_CreatableRenewers.unknown_tagged_fields = None
         if buf[pos] == 0:
             pos += 1
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_CreatableRenewers.unknown_tagged_fields is None:
                     o1_CreatableRenewers.unknown_tagged_fields = []
                 o1_CreatableRenewers.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -320,7 +333,11 @@ def _r_CreateDelegationTokenRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Cr
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -333,16 +350,16 @@ def _r_CreateDelegationTokenRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Cr
     o0 = _new(_CreateDelegationTokenRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.owner_principal_type = buf[pos + 1:pos + n0].decode()
+        o0.owner_principal_type = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.owner_principal_type, pos = r_cstr(buf, pos, True)
+        o0.owner_principal_type, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.owner_principal_name = buf[pos + 1:pos + n0].decode()
+        o0.owner_principal_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.owner_principal_name, pos = r_cstr(buf, pos, True)
+        o0.owner_principal_name, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -353,23 +370,27 @@ def _r_CreateDelegationTokenRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Cr
         o1_CreatableRenewers = _new(_CreateDelegationTokenRequest_CreatableRenewers)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_CreatableRenewers.principal_type = buf[pos + 1:pos + n1].decode()
+            o1_CreatableRenewers.principal_type = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_CreatableRenewers.principal_type, pos = r_cstr(buf, pos, False)
+            o1_CreatableRenewers.principal_type, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_CreatableRenewers.principal_name = buf[pos + 1:pos + n1].decode()
+            o1_CreatableRenewers.principal_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_CreatableRenewers.principal_name, pos = r_cstr(buf, pos, False)
+            o1_CreatableRenewers.principal_name, pos = r_cstr_k(buf, pos, False)
         o1_CreatableRenewers.unknown_tagged_fields = None
         if buf[pos] == 0:
             pos += 1
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_CreatableRenewers.unknown_tagged_fields is None:
                     o1_CreatableRenewers.unknown_tagged_fields = []
                 o1_CreatableRenewers.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -384,7 +405,11 @@ def _r_CreateDelegationTokenRequest_2(buf: bytes, pos: int, v: int) -> tuple[_Cr
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

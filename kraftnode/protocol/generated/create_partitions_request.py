@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -199,7 +204,7 @@ def _w_CreatePartitionsRequest_CreatePartitionsAssignment_1(o: _CreatePartitions
 
 def _r_CreatePartitionsRequest_CreatePartitionsAssignment_0(buf: bytes, pos: int, v: int) -> tuple[_CreatePartitionsRequest_CreatePartitionsAssignment, int]:
     o0 = _new(_CreatePartitionsRequest_CreatePartitionsAssignment)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     o0.broker_ids = list(struct.unpack_from('>%di' % n0, buf, pos))
     pos += 4 * n0
     o0.unknown_tagged_fields = None
@@ -222,7 +227,11 @@ def _r_CreatePartitionsRequest_CreatePartitionsAssignment_1(buf: bytes, pos: int
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -256,17 +265,17 @@ def _w_CreatePartitionsRequest_CreatePartitionsTopic_1(o: _CreatePartitionsReque
 
 def _r_CreatePartitionsRequest_CreatePartitionsTopic_0(buf: bytes, pos: int, v: int) -> tuple[_CreatePartitionsRequest_CreatePartitionsTopic, int]:
     o0 = _new(_CreatePartitionsRequest_CreatePartitionsTopic)
-    o0.name, pos = r_str(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
     (o0.count,) = I32.unpack_from(buf, pos)
     pos += 4
-    n0, pos = r_count(buf, pos, True)
+    n0, pos = r_count_k(buf, pos, True)
     if n0 < 0:
         o0.assignments = None
     else:
         a_CreatePartitionsTopic_assignments_0 = []
         for _ in range(n0):
             o1_CreatePartitionsAssignment = _new(_CreatePartitionsRequest_CreatePartitionsAssignment)
-            n1, pos = r_count(buf, pos, False)
+            n1, pos = r_count_k(buf, pos, False)
             o1_CreatePartitionsAssignment.broker_ids = list(struct.unpack_from('>%di' % n1, buf, pos))
             pos += 4 * n1
             o1_CreatePartitionsAssignment.unknown_tagged_fields = None
@@ -281,10 +290,10 @@ def _r_CreatePartitionsRequest_CreatePartitionsTopic_1(buf: bytes, pos: int, v: 
     o0 = _new(_CreatePartitionsRequest_CreatePartitionsTopic)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     (o0.count,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos] - 1
@@ -311,7 +320,11 @@ def _r_CreatePartitionsRequest_CreatePartitionsTopic_1(buf: bytes, pos: int, v: 
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_CreatePartitionsAssignment.unknown_tagged_fields is None:
                         o1_CreatePartitionsAssignment.unknown_tagged_fields = []
                     o1_CreatePartitionsAssignment.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -324,7 +337,11 @@ def _r_CreatePartitionsRequest_CreatePartitionsTopic_1(buf: bytes, pos: int, v: 
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -354,21 +371,21 @@ def _w_CreatePartitionsRequest_1(o: _CreatePartitionsRequest, out: bytearray, v:
 
 def _r_CreatePartitionsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_CreatePartitionsRequest, int]:
     o0 = _new(_CreatePartitionsRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_CreatePartitionsRequest_topics_0 = []
     for _ in range(n0):
         o1_CreatePartitionsTopic = _new(_CreatePartitionsRequest_CreatePartitionsTopic)
-        o1_CreatePartitionsTopic.name, pos = r_str(buf, pos, False)
+        o1_CreatePartitionsTopic.name, pos = r_str_k(buf, pos, False)
         (o1_CreatePartitionsTopic.count,) = I32.unpack_from(buf, pos)
         pos += 4
-        n1, pos = r_count(buf, pos, True)
+        n1, pos = r_count_k(buf, pos, True)
         if n1 < 0:
             o1_CreatePartitionsTopic.assignments = None
         else:
             a_CreatePartitionsTopic_assignments_1 = []
             for _ in range(n1):
                 o2_CreatePartitionsAssignment = _new(_CreatePartitionsRequest_CreatePartitionsAssignment)
-                n2, pos = r_count(buf, pos, False)
+                n2, pos = r_count_k(buf, pos, False)
                 o2_CreatePartitionsAssignment.broker_ids = list(struct.unpack_from('>%di' % n2, buf, pos))
                 pos += 4 * n2
                 o2_CreatePartitionsAssignment.unknown_tagged_fields = None
@@ -396,10 +413,10 @@ def _r_CreatePartitionsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_CreateP
         o1_CreatePartitionsTopic = _new(_CreatePartitionsRequest_CreatePartitionsTopic)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_CreatePartitionsTopic.name = buf[pos + 1:pos + n1].decode()
+            o1_CreatePartitionsTopic.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_CreatePartitionsTopic.name, pos = r_cstr(buf, pos, False)
+            o1_CreatePartitionsTopic.name, pos = r_cstr_k(buf, pos, False)
         (o1_CreatePartitionsTopic.count,) = I32.unpack_from(buf, pos)
         pos += 4
         n1 = buf[pos] - 1
@@ -426,7 +443,11 @@ def _r_CreatePartitionsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_CreateP
                 else:
                     ntags2, pos = read_uvarint(buf, pos)
                     for _ in range(ntags2):
-                        tag2, end2, pos = r_tag_header(buf, pos)
+                        tag2, pos = read_uvarint(buf, pos)
+                        size2, pos = read_uvarint(buf, pos)
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                         if o2_CreatePartitionsAssignment.unknown_tagged_fields is None:
                             o2_CreatePartitionsAssignment.unknown_tagged_fields = []
                         o2_CreatePartitionsAssignment.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -439,7 +460,11 @@ def _r_CreatePartitionsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_CreateP
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_CreatePartitionsTopic.unknown_tagged_fields is None:
                     o1_CreatePartitionsTopic.unknown_tagged_fields = []
                 o1_CreatePartitionsTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -454,7 +479,11 @@ def _r_CreatePartitionsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_CreateP
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

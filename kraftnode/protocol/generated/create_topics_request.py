@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -232,8 +237,8 @@ def _w_CreateTopicsRequest_CreatableTopicConfig_1(o: _CreateTopicsRequest_Creata
 
 def _r_CreateTopicsRequest_CreatableTopicConfig_0(buf: bytes, pos: int, v: int) -> tuple[_CreateTopicsRequest_CreatableTopicConfig, int]:
     o0 = _new(_CreateTopicsRequest_CreatableTopicConfig)
-    o0.name, pos = r_str(buf, pos, False)
-    o0.value, pos = r_str(buf, pos, True)
+    o0.name, pos = r_str_k(buf, pos, False)
+    o0.value, pos = r_str_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -243,23 +248,27 @@ def _r_CreateTopicsRequest_CreatableTopicConfig_1(buf: bytes, pos: int, v: int) 
     o0 = _new(_CreateTopicsRequest_CreatableTopicConfig)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.value = buf[pos + 1:pos + n0].decode()
+        o0.value = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.value, pos = r_cstr(buf, pos, True)
+        o0.value, pos = r_cstr_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -287,7 +296,7 @@ def _r_CreateTopicsRequest_CreatableReplicaAssignment_0(buf: bytes, pos: int, v:
     o0 = _new(_CreateTopicsRequest_CreatableReplicaAssignment)
     (o0.partition_index,) = I32.unpack_from(buf, pos)
     pos += 4
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     o0.broker_ids = list(struct.unpack_from('>%di' % n0, buf, pos))
     pos += 4 * n0
     o0.unknown_tagged_fields = None
@@ -312,7 +321,11 @@ def _r_CreateTopicsRequest_CreatableReplicaAssignment_1(buf: bytes, pos: int, v:
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -352,27 +365,27 @@ def _w_CreateTopicsRequest_CreatableTopic_1(o: _CreateTopicsRequest_CreatableTop
 
 def _r_CreateTopicsRequest_CreatableTopic_0(buf: bytes, pos: int, v: int) -> tuple[_CreateTopicsRequest_CreatableTopic, int]:
     o0 = _new(_CreateTopicsRequest_CreatableTopic)
-    o0.name, pos = r_str(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
     (o0.num_partitions, o0.replication_factor,) = _S0.unpack_from(buf, pos)
     pos += 6
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_CreatableTopic_assignments_0 = []
     for _ in range(n0):
         o1_CreatableReplicaAssignment = _new(_CreateTopicsRequest_CreatableReplicaAssignment)
         (o1_CreatableReplicaAssignment.partition_index,) = I32.unpack_from(buf, pos)
         pos += 4
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         o1_CreatableReplicaAssignment.broker_ids = list(struct.unpack_from('>%di' % n1, buf, pos))
         pos += 4 * n1
         o1_CreatableReplicaAssignment.unknown_tagged_fields = None
         a_CreatableTopic_assignments_0.append(o1_CreatableReplicaAssignment)
     o0.assignments = a_CreatableTopic_assignments_0
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_CreatableTopic_configs_0 = []
     for _ in range(n0):
         o1_CreatableTopicConfig = _new(_CreateTopicsRequest_CreatableTopicConfig)
-        o1_CreatableTopicConfig.name, pos = r_str(buf, pos, False)
-        o1_CreatableTopicConfig.value, pos = r_str(buf, pos, True)
+        o1_CreatableTopicConfig.name, pos = r_str_k(buf, pos, False)
+        o1_CreatableTopicConfig.value, pos = r_str_k(buf, pos, True)
         o1_CreatableTopicConfig.unknown_tagged_fields = None
         a_CreatableTopic_configs_0.append(o1_CreatableTopicConfig)
     o0.configs = a_CreatableTopic_configs_0
@@ -385,10 +398,10 @@ def _r_CreateTopicsRequest_CreatableTopic_1(buf: bytes, pos: int, v: int) -> tup
     o0 = _new(_CreateTopicsRequest_CreatableTopic)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     (o0.num_partitions, o0.replication_factor,) = _S0.unpack_from(buf, pos)
     pos += 6
     n0 = buf[pos] - 1
@@ -414,7 +427,11 @@ def _r_CreateTopicsRequest_CreatableTopic_1(buf: bytes, pos: int, v: int) -> tup
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_CreatableReplicaAssignment.unknown_tagged_fields is None:
                     o1_CreatableReplicaAssignment.unknown_tagged_fields = []
                 o1_CreatableReplicaAssignment.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -431,23 +448,27 @@ def _r_CreateTopicsRequest_CreatableTopic_1(buf: bytes, pos: int, v: int) -> tup
         o1_CreatableTopicConfig = _new(_CreateTopicsRequest_CreatableTopicConfig)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_CreatableTopicConfig.name = buf[pos + 1:pos + n1].decode()
+            o1_CreatableTopicConfig.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_CreatableTopicConfig.name, pos = r_cstr(buf, pos, False)
+            o1_CreatableTopicConfig.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_CreatableTopicConfig.value = buf[pos + 1:pos + n1].decode()
+            o1_CreatableTopicConfig.value = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_CreatableTopicConfig.value, pos = r_cstr(buf, pos, True)
+            o1_CreatableTopicConfig.value, pos = r_cstr_k(buf, pos, True)
         o1_CreatableTopicConfig.unknown_tagged_fields = None
         if buf[pos] == 0:
             pos += 1
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_CreatableTopicConfig.unknown_tagged_fields is None:
                     o1_CreatableTopicConfig.unknown_tagged_fields = []
                 o1_CreatableTopicConfig.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -460,7 +481,11 @@ def _r_CreateTopicsRequest_CreatableTopic_1(buf: bytes, pos: int, v: int) -> tup
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -500,31 +525,31 @@ def _w_CreateTopicsRequest_2(o: _CreateTopicsRequest, out: bytearray, v: int) ->
 
 def _r_CreateTopicsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_CreateTopicsRequest, int]:
     o0 = _new(_CreateTopicsRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_CreateTopicsRequest_topics_0 = []
     for _ in range(n0):
         o1_CreatableTopic = _new(_CreateTopicsRequest_CreatableTopic)
-        o1_CreatableTopic.name, pos = r_str(buf, pos, False)
+        o1_CreatableTopic.name, pos = r_str_k(buf, pos, False)
         (o1_CreatableTopic.num_partitions, o1_CreatableTopic.replication_factor,) = _S0.unpack_from(buf, pos)
         pos += 6
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_CreatableTopic_assignments_1 = []
         for _ in range(n1):
             o2_CreatableReplicaAssignment = _new(_CreateTopicsRequest_CreatableReplicaAssignment)
             (o2_CreatableReplicaAssignment.partition_index,) = I32.unpack_from(buf, pos)
             pos += 4
-            n2, pos = r_count(buf, pos, False)
+            n2, pos = r_count_k(buf, pos, False)
             o2_CreatableReplicaAssignment.broker_ids = list(struct.unpack_from('>%di' % n2, buf, pos))
             pos += 4 * n2
             o2_CreatableReplicaAssignment.unknown_tagged_fields = None
             a_CreatableTopic_assignments_1.append(o2_CreatableReplicaAssignment)
         o1_CreatableTopic.assignments = a_CreatableTopic_assignments_1
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_CreatableTopic_configs_1 = []
         for _ in range(n1):
             o2_CreatableTopicConfig = _new(_CreateTopicsRequest_CreatableTopicConfig)
-            o2_CreatableTopicConfig.name, pos = r_str(buf, pos, False)
-            o2_CreatableTopicConfig.value, pos = r_str(buf, pos, True)
+            o2_CreatableTopicConfig.name, pos = r_str_k(buf, pos, False)
+            o2_CreatableTopicConfig.value, pos = r_str_k(buf, pos, True)
             o2_CreatableTopicConfig.unknown_tagged_fields = None
             a_CreatableTopic_configs_1.append(o2_CreatableTopicConfig)
         o1_CreatableTopic.configs = a_CreatableTopic_configs_1
@@ -540,31 +565,31 @@ def _r_CreateTopicsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_CreateTopic
 
 def _r_CreateTopicsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_CreateTopicsRequest, int]:
     o0 = _new(_CreateTopicsRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_CreateTopicsRequest_topics_0 = []
     for _ in range(n0):
         o1_CreatableTopic = _new(_CreateTopicsRequest_CreatableTopic)
-        o1_CreatableTopic.name, pos = r_str(buf, pos, False)
+        o1_CreatableTopic.name, pos = r_str_k(buf, pos, False)
         (o1_CreatableTopic.num_partitions, o1_CreatableTopic.replication_factor,) = _S0.unpack_from(buf, pos)
         pos += 6
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_CreatableTopic_assignments_1 = []
         for _ in range(n1):
             o2_CreatableReplicaAssignment = _new(_CreateTopicsRequest_CreatableReplicaAssignment)
             (o2_CreatableReplicaAssignment.partition_index,) = I32.unpack_from(buf, pos)
             pos += 4
-            n2, pos = r_count(buf, pos, False)
+            n2, pos = r_count_k(buf, pos, False)
             o2_CreatableReplicaAssignment.broker_ids = list(struct.unpack_from('>%di' % n2, buf, pos))
             pos += 4 * n2
             o2_CreatableReplicaAssignment.unknown_tagged_fields = None
             a_CreatableTopic_assignments_1.append(o2_CreatableReplicaAssignment)
         o1_CreatableTopic.assignments = a_CreatableTopic_assignments_1
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_CreatableTopic_configs_1 = []
         for _ in range(n1):
             o2_CreatableTopicConfig = _new(_CreateTopicsRequest_CreatableTopicConfig)
-            o2_CreatableTopicConfig.name, pos = r_str(buf, pos, False)
-            o2_CreatableTopicConfig.value, pos = r_str(buf, pos, True)
+            o2_CreatableTopicConfig.name, pos = r_str_k(buf, pos, False)
+            o2_CreatableTopicConfig.value, pos = r_str_k(buf, pos, True)
             o2_CreatableTopicConfig.unknown_tagged_fields = None
             a_CreatableTopic_configs_1.append(o2_CreatableTopicConfig)
         o1_CreatableTopic.configs = a_CreatableTopic_configs_1
@@ -590,10 +615,10 @@ def _r_CreateTopicsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_CreateTopic
         o1_CreatableTopic = _new(_CreateTopicsRequest_CreatableTopic)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_CreatableTopic.name = buf[pos + 1:pos + n1].decode()
+            o1_CreatableTopic.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_CreatableTopic.name, pos = r_cstr(buf, pos, False)
+            o1_CreatableTopic.name, pos = r_cstr_k(buf, pos, False)
         (o1_CreatableTopic.num_partitions, o1_CreatableTopic.replication_factor,) = _S0.unpack_from(buf, pos)
         pos += 6
         n1 = buf[pos] - 1
@@ -619,7 +644,11 @@ def _r_CreateTopicsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_CreateTopic
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_CreatableReplicaAssignment.unknown_tagged_fields is None:
                         o2_CreatableReplicaAssignment.unknown_tagged_fields = []
                     o2_CreatableReplicaAssignment.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -636,23 +665,27 @@ def _r_CreateTopicsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_CreateTopic
             o2_CreatableTopicConfig = _new(_CreateTopicsRequest_CreatableTopicConfig)
             n2 = buf[pos]
             if 0 < n2 < 0x80 and pos + n2 <= blen:
-                o2_CreatableTopicConfig.name = buf[pos + 1:pos + n2].decode()
+                o2_CreatableTopicConfig.name = buf[pos + 1:pos + n2].decode('utf-8', 'replace')
                 pos += n2
             else:
-                o2_CreatableTopicConfig.name, pos = r_cstr(buf, pos, False)
+                o2_CreatableTopicConfig.name, pos = r_cstr_k(buf, pos, False)
             n2 = buf[pos]
             if 0 < n2 < 0x80 and pos + n2 <= blen:
-                o2_CreatableTopicConfig.value = buf[pos + 1:pos + n2].decode()
+                o2_CreatableTopicConfig.value = buf[pos + 1:pos + n2].decode('utf-8', 'replace')
                 pos += n2
             else:
-                o2_CreatableTopicConfig.value, pos = r_cstr(buf, pos, True)
+                o2_CreatableTopicConfig.value, pos = r_cstr_k(buf, pos, True)
             o2_CreatableTopicConfig.unknown_tagged_fields = None
             if buf[pos] == 0:
                 pos += 1
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_CreatableTopicConfig.unknown_tagged_fields is None:
                         o2_CreatableTopicConfig.unknown_tagged_fields = []
                     o2_CreatableTopicConfig.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -665,7 +698,11 @@ def _r_CreateTopicsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_CreateTopic
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_CreatableTopic.unknown_tagged_fields is None:
                     o1_CreatableTopic.unknown_tagged_fields = []
                 o1_CreatableTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -680,7 +717,11 @@ def _r_CreateTopicsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_CreateTopic
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -205,10 +210,10 @@ def _r_DeleteAclsRequest_DeleteAclsFilter_0(buf: bytes, pos: int, v: int) -> tup
     o0 = _new(_DeleteAclsRequest_DeleteAclsFilter)
     (o0.resource_type_filter,) = I8.unpack_from(buf, pos)
     pos += 1
-    o0.resource_name_filter, pos = r_str(buf, pos, True)
+    o0.resource_name_filter, pos = r_str_k(buf, pos, True)
     o0.pattern_type_filter = 3
-    o0.principal_filter, pos = r_str(buf, pos, True)
-    o0.host_filter, pos = r_str(buf, pos, True)
+    o0.principal_filter, pos = r_str_k(buf, pos, True)
+    o0.host_filter, pos = r_str_k(buf, pos, True)
     (o0.operation, o0.permission_type,) = _S0.unpack_from(buf, pos)
     pos += 2
     o0.unknown_tagged_fields = None
@@ -219,11 +224,11 @@ def _r_DeleteAclsRequest_DeleteAclsFilter_1(buf: bytes, pos: int, v: int) -> tup
     o0 = _new(_DeleteAclsRequest_DeleteAclsFilter)
     (o0.resource_type_filter,) = I8.unpack_from(buf, pos)
     pos += 1
-    o0.resource_name_filter, pos = r_str(buf, pos, True)
+    o0.resource_name_filter, pos = r_str_k(buf, pos, True)
     (o0.pattern_type_filter,) = I8.unpack_from(buf, pos)
     pos += 1
-    o0.principal_filter, pos = r_str(buf, pos, True)
-    o0.host_filter, pos = r_str(buf, pos, True)
+    o0.principal_filter, pos = r_str_k(buf, pos, True)
+    o0.host_filter, pos = r_str_k(buf, pos, True)
     (o0.operation, o0.permission_type,) = _S0.unpack_from(buf, pos)
     pos += 2
     o0.unknown_tagged_fields = None
@@ -237,24 +242,24 @@ def _r_DeleteAclsRequest_DeleteAclsFilter_2(buf: bytes, pos: int, v: int) -> tup
     pos += 1
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.resource_name_filter = buf[pos + 1:pos + n0].decode()
+        o0.resource_name_filter = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.resource_name_filter, pos = r_cstr(buf, pos, True)
+        o0.resource_name_filter, pos = r_cstr_k(buf, pos, True)
     (o0.pattern_type_filter,) = I8.unpack_from(buf, pos)
     pos += 1
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.principal_filter = buf[pos + 1:pos + n0].decode()
+        o0.principal_filter = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.principal_filter, pos = r_cstr(buf, pos, True)
+        o0.principal_filter, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.host_filter = buf[pos + 1:pos + n0].decode()
+        o0.host_filter = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.host_filter, pos = r_cstr(buf, pos, True)
+        o0.host_filter, pos = r_cstr_k(buf, pos, True)
     (o0.operation, o0.permission_type,) = _S0.unpack_from(buf, pos)
     pos += 2
     o0.unknown_tagged_fields = None
@@ -263,7 +268,11 @@ def _r_DeleteAclsRequest_DeleteAclsFilter_2(buf: bytes, pos: int, v: int) -> tup
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -298,16 +307,16 @@ def _w_DeleteAclsRequest_2(o: _DeleteAclsRequest, out: bytearray, v: int) -> Non
 
 def _r_DeleteAclsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DeleteAclsRequest, int]:
     o0 = _new(_DeleteAclsRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_DeleteAclsRequest_filters_0 = []
     for _ in range(n0):
         o1_DeleteAclsFilter = _new(_DeleteAclsRequest_DeleteAclsFilter)
         (o1_DeleteAclsFilter.resource_type_filter,) = I8.unpack_from(buf, pos)
         pos += 1
-        o1_DeleteAclsFilter.resource_name_filter, pos = r_str(buf, pos, True)
+        o1_DeleteAclsFilter.resource_name_filter, pos = r_str_k(buf, pos, True)
         o1_DeleteAclsFilter.pattern_type_filter = 3
-        o1_DeleteAclsFilter.principal_filter, pos = r_str(buf, pos, True)
-        o1_DeleteAclsFilter.host_filter, pos = r_str(buf, pos, True)
+        o1_DeleteAclsFilter.principal_filter, pos = r_str_k(buf, pos, True)
+        o1_DeleteAclsFilter.host_filter, pos = r_str_k(buf, pos, True)
         (o1_DeleteAclsFilter.operation, o1_DeleteAclsFilter.permission_type,) = _S0.unpack_from(buf, pos)
         pos += 2
         o1_DeleteAclsFilter.unknown_tagged_fields = None
@@ -319,17 +328,17 @@ def _r_DeleteAclsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DeleteAclsReq
 
 def _r_DeleteAclsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_DeleteAclsRequest, int]:
     o0 = _new(_DeleteAclsRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_DeleteAclsRequest_filters_0 = []
     for _ in range(n0):
         o1_DeleteAclsFilter = _new(_DeleteAclsRequest_DeleteAclsFilter)
         (o1_DeleteAclsFilter.resource_type_filter,) = I8.unpack_from(buf, pos)
         pos += 1
-        o1_DeleteAclsFilter.resource_name_filter, pos = r_str(buf, pos, True)
+        o1_DeleteAclsFilter.resource_name_filter, pos = r_str_k(buf, pos, True)
         (o1_DeleteAclsFilter.pattern_type_filter,) = I8.unpack_from(buf, pos)
         pos += 1
-        o1_DeleteAclsFilter.principal_filter, pos = r_str(buf, pos, True)
-        o1_DeleteAclsFilter.host_filter, pos = r_str(buf, pos, True)
+        o1_DeleteAclsFilter.principal_filter, pos = r_str_k(buf, pos, True)
+        o1_DeleteAclsFilter.host_filter, pos = r_str_k(buf, pos, True)
         (o1_DeleteAclsFilter.operation, o1_DeleteAclsFilter.permission_type,) = _S0.unpack_from(buf, pos)
         pos += 2
         o1_DeleteAclsFilter.unknown_tagged_fields = None
@@ -354,24 +363,24 @@ def _r_DeleteAclsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_DeleteAclsReq
         pos += 1
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_DeleteAclsFilter.resource_name_filter = buf[pos + 1:pos + n1].decode()
+            o1_DeleteAclsFilter.resource_name_filter = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_DeleteAclsFilter.resource_name_filter, pos = r_cstr(buf, pos, True)
+            o1_DeleteAclsFilter.resource_name_filter, pos = r_cstr_k(buf, pos, True)
         (o1_DeleteAclsFilter.pattern_type_filter,) = I8.unpack_from(buf, pos)
         pos += 1
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_DeleteAclsFilter.principal_filter = buf[pos + 1:pos + n1].decode()
+            o1_DeleteAclsFilter.principal_filter = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_DeleteAclsFilter.principal_filter, pos = r_cstr(buf, pos, True)
+            o1_DeleteAclsFilter.principal_filter, pos = r_cstr_k(buf, pos, True)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_DeleteAclsFilter.host_filter = buf[pos + 1:pos + n1].decode()
+            o1_DeleteAclsFilter.host_filter = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_DeleteAclsFilter.host_filter, pos = r_cstr(buf, pos, True)
+            o1_DeleteAclsFilter.host_filter, pos = r_cstr_k(buf, pos, True)
         (o1_DeleteAclsFilter.operation, o1_DeleteAclsFilter.permission_type,) = _S0.unpack_from(buf, pos)
         pos += 2
         o1_DeleteAclsFilter.unknown_tagged_fields = None
@@ -380,7 +389,11 @@ def _r_DeleteAclsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_DeleteAclsReq
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_DeleteAclsFilter.unknown_tagged_fields is None:
                     o1_DeleteAclsFilter.unknown_tagged_fields = []
                 o1_DeleteAclsFilter.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -393,7 +406,11 @@ def _r_DeleteAclsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_DeleteAclsReq
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

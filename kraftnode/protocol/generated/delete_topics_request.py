@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -204,7 +209,11 @@ def _r_DeleteTopicsRequest_DeleteTopicState_1(buf: bytes, pos: int, v: int) -> t
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -217,10 +226,10 @@ def _r_DeleteTopicsRequest_DeleteTopicState_2(buf: bytes, pos: int, v: int) -> t
     o0 = _new(_DeleteTopicsRequest_DeleteTopicState)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, True)
+        o0.name, pos = r_cstr_k(buf, pos, True)
     o0.topic_id, pos = r_uuid(buf, pos)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -228,7 +237,11 @@ def _r_DeleteTopicsRequest_DeleteTopicState_2(buf: bytes, pos: int, v: int) -> t
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -273,10 +286,10 @@ def _w_DeleteTopicsRequest_2(o: _DeleteTopicsRequest, out: bytearray, v: int) ->
 def _r_DeleteTopicsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DeleteTopicsRequest, int]:
     o0 = _new(_DeleteTopicsRequest)
     o0.topics = []
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_DeleteTopicsRequest_topic_names_0 = []
     for _ in range(n0):
-        e_DeleteTopicsRequest_topic_names_0, pos = r_str(buf, pos, False)
+        e_DeleteTopicsRequest_topic_names_0, pos = r_str_k(buf, pos, False)
         a_DeleteTopicsRequest_topic_names_0.append(e_DeleteTopicsRequest_topic_names_0)
     o0.topic_names = a_DeleteTopicsRequest_topic_names_0
     (o0.timeout_ms,) = I32.unpack_from(buf, pos)
@@ -298,10 +311,10 @@ def _r_DeleteTopicsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_DeleteTopic
     for _ in range(n0):
         n0 = buf[pos]
         if 0 < n0 < 0x80 and pos + n0 <= blen:
-            e_DeleteTopicsRequest_topic_names_0 = buf[pos + 1:pos + n0].decode()
+            e_DeleteTopicsRequest_topic_names_0 = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
             pos += n0
         else:
-            e_DeleteTopicsRequest_topic_names_0, pos = r_cstr(buf, pos, False)
+            e_DeleteTopicsRequest_topic_names_0, pos = r_cstr_k(buf, pos, False)
         a_DeleteTopicsRequest_topic_names_0.append(e_DeleteTopicsRequest_topic_names_0)
     o0.topic_names = a_DeleteTopicsRequest_topic_names_0
     (o0.timeout_ms,) = I32.unpack_from(buf, pos)
@@ -312,7 +325,11 @@ def _r_DeleteTopicsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_DeleteTopic
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -333,10 +350,10 @@ def _r_DeleteTopicsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_DeleteTopic
         o1_DeleteTopicState = _new(_DeleteTopicsRequest_DeleteTopicState)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_DeleteTopicState.name = buf[pos + 1:pos + n1].decode()
+            o1_DeleteTopicState.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_DeleteTopicState.name, pos = r_cstr(buf, pos, True)
+            o1_DeleteTopicState.name, pos = r_cstr_k(buf, pos, True)
         o1_DeleteTopicState.topic_id, pos = r_uuid(buf, pos)
         o1_DeleteTopicState.unknown_tagged_fields = None
         if buf[pos] == 0:
@@ -344,7 +361,11 @@ def _r_DeleteTopicsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_DeleteTopic
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_DeleteTopicState.unknown_tagged_fields is None:
                     o1_DeleteTopicState.unknown_tagged_fields = []
                 o1_DeleteTopicState.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -360,7 +381,11 @@ def _r_DeleteTopicsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_DeleteTopic
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -185,10 +190,10 @@ def _r_DescribeAclsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeAcl
     o0 = _new(_DescribeAclsRequest)
     (o0.resource_type_filter,) = I8.unpack_from(buf, pos)
     pos += 1
-    o0.resource_name_filter, pos = r_str(buf, pos, True)
+    o0.resource_name_filter, pos = r_str_k(buf, pos, True)
     o0.pattern_type_filter = 3
-    o0.principal_filter, pos = r_str(buf, pos, True)
-    o0.host_filter, pos = r_str(buf, pos, True)
+    o0.principal_filter, pos = r_str_k(buf, pos, True)
+    o0.host_filter, pos = r_str_k(buf, pos, True)
     (o0.operation, o0.permission_type,) = _S0.unpack_from(buf, pos)
     pos += 2
     o0.unknown_tagged_fields = None
@@ -199,11 +204,11 @@ def _r_DescribeAclsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_DescribeAcl
     o0 = _new(_DescribeAclsRequest)
     (o0.resource_type_filter,) = I8.unpack_from(buf, pos)
     pos += 1
-    o0.resource_name_filter, pos = r_str(buf, pos, True)
+    o0.resource_name_filter, pos = r_str_k(buf, pos, True)
     (o0.pattern_type_filter,) = I8.unpack_from(buf, pos)
     pos += 1
-    o0.principal_filter, pos = r_str(buf, pos, True)
-    o0.host_filter, pos = r_str(buf, pos, True)
+    o0.principal_filter, pos = r_str_k(buf, pos, True)
+    o0.host_filter, pos = r_str_k(buf, pos, True)
     (o0.operation, o0.permission_type,) = _S0.unpack_from(buf, pos)
     pos += 2
     o0.unknown_tagged_fields = None
@@ -217,24 +222,24 @@ def _r_DescribeAclsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_DescribeAcl
     pos += 1
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.resource_name_filter = buf[pos + 1:pos + n0].decode()
+        o0.resource_name_filter = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.resource_name_filter, pos = r_cstr(buf, pos, True)
+        o0.resource_name_filter, pos = r_cstr_k(buf, pos, True)
     (o0.pattern_type_filter,) = I8.unpack_from(buf, pos)
     pos += 1
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.principal_filter = buf[pos + 1:pos + n0].decode()
+        o0.principal_filter = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.principal_filter, pos = r_cstr(buf, pos, True)
+        o0.principal_filter, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.host_filter = buf[pos + 1:pos + n0].decode()
+        o0.host_filter = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.host_filter, pos = r_cstr(buf, pos, True)
+        o0.host_filter, pos = r_cstr_k(buf, pos, True)
     (o0.operation, o0.permission_type,) = _S0.unpack_from(buf, pos)
     pos += 2
     o0.unknown_tagged_fields = None
@@ -243,7 +248,11 @@ def _r_DescribeAclsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_DescribeAcl
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -177,10 +182,10 @@ def _w_DescribeClientQuotasRequest_ComponentData_1(o: _DescribeClientQuotasReque
 
 def _r_DescribeClientQuotasRequest_ComponentData_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeClientQuotasRequest_ComponentData, int]:
     o0 = _new(_DescribeClientQuotasRequest_ComponentData)
-    o0.entity_type, pos = r_str(buf, pos, False)
+    o0.entity_type, pos = r_str_k(buf, pos, False)
     (o0.match_type,) = I8.unpack_from(buf, pos)
     pos += 1
-    o0.match, pos = r_str(buf, pos, True)
+    o0.match, pos = r_str_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -190,25 +195,29 @@ def _r_DescribeClientQuotasRequest_ComponentData_1(buf: bytes, pos: int, v: int)
     o0 = _new(_DescribeClientQuotasRequest_ComponentData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.entity_type = buf[pos + 1:pos + n0].decode()
+        o0.entity_type = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.entity_type, pos = r_cstr(buf, pos, False)
+        o0.entity_type, pos = r_cstr_k(buf, pos, False)
     (o0.match_type,) = I8.unpack_from(buf, pos)
     pos += 1
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.match = buf[pos + 1:pos + n0].decode()
+        o0.match = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.match, pos = r_cstr(buf, pos, True)
+        o0.match, pos = r_cstr_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -238,14 +247,14 @@ def _w_DescribeClientQuotasRequest_1(o: _DescribeClientQuotasRequest, out: bytea
 
 def _r_DescribeClientQuotasRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeClientQuotasRequest, int]:
     o0 = _new(_DescribeClientQuotasRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_DescribeClientQuotasRequest_components_0 = []
     for _ in range(n0):
         o1_ComponentData = _new(_DescribeClientQuotasRequest_ComponentData)
-        o1_ComponentData.entity_type, pos = r_str(buf, pos, False)
+        o1_ComponentData.entity_type, pos = r_str_k(buf, pos, False)
         (o1_ComponentData.match_type,) = I8.unpack_from(buf, pos)
         pos += 1
-        o1_ComponentData.match, pos = r_str(buf, pos, True)
+        o1_ComponentData.match, pos = r_str_k(buf, pos, True)
         o1_ComponentData.unknown_tagged_fields = None
         a_DescribeClientQuotasRequest_components_0.append(o1_ComponentData)
     o0.components = a_DescribeClientQuotasRequest_components_0
@@ -268,25 +277,29 @@ def _r_DescribeClientQuotasRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Des
         o1_ComponentData = _new(_DescribeClientQuotasRequest_ComponentData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_ComponentData.entity_type = buf[pos + 1:pos + n1].decode()
+            o1_ComponentData.entity_type = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_ComponentData.entity_type, pos = r_cstr(buf, pos, False)
+            o1_ComponentData.entity_type, pos = r_cstr_k(buf, pos, False)
         (o1_ComponentData.match_type,) = I8.unpack_from(buf, pos)
         pos += 1
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_ComponentData.match = buf[pos + 1:pos + n1].decode()
+            o1_ComponentData.match = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_ComponentData.match, pos = r_cstr(buf, pos, True)
+            o1_ComponentData.match, pos = r_cstr_k(buf, pos, True)
         o1_ComponentData.unknown_tagged_fields = None
         if buf[pos] == 0:
             pos += 1
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ComponentData.unknown_tagged_fields is None:
                     o1_ComponentData.unknown_tagged_fields = []
                 o1_ComponentData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -301,7 +314,11 @@ def _r_DescribeClientQuotasRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Des
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -189,14 +194,14 @@ def _r_DescribeConfigsRequest_DescribeConfigsResource_0(buf: bytes, pos: int, v:
     o0 = _new(_DescribeConfigsRequest_DescribeConfigsResource)
     (o0.resource_type,) = I8.unpack_from(buf, pos)
     pos += 1
-    o0.resource_name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, True)
+    o0.resource_name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, True)
     if n0 < 0:
         o0.configuration_keys = None
     else:
         a_DescribeConfigsResource_configuration_keys_0 = []
         for _ in range(n0):
-            e_DescribeConfigsResource_configuration_keys_0, pos = r_str(buf, pos, False)
+            e_DescribeConfigsResource_configuration_keys_0, pos = r_str_k(buf, pos, False)
             a_DescribeConfigsResource_configuration_keys_0.append(e_DescribeConfigsResource_configuration_keys_0)
         o0.configuration_keys = a_DescribeConfigsResource_configuration_keys_0
     o0.unknown_tagged_fields = None
@@ -210,10 +215,10 @@ def _r_DescribeConfigsRequest_DescribeConfigsResource_1(buf: bytes, pos: int, v:
     pos += 1
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.resource_name = buf[pos + 1:pos + n0].decode()
+        o0.resource_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.resource_name, pos = r_cstr(buf, pos, False)
+        o0.resource_name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -226,10 +231,10 @@ def _r_DescribeConfigsRequest_DescribeConfigsResource_1(buf: bytes, pos: int, v:
         for _ in range(n0):
             n0 = buf[pos]
             if 0 < n0 < 0x80 and pos + n0 <= blen:
-                e_DescribeConfigsResource_configuration_keys_0 = buf[pos + 1:pos + n0].decode()
+                e_DescribeConfigsResource_configuration_keys_0 = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                 pos += n0
             else:
-                e_DescribeConfigsResource_configuration_keys_0, pos = r_cstr(buf, pos, False)
+                e_DescribeConfigsResource_configuration_keys_0, pos = r_cstr_k(buf, pos, False)
             a_DescribeConfigsResource_configuration_keys_0.append(e_DescribeConfigsResource_configuration_keys_0)
         o0.configuration_keys = a_DescribeConfigsResource_configuration_keys_0
     o0.unknown_tagged_fields = None
@@ -238,7 +243,11 @@ def _r_DescribeConfigsRequest_DescribeConfigsResource_1(buf: bytes, pos: int, v:
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -289,20 +298,20 @@ def _w_DescribeConfigsRequest_3(o: _DescribeConfigsRequest, out: bytearray, v: i
 
 def _r_DescribeConfigsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeConfigsRequest, int]:
     o0 = _new(_DescribeConfigsRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_DescribeConfigsRequest_resources_0 = []
     for _ in range(n0):
         o1_DescribeConfigsResource = _new(_DescribeConfigsRequest_DescribeConfigsResource)
         (o1_DescribeConfigsResource.resource_type,) = I8.unpack_from(buf, pos)
         pos += 1
-        o1_DescribeConfigsResource.resource_name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, True)
+        o1_DescribeConfigsResource.resource_name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, True)
         if n1 < 0:
             o1_DescribeConfigsResource.configuration_keys = None
         else:
             a_DescribeConfigsResource_configuration_keys_1 = []
             for _ in range(n1):
-                e_DescribeConfigsResource_configuration_keys_1, pos = r_str(buf, pos, False)
+                e_DescribeConfigsResource_configuration_keys_1, pos = r_str_k(buf, pos, False)
                 a_DescribeConfigsResource_configuration_keys_1.append(e_DescribeConfigsResource_configuration_keys_1)
             o1_DescribeConfigsResource.configuration_keys = a_DescribeConfigsResource_configuration_keys_1
         o1_DescribeConfigsResource.unknown_tagged_fields = None
@@ -316,20 +325,20 @@ def _r_DescribeConfigsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_Describe
 
 def _r_DescribeConfigsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_DescribeConfigsRequest, int]:
     o0 = _new(_DescribeConfigsRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_DescribeConfigsRequest_resources_0 = []
     for _ in range(n0):
         o1_DescribeConfigsResource = _new(_DescribeConfigsRequest_DescribeConfigsResource)
         (o1_DescribeConfigsResource.resource_type,) = I8.unpack_from(buf, pos)
         pos += 1
-        o1_DescribeConfigsResource.resource_name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, True)
+        o1_DescribeConfigsResource.resource_name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, True)
         if n1 < 0:
             o1_DescribeConfigsResource.configuration_keys = None
         else:
             a_DescribeConfigsResource_configuration_keys_1 = []
             for _ in range(n1):
-                e_DescribeConfigsResource_configuration_keys_1, pos = r_str(buf, pos, False)
+                e_DescribeConfigsResource_configuration_keys_1, pos = r_str_k(buf, pos, False)
                 a_DescribeConfigsResource_configuration_keys_1.append(e_DescribeConfigsResource_configuration_keys_1)
             o1_DescribeConfigsResource.configuration_keys = a_DescribeConfigsResource_configuration_keys_1
         o1_DescribeConfigsResource.unknown_tagged_fields = None
@@ -344,20 +353,20 @@ def _r_DescribeConfigsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_Describe
 
 def _r_DescribeConfigsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_DescribeConfigsRequest, int]:
     o0 = _new(_DescribeConfigsRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_DescribeConfigsRequest_resources_0 = []
     for _ in range(n0):
         o1_DescribeConfigsResource = _new(_DescribeConfigsRequest_DescribeConfigsResource)
         (o1_DescribeConfigsResource.resource_type,) = I8.unpack_from(buf, pos)
         pos += 1
-        o1_DescribeConfigsResource.resource_name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, True)
+        o1_DescribeConfigsResource.resource_name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, True)
         if n1 < 0:
             o1_DescribeConfigsResource.configuration_keys = None
         else:
             a_DescribeConfigsResource_configuration_keys_1 = []
             for _ in range(n1):
-                e_DescribeConfigsResource_configuration_keys_1, pos = r_str(buf, pos, False)
+                e_DescribeConfigsResource_configuration_keys_1, pos = r_str_k(buf, pos, False)
                 a_DescribeConfigsResource_configuration_keys_1.append(e_DescribeConfigsResource_configuration_keys_1)
             o1_DescribeConfigsResource.configuration_keys = a_DescribeConfigsResource_configuration_keys_1
         o1_DescribeConfigsResource.unknown_tagged_fields = None
@@ -384,10 +393,10 @@ def _r_DescribeConfigsRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Describe
         pos += 1
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_DescribeConfigsResource.resource_name = buf[pos + 1:pos + n1].decode()
+            o1_DescribeConfigsResource.resource_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_DescribeConfigsResource.resource_name, pos = r_cstr(buf, pos, False)
+            o1_DescribeConfigsResource.resource_name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -400,10 +409,10 @@ def _r_DescribeConfigsRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Describe
             for _ in range(n1):
                 n1 = buf[pos]
                 if 0 < n1 < 0x80 and pos + n1 <= blen:
-                    e_DescribeConfigsResource_configuration_keys_1 = buf[pos + 1:pos + n1].decode()
+                    e_DescribeConfigsResource_configuration_keys_1 = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                     pos += n1
                 else:
-                    e_DescribeConfigsResource_configuration_keys_1, pos = r_cstr(buf, pos, False)
+                    e_DescribeConfigsResource_configuration_keys_1, pos = r_cstr_k(buf, pos, False)
                 a_DescribeConfigsResource_configuration_keys_1.append(e_DescribeConfigsResource_configuration_keys_1)
             o1_DescribeConfigsResource.configuration_keys = a_DescribeConfigsResource_configuration_keys_1
         o1_DescribeConfigsResource.unknown_tagged_fields = None
@@ -412,7 +421,11 @@ def _r_DescribeConfigsRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Describe
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_DescribeConfigsResource.unknown_tagged_fields is None:
                     o1_DescribeConfigsResource.unknown_tagged_fields = []
                 o1_DescribeConfigsResource.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -427,7 +440,11 @@ def _r_DescribeConfigsRequest_3(buf: bytes, pos: int, v: int) -> tuple[_Describe
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

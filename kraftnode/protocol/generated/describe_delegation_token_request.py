@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -169,8 +174,8 @@ def _w_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_1(o: _Describ
 
 def _r_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, int]:
     o0 = _new(_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
-    o0.principal_type, pos = r_str(buf, pos, False)
-    o0.principal_name, pos = r_str(buf, pos, False)
+    o0.principal_type, pos = r_str_k(buf, pos, False)
+    o0.principal_name, pos = r_str_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -180,23 +185,27 @@ def _r_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_1(buf: bytes,
     o0 = _new(_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.principal_type = buf[pos + 1:pos + n0].decode()
+        o0.principal_type = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.principal_type, pos = r_cstr(buf, pos, False)
+        o0.principal_type, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.principal_name = buf[pos + 1:pos + n0].decode()
+        o0.principal_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.principal_name, pos = r_cstr(buf, pos, False)
+        o0.principal_name, pos = r_cstr_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -226,15 +235,15 @@ def _w_DescribeDelegationTokenRequest_1(o: _DescribeDelegationTokenRequest, out:
 
 def _r_DescribeDelegationTokenRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeDelegationTokenRequest, int]:
     o0 = _new(_DescribeDelegationTokenRequest)
-    n0, pos = r_count(buf, pos, True)
+    n0, pos = r_count_k(buf, pos, True)
     if n0 < 0:
         o0.owners = None
     else:
         a_DescribeDelegationTokenRequest_owners_0 = []
         for _ in range(n0):
             o1_DescribeDelegationTokenOwner = _new(_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
-            o1_DescribeDelegationTokenOwner.principal_type, pos = r_str(buf, pos, False)
-            o1_DescribeDelegationTokenOwner.principal_name, pos = r_str(buf, pos, False)
+            o1_DescribeDelegationTokenOwner.principal_type, pos = r_str_k(buf, pos, False)
+            o1_DescribeDelegationTokenOwner.principal_name, pos = r_str_k(buf, pos, False)
             o1_DescribeDelegationTokenOwner.unknown_tagged_fields = None
             a_DescribeDelegationTokenRequest_owners_0.append(o1_DescribeDelegationTokenOwner)
         o0.owners = a_DescribeDelegationTokenRequest_owners_0
@@ -258,23 +267,27 @@ def _r_DescribeDelegationTokenRequest_1(buf: bytes, pos: int, v: int) -> tuple[_
             o1_DescribeDelegationTokenOwner = _new(_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_DescribeDelegationTokenOwner.principal_type = buf[pos + 1:pos + n1].decode()
+                o1_DescribeDelegationTokenOwner.principal_type = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_DescribeDelegationTokenOwner.principal_type, pos = r_cstr(buf, pos, False)
+                o1_DescribeDelegationTokenOwner.principal_type, pos = r_cstr_k(buf, pos, False)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_DescribeDelegationTokenOwner.principal_name = buf[pos + 1:pos + n1].decode()
+                o1_DescribeDelegationTokenOwner.principal_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_DescribeDelegationTokenOwner.principal_name, pos = r_cstr(buf, pos, False)
+                o1_DescribeDelegationTokenOwner.principal_name, pos = r_cstr_k(buf, pos, False)
             o1_DescribeDelegationTokenOwner.unknown_tagged_fields = None
             if buf[pos] == 0:
                 pos += 1
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_DescribeDelegationTokenOwner.unknown_tagged_fields is None:
                         o1_DescribeDelegationTokenOwner.unknown_tagged_fields = []
                     o1_DescribeDelegationTokenOwner.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -287,7 +300,11 @@ def _r_DescribeDelegationTokenRequest_1(buf: bytes, pos: int, v: int) -> tuple[_
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

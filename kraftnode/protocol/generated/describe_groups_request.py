@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -161,10 +166,10 @@ def _w_DescribeGroupsRequest_2(o: _DescribeGroupsRequest, out: bytearray, v: int
 
 def _r_DescribeGroupsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeGroupsRequest, int]:
     o0 = _new(_DescribeGroupsRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_DescribeGroupsRequest_groups_0 = []
     for _ in range(n0):
-        e_DescribeGroupsRequest_groups_0, pos = r_str(buf, pos, False)
+        e_DescribeGroupsRequest_groups_0, pos = r_str_k(buf, pos, False)
         a_DescribeGroupsRequest_groups_0.append(e_DescribeGroupsRequest_groups_0)
     o0.groups = a_DescribeGroupsRequest_groups_0
     o0.include_authorized_operations = False
@@ -174,10 +179,10 @@ def _r_DescribeGroupsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeG
 
 def _r_DescribeGroupsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_DescribeGroupsRequest, int]:
     o0 = _new(_DescribeGroupsRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_DescribeGroupsRequest_groups_0 = []
     for _ in range(n0):
-        e_DescribeGroupsRequest_groups_0, pos = r_str(buf, pos, False)
+        e_DescribeGroupsRequest_groups_0, pos = r_str_k(buf, pos, False)
         a_DescribeGroupsRequest_groups_0.append(e_DescribeGroupsRequest_groups_0)
     o0.groups = a_DescribeGroupsRequest_groups_0
     o0.include_authorized_operations = buf[pos] != 0
@@ -198,10 +203,10 @@ def _r_DescribeGroupsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_DescribeG
     for _ in range(n0):
         n0 = buf[pos]
         if 0 < n0 < 0x80 and pos + n0 <= blen:
-            e_DescribeGroupsRequest_groups_0 = buf[pos + 1:pos + n0].decode()
+            e_DescribeGroupsRequest_groups_0 = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
             pos += n0
         else:
-            e_DescribeGroupsRequest_groups_0, pos = r_cstr(buf, pos, False)
+            e_DescribeGroupsRequest_groups_0, pos = r_cstr_k(buf, pos, False)
         a_DescribeGroupsRequest_groups_0.append(e_DescribeGroupsRequest_groups_0)
     o0.groups = a_DescribeGroupsRequest_groups_0
     o0.include_authorized_operations = buf[pos] != 0
@@ -212,7 +217,11 @@ def _r_DescribeGroupsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_DescribeG
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

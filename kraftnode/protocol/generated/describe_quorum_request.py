@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -191,7 +196,11 @@ def _r_DescribeQuorumRequest_PartitionData_0(buf: bytes, pos: int, v: int) -> tu
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -216,10 +225,10 @@ def _r_DescribeQuorumRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[
     o0 = _new(_DescribeQuorumRequest_TopicData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        o0.topic_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic_name, pos = r_cstr(buf, pos, False)
+        o0.topic_name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -236,7 +245,11 @@ def _r_DescribeQuorumRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_PartitionData.unknown_tagged_fields is None:
                     o1_PartitionData.unknown_tagged_fields = []
                 o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -249,7 +262,11 @@ def _r_DescribeQuorumRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -281,10 +298,10 @@ def _r_DescribeQuorumRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeQ
         o1_TopicData = _new(_DescribeQuorumRequest_TopicData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+            o1_TopicData.topic_name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -301,7 +318,11 @@ def _r_DescribeQuorumRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeQ
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_PartitionData.unknown_tagged_fields is None:
                         o2_PartitionData.unknown_tagged_fields = []
                     o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -314,7 +335,11 @@ def _r_DescribeQuorumRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeQ
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicData.unknown_tagged_fields is None:
                     o1_TopicData.unknown_tagged_fields = []
                 o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -327,7 +352,11 @@ def _r_DescribeQuorumRequest_0(buf: bytes, pos: int, v: int) -> tuple[_DescribeQ
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -177,8 +182,8 @@ def _w_ElectLeadersRequest_TopicPartitions_1(o: _ElectLeadersRequest_TopicPartit
 
 def _r_ElectLeadersRequest_TopicPartitions_0(buf: bytes, pos: int, v: int) -> tuple[_ElectLeadersRequest_TopicPartitions, int]:
     o0 = _new(_ElectLeadersRequest_TopicPartitions)
-    o0.topic, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.topic, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     o0.partitions = list(struct.unpack_from('>%di' % n0, buf, pos))
     pos += 4 * n0
     o0.unknown_tagged_fields = None
@@ -190,10 +195,10 @@ def _r_ElectLeadersRequest_TopicPartitions_1(buf: bytes, pos: int, v: int) -> tu
     o0 = _new(_ElectLeadersRequest_TopicPartitions)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic = buf[pos + 1:pos + n0].decode()
+        o0.topic = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic, pos = r_cstr(buf, pos, False)
+        o0.topic, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -207,7 +212,11 @@ def _r_ElectLeadersRequest_TopicPartitions_1(buf: bytes, pos: int, v: int) -> tu
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -253,15 +262,15 @@ def _w_ElectLeadersRequest_2(o: _ElectLeadersRequest, out: bytearray, v: int) ->
 def _r_ElectLeadersRequest_0(buf: bytes, pos: int, v: int) -> tuple[_ElectLeadersRequest, int]:
     o0 = _new(_ElectLeadersRequest)
     o0.election_type = 0
-    n0, pos = r_count(buf, pos, True)
+    n0, pos = r_count_k(buf, pos, True)
     if n0 < 0:
         o0.topic_partitions = None
     else:
         a_ElectLeadersRequest_topic_partitions_0 = []
         for _ in range(n0):
             o1_TopicPartitions = _new(_ElectLeadersRequest_TopicPartitions)
-            o1_TopicPartitions.topic, pos = r_str(buf, pos, False)
-            n1, pos = r_count(buf, pos, False)
+            o1_TopicPartitions.topic, pos = r_str_k(buf, pos, False)
+            n1, pos = r_count_k(buf, pos, False)
             o1_TopicPartitions.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
             pos += 4 * n1
             o1_TopicPartitions.unknown_tagged_fields = None
@@ -277,15 +286,15 @@ def _r_ElectLeadersRequest_1(buf: bytes, pos: int, v: int) -> tuple[_ElectLeader
     o0 = _new(_ElectLeadersRequest)
     (o0.election_type,) = I8.unpack_from(buf, pos)
     pos += 1
-    n0, pos = r_count(buf, pos, True)
+    n0, pos = r_count_k(buf, pos, True)
     if n0 < 0:
         o0.topic_partitions = None
     else:
         a_ElectLeadersRequest_topic_partitions_0 = []
         for _ in range(n0):
             o1_TopicPartitions = _new(_ElectLeadersRequest_TopicPartitions)
-            o1_TopicPartitions.topic, pos = r_str(buf, pos, False)
-            n1, pos = r_count(buf, pos, False)
+            o1_TopicPartitions.topic, pos = r_str_k(buf, pos, False)
+            n1, pos = r_count_k(buf, pos, False)
             o1_TopicPartitions.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
             pos += 4 * n1
             o1_TopicPartitions.unknown_tagged_fields = None
@@ -315,10 +324,10 @@ def _r_ElectLeadersRequest_2(buf: bytes, pos: int, v: int) -> tuple[_ElectLeader
             o1_TopicPartitions = _new(_ElectLeadersRequest_TopicPartitions)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_TopicPartitions.topic = buf[pos + 1:pos + n1].decode()
+                o1_TopicPartitions.topic = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_TopicPartitions.topic, pos = r_cstr(buf, pos, False)
+                o1_TopicPartitions.topic, pos = r_cstr_k(buf, pos, False)
             n1 = buf[pos] - 1
             if 0 <= n1 < 0x7f and n1 < blen - pos:
                 pos += 1
@@ -332,7 +341,11 @@ def _r_ElectLeadersRequest_2(buf: bytes, pos: int, v: int) -> tuple[_ElectLeader
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_TopicPartitions.unknown_tagged_fields is None:
                         o1_TopicPartitions.unknown_tagged_fields = []
                     o1_TopicPartitions.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -347,7 +360,11 @@ def _r_ElectLeadersRequest_2(buf: bytes, pos: int, v: int) -> tuple[_ElectLeader
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

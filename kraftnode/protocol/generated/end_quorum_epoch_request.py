@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -275,16 +280,16 @@ def _r_EndQuorumEpochRequest_LeaderEndpoint_1(buf: bytes, pos: int, v: int) -> t
     o0 = _new(_EndQuorumEpochRequest_LeaderEndpoint)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.host = buf[pos + 1:pos + n0].decode()
+        o0.host = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.host, pos = r_cstr(buf, pos, False)
+        o0.host, pos = r_cstr_k(buf, pos, False)
     (o0.port,) = U16.unpack_from(buf, pos)
     pos += 2
     o0.unknown_tagged_fields = None
@@ -293,7 +298,11 @@ def _r_EndQuorumEpochRequest_LeaderEndpoint_1(buf: bytes, pos: int, v: int) -> t
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -335,7 +344,11 @@ def _r_EndQuorumEpochRequest_ReplicaInfo_1(buf: bytes, pos: int, v: int) -> tupl
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -365,7 +378,7 @@ def _r_EndQuorumEpochRequest_PartitionData_0(buf: bytes, pos: int, v: int) -> tu
     o0 = _new(_EndQuorumEpochRequest_PartitionData)
     (o0.partition_index, o0.leader_id, o0.leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 12
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     o0.preferred_successors = list(struct.unpack_from('>%di' % n0, buf, pos))
     pos += 4 * n0
     o0.preferred_candidates = []
@@ -396,7 +409,11 @@ def _r_EndQuorumEpochRequest_PartitionData_1(buf: bytes, pos: int, v: int) -> tu
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ReplicaInfo.unknown_tagged_fields is None:
                     o1_ReplicaInfo.unknown_tagged_fields = []
                 o1_ReplicaInfo.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -409,7 +426,11 @@ def _r_EndQuorumEpochRequest_PartitionData_1(buf: bytes, pos: int, v: int) -> tu
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -439,14 +460,14 @@ def _w_EndQuorumEpochRequest_TopicData_1(o: _EndQuorumEpochRequest_TopicData, ou
 
 def _r_EndQuorumEpochRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest_TopicData, int]:
     o0 = _new(_EndQuorumEpochRequest_TopicData)
-    o0.topic_name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.topic_name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_TopicData_partitions_0 = []
     for _ in range(n0):
         o1_PartitionData = _new(_EndQuorumEpochRequest_PartitionData)
         (o1_PartitionData.partition_index, o1_PartitionData.leader_id, o1_PartitionData.leader_epoch,) = _S1.unpack_from(buf, pos)
         pos += 12
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         o1_PartitionData.preferred_successors = list(struct.unpack_from('>%di' % n1, buf, pos))
         pos += 4 * n1
         o1_PartitionData.preferred_candidates = []
@@ -462,10 +483,10 @@ def _r_EndQuorumEpochRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[
     o0 = _new(_EndQuorumEpochRequest_TopicData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        o0.topic_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic_name, pos = r_cstr(buf, pos, False)
+        o0.topic_name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -494,7 +515,11 @@ def _r_EndQuorumEpochRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_ReplicaInfo.unknown_tagged_fields is None:
                         o2_ReplicaInfo.unknown_tagged_fields = []
                     o2_ReplicaInfo.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -507,7 +532,11 @@ def _r_EndQuorumEpochRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_PartitionData.unknown_tagged_fields is None:
                     o1_PartitionData.unknown_tagged_fields = []
                 o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -520,7 +549,11 @@ def _r_EndQuorumEpochRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -554,19 +587,19 @@ def _w_EndQuorumEpochRequest_1(o: _EndQuorumEpochRequest, out: bytearray, v: int
 
 def _r_EndQuorumEpochRequest_0(buf: bytes, pos: int, v: int) -> tuple[_EndQuorumEpochRequest, int]:
     o0 = _new(_EndQuorumEpochRequest)
-    o0.cluster_id, pos = r_str(buf, pos, True)
-    n0, pos = r_count(buf, pos, False)
+    o0.cluster_id, pos = r_str_k(buf, pos, True)
+    n0, pos = r_count_k(buf, pos, False)
     a_EndQuorumEpochRequest_topics_0 = []
     for _ in range(n0):
         o1_TopicData = _new(_EndQuorumEpochRequest_TopicData)
-        o1_TopicData.topic_name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_TopicData.topic_name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_TopicData_partitions_1 = []
         for _ in range(n1):
             o2_PartitionData = _new(_EndQuorumEpochRequest_PartitionData)
             (o2_PartitionData.partition_index, o2_PartitionData.leader_id, o2_PartitionData.leader_epoch,) = _S1.unpack_from(buf, pos)
             pos += 12
-            n2, pos = r_count(buf, pos, False)
+            n2, pos = r_count_k(buf, pos, False)
             o2_PartitionData.preferred_successors = list(struct.unpack_from('>%di' % n2, buf, pos))
             pos += 4 * n2
             o2_PartitionData.preferred_candidates = []
@@ -586,10 +619,10 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
     o0 = _new(_EndQuorumEpochRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, True)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -600,10 +633,10 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
         o1_TopicData = _new(_EndQuorumEpochRequest_TopicData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+            o1_TopicData.topic_name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -632,7 +665,11 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
                 else:
                     ntags3, pos = read_uvarint(buf, pos)
                     for _ in range(ntags3):
-                        tag3, end3, pos = r_tag_header(buf, pos)
+                        tag3, pos = read_uvarint(buf, pos)
+                        size3, pos = read_uvarint(buf, pos)
+                        end3 = pos + size3
+                        if end3 > len(buf):
+                            raise DecodeError(f'tagged field of {size3} bytes exceeds the remaining {len(buf) - pos}')
                         if o3_ReplicaInfo.unknown_tagged_fields is None:
                             o3_ReplicaInfo.unknown_tagged_fields = []
                         o3_ReplicaInfo.unknown_tagged_fields.append((tag3, bytes(buf[pos:end3])))
@@ -645,7 +682,11 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_PartitionData.unknown_tagged_fields is None:
                         o2_PartitionData.unknown_tagged_fields = []
                     o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -658,7 +699,11 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicData.unknown_tagged_fields is None:
                     o1_TopicData.unknown_tagged_fields = []
                 o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -675,16 +720,16 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
         o1_LeaderEndpoint = _new(_EndQuorumEpochRequest_LeaderEndpoint)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_LeaderEndpoint.name = buf[pos + 1:pos + n1].decode()
+            o1_LeaderEndpoint.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_LeaderEndpoint.name, pos = r_cstr(buf, pos, False)
+            o1_LeaderEndpoint.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_LeaderEndpoint.host = buf[pos + 1:pos + n1].decode()
+            o1_LeaderEndpoint.host = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_LeaderEndpoint.host, pos = r_cstr(buf, pos, False)
+            o1_LeaderEndpoint.host, pos = r_cstr_k(buf, pos, False)
         (o1_LeaderEndpoint.port,) = U16.unpack_from(buf, pos)
         pos += 2
         o1_LeaderEndpoint.unknown_tagged_fields = None
@@ -693,7 +738,11 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_LeaderEndpoint.unknown_tagged_fields is None:
                     o1_LeaderEndpoint.unknown_tagged_fields = []
                 o1_LeaderEndpoint.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -706,7 +755,11 @@ def _r_EndQuorumEpochRequest_1(buf: bytes, pos: int, v: int) -> tuple[_EndQuorum
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

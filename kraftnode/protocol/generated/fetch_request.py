@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -332,9 +337,9 @@ def _r_FetchRequest_ForgottenTopic_0(buf: bytes, pos: int, v: int) -> tuple[_Fet
 
 def _r_FetchRequest_ForgottenTopic_1(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_ForgottenTopic, int]:
     o0 = _new(_FetchRequest_ForgottenTopic)
-    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic, pos = r_str_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     o0.partitions = list(struct.unpack_from('>%di' % n0, buf, pos))
     pos += 4 * n0
     o0.unknown_tagged_fields = None
@@ -346,10 +351,10 @@ def _r_FetchRequest_ForgottenTopic_2(buf: bytes, pos: int, v: int) -> tuple[_Fet
     o0 = _new(_FetchRequest_ForgottenTopic)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic = buf[pos + 1:pos + n0].decode()
+        o0.topic = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic, pos = r_cstr(buf, pos, False)
+        o0.topic, pos = r_cstr_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -364,7 +369,11 @@ def _r_FetchRequest_ForgottenTopic_2(buf: bytes, pos: int, v: int) -> tuple[_Fet
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -390,7 +399,11 @@ def _r_FetchRequest_ForgottenTopic_3(buf: bytes, pos: int, v: int) -> tuple[_Fet
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -491,11 +504,18 @@ def _r_FetchRequest_FetchPartition_3(buf: bytes, pos: int, v: int) -> tuple[_Fet
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
-            if o0.unknown_tagged_fields is None:
-                o0.unknown_tagged_fields = []
-            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
-            pos = end0
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            if tag0 == 0:
+                raise DecodeError(f'Tag 0 is not valid for version {v}')
+            else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
     return o0, pos
 
 
@@ -510,12 +530,14 @@ def _r_FetchRequest_FetchPartition_4(buf: bytes, pos: int, v: int) -> tuple[_Fet
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 o0.replica_directory_id, pos = r_uuid(buf, pos)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.FetchPartition.replica_directory_id has the wrong size')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -585,9 +607,9 @@ def _w_FetchRequest_FetchTopic_5(o: _FetchRequest_FetchTopic, out: bytearray, v:
 
 def _r_FetchRequest_FetchTopic_0(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
     o0 = _new(_FetchRequest_FetchTopic)
-    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic, pos = r_str_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchTopic_partitions_0 = []
     for _ in range(n0):
         o1_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -610,9 +632,9 @@ def _r_FetchRequest_FetchTopic_0(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
 
 def _r_FetchRequest_FetchTopic_1(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
     o0 = _new(_FetchRequest_FetchTopic)
-    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic, pos = r_str_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchTopic_partitions_0 = []
     for _ in range(n0):
         o1_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -634,9 +656,9 @@ def _r_FetchRequest_FetchTopic_1(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
 
 def _r_FetchRequest_FetchTopic_2(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest_FetchTopic, int]:
     o0 = _new(_FetchRequest_FetchTopic)
-    o0.topic, pos = r_str(buf, pos, False)
+    o0.topic, pos = r_str_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchTopic_partitions_0 = []
     for _ in range(n0):
         o1_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -658,10 +680,10 @@ def _r_FetchRequest_FetchTopic_3(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
     o0 = _new(_FetchRequest_FetchTopic)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic = buf[pos + 1:pos + n0].decode()
+        o0.topic = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic, pos = r_cstr(buf, pos, False)
+        o0.topic, pos = r_cstr_k(buf, pos, False)
     o0.topic_id = ZERO_UUID
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -680,11 +702,18 @@ def _r_FetchRequest_FetchTopic_3(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
-                if o1_FetchPartition.unknown_tagged_fields is None:
-                    o1_FetchPartition.unknown_tagged_fields = []
-                o1_FetchPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
-                pos = end1
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                if tag1 == 0:
+                    raise DecodeError(f'Tag 0 is not valid for version {v}')
+                else:
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
+                    if o1_FetchPartition.unknown_tagged_fields is None:
+                        o1_FetchPartition.unknown_tagged_fields = []
+                    o1_FetchPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
         a_FetchTopic_partitions_0.append(o1_FetchPartition)
     o0.partitions = a_FetchTopic_partitions_0
     o0.unknown_tagged_fields = None
@@ -693,7 +722,11 @@ def _r_FetchRequest_FetchTopic_3(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -723,11 +756,18 @@ def _r_FetchRequest_FetchTopic_4(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
-                if o1_FetchPartition.unknown_tagged_fields is None:
-                    o1_FetchPartition.unknown_tagged_fields = []
-                o1_FetchPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
-                pos = end1
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                if tag1 == 0:
+                    raise DecodeError(f'Tag 0 is not valid for version {v}')
+                else:
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
+                    if o1_FetchPartition.unknown_tagged_fields is None:
+                        o1_FetchPartition.unknown_tagged_fields = []
+                    o1_FetchPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
         a_FetchTopic_partitions_0.append(o1_FetchPartition)
     o0.partitions = a_FetchTopic_partitions_0
     o0.unknown_tagged_fields = None
@@ -736,7 +776,11 @@ def _r_FetchRequest_FetchTopic_4(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -766,12 +810,14 @@ def _r_FetchRequest_FetchTopic_5(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
                 if tag1 == 0:
                     o1_FetchPartition.replica_directory_id, pos = r_uuid(buf, pos)
-                    if pos != end1:
-                        raise DecodeError('tagged field FetchRequest.FetchPartition.replica_directory_id has the wrong size')
                 else:
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_FetchPartition.unknown_tagged_fields is None:
                         o1_FetchPartition.unknown_tagged_fields = []
                     o1_FetchPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -784,7 +830,11 @@ def _r_FetchRequest_FetchTopic_5(buf: bytes, pos: int, v: int) -> tuple[_FetchRe
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -840,7 +890,11 @@ def _r_FetchRequest_ReplicaState_1(buf: bytes, pos: int, v: int) -> tuple[_Fetch
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -858,7 +912,11 @@ def _r_FetchRequest_ReplicaState_2(buf: bytes, pos: int, v: int) -> tuple[_Fetch
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -1073,13 +1131,13 @@ def _r_FetchRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.isolation_level = 0
     o0.session_id = 0
     o0.session_epoch = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1116,13 +1174,13 @@ def _r_FetchRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.isolation_level = 0
     o0.session_id = 0
     o0.session_epoch = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1158,13 +1216,13 @@ def _r_FetchRequest_2(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     pos += 13
     o0.session_id = 0
     o0.session_epoch = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1200,13 +1258,13 @@ def _r_FetchRequest_3(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     pos += 13
     o0.session_id = 0
     o0.session_epoch = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1239,13 +1297,13 @@ def _r_FetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.replica_state = _FetchRequest_ReplicaState()
     (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level, o0.session_id, o0.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1264,13 +1322,13 @@ def _r_FetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         o1_FetchTopic.unknown_tagged_fields = None
         a_FetchRequest_topics_0.append(o1_FetchTopic)
     o0.topics = a_FetchRequest_topics_0
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_forgotten_topics_data_0 = []
     for _ in range(n0):
         o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
-        o1_ForgottenTopic.topic, pos = r_str(buf, pos, False)
+        o1_ForgottenTopic.topic, pos = r_str_k(buf, pos, False)
         o1_ForgottenTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         o1_ForgottenTopic.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
         pos += 4 * n1
         o1_ForgottenTopic.unknown_tagged_fields = None
@@ -1289,13 +1347,13 @@ def _r_FetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.replica_state = _FetchRequest_ReplicaState()
     (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level, o0.session_id, o0.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1311,13 +1369,13 @@ def _r_FetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         o1_FetchTopic.unknown_tagged_fields = None
         a_FetchRequest_topics_0.append(o1_FetchTopic)
     o0.topics = a_FetchRequest_topics_0
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_forgotten_topics_data_0 = []
     for _ in range(n0):
         o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
-        o1_ForgottenTopic.topic, pos = r_str(buf, pos, False)
+        o1_ForgottenTopic.topic, pos = r_str_k(buf, pos, False)
         o1_ForgottenTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         o1_ForgottenTopic.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
         pos += 4 * n1
         o1_ForgottenTopic.unknown_tagged_fields = None
@@ -1336,13 +1394,13 @@ def _r_FetchRequest_6(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.replica_state = _FetchRequest_ReplicaState()
     (o0.max_wait_ms, o0.min_bytes, o0.max_bytes, o0.isolation_level, o0.session_id, o0.session_epoch,) = _S13.unpack_from(buf, pos)
     pos += 21
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_topics_0 = []
     for _ in range(n0):
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
-        o1_FetchTopic.topic, pos = r_str(buf, pos, False)
+        o1_FetchTopic.topic, pos = r_str_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_FetchTopic_partitions_1 = []
         for _ in range(n1):
             o2_FetchPartition = _new(_FetchRequest_FetchPartition)
@@ -1358,19 +1416,19 @@ def _r_FetchRequest_6(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         o1_FetchTopic.unknown_tagged_fields = None
         a_FetchRequest_topics_0.append(o1_FetchTopic)
     o0.topics = a_FetchRequest_topics_0
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_FetchRequest_forgotten_topics_data_0 = []
     for _ in range(n0):
         o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
-        o1_ForgottenTopic.topic, pos = r_str(buf, pos, False)
+        o1_ForgottenTopic.topic, pos = r_str_k(buf, pos, False)
         o1_ForgottenTopic.topic_id = ZERO_UUID
-        n1, pos = r_count(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         o1_ForgottenTopic.partitions = list(struct.unpack_from('>%di' % n1, buf, pos))
         pos += 4 * n1
         o1_ForgottenTopic.unknown_tagged_fields = None
         a_FetchRequest_forgotten_topics_data_0.append(o1_ForgottenTopic)
     o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
-    o0.rack_id, pos = r_str(buf, pos, False)
+    o0.rack_id, pos = r_str_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -1394,10 +1452,10 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         o1_FetchTopic = _new(_FetchRequest_FetchTopic)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_FetchTopic.topic = buf[pos + 1:pos + n1].decode()
+            o1_FetchTopic.topic = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_FetchTopic.topic, pos = r_cstr(buf, pos, False)
+            o1_FetchTopic.topic, pos = r_cstr_k(buf, pos, False)
         o1_FetchTopic.topic_id = ZERO_UUID
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
@@ -1416,11 +1474,18 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
-                    if o2_FetchPartition.unknown_tagged_fields is None:
-                        o2_FetchPartition.unknown_tagged_fields = []
-                    o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
-                    pos = end2
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    if tag2 == 0:
+                        raise DecodeError(f'Tag 0 is not valid for version {v}')
+                    else:
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
+                        if o2_FetchPartition.unknown_tagged_fields is None:
+                            o2_FetchPartition.unknown_tagged_fields = []
+                        o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
             a_FetchTopic_partitions_1.append(o2_FetchPartition)
         o1_FetchTopic.partitions = a_FetchTopic_partitions_1
         o1_FetchTopic.unknown_tagged_fields = None
@@ -1429,7 +1494,11 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_FetchTopic.unknown_tagged_fields is None:
                     o1_FetchTopic.unknown_tagged_fields = []
                 o1_FetchTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1446,10 +1515,10 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         o1_ForgottenTopic = _new(_FetchRequest_ForgottenTopic)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_ForgottenTopic.topic = buf[pos + 1:pos + n1].decode()
+            o1_ForgottenTopic.topic = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_ForgottenTopic.topic, pos = r_cstr(buf, pos, False)
+            o1_ForgottenTopic.topic, pos = r_cstr_k(buf, pos, False)
         o1_ForgottenTopic.topic_id = ZERO_UUID
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
@@ -1464,7 +1533,11 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ForgottenTopic.unknown_tagged_fields is None:
                     o1_ForgottenTopic.unknown_tagged_fields = []
                 o1_ForgottenTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1473,27 +1546,31 @@ def _r_FetchRequest_7(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        o0.rack_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack_id, pos = r_cstr(buf, pos, False)
+        o0.rack_id, pos = r_cstr_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
-                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                     pos += n0
                 else:
-                    o0.cluster_id, pos = r_cstr(buf, pos, True)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
+                    o0.cluster_id, pos = r_cstr_k(buf, pos, True)
+            elif tag0 == 1:
+                raise DecodeError(f'Tag 1 is not valid for version {v}')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -1537,11 +1614,18 @@ def _r_FetchRequest_8(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
-                    if o2_FetchPartition.unknown_tagged_fields is None:
-                        o2_FetchPartition.unknown_tagged_fields = []
-                    o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
-                    pos = end2
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    if tag2 == 0:
+                        raise DecodeError(f'Tag 0 is not valid for version {v}')
+                    else:
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
+                        if o2_FetchPartition.unknown_tagged_fields is None:
+                            o2_FetchPartition.unknown_tagged_fields = []
+                        o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
             a_FetchTopic_partitions_1.append(o2_FetchPartition)
         o1_FetchTopic.partitions = a_FetchTopic_partitions_1
         o1_FetchTopic.unknown_tagged_fields = None
@@ -1550,7 +1634,11 @@ def _r_FetchRequest_8(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_FetchTopic.unknown_tagged_fields is None:
                     o1_FetchTopic.unknown_tagged_fields = []
                 o1_FetchTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1580,7 +1668,11 @@ def _r_FetchRequest_8(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ForgottenTopic.unknown_tagged_fields is None:
                     o1_ForgottenTopic.unknown_tagged_fields = []
                 o1_ForgottenTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1589,27 +1681,31 @@ def _r_FetchRequest_8(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        o0.rack_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack_id, pos = r_cstr(buf, pos, False)
+        o0.rack_id, pos = r_cstr_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
-                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                     pos += n0
                 else:
-                    o0.cluster_id, pos = r_cstr(buf, pos, True)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
+                    o0.cluster_id, pos = r_cstr_k(buf, pos, True)
+            elif tag0 == 1:
+                raise DecodeError(f'Tag 1 is not valid for version {v}')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -1652,11 +1748,18 @@ def _r_FetchRequest_9(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
-                    if o2_FetchPartition.unknown_tagged_fields is None:
-                        o2_FetchPartition.unknown_tagged_fields = []
-                    o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
-                    pos = end2
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    if tag2 == 0:
+                        raise DecodeError(f'Tag 0 is not valid for version {v}')
+                    else:
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
+                        if o2_FetchPartition.unknown_tagged_fields is None:
+                            o2_FetchPartition.unknown_tagged_fields = []
+                        o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
             a_FetchTopic_partitions_1.append(o2_FetchPartition)
         o1_FetchTopic.partitions = a_FetchTopic_partitions_1
         o1_FetchTopic.unknown_tagged_fields = None
@@ -1665,7 +1768,11 @@ def _r_FetchRequest_9(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_FetchTopic.unknown_tagged_fields is None:
                     o1_FetchTopic.unknown_tagged_fields = []
                 o1_FetchTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1695,7 +1802,11 @@ def _r_FetchRequest_9(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ForgottenTopic.unknown_tagged_fields is None:
                     o1_ForgottenTopic.unknown_tagged_fields = []
                 o1_ForgottenTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1704,31 +1815,31 @@ def _r_FetchRequest_9(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int]
     o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        o0.rack_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack_id, pos = r_cstr(buf, pos, False)
+        o0.rack_id, pos = r_cstr_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
-                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                     pos += n0
                 else:
-                    o0.cluster_id, pos = r_cstr(buf, pos, True)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
+                    o0.cluster_id, pos = r_cstr_k(buf, pos, True)
             elif tag0 == 1:
                 o0.replica_state, pos = _r_FetchRequest_ReplicaState_2(buf, pos, v)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.replica_state has the wrong size')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -1771,12 +1882,14 @@ def _r_FetchRequest_10(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
                     if tag2 == 0:
                         o2_FetchPartition.replica_directory_id, pos = r_uuid(buf, pos)
-                        if pos != end2:
-                            raise DecodeError('tagged field FetchRequest.FetchPartition.replica_directory_id has the wrong size')
                     else:
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                         if o2_FetchPartition.unknown_tagged_fields is None:
                             o2_FetchPartition.unknown_tagged_fields = []
                         o2_FetchPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -1789,7 +1902,11 @@ def _r_FetchRequest_10(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_FetchTopic.unknown_tagged_fields is None:
                     o1_FetchTopic.unknown_tagged_fields = []
                 o1_FetchTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1819,7 +1936,11 @@ def _r_FetchRequest_10(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ForgottenTopic.unknown_tagged_fields is None:
                     o1_ForgottenTopic.unknown_tagged_fields = []
                 o1_ForgottenTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1828,31 +1949,31 @@ def _r_FetchRequest_10(buf: bytes, pos: int, v: int) -> tuple[_FetchRequest, int
     o0.forgotten_topics_data = a_FetchRequest_forgotten_topics_data_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.rack_id = buf[pos + 1:pos + n0].decode()
+        o0.rack_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.rack_id, pos = r_cstr(buf, pos, False)
+        o0.rack_id, pos = r_cstr_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
-                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                     pos += n0
                 else:
-                    o0.cluster_id, pos = r_cstr(buf, pos, True)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.cluster_id has the wrong size')
+                    o0.cluster_id, pos = r_cstr_k(buf, pos, True)
             elif tag0 == 1:
                 o0.replica_state, pos = _r_FetchRequest_ReplicaState_2(buf, pos, v)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchRequest.replica_state has the wrong size')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

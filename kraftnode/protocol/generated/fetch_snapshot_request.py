@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -241,7 +246,11 @@ def _r_FetchSnapshotRequest_SnapshotId_0(buf: bytes, pos: int, v: int) -> tuple[
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -288,11 +297,18 @@ def _r_FetchSnapshotRequest_PartitionSnapshot_0(buf: bytes, pos: int, v: int) ->
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
-            if o0.unknown_tagged_fields is None:
-                o0.unknown_tagged_fields = []
-            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
-            pos = end0
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            if tag0 == 0:
+                raise DecodeError(f'Tag 0 is not valid for version {v}')
+            else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
+                if o0.unknown_tagged_fields is None:
+                    o0.unknown_tagged_fields = []
+                o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+                pos = end0
     return o0, pos
 
 
@@ -310,12 +326,14 @@ def _r_FetchSnapshotRequest_PartitionSnapshot_1(buf: bytes, pos: int, v: int) ->
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 o0.replica_directory_id, pos = r_uuid(buf, pos)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchSnapshotRequest.PartitionSnapshot.replica_directory_id has the wrong size')
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -352,10 +370,10 @@ def _r_FetchSnapshotRequest_TopicSnapshot_0(buf: bytes, pos: int, v: int) -> tup
     o0 = _new(_FetchSnapshotRequest_TopicSnapshot)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -376,62 +394,14 @@ def _r_FetchSnapshotRequest_TopicSnapshot_0(buf: bytes, pos: int, v: int) -> tup
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
-                if o1_PartitionSnapshot.unknown_tagged_fields is None:
-                    o1_PartitionSnapshot.unknown_tagged_fields = []
-                o1_PartitionSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
-                pos = end1
-        a_TopicSnapshot_partitions_0.append(o1_PartitionSnapshot)
-    o0.partitions = a_TopicSnapshot_partitions_0
-    o0.unknown_tagged_fields = None
-    if buf[pos] == 0:
-        pos += 1
-    else:
-        ntags0, pos = read_uvarint(buf, pos)
-        for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
-            if o0.unknown_tagged_fields is None:
-                o0.unknown_tagged_fields = []
-            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
-            pos = end0
-    return o0, pos
-
-
-def _r_FetchSnapshotRequest_TopicSnapshot_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnapshotRequest_TopicSnapshot, int]:
-    blen = len(buf)
-    o0 = _new(_FetchSnapshotRequest_TopicSnapshot)
-    n0 = buf[pos]
-    if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
-        pos += n0
-    else:
-        o0.name, pos = r_cstr(buf, pos, False)
-    n0 = buf[pos] - 1
-    if 0 <= n0 < 0x7f and n0 < blen - pos:
-        pos += 1
-    else:
-        n0, pos = r_ccount(buf, pos, False)
-    a_TopicSnapshot_partitions_0 = []
-    for _ in range(n0):
-        o1_PartitionSnapshot = _new(_FetchSnapshotRequest_PartitionSnapshot)
-        (o1_PartitionSnapshot.partition, o1_PartitionSnapshot.current_leader_epoch,) = _S1.unpack_from(buf, pos)
-        pos += 8
-        o1_PartitionSnapshot.snapshot_id, pos = _r_FetchSnapshotRequest_SnapshotId_0(buf, pos, v)
-        (o1_PartitionSnapshot.position,) = I64.unpack_from(buf, pos)
-        pos += 8
-        o1_PartitionSnapshot.replica_directory_id = ZERO_UUID
-        o1_PartitionSnapshot.unknown_tagged_fields = None
-        if buf[pos] == 0:
-            pos += 1
-        else:
-            ntags1, pos = read_uvarint(buf, pos)
-            for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
                 if tag1 == 0:
-                    o1_PartitionSnapshot.replica_directory_id, pos = r_uuid(buf, pos)
-                    if pos != end1:
-                        raise DecodeError('tagged field FetchSnapshotRequest.PartitionSnapshot.replica_directory_id has the wrong size')
+                    raise DecodeError(f'Tag 0 is not valid for version {v}')
                 else:
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_PartitionSnapshot.unknown_tagged_fields is None:
                         o1_PartitionSnapshot.unknown_tagged_fields = []
                     o1_PartitionSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -444,7 +414,72 @@ def _r_FetchSnapshotRequest_TopicSnapshot_1(buf: bytes, pos: int, v: int) -> tup
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
+            if o0.unknown_tagged_fields is None:
+                o0.unknown_tagged_fields = []
+            o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
+            pos = end0
+    return o0, pos
+
+
+def _r_FetchSnapshotRequest_TopicSnapshot_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnapshotRequest_TopicSnapshot, int]:
+    blen = len(buf)
+    o0 = _new(_FetchSnapshotRequest_TopicSnapshot)
+    n0 = buf[pos]
+    if 0 < n0 < 0x80 and pos + n0 <= blen:
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
+        pos += n0
+    else:
+        o0.name, pos = r_cstr_k(buf, pos, False)
+    n0 = buf[pos] - 1
+    if 0 <= n0 < 0x7f and n0 < blen - pos:
+        pos += 1
+    else:
+        n0, pos = r_ccount(buf, pos, False)
+    a_TopicSnapshot_partitions_0 = []
+    for _ in range(n0):
+        o1_PartitionSnapshot = _new(_FetchSnapshotRequest_PartitionSnapshot)
+        (o1_PartitionSnapshot.partition, o1_PartitionSnapshot.current_leader_epoch,) = _S1.unpack_from(buf, pos)
+        pos += 8
+        o1_PartitionSnapshot.snapshot_id, pos = _r_FetchSnapshotRequest_SnapshotId_0(buf, pos, v)
+        (o1_PartitionSnapshot.position,) = I64.unpack_from(buf, pos)
+        pos += 8
+        o1_PartitionSnapshot.replica_directory_id = ZERO_UUID
+        o1_PartitionSnapshot.unknown_tagged_fields = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            ntags1, pos = read_uvarint(buf, pos)
+            for _ in range(ntags1):
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                if tag1 == 0:
+                    o1_PartitionSnapshot.replica_directory_id, pos = r_uuid(buf, pos)
+                else:
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
+                    if o1_PartitionSnapshot.unknown_tagged_fields is None:
+                        o1_PartitionSnapshot.unknown_tagged_fields = []
+                    o1_PartitionSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
+                    pos = end1
+        a_TopicSnapshot_partitions_0.append(o1_PartitionSnapshot)
+    o0.partitions = a_TopicSnapshot_partitions_0
+    o0.unknown_tagged_fields = None
+    if buf[pos] == 0:
+        pos += 1
+    else:
+        ntags0, pos = read_uvarint(buf, pos)
+        for _ in range(ntags0):
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -502,10 +537,10 @@ def _r_FetchSnapshotRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
         o1_TopicSnapshot = _new(_FetchSnapshotRequest_TopicSnapshot)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicSnapshot.name = buf[pos + 1:pos + n1].decode()
+            o1_TopicSnapshot.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicSnapshot.name, pos = r_cstr(buf, pos, False)
+            o1_TopicSnapshot.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -526,11 +561,18 @@ def _r_FetchSnapshotRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
-                    if o2_PartitionSnapshot.unknown_tagged_fields is None:
-                        o2_PartitionSnapshot.unknown_tagged_fields = []
-                    o2_PartitionSnapshot.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
-                    pos = end2
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    if tag2 == 0:
+                        raise DecodeError(f'Tag 0 is not valid for version {v}')
+                    else:
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
+                        if o2_PartitionSnapshot.unknown_tagged_fields is None:
+                            o2_PartitionSnapshot.unknown_tagged_fields = []
+                        o2_PartitionSnapshot.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
+                        pos = end2
             a_TopicSnapshot_partitions_1.append(o2_PartitionSnapshot)
         o1_TopicSnapshot.partitions = a_TopicSnapshot_partitions_1
         o1_TopicSnapshot.unknown_tagged_fields = None
@@ -539,7 +581,11 @@ def _r_FetchSnapshotRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicSnapshot.unknown_tagged_fields is None:
                     o1_TopicSnapshot.unknown_tagged_fields = []
                 o1_TopicSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -552,17 +598,19 @@ def _r_FetchSnapshotRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
-                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                     pos += n0
                 else:
-                    o0.cluster_id, pos = r_cstr(buf, pos, True)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchSnapshotRequest.cluster_id has the wrong size')
+                    o0.cluster_id, pos = r_cstr_k(buf, pos, True)
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -586,10 +634,10 @@ def _r_FetchSnapshotRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
         o1_TopicSnapshot = _new(_FetchSnapshotRequest_TopicSnapshot)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicSnapshot.name = buf[pos + 1:pos + n1].decode()
+            o1_TopicSnapshot.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicSnapshot.name, pos = r_cstr(buf, pos, False)
+            o1_TopicSnapshot.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -610,12 +658,14 @@ def _r_FetchSnapshotRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
                     if tag2 == 0:
                         o2_PartitionSnapshot.replica_directory_id, pos = r_uuid(buf, pos)
-                        if pos != end2:
-                            raise DecodeError('tagged field FetchSnapshotRequest.PartitionSnapshot.replica_directory_id has the wrong size')
                     else:
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                         if o2_PartitionSnapshot.unknown_tagged_fields is None:
                             o2_PartitionSnapshot.unknown_tagged_fields = []
                         o2_PartitionSnapshot.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -628,7 +678,11 @@ def _r_FetchSnapshotRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicSnapshot.unknown_tagged_fields is None:
                     o1_TopicSnapshot.unknown_tagged_fields = []
                 o1_TopicSnapshot.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -641,17 +695,19 @@ def _r_FetchSnapshotRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FetchSnaps
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
             if tag0 == 0:
                 n0 = buf[pos]
                 if 0 < n0 < 0x80 and pos + n0 <= blen:
-                    o0.cluster_id = buf[pos + 1:pos + n0].decode()
+                    o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
                     pos += n0
                 else:
-                    o0.cluster_id, pos = r_cstr(buf, pos, True)
-                if pos != end0:
-                    raise DecodeError('tagged field FetchSnapshotRequest.cluster_id has the wrong size')
+                    o0.cluster_id, pos = r_cstr_k(buf, pos, True)
             else:
+                end0 = pos + size0
+                if end0 > len(buf):
+                    raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
                 if o0.unknown_tagged_fields is None:
                     o0.unknown_tagged_fields = []
                 o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -177,7 +182,7 @@ def _w_FindCoordinatorRequest_3(o: _FindCoordinatorRequest, out: bytearray, v: i
 
 def _r_FindCoordinatorRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FindCoordinatorRequest, int]:
     o0 = _new(_FindCoordinatorRequest)
-    o0.key, pos = r_str(buf, pos, False)
+    o0.key, pos = r_str_k(buf, pos, False)
     o0.key_type = 0
     o0.coordinator_keys = []
     o0.unknown_tagged_fields = None
@@ -186,7 +191,7 @@ def _r_FindCoordinatorRequest_0(buf: bytes, pos: int, v: int) -> tuple[_FindCoor
 
 def _r_FindCoordinatorRequest_1(buf: bytes, pos: int, v: int) -> tuple[_FindCoordinatorRequest, int]:
     o0 = _new(_FindCoordinatorRequest)
-    o0.key, pos = r_str(buf, pos, False)
+    o0.key, pos = r_str_k(buf, pos, False)
     (o0.key_type,) = I8.unpack_from(buf, pos)
     pos += 1
     o0.coordinator_keys = []
@@ -199,10 +204,10 @@ def _r_FindCoordinatorRequest_2(buf: bytes, pos: int, v: int) -> tuple[_FindCoor
     o0 = _new(_FindCoordinatorRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.key = buf[pos + 1:pos + n0].decode()
+        o0.key = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.key, pos = r_cstr(buf, pos, False)
+        o0.key, pos = r_cstr_k(buf, pos, False)
     (o0.key_type,) = I8.unpack_from(buf, pos)
     pos += 1
     o0.coordinator_keys = []
@@ -212,7 +217,11 @@ def _r_FindCoordinatorRequest_2(buf: bytes, pos: int, v: int) -> tuple[_FindCoor
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -235,10 +244,10 @@ def _r_FindCoordinatorRequest_3(buf: bytes, pos: int, v: int) -> tuple[_FindCoor
     for _ in range(n0):
         n0 = buf[pos]
         if 0 < n0 < 0x80 and pos + n0 <= blen:
-            e_FindCoordinatorRequest_coordinator_keys_0 = buf[pos + 1:pos + n0].decode()
+            e_FindCoordinatorRequest_coordinator_keys_0 = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
             pos += n0
         else:
-            e_FindCoordinatorRequest_coordinator_keys_0, pos = r_cstr(buf, pos, False)
+            e_FindCoordinatorRequest_coordinator_keys_0, pos = r_cstr_k(buf, pos, False)
         a_FindCoordinatorRequest_coordinator_keys_0.append(e_FindCoordinatorRequest_coordinator_keys_0)
     o0.coordinator_keys = a_FindCoordinatorRequest_coordinator_keys_0
     o0.unknown_tagged_fields = None
@@ -247,7 +256,11 @@ def _r_FindCoordinatorRequest_3(buf: bytes, pos: int, v: int) -> tuple[_FindCoor
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

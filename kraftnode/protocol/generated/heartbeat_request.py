@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -167,10 +172,10 @@ def _w_HeartbeatRequest_2(o: _HeartbeatRequest, out: bytearray, v: int) -> None:
 
 def _r_HeartbeatRequest_0(buf: bytes, pos: int, v: int) -> tuple[_HeartbeatRequest, int]:
     o0 = _new(_HeartbeatRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     (o0.generation_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o0.member_id, pos = r_str(buf, pos, False)
+    o0.member_id, pos = r_str_k(buf, pos, False)
     o0.group_instance_id = None
     o0.unknown_tagged_fields = None
     return o0, pos
@@ -178,11 +183,11 @@ def _r_HeartbeatRequest_0(buf: bytes, pos: int, v: int) -> tuple[_HeartbeatReque
 
 def _r_HeartbeatRequest_1(buf: bytes, pos: int, v: int) -> tuple[_HeartbeatRequest, int]:
     o0 = _new(_HeartbeatRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     (o0.generation_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o0.member_id, pos = r_str(buf, pos, False)
-    o0.group_instance_id, pos = r_str(buf, pos, True)
+    o0.member_id, pos = r_str_k(buf, pos, False)
+    o0.group_instance_id, pos = r_str_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -192,31 +197,35 @@ def _r_HeartbeatRequest_2(buf: bytes, pos: int, v: int) -> tuple[_HeartbeatReque
     o0 = _new(_HeartbeatRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     (o0.generation_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_instance_id = buf[pos + 1:pos + n0].decode()
+        o0.group_instance_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_instance_id, pos = r_cstr(buf, pos, True)
+        o0.group_instance_id, pos = r_cstr_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

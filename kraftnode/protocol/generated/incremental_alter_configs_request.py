@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -203,10 +208,10 @@ def _w_IncrementalAlterConfigsRequest_AlterableConfig_1(o: _IncrementalAlterConf
 
 def _r_IncrementalAlterConfigsRequest_AlterableConfig_0(buf: bytes, pos: int, v: int) -> tuple[_IncrementalAlterConfigsRequest_AlterableConfig, int]:
     o0 = _new(_IncrementalAlterConfigsRequest_AlterableConfig)
-    o0.name, pos = r_str(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
     (o0.config_operation,) = I8.unpack_from(buf, pos)
     pos += 1
-    o0.value, pos = r_str(buf, pos, True)
+    o0.value, pos = r_str_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -216,25 +221,29 @@ def _r_IncrementalAlterConfigsRequest_AlterableConfig_1(buf: bytes, pos: int, v:
     o0 = _new(_IncrementalAlterConfigsRequest_AlterableConfig)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     (o0.config_operation,) = I8.unpack_from(buf, pos)
     pos += 1
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.value = buf[pos + 1:pos + n0].decode()
+        o0.value = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.value, pos = r_cstr(buf, pos, True)
+        o0.value, pos = r_cstr_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -268,15 +277,15 @@ def _r_IncrementalAlterConfigsRequest_AlterConfigsResource_0(buf: bytes, pos: in
     o0 = _new(_IncrementalAlterConfigsRequest_AlterConfigsResource)
     (o0.resource_type,) = I8.unpack_from(buf, pos)
     pos += 1
-    o0.resource_name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.resource_name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_AlterConfigsResource_configs_0 = []
     for _ in range(n0):
         o1_AlterableConfig = _new(_IncrementalAlterConfigsRequest_AlterableConfig)
-        o1_AlterableConfig.name, pos = r_str(buf, pos, False)
+        o1_AlterableConfig.name, pos = r_str_k(buf, pos, False)
         (o1_AlterableConfig.config_operation,) = I8.unpack_from(buf, pos)
         pos += 1
-        o1_AlterableConfig.value, pos = r_str(buf, pos, True)
+        o1_AlterableConfig.value, pos = r_str_k(buf, pos, True)
         o1_AlterableConfig.unknown_tagged_fields = None
         a_AlterConfigsResource_configs_0.append(o1_AlterableConfig)
     o0.configs = a_AlterConfigsResource_configs_0
@@ -291,10 +300,10 @@ def _r_IncrementalAlterConfigsRequest_AlterConfigsResource_1(buf: bytes, pos: in
     pos += 1
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.resource_name = buf[pos + 1:pos + n0].decode()
+        o0.resource_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.resource_name, pos = r_cstr(buf, pos, False)
+        o0.resource_name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -305,25 +314,29 @@ def _r_IncrementalAlterConfigsRequest_AlterConfigsResource_1(buf: bytes, pos: in
         o1_AlterableConfig = _new(_IncrementalAlterConfigsRequest_AlterableConfig)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_AlterableConfig.name = buf[pos + 1:pos + n1].decode()
+            o1_AlterableConfig.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_AlterableConfig.name, pos = r_cstr(buf, pos, False)
+            o1_AlterableConfig.name, pos = r_cstr_k(buf, pos, False)
         (o1_AlterableConfig.config_operation,) = I8.unpack_from(buf, pos)
         pos += 1
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_AlterableConfig.value = buf[pos + 1:pos + n1].decode()
+            o1_AlterableConfig.value = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_AlterableConfig.value, pos = r_cstr(buf, pos, True)
+            o1_AlterableConfig.value, pos = r_cstr_k(buf, pos, True)
         o1_AlterableConfig.unknown_tagged_fields = None
         if buf[pos] == 0:
             pos += 1
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_AlterableConfig.unknown_tagged_fields is None:
                     o1_AlterableConfig.unknown_tagged_fields = []
                 o1_AlterableConfig.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -336,7 +349,11 @@ def _r_IncrementalAlterConfigsRequest_AlterConfigsResource_1(buf: bytes, pos: in
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -366,21 +383,21 @@ def _w_IncrementalAlterConfigsRequest_1(o: _IncrementalAlterConfigsRequest, out:
 
 def _r_IncrementalAlterConfigsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_IncrementalAlterConfigsRequest, int]:
     o0 = _new(_IncrementalAlterConfigsRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_IncrementalAlterConfigsRequest_resources_0 = []
     for _ in range(n0):
         o1_AlterConfigsResource = _new(_IncrementalAlterConfigsRequest_AlterConfigsResource)
         (o1_AlterConfigsResource.resource_type,) = I8.unpack_from(buf, pos)
         pos += 1
-        o1_AlterConfigsResource.resource_name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_AlterConfigsResource.resource_name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_AlterConfigsResource_configs_1 = []
         for _ in range(n1):
             o2_AlterableConfig = _new(_IncrementalAlterConfigsRequest_AlterableConfig)
-            o2_AlterableConfig.name, pos = r_str(buf, pos, False)
+            o2_AlterableConfig.name, pos = r_str_k(buf, pos, False)
             (o2_AlterableConfig.config_operation,) = I8.unpack_from(buf, pos)
             pos += 1
-            o2_AlterableConfig.value, pos = r_str(buf, pos, True)
+            o2_AlterableConfig.value, pos = r_str_k(buf, pos, True)
             o2_AlterableConfig.unknown_tagged_fields = None
             a_AlterConfigsResource_configs_1.append(o2_AlterableConfig)
         o1_AlterConfigsResource.configs = a_AlterConfigsResource_configs_1
@@ -408,10 +425,10 @@ def _r_IncrementalAlterConfigsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_
         pos += 1
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_AlterConfigsResource.resource_name = buf[pos + 1:pos + n1].decode()
+            o1_AlterConfigsResource.resource_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_AlterConfigsResource.resource_name, pos = r_cstr(buf, pos, False)
+            o1_AlterConfigsResource.resource_name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -422,25 +439,29 @@ def _r_IncrementalAlterConfigsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_
             o2_AlterableConfig = _new(_IncrementalAlterConfigsRequest_AlterableConfig)
             n2 = buf[pos]
             if 0 < n2 < 0x80 and pos + n2 <= blen:
-                o2_AlterableConfig.name = buf[pos + 1:pos + n2].decode()
+                o2_AlterableConfig.name = buf[pos + 1:pos + n2].decode('utf-8', 'replace')
                 pos += n2
             else:
-                o2_AlterableConfig.name, pos = r_cstr(buf, pos, False)
+                o2_AlterableConfig.name, pos = r_cstr_k(buf, pos, False)
             (o2_AlterableConfig.config_operation,) = I8.unpack_from(buf, pos)
             pos += 1
             n2 = buf[pos]
             if 0 < n2 < 0x80 and pos + n2 <= blen:
-                o2_AlterableConfig.value = buf[pos + 1:pos + n2].decode()
+                o2_AlterableConfig.value = buf[pos + 1:pos + n2].decode('utf-8', 'replace')
                 pos += n2
             else:
-                o2_AlterableConfig.value, pos = r_cstr(buf, pos, True)
+                o2_AlterableConfig.value, pos = r_cstr_k(buf, pos, True)
             o2_AlterableConfig.unknown_tagged_fields = None
             if buf[pos] == 0:
                 pos += 1
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_AlterableConfig.unknown_tagged_fields is None:
                         o2_AlterableConfig.unknown_tagged_fields = []
                     o2_AlterableConfig.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -453,7 +474,11 @@ def _r_IncrementalAlterConfigsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_AlterConfigsResource.unknown_tagged_fields is None:
                     o1_AlterConfigsResource.unknown_tagged_fields = []
                 o1_AlterConfigsResource.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -468,7 +493,11 @@ def _r_IncrementalAlterConfigsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -173,7 +178,7 @@ def _w_InitProducerIdRequest_2(o: _InitProducerIdRequest, out: bytearray, v: int
 
 def _r_InitProducerIdRequest_0(buf: bytes, pos: int, v: int) -> tuple[_InitProducerIdRequest, int]:
     o0 = _new(_InitProducerIdRequest)
-    o0.transactional_id, pos = r_str(buf, pos, True)
+    o0.transactional_id, pos = r_str_k(buf, pos, True)
     (o0.transaction_timeout_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     o0.producer_id = -1
@@ -187,10 +192,10 @@ def _r_InitProducerIdRequest_1(buf: bytes, pos: int, v: int) -> tuple[_InitProdu
     o0 = _new(_InitProducerIdRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.transactional_id = buf[pos + 1:pos + n0].decode()
+        o0.transactional_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.transactional_id, pos = r_cstr(buf, pos, True)
+        o0.transactional_id, pos = r_cstr_k(buf, pos, True)
     (o0.transaction_timeout_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     o0.producer_id = -1
@@ -201,7 +206,11 @@ def _r_InitProducerIdRequest_1(buf: bytes, pos: int, v: int) -> tuple[_InitProdu
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -214,10 +223,10 @@ def _r_InitProducerIdRequest_2(buf: bytes, pos: int, v: int) -> tuple[_InitProdu
     o0 = _new(_InitProducerIdRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.transactional_id = buf[pos + 1:pos + n0].decode()
+        o0.transactional_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.transactional_id, pos = r_cstr(buf, pos, True)
+        o0.transactional_id, pos = r_cstr_k(buf, pos, True)
     (o0.transaction_timeout_ms, o0.producer_id, o0.producer_epoch,) = _S0.unpack_from(buf, pos)
     pos += 14
     o0.unknown_tagged_fields = None
@@ -226,7 +235,11 @@ def _r_InitProducerIdRequest_2(buf: bytes, pos: int, v: int) -> tuple[_InitProdu
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -191,8 +196,8 @@ def _w_JoinGroupRequest_JoinGroupRequestProtocol_1(o: _JoinGroupRequest_JoinGrou
 
 def _r_JoinGroupRequest_JoinGroupRequestProtocol_0(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupRequest_JoinGroupRequestProtocol, int]:
     o0 = _new(_JoinGroupRequest_JoinGroupRequestProtocol)
-    o0.name, pos = r_str(buf, pos, False)
-    o0.metadata, pos = r_bytes(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
+    o0.metadata, pos = r_bytes_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -202,10 +207,10 @@ def _r_JoinGroupRequest_JoinGroupRequestProtocol_1(buf: bytes, pos: int, v: int)
     o0 = _new(_JoinGroupRequest_JoinGroupRequestProtocol)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     o0.metadata, pos = r_cbytes(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -213,7 +218,11 @@ def _r_JoinGroupRequest_JoinGroupRequestProtocol_1(buf: bytes, pos: int, v: int)
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -294,19 +303,19 @@ def _w_JoinGroupRequest_4(o: _JoinGroupRequest, out: bytearray, v: int) -> None:
 
 def _r_JoinGroupRequest_0(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupRequest, int]:
     o0 = _new(_JoinGroupRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     (o0.session_timeout_ms,) = I32.unpack_from(buf, pos)
     pos += 4
     o0.rebalance_timeout_ms = -1
-    o0.member_id, pos = r_str(buf, pos, False)
+    o0.member_id, pos = r_str_k(buf, pos, False)
     o0.group_instance_id = None
-    o0.protocol_type, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.protocol_type, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_JoinGroupRequest_protocols_0 = []
     for _ in range(n0):
         o1_JoinGroupRequestProtocol = _new(_JoinGroupRequest_JoinGroupRequestProtocol)
-        o1_JoinGroupRequestProtocol.name, pos = r_str(buf, pos, False)
-        o1_JoinGroupRequestProtocol.metadata, pos = r_bytes(buf, pos, False)
+        o1_JoinGroupRequestProtocol.name, pos = r_str_k(buf, pos, False)
+        o1_JoinGroupRequestProtocol.metadata, pos = r_bytes_k(buf, pos, False)
         o1_JoinGroupRequestProtocol.unknown_tagged_fields = None
         a_JoinGroupRequest_protocols_0.append(o1_JoinGroupRequestProtocol)
     o0.protocols = a_JoinGroupRequest_protocols_0
@@ -317,18 +326,18 @@ def _r_JoinGroupRequest_0(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupReque
 
 def _r_JoinGroupRequest_1(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupRequest, int]:
     o0 = _new(_JoinGroupRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     (o0.session_timeout_ms, o0.rebalance_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 8
-    o0.member_id, pos = r_str(buf, pos, False)
+    o0.member_id, pos = r_str_k(buf, pos, False)
     o0.group_instance_id = None
-    o0.protocol_type, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.protocol_type, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_JoinGroupRequest_protocols_0 = []
     for _ in range(n0):
         o1_JoinGroupRequestProtocol = _new(_JoinGroupRequest_JoinGroupRequestProtocol)
-        o1_JoinGroupRequestProtocol.name, pos = r_str(buf, pos, False)
-        o1_JoinGroupRequestProtocol.metadata, pos = r_bytes(buf, pos, False)
+        o1_JoinGroupRequestProtocol.name, pos = r_str_k(buf, pos, False)
+        o1_JoinGroupRequestProtocol.metadata, pos = r_bytes_k(buf, pos, False)
         o1_JoinGroupRequestProtocol.unknown_tagged_fields = None
         a_JoinGroupRequest_protocols_0.append(o1_JoinGroupRequestProtocol)
     o0.protocols = a_JoinGroupRequest_protocols_0
@@ -339,18 +348,18 @@ def _r_JoinGroupRequest_1(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupReque
 
 def _r_JoinGroupRequest_2(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupRequest, int]:
     o0 = _new(_JoinGroupRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     (o0.session_timeout_ms, o0.rebalance_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 8
-    o0.member_id, pos = r_str(buf, pos, False)
-    o0.group_instance_id, pos = r_str(buf, pos, True)
-    o0.protocol_type, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.member_id, pos = r_str_k(buf, pos, False)
+    o0.group_instance_id, pos = r_str_k(buf, pos, True)
+    o0.protocol_type, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_JoinGroupRequest_protocols_0 = []
     for _ in range(n0):
         o1_JoinGroupRequestProtocol = _new(_JoinGroupRequest_JoinGroupRequestProtocol)
-        o1_JoinGroupRequestProtocol.name, pos = r_str(buf, pos, False)
-        o1_JoinGroupRequestProtocol.metadata, pos = r_bytes(buf, pos, False)
+        o1_JoinGroupRequestProtocol.name, pos = r_str_k(buf, pos, False)
+        o1_JoinGroupRequestProtocol.metadata, pos = r_bytes_k(buf, pos, False)
         o1_JoinGroupRequestProtocol.unknown_tagged_fields = None
         a_JoinGroupRequest_protocols_0.append(o1_JoinGroupRequestProtocol)
     o0.protocols = a_JoinGroupRequest_protocols_0
@@ -364,30 +373,30 @@ def _r_JoinGroupRequest_3(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupReque
     o0 = _new(_JoinGroupRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     (o0.session_timeout_ms, o0.rebalance_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 8
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_instance_id = buf[pos + 1:pos + n0].decode()
+        o0.group_instance_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_instance_id, pos = r_cstr(buf, pos, True)
+        o0.group_instance_id, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.protocol_type = buf[pos + 1:pos + n0].decode()
+        o0.protocol_type = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.protocol_type, pos = r_cstr(buf, pos, False)
+        o0.protocol_type, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -398,10 +407,10 @@ def _r_JoinGroupRequest_3(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupReque
         o1_JoinGroupRequestProtocol = _new(_JoinGroupRequest_JoinGroupRequestProtocol)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_JoinGroupRequestProtocol.name = buf[pos + 1:pos + n1].decode()
+            o1_JoinGroupRequestProtocol.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_JoinGroupRequestProtocol.name, pos = r_cstr(buf, pos, False)
+            o1_JoinGroupRequestProtocol.name, pos = r_cstr_k(buf, pos, False)
         o1_JoinGroupRequestProtocol.metadata, pos = r_cbytes(buf, pos, False)
         o1_JoinGroupRequestProtocol.unknown_tagged_fields = None
         if buf[pos] == 0:
@@ -409,7 +418,11 @@ def _r_JoinGroupRequest_3(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupReque
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_JoinGroupRequestProtocol.unknown_tagged_fields is None:
                     o1_JoinGroupRequestProtocol.unknown_tagged_fields = []
                 o1_JoinGroupRequestProtocol.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -423,7 +436,11 @@ def _r_JoinGroupRequest_3(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupReque
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -436,30 +453,30 @@ def _r_JoinGroupRequest_4(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupReque
     o0 = _new(_JoinGroupRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     (o0.session_timeout_ms, o0.rebalance_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 8
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_instance_id = buf[pos + 1:pos + n0].decode()
+        o0.group_instance_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_instance_id, pos = r_cstr(buf, pos, True)
+        o0.group_instance_id, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.protocol_type = buf[pos + 1:pos + n0].decode()
+        o0.protocol_type = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.protocol_type, pos = r_cstr(buf, pos, False)
+        o0.protocol_type, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -470,10 +487,10 @@ def _r_JoinGroupRequest_4(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupReque
         o1_JoinGroupRequestProtocol = _new(_JoinGroupRequest_JoinGroupRequestProtocol)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_JoinGroupRequestProtocol.name = buf[pos + 1:pos + n1].decode()
+            o1_JoinGroupRequestProtocol.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_JoinGroupRequestProtocol.name, pos = r_cstr(buf, pos, False)
+            o1_JoinGroupRequestProtocol.name, pos = r_cstr_k(buf, pos, False)
         o1_JoinGroupRequestProtocol.metadata, pos = r_cbytes(buf, pos, False)
         o1_JoinGroupRequestProtocol.unknown_tagged_fields = None
         if buf[pos] == 0:
@@ -481,7 +498,11 @@ def _r_JoinGroupRequest_4(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupReque
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_JoinGroupRequestProtocol.unknown_tagged_fields is None:
                     o1_JoinGroupRequestProtocol.unknown_tagged_fields = []
                 o1_JoinGroupRequestProtocol.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -490,17 +511,21 @@ def _r_JoinGroupRequest_4(buf: bytes, pos: int, v: int) -> tuple[_JoinGroupReque
     o0.protocols = a_JoinGroupRequest_protocols_0
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.reason = buf[pos + 1:pos + n0].decode()
+        o0.reason = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.reason, pos = r_cstr(buf, pos, True)
+        o0.reason, pos = r_cstr_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -204,8 +209,8 @@ def _r_LeaveGroupRequest_MemberIdentity_0(buf: bytes, pos: int, v: int) -> tuple
 
 def _r_LeaveGroupRequest_MemberIdentity_1(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupRequest_MemberIdentity, int]:
     o0 = _new(_LeaveGroupRequest_MemberIdentity)
-    o0.member_id, pos = r_str(buf, pos, False)
-    o0.group_instance_id, pos = r_str(buf, pos, True)
+    o0.member_id, pos = r_str_k(buf, pos, False)
+    o0.group_instance_id, pos = r_str_k(buf, pos, True)
     o0.reason = None
     o0.unknown_tagged_fields = None
     return o0, pos
@@ -216,16 +221,16 @@ def _r_LeaveGroupRequest_MemberIdentity_2(buf: bytes, pos: int, v: int) -> tuple
     o0 = _new(_LeaveGroupRequest_MemberIdentity)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_instance_id = buf[pos + 1:pos + n0].decode()
+        o0.group_instance_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_instance_id, pos = r_cstr(buf, pos, True)
+        o0.group_instance_id, pos = r_cstr_k(buf, pos, True)
     o0.reason = None
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -233,7 +238,11 @@ def _r_LeaveGroupRequest_MemberIdentity_2(buf: bytes, pos: int, v: int) -> tuple
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -246,29 +255,33 @@ def _r_LeaveGroupRequest_MemberIdentity_3(buf: bytes, pos: int, v: int) -> tuple
     o0 = _new(_LeaveGroupRequest_MemberIdentity)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_instance_id = buf[pos + 1:pos + n0].decode()
+        o0.group_instance_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_instance_id, pos = r_cstr(buf, pos, True)
+        o0.group_instance_id, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.reason = buf[pos + 1:pos + n0].decode()
+        o0.reason = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.reason, pos = r_cstr(buf, pos, True)
+        o0.reason, pos = r_cstr_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -323,8 +336,8 @@ def _w_LeaveGroupRequest_3(o: _LeaveGroupRequest, out: bytearray, v: int) -> Non
 
 def _r_LeaveGroupRequest_0(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupRequest, int]:
     o0 = _new(_LeaveGroupRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
-    o0.member_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
+    o0.member_id, pos = r_str_k(buf, pos, False)
     o0.members = []
     o0.unknown_tagged_fields = None
     return o0, pos
@@ -332,14 +345,14 @@ def _r_LeaveGroupRequest_0(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupReq
 
 def _r_LeaveGroupRequest_1(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupRequest, int]:
     o0 = _new(_LeaveGroupRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     o0.member_id = ''
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_LeaveGroupRequest_members_0 = []
     for _ in range(n0):
         o1_MemberIdentity = _new(_LeaveGroupRequest_MemberIdentity)
-        o1_MemberIdentity.member_id, pos = r_str(buf, pos, False)
-        o1_MemberIdentity.group_instance_id, pos = r_str(buf, pos, True)
+        o1_MemberIdentity.member_id, pos = r_str_k(buf, pos, False)
+        o1_MemberIdentity.group_instance_id, pos = r_str_k(buf, pos, True)
         o1_MemberIdentity.reason = None
         o1_MemberIdentity.unknown_tagged_fields = None
         a_LeaveGroupRequest_members_0.append(o1_MemberIdentity)
@@ -353,10 +366,10 @@ def _r_LeaveGroupRequest_2(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupReq
     o0 = _new(_LeaveGroupRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     o0.member_id = ''
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -368,16 +381,16 @@ def _r_LeaveGroupRequest_2(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupReq
         o1_MemberIdentity = _new(_LeaveGroupRequest_MemberIdentity)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_MemberIdentity.member_id = buf[pos + 1:pos + n1].decode()
+            o1_MemberIdentity.member_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_MemberIdentity.member_id, pos = r_cstr(buf, pos, False)
+            o1_MemberIdentity.member_id, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_MemberIdentity.group_instance_id = buf[pos + 1:pos + n1].decode()
+            o1_MemberIdentity.group_instance_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_MemberIdentity.group_instance_id, pos = r_cstr(buf, pos, True)
+            o1_MemberIdentity.group_instance_id, pos = r_cstr_k(buf, pos, True)
         o1_MemberIdentity.reason = None
         o1_MemberIdentity.unknown_tagged_fields = None
         if buf[pos] == 0:
@@ -385,7 +398,11 @@ def _r_LeaveGroupRequest_2(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupReq
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_MemberIdentity.unknown_tagged_fields is None:
                     o1_MemberIdentity.unknown_tagged_fields = []
                 o1_MemberIdentity.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -398,7 +415,11 @@ def _r_LeaveGroupRequest_2(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupReq
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -411,10 +432,10 @@ def _r_LeaveGroupRequest_3(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupReq
     o0 = _new(_LeaveGroupRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     o0.member_id = ''
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -426,29 +447,33 @@ def _r_LeaveGroupRequest_3(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupReq
         o1_MemberIdentity = _new(_LeaveGroupRequest_MemberIdentity)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_MemberIdentity.member_id = buf[pos + 1:pos + n1].decode()
+            o1_MemberIdentity.member_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_MemberIdentity.member_id, pos = r_cstr(buf, pos, False)
+            o1_MemberIdentity.member_id, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_MemberIdentity.group_instance_id = buf[pos + 1:pos + n1].decode()
+            o1_MemberIdentity.group_instance_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_MemberIdentity.group_instance_id, pos = r_cstr(buf, pos, True)
+            o1_MemberIdentity.group_instance_id, pos = r_cstr_k(buf, pos, True)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_MemberIdentity.reason = buf[pos + 1:pos + n1].decode()
+            o1_MemberIdentity.reason = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_MemberIdentity.reason, pos = r_cstr(buf, pos, True)
+            o1_MemberIdentity.reason, pos = r_cstr_k(buf, pos, True)
         o1_MemberIdentity.unknown_tagged_fields = None
         if buf[pos] == 0:
             pos += 1
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_MemberIdentity.unknown_tagged_fields is None:
                     o1_MemberIdentity.unknown_tagged_fields = []
                 o1_MemberIdentity.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -461,7 +486,11 @@ def _r_LeaveGroupRequest_3(buf: bytes, pos: int, v: int) -> tuple[_LeaveGroupReq
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

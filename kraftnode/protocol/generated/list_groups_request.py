@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -194,7 +199,11 @@ def _r_ListGroupsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_ListGroupsReq
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -214,10 +223,10 @@ def _r_ListGroupsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_ListGroupsReq
     for _ in range(n0):
         n0 = buf[pos]
         if 0 < n0 < 0x80 and pos + n0 <= blen:
-            e_ListGroupsRequest_states_filter_0 = buf[pos + 1:pos + n0].decode()
+            e_ListGroupsRequest_states_filter_0 = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
             pos += n0
         else:
-            e_ListGroupsRequest_states_filter_0, pos = r_cstr(buf, pos, False)
+            e_ListGroupsRequest_states_filter_0, pos = r_cstr_k(buf, pos, False)
         a_ListGroupsRequest_states_filter_0.append(e_ListGroupsRequest_states_filter_0)
     o0.states_filter = a_ListGroupsRequest_states_filter_0
     o0.types_filter = []
@@ -227,7 +236,11 @@ def _r_ListGroupsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_ListGroupsReq
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -247,10 +260,10 @@ def _r_ListGroupsRequest_3(buf: bytes, pos: int, v: int) -> tuple[_ListGroupsReq
     for _ in range(n0):
         n0 = buf[pos]
         if 0 < n0 < 0x80 and pos + n0 <= blen:
-            e_ListGroupsRequest_states_filter_0 = buf[pos + 1:pos + n0].decode()
+            e_ListGroupsRequest_states_filter_0 = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
             pos += n0
         else:
-            e_ListGroupsRequest_states_filter_0, pos = r_cstr(buf, pos, False)
+            e_ListGroupsRequest_states_filter_0, pos = r_cstr_k(buf, pos, False)
         a_ListGroupsRequest_states_filter_0.append(e_ListGroupsRequest_states_filter_0)
     o0.states_filter = a_ListGroupsRequest_states_filter_0
     n0 = buf[pos] - 1
@@ -262,10 +275,10 @@ def _r_ListGroupsRequest_3(buf: bytes, pos: int, v: int) -> tuple[_ListGroupsReq
     for _ in range(n0):
         n0 = buf[pos]
         if 0 < n0 < 0x80 and pos + n0 <= blen:
-            e_ListGroupsRequest_types_filter_0 = buf[pos + 1:pos + n0].decode()
+            e_ListGroupsRequest_types_filter_0 = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
             pos += n0
         else:
-            e_ListGroupsRequest_types_filter_0, pos = r_cstr(buf, pos, False)
+            e_ListGroupsRequest_types_filter_0, pos = r_cstr_k(buf, pos, False)
         a_ListGroupsRequest_types_filter_0.append(e_ListGroupsRequest_types_filter_0)
     o0.types_filter = a_ListGroupsRequest_types_filter_0
     o0.unknown_tagged_fields = None
@@ -274,7 +287,11 @@ def _r_ListGroupsRequest_3(buf: bytes, pos: int, v: int) -> tuple[_ListGroupsReq
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -262,7 +267,11 @@ def _r_ListOffsetsRequest_ListOffsetsPartition_3(buf: bytes, pos: int, v: int) -
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -308,8 +317,8 @@ def _w_ListOffsetsRequest_ListOffsetsTopic_3(o: _ListOffsetsRequest_ListOffsetsT
 
 def _r_ListOffsetsRequest_ListOffsetsTopic_0(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
     o0 = _new(_ListOffsetsRequest_ListOffsetsTopic)
-    o0.name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_ListOffsetsTopic_partitions_0 = []
     for _ in range(n0):
         o1_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
@@ -327,8 +336,8 @@ def _r_ListOffsetsRequest_ListOffsetsTopic_0(buf: bytes, pos: int, v: int) -> tu
 
 def _r_ListOffsetsRequest_ListOffsetsTopic_1(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
     o0 = _new(_ListOffsetsRequest_ListOffsetsTopic)
-    o0.name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_ListOffsetsTopic_partitions_0 = []
     for _ in range(n0):
         o1_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
@@ -347,8 +356,8 @@ def _r_ListOffsetsRequest_ListOffsetsTopic_1(buf: bytes, pos: int, v: int) -> tu
 
 def _r_ListOffsetsRequest_ListOffsetsTopic_2(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsRequest_ListOffsetsTopic, int]:
     o0 = _new(_ListOffsetsRequest_ListOffsetsTopic)
-    o0.name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_ListOffsetsTopic_partitions_0 = []
     for _ in range(n0):
         o1_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
@@ -367,10 +376,10 @@ def _r_ListOffsetsRequest_ListOffsetsTopic_3(buf: bytes, pos: int, v: int) -> tu
     o0 = _new(_ListOffsetsRequest_ListOffsetsTopic)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -388,7 +397,11 @@ def _r_ListOffsetsRequest_ListOffsetsTopic_3(buf: bytes, pos: int, v: int) -> tu
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ListOffsetsPartition.unknown_tagged_fields is None:
                     o1_ListOffsetsPartition.unknown_tagged_fields = []
                 o1_ListOffsetsPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -401,7 +414,11 @@ def _r_ListOffsetsRequest_ListOffsetsTopic_3(buf: bytes, pos: int, v: int) -> tu
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -462,12 +479,12 @@ def _r_ListOffsetsRequest_0(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsR
     (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
     o0.isolation_level = 0
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_ListOffsetsRequest_topics_0 = []
     for _ in range(n0):
         o1_ListOffsetsTopic = _new(_ListOffsetsRequest_ListOffsetsTopic)
-        o1_ListOffsetsTopic.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_ListOffsetsTopic.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_ListOffsetsTopic_partitions_1 = []
         for _ in range(n1):
             o2_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
@@ -491,12 +508,12 @@ def _r_ListOffsetsRequest_1(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsR
     (o0.replica_id,) = I32.unpack_from(buf, pos)
     pos += 4
     o0.isolation_level = 0
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_ListOffsetsRequest_topics_0 = []
     for _ in range(n0):
         o1_ListOffsetsTopic = _new(_ListOffsetsRequest_ListOffsetsTopic)
-        o1_ListOffsetsTopic.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_ListOffsetsTopic.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_ListOffsetsTopic_partitions_1 = []
         for _ in range(n1):
             o2_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
@@ -520,12 +537,12 @@ def _r_ListOffsetsRequest_2(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsR
     o0 = _new(_ListOffsetsRequest)
     (o0.replica_id, o0.isolation_level,) = _S4.unpack_from(buf, pos)
     pos += 5
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_ListOffsetsRequest_topics_0 = []
     for _ in range(n0):
         o1_ListOffsetsTopic = _new(_ListOffsetsRequest_ListOffsetsTopic)
-        o1_ListOffsetsTopic.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_ListOffsetsTopic.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_ListOffsetsTopic_partitions_1 = []
         for _ in range(n1):
             o2_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
@@ -549,12 +566,12 @@ def _r_ListOffsetsRequest_3(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsR
     o0 = _new(_ListOffsetsRequest)
     (o0.replica_id, o0.isolation_level,) = _S4.unpack_from(buf, pos)
     pos += 5
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_ListOffsetsRequest_topics_0 = []
     for _ in range(n0):
         o1_ListOffsetsTopic = _new(_ListOffsetsRequest_ListOffsetsTopic)
-        o1_ListOffsetsTopic.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_ListOffsetsTopic.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_ListOffsetsTopic_partitions_1 = []
         for _ in range(n1):
             o2_ListOffsetsPartition = _new(_ListOffsetsRequest_ListOffsetsPartition)
@@ -586,10 +603,10 @@ def _r_ListOffsetsRequest_4(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsR
         o1_ListOffsetsTopic = _new(_ListOffsetsRequest_ListOffsetsTopic)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_ListOffsetsTopic.name = buf[pos + 1:pos + n1].decode()
+            o1_ListOffsetsTopic.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_ListOffsetsTopic.name, pos = r_cstr(buf, pos, False)
+            o1_ListOffsetsTopic.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -607,7 +624,11 @@ def _r_ListOffsetsRequest_4(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsR
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_ListOffsetsPartition.unknown_tagged_fields is None:
                         o2_ListOffsetsPartition.unknown_tagged_fields = []
                     o2_ListOffsetsPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -620,7 +641,11 @@ def _r_ListOffsetsRequest_4(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsR
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_ListOffsetsTopic.unknown_tagged_fields is None:
                     o1_ListOffsetsTopic.unknown_tagged_fields = []
                 o1_ListOffsetsTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -633,7 +658,11 @@ def _r_ListOffsetsRequest_4(buf: bytes, pos: int, v: int) -> tuple[_ListOffsetsR
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

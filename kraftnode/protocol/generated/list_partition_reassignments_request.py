@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -171,10 +176,10 @@ def _r_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_0(buf:
     o0 = _new(_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -188,7 +193,11 @@ def _r_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_0(buf:
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -227,10 +236,10 @@ def _r_ListPartitionReassignmentsRequest_0(buf: bytes, pos: int, v: int) -> tupl
             o1_ListPartitionReassignmentsTopics = _new(_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_ListPartitionReassignmentsTopics.name = buf[pos + 1:pos + n1].decode()
+                o1_ListPartitionReassignmentsTopics.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_ListPartitionReassignmentsTopics.name, pos = r_cstr(buf, pos, False)
+                o1_ListPartitionReassignmentsTopics.name, pos = r_cstr_k(buf, pos, False)
             n1 = buf[pos] - 1
             if 0 <= n1 < 0x7f and n1 < blen - pos:
                 pos += 1
@@ -244,7 +253,11 @@ def _r_ListPartitionReassignmentsRequest_0(buf: bytes, pos: int, v: int) -> tupl
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_ListPartitionReassignmentsTopics.unknown_tagged_fields is None:
                         o1_ListPartitionReassignmentsTopics.unknown_tagged_fields = []
                     o1_ListPartitionReassignmentsTopics.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -257,7 +270,11 @@ def _r_ListPartitionReassignmentsRequest_0(buf: bytes, pos: int, v: int) -> tupl
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -188,7 +193,7 @@ def _w_MetadataRequest_MetadataRequestTopic_2(o: _MetadataRequest_MetadataReques
 def _r_MetadataRequest_MetadataRequestTopic_0(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest_MetadataRequestTopic, int]:
     o0 = _new(_MetadataRequest_MetadataRequestTopic)
     o0.topic_id = ZERO_UUID
-    o0.name, pos = r_str(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -199,17 +204,21 @@ def _r_MetadataRequest_MetadataRequestTopic_1(buf: bytes, pos: int, v: int) -> t
     o0.topic_id = ZERO_UUID
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -223,17 +232,21 @@ def _r_MetadataRequest_MetadataRequestTopic_2(buf: bytes, pos: int, v: int) -> t
     o0.topic_id, pos = r_uuid(buf, pos)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, True)
+        o0.name, pos = r_cstr_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -334,12 +347,12 @@ def _w_MetadataRequest_6(o: _MetadataRequest, out: bytearray, v: int) -> None:
 
 def _r_MetadataRequest_0(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest, int]:
     o0 = _new(_MetadataRequest)
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_MetadataRequest_topics_0 = []
     for _ in range(n0):
         o1_MetadataRequestTopic = _new(_MetadataRequest_MetadataRequestTopic)
         o1_MetadataRequestTopic.topic_id = ZERO_UUID
-        o1_MetadataRequestTopic.name, pos = r_str(buf, pos, False)
+        o1_MetadataRequestTopic.name, pos = r_str_k(buf, pos, False)
         o1_MetadataRequestTopic.unknown_tagged_fields = None
         a_MetadataRequest_topics_0.append(o1_MetadataRequestTopic)
     o0.topics = a_MetadataRequest_topics_0
@@ -352,7 +365,7 @@ def _r_MetadataRequest_0(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest
 
 def _r_MetadataRequest_1(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest, int]:
     o0 = _new(_MetadataRequest)
-    n0, pos = r_count(buf, pos, True)
+    n0, pos = r_count_k(buf, pos, True)
     if n0 < 0:
         o0.topics = None
     else:
@@ -360,7 +373,7 @@ def _r_MetadataRequest_1(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest
         for _ in range(n0):
             o1_MetadataRequestTopic = _new(_MetadataRequest_MetadataRequestTopic)
             o1_MetadataRequestTopic.topic_id = ZERO_UUID
-            o1_MetadataRequestTopic.name, pos = r_str(buf, pos, False)
+            o1_MetadataRequestTopic.name, pos = r_str_k(buf, pos, False)
             o1_MetadataRequestTopic.unknown_tagged_fields = None
             a_MetadataRequest_topics_0.append(o1_MetadataRequestTopic)
         o0.topics = a_MetadataRequest_topics_0
@@ -373,7 +386,7 @@ def _r_MetadataRequest_1(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest
 
 def _r_MetadataRequest_2(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest, int]:
     o0 = _new(_MetadataRequest)
-    n0, pos = r_count(buf, pos, True)
+    n0, pos = r_count_k(buf, pos, True)
     if n0 < 0:
         o0.topics = None
     else:
@@ -381,7 +394,7 @@ def _r_MetadataRequest_2(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest
         for _ in range(n0):
             o1_MetadataRequestTopic = _new(_MetadataRequest_MetadataRequestTopic)
             o1_MetadataRequestTopic.topic_id = ZERO_UUID
-            o1_MetadataRequestTopic.name, pos = r_str(buf, pos, False)
+            o1_MetadataRequestTopic.name, pos = r_str_k(buf, pos, False)
             o1_MetadataRequestTopic.unknown_tagged_fields = None
             a_MetadataRequest_topics_0.append(o1_MetadataRequestTopic)
         o0.topics = a_MetadataRequest_topics_0
@@ -395,7 +408,7 @@ def _r_MetadataRequest_2(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest
 
 def _r_MetadataRequest_3(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest, int]:
     o0 = _new(_MetadataRequest)
-    n0, pos = r_count(buf, pos, True)
+    n0, pos = r_count_k(buf, pos, True)
     if n0 < 0:
         o0.topics = None
     else:
@@ -403,7 +416,7 @@ def _r_MetadataRequest_3(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest
         for _ in range(n0):
             o1_MetadataRequestTopic = _new(_MetadataRequest_MetadataRequestTopic)
             o1_MetadataRequestTopic.topic_id = ZERO_UUID
-            o1_MetadataRequestTopic.name, pos = r_str(buf, pos, False)
+            o1_MetadataRequestTopic.name, pos = r_str_k(buf, pos, False)
             o1_MetadataRequestTopic.unknown_tagged_fields = None
             a_MetadataRequest_topics_0.append(o1_MetadataRequestTopic)
         o0.topics = a_MetadataRequest_topics_0
@@ -430,17 +443,21 @@ def _r_MetadataRequest_4(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest
             o1_MetadataRequestTopic.topic_id = ZERO_UUID
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_MetadataRequestTopic.name = buf[pos + 1:pos + n1].decode()
+                o1_MetadataRequestTopic.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_MetadataRequestTopic.name, pos = r_cstr(buf, pos, False)
+                o1_MetadataRequestTopic.name, pos = r_cstr_k(buf, pos, False)
             o1_MetadataRequestTopic.unknown_tagged_fields = None
             if buf[pos] == 0:
                 pos += 1
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_MetadataRequestTopic.unknown_tagged_fields is None:
                         o1_MetadataRequestTopic.unknown_tagged_fields = []
                     o1_MetadataRequestTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -455,7 +472,11 @@ def _r_MetadataRequest_4(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -480,17 +501,21 @@ def _r_MetadataRequest_5(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest
             o1_MetadataRequestTopic.topic_id, pos = r_uuid(buf, pos)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_MetadataRequestTopic.name = buf[pos + 1:pos + n1].decode()
+                o1_MetadataRequestTopic.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_MetadataRequestTopic.name, pos = r_cstr(buf, pos, True)
+                o1_MetadataRequestTopic.name, pos = r_cstr_k(buf, pos, True)
             o1_MetadataRequestTopic.unknown_tagged_fields = None
             if buf[pos] == 0:
                 pos += 1
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_MetadataRequestTopic.unknown_tagged_fields is None:
                         o1_MetadataRequestTopic.unknown_tagged_fields = []
                     o1_MetadataRequestTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -505,7 +530,11 @@ def _r_MetadataRequest_5(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -530,17 +559,21 @@ def _r_MetadataRequest_6(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest
             o1_MetadataRequestTopic.topic_id, pos = r_uuid(buf, pos)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_MetadataRequestTopic.name = buf[pos + 1:pos + n1].decode()
+                o1_MetadataRequestTopic.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_MetadataRequestTopic.name, pos = r_cstr(buf, pos, True)
+                o1_MetadataRequestTopic.name, pos = r_cstr_k(buf, pos, True)
             o1_MetadataRequestTopic.unknown_tagged_fields = None
             if buf[pos] == 0:
                 pos += 1
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_MetadataRequestTopic.unknown_tagged_fields is None:
                         o1_MetadataRequestTopic.unknown_tagged_fields = []
                     o1_MetadataRequestTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -558,7 +591,11 @@ def _r_MetadataRequest_6(buf: bytes, pos: int, v: int) -> tuple[_MetadataRequest
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

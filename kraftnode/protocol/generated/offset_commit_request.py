@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -239,7 +244,7 @@ def _r_OffsetCommitRequest_OffsetCommitRequestPartition_0(buf: bytes, pos: int, 
     pos += 12
     o0.committed_leader_epoch = -1
     o0.commit_timestamp = -1
-    o0.committed_metadata, pos = r_str(buf, pos, True)
+    o0.committed_metadata, pos = r_str_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -251,7 +256,7 @@ def _r_OffsetCommitRequest_OffsetCommitRequestPartition_1(buf: bytes, pos: int, 
     o0.committed_leader_epoch = -1
     (o0.commit_timestamp,) = I64.unpack_from(buf, pos)
     pos += 8
-    o0.committed_metadata, pos = r_str(buf, pos, True)
+    o0.committed_metadata, pos = r_str_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -261,7 +266,7 @@ def _r_OffsetCommitRequest_OffsetCommitRequestPartition_2(buf: bytes, pos: int, 
     (o0.partition_index, o0.committed_offset, o0.committed_leader_epoch,) = _S2.unpack_from(buf, pos)
     pos += 16
     o0.commit_timestamp = -1
-    o0.committed_metadata, pos = r_str(buf, pos, True)
+    o0.committed_metadata, pos = r_str_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -274,17 +279,21 @@ def _r_OffsetCommitRequest_OffsetCommitRequestPartition_3(buf: bytes, pos: int, 
     o0.commit_timestamp = -1
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.committed_metadata = buf[pos + 1:pos + n0].decode()
+        o0.committed_metadata = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.committed_metadata, pos = r_cstr(buf, pos, True)
+        o0.committed_metadata, pos = r_cstr_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -330,8 +339,8 @@ def _w_OffsetCommitRequest_OffsetCommitRequestTopic_3(o: _OffsetCommitRequest_Of
 
 def _r_OffsetCommitRequest_OffsetCommitRequestTopic_0(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommitRequest_OffsetCommitRequestTopic, int]:
     o0 = _new(_OffsetCommitRequest_OffsetCommitRequestTopic)
-    o0.name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_OffsetCommitRequestTopic_partitions_0 = []
     for _ in range(n0):
         o1_OffsetCommitRequestPartition = _new(_OffsetCommitRequest_OffsetCommitRequestPartition)
@@ -339,7 +348,7 @@ def _r_OffsetCommitRequest_OffsetCommitRequestTopic_0(buf: bytes, pos: int, v: i
         pos += 12
         o1_OffsetCommitRequestPartition.committed_leader_epoch = -1
         o1_OffsetCommitRequestPartition.commit_timestamp = -1
-        o1_OffsetCommitRequestPartition.committed_metadata, pos = r_str(buf, pos, True)
+        o1_OffsetCommitRequestPartition.committed_metadata, pos = r_str_k(buf, pos, True)
         o1_OffsetCommitRequestPartition.unknown_tagged_fields = None
         a_OffsetCommitRequestTopic_partitions_0.append(o1_OffsetCommitRequestPartition)
     o0.partitions = a_OffsetCommitRequestTopic_partitions_0
@@ -349,8 +358,8 @@ def _r_OffsetCommitRequest_OffsetCommitRequestTopic_0(buf: bytes, pos: int, v: i
 
 def _r_OffsetCommitRequest_OffsetCommitRequestTopic_1(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommitRequest_OffsetCommitRequestTopic, int]:
     o0 = _new(_OffsetCommitRequest_OffsetCommitRequestTopic)
-    o0.name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_OffsetCommitRequestTopic_partitions_0 = []
     for _ in range(n0):
         o1_OffsetCommitRequestPartition = _new(_OffsetCommitRequest_OffsetCommitRequestPartition)
@@ -359,7 +368,7 @@ def _r_OffsetCommitRequest_OffsetCommitRequestTopic_1(buf: bytes, pos: int, v: i
         o1_OffsetCommitRequestPartition.committed_leader_epoch = -1
         (o1_OffsetCommitRequestPartition.commit_timestamp,) = I64.unpack_from(buf, pos)
         pos += 8
-        o1_OffsetCommitRequestPartition.committed_metadata, pos = r_str(buf, pos, True)
+        o1_OffsetCommitRequestPartition.committed_metadata, pos = r_str_k(buf, pos, True)
         o1_OffsetCommitRequestPartition.unknown_tagged_fields = None
         a_OffsetCommitRequestTopic_partitions_0.append(o1_OffsetCommitRequestPartition)
     o0.partitions = a_OffsetCommitRequestTopic_partitions_0
@@ -369,15 +378,15 @@ def _r_OffsetCommitRequest_OffsetCommitRequestTopic_1(buf: bytes, pos: int, v: i
 
 def _r_OffsetCommitRequest_OffsetCommitRequestTopic_2(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommitRequest_OffsetCommitRequestTopic, int]:
     o0 = _new(_OffsetCommitRequest_OffsetCommitRequestTopic)
-    o0.name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_OffsetCommitRequestTopic_partitions_0 = []
     for _ in range(n0):
         o1_OffsetCommitRequestPartition = _new(_OffsetCommitRequest_OffsetCommitRequestPartition)
         (o1_OffsetCommitRequestPartition.partition_index, o1_OffsetCommitRequestPartition.committed_offset, o1_OffsetCommitRequestPartition.committed_leader_epoch,) = _S2.unpack_from(buf, pos)
         pos += 16
         o1_OffsetCommitRequestPartition.commit_timestamp = -1
-        o1_OffsetCommitRequestPartition.committed_metadata, pos = r_str(buf, pos, True)
+        o1_OffsetCommitRequestPartition.committed_metadata, pos = r_str_k(buf, pos, True)
         o1_OffsetCommitRequestPartition.unknown_tagged_fields = None
         a_OffsetCommitRequestTopic_partitions_0.append(o1_OffsetCommitRequestPartition)
     o0.partitions = a_OffsetCommitRequestTopic_partitions_0
@@ -390,10 +399,10 @@ def _r_OffsetCommitRequest_OffsetCommitRequestTopic_3(buf: bytes, pos: int, v: i
     o0 = _new(_OffsetCommitRequest_OffsetCommitRequestTopic)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -407,17 +416,21 @@ def _r_OffsetCommitRequest_OffsetCommitRequestTopic_3(buf: bytes, pos: int, v: i
         o1_OffsetCommitRequestPartition.commit_timestamp = -1
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_OffsetCommitRequestPartition.committed_metadata = buf[pos + 1:pos + n1].decode()
+            o1_OffsetCommitRequestPartition.committed_metadata = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_OffsetCommitRequestPartition.committed_metadata, pos = r_cstr(buf, pos, True)
+            o1_OffsetCommitRequestPartition.committed_metadata, pos = r_cstr_k(buf, pos, True)
         o1_OffsetCommitRequestPartition.unknown_tagged_fields = None
         if buf[pos] == 0:
             pos += 1
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_OffsetCommitRequestPartition.unknown_tagged_fields is None:
                     o1_OffsetCommitRequestPartition.unknown_tagged_fields = []
                 o1_OffsetCommitRequestPartition.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -430,7 +443,11 @@ def _r_OffsetCommitRequest_OffsetCommitRequestTopic_3(buf: bytes, pos: int, v: i
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -525,17 +542,17 @@ def _w_OffsetCommitRequest_6(o: _OffsetCommitRequest, out: bytearray, v: int) ->
 
 def _r_OffsetCommitRequest_0(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommitRequest, int]:
     o0 = _new(_OffsetCommitRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     o0.generation_id_or_member_epoch = -1
     o0.member_id = ''
     o0.group_instance_id = None
     o0.retention_time_ms = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_OffsetCommitRequest_topics_0 = []
     for _ in range(n0):
         o1_OffsetCommitRequestTopic = _new(_OffsetCommitRequest_OffsetCommitRequestTopic)
-        o1_OffsetCommitRequestTopic.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_OffsetCommitRequestTopic.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_OffsetCommitRequestTopic_partitions_1 = []
         for _ in range(n1):
             o2_OffsetCommitRequestPartition = _new(_OffsetCommitRequest_OffsetCommitRequestPartition)
@@ -543,7 +560,7 @@ def _r_OffsetCommitRequest_0(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
             pos += 12
             o2_OffsetCommitRequestPartition.committed_leader_epoch = -1
             o2_OffsetCommitRequestPartition.commit_timestamp = -1
-            o2_OffsetCommitRequestPartition.committed_metadata, pos = r_str(buf, pos, True)
+            o2_OffsetCommitRequestPartition.committed_metadata, pos = r_str_k(buf, pos, True)
             o2_OffsetCommitRequestPartition.unknown_tagged_fields = None
             a_OffsetCommitRequestTopic_partitions_1.append(o2_OffsetCommitRequestPartition)
         o1_OffsetCommitRequestTopic.partitions = a_OffsetCommitRequestTopic_partitions_1
@@ -556,18 +573,18 @@ def _r_OffsetCommitRequest_0(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
 
 def _r_OffsetCommitRequest_1(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommitRequest, int]:
     o0 = _new(_OffsetCommitRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     (o0.generation_id_or_member_epoch,) = I32.unpack_from(buf, pos)
     pos += 4
-    o0.member_id, pos = r_str(buf, pos, False)
+    o0.member_id, pos = r_str_k(buf, pos, False)
     o0.group_instance_id = None
     o0.retention_time_ms = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_OffsetCommitRequest_topics_0 = []
     for _ in range(n0):
         o1_OffsetCommitRequestTopic = _new(_OffsetCommitRequest_OffsetCommitRequestTopic)
-        o1_OffsetCommitRequestTopic.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_OffsetCommitRequestTopic.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_OffsetCommitRequestTopic_partitions_1 = []
         for _ in range(n1):
             o2_OffsetCommitRequestPartition = _new(_OffsetCommitRequest_OffsetCommitRequestPartition)
@@ -576,7 +593,7 @@ def _r_OffsetCommitRequest_1(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
             o2_OffsetCommitRequestPartition.committed_leader_epoch = -1
             (o2_OffsetCommitRequestPartition.commit_timestamp,) = I64.unpack_from(buf, pos)
             pos += 8
-            o2_OffsetCommitRequestPartition.committed_metadata, pos = r_str(buf, pos, True)
+            o2_OffsetCommitRequestPartition.committed_metadata, pos = r_str_k(buf, pos, True)
             o2_OffsetCommitRequestPartition.unknown_tagged_fields = None
             a_OffsetCommitRequestTopic_partitions_1.append(o2_OffsetCommitRequestPartition)
         o1_OffsetCommitRequestTopic.partitions = a_OffsetCommitRequestTopic_partitions_1
@@ -589,19 +606,19 @@ def _r_OffsetCommitRequest_1(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
 
 def _r_OffsetCommitRequest_2(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommitRequest, int]:
     o0 = _new(_OffsetCommitRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     (o0.generation_id_or_member_epoch,) = I32.unpack_from(buf, pos)
     pos += 4
-    o0.member_id, pos = r_str(buf, pos, False)
+    o0.member_id, pos = r_str_k(buf, pos, False)
     o0.group_instance_id = None
     (o0.retention_time_ms,) = I64.unpack_from(buf, pos)
     pos += 8
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_OffsetCommitRequest_topics_0 = []
     for _ in range(n0):
         o1_OffsetCommitRequestTopic = _new(_OffsetCommitRequest_OffsetCommitRequestTopic)
-        o1_OffsetCommitRequestTopic.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_OffsetCommitRequestTopic.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_OffsetCommitRequestTopic_partitions_1 = []
         for _ in range(n1):
             o2_OffsetCommitRequestPartition = _new(_OffsetCommitRequest_OffsetCommitRequestPartition)
@@ -609,7 +626,7 @@ def _r_OffsetCommitRequest_2(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
             pos += 12
             o2_OffsetCommitRequestPartition.committed_leader_epoch = -1
             o2_OffsetCommitRequestPartition.commit_timestamp = -1
-            o2_OffsetCommitRequestPartition.committed_metadata, pos = r_str(buf, pos, True)
+            o2_OffsetCommitRequestPartition.committed_metadata, pos = r_str_k(buf, pos, True)
             o2_OffsetCommitRequestPartition.unknown_tagged_fields = None
             a_OffsetCommitRequestTopic_partitions_1.append(o2_OffsetCommitRequestPartition)
         o1_OffsetCommitRequestTopic.partitions = a_OffsetCommitRequestTopic_partitions_1
@@ -622,18 +639,18 @@ def _r_OffsetCommitRequest_2(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
 
 def _r_OffsetCommitRequest_3(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommitRequest, int]:
     o0 = _new(_OffsetCommitRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     (o0.generation_id_or_member_epoch,) = I32.unpack_from(buf, pos)
     pos += 4
-    o0.member_id, pos = r_str(buf, pos, False)
+    o0.member_id, pos = r_str_k(buf, pos, False)
     o0.group_instance_id = None
     o0.retention_time_ms = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_OffsetCommitRequest_topics_0 = []
     for _ in range(n0):
         o1_OffsetCommitRequestTopic = _new(_OffsetCommitRequest_OffsetCommitRequestTopic)
-        o1_OffsetCommitRequestTopic.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_OffsetCommitRequestTopic.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_OffsetCommitRequestTopic_partitions_1 = []
         for _ in range(n1):
             o2_OffsetCommitRequestPartition = _new(_OffsetCommitRequest_OffsetCommitRequestPartition)
@@ -641,7 +658,7 @@ def _r_OffsetCommitRequest_3(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
             pos += 12
             o2_OffsetCommitRequestPartition.committed_leader_epoch = -1
             o2_OffsetCommitRequestPartition.commit_timestamp = -1
-            o2_OffsetCommitRequestPartition.committed_metadata, pos = r_str(buf, pos, True)
+            o2_OffsetCommitRequestPartition.committed_metadata, pos = r_str_k(buf, pos, True)
             o2_OffsetCommitRequestPartition.unknown_tagged_fields = None
             a_OffsetCommitRequestTopic_partitions_1.append(o2_OffsetCommitRequestPartition)
         o1_OffsetCommitRequestTopic.partitions = a_OffsetCommitRequestTopic_partitions_1
@@ -654,25 +671,25 @@ def _r_OffsetCommitRequest_3(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
 
 def _r_OffsetCommitRequest_4(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommitRequest, int]:
     o0 = _new(_OffsetCommitRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     (o0.generation_id_or_member_epoch,) = I32.unpack_from(buf, pos)
     pos += 4
-    o0.member_id, pos = r_str(buf, pos, False)
+    o0.member_id, pos = r_str_k(buf, pos, False)
     o0.group_instance_id = None
     o0.retention_time_ms = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_OffsetCommitRequest_topics_0 = []
     for _ in range(n0):
         o1_OffsetCommitRequestTopic = _new(_OffsetCommitRequest_OffsetCommitRequestTopic)
-        o1_OffsetCommitRequestTopic.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_OffsetCommitRequestTopic.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_OffsetCommitRequestTopic_partitions_1 = []
         for _ in range(n1):
             o2_OffsetCommitRequestPartition = _new(_OffsetCommitRequest_OffsetCommitRequestPartition)
             (o2_OffsetCommitRequestPartition.partition_index, o2_OffsetCommitRequestPartition.committed_offset, o2_OffsetCommitRequestPartition.committed_leader_epoch,) = _S2.unpack_from(buf, pos)
             pos += 16
             o2_OffsetCommitRequestPartition.commit_timestamp = -1
-            o2_OffsetCommitRequestPartition.committed_metadata, pos = r_str(buf, pos, True)
+            o2_OffsetCommitRequestPartition.committed_metadata, pos = r_str_k(buf, pos, True)
             o2_OffsetCommitRequestPartition.unknown_tagged_fields = None
             a_OffsetCommitRequestTopic_partitions_1.append(o2_OffsetCommitRequestPartition)
         o1_OffsetCommitRequestTopic.partitions = a_OffsetCommitRequestTopic_partitions_1
@@ -685,25 +702,25 @@ def _r_OffsetCommitRequest_4(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
 
 def _r_OffsetCommitRequest_5(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommitRequest, int]:
     o0 = _new(_OffsetCommitRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     (o0.generation_id_or_member_epoch,) = I32.unpack_from(buf, pos)
     pos += 4
-    o0.member_id, pos = r_str(buf, pos, False)
-    o0.group_instance_id, pos = r_str(buf, pos, True)
+    o0.member_id, pos = r_str_k(buf, pos, False)
+    o0.group_instance_id, pos = r_str_k(buf, pos, True)
     o0.retention_time_ms = -1
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_OffsetCommitRequest_topics_0 = []
     for _ in range(n0):
         o1_OffsetCommitRequestTopic = _new(_OffsetCommitRequest_OffsetCommitRequestTopic)
-        o1_OffsetCommitRequestTopic.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_OffsetCommitRequestTopic.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_OffsetCommitRequestTopic_partitions_1 = []
         for _ in range(n1):
             o2_OffsetCommitRequestPartition = _new(_OffsetCommitRequest_OffsetCommitRequestPartition)
             (o2_OffsetCommitRequestPartition.partition_index, o2_OffsetCommitRequestPartition.committed_offset, o2_OffsetCommitRequestPartition.committed_leader_epoch,) = _S2.unpack_from(buf, pos)
             pos += 16
             o2_OffsetCommitRequestPartition.commit_timestamp = -1
-            o2_OffsetCommitRequestPartition.committed_metadata, pos = r_str(buf, pos, True)
+            o2_OffsetCommitRequestPartition.committed_metadata, pos = r_str_k(buf, pos, True)
             o2_OffsetCommitRequestPartition.unknown_tagged_fields = None
             a_OffsetCommitRequestTopic_partitions_1.append(o2_OffsetCommitRequestPartition)
         o1_OffsetCommitRequestTopic.partitions = a_OffsetCommitRequestTopic_partitions_1
@@ -719,24 +736,24 @@ def _r_OffsetCommitRequest_6(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
     o0 = _new(_OffsetCommitRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     (o0.generation_id_or_member_epoch,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_instance_id = buf[pos + 1:pos + n0].decode()
+        o0.group_instance_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_instance_id, pos = r_cstr(buf, pos, True)
+        o0.group_instance_id, pos = r_cstr_k(buf, pos, True)
     o0.retention_time_ms = -1
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -748,10 +765,10 @@ def _r_OffsetCommitRequest_6(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
         o1_OffsetCommitRequestTopic = _new(_OffsetCommitRequest_OffsetCommitRequestTopic)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_OffsetCommitRequestTopic.name = buf[pos + 1:pos + n1].decode()
+            o1_OffsetCommitRequestTopic.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_OffsetCommitRequestTopic.name, pos = r_cstr(buf, pos, False)
+            o1_OffsetCommitRequestTopic.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -765,17 +782,21 @@ def _r_OffsetCommitRequest_6(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
             o2_OffsetCommitRequestPartition.commit_timestamp = -1
             n2 = buf[pos]
             if 0 < n2 < 0x80 and pos + n2 <= blen:
-                o2_OffsetCommitRequestPartition.committed_metadata = buf[pos + 1:pos + n2].decode()
+                o2_OffsetCommitRequestPartition.committed_metadata = buf[pos + 1:pos + n2].decode('utf-8', 'replace')
                 pos += n2
             else:
-                o2_OffsetCommitRequestPartition.committed_metadata, pos = r_cstr(buf, pos, True)
+                o2_OffsetCommitRequestPartition.committed_metadata, pos = r_cstr_k(buf, pos, True)
             o2_OffsetCommitRequestPartition.unknown_tagged_fields = None
             if buf[pos] == 0:
                 pos += 1
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_OffsetCommitRequestPartition.unknown_tagged_fields is None:
                         o2_OffsetCommitRequestPartition.unknown_tagged_fields = []
                     o2_OffsetCommitRequestPartition.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -788,7 +809,11 @@ def _r_OffsetCommitRequest_6(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_OffsetCommitRequestTopic.unknown_tagged_fields is None:
                     o1_OffsetCommitRequestTopic.unknown_tagged_fields = []
                 o1_OffsetCommitRequestTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -801,7 +826,11 @@ def _r_OffsetCommitRequest_6(buf: bytes, pos: int, v: int) -> tuple[_OffsetCommi
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

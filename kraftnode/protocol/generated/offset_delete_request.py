@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -198,8 +203,8 @@ def _w_OffsetDeleteRequest_OffsetDeleteRequestTopic_0(o: _OffsetDeleteRequest_Of
 
 def _r_OffsetDeleteRequest_OffsetDeleteRequestTopic_0(buf: bytes, pos: int, v: int) -> tuple[_OffsetDeleteRequest_OffsetDeleteRequestTopic, int]:
     o0 = _new(_OffsetDeleteRequest_OffsetDeleteRequestTopic)
-    o0.name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_OffsetDeleteRequestTopic_partitions_0 = []
     for _ in range(n0):
         o1_OffsetDeleteRequestPartition = _new(_OffsetDeleteRequest_OffsetDeleteRequestPartition)
@@ -222,13 +227,13 @@ def _w_OffsetDeleteRequest_0(o: _OffsetDeleteRequest, out: bytearray, v: int) ->
 
 def _r_OffsetDeleteRequest_0(buf: bytes, pos: int, v: int) -> tuple[_OffsetDeleteRequest, int]:
     o0 = _new(_OffsetDeleteRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_OffsetDeleteRequest_topics_0 = []
     for _ in range(n0):
         o1_OffsetDeleteRequestTopic = _new(_OffsetDeleteRequest_OffsetDeleteRequestTopic)
-        o1_OffsetDeleteRequestTopic.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_OffsetDeleteRequestTopic.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_OffsetDeleteRequestTopic_partitions_1 = []
         for _ in range(n1):
             o2_OffsetDeleteRequestPartition = _new(_OffsetDeleteRequest_OffsetDeleteRequestPartition)

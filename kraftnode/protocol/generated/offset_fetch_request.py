@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -260,7 +265,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestTopics_1(buf: bytes, pos: int, v: in
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -273,10 +282,10 @@ def _r_OffsetFetchRequest_OffsetFetchRequestTopics_2(buf: bytes, pos: int, v: in
     o0 = _new(_OffsetFetchRequest_OffsetFetchRequestTopics)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -290,7 +299,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestTopics_2(buf: bytes, pos: int, v: in
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -366,7 +379,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_1(buf: bytes, pos: int, v: int
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -379,10 +396,10 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_2(buf: bytes, pos: int, v: int
     o0 = _new(_OffsetFetchRequest_OffsetFetchRequestGroup)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     o0.member_id = None
     o0.member_epoch = -1
     n0 = buf[pos] - 1
@@ -398,10 +415,10 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_2(buf: bytes, pos: int, v: int
             o1_OffsetFetchRequestTopics = _new(_OffsetFetchRequest_OffsetFetchRequestTopics)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n1].decode()
+                o1_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_OffsetFetchRequestTopics.name, pos = r_cstr(buf, pos, False)
+                o1_OffsetFetchRequestTopics.name, pos = r_cstr_k(buf, pos, False)
             n1 = buf[pos] - 1
             if 0 <= n1 < 0x7f and n1 < blen - pos:
                 pos += 1
@@ -415,7 +432,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_2(buf: bytes, pos: int, v: int
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_OffsetFetchRequestTopics.unknown_tagged_fields is None:
                         o1_OffsetFetchRequestTopics.unknown_tagged_fields = []
                     o1_OffsetFetchRequestTopics.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -428,7 +449,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_2(buf: bytes, pos: int, v: int
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -441,16 +466,16 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_3(buf: bytes, pos: int, v: int
     o0 = _new(_OffsetFetchRequest_OffsetFetchRequestGroup)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, True)
+        o0.member_id, pos = r_cstr_k(buf, pos, True)
     (o0.member_epoch,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos] - 1
@@ -466,10 +491,10 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_3(buf: bytes, pos: int, v: int
             o1_OffsetFetchRequestTopics = _new(_OffsetFetchRequest_OffsetFetchRequestTopics)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n1].decode()
+                o1_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_OffsetFetchRequestTopics.name, pos = r_cstr(buf, pos, False)
+                o1_OffsetFetchRequestTopics.name, pos = r_cstr_k(buf, pos, False)
             n1 = buf[pos] - 1
             if 0 <= n1 < 0x7f and n1 < blen - pos:
                 pos += 1
@@ -483,7 +508,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_3(buf: bytes, pos: int, v: int
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_OffsetFetchRequestTopics.unknown_tagged_fields is None:
                         o1_OffsetFetchRequestTopics.unknown_tagged_fields = []
                     o1_OffsetFetchRequestTopics.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -496,7 +525,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestGroup_3(buf: bytes, pos: int, v: int
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -533,8 +566,8 @@ def _w_OffsetFetchRequest_OffsetFetchRequestTopic_2(o: _OffsetFetchRequest_Offse
 
 def _r_OffsetFetchRequest_OffsetFetchRequestTopic_0(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchRequest_OffsetFetchRequestTopic, int]:
     o0 = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
-    o0.name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     o0.partition_indexes = list(struct.unpack_from('>%di' % n0, buf, pos))
     pos += 4 * n0
     o0.unknown_tagged_fields = None
@@ -546,10 +579,10 @@ def _r_OffsetFetchRequest_OffsetFetchRequestTopic_1(buf: bytes, pos: int, v: int
     o0 = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = buf[pos + 1:pos + n0].decode()
+        o0.name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -563,7 +596,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestTopic_1(buf: bytes, pos: int, v: int
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -581,7 +618,11 @@ def _r_OffsetFetchRequest_OffsetFetchRequestTopic_2(buf: bytes, pos: int, v: int
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -682,13 +723,13 @@ def _w_OffsetFetchRequest_5(o: _OffsetFetchRequest, out: bytearray, v: int) -> N
 
 def _r_OffsetFetchRequest_0(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchRequest, int]:
     o0 = _new(_OffsetFetchRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_OffsetFetchRequest_topics_0 = []
     for _ in range(n0):
         o1_OffsetFetchRequestTopic = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
-        o1_OffsetFetchRequestTopic.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_OffsetFetchRequestTopic.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         o1_OffsetFetchRequestTopic.partition_indexes = list(struct.unpack_from('>%di' % n1, buf, pos))
         pos += 4 * n1
         o1_OffsetFetchRequestTopic.unknown_tagged_fields = None
@@ -702,16 +743,16 @@ def _r_OffsetFetchRequest_0(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
 
 def _r_OffsetFetchRequest_1(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchRequest, int]:
     o0 = _new(_OffsetFetchRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, True)
+    o0.group_id, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, True)
     if n0 < 0:
         o0.topics = None
     else:
         a_OffsetFetchRequest_topics_0 = []
         for _ in range(n0):
             o1_OffsetFetchRequestTopic = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
-            o1_OffsetFetchRequestTopic.name, pos = r_str(buf, pos, False)
-            n1, pos = r_count(buf, pos, False)
+            o1_OffsetFetchRequestTopic.name, pos = r_str_k(buf, pos, False)
+            n1, pos = r_count_k(buf, pos, False)
             o1_OffsetFetchRequestTopic.partition_indexes = list(struct.unpack_from('>%di' % n1, buf, pos))
             pos += 4 * n1
             o1_OffsetFetchRequestTopic.unknown_tagged_fields = None
@@ -728,10 +769,10 @@ def _r_OffsetFetchRequest_2(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
     o0 = _new(_OffsetFetchRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -745,10 +786,10 @@ def _r_OffsetFetchRequest_2(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
             o1_OffsetFetchRequestTopic = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_OffsetFetchRequestTopic.name = buf[pos + 1:pos + n1].decode()
+                o1_OffsetFetchRequestTopic.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_OffsetFetchRequestTopic.name, pos = r_cstr(buf, pos, False)
+                o1_OffsetFetchRequestTopic.name, pos = r_cstr_k(buf, pos, False)
             n1 = buf[pos] - 1
             if 0 <= n1 < 0x7f and n1 < blen - pos:
                 pos += 1
@@ -762,7 +803,11 @@ def _r_OffsetFetchRequest_2(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_OffsetFetchRequestTopic.unknown_tagged_fields is None:
                         o1_OffsetFetchRequestTopic.unknown_tagged_fields = []
                     o1_OffsetFetchRequestTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -777,7 +822,11 @@ def _r_OffsetFetchRequest_2(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -790,10 +839,10 @@ def _r_OffsetFetchRequest_3(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
     o0 = _new(_OffsetFetchRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -807,10 +856,10 @@ def _r_OffsetFetchRequest_3(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
             o1_OffsetFetchRequestTopic = _new(_OffsetFetchRequest_OffsetFetchRequestTopic)
             n1 = buf[pos]
             if 0 < n1 < 0x80 and pos + n1 <= blen:
-                o1_OffsetFetchRequestTopic.name = buf[pos + 1:pos + n1].decode()
+                o1_OffsetFetchRequestTopic.name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
                 pos += n1
             else:
-                o1_OffsetFetchRequestTopic.name, pos = r_cstr(buf, pos, False)
+                o1_OffsetFetchRequestTopic.name, pos = r_cstr_k(buf, pos, False)
             n1 = buf[pos] - 1
             if 0 <= n1 < 0x7f and n1 < blen - pos:
                 pos += 1
@@ -824,7 +873,11 @@ def _r_OffsetFetchRequest_3(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
             else:
                 ntags1, pos = read_uvarint(buf, pos)
                 for _ in range(ntags1):
-                    tag1, end1, pos = r_tag_header(buf, pos)
+                    tag1, pos = read_uvarint(buf, pos)
+                    size1, pos = read_uvarint(buf, pos)
+                    end1 = pos + size1
+                    if end1 > len(buf):
+                        raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                     if o1_OffsetFetchRequestTopic.unknown_tagged_fields is None:
                         o1_OffsetFetchRequestTopic.unknown_tagged_fields = []
                     o1_OffsetFetchRequestTopic.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -840,7 +893,11 @@ def _r_OffsetFetchRequest_3(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -863,10 +920,10 @@ def _r_OffsetFetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
         o1_OffsetFetchRequestGroup = _new(_OffsetFetchRequest_OffsetFetchRequestGroup)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_OffsetFetchRequestGroup.group_id = buf[pos + 1:pos + n1].decode()
+            o1_OffsetFetchRequestGroup.group_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_OffsetFetchRequestGroup.group_id, pos = r_cstr(buf, pos, False)
+            o1_OffsetFetchRequestGroup.group_id, pos = r_cstr_k(buf, pos, False)
         o1_OffsetFetchRequestGroup.member_id = None
         o1_OffsetFetchRequestGroup.member_epoch = -1
         n1 = buf[pos] - 1
@@ -882,10 +939,10 @@ def _r_OffsetFetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
                 o2_OffsetFetchRequestTopics = _new(_OffsetFetchRequest_OffsetFetchRequestTopics)
                 n2 = buf[pos]
                 if 0 < n2 < 0x80 and pos + n2 <= blen:
-                    o2_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n2].decode()
+                    o2_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n2].decode('utf-8', 'replace')
                     pos += n2
                 else:
-                    o2_OffsetFetchRequestTopics.name, pos = r_cstr(buf, pos, False)
+                    o2_OffsetFetchRequestTopics.name, pos = r_cstr_k(buf, pos, False)
                 n2 = buf[pos] - 1
                 if 0 <= n2 < 0x7f and n2 < blen - pos:
                     pos += 1
@@ -899,7 +956,11 @@ def _r_OffsetFetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
                 else:
                     ntags2, pos = read_uvarint(buf, pos)
                     for _ in range(ntags2):
-                        tag2, end2, pos = r_tag_header(buf, pos)
+                        tag2, pos = read_uvarint(buf, pos)
+                        size2, pos = read_uvarint(buf, pos)
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                         if o2_OffsetFetchRequestTopics.unknown_tagged_fields is None:
                             o2_OffsetFetchRequestTopics.unknown_tagged_fields = []
                         o2_OffsetFetchRequestTopics.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -912,7 +973,11 @@ def _r_OffsetFetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_OffsetFetchRequestGroup.unknown_tagged_fields is None:
                     o1_OffsetFetchRequestGroup.unknown_tagged_fields = []
                 o1_OffsetFetchRequestGroup.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -927,7 +992,11 @@ def _r_OffsetFetchRequest_4(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -950,16 +1019,16 @@ def _r_OffsetFetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
         o1_OffsetFetchRequestGroup = _new(_OffsetFetchRequest_OffsetFetchRequestGroup)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_OffsetFetchRequestGroup.group_id = buf[pos + 1:pos + n1].decode()
+            o1_OffsetFetchRequestGroup.group_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_OffsetFetchRequestGroup.group_id, pos = r_cstr(buf, pos, False)
+            o1_OffsetFetchRequestGroup.group_id, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_OffsetFetchRequestGroup.member_id = buf[pos + 1:pos + n1].decode()
+            o1_OffsetFetchRequestGroup.member_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_OffsetFetchRequestGroup.member_id, pos = r_cstr(buf, pos, True)
+            o1_OffsetFetchRequestGroup.member_id, pos = r_cstr_k(buf, pos, True)
         (o1_OffsetFetchRequestGroup.member_epoch,) = I32.unpack_from(buf, pos)
         pos += 4
         n1 = buf[pos] - 1
@@ -975,10 +1044,10 @@ def _r_OffsetFetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
                 o2_OffsetFetchRequestTopics = _new(_OffsetFetchRequest_OffsetFetchRequestTopics)
                 n2 = buf[pos]
                 if 0 < n2 < 0x80 and pos + n2 <= blen:
-                    o2_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n2].decode()
+                    o2_OffsetFetchRequestTopics.name = buf[pos + 1:pos + n2].decode('utf-8', 'replace')
                     pos += n2
                 else:
-                    o2_OffsetFetchRequestTopics.name, pos = r_cstr(buf, pos, False)
+                    o2_OffsetFetchRequestTopics.name, pos = r_cstr_k(buf, pos, False)
                 n2 = buf[pos] - 1
                 if 0 <= n2 < 0x7f and n2 < blen - pos:
                     pos += 1
@@ -992,7 +1061,11 @@ def _r_OffsetFetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
                 else:
                     ntags2, pos = read_uvarint(buf, pos)
                     for _ in range(ntags2):
-                        tag2, end2, pos = r_tag_header(buf, pos)
+                        tag2, pos = read_uvarint(buf, pos)
+                        size2, pos = read_uvarint(buf, pos)
+                        end2 = pos + size2
+                        if end2 > len(buf):
+                            raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                         if o2_OffsetFetchRequestTopics.unknown_tagged_fields is None:
                             o2_OffsetFetchRequestTopics.unknown_tagged_fields = []
                         o2_OffsetFetchRequestTopics.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -1005,7 +1078,11 @@ def _r_OffsetFetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_OffsetFetchRequestGroup.unknown_tagged_fields is None:
                     o1_OffsetFetchRequestGroup.unknown_tagged_fields = []
                 o1_OffsetFetchRequestGroup.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -1020,7 +1097,11 @@ def _r_OffsetFetchRequest_5(buf: bytes, pos: int, v: int) -> tuple[_OffsetFetchR
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

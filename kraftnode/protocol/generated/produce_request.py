@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -201,7 +206,7 @@ def _r_ProduceRequest_PartitionProduceData_0(buf: Buf, pos: int, v: int) -> tupl
     o0 = _new(_ProduceRequest_PartitionProduceData)
     (o0.index,) = I32.unpack_from(buf, pos)
     pos += 4
-    o0.records, pos = r_records(buf, pos, True)
+    o0.records, pos = r_records_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -217,7 +222,11 @@ def _r_ProduceRequest_PartitionProduceData_1(buf: Buf, pos: int, v: int) -> tupl
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -247,14 +256,14 @@ def _w_ProduceRequest_TopicProduceData_1(o: _ProduceRequest_TopicProduceData, ou
 
 def _r_ProduceRequest_TopicProduceData_0(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest_TopicProduceData, int]:
     o0 = _new(_ProduceRequest_TopicProduceData)
-    o0.name, pos = r_str(buf, pos, False)
-    n0, pos = r_count(buf, pos, False)
+    o0.name, pos = r_str_k(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_TopicProduceData_partition_data_0 = []
     for _ in range(n0):
         o1_PartitionProduceData = _new(_ProduceRequest_PartitionProduceData)
         (o1_PartitionProduceData.index,) = I32.unpack_from(buf, pos)
         pos += 4
-        o1_PartitionProduceData.records, pos = r_records(buf, pos, True)
+        o1_PartitionProduceData.records, pos = r_records_k(buf, pos, True)
         o1_PartitionProduceData.unknown_tagged_fields = None
         a_TopicProduceData_partition_data_0.append(o1_PartitionProduceData)
     o0.partition_data = a_TopicProduceData_partition_data_0
@@ -267,10 +276,10 @@ def _r_ProduceRequest_TopicProduceData_1(buf: Buf, pos: int, v: int) -> tuple[_P
     o0 = _new(_ProduceRequest_TopicProduceData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.name = str(buf[pos + 1:pos + n0], 'utf-8')
+        o0.name = str(buf[pos + 1:pos + n0], 'utf-8', 'replace')
         pos += n0
     else:
-        o0.name, pos = r_cstr(buf, pos, False)
+        o0.name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -288,7 +297,11 @@ def _r_ProduceRequest_TopicProduceData_1(buf: Buf, pos: int, v: int) -> tuple[_P
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_PartitionProduceData.unknown_tagged_fields is None:
                     o1_PartitionProduceData.unknown_tagged_fields = []
                 o1_PartitionProduceData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -301,7 +314,11 @@ def _r_ProduceRequest_TopicProduceData_1(buf: Buf, pos: int, v: int) -> tuple[_P
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -346,18 +363,18 @@ def _r_ProduceRequest_0(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, in
     o0.transactional_id = None
     (o0.acks, o0.timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_ProduceRequest_topic_data_0 = []
     for _ in range(n0):
         o1_TopicProduceData = _new(_ProduceRequest_TopicProduceData)
-        o1_TopicProduceData.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_TopicProduceData.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_TopicProduceData_partition_data_1 = []
         for _ in range(n1):
             o2_PartitionProduceData = _new(_ProduceRequest_PartitionProduceData)
             (o2_PartitionProduceData.index,) = I32.unpack_from(buf, pos)
             pos += 4
-            o2_PartitionProduceData.records, pos = r_records(buf, pos, True)
+            o2_PartitionProduceData.records, pos = r_records_k(buf, pos, True)
             o2_PartitionProduceData.unknown_tagged_fields = None
             a_TopicProduceData_partition_data_1.append(o2_PartitionProduceData)
         o1_TopicProduceData.partition_data = a_TopicProduceData_partition_data_1
@@ -370,21 +387,21 @@ def _r_ProduceRequest_0(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, in
 
 def _r_ProduceRequest_1(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, int]:
     o0 = _new(_ProduceRequest)
-    o0.transactional_id, pos = r_str(buf, pos, True)
+    o0.transactional_id, pos = r_str_k(buf, pos, True)
     (o0.acks, o0.timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_ProduceRequest_topic_data_0 = []
     for _ in range(n0):
         o1_TopicProduceData = _new(_ProduceRequest_TopicProduceData)
-        o1_TopicProduceData.name, pos = r_str(buf, pos, False)
-        n1, pos = r_count(buf, pos, False)
+        o1_TopicProduceData.name, pos = r_str_k(buf, pos, False)
+        n1, pos = r_count_k(buf, pos, False)
         a_TopicProduceData_partition_data_1 = []
         for _ in range(n1):
             o2_PartitionProduceData = _new(_ProduceRequest_PartitionProduceData)
             (o2_PartitionProduceData.index,) = I32.unpack_from(buf, pos)
             pos += 4
-            o2_PartitionProduceData.records, pos = r_records(buf, pos, True)
+            o2_PartitionProduceData.records, pos = r_records_k(buf, pos, True)
             o2_PartitionProduceData.unknown_tagged_fields = None
             a_TopicProduceData_partition_data_1.append(o2_PartitionProduceData)
         o1_TopicProduceData.partition_data = a_TopicProduceData_partition_data_1
@@ -400,10 +417,10 @@ def _r_ProduceRequest_2(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, in
     o0 = _new(_ProduceRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.transactional_id = str(buf[pos + 1:pos + n0], 'utf-8')
+        o0.transactional_id = str(buf[pos + 1:pos + n0], 'utf-8', 'replace')
         pos += n0
     else:
-        o0.transactional_id, pos = r_cstr(buf, pos, True)
+        o0.transactional_id, pos = r_cstr_k(buf, pos, True)
     (o0.acks, o0.timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
     n0 = buf[pos] - 1
@@ -416,10 +433,10 @@ def _r_ProduceRequest_2(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, in
         o1_TopicProduceData = _new(_ProduceRequest_TopicProduceData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicProduceData.name = str(buf[pos + 1:pos + n1], 'utf-8')
+            o1_TopicProduceData.name = str(buf[pos + 1:pos + n1], 'utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicProduceData.name, pos = r_cstr(buf, pos, False)
+            o1_TopicProduceData.name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -437,7 +454,11 @@ def _r_ProduceRequest_2(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, in
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_PartitionProduceData.unknown_tagged_fields is None:
                         o2_PartitionProduceData.unknown_tagged_fields = []
                     o2_PartitionProduceData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -450,7 +471,11 @@ def _r_ProduceRequest_2(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, in
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicProduceData.unknown_tagged_fields is None:
                     o1_TopicProduceData.unknown_tagged_fields = []
                 o1_TopicProduceData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -463,7 +488,11 @@ def _r_ProduceRequest_2(buf: Buf, pos: int, v: int) -> tuple[_ProduceRequest, in
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -168,7 +173,7 @@ def _r_RequestHeader_1(buf: Buf, pos: int, v: int) -> tuple[_RequestHeader, int]
     o0 = _new(_RequestHeader)
     (o0.request_api_key, o0.request_api_version, o0.correlation_id,) = _S0.unpack_from(buf, pos)
     pos += 8
-    o0.client_id, pos = r_str(buf, pos, True)
+    o0.client_id, pos = r_str_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -177,14 +182,18 @@ def _r_RequestHeader_2(buf: Buf, pos: int, v: int) -> tuple[_RequestHeader, int]
     o0 = _new(_RequestHeader)
     (o0.request_api_key, o0.request_api_version, o0.correlation_id,) = _S0.unpack_from(buf, pos)
     pos += 8
-    o0.client_id, pos = r_str(buf, pos, True)
+    o0.client_id, pos = r_str_k(buf, pos, True)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
         pos += 1
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -136,7 +141,7 @@ def _w_SaslHandshakeRequest_0(o: _SaslHandshakeRequest, out: bytearray, v: int) 
 
 def _r_SaslHandshakeRequest_0(buf: bytes, pos: int, v: int) -> tuple[_SaslHandshakeRequest, int]:
     o0 = _new(_SaslHandshakeRequest)
-    o0.mechanism, pos = r_str(buf, pos, False)
+    o0.mechanism, pos = r_str_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     return o0, pos
 

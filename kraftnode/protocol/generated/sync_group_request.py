@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -187,8 +192,8 @@ def _w_SyncGroupRequest_SyncGroupRequestAssignment_1(o: _SyncGroupRequest_SyncGr
 
 def _r_SyncGroupRequest_SyncGroupRequestAssignment_0(buf: bytes, pos: int, v: int) -> tuple[_SyncGroupRequest_SyncGroupRequestAssignment, int]:
     o0 = _new(_SyncGroupRequest_SyncGroupRequestAssignment)
-    o0.member_id, pos = r_str(buf, pos, False)
-    o0.assignment, pos = r_bytes(buf, pos, False)
+    o0.member_id, pos = r_str_k(buf, pos, False)
+    o0.assignment, pos = r_bytes_k(buf, pos, False)
     o0.unknown_tagged_fields = None
     return o0, pos
 
@@ -198,10 +203,10 @@ def _r_SyncGroupRequest_SyncGroupRequestAssignment_1(buf: bytes, pos: int, v: in
     o0 = _new(_SyncGroupRequest_SyncGroupRequestAssignment)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     o0.assignment, pos = r_cbytes(buf, pos, False)
     o0.unknown_tagged_fields = None
     if buf[pos] == 0:
@@ -209,7 +214,11 @@ def _r_SyncGroupRequest_SyncGroupRequestAssignment_1(buf: bytes, pos: int, v: in
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -274,19 +283,19 @@ def _w_SyncGroupRequest_3(o: _SyncGroupRequest, out: bytearray, v: int) -> None:
 
 def _r_SyncGroupRequest_0(buf: bytes, pos: int, v: int) -> tuple[_SyncGroupRequest, int]:
     o0 = _new(_SyncGroupRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     (o0.generation_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o0.member_id, pos = r_str(buf, pos, False)
+    o0.member_id, pos = r_str_k(buf, pos, False)
     o0.group_instance_id = None
     o0.protocol_type = None
     o0.protocol_name = None
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_SyncGroupRequest_assignments_0 = []
     for _ in range(n0):
         o1_SyncGroupRequestAssignment = _new(_SyncGroupRequest_SyncGroupRequestAssignment)
-        o1_SyncGroupRequestAssignment.member_id, pos = r_str(buf, pos, False)
-        o1_SyncGroupRequestAssignment.assignment, pos = r_bytes(buf, pos, False)
+        o1_SyncGroupRequestAssignment.member_id, pos = r_str_k(buf, pos, False)
+        o1_SyncGroupRequestAssignment.assignment, pos = r_bytes_k(buf, pos, False)
         o1_SyncGroupRequestAssignment.unknown_tagged_fields = None
         a_SyncGroupRequest_assignments_0.append(o1_SyncGroupRequestAssignment)
     o0.assignments = a_SyncGroupRequest_assignments_0
@@ -296,19 +305,19 @@ def _r_SyncGroupRequest_0(buf: bytes, pos: int, v: int) -> tuple[_SyncGroupReque
 
 def _r_SyncGroupRequest_1(buf: bytes, pos: int, v: int) -> tuple[_SyncGroupRequest, int]:
     o0 = _new(_SyncGroupRequest)
-    o0.group_id, pos = r_str(buf, pos, False)
+    o0.group_id, pos = r_str_k(buf, pos, False)
     (o0.generation_id,) = I32.unpack_from(buf, pos)
     pos += 4
-    o0.member_id, pos = r_str(buf, pos, False)
-    o0.group_instance_id, pos = r_str(buf, pos, True)
+    o0.member_id, pos = r_str_k(buf, pos, False)
+    o0.group_instance_id, pos = r_str_k(buf, pos, True)
     o0.protocol_type = None
     o0.protocol_name = None
-    n0, pos = r_count(buf, pos, False)
+    n0, pos = r_count_k(buf, pos, False)
     a_SyncGroupRequest_assignments_0 = []
     for _ in range(n0):
         o1_SyncGroupRequestAssignment = _new(_SyncGroupRequest_SyncGroupRequestAssignment)
-        o1_SyncGroupRequestAssignment.member_id, pos = r_str(buf, pos, False)
-        o1_SyncGroupRequestAssignment.assignment, pos = r_bytes(buf, pos, False)
+        o1_SyncGroupRequestAssignment.member_id, pos = r_str_k(buf, pos, False)
+        o1_SyncGroupRequestAssignment.assignment, pos = r_bytes_k(buf, pos, False)
         o1_SyncGroupRequestAssignment.unknown_tagged_fields = None
         a_SyncGroupRequest_assignments_0.append(o1_SyncGroupRequestAssignment)
     o0.assignments = a_SyncGroupRequest_assignments_0
@@ -321,24 +330,24 @@ def _r_SyncGroupRequest_2(buf: bytes, pos: int, v: int) -> tuple[_SyncGroupReque
     o0 = _new(_SyncGroupRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     (o0.generation_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_instance_id = buf[pos + 1:pos + n0].decode()
+        o0.group_instance_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_instance_id, pos = r_cstr(buf, pos, True)
+        o0.group_instance_id, pos = r_cstr_k(buf, pos, True)
     o0.protocol_type = None
     o0.protocol_name = None
     n0 = buf[pos] - 1
@@ -351,10 +360,10 @@ def _r_SyncGroupRequest_2(buf: bytes, pos: int, v: int) -> tuple[_SyncGroupReque
         o1_SyncGroupRequestAssignment = _new(_SyncGroupRequest_SyncGroupRequestAssignment)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_SyncGroupRequestAssignment.member_id = buf[pos + 1:pos + n1].decode()
+            o1_SyncGroupRequestAssignment.member_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_SyncGroupRequestAssignment.member_id, pos = r_cstr(buf, pos, False)
+            o1_SyncGroupRequestAssignment.member_id, pos = r_cstr_k(buf, pos, False)
         o1_SyncGroupRequestAssignment.assignment, pos = r_cbytes(buf, pos, False)
         o1_SyncGroupRequestAssignment.unknown_tagged_fields = None
         if buf[pos] == 0:
@@ -362,7 +371,11 @@ def _r_SyncGroupRequest_2(buf: bytes, pos: int, v: int) -> tuple[_SyncGroupReque
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_SyncGroupRequestAssignment.unknown_tagged_fields is None:
                     o1_SyncGroupRequestAssignment.unknown_tagged_fields = []
                 o1_SyncGroupRequestAssignment.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -375,7 +388,11 @@ def _r_SyncGroupRequest_2(buf: bytes, pos: int, v: int) -> tuple[_SyncGroupReque
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -388,36 +405,36 @@ def _r_SyncGroupRequest_3(buf: bytes, pos: int, v: int) -> tuple[_SyncGroupReque
     o0 = _new(_SyncGroupRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_id = buf[pos + 1:pos + n0].decode()
+        o0.group_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_id, pos = r_cstr(buf, pos, False)
+        o0.group_id, pos = r_cstr_k(buf, pos, False)
     (o0.generation_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.member_id = buf[pos + 1:pos + n0].decode()
+        o0.member_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.member_id, pos = r_cstr(buf, pos, False)
+        o0.member_id, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.group_instance_id = buf[pos + 1:pos + n0].decode()
+        o0.group_instance_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.group_instance_id, pos = r_cstr(buf, pos, True)
+        o0.group_instance_id, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.protocol_type = buf[pos + 1:pos + n0].decode()
+        o0.protocol_type = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.protocol_type, pos = r_cstr(buf, pos, True)
+        o0.protocol_type, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.protocol_name = buf[pos + 1:pos + n0].decode()
+        o0.protocol_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.protocol_name, pos = r_cstr(buf, pos, True)
+        o0.protocol_name, pos = r_cstr_k(buf, pos, True)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -428,10 +445,10 @@ def _r_SyncGroupRequest_3(buf: bytes, pos: int, v: int) -> tuple[_SyncGroupReque
         o1_SyncGroupRequestAssignment = _new(_SyncGroupRequest_SyncGroupRequestAssignment)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_SyncGroupRequestAssignment.member_id = buf[pos + 1:pos + n1].decode()
+            o1_SyncGroupRequestAssignment.member_id = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_SyncGroupRequestAssignment.member_id, pos = r_cstr(buf, pos, False)
+            o1_SyncGroupRequestAssignment.member_id, pos = r_cstr_k(buf, pos, False)
         o1_SyncGroupRequestAssignment.assignment, pos = r_cbytes(buf, pos, False)
         o1_SyncGroupRequestAssignment.unknown_tagged_fields = None
         if buf[pos] == 0:
@@ -439,7 +456,11 @@ def _r_SyncGroupRequest_3(buf: bytes, pos: int, v: int) -> tuple[_SyncGroupReque
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_SyncGroupRequestAssignment.unknown_tagged_fields is None:
                     o1_SyncGroupRequestAssignment.unknown_tagged_fields = []
                 o1_SyncGroupRequestAssignment.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -452,7 +473,11 @@ def _r_SyncGroupRequest_3(buf: bytes, pos: int, v: int) -> tuple[_SyncGroupReque
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -194,10 +199,10 @@ def _r_UpdateFeaturesRequest_FeatureUpdateKey_0(buf: bytes, pos: int, v: int) ->
     o0 = _new(_UpdateFeaturesRequest_FeatureUpdateKey)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.feature = buf[pos + 1:pos + n0].decode()
+        o0.feature = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.feature, pos = r_cstr(buf, pos, False)
+        o0.feature, pos = r_cstr_k(buf, pos, False)
     (o0.max_version_level, o0.allow_downgrade,) = _S0.unpack_from(buf, pos)
     pos += 3
     o0.upgrade_type = 1
@@ -207,7 +212,11 @@ def _r_UpdateFeaturesRequest_FeatureUpdateKey_0(buf: bytes, pos: int, v: int) ->
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -220,10 +229,10 @@ def _r_UpdateFeaturesRequest_FeatureUpdateKey_1(buf: bytes, pos: int, v: int) ->
     o0 = _new(_UpdateFeaturesRequest_FeatureUpdateKey)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.feature = buf[pos + 1:pos + n0].decode()
+        o0.feature = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.feature, pos = r_cstr(buf, pos, False)
+        o0.feature, pos = r_cstr_k(buf, pos, False)
     (o0.max_version_level,) = I16.unpack_from(buf, pos)
     pos += 2
     o0.allow_downgrade = False
@@ -235,7 +244,11 @@ def _r_UpdateFeaturesRequest_FeatureUpdateKey_1(buf: bytes, pos: int, v: int) ->
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -285,10 +298,10 @@ def _r_UpdateFeaturesRequest_0(buf: bytes, pos: int, v: int) -> tuple[_UpdateFea
         o1_FeatureUpdateKey = _new(_UpdateFeaturesRequest_FeatureUpdateKey)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_FeatureUpdateKey.feature = buf[pos + 1:pos + n1].decode()
+            o1_FeatureUpdateKey.feature = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_FeatureUpdateKey.feature, pos = r_cstr(buf, pos, False)
+            o1_FeatureUpdateKey.feature, pos = r_cstr_k(buf, pos, False)
         (o1_FeatureUpdateKey.max_version_level, o1_FeatureUpdateKey.allow_downgrade,) = _S0.unpack_from(buf, pos)
         pos += 3
         o1_FeatureUpdateKey.upgrade_type = 1
@@ -298,7 +311,11 @@ def _r_UpdateFeaturesRequest_0(buf: bytes, pos: int, v: int) -> tuple[_UpdateFea
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_FeatureUpdateKey.unknown_tagged_fields is None:
                     o1_FeatureUpdateKey.unknown_tagged_fields = []
                 o1_FeatureUpdateKey.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -312,7 +329,11 @@ def _r_UpdateFeaturesRequest_0(buf: bytes, pos: int, v: int) -> tuple[_UpdateFea
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -335,10 +356,10 @@ def _r_UpdateFeaturesRequest_1(buf: bytes, pos: int, v: int) -> tuple[_UpdateFea
         o1_FeatureUpdateKey = _new(_UpdateFeaturesRequest_FeatureUpdateKey)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_FeatureUpdateKey.feature = buf[pos + 1:pos + n1].decode()
+            o1_FeatureUpdateKey.feature = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_FeatureUpdateKey.feature, pos = r_cstr(buf, pos, False)
+            o1_FeatureUpdateKey.feature, pos = r_cstr_k(buf, pos, False)
         (o1_FeatureUpdateKey.max_version_level,) = I16.unpack_from(buf, pos)
         pos += 2
         o1_FeatureUpdateKey.allow_downgrade = False
@@ -350,7 +371,11 @@ def _r_UpdateFeaturesRequest_1(buf: bytes, pos: int, v: int) -> tuple[_UpdateFea
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_FeatureUpdateKey.unknown_tagged_fields is None:
                     o1_FeatureUpdateKey.unknown_tagged_fields = []
                 o1_FeatureUpdateKey.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -365,7 +390,11 @@ def _r_UpdateFeaturesRequest_1(buf: bytes, pos: int, v: int) -> tuple[_UpdateFea
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

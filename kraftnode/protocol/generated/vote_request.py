@@ -15,13 +15,18 @@ from recordbatch.message import (
     Message,
     absent_error,
     r_bytes,
+    r_bytes_k,
     r_cbytes,
     r_ccount,
     r_count,
+    r_count_k,
     r_crecords,
     r_cstr,
+    r_cstr_k,
     r_records,
+    r_records_k,
     r_str,
+    r_str_k,
     r_tag_header,
     r_uuid,
     uuid_from_bytes,
@@ -248,7 +253,11 @@ def _r_VoteRequest_PartitionData_0(buf: bytes, pos: int, v: int) -> tuple[_VoteR
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -269,7 +278,11 @@ def _r_VoteRequest_PartitionData_1(buf: bytes, pos: int, v: int) -> tuple[_VoteR
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -289,7 +302,11 @@ def _r_VoteRequest_PartitionData_2(buf: bytes, pos: int, v: int) -> tuple[_VoteR
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -338,10 +355,10 @@ def _r_VoteRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[_VoteReque
     o0 = _new(_VoteRequest_TopicData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        o0.topic_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic_name, pos = r_cstr(buf, pos, False)
+        o0.topic_name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -363,7 +380,11 @@ def _r_VoteRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[_VoteReque
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_PartitionData.unknown_tagged_fields is None:
                     o1_PartitionData.unknown_tagged_fields = []
                 o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -376,7 +397,11 @@ def _r_VoteRequest_TopicData_0(buf: bytes, pos: int, v: int) -> tuple[_VoteReque
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -389,10 +414,10 @@ def _r_VoteRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[_VoteReque
     o0 = _new(_VoteRequest_TopicData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        o0.topic_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic_name, pos = r_cstr(buf, pos, False)
+        o0.topic_name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -412,7 +437,11 @@ def _r_VoteRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[_VoteReque
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_PartitionData.unknown_tagged_fields is None:
                     o1_PartitionData.unknown_tagged_fields = []
                 o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -425,7 +454,11 @@ def _r_VoteRequest_TopicData_1(buf: bytes, pos: int, v: int) -> tuple[_VoteReque
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -438,10 +471,10 @@ def _r_VoteRequest_TopicData_2(buf: bytes, pos: int, v: int) -> tuple[_VoteReque
     o0 = _new(_VoteRequest_TopicData)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.topic_name = buf[pos + 1:pos + n0].decode()
+        o0.topic_name = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.topic_name, pos = r_cstr(buf, pos, False)
+        o0.topic_name, pos = r_cstr_k(buf, pos, False)
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
         pos += 1
@@ -460,7 +493,11 @@ def _r_VoteRequest_TopicData_2(buf: bytes, pos: int, v: int) -> tuple[_VoteReque
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_PartitionData.unknown_tagged_fields is None:
                     o1_PartitionData.unknown_tagged_fields = []
                 o1_PartitionData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -473,7 +510,11 @@ def _r_VoteRequest_TopicData_2(buf: bytes, pos: int, v: int) -> tuple[_VoteReque
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -524,10 +565,10 @@ def _r_VoteRequest_0(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
     o0 = _new(_VoteRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, True)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, True)
     o0.voter_id = -1
     n0 = buf[pos] - 1
     if 0 <= n0 < 0x7f and n0 < blen - pos:
@@ -539,10 +580,10 @@ def _r_VoteRequest_0(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
         o1_TopicData = _new(_VoteRequest_TopicData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+            o1_TopicData.topic_name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -564,7 +605,11 @@ def _r_VoteRequest_0(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_PartitionData.unknown_tagged_fields is None:
                         o2_PartitionData.unknown_tagged_fields = []
                     o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -577,7 +622,11 @@ def _r_VoteRequest_0(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicData.unknown_tagged_fields is None:
                     o1_TopicData.unknown_tagged_fields = []
                 o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -590,7 +639,11 @@ def _r_VoteRequest_0(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -603,10 +656,10 @@ def _r_VoteRequest_1(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
     o0 = _new(_VoteRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, True)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, True)
     (o0.voter_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos] - 1
@@ -619,10 +672,10 @@ def _r_VoteRequest_1(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
         o1_TopicData = _new(_VoteRequest_TopicData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+            o1_TopicData.topic_name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -642,7 +695,11 @@ def _r_VoteRequest_1(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_PartitionData.unknown_tagged_fields is None:
                         o2_PartitionData.unknown_tagged_fields = []
                     o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -655,7 +712,11 @@ def _r_VoteRequest_1(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicData.unknown_tagged_fields is None:
                     o1_TopicData.unknown_tagged_fields = []
                 o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -668,7 +729,11 @@ def _r_VoteRequest_1(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))
@@ -681,10 +746,10 @@ def _r_VoteRequest_2(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
     o0 = _new(_VoteRequest)
     n0 = buf[pos]
     if 0 < n0 < 0x80 and pos + n0 <= blen:
-        o0.cluster_id = buf[pos + 1:pos + n0].decode()
+        o0.cluster_id = buf[pos + 1:pos + n0].decode('utf-8', 'replace')
         pos += n0
     else:
-        o0.cluster_id, pos = r_cstr(buf, pos, True)
+        o0.cluster_id, pos = r_cstr_k(buf, pos, True)
     (o0.voter_id,) = I32.unpack_from(buf, pos)
     pos += 4
     n0 = buf[pos] - 1
@@ -697,10 +762,10 @@ def _r_VoteRequest_2(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
         o1_TopicData = _new(_VoteRequest_TopicData)
         n1 = buf[pos]
         if 0 < n1 < 0x80 and pos + n1 <= blen:
-            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode()
+            o1_TopicData.topic_name = buf[pos + 1:pos + n1].decode('utf-8', 'replace')
             pos += n1
         else:
-            o1_TopicData.topic_name, pos = r_cstr(buf, pos, False)
+            o1_TopicData.topic_name, pos = r_cstr_k(buf, pos, False)
         n1 = buf[pos] - 1
         if 0 <= n1 < 0x7f and n1 < blen - pos:
             pos += 1
@@ -719,7 +784,11 @@ def _r_VoteRequest_2(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
             else:
                 ntags2, pos = read_uvarint(buf, pos)
                 for _ in range(ntags2):
-                    tag2, end2, pos = r_tag_header(buf, pos)
+                    tag2, pos = read_uvarint(buf, pos)
+                    size2, pos = read_uvarint(buf, pos)
+                    end2 = pos + size2
+                    if end2 > len(buf):
+                        raise DecodeError(f'tagged field of {size2} bytes exceeds the remaining {len(buf) - pos}')
                     if o2_PartitionData.unknown_tagged_fields is None:
                         o2_PartitionData.unknown_tagged_fields = []
                     o2_PartitionData.unknown_tagged_fields.append((tag2, bytes(buf[pos:end2])))
@@ -732,7 +801,11 @@ def _r_VoteRequest_2(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
         else:
             ntags1, pos = read_uvarint(buf, pos)
             for _ in range(ntags1):
-                tag1, end1, pos = r_tag_header(buf, pos)
+                tag1, pos = read_uvarint(buf, pos)
+                size1, pos = read_uvarint(buf, pos)
+                end1 = pos + size1
+                if end1 > len(buf):
+                    raise DecodeError(f'tagged field of {size1} bytes exceeds the remaining {len(buf) - pos}')
                 if o1_TopicData.unknown_tagged_fields is None:
                     o1_TopicData.unknown_tagged_fields = []
                 o1_TopicData.unknown_tagged_fields.append((tag1, bytes(buf[pos:end1])))
@@ -745,7 +818,11 @@ def _r_VoteRequest_2(buf: bytes, pos: int, v: int) -> tuple[_VoteRequest, int]:
     else:
         ntags0, pos = read_uvarint(buf, pos)
         for _ in range(ntags0):
-            tag0, end0, pos = r_tag_header(buf, pos)
+            tag0, pos = read_uvarint(buf, pos)
+            size0, pos = read_uvarint(buf, pos)
+            end0 = pos + size0
+            if end0 > len(buf):
+                raise DecodeError(f'tagged field of {size0} bytes exceeds the remaining {len(buf) - pos}')
             if o0.unknown_tagged_fields is None:
                 o0.unknown_tagged_fields = []
             o0.unknown_tagged_fields.append((tag0, bytes(buf[pos:end0])))

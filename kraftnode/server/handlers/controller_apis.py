@@ -433,9 +433,13 @@ class ControllerApiHandlers(HandlerBase):
     # ------------------------------------------------------------------ delegation tokens
     async def _delegation_token(self, q: Any, v: int, key: int) -> Any:
         """Delegation tokens need ``delegation.token.secret.key``, which kraftnode does not
-        take: a 3.9 controller without it answers DELEGATION_TOKEN_AUTH_DISABLED (after
-        refusing unforwarded PLAINTEXT requests, allowTokenRequests)."""
+        take: a 3.9 controller without it answers DELEGATION_TOKEN_AUTH_DISABLED, after
+        refusing, as ``allowTokenRequests``, what comes unforwarded on a PLAINTEXT listener or
+        from an anonymous client of an SSL one (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)."""
         code = Errors.DELEGATION_TOKEN_AUTH_DISABLED
+        s = az.session()
+        if not s.forwarded and (s.protocol == "PLAINTEXT" or (s.protocol == "SSL" and s.principal == az.ANONYMOUS)):
+            code = Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
         if key == 41:
             code = Errors.UNKNOWN_SERVER_ERROR  # not handled by ControllerApis
         resp = error_response(key, v, q, code, None)
@@ -477,7 +481,8 @@ class ControllerApiHandlers(HandlerBase):
             return E(response_data=None, error_code=Errors.UNSUPPORTED_VERSION)
         if inner.spec.key not in FORWARDABLE:
             return E(response_data=None, error_code=Errors.INVALID_REQUEST)
-        token = az.CURRENT_SESSION.set(az.Session(principal, host))
+        # EnvelopeUtils: the forwarded context keeps the envelope's security protocol
+        token = az.CURRENT_SESSION.set(az.Session(principal, host, az.session().protocol, forwarded=True))
         try:
             reply = await self(inner, f"envelope:{host}")
         finally:

@@ -10,7 +10,8 @@ Who coordinates: the raft leader, once its epoch's first entry is committed, its
 controller activation records are written, and its state machine has replayed every
 committed record; it then builds its coordinator from the committed group records (the
 state machine's keyed records, which snapshots carry) and keeps it for its epoch.  Other
-nodes answer NOT_COORDINATOR; a leader not ready yet COORDINATOR_LOAD_IN_PROGRESS.  A
+nodes answer NOT_COORDINATOR (ListGroups: NONE and no groups, as a Kafka broker that
+coordinates nothing); a leader not ready yet COORDINATOR_LOAD_IN_PROGRESS.  A
 leader that loses its leadership drops its coordinator: parked requests get
 NOT_COORDINATOR, the clients find the new leader with FindCoordinator, and it serves
 the same groups and offsets from the log.
@@ -514,13 +515,17 @@ async def describe_groups(h: HandlerBase, q: w.DescribeGroupsRequest, v: int) ->
 
 
 async def list_groups(h: HandlerBase, q: w.ListGroupsRequest, v: int) -> w.ListGroupsResponse:
+    """The groups this node coordinates. ListGroups is the one group API the Admin sends to
+    every broker (and merges the answers): a Kafka broker that coordinates no
+    ``__consumer_offsets`` partition answers NONE with an empty list (GroupCoordinator
+    .handleListGroups; GroupCoordinatorService.listGroups maps NotCoordinator to no groups),
+    never NOT_COORDINATOR, so a follower does the same -- else the Admin's ``all()`` fails
+    (issue 43). A leader still loading answers COORDINATOR_LOAD_IN_PROGRESS, as Kafka's
+    ``groupManager.isLoading``."""
     L = w.ListGroupsResponse
-    code = _service(h).coordinator_error()
+    code = _service(h).coordinator_error()  # (also drops a coordinator of a lost leadership)
     c = _service(h).coordinator
-    if code == Errors.NOT_COORDINATOR:
-        # a node that coordinates no group lists none, without error, as a Kafka broker does
-        # (GroupCoordinatorService.listGroups maps NotCoordinatorException to an empty list):
-        # clients ask every node (kadm.ListGroups, Admin.listGroups) and fail on any error
+    if code == Errors.NOT_COORDINATOR:  # a follower, or a leader that just lost leadership
         return L(throttle_time_ms=0, error_code=0, groups=[])
     if code or c is None:
         return L(throttle_time_ms=0, error_code=code or Errors.COORDINATOR_NOT_AVAILABLE, groups=[])

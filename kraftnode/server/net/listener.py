@@ -453,8 +453,10 @@ class _Connection(asyncio.Protocol):
             from kraftnode.security.tls import peer_principal
 
             principal = peer_principal(self.transport.get_extra_info("ssl_object"), mapper)
+        protocol = ("SASL_" if self.listener.authenticator is not None else "") + \
+            ("SSL" if self.listener.ssl is not None else "PLAINTEXT")
         authorizer.CURRENT_SESSION.set(authorizer.Session(principal or authorizer.ANONYMOUS,
-                                                          authorizer.host_of(self.peer)))
+                                                          authorizer.host_of(self.peer), protocol))
 
     async def _serve(self) -> None:
         handler = self.listener.handler

@@ -80,8 +80,14 @@ def test_lying_lengths_do_not_allocate() -> None:
 def test_overlong_varint_and_bad_utf8() -> None:
     with pytest.raises(DecodeError, match="varint"):
         VoteRequest.decode(b"\x80\x80\x80\x80\x80\x01", 1)
+    # strict outside requests (responses, records, our files) ...
+    resp = DescribeQuorumResponse(error_message="ab").encode(2)
     with pytest.raises(DecodeError, match="(?i)utf-8"):
-        VoteRequest.decode(b"\x03\xff\xfe", 1)
+        DescribeQuorumResponse.decode(resp.replace(b"ab", b"\xff\xfe"), 2)
+    # ... while a request's malformed UTF-8 is replaced, as Java's new String(bytes, UTF_8)
+    # does in Kafka's request readers (tests/kraftnode/protocol/test_request_parsing.py)
+    req = VoteRequest(cluster_id="ab").encode(1)
+    assert VoteRequest.decode(req.replace(b"ab", b"\xff\xfe"), 1).cluster_id == "\ufffd\ufffd"
 
 
 def test_records_stay_zero_copy() -> None:

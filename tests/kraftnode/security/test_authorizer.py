@@ -239,3 +239,27 @@ def test_refusals_encode_at_every_version(key: int, v: int, body: Any) -> None:
     out = bytearray()
     resp.encode_into(out, v)
     assert SERVED[key].response.decode(bytes(out), v).error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_only_the_unknown_code_refuses_an_acl_request_as_kafka_does() -> None:
+    """Create/Describe/DeleteAclsRequest compare the raw codes with UNKNOWN's (0): a code
+    Kafka does not know passes and is read as UNKNOWN afterwards (issue 43, found by
+    tools/fuzz/differential.py: a Kafka 3.9 controller answered SECURITY_DISABLED where
+    kraftnode closed the connection)."""
+    from kraftnode.security import authorizer as az
+
+    def describe(**codes: int) -> w.DescribeAclsRequest:
+        q = dict(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                 principal_filter=None, host_filter=None, operation=1, permission_type=1)
+        return w.DescribeAclsRequest(**{**q, **codes})
+
+    assert not az.unknown_elements([describe()])
+    for field in ("resource_type_filter", "pattern_type_filter", "operation", "permission_type"):
+        assert az.unknown_elements([describe(**{field: 0})]), field
+        q = describe(**{field: -106})
+        assert not az.unknown_elements([q]), field
+        assert getattr(q, field) == 0  # what Kafka's fromCode makes of it
+    C = w.CreateAclsRequest.AclCreation
+    c = C(resource_type=2, resource_name="t", resource_pattern_type=77, principal="User:a", host="*",
+          operation=3, permission_type=3)
+    assert not az.unknown_elements([c]) and c.resource_pattern_type == 0
