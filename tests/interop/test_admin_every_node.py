@@ -137,6 +137,40 @@ def _confluent(bootstrap: str, node_id: int) -> dict[str, Any]:
     }
 
 
+#: the oldest confluent-kafka pyproject.toml accepts; installed apart (pip --target) and run in a
+#: subprocess, since one interpreter holds one librdkafka
+OLDEST_CONFLUENT = "2.5.3"
+
+
+def _oldest_confluent(bootstrap: str, node_id: int) -> dict[str, Any]:
+    """``_confluent`` with confluent-kafka (librdkafka) 2.5.3 (``tools/test.sh`` installs it
+    into ``.cache/pypi/``; installed here on first use otherwise)."""
+    import inspect
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    target = Path(__file__).resolve().parents[2] / ".cache" / "pypi" / f"confluent-kafka-{OLDEST_CONFLUENT}"
+    if not (target / "confluent_kafka").is_dir():
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                            "--target", str(target), f"confluent-kafka=={OLDEST_CONFLUENT}"],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            pytest.fail(f"cannot install confluent-kafka {OLDEST_CONFLUENT}: {r.stderr[-2000:]}")
+    source = inspect.getsource(_confluent)
+    script = (f"import json, confluent_kafka\nfrom typing import Any\nGROUP = {GROUP!r}\n{source}\n"
+              f"assert confluent_kafka.version()[0] == {OLDEST_CONFLUENT!r}, confluent_kafka.version()\n"
+              f"print(json.dumps(_confluent({bootstrap!r}, {node_id})))\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    return {k: (tuple(v) if k in ("cluster", "group") else v) for k, v in out.items()} | {
+        "cluster": (out["cluster"][0], out["cluster"][1], out["cluster"][2]),
+        "groups": [tuple(g) for g in out["groups"]]}
+
+
 def _kafka_python(bootstrap: str, node_id: int) -> dict[str, Any]:
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
@@ -186,8 +220,8 @@ def _aiokafka(bootstrap: str, node_id: int) -> dict[str, Any]:
     return asyncio.run(run())
 
 
-@pytest.mark.parametrize("client", [_confluent, _kafka_python, _aiokafka],
-                         ids=["confluent-kafka", "kafka-python", "aiokafka"])
+@pytest.mark.parametrize("client", [_confluent, _oldest_confluent, _kafka_python, _aiokafka],
+                         ids=["confluent-kafka", f"confluent-kafka-{OLDEST_CONFLUENT}", "kafka-python", "aiokafka"])
 def test_python_admin_clients_on_every_node(cluster: Cluster, kafka: KafkaServer, client: Any) -> None:
     """Every call answered on every node; the group answers equal the Kafka broker's, the
     cluster's names every node and the raft leader as the controller."""
@@ -206,7 +240,7 @@ def test_python_admin_clients_on_every_node(cluster: Cluster, kafka: KafkaServer
         elif client is _aiokafka:  # error code, resource type and name, node.id
             assert ours["configs"][:2] == theirs["configs"][:2] == (0, 4)
             assert (ours["configs"][2:], theirs["configs"][2:]) == ((str(node_id), str(node_id)), ("1", "1"))
-        else:
+        else:  # both confluent-kafkas
             assert (ours["node.id"], theirs["node.id"]) == (str(node_id), "1")
 
 

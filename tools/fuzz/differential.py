@@ -15,7 +15,7 @@ mutations flip bytes, overwrite the API key or version, cut the frame, add bytes
 or make the size prefix lie. Seeded: a difference replays with the same ``--seed``. Usage::
 
     python -m tools.fuzz.differential --kafka HOST:PORT --kraftnode HOST:PORT \\
-        [--listener controller|broker] [--frames N] [--seed S] [--timeout T]
+        [--listener controller|broker] [--frames N] [--seed S] [--timeout T] [--workers W]
 
 Exit code 1 when an outcome differs. Error codes that differ while both answer are listed
 apart (``codes``): they may follow from the two servers' different state (a quorum of one
@@ -184,14 +184,26 @@ def _by_design(request: bytes, theirs: str, mine: str) -> bool:
 
 
 def run(kafka: tuple[str, int], ours: tuple[str, int], frames: int = 200, seed: int = 0,
-        timeout: float = 2.0, listener: str = "controller") -> Report:
-    """``listener``: what ``kafka`` is, a Kafka ``controller`` listener or a ``broker`` one."""
+        timeout: float = 2.0, listener: str = "controller", workers: int = 1) -> Report:
+    """``listener``: what ``kafka`` is, a Kafka ``controller`` listener or a ``broker`` one;
+    ``workers``: frames in flight at once (each on its own connection; the frames, and so the
+    report, are the same for any number)."""
     rng = random.Random(seed)
     pool = seeds(listener)
+    mutations = [mutate(rng, rng.choice(pool), listener) for _ in range(frames)]
+
+    def both(m: Mutation) -> tuple[str, str]:
+        return outcome(kafka, m, timeout), outcome(ours, m, timeout)
+
+    if workers > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers) as ex:
+            results = list(ex.map(both, mutations))
+    else:
+        results = [both(m) for m in mutations]
     report = Report()
-    for i in range(frames):
-        m = mutate(rng, rng.choice(pool), listener)
-        theirs, mine = outcome(kafka, m, timeout), outcome(ours, m, timeout)
+    for i, (m, (theirs, mine)) in enumerate(zip(mutations, results, strict=True)):
         report.frames += 1
         report.outcomes[theirs.split(" ")[0]] = report.outcomes.get(theirs.split(" ")[0], 0) + 1
         row = (i, m.kind, m.wire().hex(), theirs, mine)
@@ -216,10 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frames", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=2.0, help="seconds before an outcome is 'silent'")
+    ap.add_argument("--workers", type=int, default=1, help="frames in flight at once (same report for any number)")
     a = ap.parse_args(argv)
     t = time.monotonic()
     try:
-        r = run(_addr(a.kafka), _addr(a.kraftnode), a.frames, a.seed, a.timeout, a.listener)
+        r = run(_addr(a.kafka), _addr(a.kraftnode), a.frames, a.seed, a.timeout, a.listener, a.workers)
     except OSError as e:
         print(f"cannot reach a server: {e}", file=sys.stderr)
         return 2
