@@ -150,9 +150,13 @@ def test_unknown_group_describe_v6_and_delete_v3(node: str, broker: str) -> None
 
 
 #: share coordinator keys ("groupId:topicId:partition"): well-formed (the group id may hold
-#: colons), then malformed (a topic id that is no Uuid, no partition, no group, a bad partition)
-SHARE_KEYS = ["sg:AAAAAAAAAAAAAAAAAAAAAQ:0", "a:b:AAAAAAAAAAAAAAAAAAAAAQ:3", "sg:x:0",
-              "sg:AAAAAAAAAAAAAAAAAAAAAQ", ":AAAAAAAAAAAAAAAAAAAAAQ:0", "sg:AAAAAAAAAAAAAAAAAAAAAQ:p"]
+#: colons, the partition is any int32), then malformed (a topic id that is no Uuid, no
+#: partition, no group, a partition that is no int32)
+WELL_FORMED = ["sg:AAAAAAAAAAAAAAAAAAAAAQ:0", "a:b:AAAAAAAAAAAAAAAAAAAAAQ:3", "sg:AAAAAAAAAAAAAAAAAAAAAQ:-1",
+               "sg:AAAAAAAAAAAAAAAAAAAAAQ:+1"]
+MALFORMED = ["sg:x:0", "sg:AAAAAAAAAAAAAAAAAAAAAQ", ":AAAAAAAAAAAAAAAAAAAAAQ:0", "sg:AAAAAAAAAAAAAAAAAAAAAQ:p",
+             "sg:AAAAAAAAAAAAAAAAAAAAAQ:2147483648", "sg:AAAAAAAAAAAAAAAAAAAA:0", ""]
+SHARE_KEYS = WELL_FORMED + MALFORMED
 
 
 def _share_coordinator(host_port: str) -> list[Any]:
@@ -169,7 +173,8 @@ def test_share_coordinator_is_not_available(node: str, broker: str) -> None:
     well-formed key, INVALID_REQUEST for a malformed one."""
     ours = _share_coordinator(node)
     assert ours == _share_coordinator(broker)
-    assert [c[2] for c in ours if c[0] == 6] == [Errors.COORDINATOR_NOT_AVAILABLE] * 2 + [Errors.INVALID_REQUEST] * 4
+    assert [c[2] for c in ours if c[0] == 6] == \
+        [Errors.COORDINATOR_NOT_AVAILABLE] * len(WELL_FORMED) + [Errors.INVALID_REQUEST] * len(MALFORMED)
 
 
 def _unknown_topic_id_answers(host_port: str) -> list[Any]:
