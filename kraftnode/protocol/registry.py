@@ -6,9 +6,9 @@ They follow the interop table in DESIGN.md, with two deliberate narrowings
 carry magic 0/1 message sets and a KRaft log holds only v2 batches (Kafka 3.9
 would down-convert; we do not).  The client-facing APIs (Produce, ListOffsets,
 Metadata, the group APIs) are served at Kafka 4.4's ranges, KIP-896's minimums
-included; Produce advertises v0-2 without serving them, as Kafka 4.4 does.  InitProducerId (22) is served beyond the table
-because Kafka producers are idempotent by default and start with it, and
-DescribeConfigs (32) because ``kafka-topics.sh --describe`` fails without it, and
+included; Produce advertises v0-2 without serving them, as Kafka 4.4 does.
+InitProducerId (22) is served beyond the table because Kafka producers are
+idempotent by default and start with it, and DescribeConfigs (32) because ``kafka-topics.sh --describe`` fails without it, and
 the group coordinator's APIs (FindCoordinator, OffsetCommit/OffsetFetch, JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete,
 ConsumerGroupHeartbeat/Describe: kraftnode.groups), the
