@@ -89,14 +89,22 @@ class GroupCoordinator(ClassicProtocol, ConsumerProtocol, OffsetManager):
         return self._end()
 
     # ================================================================== describe / list / delete
-    def describe_groups(self, group_ids: list[str]) -> list[Any]:
+    def describe_groups(self, group_ids: list[str], version: int = 5) -> list[Any]:
+        """Classic groups as DescribeGroups shows them. A group that is not there, or is
+        not a classic group, is Dead: with no error before v6, with GROUP_ID_NOT_FOUND and
+        Kafka's message (GroupMetadataManager.classicGroup) from v6 (KIP-1043)."""
         D = w.DescribeGroupsResponse
         out = []
         for gid in group_ids:
             grp = self.groups.get(gid)
             if not isinstance(grp, ClassicGroup):
-                out.append(D.DescribedGroup(error_code=0, group_id=gid, group_state=State.DEAD.value,
-                                            protocol_type="", protocol_data="", members=[]))
+                d = D.DescribedGroup(error_code=0, group_id=gid, group_state=State.DEAD.value,
+                                     protocol_type="", protocol_data="", members=[])
+                if version >= 6:
+                    d.error_code = Errors.GROUP_ID_NOT_FOUND
+                    d.error_message = (f"Group {gid} not found." if grp is None
+                                       else f"Group {gid} is not a classic group.")
+                out.append(d)
                 continue
             stable = grp.state == State.STABLE
             members = [D.DescribedGroupMember(

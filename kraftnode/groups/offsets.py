@@ -30,7 +30,8 @@ class OffsetManager(CoordinatorCore):
     def offset_commit(self, token: Any, q: w.OffsetCommitRequest, version: int, now: int,
                       partition_errors: dict[tuple[str, int], int] | None = None) -> Result:
         """``partition_errors``: what the shell already refused per (topic, partition)
-        (an unknown topic, an authorization failure): answered as given, not committed."""
+        (an unknown topic or topic id, an authorization failure): answered as given, not
+        committed. From v10 the shell has named each topic by its id ("" for an unknown id)."""
         self._begin(now)
         R = w.OffsetCommitResponse
         refused = partition_errors or {}
@@ -51,11 +52,12 @@ class OffsetManager(CoordinatorCore):
                     err = int(Errors.OFFSET_METADATA_TOO_LARGE)
                 parts.append(R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=err))
                 if not err:
-                    ts = p.commit_timestamp if version == 1 and p.commit_timestamp >= 0 else now
+                    # the commit time is the coordinator's: the request's own (v1) is gone
                     self._write([rec.offset_commit(q.group_id, t.name, p.partition_index, p.committed_offset,
-                                                   p.committed_leader_epoch, p.committed_metadata or "", ts)],
+                                                   p.committed_leader_epoch, p.committed_metadata or "", now)],
                                 replay=True)
-            topics.append(R.OffsetCommitResponseTopic(name=t.name, partitions=parts))
+            # v10+ answers by topic id (the name is not on the wire), as it was asked
+            topics.append(R.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=parts))
         self._reply(token, R(throttle_time_ms=0, topics=topics))
         return self._end()
 

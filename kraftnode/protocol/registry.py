@@ -4,9 +4,11 @@ The version ranges are what we advertise in ApiVersions and accept on the wire.
 They follow the interop table in DESIGN.md, with two deliberate narrowings
 (docs/protocol.md): Produce starts at v3 and Fetch at v4, because older versions
 carry magic 0/1 message sets and a KRaft log holds only v2 batches (Kafka 3.9
-would down-convert; we do not).  InitProducerId (22) is served beyond the table
-because Kafka producers are idempotent by default and start with it, and
-DescribeConfigs (32) because ``kafka-topics.sh --describe`` fails without it, and
+would down-convert; we do not).  The client-facing APIs (Produce, ListOffsets,
+Metadata, the group APIs) are served at Kafka 4.4's ranges, KIP-896's minimums
+included; Produce advertises v0-2 without serving them, as Kafka 4.4 does.
+InitProducerId (22) is served beyond the table because Kafka producers are
+idempotent by default and start with it, and DescribeConfigs (32) because ``kafka-topics.sh --describe`` fails without it, and
 the group coordinator's APIs (FindCoordinator, OffsetCommit/OffsetFetch, JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete,
 ConsumerGroupHeartbeat/Describe: kraftnode.groups), the
@@ -32,6 +34,14 @@ class ApiSpec:
     response: type[Message]
     min_version: int
     max_version: int
+    #: the minimum ApiVersions advertises when it is below the one served: Produce, whose
+    #: v0-2 Kafka 4 advertises but refuses (KAFKA-18659: librdkafka disables compression
+    #: unless Produce v0 is listed; ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION)
+    advertised_min: int | None = None
+
+    @property
+    def advertised_min_version(self) -> int:
+        return self.min_version if self.advertised_min is None else self.advertised_min
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -110,32 +120,34 @@ ALLOCATE_PRODUCER_IDS = 67
 ASSIGN_REPLICAS_TO_DIRS = 73
 
 
-def _spec(key: int, name: str, lo: int, hi: int) -> ApiSpec:
+def _spec(key: int, name: str, lo: int, hi: int, advertised_min: int | None = None) -> ApiSpec:
     req = getattr(g, f"{name}Request")
     resp = getattr(g, f"{name}Response")
     assert req.API_KEY == key == resp.API_KEY, name
     assert req.VALID_VERSIONS[0] <= lo and hi <= req.VALID_VERSIONS[1], name
-    return ApiSpec(key, name, req, resp, lo, hi)
+    return ApiSpec(key, name, req, resp, lo, hi, advertised_min)
 
 
 SERVED: dict[int, ApiSpec] = {
     s.key: s
     for s in (
-        _spec(PRODUCE, "Produce", 3, 11),
+        # the client-facing APIs at the versions a Kafka 4.4 broker serves (issue 36, KIP-896
+        # minimums); Produce advertises 0-13 and serves 3-13, as Kafka 4.4 does (KAFKA-18659)
+        _spec(PRODUCE, "Produce", 3, 13, advertised_min=0),
         _spec(FETCH, "Fetch", 4, 17),
-        _spec(LIST_OFFSETS, "ListOffsets", 1, 9),
-        _spec(METADATA, "Metadata", 0, 12),
-        _spec(OFFSET_COMMIT, "OffsetCommit", 0, 9),
-        _spec(OFFSET_FETCH, "OffsetFetch", 0, 9),
-        _spec(FIND_COORDINATOR, "FindCoordinator", 0, 5),
-        # the group coordinator (kraftnode.groups), at the versions a Kafka 3.9 broker serves
+        _spec(LIST_OFFSETS, "ListOffsets", 1, 11),
+        _spec(METADATA, "Metadata", 0, 13),
+        _spec(OFFSET_COMMIT, "OffsetCommit", 2, 10),
+        _spec(OFFSET_FETCH, "OffsetFetch", 1, 10),
+        _spec(FIND_COORDINATOR, "FindCoordinator", 0, 6),
+        # the group coordinator (kraftnode.groups), at the versions a Kafka 4.4 broker serves
         _spec(JOIN_GROUP, "JoinGroup", 0, 9),
         _spec(HEARTBEAT, "Heartbeat", 0, 4),
         _spec(LEAVE_GROUP, "LeaveGroup", 0, 5),
         _spec(SYNC_GROUP, "SyncGroup", 0, 5),
-        _spec(DESCRIBE_GROUPS, "DescribeGroups", 0, 5),
+        _spec(DESCRIBE_GROUPS, "DescribeGroups", 0, 6),
         _spec(LIST_GROUPS, "ListGroups", 0, 5),
-        _spec(DELETE_GROUPS, "DeleteGroups", 0, 2),
+        _spec(DELETE_GROUPS, "DeleteGroups", 0, 3),
         _spec(OFFSET_DELETE, "OffsetDelete", 0, 0),
         # Kafka 4.4's ranges: v1 is KIP-848's regex subscription / KIP-1082's member ids
         # (librdkafka's new consumer requires it) and KIP-1099's MemberType

@@ -152,7 +152,8 @@ def error_response(key: int, v: int, body: Any, code: int) -> Any:
             for u in users])
     if key == OFFSET_COMMIT:
         R2 = w.OffsetCommitResponse
-        return R2(throttle_time_ms=0, topics=[R2.OffsetCommitResponseTopic(name=t.name, partitions=[
+        return R2(throttle_time_ms=0, topics=[R2.OffsetCommitResponseTopic(
+            name=t.name, topic_id=t.topic_id, partitions=[
             R2.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
             for p in t.partitions]) for t in body.topics])
     if key == FETCH:
@@ -165,7 +166,8 @@ def error_response(key: int, v: int, body: Any, code: int) -> Any:
         return F(throttle_time_ms=0, error_code=code, session_id=0, responses=topics)
     if key == PRODUCE:
         P = w.ProduceResponse
-        return P(throttle_time_ms=0, responses=[P.TopicProduceResponse(name=t.name, partition_responses=[
+        return P(throttle_time_ms=0, responses=[P.TopicProduceResponse(
+            name=t.name, topic_id=t.topic_id, partition_responses=[
             P.PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1,
                                        log_append_time_ms=-1, log_start_offset=-1)
             for p in t.partition_data]) for t in body.topic_data])

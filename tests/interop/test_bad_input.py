@@ -136,7 +136,7 @@ def test_every_served_api_is_advertised(node: NodeProcess) -> None:
         resp = frame_call(s, API_VERSIONS, 3, w.ApiVersionsRequest(
             client_software_name="kraftnode-tests", client_software_version="1"), 1)
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}  # type: ignore[attr-defined]
-    served = {s.key: (s.min_version, s.max_version) for s in SERVED.values()}
+    served = {s.key: (s.advertised_min_version, s.max_version) for s in SERVED.values()}
     # Vote 0-2: pre-vote (KIP-996) is on by default, as in Kafka 4.x (0-1 with it off:
     # tests/kraftnode/server/test_api_versions_server.py)
     assert served[VOTE] == (0, 2)

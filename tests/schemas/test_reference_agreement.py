@@ -1,11 +1,17 @@
 """Our schemas/ agree with Apache Kafka 3.9's message definitions (and Kafka 4.4's, for
-the versions beyond 3.9's range).
+the versions beyond 3.9's range, and for the files taken whole from Kafka 4.4).
 
 Every file under ``schemas/`` is compared with Kafka's definition of the message
 with the same ``name`` (Kafka's files are JSON with ``//`` comments).  Every key
 except ``about`` must be equal -- same keys present, same values, no
 normalisation -- and the field lists must have the same fields in the same
 order, recursively, including ``commonStructs``.  ``about`` texts are ours.
+
+A file taken from Kafka 4.4 (``FROM_4_4``) is compared whole with 4.4's definition
+(the ``kafka_4_4`` fixture: kafka-clients-4.4.0.jar's ``common/message/``), and with
+3.9's version by version: every version both releases define must put the same bytes
+on the wire (same fields, types, nullability, taggedness and tags), so a 3.9 peer that
+negotiates one of them is still spoken to as 3.9 did.
 
 The presence and strict-JSON checks run without the reference data; the
 agreement checks need it (see the ``reference_dir`` fixture).
@@ -32,10 +38,10 @@ def _ids(paths: list[Path]) -> list[str]:
 
 # The interop table of shared/DESIGN.md: API -> (api key, Kafka 3.9 validVersions).
 INTEROP_APIS = {
-    "Produce": (0, "0-11"),
+    "Produce": (0, "3-13"),  # Kafka 4.4's, as FROM_4_4 below; 3.9: 0-11
     "Fetch": (1, "0-17"),
-    "ListOffsets": (2, "0-9"),
-    "Metadata": (3, "0-12"),
+    "ListOffsets": (2, "1-11"),  # 3.9: 0-9
+    "Metadata": (3, "0-13"),  # 3.9: 0-12
     "SaslHandshake": (17, "0-1"),
     "ApiVersions": (18, "0-4"),
     "SaslAuthenticate": (36, "0-2"),
@@ -46,16 +52,16 @@ INTEROP_APIS = {
     "UpdateFeatures": (57, "0-1"),
     "FetchSnapshot": (59, "0-1"),
     "DescribeCluster": (60, "0-1"),
-    "OffsetCommit": (8, "0-9"),
-    "OffsetFetch": (9, "0-9"),
+    "OffsetCommit": (8, "2-10"),  # 3.9: 0-9
+    "OffsetFetch": (9, "1-10"),  # 3.9: 0-9
     "FindCoordinator": (10, "0-6"),
     "JoinGroup": (11, "0-9"),
     "Heartbeat": (12, "0-4"),
     "LeaveGroup": (13, "0-5"),
     "SyncGroup": (14, "0-5"),
-    "DescribeGroups": (15, "0-5"),
+    "DescribeGroups": (15, "0-6"),  # 3.9: 0-5
     "ListGroups": (16, "0-5"),
-    "DeleteGroups": (42, "0-2"),
+    "DeleteGroups": (42, "0-3"),  # 3.9: 0-2
     "OffsetDelete": (47, "0"),
     "ConsumerGroupHeartbeat": (68, "0-1"),  # v1 is Kafka 4.0's (KIP-848 regex), see BEYOND_3_9
     "ConsumerGroupDescribe": (69, "0-1"),  # v1 is Kafka 4.0's (KIP-1099), see BEYOND_3_9
@@ -126,6 +132,24 @@ BEYOND_3_9 = {
 RENAMED_IN_4 = {
     "VoteRequest": {"CandidateEpoch": "ReplicaEpoch", "CandidateId": "ReplicaId",
                     "CandidateDirectoryId": "ReplicaDirectoryId"},
+}
+
+# Files taken whole from Kafka 4.4 (issue 36: the client-facing APIs at 4.4's versions,
+# KIP-896's removals included): compared with 4.4's definition, and with 3.9's over the
+# versions both define. message -> why.
+FROM_4_4 = {
+    f"{api}{kind}": why
+    for api, why in {
+        "Produce": "v12 (KIP-890), v13 topic ids (KIP-516); v0-2 removed (KIP-896)",
+        "ListOffsets": "v10 TimeoutMs (KIP-1075), v11 (KIP-1023); v0 removed",
+        "Metadata": "v13 top-level ErrorCode (KIP-1102)",
+        "OffsetCommit": "v10 topic ids (KIP-848); v0-1 removed",
+        "OffsetFetch": "v10 topic ids (KIP-848); v0 removed",
+        "FindCoordinator": "v6 share coordinators (KIP-932); zkBroker listener gone",
+        "DescribeGroups": "v6 ErrorMessage, GROUP_ID_NOT_FOUND (KIP-1043)",
+        "DeleteGroups": "v3 ErrorMessage",
+    }.items()
+    for kind in ("Request", "Response")
 }
 
 TOP_KEYS = {
@@ -508,8 +532,99 @@ def test_every_kafka_group_record_has_a_schema(kafka_home: Any) -> None:
     assert kafka == {p.stem for p in GROUP_RECORD_FILES}
 
 
+# ------------------------------------------------------ version by version (FROM_4_4)
+
+
+def _versions(spec: str | None) -> range:
+    """Kafka's version syntax ("3+", "0-12", "8", "none") as a range."""
+    if spec is None or spec == "none":
+        return range(0)
+    if spec.endswith("+"):
+        return range(int(spec[:-1]), 0x7FFF + 1)
+    lo, _, hi = spec.partition("-")
+    return range(int(lo), int(hi or lo) + 1)
+
+
+def wire_shape(fields: list[dict[str, Any]], structs: dict[str, list[dict[str, Any]]],
+               v: int) -> list[Any]:
+    """What a version puts on the wire: each present field's name, type, nullability,
+    taggedness, tag and default, recursively (common structs resolved)."""
+    out: list[Any] = []
+    for f in fields:
+        if v not in _versions(f["versions"]):
+            continue
+        sub = f.get("fields")
+        if sub is None:
+            sub = structs.get(f["type"].removeprefix("[]"))
+        out.append((f["name"], f["type"], v in _versions(f.get("nullableVersions")),
+                    v in _versions(f.get("taggedVersions")), f.get("tag"), f.get("default"),
+                    wire_shape(sub, structs, v) if sub else None))
+    return out
+
+
+def shared_version_diffs(newer: dict[str, Any], older: dict[str, Any]) -> list[str]:
+    """The versions both definitions have whose wire shape (or flexibility) differs."""
+    diffs = []
+    shared = set(_versions(newer["validVersions"])) & set(_versions(older["validVersions"]))
+    for v in sorted(shared):
+        shapes = []
+        for d in (newer, older):
+            structs = {s["name"]: s["fields"] for s in d.get("commonStructs", [])}
+            shapes.append((v in _versions(d["flexibleVersions"]), wire_shape(d["fields"], structs, v)))
+        if shapes[0] != shapes[1]:
+            diffs.append(f"{newer['name']} v{v}: ours {shapes[0]}, Kafka 3.9 {shapes[1]}")
+    return diffs
+
+
+FROM_4_4_FILES = [p for p in SCHEMA_FILES if p.stem in FROM_4_4]
+
+
+def test_from_4_4_lists_only_existing_files() -> None:
+    assert {p.stem for p in FROM_4_4_FILES} == set(FROM_4_4)
+
+
+@pytest.mark.parametrize("path", FROM_4_4_FILES, ids=_ids(FROM_4_4_FILES))
+def test_agrees_with_kafka_4_4(path: Path, kafka_4_4: Any) -> None:
+    """The whole file, every version, equals Kafka 4.4's definition (nothing forgiven)."""
+    ours = _load(path)
+    diffs = compare_schema(ours, kafka_4_4(ours["name"]))
+    assert not diffs, f"{path.relative_to(REPO)} differs from Kafka 4.4's {path.name}:\n" + "\n".join(diffs)
+
+
+@pytest.mark.parametrize("path", FROM_4_4_FILES, ids=_ids(FROM_4_4_FILES))
+def test_from_4_4_speaks_3_9_at_shared_versions(path: Path, reference_dir: Path) -> None:
+    ours = _load(path)
+    kafka_path = kafka_index(reference_dir)[ours["name"]]
+    diffs = shared_version_diffs(ours, load_kafka_json(kafka_path))
+    assert not diffs, "\n".join(diffs)
+
+
+def test_shared_version_comparison_can_fail() -> None:
+    """A field moved to another version, a nullability or a tag changed: each is reported
+    at the versions it changes, and only there."""
+    original = _load(SCHEMAS / "OffsetCommitRequest.json")
+    assert shared_version_diffs(original, original) == []
+    mutated = copy.deepcopy(original)
+    topics = next(f for f in mutated["fields"] if f["name"] == "Topics")
+    partitions = next(f for f in topics["fields"] if f["name"] == "Partitions")
+    epoch = next(f for f in partitions["fields"] if f["name"] == "CommittedLeaderEpoch")
+    assert epoch["versions"] == "6+"
+    epoch["versions"] = "7+"
+    assert [d.split(":")[0] for d in shared_version_diffs(mutated, original)] == [
+        "OffsetCommitRequest v6"]
+    mutated = copy.deepcopy(original)
+    mutated["fields"][0]["nullableVersions"] = "9+"   # GroupId
+    assert [d.split(":")[0] for d in shared_version_diffs(mutated, original)] == [
+        "OffsetCommitRequest v9", "OffsetCommitRequest v10"]
+    mutated = copy.deepcopy(original)
+    mutated["flexibleVersions"] = "9+"
+    assert [d.split(":")[0] for d in shared_version_diffs(mutated, original)] == ["OffsetCommitRequest v8"]
+
+
 @pytest.mark.parametrize("path", PROTOCOL_FILES, ids=_ids(PROTOCOL_FILES))
 def test_agrees_with_kafka_3_9(path: Path, reference_dir: Path) -> None:
+    if path.stem in FROM_4_4:
+        pytest.skip(f"Kafka 4.4's definition ({FROM_4_4[path.stem]}): test_agrees_with_kafka_4_4")
     ours = cut_to_3_9(_load(path))
     kafka_path = kafka_index(reference_dir).get(ours["name"])
     assert kafka_path is not None, f"Kafka 3.9 has no message named {ours['name']}"

@@ -17,6 +17,9 @@ from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated.produce_request import (
     _ProduceRequest_PartitionProduceData as _PartitionData,
 )
+from kraftnode.protocol.generated.produce_request import (
+    _ProduceRequest_TopicProduceData as _TopicData,
+)
 from kraftnode.protocol.generated.produce_response import (
     _ProduceResponse_PartitionProduceResponse as _PartitionResponse,
 )
@@ -41,6 +44,19 @@ from kraftnode.server.raft import wire as rw
 from kraftnode.server.raft.disk_log import RawBatches
 from kraftnode.server.raft.driver import Waiter
 from recordbatch.wire import ZERO_UUID
+
+#: ListOffsets: the first version that knows each special timestamp (-1 LATEST and -2
+#: EARLIEST are known to all): MAX_TIMESTAMP (KIP-734), EARLIEST_LOCAL (KIP-405),
+#: LATEST_TIERED (KIP-1005), EARLIEST_PENDING_UPLOAD (KIP-1023)
+_SPECIAL_TIMESTAMP_VERSIONS = {-3: 7, -4: 8, -5: 9, -6: 11}
+
+
+def _produce_topic(t: _TopicData, v: int) -> str:
+    """The topic a Produce's entry names: by id from v13 (KIP-516), "" for an id this
+    quorum does not have (UNKNOWN_TOPIC_ID, as KafkaApis answers it)."""
+    if v < 13:
+        return t.name
+    return rw.METADATA_TOPIC if t.topic_id == rw.METADATA_TOPIC_ID else ""
 
 
 @dataclass
@@ -167,6 +183,11 @@ class ApplicationHandlers(HandlerBase):
                 elif v >= 4 and p.current_leader_epoch >= 0 and p.current_leader_epoch != epoch:
                     rp.error_code = (Errors.FENCED_LEADER_EPOCH if p.current_leader_epoch < epoch
                                      else Errors.UNKNOWN_LEADER_EPOCH)
+                elif (need := _SPECIAL_TIMESTAMP_VERSIONS.get(p.timestamp, 0 if p.timestamp >= -2 else None)) \
+                        is None or v < need:
+                    # Kafka 4.4 (ReplicaManager.fetchOffset): a special timestamp the request's
+                    # version does not know, or a negative one no version knows, is refused
+                    rp.error_code = Errors.UNSUPPORTED_VERSION
                 elif p.timestamp == -1 and q.replica_id == -1 and self._epoch_start_offset() > \
                         self.driver.high_watermark:
                     # KIP-207, as Kafka's Partition.fetchOffsetForTimestamp: a new leader whose
@@ -191,8 +212,8 @@ class ApplicationHandlers(HandlerBase):
             return start, -1
         if ts == -1:   # LATEST: the high watermark
             return hw, -1
-        if ts == -5:   # LATEST_TIERED: nothing is tiered; Kafka's UnifiedLog answers -1
-            return -1, -1
+        if ts in (-5, -6):  # LATEST_TIERED, EARLIEST_PENDING_UPLOAD (v11, KIP-1023): nothing is
+            return -1, -1   # tiered or waiting for upload; Kafka 4.4 answers -1 without tiering
         if ts == -3:   # MAX_TIMESTAMP among committed records
             best = (-1, -1)
             for b in self.driver.batches(start, hw):
@@ -227,11 +248,14 @@ class ApplicationHandlers(HandlerBase):
             await self._await_activation(deadline)
         responses = []
         for t in q.topic_data:
-            # KafkaApis.handleProduceRequest: WRITE on each topic, before its existence
-            write_denied = code is None and self.denied(az.TOPIC, t.name, az.WRITE, PRODUCE)
-            parts = [self._produce_partition(t.name, p, code, write_denied, v, pending)
+            name = _produce_topic(t, v)
+            # KafkaApis.handleProduceRequest: WRITE on each topic, before its existence (an
+            # unknown topic id, v13+, is UNKNOWN_TOPIC_ID before any authorization)
+            write_denied = code is None and bool(name) and self.denied(az.TOPIC, name, az.WRITE, PRODUCE)
+            parts = [self._produce_partition(name, p, code, write_denied, v, pending)
                      for p in t.partition_data]
-            responses.append(w.ProduceResponse.TopicProduceResponse(name=t.name, partition_responses=parts))
+            responses.append(w.ProduceResponse.TopicProduceResponse(name=t.name, topic_id=t.topic_id,
+                                                                    partition_responses=parts))
         await self._produce_acks(q.acks, pending, epoch, deadline)
         if q.acks == 0:
             return None
@@ -266,10 +290,11 @@ class ApplicationHandlers(HandlerBase):
             return False
         t = q.topic_data[0]
         pending = _PendingProduce()
-        pr = self._produce_partition(t.name, t.partition_data[0], None, False, v, pending)
+        pr = self._produce_partition(_produce_topic(t, v), t.partition_data[0], None, False, v, pending)
         if pending.dups:
             return False
-        responses = [w.ProduceResponse.TopicProduceResponse(name=t.name, partition_responses=[pr])]
+        responses = [w.ProduceResponse.TopicProduceResponse(name=t.name, topic_id=t.topic_id,
+                                                            partition_responses=[pr])]
         leader = self._leader()[0]
 
         def build() -> w.ProduceResponse:
@@ -299,6 +324,8 @@ class ApplicationHandlers(HandlerBase):
                                                         log_append_time_ms=-1, log_start_offset=-1)
         if code is not None:
             pr.error_code = code
+        elif not topic:     # v13+: a topic id this quorum does not have
+            pr.error_code = Errors.UNKNOWN_TOPIC_ID
         elif write_denied:
             pr.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
         elif topic != rw.METADATA_TOPIC or p.index != 0:
@@ -447,8 +474,11 @@ class ApplicationHandlers(HandlerBase):
                     if found.name is not None and found.error_code != Errors.TOPIC_AUTHORIZATION_FAILED:
                         found.topic_authorized_operations = self.authorized_operations(
                             az.TOPIC, found.name, TOPIC_AUTHORIZED_OPERATIONS)
+        # v13 (KIP-1102): the top-level ErrorCode. Kafka 4.4 brokers answer 0 (REBOOTSTRAP_REQUIRED
+        # is for a server that knows the client's bootstrap list is stale); so does kraftnode
         return w.MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=self.ident.cluster_id,
-                                  controller_id=leader, topics=topics, cluster_authorized_operations=cluster_ops)
+                                  controller_id=leader, topics=topics, cluster_authorized_operations=cluster_ops,
+                                  error_code=0)
 
     async def _init_producer_id(self, q: w.InitProducerIdRequest, v: int) -> w.InitProducerIdResponse:
         if q.transactional_id is not None:

@@ -26,8 +26,11 @@ reads (OffsetFetch, DescribeGroups, ListGroups, ConsumerGroupDescribe) are still
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextvars
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -59,11 +62,13 @@ from kraftnode.server.handlers.base import HandlerBase
 from kraftnode.server.raft import wire as rw
 from kraftnode.server.raft.disk_log import RawBatches
 from recordbatch import Record, build_batch
+from recordbatch.wire import ZERO_UUID
 
 log = logging.getLogger("kraftnode.groups")
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2   # FindCoordinator v6 (KIP-932): "groupId:topicId:partition"
 #: (client id, client host as Kafka prints it: "/127.0.0.1") of the request being handled
 CLIENT: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("kraftnode_group_client",
                                                                           default=("", "/"))
@@ -256,6 +261,18 @@ def _topics() -> dict[str, tuple[uuid.UUID, int]]:
     return {rw.METADATA_TOPIC: (rw.METADATA_TOPIC_ID, 1)}
 
 
+def _topic_name(topic_id: uuid.UUID) -> str:
+    """The name of a topic asked for by id (OffsetCommit/OffsetFetch v10), "" for an id
+    this quorum does not have."""
+    return next((name for name, (tid, _n) in _topics().items() if tid == topic_id), "")
+
+
+def _topic_id(name: str) -> uuid.UUID:
+    """The id of a topic by name (the zero uuid for one this quorum does not have)."""
+    known = _topics().get(name)
+    return known[0] if known is not None else ZERO_UUID
+
+
 def _service(h: HandlerBase) -> GroupService:
     svc: GroupService = h.groups
     return svc
@@ -303,6 +320,14 @@ async def find_coordinator(h: HandlerBase, q: w.FindCoordinatorRequest, v: int) 
                 c.error_code = Errors.COORDINATOR_NOT_AVAILABLE
             else:
                 c.node_id, c.host, c.port = leader, ep[0], ep[1]
+        elif q.key_type == SHARE_KEY_TYPE:
+            # No share coordinator (KIP-932 share groups are not served). Kafka 4.4's answers
+            # where none is available, asked of a genuine broker: below v6 the type is
+            # INVALID_REQUEST; from v6 a well-formed key COORDINATOR_NOT_AVAILABLE, a malformed
+            # one INVALID_REQUEST; always with an empty message
+            c.error_code = Errors.COORDINATOR_NOT_AVAILABLE if v >= 6 and _share_key_valid(key) \
+                else Errors.INVALID_REQUEST
+            c.error_message = ""
         elif q.key_type == TRANSACTION_KEY_TYPE:
             # No transaction coordinator (docs/server.md "Transactions"). The error is one each
             # client treats as fatal, so a transactional producer fails at once: the Java
@@ -320,6 +345,22 @@ async def find_coordinator(h: HandlerBase, q: w.FindCoordinatorRequest, v: int) 
     c = answer(q.key)
     return R(throttle_time_ms=0, error_code=c.error_code, error_message=c.error_message,
              node_id=c.node_id, host=c.host, port=c.port)
+
+
+_INT32 = re.compile(r"[+-]?[0-9]+")
+
+
+def _share_key_valid(key: str) -> bool:
+    """A share coordinator key as Kafka parses it (SharePartitionKey): "groupId:topicId:partition",
+    the group id non-empty (it may hold colons), the topic id a base64 Uuid, the partition an int32."""
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0] or not _INT32.fullmatch(parts[2]) \
+            or not -(1 << 31) <= int(parts[2]) < 1 << 31:
+        return False
+    try:
+        return len(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))) == 16
+    except (ValueError, binascii.Error):
+        return False
 
 
 # ====================================================================== classic protocol
@@ -400,16 +441,23 @@ async def offset_commit(h: HandlerBase, q: w.OffsetCommitRequest, v: int) -> w.O
     R = w.OffsetCommitResponse
 
     def err(code: int) -> w.OffsetCommitResponse:
-        return R(throttle_time_ms=0, topics=[R.OffsetCommitResponseTopic(name=t.name, partitions=[
+        return R(throttle_time_ms=0, topics=[R.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
             R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
             for p in t.partitions]) for t in q.topics])
     code = _write_refusal(h)
     if code:
         return err(code)
+    if v >= 10:
+        # KafkaApis.handleOffsetCommitRequest: v10 names topics by id; a known id gets its
+        # name, an unknown one stays nameless and is UNKNOWN_TOPIC_ID before any other check
+        for t in q.topics:
+            t.name = _topic_name(t.topic_id)
     refused: dict[tuple[str, int], int] = {}
     for t in q.topics:
         for p in t.partitions:
-            if h.denied(az.TOPIC, t.name, az.READ, OFFSET_COMMIT):   # KafkaApis: READ per topic
+            if v >= 10 and not t.name:
+                refused[(t.name, p.partition_index)] = int(Errors.UNKNOWN_TOPIC_ID)
+            elif h.denied(az.TOPIC, t.name, az.READ, OFFSET_COMMIT):   # KafkaApis: READ per topic
                 refused[(t.name, p.partition_index)] = int(Errors.TOPIC_AUTHORIZATION_FAILED)
             elif t.name != rw.METADATA_TOPIC or p.partition_index != 0:
                 refused[(t.name, p.partition_index)] = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
@@ -442,7 +490,11 @@ async def offset_fetch(h: HandlerBase, q: w.OffsetFetchRequest, v: int) -> w.Off
     if v >= 8:
         groups = []
         for gq in q.groups:
-            wanted = None if gq.topics is None else [(t.name, list(t.partition_indexes)) for t in gq.topics]
+            if v >= 10:   # topics by id (KIP-848); an unknown id is answered UNKNOWN_TOPIC_ID below
+                for t in gq.topics or []:
+                    t.name = _topic_name(t.topic_id)
+            wanted = None if gq.topics is None else [(t.name, list(t.partition_indexes)) for t in gq.topics
+                                                     if t.name or v < 10]
             group_code = code
             topics = []
             if not code and h.denied(az.GROUP, gq.group_id, az.DESCRIBE, OFFSET_FETCH):
@@ -452,10 +504,18 @@ async def offset_fetch(h: HandlerBase, q: w.OffsetFetchRequest, v: int) -> w.Off
                 epoch = getattr(gq, "member_epoch", -1)
                 group_code, rows = rows_of(gq.group_id, wanted, member, epoch)
                 for topic, prs in rows:
-                    topics.append(R.OffsetFetchResponseTopics(name=topic, partitions=[
+                    topics.append(R.OffsetFetchResponseTopics(name=topic, topic_id=_topic_id(topic), partitions=[
                         R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o,
                                                         committed_leader_epoch=e, metadata=md, error_code=er)
                         for p, o, e, md, er in prs]))
+                if v >= 10 and not group_code:
+                    # KafkaApis.handleOffsetFetchRequest: each unknown topic id, every partition
+                    # asked for, UNKNOWN_TOPIC_ID (as a Kafka 4.4 broker answers it)
+                    topics += [R.OffsetFetchResponseTopics(name="", topic_id=t.topic_id, partitions=[
+                        R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=-1,
+                                                        committed_leader_epoch=-1, metadata="",
+                                                        error_code=Errors.UNKNOWN_TOPIC_ID)
+                        for p in t.partition_indexes]) for t in gq.topics or [] if not t.name]
             groups.append(R.OffsetFetchResponseGroup(group_id=gq.group_id, topics=topics, error_code=group_code))
         return R(throttle_time_ms=0, groups=groups)
     wanted = None if q.topics is None else [(t.name, list(t.partition_indexes)) for t in q.topics]
@@ -496,7 +556,7 @@ async def describe_groups(h: HandlerBase, q: w.DescribeGroupsRequest, v: int) ->
     code = _service(h).coordinator_error()
     c = _service(h).coordinator
     out = []
-    described = {d.group_id: d for d in c.describe_groups(list(q.groups))} if c is not None and not code else {}
+    described = {d.group_id: d for d in c.describe_groups(list(q.groups), v)} if c is not None and not code else {}
     for gid in q.groups:
         if h.denied(az.GROUP, gid, az.DESCRIBE, DESCRIBE_GROUPS):
             out.append(D.DescribedGroup(error_code=Errors.GROUP_AUTHORIZATION_FAILED, group_id=gid, group_state="",

@@ -49,7 +49,7 @@ class FeatureView:
 def _api_keys(api_max: dict[int, int] | None = None) -> list[_ApiVersion]:
     caps = api_max or {}
     return [
-        ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.min_version,
+        ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.advertised_min_version,
                                        max_version=min(s.max_version, caps.get(s.key, s.max_version)))
         for s in sorted(SERVED.values(), key=lambda s: s.key)
     ]

@@ -101,7 +101,6 @@ def test_classic_rebalance_heartbeats_commit_and_session_expiry() -> None:
                                           C.OffsetCommitRequestTopic(name=TOPIC, partitions=[
                                               C.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset,
                                                                              committed_leader_epoch=-1,
-                                                                             commit_timestamp=-1,
                                                                              committed_metadata="")])]),
                                version, 300)
 
@@ -222,3 +221,43 @@ def test_reconciliation_revokes_before_assigning() -> None:
     # a partition still held by another member is not given out yet
     wait = next_assignment(ConsumerMember("x", member_epoch=1), 2, {TOPIC_ID: {0}}, lambda t, p: 1, [])
     assert wait.state == MemberState.UNRELEASED_PARTITIONS and wait.assigned_partitions == {}
+
+
+def test_describe_groups_v6_names_a_group_it_does_not_describe() -> None:
+    """KIP-1043 (DescribeGroups v6): a group that is not there, or is not a classic group,
+    is Dead with GROUP_ID_NOT_FOUND and Kafka's message; before v6 it is Dead without error
+    (what a genuine Kafka 4.4 broker answers: tests/interop/test_kafka44_versions.py)."""
+    c = _coord()
+    R = w.ConsumerGroupHeartbeatRequest
+    c.consumer_group_heartbeat("t", R(group_id="kip848", member_id="", member_epoch=0, instance_id=None,
+                                      rack_id=None, rebalance_timeout_ms=5000, subscribed_topic_names=[TOPIC],
+                                      server_assignor=None, topic_partitions=[]), "cli", "/h", "m0", 0)
+    _two_member_group(c)
+    old = {d.group_id: d for d in c.describe_groups(["none", "kip848", "g"], 5)}
+    new = {d.group_id: d for d in c.describe_groups(["none", "kip848", "g"], 6)}
+    for gid in ("none", "kip848"):
+        assert (old[gid].error_code, old[gid].error_message, old[gid].group_state) == (0, None, "Dead")
+        assert (new[gid].error_code, new[gid].group_state) == (Errors.GROUP_ID_NOT_FOUND, "Dead")
+    assert new["none"].error_message == "Group none not found."
+    assert new["kip848"].error_message == "Group kip848 is not a classic group."
+    assert (new["g"].error_code, new["g"].error_message, new["g"].group_state) == (0, None, "Stable")
+
+
+def test_offset_commit_answers_by_the_topic_id_it_was_asked_with() -> None:
+    """OffsetCommit v10 (KIP-848): the response names each topic by id, as the request did;
+    the coordinator stores the offset under the topic's name (the shell resolved it), and an
+    unknown id the shell refused is answered as refused, nothing written."""
+    c = _coord()
+    C = w.OffsetCommitRequest
+    unknown = uuid.UUID(int=7)
+    q = C(group_id="s", generation_id_or_member_epoch=-1, member_id="", topics=[
+        C.OffsetCommitRequestTopic(name=TOPIC, topic_id=TOPIC_ID, partitions=[
+            C.OffsetCommitRequestPartition(partition_index=0, committed_offset=11)]),
+        C.OffsetCommitRequestTopic(name="", topic_id=unknown, partitions=[
+            C.OffsetCommitRequestPartition(partition_index=0, committed_offset=12)])])
+    r = c.offset_commit("c", q, 10, 100, {("", 0): int(Errors.UNKNOWN_TOPIC_ID)})
+    resp = _replies(r)["c"]
+    assert [(t.topic_id, [p.error_code for p in t.partitions]) for t in resp.topics] == [
+        (TOPIC_ID, [0]), (unknown, [Errors.UNKNOWN_TOPIC_ID])]
+    assert len(r.records) == 1
+    assert c.offset_fetch("s", [(TOPIC, [0])]) == (0, [(TOPIC, [(0, 11, -1, "")])])

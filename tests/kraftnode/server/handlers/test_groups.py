@@ -75,3 +75,16 @@ def test_commits_refused_while_a_kafka_voter_fetches(tmp_path: Path) -> None:
                 [("__cluster_metadata", 3)]  # type: ignore[attr-defined]
     finally:
         cl.close()
+
+
+def test_share_coordinator_keys_are_parsed_as_kafka_does() -> None:
+    """FindCoordinator v6, key type 2: "groupId:topicId:partition" as Kafka's SharePartitionKey
+    reads it -- the group id may hold colons, the topic id is a base64 Uuid, the partition an
+    int32. A genuine Kafka 4.4 broker answers the well-formed ones COORDINATOR_NOT_AVAILABLE and
+    the others INVALID_REQUEST (tests/interop/test_kafka44_versions.py asks both servers)."""
+    from kraftnode.server.handlers.groups import _share_key_valid
+
+    assert _share_key_valid("g:AAAAAAAAAAAAAAAAAAAAAQ:0") and _share_key_valid("a:b:AAAAAAAAAAAAAAAAAAAAAQ:-1")
+    for bad in ("g:x:0", "g:AAAAAAAAAAAAAAAAAAAAAQ", ":AAAAAAAAAAAAAAAAAAAAAQ:0", "g:AAAAAAAAAAAAAAAAAAAAAQ:p",
+                "g:AAAAAAAAAAAAAAAAAAAAAQ:2147483648", "g:AAAAAAAAAAAAAAAAAAAA:0", "", "g::0"):
+        assert not _share_key_valid(bad), bad

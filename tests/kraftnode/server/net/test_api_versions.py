@@ -29,7 +29,7 @@ def test_every_version_lists_every_served_api(node: NodeProcess, version: int) -
     assert resp.error_code == 0
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     # Vote v2 (KIP-996): pre-vote is on by default, as in Kafka 4.x, so Vote 0-2 is advertised
-    expected = {s.key: (s.min_version, s.max_version) for s in SERVED.values()}
+    expected = {s.key: (s.advertised_min_version, s.max_version) for s in SERVED.values()}
     assert expected[VOTE] == (0, 2)
     assert got == expected
     features = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
@@ -132,5 +132,5 @@ def test_with_pre_vote_off_vote_is_advertised_as_kafka_3_9_does(tmp_path: Path) 
         _, resp = call(n.port, API_VERSIONS, 3, ApiVersionsRequest(
             client_software_name="kraftnode-tests", client_software_version="1.0"))
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}  # type: ignore[attr-defined]
-    expected = {s.key: (s.min_version, s.max_version) for s in SERVED.values()} | {VOTE: (0, 1)}
+    expected = {s.key: (s.advertised_min_version, s.max_version) for s in SERVED.values()} | {VOTE: (0, 1)}
     assert got == expected

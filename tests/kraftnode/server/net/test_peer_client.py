@@ -21,7 +21,7 @@ def test_negotiates_and_pipelines(tmp_path: Path) -> None:
             async with anyio.create_task_group() as tg:
                 pool = PeerPool(tg, "test-peer", request_timeout_s=5)
                 conn = await pool.connection(1, "127.0.0.1", node.port)
-                expected = {s.key: (s.min_version, s.max_version) for s in SERVED.values()}
+                expected = {s.key: (s.advertised_min_version, s.max_version) for s in SERVED.values()}
                 # Vote v2 (KIP-996): pre-vote is on by default, so it is advertised
                 assert conn.versions == expected and expected[VOTE] == (0, 2)
                 assert conn.pick_version(VOTE) == 2
