@@ -61,6 +61,17 @@ def kafka44() -> KafkaHome:
     return require_kafka_home("4.4")
 
 
+#: the releases a journey that must hold for every generation runs against: the one the suite
+#: was built on and the newest (tests/support/kafka.py)
+RELEASES = ("3.9", "4.4")
+
+
+@pytest.fixture(scope="session", params=RELEASES, ids=[f"kafka{r}" for r in RELEASES])
+def kafka_release(request: pytest.FixtureRequest) -> KafkaHome:
+    """Genuine Apache Kafka of each line in ``RELEASES``: a test using it runs once per release."""
+    return require_kafka_home(request.param)
+
+
 # ------------------------------------------------------------------ the parallel group
 #: Tests that run in this one process -- no node, JVM, network namespace or process pool of
 #: their own -- carry the ``in_process`` mark: ``tools/test.sh`` runs them in parallel with
@@ -77,7 +88,7 @@ IN_PROCESS_FILES = ("test_snapshot_manager.py", "test_listener.py", "test_metric
                     "test_group_fetch_view.py", "test_controller_records.py", "test_bench_fsync_modes.py")
 _SPAWNS = re.compile(
     r"subprocess|Popen|create_subprocess|multiprocessing|ProcessPool|os\.fork|running_node|"
-    r"NodeProcess|kafka_home|kafka4\d|KafkaHome|\bCluster\(|StaticCluster|DynamicCluster|local_session|pyspark|"
+    r"NodeProcess|kafka_home|kafka4\d|kafka_release|KafkaHome|\bCluster\(|StaticCluster|DynamicCluster|local_session|pyspark|"
     r"tests\.support\.(?:node|cluster|quorums|netns|kafka|java_\w+)\b")
 _IN_PROCESS: dict[Path, bool] = {}
 

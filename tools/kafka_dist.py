@@ -7,7 +7,8 @@
 
 Apache Kafka's binary distribution (the .tgz) is not on Maven Central, but its jars are:
 ``org.apache.kafka:kafka_2.13`` (the broker and controller), ``kafka-tools``, ``kafka-storage``
-and their runtime dependencies. This script writes a small pom for one release, has Maven
+and their runtime dependencies, and ``kafka-raft``'s test jar (the tests' Java raft voter uses
+its ``MockLog``). This script writes a small pom for one release, has Maven
 copy those jars into ``libs/``, adds the slf4j binding the distribution ships (log4j 2 for
 4.x, reload4j for 3.9), writes the launchers the tests use into ``bin/`` (a
 ``kafka-run-class.sh`` of our own and one script per tool, each naming the class that
@@ -259,7 +260,7 @@ def cache_root() -> Path:
 
 #: bumped whenever what install() lays out changes: a cached home with another number is
 #: installed again
-LAYOUT = 3
+LAYOUT = 4
 
 
 def _stamp_text(version: str) -> str:
@@ -364,6 +365,9 @@ def install(version: str) -> Path:
                  work, exact)
             for artifact in _logging_jars(libs, exact):
                 _mvn(["dependency:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={libs}"], work, exact)
+            # raft's test jar (its MockLog) for the tests' Java raft voter, as a source build has it
+            _mvn(["dependency:copy", f"-Dartifact=org.apache.kafka:kafka-raft:{exact}:jar:test",
+                  f"-DoutputDirectory={libs}"], work, exact)
             _lay_out(staged, exact)
             staged.rename(home)
         (home / ".installed").write_text(_stamp_text(exact))
