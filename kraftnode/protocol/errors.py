@@ -142,3 +142,5 @@ class Errors(IntEnum):
     INVALID_VOTER_KEY = 125
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
+    # Kafka 4.x (KIP-1242): ApiVersions v5 naming another cluster or node
+    REBOOTSTRAP_REQUIRED = 129

@@ -68,9 +68,9 @@ def to_kafka_python(obj: Message, kp_cls: Any, version: int) -> Any:
     by_name = {kf._json["name"].replace("_", "").lower(): kf for kf in kp_fields}
     kwargs: dict[str, Any] = {}
     for i, f in enumerate(obj.FIELDS):
-        kf = by_name.get(f.name.lower()) or kp_fields[i]
-        if not f.present_in(version):
+        if not f.present_in(version):  # before the lookup: kafka-python may lack newer fields
             continue
+        kf = by_name.get(f.name.lower()) or kp_fields[i]
         val = getattr(obj, f.attr)
         if f.tagged is not None and f.tagged[0] <= version <= f.tagged[1]:
             if val == getattr(type(obj)(), f.attr) or (isinstance(val, list) and not val):
