@@ -9,11 +9,13 @@ quirks in kafka_compat); each is a mixin over :class:`HandlerBase`, joined in
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kraftnode.groups import GroupConfig
+from kraftnode.protocol.generated import AddRaftVoterRequest
 from kraftnode.protocol.registry import DESCRIBE_QUORUM
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
@@ -42,6 +44,18 @@ class NodeIdentity:
     node_id: int
     cluster_id: str
     listener_name: str
+
+
+def _for_version(q: Message, version: int) -> Message:
+    """``q`` as it can be sent at ``version``: an AddRaftVoter with AckWhenCommitted false
+    (v1, Kafka 4.4) forwarded to a leader that speaks only v0 (Kafka 3.9) is sent as v0 means
+    it -- answered once committed, later than asked for but never earlier -- where the
+    generated encoder would refuse the non-default, non-ignorable field."""
+    if isinstance(q, AddRaftVoterRequest) and version < 1 and not q.ack_when_committed:
+        acked = copy.copy(q)
+        acked.ack_when_committed = True
+        return acked
+    return q
 
 
 class HandlerBase:
@@ -176,7 +190,7 @@ class HandlerBase:
             timeout = max(VOTER_CHANGE_FORWARD_TIMEOUT_S, self.driver.request_timeout_s)
         try:
             _, resp = await self.driver.pool.request(key, ep[0], ep[1], api_key,
-                                                     lambda _v: q, timeout, v)
+                                                     lambda nv: _for_version(q, nv), timeout, v)
         except PeerError as e:
             log.info("could not forward %s to leader %d: %s", type(q).__name__[:-7], leader, e)
             return None
