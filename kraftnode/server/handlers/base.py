@@ -156,18 +156,22 @@ class HandlerBase:
         return self.authz.authorized_operations(az.session(), resource_type, name)
 
     def _features(self) -> api_versions.FeatureView:
-        """Finalized features as a Kafka 3.9 controller reports them (ControllerServer's
+        """Finalized features as a Kafka 4.x controller reports them (ControllerServer's
         FeaturesPublisher): the levels of the committed FeatureLevelRecords and the offset at
-        which they last changed. kraft.version is not among them: it has no FeatureLevelRecord
-        (BootstrapMetadata.fromVersions), so a 3.9 controller does not list it even in a
-        dynamic quorum, and kafka-features.sh describe prints its FinalizedVersionLevel as 0
-        (only a 3.9 broker's KRaftMetadataCache adds it, from the raft client)."""
+        which they last changed, plus kraft.version at the raft client's latest level
+        (KafkaRaftClient.kraftVersion, KAFKA-18979). kraft.version has no FeatureLevelRecord
+        (BootstrapMetadata.fromVersions), so a 3.9 controller did not list it; 4.x sets it
+        with FinalizedFeatures.setFinalizedLevel, which leaves a level of 0 out, so a static
+        quorum still lists only metadata.version."""
         f = self.features
         f.finalized = {"metadata.version": api_versions.METADATA_VERSION_3_9}
         f.finalized_epoch = max(self.driver.high_watermark - 1, -1)
         if self.duties is not None and self.duties.state.metadata_version is not None:
             f.finalized = dict(self.duties.state.finalized)
             f.finalized_epoch = self.duties.state.features_epoch
+        kraft = self.driver.current_kraft_version()
+        if kraft > 0:
+            f.finalized["kraft.version"] = kraft
         return f
 
     async def _forward_to_leader(self, leader: int, api_key: int, q: Message, v: int) -> Message | None:
