@@ -160,6 +160,8 @@ class ClusterControl:
             elif nxt is S.CONTROLLED_SHUTDOWN:
                 self.replication.broker_in_controlled_shutdown(broker_id, q.broker_epoch, records)
         hb.touch(broker_id, nxt.fenced, q.current_metadata_offset, now_ms)
+        if q.cordoned_log_dirs is not None:  # v2+, null until the broker has recovered its logs
+            hb.brokers[broker_id].cordoned_log_dirs = list(q.cordoned_log_dirs)
         if ctl.view.mv.is_directory_assignment_supported():
             self.replication.directories_offline(broker_id, q.broker_epoch, list(q.offline_log_dirs), records)
         reply = BrokerHeartbeatReply(q.current_metadata_offset >= register_offset, nxt.fenced,

@@ -38,6 +38,7 @@ from kraftnode.controller.replication import ReplicationControl
 from kraftnode.controller.result import ControllerResult
 from kraftnode.controller.view import ControllerView
 from kraftnode.protocol import generated as w
+from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import (
     BrokerRegistrationChangeRecord,
     FenceBrokerRecord,
@@ -128,6 +129,17 @@ class QuorumController(ControllerContext):
     def unregister_broker(self, broker_id: int, now_ms: int) -> ControllerResult[None]:
         self._at(now_ms)
         return self.cluster.unregister_broker(broker_id)
+
+    def unregister_controller(self, controller_id: int, now_ms: int) -> ControllerResult[None]:
+        """ClusterControlManager.unregisterController (Kafka 4.x): at a metadata.version without
+        controller unregistration -- every level kraftnode finalizes -- UNSUPPORTED_VERSION with
+        Kafka's message, before looking the controller up. Writing UnregisterControllerRecord at
+        a 4.x level is issue 37's (with the record's replay)."""
+        self._at(now_ms)
+        if not self.view.mv.is_controller_unregistration_supported():
+            raise ApiError(Errors.UNSUPPORTED_VERSION,
+                           "The current MetadataVersion is too old to support controller unregistration.")
+        raise AssertionError("no finalized metadata.version supports controller unregistration yet")
 
     def allocate_producer_ids(self, q: w.AllocateProducerIdsRequest, now_ms: int) -> ControllerResult[ProducerIdsBlock]:
         self._at(now_ms)

@@ -433,11 +433,12 @@ class ReplicationControl:
         resp = R(error_code=0, topics=[])
         records: list[Record] = []
         for td in q.topics:
-            rt = R.TopicData(topic_name=td.topic_name, topic_id=td.topic_id, partitions=[])
+            # v2+ only (KIP-896 removed v0-1 in Kafka 4.0): topics are named by id
+            rt = R.TopicData(topic_id=td.topic_id, partitions=[])
             resp.topics.append(rt)
-            tid = td.topic_id if version > 1 else view.topic_id(td.topic_name)
-            if tid is None or tid.int == 0 or tid not in view.image.topics:
-                code = Errors.UNKNOWN_TOPIC_ID if version > 1 else Errors.UNKNOWN_TOPIC_OR_PARTITION
+            tid = td.topic_id
+            if tid.int == 0 or tid not in view.image.topics:
+                code = Errors.UNKNOWN_TOPIC_ID
                 rt.partitions.extend(R.PartitionData(partition_index=pd.partition_index, error_code=code)
                                      for pd in td.partitions)
                 continue
@@ -463,8 +464,9 @@ class ReplicationControl:
                     change = rec[0]
                     part = _merged(part, change)
                     if change.leader not in (q.broker_id, NO_LEADER_CHANGE):
-                        code = Errors.NEW_LEADER_ELECTED if version > 1 else Errors.FENCED_LEADER_EPOCH
-                        rt.partitions.append(R.PartitionData(partition_index=pd.partition_index, error_code=code))
+                        # v2+ (v0-1, which got FENCED_LEADER_EPOCH, were removed in Kafka 4.0)
+                        rt.partitions.append(R.PartitionData(partition_index=pd.partition_index,
+                                                             error_code=Errors.NEW_LEADER_ELECTED))
                         continue
                 rt.partitions.append(R.PartitionData(
                     partition_index=pd.partition_index, error_code=0, leader_id=part.leader, isr=list(part.isr),
@@ -496,7 +498,7 @@ class ReplicationControl:
         for b, epoch in new_isr:
             reg = self.view.broker(b)
             if reg is None or reg.in_controlled_shutdown or reg.fenced or (epoch != -1 and reg.broker_epoch != epoch):
-                return Errors.INELIGIBLE_REPLICA if version > 1 else Errors.OPERATION_NOT_ATTEMPTED
+                return Errors.INELIGIBLE_REPLICA  # v2+ (v0-1's OPERATION_NOT_ATTEMPTED: removed in 4.0)
         return Errors.NONE
 
     # ------------------------------------------------------------------ elections
@@ -575,13 +577,17 @@ class ReplicationControl:
     def alter_partition_reassignments(self, q: w.AlterPartitionReassignmentsRequest) -> ControllerResult[Any]:
         R = w.AlterPartitionReassignmentsResponse
         records: list[Record] = []
-        resp = R(error_code=0, error_message=None, responses=[])
+        # v1 (KIP-860, Kafka 4.4): AllowReplicationFactorChange, echoed in the answer; a v0
+        # request decodes with its default, true, so v0 keeps its meaning
+        allow_rf_change = q.allow_replication_factor_change
+        resp = R(error_code=0, error_message=None, responses=[],
+                 allow_replication_factor_change=allow_rf_change)
         for t in q.topics:
             tr = R.ReassignableTopicResponse(name=t.name, partitions=[])
             for p in t.partitions:
                 err = ApiError(Errors.NONE, None)
                 try:
-                    self._alter_reassignment(t.name, p, records)
+                    self._alter_reassignment(t.name, p, records, allow_rf_change)
                 except ApiError as e:
                     err = ApiError.from_throwable(e)
                 tr.partitions.append(R.ReassignablePartitionResponse(partition_index=p.partition_index,
@@ -589,7 +595,8 @@ class ReplicationControl:
             resp.responses.append(tr)
         return ControllerResult.atomic_of(records, resp)
 
-    def _alter_reassignment(self, topic: str, target: Any, records: list[Record]) -> None:
+    def _alter_reassignment(self, topic: str, target: Any, records: list[Record],
+                            allow_rf_change: bool = True) -> None:
         view = self.view
         tid = view.topic_id(topic)
         if tid is None:
@@ -601,9 +608,24 @@ class ReplicationControl:
         if target.replicas is None:
             rec = self._cancel_reassignment(topic, tid, target.partition_index, part)
         else:
-            rec = self._change_reassignment(tid, target.partition_index, part, list(target.replicas))
+            rec = self._change_reassignment(tid, target.partition_index, part, list(target.replicas),
+                                            allow_rf_change)
         if rec is not None:
             records.append(rec)
+
+    @staticmethod
+    def _validate_replication_factor_unchanged(part: PartitionRecord, target: list[int]) -> None:
+        """ReplicationControlManager.validatePartitionReplicationFactorUnchanged (KIP-860): the
+        current replication factor is the target of a reassignment in progress (replicas and
+        adding replicas, less the removing ones), else the replica count."""
+        if reassignment_in_progress(part):
+            current = (set(part.replicas) | set(part.adding_replicas)) - set(part.removing_replicas)
+            size = len(current)
+        else:
+            size = len(part.replicas)
+        if size != len(target):
+            raise ApiError(Errors.INVALID_REPLICATION_FACTOR,
+                           f"The replication factor is changed from {size} to {len(target)}")
 
     def _cancel_reassignment(self, topic: str, tid: uuid.UUID, pid: int, part: PartitionRecord) -> Record | None:
         if not reassignment_in_progress(part):
@@ -629,8 +651,10 @@ class ReplicationControl:
                 .set_target_adding([]).build())
 
     def _change_reassignment(self, tid: uuid.UUID, pid: int, part: PartitionRecord,
-                             target: list[int]) -> Record | None:
+                             target: list[int], allow_rf_change: bool = True) -> Record | None:
         self.validate_manual_assignment(target, None)
+        if not allow_rf_change:
+            self._validate_replication_factor_unchanged(part, target)
         current = list(part.replicas)
         removing = sorted(set(current) - set(target))
         adding = sorted(set(target) - set(current))

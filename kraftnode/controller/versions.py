@@ -55,6 +55,11 @@ class MetadataVersion:
     def is_directory_assignment_supported(self) -> bool:
         return self.level >= MV_3_7_IV2
 
+    def is_controller_unregistration_supported(self) -> bool:
+        """UnregisterControllerRecord: a 4.x level only, which kraftnode does not finalize yet
+        (issue 37), so UnregisterController is refused as Kafka 4.4 refuses it at 3.9-IV0."""
+        return False
+
     def is_elr_supported(self) -> bool:
         return False  # 4.0-IV0 and later only; a 3.9 controller never finalizes it
 

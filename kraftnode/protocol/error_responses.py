@@ -12,7 +12,7 @@ from kraftnode.protocol.registry import SERVED
 __all__ = ["ERROR_SHAPED", "error_response"]
 
 #: the controller APIs whose error responses :func:`error_response` builds
-ERROR_SHAPED = frozenset({7, 19, 20, 33, 37, 38, 39, 40, 41, 43, 44, 45, 46, 49, 56, 58, 62, 63, 64, 67, 73})
+ERROR_SHAPED = frozenset({19, 20, 33, 37, 38, 39, 40, 41, 43, 44, 45, 46, 49, 56, 58, 62, 63, 64, 67, 73, 94})
 
 
 def error_response(key: int, v: int, q: Any, code: int, message: str | None = None) -> Any:

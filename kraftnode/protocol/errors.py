@@ -144,3 +144,5 @@ class Errors(IntEnum):
     VOTER_NOT_FOUND = 127
     # Kafka 4.0: a ConsumerGroupHeartbeat v1 SubscribedTopicRegex that RE2/J refuses
     INVALID_REGULAR_EXPRESSION = 128
+    # Kafka 4.x (KIP-1242): ApiVersions v5 naming another cluster or node
+    REBOOTSTRAP_REQUIRED = 129

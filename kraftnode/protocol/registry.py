@@ -14,8 +14,12 @@ SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups, Offs
 ConsumerGroupHeartbeat/Describe: kraftnode.groups), the
 ACL APIs (29-31) a Kafka 3.9 controller serves with an authorizer, and
 DescribeUserScramCredentials (50, a broker API) so the Java Admin can list SCRAM users.
-The controller APIs (issue 25, docs/controller.md) are served at the ranges a Kafka 3.9
-controller advertises, by every node (only the active controller answers them).
+The controller APIs (issue 25, docs/controller.md) are served by every node (only the
+active controller answers them), and the controller listener's APIs at the ranges a Kafka 4.4
+controller advertises (issue 36, docs/protocol.md "Kafka 4.4's controller listener"): KIP-896's
+raised minimums, the new versions of Fetch, ApiVersions, UpdateFeatures, DescribeCluster,
+AddRaftVoter, BrokerHeartbeat and AlterPartitionReassignments, and no ControlledShutdown
+(removed in Kafka 4.0). Raft peers and brokers of Kafka 3.9 negotiate down through ApiVersions.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ class ApiSpec:
         return self.min_version <= version <= self.max_version
 
     def request_header_version(self, version: int) -> int:
-        """Header v2 for flexible request versions, else v1 (v0 is ControlledShutdown v0 only)."""
+        """Header v2 for flexible request versions, else v1 (v0 was ControlledShutdown v0's only,
+        and Kafka 4.0 removed that API)."""
         return 2 if self.request.is_flexible(version) else 1
 
     def response_header_version(self, version: int) -> int:
@@ -97,7 +102,6 @@ ADD_RAFT_VOTER = 80
 REMOVE_RAFT_VOTER = 81
 UPDATE_RAFT_VOTER = 82
 # the controller APIs (docs/controller.md)
-CONTROLLED_SHUTDOWN = 7
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 ALTER_CONFIGS = 33
@@ -118,6 +122,7 @@ BROKER_HEARTBEAT = 63
 UNREGISTER_BROKER = 64
 ALLOCATE_PRODUCER_IDS = 67
 ASSIGN_REPLICAS_TO_DIRS = 73
+UNREGISTER_CONTROLLER = 94
 
 
 def _spec(key: int, name: str, lo: int, hi: int, advertised_min: int | None = None) -> ApiSpec:
@@ -134,7 +139,7 @@ SERVED: dict[int, ApiSpec] = {
         # the client-facing APIs at the versions a Kafka 4.4 broker serves (issue 36, KIP-896
         # minimums); Produce advertises 0-13 and serves 3-13, as Kafka 4.4 does (KAFKA-18659)
         _spec(PRODUCE, "Produce", 3, 13, advertised_min=0),
-        _spec(FETCH, "Fetch", 4, 17),
+        _spec(FETCH, "Fetch", 4, 18),
         _spec(LIST_OFFSETS, "ListOffsets", 1, 11),
         _spec(METADATA, "Metadata", 0, 13),
         _spec(OFFSET_COMMIT, "OffsetCommit", 2, 10),
@@ -154,12 +159,12 @@ SERVED: dict[int, ApiSpec] = {
         _spec(CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 1),
         _spec(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 1),
         _spec(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
-        _spec(DESCRIBE_ACLS, "DescribeAcls", 0, 3),
-        _spec(CREATE_ACLS, "CreateAcls", 0, 3),
-        _spec(DELETE_ACLS, "DeleteAcls", 0, 3),
-        _spec(DESCRIBE_CONFIGS, "DescribeConfigs", 0, 4),
+        _spec(DESCRIBE_ACLS, "DescribeAcls", 1, 3),
+        _spec(CREATE_ACLS, "CreateAcls", 1, 3),
+        _spec(DELETE_ACLS, "DeleteAcls", 1, 3),
+        _spec(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
         _spec(INIT_PRODUCER_ID, "InitProducerId", 0, 5),
-        _spec(API_VERSIONS, "ApiVersions", 0, 4),
+        _spec(API_VERSIONS, "ApiVersions", 0, 5),
         _spec(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
         _spec(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),
         _spec(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
@@ -169,34 +174,36 @@ SERVED: dict[int, ApiSpec] = {
         _spec(BEGIN_QUORUM_EPOCH, "BeginQuorumEpoch", 0, 1),
         _spec(END_QUORUM_EPOCH, "EndQuorumEpoch", 0, 1),
         _spec(DESCRIBE_QUORUM, "DescribeQuorum", 0, 2),
-        _spec(UPDATE_FEATURES, "UpdateFeatures", 0, 1),
+        _spec(UPDATE_FEATURES, "UpdateFeatures", 0, 2),
         _spec(FETCH_SNAPSHOT, "FetchSnapshot", 0, 1),
-        _spec(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
+        _spec(DESCRIBE_CLUSTER, "DescribeCluster", 0, 2),
         _spec(CONTROLLER_REGISTRATION, "ControllerRegistration", 0, 0),
-        _spec(ADD_RAFT_VOTER, "AddRaftVoter", 0, 0),
+        _spec(ADD_RAFT_VOTER, "AddRaftVoter", 0, 1),
         _spec(REMOVE_RAFT_VOTER, "RemoveRaftVoter", 0, 0),
         _spec(UPDATE_RAFT_VOTER, "UpdateRaftVoter", 0, 0),
         # the controller APIs, at the versions a Kafka 3.9 controller advertises
-        _spec(CONTROLLED_SHUTDOWN, "ControlledShutdown", 0, 3),
-        _spec(CREATE_TOPICS, "CreateTopics", 0, 7),
-        _spec(DELETE_TOPICS, "DeleteTopics", 0, 6),
+        _spec(CREATE_TOPICS, "CreateTopics", 2, 7),
+        _spec(DELETE_TOPICS, "DeleteTopics", 1, 6),
         _spec(ALTER_CONFIGS, "AlterConfigs", 0, 2),
         _spec(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
-        _spec(CREATE_DELEGATION_TOKEN, "CreateDelegationToken", 0, 3),
-        _spec(RENEW_DELEGATION_TOKEN, "RenewDelegationToken", 0, 2),
-        _spec(EXPIRE_DELEGATION_TOKEN, "ExpireDelegationToken", 0, 2),
-        _spec(DESCRIBE_DELEGATION_TOKEN, "DescribeDelegationToken", 0, 3),
+        _spec(CREATE_DELEGATION_TOKEN, "CreateDelegationToken", 1, 3),
+        _spec(RENEW_DELEGATION_TOKEN, "RenewDelegationToken", 1, 2),
+        _spec(EXPIRE_DELEGATION_TOKEN, "ExpireDelegationToken", 1, 2),
+        _spec(DESCRIBE_DELEGATION_TOKEN, "DescribeDelegationToken", 1, 3),
         _spec(ELECT_LEADERS, "ElectLeaders", 0, 2),
         _spec(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
-        _spec(ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 0),
+        _spec(ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 1),
         _spec(LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
         _spec(ALTER_CLIENT_QUOTAS, "AlterClientQuotas", 0, 1),
-        _spec(ALTER_PARTITION, "AlterPartition", 0, 3),
+        _spec(ALTER_PARTITION, "AlterPartition", 2, 3),
         _spec(ENVELOPE, "Envelope", 0, 0),
         _spec(BROKER_REGISTRATION, "BrokerRegistration", 0, 4),
-        _spec(BROKER_HEARTBEAT, "BrokerHeartbeat", 0, 1),
+        _spec(BROKER_HEARTBEAT, "BrokerHeartbeat", 0, 2),
         _spec(UNREGISTER_BROKER, "UnregisterBroker", 0, 0),
         _spec(ALLOCATE_PRODUCER_IDS, "AllocateProducerIds", 0, 0),
         _spec(ASSIGN_REPLICAS_TO_DIRS, "AssignReplicasToDirs", 0, 0),
+        # Kafka 4.x; at the metadata.versions kraftnode finalizes it is refused as Kafka 4.4's
+        # controller refuses it there (docs/protocol.md)
+        _spec(UNREGISTER_CONTROLLER, "UnregisterController", 0, 0),
     )
 }

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-__all__ = ["java_hashmap_order", "replica_key_hash"]
+__all__ = ["java_hashmap_order", "java_string_hash", "replica_key_hash"]
 
 T = TypeVar("T")
 
@@ -36,6 +36,15 @@ def java_hashmap_order(items: Iterable[T], java_hash: Callable[[T], int]) -> lis
         return (h ^ (h >> 16)) & (capacity - 1)
 
     return sorted(ordered, key=bucket)  # stable: insertion order within a bucket
+
+
+def java_string_hash(text: str) -> int:
+    """java.lang.String.hashCode (UTF-16 code units, int arithmetic): the key hash of the
+    HashMap<String, ...> Kafka iterates feature updates in."""
+    h = 0
+    for unit in text.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 def replica_key_hash(replica_id: int, directory_id: uuid.UUID | None) -> int:

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from kraftnode.raft.batches import Batch
 from kraftnode.raft.voters import Endpoint, ReplicaKey
 
+#: FetchRequest.HighWatermark's default: the replica does not report its high watermark.
+NO_REPLICA_HIGH_WATERMARK = 2**63 - 1
+
 
 @dataclass(frozen=True, slots=True)
 class NodeEndpoint:
@@ -109,6 +112,9 @@ class FetchRequest:
     max_bytes: int = 8 * 1024 * 1024
     min_bytes: int = 0
     replica_epoch: int = -1
+    #: Fetch v18 (KIP-1166): the high watermark the fetching replica knows; Long.MAX_VALUE,
+    #: the wire default, when it does not send one (older versions, consumers)
+    high_watermark: int = NO_REPLICA_HIGH_WATERMARK
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +207,9 @@ class AddRaftVoterRequest:
     voter_id: int
     voter_directory_id: uuid.UUID | None
     listeners: tuple[Endpoint, ...] = ()
+    #: v1 (Kafka 4.4): False answers once the leader has appended the VotersRecord instead
+    #: of once it commits; v0 means True
+    ack_when_committed: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,11 @@ class PendingAdd:
     deadline: int
     #: Offset of the appended VotersRecord; None while the ApiVersions probe is out.
     last_offset: int | None = None
+    #: AddRaftVoter v1's AckWhenCommitted: False answers at the append (Kafka's
+    #: AddVoterHandler completes the future there); the change stays pending until it commits
+    ack_when_committed: bool = True
+    #: the client has had its answer (at the append); the commit or failure answers nothing
+    answered: bool = False
 
 
 @dataclass(slots=True)

@@ -142,6 +142,8 @@ class LeaderState:
         if pending is None:
             return []
         self.tracker.pending_add = None
+        if pending.answered:  # AckWhenCommitted false: answered at the append, as Kafka's
+            return []         # future, completed then, ignores the later completion
         return [SendResponse(pending.request_id, AddRaftVoterResponse(code, message))]
 
     def finish_remove(self, code: int, message: str | None) -> list[Action]:

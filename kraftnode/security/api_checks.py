@@ -54,7 +54,7 @@ CLUSTER_OPERATION: dict[int, int] = {
     # the controller APIs (ControllerApis; per-topic checks are made by the handlers)
     62: az.CLUSTER_ACTION, 63: az.CLUSTER_ACTION, 56: az.CLUSTER_ACTION, 67: az.CLUSTER_ACTION,
     73: az.CLUSTER_ACTION, 58: az.CLUSTER_ACTION, 64: az.ALTER, 43: az.ALTER, 45: az.ALTER,
-    46: az.DESCRIBE, 49: az.ALTER_CONFIGS,
+    46: az.DESCRIBE, 49: az.ALTER_CONFIGS, 94: az.ALTER,
 }
 
 # Errors.message() of the errors sent without a message of their own

@@ -50,11 +50,13 @@ def documented() -> dict[int, tuple[str, str, str]]:
     text = DOC.read_text()
     start = text.index(MARKER)
     rows: dict[int, tuple[str, str, str]] = {}
+    table = False
     for line in text[start:].splitlines()[1:]:
         if not line.startswith("|"):
-            if rows:
-                break
+            if table:
+                break  # the table ends at its first line that is not a row
             continue
+        table = True
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if not cells[1].isdigit():  # the header and its rule
             continue

@@ -70,7 +70,7 @@ def test_api_versions_of_an_unknown_version_is_answered_and_the_connection_kept(
         cid, = struct.unpack(">i", frame[:4])
         body = w.ApiVersionsResponse.decode(frame[4:], 0)  # v0 body, v0 header
         assert cid == 7 and body.error_code == Errors.UNSUPPORTED_VERSION
-        assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 4)]
+        assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 5)]
         assert still_open(s)
 
 
@@ -82,8 +82,9 @@ def test_api_versions_with_an_invalid_software_name_is_refused_and_the_connectio
         assert still_open(s)
 
 
-@pytest.mark.parametrize("api_key,version", [(55, 3), (60, 9), (32767, 0), (21, 2)],
-                         ids=["DescribeQuorum-v3", "DescribeCluster-v9", "unknown-key", "DeleteRecords"])
+@pytest.mark.parametrize("api_key,version", [(55, 3), (60, 9), (32767, 0), (21, 2), (7, 3), (32, 0)],
+                         ids=["DescribeQuorum-v3", "DescribeCluster-v9", "unknown-key", "DeleteRecords",
+                              "ControlledShutdown (removed in Kafka 4.0)", "DescribeConfigs-v0 (KIP-896)"])
 def test_a_version_or_api_not_served_closes_the_connection(node: NodeProcess, api_key: int, version: int) -> None:
     """As Kafka's SocketServer does (DeleteRecords, a broker API: see docs/interop.md, known differences)."""
     with socket.create_connection(("127.0.0.1", node.port), timeout=5) as s:

@@ -97,13 +97,14 @@ def test_describe_metadata_quorum_and_cluster(dyn: DynamicCluster, admin: JavaAd
 
 
 def test_describe_features_and_configs(dyn: DynamicCluster, admin: JavaAdmin) -> None:
-    """As a Kafka 3.9 controller answers: metadata.version 3.9-IV0 finalized, kraft.version
-    supported 0-1 but not finalized (it has no FeatureLevelRecord), the epoch the offset at
-    which the features last changed; the topic has no overridden configs, the node lists
-    every config (ConfigHelper: its own id)."""
+    """As a Kafka 4.x controller answers: metadata.version 3.9-IV0 finalized, kraft.version
+    supported 0-1 and finalized at the raft client's level, 1 in this dynamic quorum
+    (KAFKA-18979; a 3.9 controller left it out: it has no FeatureLevelRecord), the epoch the
+    offset at which the features last changed; the topic has no overridden configs, the node
+    lists every config (ConfigHelper: its own id)."""
     admin("open", "controllers", f"127.0.0.1:{dyn.port(2)}")
     f = admin("features")
-    assert f["finalized"] == {"metadata.version": [21, 21]}
+    assert f["finalized"] == {"metadata.version": [21, 21], "kraft.version": [1, 1]}
     assert f["supported"] == {"metadata.version": [1, 21], "kraft.version": [0, 1]}
     assert 0 < f["epoch"] < wait_for_hw(dyn, 1).high_watermark
     assert admin("features")["epoch"] == f["epoch"]  # stable: no feature changed since
@@ -130,7 +131,7 @@ def test_kafka_features_and_cluster_tools(dyn: DynamicCluster, kafka_home: Kafka
     r = kafka_home.tool("kafka-features", "--bootstrap-controller", f"127.0.0.1:{dyn.port(1)}", "describe")
     assert r.returncode == 0, r.stderr
     assert r.stdout == (
-        f"Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\t"
+        f"Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\t"
         f"Epoch: {epoch}\n"
         f"Feature: metadata.version\tSupportedMinVersion: 3.0-IV1\tSupportedMaxVersion: 3.9-IV0\t"
         f"FinalizedVersionLevel: 3.9-IV0\tEpoch: {epoch}\n")

@@ -41,6 +41,7 @@ from kraftnode.protocol.generated.metadata import NoOpRecord
 from kraftnode.protocol.registry import API_VERSIONS, DESCRIBE_QUORUM, LIST_OFFSETS, PRODUCE
 from recordbatch import Record, build_batch
 from recordbatch.wire import uuid_from_base64, uuid_to_base64
+from tests.support.api_ranges import differences_from_3_9
 from tests.support.cluster import CLUSTER_ID, Cluster, free_ports
 from tests.support.java_raft import JavaRaftNode
 from tests.support.kafka import KafkaHome
@@ -515,8 +516,9 @@ def test_api_versions_agree_with_a_kafka_controllers(mixed: Mixed) -> None:
     """kraftnode's ApiVersions answer against the one the Java node builds with Kafka's own
     classes for a controller (collectApis(apisForListener(CONTROLLER)), BrokerFeatures'
     supported features, KIP-1022's filtering below v4): same features at every version,
-    same version ranges for every API both serve (Fetch from v4: docs/protocol.md; Vote up to
-    v2, Kafka 4.x's, with pre-vote on by default)."""
+    same version ranges for every API both serve except where kraftnode advertises Kafka 4.4's
+    (issue 36, tests/support/api_ranges.py: Fetch 4-18, Vote 0-2 with pre-vote on, ...), and
+    the same finalized features but kraft.version, which Kafka 4.x lists (KAFKA-18979)."""
     all_caught_up(mixed)
     for v in (0, 1, 2, 3, 4):
         body = w.ApiVersionsRequest(client_software_name="kraftnode-tests", client_software_version="1") \
@@ -527,18 +529,19 @@ def test_api_versions_agree_with_a_kafka_controllers(mixed: Mixed) -> None:
         ranges = [{a.api_key: (a.min_version, a.max_version) for a in x.api_keys} for x in answers]  # type: ignore[attr-defined]
         common = set(ranges[0]) & set(ranges[1])
         assert {52, 53, 54, 55, 59, 60, 70, 80, 81, 82} <= common
-        assert {key: ranges[0][key] for key in common if key not in (1, 52)} == \
-            {key: ranges[1][key] for key in common if key not in (1, 52)}
-        assert ranges[0][1] == (4, ranges[1][1][1])
+        got, want = differences_from_3_9(ranges[0], ranges[1])
+        assert got == want
         # Vote: pre-vote (KIP-996) is on by default, as in Kafka 4.x: v2 beside 3.9's 0-1
         assert (ranges[0][52], ranges[1][52]) == ((0, 2), (0, 1))
         if v >= 3:
             sup = [sorted((f.name, f.min_version, f.max_version) for f in x.supported_features)  # type: ignore[attr-defined]
                    for x in answers]
             assert sup[0] == sup[1], sup
-            fin = [sorted((f.name, f.min_version_level, f.max_version_level) for f in x.finalized_features)  # type: ignore[attr-defined]
-                   for x in answers]
+            fin = [sorted((f.name, f.min_version_level, f.max_version_level) for f in x.finalized_features  # type: ignore[attr-defined]
+                          if f.name != "kraft.version") for x in answers]
             assert fin[0] == fin[1], fin
+            # a static quorum: kraft.version 0, which Kafka 4.x leaves out too (setFinalizedLevel)
+            assert not [f for f in k.finalized_features if f.name == "kraft.version"]  # type: ignore[attr-defined]
 
 
 def test_groups_are_refused_while_a_kafka_node_votes(mixed: Mixed) -> None:

@@ -424,7 +424,7 @@ class ControllerSim:
             return
         A = w.AlterPartitionRequest
         epochs = {x: (reg.broker_epoch if (reg := b.view.broker(x)) is not None else -1) for x in isr}
-        q = A(broker_id=b.id, broker_epoch=b.epoch, topics=[A.TopicData(topic_name="", topic_id=tid, partitions=[
+        q = A(broker_id=b.id, broker_epoch=b.epoch, topics=[A.TopicData(topic_id=tid, partitions=[
             A.PartitionData(partition_index=pid, leader_epoch=part.leader_epoch, new_isr=isr,
                             new_isr_with_epochs=[A.BrokerState(broker_id=x, broker_epoch=epochs[x]) for x in isr],
                             leader_recovery_state=0, partition_epoch=part.partition_epoch)])])

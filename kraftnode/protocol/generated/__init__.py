@@ -29,8 +29,6 @@ from kraftnode.protocol.generated.consumer_group_describe_request import Consume
 from kraftnode.protocol.generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
 from kraftnode.protocol.generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from kraftnode.protocol.generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
-from kraftnode.protocol.generated.controlled_shutdown_request import ControlledShutdownRequest
-from kraftnode.protocol.generated.controlled_shutdown_response import ControlledShutdownResponse
 from kraftnode.protocol.generated.controller_registration_request import ControllerRegistrationRequest
 from kraftnode.protocol.generated.controller_registration_response import ControllerRegistrationResponse
 from kraftnode.protocol.generated.create_acls_request import CreateAclsRequest
@@ -119,6 +117,8 @@ from kraftnode.protocol.generated.sync_group_request import SyncGroupRequest
 from kraftnode.protocol.generated.sync_group_response import SyncGroupResponse
 from kraftnode.protocol.generated.unregister_broker_request import UnregisterBrokerRequest
 from kraftnode.protocol.generated.unregister_broker_response import UnregisterBrokerResponse
+from kraftnode.protocol.generated.unregister_controller_request import UnregisterControllerRequest
+from kraftnode.protocol.generated.unregister_controller_response import UnregisterControllerResponse
 from kraftnode.protocol.generated.update_features_request import UpdateFeaturesRequest
 from kraftnode.protocol.generated.update_features_response import UpdateFeaturesResponse
 from kraftnode.protocol.generated.update_raft_voter_request import UpdateRaftVoterRequest
@@ -155,8 +155,6 @@ __all__ = [
     "ConsumerGroupDescribeResponse",
     "ConsumerGroupHeartbeatRequest",
     "ConsumerGroupHeartbeatResponse",
-    "ControlledShutdownRequest",
-    "ControlledShutdownResponse",
     "ControllerRegistrationRequest",
     "ControllerRegistrationResponse",
     "CreateAclsRequest",
@@ -245,6 +243,8 @@ __all__ = [
     "SyncGroupResponse",
     "UnregisterBrokerRequest",
     "UnregisterBrokerResponse",
+    "UnregisterControllerRequest",
+    "UnregisterControllerResponse",
     "UpdateFeaturesRequest",
     "UpdateFeaturesResponse",
     "UpdateRaftVoterRequest",

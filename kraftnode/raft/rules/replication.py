@@ -84,9 +84,14 @@ def on_fetch_request(node: RaftCore, request_id: int, req: FetchRequest, now_ms:
         # follower a second round trip per commit, and its next fetch would race the next
         # append (not yet parked when the records come: sent only after the leader's flush).
         maybe_advance_high_watermark(node, st, now_ms)
+    # KIP-1166 (Fetch v18, Kafka 4.4's tryCompleteFetchRequest / isHighWatermarkUpdated): a
+    # replica whose high watermark is behind the one the answer carries is answered at once,
+    # so that followers learn a commit without waiting for the next records or the end of
+    # their long poll. Without v18 the request's value is Long.MAX_VALUE: parked as before.
     if (
         diverging is None and snapshot is None and req.max_wait_ms > 0
         and req.fetch_offset >= node.log.end_offset
+        and not req.high_watermark < reported_high_watermark(node)
     ):
         st.parked.append(ParkedFetch(request_id, req, now_ms + req.max_wait_ms))
         return
@@ -236,6 +241,8 @@ def send_fetch(node: RaftCore, destination: int, epoch: int, now_ms: int) -> Non
         node.config.cluster_id, node.local_key.id, node.local_key.directory_id,
         node.config.fetch_max_wait_ms, epoch, offset, node.log.last_fetched_epoch,
         node.log.start_offset, node.config.fetch_max_bytes,
+        # v18 (KIP-1166): what we know of the high watermark (sent to leaders that speak v18)
+        high_watermark=node.high_watermark,
     ), now_ms, fetch_offset=offset)
 
 

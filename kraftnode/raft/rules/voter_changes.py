@@ -186,7 +186,8 @@ def on_add_voter(node: RaftCore, request_id: int, req: AddRaftVoterRequest, now_
         answer(errors.REQUEST_TIMED_OUT, f"New voter {reconfig.key_text(key)} is not ready to receive requests")
         return
     st.tracker.pending_add = reconfig.PendingAdd(
-        request_id, key, req.listeners, now_ms + node.config.request_timeout_ms)
+        request_id, key, req.listeners, now_ms + node.config.request_timeout_ms,
+        ack_when_committed=req.ack_when_committed)
     # Discover the new voter's supported kraft.version range on its controller listener.
     node.send(key.id, ApiVersionsRequest(), now_ms,
               endpoints=tuple(e for e in req.listeners if e.name == listener))
@@ -224,6 +225,16 @@ def on_api_versions_response(node: RaftCore, source: int, resp: ApiVersionsRespo
         abort(errors.DUPLICATE_VOTER, f"{shown_key} is already a voter")
         return
     pending.last_offset = append_voters(node, st, voters, now_ms)
+    if not pending.ack_when_committed:
+        # AddRaftVoter v1 with AckWhenCommitted false: Kafka's AddVoterHandler answers once
+        # the leader has appended the VotersRecord; the change stays pending until it commits,
+        # so a further voter change is still refused until then. The answer follows our flush
+        # (commit_voters), so "written locally" is also durable here.
+        commit_voters(node, st, now_ms)
+        if st.tracker.pending_add is pending:  # else committed at once and answered by that
+            pending.answered = True
+            node.respond(pending.request_id, AddRaftVoterResponse(errors.NONE, None))
+        return
     commit_voters(node, st, now_ms)
 
 

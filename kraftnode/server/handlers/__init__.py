@@ -86,7 +86,8 @@ class NodeHandlers(ApplicationHandlers, AdminHandlers, ControllerApiHandlers):
         v = request.api_version
         body: Any = request.body
         if key == API_VERSIONS:
-            resp, rv = api_versions.answer(request, self._features())
+            resp, rv = api_versions.answer(request, self._features(), self.ident.cluster_id,
+                                           self.ident.node_id)
             sw = ""
             if request.body is not None and v >= 3:
                 sw = f" ({body.client_software_name} {body.client_software_version})"
@@ -190,10 +191,10 @@ HANDLERS: dict[int, Handler] = {
     api.BROKER_REGISTRATION: NodeHandlers._broker_registration,
     api.BROKER_HEARTBEAT: NodeHandlers._broker_heartbeat,
     api.UNREGISTER_BROKER: NodeHandlers._unregister_broker,
+    api.UNREGISTER_CONTROLLER: NodeHandlers._unregister_controller,
     api.ALLOCATE_PRODUCER_IDS: NodeHandlers._allocate_producer_ids,
     api.ALTER_PARTITION: NodeHandlers._alter_partition,
     api.ASSIGN_REPLICAS_TO_DIRS: NodeHandlers._assign_replicas_to_dirs,
-    api.CONTROLLED_SHUTDOWN: NodeHandlers._controlled_shutdown,
     api.CREATE_TOPICS: NodeHandlers._create_topics, api.DELETE_TOPICS: NodeHandlers._delete_topics,
     api.CREATE_PARTITIONS: NodeHandlers._create_partitions, api.ELECT_LEADERS: NodeHandlers._elect_leaders,
     api.ALTER_PARTITION_REASSIGNMENTS: NodeHandlers._alter_partition_reassignments,

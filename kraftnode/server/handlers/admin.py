@@ -22,7 +22,7 @@ from kraftnode.protocol.registry import (
     REMOVE_RAFT_VOTER,
 )
 from kraftnode.raft import messages as m
-from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
+from kraftnode.raft.java_order import java_hashmap_order, java_string_hash, replica_key_hash
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
 from kraftnode.server.handlers import scram_credentials
@@ -50,6 +50,17 @@ from recordbatch.message import Message
 from recordbatch.wire import ZERO_UUID, uuid_to_base64
 
 log = logging.getLogger("kraftnode.handlers")
+
+
+# Errors.message() of the errors an UpdateFeatures can end with: the text Kafka 4.4 puts in
+# each v0-1 per-feature result (an error without an exception prints its name: "NONE")
+_GENERIC_MESSAGES: dict[int, str] = {
+    Errors.NONE: "NONE",
+    Errors.INVALID_UPDATE_VERSION: "The given update version was invalid.",
+    Errors.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
+    Errors.REQUEST_TIMED_OUT: "The request timed out.",
+    Errors.UNSUPPORTED_VERSION: "The version of API is not supported.",
+}
 
 
 class AdminHandlers(RaftPeerHandlers):
@@ -202,36 +213,46 @@ class AdminHandlers(RaftPeerHandlers):
         return w.DescribeQuorumResponse(error_code=0, topics=[w.DescribeQuorumResponse.TopicData(
             topic_name=asked or rw.METADATA_TOPIC, partitions=[part])], nodes=nodes)
     async def _update_features(self, q: w.UpdateFeaturesRequest, v: int) -> w.UpdateFeaturesResponse:
-        """kafka-features.sh upgrade/downgrade/disable. Each feature is judged on its own and
-        the results are listed by feature name, as Kafka 3.9's QuorumController.updateFeatures
-        (FeatureControlManager.updateFeature, results in a TreeMap); a refusal Kafka would make
-        is made with Kafka's message ("Invalid update version N for feature F. ...", which the
-        tool prints after "Could not upgrade F to N."). Setting a feature to its current level
-        succeeds, with or without ValidateOnly. A change Kafka would make is refused with
-        INVALID_UPDATE_VERSION: kraftnode writes no FeatureLevelRecord outside the bootstrap
-        records (docs/server.md). kraft.version is the exception: upgraded through the raft as
-        Kafka 4.1 does (_kraft_version_update; Kafka 3.9 itself "upgrades" it by writing a
-        FeatureLevelRecord that does not change the quorum's kraft.version -- KAFKA-18979)."""
+        """kafka-features.sh upgrade/downgrade/disable, as Kafka 4.4's controller answers it
+        (QuorumController.updateFeatures, FeatureControlManager.updateFeatures): the features
+        are judged in the order of Java's HashMap of the request's updates, and the first
+        refusal fails the whole request -- the top-level error, with "The update failed for all
+        features since the following feature had an error: " before FeatureControlManager
+        .updateFeature's message (Kafka 3.9 judged each feature on its own, one result each).
+        v0-1 still carry a result per feature, in the request's order, with the request's error
+        and that error's generic message (Errors.message(): "NONE" when it succeeded); v2 has
+        none. A refusal Kafka would make is made with Kafka's message. Setting a feature to its
+        current level succeeds, with or without ValidateOnly. A change Kafka would make is
+        refused with INVALID_UPDATE_VERSION: kraftnode writes no FeatureLevelRecord outside the
+        bootstrap records (docs/server.md). kraft.version is the exception: upgraded through
+        the raft as Kafka 4.1+ does (_kraft_version_update)."""
+        R = w.UpdateFeaturesResponse
         if not self.driver.is_leader:
-            return w.UpdateFeaturesResponse(throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,
-                                            error_message=None, results=[])
+            return R(throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER, error_message=None, results=[])
         features = self._features()
         updates: dict[str, tuple[int, int]] = {}
         for f in q.feature_updates:
             # v0 has AllowDowngrade instead of UpgradeType (UpdateFeaturesRequest.featureUpdates)
             kind = f.upgrade_type if v >= 1 else (_SAFE_DOWNGRADE if f.allow_downgrade else _UPGRADE)
             updates[f.feature] = (f.max_version_level, kind)
-        results = []
-        for name, (level, kind) in sorted(updates.items()):
+        code, msg = 0, None
+        for name in java_hashmap_order(list(updates), java_string_hash):
+            level, kind = updates[name]
             if name == "kraft.version":
                 code, msg = await self._kraft_version_update(features, level, kind, q.validate_only)
             else:
                 msg = self._feature_update_refusal(features, name, level, kind)
                 code = Errors.INVALID_UPDATE_VERSION if msg else 0
-            results.append(w.UpdateFeaturesResponse.UpdatableFeatureResult(
-                feature=name, error_code=code, error_message=msg))
-        return w.UpdateFeaturesResponse(throttle_time_ms=0, error_code=0, error_message=None,
-                                        results=results)
+            if code:
+                break
+        top = (f"The update failed for all features since the following feature had an error: {msg}"
+               if code else msg)
+        results = []
+        if v <= 1:
+            generic = _GENERIC_MESSAGES.get(code, Errors(code).name)
+            results = [R.UpdatableFeatureResult(feature=f.feature, error_code=code, error_message=generic)
+                       for f in q.feature_updates]
+        return R(throttle_time_ms=0, error_code=code, error_message=top, results=results)
 
     async def _kraft_version_update(self, features: api_versions.FeatureView, level: int, kind: int,
                                     validate_only: bool) -> tuple[int, str | None]:

@@ -9,11 +9,13 @@ quirks in kafka_compat); each is a mixin over :class:`HandlerBase`, joined in
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kraftnode.groups import GroupConfig
+from kraftnode.protocol.generated import AddRaftVoterRequest
 from kraftnode.protocol.registry import DESCRIBE_QUORUM
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
@@ -42,6 +44,18 @@ class NodeIdentity:
     node_id: int
     cluster_id: str
     listener_name: str
+
+
+def _for_version(q: Message, version: int) -> Message:
+    """``q`` as it can be sent at ``version``: an AddRaftVoter with AckWhenCommitted false
+    (v1, Kafka 4.4) forwarded to a leader that speaks only v0 (Kafka 3.9) is sent as v0 means
+    it -- answered once committed, later than asked for but never earlier -- where the
+    generated encoder would refuse the non-default, non-ignorable field."""
+    if isinstance(q, AddRaftVoterRequest) and version < 1 and not q.ack_when_committed:
+        acked = copy.copy(q)
+        acked.ack_when_committed = True
+        return acked
+    return q
 
 
 class HandlerBase:
@@ -142,18 +156,22 @@ class HandlerBase:
         return self.authz.authorized_operations(az.session(), resource_type, name)
 
     def _features(self) -> api_versions.FeatureView:
-        """Finalized features as a Kafka 3.9 controller reports them (ControllerServer's
+        """Finalized features as a Kafka 4.x controller reports them (ControllerServer's
         FeaturesPublisher): the levels of the committed FeatureLevelRecords and the offset at
-        which they last changed. kraft.version is not among them: it has no FeatureLevelRecord
-        (BootstrapMetadata.fromVersions), so a 3.9 controller does not list it even in a
-        dynamic quorum, and kafka-features.sh describe prints its FinalizedVersionLevel as 0
-        (only a 3.9 broker's KRaftMetadataCache adds it, from the raft client)."""
+        which they last changed, plus kraft.version at the raft client's latest level
+        (KafkaRaftClient.kraftVersion, KAFKA-18979). kraft.version has no FeatureLevelRecord
+        (BootstrapMetadata.fromVersions), so a 3.9 controller did not list it; 4.x sets it
+        with FinalizedFeatures.setFinalizedLevel, which leaves a level of 0 out, so a static
+        quorum still lists only metadata.version."""
         f = self.features
         f.finalized = {"metadata.version": api_versions.METADATA_VERSION_3_9}
         f.finalized_epoch = max(self.driver.high_watermark - 1, -1)
         if self.duties is not None and self.duties.state.metadata_version is not None:
             f.finalized = dict(self.duties.state.finalized)
             f.finalized_epoch = self.duties.state.features_epoch
+        kraft = self.driver.current_kraft_version()
+        if kraft > 0:
+            f.finalized["kraft.version"] = kraft
         return f
 
     async def _forward_to_leader(self, leader: int, api_key: int, q: Message, v: int) -> Message | None:
@@ -176,7 +194,7 @@ class HandlerBase:
             timeout = max(VOTER_CHANGE_FORWARD_TIMEOUT_S, self.driver.request_timeout_s)
         try:
             _, resp = await self.driver.pool.request(key, ep[0], ep[1], api_key,
-                                                     lambda _v: q, timeout, v)
+                                                     lambda nv: _for_version(q, nv), timeout, v)
         except PeerError as e:
             log.info("could not forward %s to leader %d: %s", type(q).__name__[:-7], leader, e)
             return None

@@ -68,8 +68,7 @@ def describe_broker(props: Mapping[str, str], keys: list[str] | None, include_sy
                 synonyms.append(R.DescribeConfigsSynonym(name=name, value=None if sensitive else default,
                                                          source=DEFAULT_CONFIG))
         configs.append(R.DescribeConfigsResourceResult(
-            name=name, value=shown, read_only=True, is_default=(not static) if version == 0 else False,
-            config_source=STATIC_BROKER_CONFIG if static else DEFAULT_CONFIG, is_sensitive=sensitive,
+            name=name, value=shown, read_only=True, config_source=STATIC_BROKER_CONFIG if static else DEFAULT_CONFIG, is_sensitive=sensitive,
             synonyms=synonyms, config_type=ctype,
             documentation=doc if include_documentation and version >= 3 else None))
     return configs

@@ -129,6 +129,15 @@ class ControllerApiHandlers(HandlerBase):
         return R(throttle_time_ms=0, error_code=0, is_caught_up=reply.is_caught_up, is_fenced=reply.is_fenced,
                  should_shut_down=reply.should_shut_down)
 
+    async def _unregister_controller(self, q: w.UnregisterControllerRequest, v: int) -> w.UnregisterControllerResponse:
+        """Kafka 4.x's UnregisterController (drops a controller's registration): ALTER on
+        the cluster (api_checks), then the active controller's answer (QuorumController
+        .unregisterController); NOT_CONTROLLER elsewhere."""
+        _, err = await self._run(94, v, q, lambda c, now: c.unregister_controller(q.controller_id, now))
+        if err is not None:
+            return err  # type: ignore[no-any-return]
+        return w.UnregisterControllerResponse(throttle_time_ms=0, error_code=0, error_message=None)
+
     async def _unregister_broker(self, q: w.UnregisterBrokerRequest, v: int) -> w.UnregisterBrokerResponse:
         _, err = await self._run(64, v, q, lambda c, now: c.unregister_broker(q.broker_id, now))
         if err is not None:
@@ -154,12 +163,6 @@ class ControllerApiHandlers(HandlerBase):
     async def _assign_replicas_to_dirs(self, q: w.AssignReplicasToDirsRequest, v: int) -> Any:
         resp, err = await self._run(73, v, q, lambda c, now: c.assign_replicas_to_dirs(q, now))
         return err if err is not None else resp
-
-    async def _controlled_shutdown(self, q: w.ControlledShutdownRequest, v: int) -> Any:
-        # ZooKeeper-era: a 3.9 controller advertises it but has no handler for it
-        # (ControllerApis: "Unsupported ApiKey" -> UNKNOWN_SERVER_ERROR); KRaft brokers shut
-        # down through BrokerHeartbeat's WantShutDown
-        return w.ControlledShutdownResponse(error_code=Errors.UNKNOWN_SERVER_ERROR, remaining_partitions=[])
 
     # ------------------------------------------------------------------ topics
     async def _create_topics(self, q: w.CreateTopicsRequest, v: int) -> Any:
@@ -328,7 +331,8 @@ class ControllerApiHandlers(HandlerBase):
     async def _alter_partition_reassignments(self, q: w.AlterPartitionReassignmentsRequest, v: int) -> Any:
         R = w.AlterPartitionReassignmentsResponse
         if not q.topics:
-            return R(throttle_time_ms=0, error_code=0, error_message=None, responses=[])
+            return R(throttle_time_ms=0, error_code=0, error_message=None, responses=[],
+                     allow_replication_factor_change=q.allow_replication_factor_change)
         resp, err = await self._run(45, v, q, lambda c, now: c.alter_partition_reassignments(q, now))
         return err if err is not None else resp
 
@@ -521,7 +525,7 @@ def dynamic_configs(stored: dict[str, str], resource_type: int, keys: list[str] 
         if keys and name not in keys:
             continue
         d = TOPIC_CONFIGS.get(name) if resource_type == TOPIC else None
-        out.append(C(name=name, value=stored[name], read_only=False, is_default=False, config_source=source,
+        out.append(C(name=name, value=stored[name], read_only=False, config_source=source,
                      is_sensitive=False, synonyms=[S(name=name, value=stored[name], source=source)]
                      if include_synonyms else [],
                      config_type=_CONFIG_TYPE_IDS.get(d.type, 0) if d is not None else 0, documentation=None))

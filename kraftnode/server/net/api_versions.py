@@ -2,7 +2,9 @@
 
 A client that asks with a newer ApiVersions version than ours gets a *v0*
 response with UNSUPPORTED_VERSION and our ApiVersions range, so it can retry with
-a version we speak (KIP-511); everything else about the answer follows Kafka 3.9.
+a version we speak (KIP-511); everything else about the answer follows Kafka 4.4:
+v5 (KIP-1242) carries the ClusterId and NodeId the client means to reach, and a
+mismatch is REBOOTSTRAP_REQUIRED (:func:`answer`).
 """
 
 from __future__ import annotations
@@ -55,8 +57,28 @@ def _api_keys(api_max: dict[int, int] | None = None) -> list[_ApiVersion]:
     ]
 
 
-def answer(request: Request, features: FeatureView) -> tuple[ApiVersionsResponse, int]:
-    """Return (response, version to encode it at)."""
+def _wrong_node(body: ApiVersionsRequest, version: int, cluster_id: str | None, node_id: int | None) -> bool:
+    """KIP-1242 (ApiVersions v5): the client names the cluster and node it believes it is
+    talking to -- both learned from an earlier Metadata answer -- so that a node id or address
+    reused by another cluster or node is noticed at once. The check is Kafka 4.4's broker's
+    (KafkaApis ``clusterIdOrNodeIdIsInvalid``): only when ClusterId is given (the NodeId is
+    not checked alone), and a ClusterId or NodeId that differs from ours is a mismatch.
+
+    A Kafka 4.4 *controller* (ControllerApis) does not check at all. kraftnode's listener
+    also answers the broker-facing APIs (Produce, Fetch, Metadata naming kraftnode's own
+    nodes), so clients learn our cluster id and node ids from our Metadata and the broker's
+    check is the one that protects them; a controller client that sends the fields names
+    this node's own cluster id and node id, which pass. ``cluster_id``/``node_id`` None:
+    the caller does not check (the check is skipped)."""
+    if version < 5 or body.cluster_id is None or cluster_id is None or node_id is None:
+        return False
+    return body.cluster_id != cluster_id or body.node_id != node_id
+
+
+def answer(request: Request, features: FeatureView, cluster_id: str | None = None,
+           node_id: int | None = None) -> tuple[ApiVersionsResponse, int]:
+    """Return (response, version to encode it at). ``cluster_id`` and ``node_id`` are this
+    node's, for the KIP-1242 check of v5 (:func:`_wrong_node`)."""
     if request.body is None:  # a version we do not support: downgrade to v0
         spec = SERVED[API_VERSIONS]
         return ApiVersionsResponse(
@@ -72,6 +94,10 @@ def answer(request: Request, features: FeatureView) -> tuple[ApiVersionsResponse
         and _SOFTWARE_RE.fullmatch(body.client_software_version or "")
     ):
         return ApiVersionsResponse(error_code=Errors.INVALID_REQUEST), version
+    if _wrong_node(body, version, cluster_id, node_id):
+        # Kafka's ApiVersionsRequest.getErrorResponse: the error and the throttle time, no
+        # api keys; the client closes the connection and rebootstraps
+        return ApiVersionsResponse(error_code=Errors.REBOOTSTRAP_REQUIRED), version
     supported = [
         ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
         for name, (lo, hi) in sorted(features.supported.items())

@@ -205,7 +205,8 @@ def fetch_request_to_wire(r: m.FetchRequest, version: int) -> w.FetchRequest:
                 partition=METADATA_PARTITION, current_leader_epoch=r.current_leader_epoch,
                 fetch_offset=r.fetch_offset, last_fetched_epoch=r.last_fetched_epoch,
                 log_start_offset=r.log_start_offset, partition_max_bytes=r.max_bytes,
-                replica_directory_id=_dir(r.replica_directory_id) if version >= 17 else ZERO_UUID)])],
+                replica_directory_id=_dir(r.replica_directory_id) if version >= 17 else ZERO_UUID,
+                high_watermark=r.high_watermark if version >= 18 else m.NO_REPLICA_HIGH_WATERMARK)])],
         forgotten_topics_data=[], rack_id="")
 
 
@@ -233,7 +234,8 @@ def fetch_request_from_wire(q: w.FetchRequest, version: int) -> m.FetchRequest |
         q.cluster_id, fetch_replica_id(q, version), _undir(p.replica_directory_id), q.max_wait_ms,
         p.current_leader_epoch, p.fetch_offset, p.last_fetched_epoch, p.log_start_offset,
         min(q.max_bytes, p.partition_max_bytes) if p.partition_max_bytes > 0 else q.max_bytes,
-        q.min_bytes, q.replica_state.replica_epoch if version >= 15 else -1)
+        q.min_bytes, q.replica_state.replica_epoch if version >= 15 else -1,
+        p.high_watermark if version >= 18 else m.NO_REPLICA_HIGH_WATERMARK)
 
 
 def fetch_response_to_wire(r: m.FetchResponse, version: int) -> w.FetchResponse:
@@ -335,7 +337,7 @@ def _endpoints_from_listeners(listeners: list[Any]) -> tuple[Endpoint, ...]:
 
 def add_voter_request_from_wire(q: w.AddRaftVoterRequest) -> m.AddRaftVoterRequest:
     return m.AddRaftVoterRequest(q.cluster_id, q.timeout_ms, q.voter_id, _undir(q.voter_directory_id),
-                                 _endpoints_from_listeners(q.listeners))
+                                 _endpoints_from_listeners(q.listeners), q.ack_when_committed)
 
 
 def add_voter_response_to_wire(r: m.AddRaftVoterResponse) -> w.AddRaftVoterResponse:

@@ -111,6 +111,39 @@ def test_a_heartbeat_before_registration_or_with_another_epoch_is_stale() -> Non
     assert e.value.message == "Expected broker epoch 1, but got broker epoch 3"
 
 
+def test_a_v2_heartbeats_cordoned_log_dirs_are_kept_and_write_nothing() -> None:
+    """BrokerHeartbeat v2 (KIP-1066): CordonedLogDirs are kept with the broker's heartbeat
+    state (for placement, issue 37); at metadata.version 3.9 Kafka 4.4 writes no record for
+    them (isCordonedLogDirsSupported), so neither do we; null (before RECOVERY) keeps the last."""
+    from kraftnode.protocol import generated as w
+    h = Harness()
+    h.active_brokers(7)
+    reg = h.view.broker(7)
+    assert reg is not None and reg.log_dirs
+    q = w.BrokerHeartbeatRequest(broker_id=7, broker_epoch=reg.broker_epoch, current_metadata_offset=h.offset,
+                                 want_fence=False, want_shut_down=False, offline_log_dirs=[],
+                                 cordoned_log_dirs=[reg.log_dirs[0]])
+    result = h.ctl.broker_heartbeat(q, h.now)
+    assert result.records == []
+    assert h.ctl.heartbeats.brokers[7].cordoned_log_dirs == [reg.log_dirs[0]]
+    q.cordoned_log_dirs = None
+    h.ctl.broker_heartbeat(q, h.now)
+    assert h.ctl.heartbeats.brokers[7].cordoned_log_dirs == [reg.log_dirs[0]]
+    assert w.BrokerHeartbeatRequest().cordoned_log_dirs is None  # what v0-1 decode to
+
+
+def test_unregister_controller_is_refused_below_a_4x_metadata_version() -> None:
+    """UnregisterController (Kafka 4.x): ClusterControlManager.unregisterController refuses it
+    at a metadata.version without controller unregistration -- every level kraftnode finalizes
+    (3.9-IV0 at most) -- with Kafka's message, and writes nothing."""
+    h = Harness()
+    for controller_id in (1, 42):  # registered or not: the version is checked first
+        with pytest.raises(ApiError) as e:
+            h.ctl.unregister_controller(controller_id, h.now)
+        assert (e.value.code, e.value.message) == (
+            Errors.UNSUPPORTED_VERSION, "The current MetadataVersion is too old to support controller unregistration.")
+
+
 def leaders_of(h: Harness, topic: str) -> dict[int, tuple[int, list[int]]]:
     return {p: (r.leader, list(r.isr)) for p, r in h.view.partitions(h.topic(topic)).items()}
 

@@ -3,6 +3,8 @@ answers Kafka 3.9's ReplicationControlManager gives for the same inputs."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kraftnode.controller import ApiError
@@ -143,7 +145,7 @@ def alter_isr(h: Harness, topic: str, partition: int, leader: int, isr: list[int
     assert part is not None
     A = w.AlterPartitionRequest
     q = A(broker_id=leader, broker_epoch=h.view.broker(leader).broker_epoch, topics=[A.TopicData(  # type: ignore[union-attr]
-        topic_name=topic, topic_id=h.topic(topic), partitions=[A.PartitionData(
+        topic_id=h.topic(topic), partitions=[A.PartitionData(
             partition_index=partition, leader_epoch=part.leader_epoch if leader_epoch is None else leader_epoch,
             new_isr=isr, new_isr_with_epochs=[A.BrokerState(broker_id=b, broker_epoch=-1) for b in isr],
             leader_recovery_state=0,
@@ -188,8 +190,9 @@ def test_a_fenced_broker_may_not_join_the_isr() -> None:
     alter_isr(h, "i", 0, 1, [1, 2])
     h.commit(h.heartbeat(3, want_fence=True))
     assert alter_isr(h, "i", 0, 1, [1, 2, 3]).topics[0].partitions[0].error_code == Errors.INELIGIBLE_REPLICA
-    assert alter_isr(h, "i", 0, 1, [1, 2, 3], version=1).topics[0].partitions[0].error_code == \
-        Errors.OPERATION_NOT_ATTEMPTED
+    # v2, the oldest version Kafka 4.x serves (v0-1 answered OPERATION_NOT_ATTEMPTED)
+    assert alter_isr(h, "i", 0, 1, [1, 2, 3], version=2).topics[0].partitions[0].error_code == \
+        Errors.INELIGIBLE_REPLICA
 
 
 def test_a_reassignment_adds_then_completes_when_the_new_replicas_are_in_sync() -> None:
@@ -229,6 +232,35 @@ def test_cancelling_a_reassignment_and_cancelling_none() -> None:
     assert (p.replicas, p.adding_replicas, p.removing_replicas) == ([1, 2], [], [])  # type: ignore[union-attr]
     again = h.ctl.alter_partition_reassignments(cancel, h.now).response.responses[0].partitions[0]
     assert (again.error_code, again.error_message) == (Errors.NO_REASSIGNMENT_IN_PROGRESS, None)
+
+
+def test_a_reassignment_may_be_refused_to_change_the_replication_factor() -> None:
+    """AlterPartitionReassignments v1 (KIP-860): AllowReplicationFactorChange false refuses a
+    target of another size (INVALID_REPLICATION_FACTOR, Kafka's message), judged against the
+    target of a reassignment in progress; the flag is echoed; v0 (the default, true) allows it."""
+    h = harness(1, 2, 3, 4)
+    h.commit(h.create_topic("f", assignments={0: [1, 2], 1: [1, 2]}))
+    R = w.AlterPartitionReassignmentsRequest
+
+    def ask(allow: bool, **targets: list[int]) -> Any:
+        return h.ctl.alter_partition_reassignments(R(
+            timeout_ms=1000, allow_replication_factor_change=allow, topics=[R.ReassignableTopic(
+                name="f", partitions=[R.ReassignablePartition(partition_index=int(p[1:]), replicas=r)
+                                      for p, r in targets.items()])]), h.now)
+
+    refused = ask(False, p0=[1, 2, 3], p1=[3, 4])
+    assert refused.response.allow_replication_factor_change is False
+    got = [(p.error_code, p.error_message) for p in refused.response.responses[0].partitions]
+    assert got == [(Errors.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 2 to 3"),
+                   (Errors.NONE, None)]
+    h.commit(refused)  # partition 1 moves to [3, 4]: in progress, its target has 2 replicas
+    again = ask(False, p1=[4, 1, 2]).response.responses[0].partitions[0]
+    assert (again.error_code, again.error_message) == (
+        Errors.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 2 to 3")
+    allowed = ask(True, p0=[1, 2, 3])
+    assert allowed.response.allow_replication_factor_change is True
+    assert allowed.response.responses[0].partitions[0].error_code == Errors.NONE
+    assert R().allow_replication_factor_change is True  # what a v0 request decodes to
 
 
 def test_preferred_elections() -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kraftnode.raft import errors
 from kraftnode.raft.actions import AppendCompleted, HighWatermarkAdvanced
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.log import MemoryRaftLog
 from kraftnode.raft.messages import (
+    NO_REPLICA_HIGH_WATERMARK,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -128,6 +131,28 @@ def test_long_poll_waits_for_data_or_timeout() -> None:
     node.tick(now + 520)
     late = fetch_responses(node.take_actions())
     assert len(late) == 2 and all(not r.records and r.high_watermark == end for r in late)
+
+
+def test_fetch_v18_high_watermark_behind_is_answered_at_once() -> None:
+    """KIP-1166 (Fetch v18, Kafka 4.4's isHighWatermarkUpdated): a caught-up replica whose
+    high watermark is behind the leader's gets the answer at once instead of being parked;
+    one that knows it (or does not say: Long.MAX_VALUE, older versions) is parked."""
+    node = make_node(1)
+    now = elect(node, 0)
+    node.take_actions()
+    end = node.log.end_offset
+    node.handle_request(6, fetch_request(2, 1, end, 1, max_wait=500), now)  # commits: HW = end
+    assert not fetch_responses(node.take_actions())
+    assert node.high_watermark == end
+    behind = replace(fetch_request(3, 1, end, 1, max_wait=500), high_watermark=end - 1)
+    node.handle_request(7, behind, now + 1)
+    (answer,) = fetch_responses(node.take_actions())
+    assert answer.high_watermark == end and not answer.records
+    node.handle_request(8, replace(fetch_request(3, 1, end, 1, max_wait=500), high_watermark=end), now + 2)
+    assert not fetch_responses(node.take_actions())  # knows the HW: parked
+    assert fetch_request(3, 1, end, 1).high_watermark == NO_REPLICA_HIGH_WATERMARK
+    node.handle_request(9, fetch_request(2, 1, end, 1, max_wait=500), now + 3)
+    assert not fetch_responses(node.take_actions())  # did not say: parked, as before v18
 
 
 def test_appends_complete_on_commit_and_fail_on_leadership_loss() -> None:

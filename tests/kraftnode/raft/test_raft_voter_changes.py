@@ -410,3 +410,30 @@ def test_voter_sets_in_messages_are_printed_in_kafkas_hashset_order() -> None:
     keys = [ReplicaKey(i, uuid_from_base64(d)) for i, d in dirs.items()]
     assert keys_text(keys) == "[" + ", ".join(
         f"ReplicaKey(id={i}, directoryId=Optional[{dirs[i]}])" for i in (3, 4, 1, 2)) + "]"
+
+
+def test_add_voter_v1_without_ack_when_committed_answers_at_the_append() -> None:
+    """AddRaftVoter v1, AckWhenCommitted false (Kafka 4.4's AddVoterHandler): answered once the
+    VotersRecord is appended; the change stays pending until it commits, so another voter
+    change is still refused, and the commit answers nothing more."""
+    node, now = dynamic_leader(1, 2, 3)
+    catch_up_observer(node, 4, now)
+    node.handle_request(7, AddRaftVoterRequest(CLUSTER, 30_000, 4, dir_id(4), ep(4), ack_when_committed=False), now)
+    (probe,) = sent(node.take_actions(), ApiVersionsRequest)
+    node.handle_response(4, probe.correlation_id, ApiVersionsResponse(0, (0, 1)), now + 1)
+    assert answers(node.take_actions(), AddRaftVoterResponse) == [AddRaftVoterResponse(errors.NONE)]
+    assert node.voters.ids == {1, 2, 3, 4} and node.high_watermark < node.log.end_offset
+    node.handle_request(8, remove_request(3), now + 2)  # the add is still pending
+    (refused,) = answers(node.take_actions(), RemoveRaftVoterResponse)
+    assert refused.error_code == errors.REQUEST_TIMED_OUT
+    end = node.log.end_offset
+    node.handle_request(9, fetch_request(2, node.epoch, end, node.epoch), now + 3)
+    node.handle_request(10, fetch_request(4, node.epoch, end, node.epoch), now + 4)
+    assert not answers(node.take_actions(), AddRaftVoterResponse)  # answered once, at the append
+    assert node.high_watermark == end
+
+
+def test_add_voter_v0_default_still_answers_at_the_commit() -> None:
+    """A request without the field (v0) means AckWhenCommitted true: the test above fails the
+    other way round if the default were false."""
+    assert add_request(4).ack_when_committed is True

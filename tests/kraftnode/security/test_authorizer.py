@@ -169,6 +169,7 @@ def test_filters_as_acl_binding_filter_matches() -> None:
     (DESCRIBE_QUORUM, 2, w.DescribeQuorumRequest(), az.DESCRIBE),
     (DESCRIBE_CLUSTER, 1, w.DescribeClusterRequest(endpoint_type=2), az.ALTER),
     (DESCRIBE_CLUSTER, 1, w.DescribeClusterRequest(endpoint_type=1), None),
+    (94, 0, w.UnregisterControllerRequest(controller_id=3), az.ALTER),  # UnregisterController (Kafka 4.x)
 ])
 def test_cluster_operation_of_each_api_is_controller_apis(key: int, v: int, body: Any, op: int | None) -> None:
     assert api_checks.cluster_operation(key, v, body) == op
@@ -231,6 +232,7 @@ def test_only_super_users_are_authorized_before_the_initial_load() -> None:
     (FIND_COORDINATOR, 0, w.FindCoordinatorRequest(key="g")),
     (FIND_COORDINATOR, 3, w.FindCoordinatorRequest(key="g")),
     (UPDATE_FEATURES, 0, w.UpdateFeaturesRequest()), (VOTE, 0, w.VoteRequest()),
+    (UPDATE_FEATURES, 2, w.UpdateFeaturesRequest()), (94, 0, w.UnregisterControllerRequest()),
 ])
 def test_refusals_encode_at_every_version(key: int, v: int, body: Any) -> None:
     from kraftnode.protocol.registry import SERVED

@@ -70,7 +70,7 @@ def test_kafka_python_admin_describes_the_topic_configs(node: NodeProcess) -> No
     assert got == {"topic": {"__cluster_metadata": {}}}
 
 
-@pytest.mark.parametrize("version", [0, 4])
+@pytest.mark.parametrize("version", [1, 4])
 def test_describe_configs_answers_each_resource_as_kafka(node: NodeProcess, version: int) -> None:
     r = _describe_configs(node.port, version, (2, "__cluster_metadata"), (2, "other"), (2, "bad name"),
                           (4, "1"), (4, ""), (4, "7"), (8, "1"))
@@ -79,10 +79,8 @@ def test_describe_configs_answers_each_resource_as_kafka(node: NodeProcess, vers
     # the node's own broker resource: every config with its source (ConfigHelper)
     own = {c.name: c for c in r.results[3].configs}
     static, default = (own["node.id"], own["controller.quorum.election.timeout.ms"])
-    if version == 0:
-        assert (static.value, static.is_default, default.is_default, default.read_only) == ("1", False, True, True)
-    else:
-        assert (static.value, static.config_source, default.config_source) == ("1", 4, 5)
+    # v1 is the oldest Kafka 4.x serves (KIP-896: v0's IsDefault is gone)
+    assert (static.value, static.config_source, default.config_source, default.read_only) == ("1", 4, 5, True)
     assert own["message.max.bytes"].value == "1048588" and len(own) > 50
     # no message is Kafka's default "", not null, as genuine 3.9 and 4.4 controllers send it
     # (tests/interop/test_go_clients.py)
@@ -100,68 +98,85 @@ def test_describe_configs_answers_each_resource_as_kafka(node: NodeProcess, vers
     ]
 
 
-def _results(resp: w.UpdateFeaturesResponse) -> list[tuple[str, int, str | None]]:
-    assert (resp.error_code, resp.error_message) == (0, None)
-    return [(x.feature, x.error_code, x.error_message) for x in resp.results]
+PREFIX = "The update failed for all features since the following feature had an error: "
+
+
+def _outcome(resp: w.UpdateFeaturesResponse) -> tuple[int, str | None]:
+    """The whole request's answer (Kafka 4.4: one error for all features), at v2: no results."""
+    assert resp.results == []
+    return resp.error_code, resp.error_message
 
 
 def test_update_features_current_levels_succeed(node: NodeProcess) -> None:
     for validate_only in (False, True):
-        assert _results(_update(node.port, 1, [("metadata.version", 21, 1), ("kraft.version", 0, 1)],
-                                validate_only)) == [("kraft.version", 0, None), ("metadata.version", 0, None)]
+        assert _outcome(_update(node.port, 2, [("metadata.version", 21, 1), ("kraft.version", 0, 1)],
+                                validate_only)) == (0, None)
+
+
+def test_update_features_v0_v1_list_every_feature_with_the_requests_error(node: NodeProcess) -> None:
+    """v0-1 (QuorumController.updateFeatures): a result per feature, in the request's order,
+    with the whole request's error and that error's generic text -- "NONE" on success."""
+    for version in (0, 1):
+        ok = _update(node.port, version, [("metadata.version", 21, 1), ("kraft.version", 0, 1)])
+        assert (ok.error_code, ok.error_message) == (0, None)
+        assert [(x.feature, x.error_code, x.error_message) for x in ok.results] == [
+            ("metadata.version", 0, "NONE"), ("kraft.version", 0, "NONE")]
+        bad = _update(node.port, version, [("kraft.version", 0, 1), ("foo.bar", 1, 1)])
+        assert bad.error_code == Errors.INVALID_UPDATE_VERSION
+        assert [(x.feature, x.error_code, x.error_message) for x in bad.results] == [
+            ("kraft.version", bad.error_code, "The given update version was invalid."),
+            ("foo.bar", bad.error_code, "The given update version was invalid.")]
 
 
 def test_update_features_refusals_carry_kafkas_messages(node: NodeProcess) -> None:
-    """Each feature is judged on its own and results come sorted by name, as Kafka 3.9's
-    QuorumController.updateFeatures; messages are FeatureControlManager.updateFeature's."""
+    """The first refusal, in the order Java's HashMap of the updates iterates them, fails the
+    request (Kafka 4.4's FeatureControlManager.updateFeatures); messages are updateFeature's."""
     bad = Errors.INVALID_UPDATE_VERSION
-    assert _results(_update(node.port, 1, [
-        ("metadata.version", 22, 1), ("foo.bar", 1, 1), ("kraft.version", -1, 1)])) == [
-        ("foo.bar", bad, "Invalid update version 1 for feature foo.bar. Local controller 1 does not "
-                         "support this feature."),
-        ("kraft.version", bad, "Invalid update version -1 for feature kraft.version. A feature "
-                               "version cannot be less than 0."),
-        ("metadata.version", bad, "Invalid update version 22 for feature metadata.version. Local "
-                                  "controller 1 only supports versions 1-21"),
-    ]
-    assert _results(_update(node.port, 1, [("metadata.version", 20, 1)])) == [
-        ("metadata.version", bad, "Invalid update version 20 for feature metadata.version. Can't "
-         "downgrade the version of this feature without setting the upgrade type to either safe "
-         "or unsafe downgrade.")]
-    assert _results(_update(node.port, 1, [("kraft.version", 1, 2)])) == [
-        ("kraft.version", bad, "Invalid update version 1 for feature kraft.version. Can't "
-                               "downgrade to a newer version.")]
-    assert _results(_update(node.port, 1, [("metadata.version", 3, 2)])) == [
-        ("metadata.version", bad, "Invalid metadata.version 3. Unable to set a metadata.version "
-                                  "less than 3.3-IV0")]
-    assert _results(_update(node.port, 1, [("metadata.version", 21, 7)])) == [
-        ("metadata.version", bad, "Invalid update version 21 for feature metadata.version. The "
-                                  "controller does not support the given upgrade type.")]
+    # HashMap order (String.hashCode buckets): foo.bar, kraft.version, metadata.version --
+    # not the request's order, nor the names' (Kafka 3.9 sorted them)
+    assert _outcome(_update(node.port, 2, [
+        ("metadata.version", 22, 1), ("kraft.version", -1, 1), ("foo.bar", 1, 1)])) == (
+        bad, PREFIX + "Invalid update version 1 for feature foo.bar. Local controller 1 does not support this feature.")
+    assert _outcome(_update(node.port, 2, [("metadata.version", 22, 1), ("kraft.version", -1, 1)])) == (
+        bad, PREFIX + "Invalid update version -1 for feature kraft.version. A feature version cannot be less than 0.")
+    assert _outcome(_update(node.port, 2, [("metadata.version", 22, 1)])) == (
+        bad, PREFIX + "Invalid update version 22 for feature metadata.version. Local controller 1 only supports "
+                      "versions 1-21")
+    assert _outcome(_update(node.port, 2, [("metadata.version", 20, 1)])) == (
+        bad, PREFIX + "Invalid update version 20 for feature metadata.version. Can't downgrade the version of this "
+                      "feature without setting the upgrade type to either safe or unsafe downgrade.")
+    assert _outcome(_update(node.port, 2, [("kraft.version", 1, 2)])) == (
+        bad, PREFIX + "Invalid update version 1 for feature kraft.version. Can't downgrade to a newer version.")
+    assert _outcome(_update(node.port, 2, [("metadata.version", 3, 2)])) == (
+        bad, PREFIX + "Invalid metadata.version 3. Unable to set a metadata.version less than 3.3-IV0")
+    assert _outcome(_update(node.port, 2, [("metadata.version", 21, 7)])) == (
+        bad, PREFIX + "Invalid update version 21 for feature metadata.version. The controller does not support "
+                      "the given upgrade type.")
     # "disable": level 0 is outside metadata.version's range
-    assert _results(_update(node.port, 1, [("metadata.version", 0, 3)])) == [
-        ("metadata.version", bad, "Invalid update version 0 for feature metadata.version. Local "
-                                  "controller 1 only supports versions 1-21")]
+    assert _outcome(_update(node.port, 2, [("metadata.version", 0, 3)])) == (
+        bad, PREFIX + "Invalid update version 0 for feature metadata.version. Local controller 1 only supports "
+                      "versions 1-21")
 
 
 def test_update_features_changes_kafka_would_make_are_refused(node: NodeProcess) -> None:
     """A real change passes Kafka's checks but kraftnode writes no FeatureLevelRecord: it is
     refused, dry run or not, rather than reported as done. (kraft.version is the exception:
-    it is upgraded through the raft, as Kafka 4.1 does -- tests/interop/test_kraft_upgrade.py;
+    it is upgraded through the raft, as Kafka 4.1+ does -- tests/interop/test_kraft_upgrade.py;
     a downgrade is refused as Kafka refuses it.)"""
     for validate_only in (False, True):
-        r = _results(_update(node.port, 1, [("metadata.version", 20, 2), ("kraft.version", 0, 2)],
-                             validate_only))
-        assert r[0] == ("kraft.version", 0, None)  # already 0: nothing to change
-        assert r[1][1] == Errors.INVALID_UPDATE_VERSION
-        assert r[1][2] == ("Invalid update version 20 for feature metadata.version. kraftnode does "
-                           "not change finalized features; metadata.version stays at 3.9-IV0.")
+        # kraft.version (already 0: nothing to change) is judged first and passes
+        assert _outcome(_update(node.port, 2, [("metadata.version", 20, 2), ("kraft.version", 0, 2)],
+                                validate_only)) == (
+            Errors.INVALID_UPDATE_VERSION,
+            PREFIX + "Invalid update version 20 for feature metadata.version. kraftnode does not change "
+                     "finalized features; metadata.version stays at 3.9-IV0.")
 
 
 def test_update_features_v0_allow_downgrade_is_a_safe_downgrade(node: NodeProcess) -> None:
-    r = _results(_update(node.port, 0, [("metadata.version", 20, 2)]))
-    assert "kraftnode does not change" in (r[0][2] or "")  # passed the downgrade checks
-    r = _results(_update(node.port, 0, [("metadata.version", 20, 1)]))
-    assert "without setting the upgrade type" in (r[0][2] or "")
+    r = _update(node.port, 0, [("metadata.version", 20, 2)])
+    assert "kraftnode does not change" in (r.error_message or "")  # passed the downgrade checks
+    r = _update(node.port, 0, [("metadata.version", 20, 1)])
+    assert "without setting the upgrade type" in (r.error_message or "")
 
 
 def test_metadata_v0_empty_topic_list_means_all_topics(node: NodeProcess) -> None:

@@ -34,11 +34,14 @@ from tests.support.node import call
 
 pytestmark = pytest.mark.timeout(180)
 
-# What a Kafka 3.9 controller advertises for the controller APIs (ApiVersions of a genuine
-# controller; the same is checked against one in tests/interop/test_kafka_controller_replays_kraftnode.py)
-KAFKA_3_9_CONTROLLER = {7: (0, 3), 19: (0, 7), 20: (0, 6), 33: (0, 2), 37: (0, 3), 38: (0, 3), 39: (0, 2),
-                        40: (0, 2), 41: (0, 3), 43: (0, 2), 44: (0, 1), 45: (0, 0), 46: (0, 0), 49: (0, 1),
-                        56: (0, 3), 58: (0, 0), 62: (0, 4), 63: (0, 1), 64: (0, 0), 67: (0, 0), 73: (0, 0)}
+# What a Kafka 4.4 controller advertises for the controller APIs (ApiVersions of a genuine
+# controller, checked against one in tests/interop/test_controller_listener_versions.py;
+# tests/interop/test_kafka_controller_replays_kraftnode.py checks how a 3.9 controller differs).
+# ControlledShutdown (7) is not among them: Kafka 4.0 removed it.
+KAFKA_4_4_CONTROLLER = {19: (2, 7), 20: (1, 6), 33: (0, 2), 37: (0, 3), 38: (1, 3), 39: (1, 2),
+                        40: (1, 2), 41: (1, 3), 43: (0, 2), 44: (0, 1), 45: (0, 1), 46: (0, 0), 49: (0, 1),
+                        56: (2, 3), 58: (0, 0), 62: (0, 4), 63: (0, 2), 64: (0, 0), 67: (0, 0), 73: (0, 0),
+                        94: (0, 0)}
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +80,13 @@ def envelope(inner: bytes, principal: str = "User:alice") -> w.EnvelopeRequest:
                              client_host_address=ipaddress.ip_address("10.1.2.3").packed)
 
 
-def test_every_node_advertises_the_controller_apis_as_a_kafka_3_9_controller(cl: Cluster) -> None:
+def test_every_node_advertises_the_controller_apis_as_a_kafka_4_4_controller(cl: Cluster) -> None:
     req = w.ApiVersionsRequest(client_software_name="kraftnode-tests", client_software_version="1")
     for i in cl.ids:
         got = {a.api_key: (a.min_version, a.max_version) for a in call(cl.port(i), API_VERSIONS, 3, req)[1].api_keys}  # type: ignore[attr-defined]
-        assert {k: got.get(k) for k in KAFKA_3_9_CONTROLLER} == KAFKA_3_9_CONTROLLER
-    assert {k: (SERVED[k].min_version, SERVED[k].max_version) for k in KAFKA_3_9_CONTROLLER} == KAFKA_3_9_CONTROLLER
+        assert {k: got.get(k) for k in KAFKA_4_4_CONTROLLER} == KAFKA_4_4_CONTROLLER
+        assert 7 not in got  # ControlledShutdown
+    assert {k: (SERVED[k].min_version, SERVED[k].max_version) for k in KAFKA_4_4_CONTROLLER} == KAFKA_4_4_CONTROLLER
 
 
 def test_only_the_active_controller_answers(cl: Cluster) -> None:

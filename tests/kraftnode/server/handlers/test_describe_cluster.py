@@ -56,3 +56,13 @@ def test_no_controllers_are_listed_until_a_leader_is_known(cluster: Cluster) -> 
     d = until(lambda: (lambda r: r if r.controller_id > 0 else None)(describe_cluster(p1, 2)))
     assert {x.broker_id: x.port for x in d.brokers} == {i: cluster.port(i) for i in (1, 2, 3)}
     assert d.controller_id in (1, 2)
+
+    # v2 (KIP-1073): IncludeFencedBrokers changes nothing on a controller (Kafka 4.4's
+    # ControllerApis ignores it) and no node listed is fenced; the same answer at v1
+    for include in (False, True):
+        _, v2 = call(p1, 60, 2, w.DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                          endpoint_type=2, include_fenced_brokers=include))
+        assert isinstance(v2, w.DescribeClusterResponse)
+        assert [(x.broker_id, x.port, x.is_fenced) for x in v2.brokers] == [
+            (x.broker_id, x.port, False) for x in d.brokers]
+        assert v2.controller_id == d.controller_id

@@ -436,14 +436,14 @@ def test_update_features_on_leader_and_follower(tmp_path: Path) -> None:
             same = await s.ask(UPDATE_FEATURES, 1, update("metadata.version", mv))
             assert [(x.feature, x.error_code) for x in same.results] == [("metadata.version", 0)]
             down = await s.ask(UPDATE_FEATURES, 1, update("metadata.version", mv - 1))
-            assert down.results[0].error_code == Errors.INVALID_UPDATE_VERSION
-            assert "without setting the upgrade type" in down.results[0].error_message
-            unknown = await s.ask(UPDATE_FEATURES, 1, update("no.such.feature", 1))
-            assert unknown.results[0].error_code == Errors.INVALID_UPDATE_VERSION
-            assert "does not support this feature" in unknown.results[0].error_message
+            assert down.error_code == down.results[0].error_code == Errors.INVALID_UPDATE_VERSION
+            assert "without setting the upgrade type" in down.error_message
+            unknown = await s.ask(UPDATE_FEATURES, 2, update("no.such.feature", 1))
+            assert (unknown.error_code, unknown.results) == (Errors.INVALID_UPDATE_VERSION, [])
+            assert "does not support this feature" in unknown.error_message
             kv = s.driver.current_kraft_version()
             nochange = await s.ask(UPDATE_FEATURES, 1, update("kraft.version", kv, validate_only=True))
-            assert nochange.results[0].error_code == 0
+            assert nochange.error_code == nochange.results[0].error_code == 0
 
     _run(main)
 

@@ -20,7 +20,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> NodeProcess:
         yield n  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
 def test_every_version_lists_every_served_api(node: NodeProcess, version: int) -> None:
     req = ApiVersionsRequest(client_software_name="kraftnode-tests", client_software_version="1.0")
     cid, resp = call(node.port, API_VERSIONS, version, req, correlation_id=41 + version)
@@ -61,7 +61,26 @@ def test_unknown_apiversions_version_gets_a_v0_downgrade(node: NodeProcess) -> N
     assert frame[:4] == struct.pack(">i", 99)  # response header v0: correlation id only
     resp = ApiVersionsResponse.decode(frame[4:], 0)
     assert resp.error_code == Errors.UNSUPPORTED_VERSION
-    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 4)]
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 5)]
+
+
+def test_v5_names_the_cluster_and_node_it_means(node: NodeProcess) -> None:
+    """KIP-1242 (ApiVersions v5), Kafka 4.4's broker check: another cluster id, or our cluster
+    id with another node id, is REBOOTSTRAP_REQUIRED (no api keys); no cluster id, or ours
+    with our node id, is answered as usual (the node id alone is not checked)."""
+    ours, me = "MkU3OEVBNTcwNTJENDM2Qg", 1  # tests/support/node.py formats node 1 with this id
+    for cluster, node_id, code in ((ours, me, 0), (None, 99, 0), (None, -1, 0),
+                                   ("AAAAAAAAAAAAAAAAAAAAAA", me, Errors.REBOOTSTRAP_REQUIRED),
+                                   (ours, me + 1, Errors.REBOOTSTRAP_REQUIRED)):
+        req = ApiVersionsRequest(client_software_name="kraftnode-tests", client_software_version="1.0",
+                                 cluster_id=cluster, node_id=node_id)
+        _, resp = call(node.port, API_VERSIONS, 5, req)
+        assert resp.error_code == code, (cluster, node_id)
+        assert bool(resp.api_keys) == (code == 0)
+    # below v5 the fields do not exist: a v4 request cannot carry them and is never refused
+    _, resp = call(node.port, API_VERSIONS, 4, ApiVersionsRequest(
+        client_software_name="kraftnode-tests", client_software_version="1.0"))
+    assert resp.error_code == 0
 
 
 def test_invalid_client_software_name_is_invalid_request(node: NodeProcess) -> None:
