@@ -590,7 +590,9 @@ def wire_shape(fields: list[dict[str, Any]], structs: dict[str, list[dict[str, A
         if sub is None:
             sub = structs.get(f["type"].removeprefix("[]"))
         out.append((f["name"], f["type"], v in _versions(f.get("nullableVersions")),
-                    v in _versions(f.get("taggedVersions")), f.get("tag"), f.get("default"),
+                    # a tag is written as 0 or "0" in Kafka's files alike
+                    v in _versions(f.get("taggedVersions")), None if f.get("tag") is None else int(f["tag"]),
+                    f.get("default"),
                     wire_shape(sub, structs, v) if sub else None))
     return out
 
