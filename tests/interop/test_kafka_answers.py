@@ -63,6 +63,32 @@ def test_illegal_topic_name_is_invalid_topic_exception(cluster: Cluster, broker:
     assert ours == _metadata_codes(broker.bootstrap) == [("bad name!", 17), ("no-such-topic", 3)]
 
 
+def _metadata_by_id(host_port: str, known: str) -> list[tuple[str | None, int, bool]]:
+    """Metadata v12 naming topics by id, each name left "" (the field's default, as Java's
+    KIP-848 consumer sends it): the known topic's id twice and an unknown id."""
+    M = w.MetadataRequest
+    T = M.MetadataRequestTopic
+    (t,) = _ask(host_port, METADATA, 12, M(topics=[T(name=known)], allow_auto_topic_creation=False)).topics
+    assert t.error_code == 0, t
+    other = uuid.UUID(int=7)
+    resp = _ask(host_port, METADATA, 12, M(topics=[T(name="", topic_id=t.topic_id), T(name="", topic_id=other),
+                                                   T(name="", topic_id=t.topic_id)],
+                                           allow_auto_topic_creation=False))
+    return sorted(((r.name, r.error_code, r.topic_id == (t.topic_id if r.error_code == 0 else other))
+                   for r in resp.topics), key=str)
+
+
+def test_metadata_by_topic_id_as_kafka(cluster: Cluster, broker: KafkaServer) -> None:
+    """KafkaApis.handleTopicMetadataRequest: a request naming any topic id is answered by the
+    ids alone, once each (names not looked at): the known topic, and UNKNOWN_TOPIC_ID (100)
+    with a null name for the other. kraftnode answered each "" INVALID_TOPIC_EXCEPTION."""
+    _two_mb(broker.bootstrap, "answers-size")   # the topic exists (auto-created) whatever order tests run in
+    ours = _metadata_by_id(f"127.0.0.1:{cluster.port(cluster.running()[0])}", TOPIC)
+    theirs = _metadata_by_id(broker.bootstrap, "answers-size")
+    assert [(n, c, i) for n, c, i in ours] == [(TOPIC, 0, True), (None, 100, True)]
+    assert [(n, c, i) for n, c, i in theirs] == [("answers-size", 0, True), (None, 100, True)]
+
+
 def _two_mb(bootstrap: str, topic: str) -> tuple[str, int]:
     from kafka import KafkaProducer
     from kafka.errors import KafkaError

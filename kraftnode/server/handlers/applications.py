@@ -439,17 +439,28 @@ class ApplicationHandlers(HandlerBase):
         if q.topics is None or (v == 0 and not q.topics):
             topics = [] if hidden else [ours]
         else:
+            # KafkaApis.handleTopicMetadataRequest: a request (v12+) naming any topic id is
+            # answered by its ids alone, once each; the names are not looked at (Java's clients
+            # leave them "", the field's default, beside an id: KIP-848 consumers resolve
+            # their assigned topic ids so)
+            by_id = v >= 12 and any(t.topic_id != ZERO_UUID for t in q.topics)
+            seen: set[object] = set()
             for t in q.topics:
-                if t.name is not None and t.name != rw.METADATA_TOPIC and \
-                        self.denied(az.TOPIC, t.name, az.DESCRIBE, METADATA):
+                if by_id:
+                    if t.topic_id == ZERO_UUID or t.topic_id in seen:
+                        continue
+                    seen.add(t.topic_id)
+                name = None if by_id else t.name
+                if name is not None and name != rw.METADATA_TOPIC and \
+                        self.denied(az.TOPIC, name, az.DESCRIBE, METADATA):
                     topics.append(w.MetadataResponse.MetadataResponseTopic(
-                        error_code=Errors.TOPIC_AUTHORIZATION_FAILED, name=t.name, topic_id=ZERO_UUID,
+                        error_code=Errors.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID,
                         is_internal=False, partitions=[], topic_authorized_operations=-2147483648))
-                elif t.name == rw.METADATA_TOPIC or (t.name is None and t.topic_id == rw.METADATA_TOPIC_ID):
+                elif name == rw.METADATA_TOPIC or (name is None and t.topic_id == rw.METADATA_TOPIC_ID):
                     if hidden:
                         topics.append(w.MetadataResponse.MetadataResponseTopic(
-                            error_code=Errors.TOPIC_AUTHORIZATION_FAILED, name=t.name,
-                            topic_id=ZERO_UUID if t.name is not None else t.topic_id,
+                            error_code=Errors.TOPIC_AUTHORIZATION_FAILED, name=name,
+                            topic_id=ZERO_UUID if name is not None else t.topic_id,
                             is_internal=False, partitions=[], topic_authorized_operations=-2147483648))
                         continue
                     topics.append(ours)
@@ -457,12 +468,12 @@ class ApplicationHandlers(HandlerBase):
                     # KafkaApis.getTopicMetadata: a name Topic.validate refuses is
                     # INVALID_TOPIC_EXCEPTION (not retried by clients), any other unknown one
                     # UNKNOWN_TOPIC_OR_PARTITION
-                    code = (Errors.UNKNOWN_TOPIC_ID if t.name is None
-                            else Errors.INVALID_TOPIC_EXCEPTION if _invalid_topic_name(t.name)
+                    code = (Errors.UNKNOWN_TOPIC_ID if name is None
+                            else Errors.INVALID_TOPIC_EXCEPTION if _invalid_topic_name(name)
                             else Errors.UNKNOWN_TOPIC_OR_PARTITION)
                     topics.append(w.MetadataResponse.MetadataResponseTopic(
                         error_code=code,
-                        name=t.name, topic_id=t.topic_id if t.name is None else ZERO_UUID,
+                        name=name, topic_id=t.topic_id if name is None else ZERO_UUID,
                         is_internal=False, partitions=[], topic_authorized_operations=-2147483648))
         cluster_ops = _NOT_REQUESTED
         if v >= 8:  # KafkaApis.handleTopicMetadataRequest

@@ -5,6 +5,9 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.ConsumerGroupListing;
+import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.TopicDescription;
@@ -74,7 +77,10 @@ import java.util.concurrent.TimeUnit;
  *   add ID DIRID LISTENER HOST PORT               addRaftVoter
  *   remove ID DIRID                               removeRaftVoter
  *   createtopic NAME                              createTopics (1 partition, 1 replica)
- *   listgroups                                    listConsumerGroups
+ *   listgroups                                    listConsumerGroups: how many
+ *   groups                                        listConsumerGroups: each group's id, simple, state, type
+ *   describegroup GROUP                           describeConsumerGroups: state, type, assignor,
+ *                                                 coordinator, members (client id, host, assignment)
  *   clusterops                                    describeCluster, includeAuthorizedOperations
  *   topicops NAME                                 describeTopics, includeAuthorizedOperations
  *   supportedops cluster|topic                    Kafka's AclEntry.supportedOperations
@@ -154,6 +160,42 @@ public class AdminDriver {
                     case "listgroups":
                         out.put("groups", admin.listConsumerGroups().all().get(WAIT_S, TimeUnit.SECONDS).size());
                         break;
+                    case "groups": {
+                        // state() and type(): in 3.9's and 4.x's ConsumerGroupListing alike
+                        List<ConsumerGroupListing> gs = new ArrayList<>(
+                                admin.listConsumerGroups().all().get(WAIT_S, TimeUnit.SECONDS));
+                        gs.sort((a, b) -> a.groupId().compareTo(b.groupId()));
+                        ArrayNode arr = out.putArray("groups");
+                        for (ConsumerGroupListing g : gs) {
+                            ObjectNode o = arr.addObject();
+                            o.put("groupId", g.groupId());
+                            o.put("simple", g.isSimpleConsumerGroup());
+                            o.put("state", g.state().map(Enum::name).orElse(null));
+                            o.put("type", g.type().map(Enum::name).orElse(null));
+                        }
+                        break;
+                    }
+                    case "describegroup": {
+                        ConsumerGroupDescription d = admin.describeConsumerGroups(Collections.singleton(w[1]))
+                                .all().get(WAIT_S, TimeUnit.SECONDS).get(w[1]);
+                        out.put("groupId", d.groupId());
+                        out.put("simple", d.isSimpleConsumerGroup());
+                        out.put("state", d.state().name());
+                        out.put("type", d.type().name());
+                        out.put("assignor", d.partitionAssignor());
+                        out.put("coordinator", d.coordinator() == null ? -1 : d.coordinator().id());
+                        ArrayNode arr = out.putArray("members");
+                        for (MemberDescription m : d.members()) {
+                            ObjectNode o = arr.addObject();
+                            o.put("clientId", m.clientId());
+                            o.put("host", m.host());
+                            o.put("instanceId", m.groupInstanceId().orElse(null));
+                            ArrayNode tps = o.putArray("assignment");
+                            m.assignment().topicPartitions().stream().map(Object::toString).sorted()
+                                    .forEach(tps::add);
+                        }
+                        break;
+                    }
                     case "clusterops": {
                         Set<AclOperation> ops = admin.describeCluster(
                                 new DescribeClusterOptions().includeAuthorizedOperations(true))

@@ -208,3 +208,27 @@ def test_metadata_authorized_operations_when_asked(node: NodeProcess) -> None:
         if version <= 10:
             assert resp.cluster_authorized_operations == cluster_ops
         assert [t.topic_authorized_operations for t in resp.topics] == [topic_ops, topic_ops]
+
+
+def test_metadata_by_topic_id_ignores_the_names(node: NodeProcess) -> None:
+    """KafkaApis.handleTopicMetadataRequest: a v12+ request naming any topic id is answered
+    by its ids alone, once each. Java's KIP-848 consumer resolves its assigned topic ids so,
+    leaving each name "" (the field's default): that was INVALID_TOPIC_EXCEPTION for "" and a
+    Kafka 4.4 consumer of a regex subscription (SubscriptionPattern) never read its
+    assignment (tests/interop/test_java44_clients.py)."""
+    import uuid
+
+    from kraftnode.vocabulary import METADATA_TOPIC_ID
+
+    T = w.MetadataRequest.MetadataRequestTopic
+    other = uuid.UUID(int=7)
+    _, resp = call(node.port, METADATA, 12, w.MetadataRequest(
+        topics=[T(name="", topic_id=METADATA_TOPIC_ID), T(name="", topic_id=other),
+                T(name="", topic_id=METADATA_TOPIC_ID)], allow_auto_topic_creation=False))
+    assert isinstance(resp, w.MetadataResponse)
+    assert [(t.error_code, t.name, t.topic_id, len(t.partitions)) for t in resp.topics] == [
+        (0, "__cluster_metadata", METADATA_TOPIC_ID, 1), (Errors.UNKNOWN_TOPIC_ID, None, other, 0)]
+    # by name (no id) as before: "" is not a valid topic name
+    _, resp = call(node.port, METADATA, 12, w.MetadataRequest(topics=[T(name="")], allow_auto_topic_creation=False))
+    assert isinstance(resp, w.MetadataResponse)
+    assert [(t.error_code, t.name) for t in resp.topics] == [(Errors.INVALID_TOPIC_EXCEPTION, "")]
