@@ -15,6 +15,7 @@ from tests.support.kafka import KafkaHome, java_env
 
 class StorageCheck:
     def __init__(self, kafka: KafkaHome) -> None:
+        self.home = kafka
         classes = kafka.compile("storage")
         self.proc = subprocess.Popen(kafka.java(classes, "StorageCheck"), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

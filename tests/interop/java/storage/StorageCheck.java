@@ -93,6 +93,32 @@ public class StorageCheck {
     static final Map<String, LogSegment> SEGMENTS = new HashMap<>();
     static final Map<String, File> SEGMENT_DIRS = new HashMap<>();
 
+    /**
+     * LogSegment.append as the release has it: Kafka 3.9.0's takes the largest offset, the
+     * max timestamp and its shallow offset; 3.9.1+ and 4.x take the largest offset and the
+     * records and find the max timestamp themselves (KAFKA-17146's follow-up).
+     */
+    static void append(LogSegment seg, long last, long maxTs, long shallow, MemoryRecords records) throws Exception {
+        for (java.lang.reflect.Method m : LogSegment.class.getMethods()) {
+            if (!m.getName().equals("append")) continue;
+            try {
+                if (m.getParameterCount() == 4) {
+                    m.invoke(seg, last, maxTs, shallow, records);
+                    return;
+                }
+                if (m.getParameterCount() == 2) {
+                    m.invoke(seg, last, records);
+                    return;
+                }
+            } catch (java.lang.reflect.InvocationTargetException e) {
+                Throwable cause = e.getCause();
+                if (cause instanceof Exception) throw (Exception) cause;
+                throw e;
+            }
+        }
+        throw new IllegalStateException("this Kafka's LogSegment has no append this helper knows");
+    }
+
     public static void main(String[] args) throws Exception {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         PrintWriter out = new PrintWriter(System.out, true);
@@ -155,7 +181,7 @@ public class StorageCheck {
                         ByteBuffer slice = sliceOf(buf, b);
                         // a Kafka 3.9 leader's call for one batch (LogValidator: max timestamp of the
                         // batch, shallow offset = its last offset)
-                        seg.append(b.lastOffset(), b.maxTimestamp(), b.lastOffset(), MemoryRecords.readableRecords(slice));
+                        append(seg, b.lastOffset(), b.maxTimestamp(), b.lastOffset(), MemoryRecords.readableRecords(slice));
                     }
                 } else {
                     // UnifiedLog.analyzeAndValidateRecords for a follower: the first batch with the
@@ -165,7 +191,7 @@ public class StorageCheck {
                         if (b.maxTimestamp() > maxTs) { maxTs = b.maxTimestamp(); shallow = b.lastOffset(); }
                         last = b.lastOffset();
                     }
-                    seg.append(last, maxTs, shallow, records);
+                    append(seg, last, maxTs, shallow, records);
                 }
                 break;
             }
