@@ -33,6 +33,12 @@ def test_every_install_of_the_checkout_is_editable() -> None:
 
 
 def test_the_environment_is_the_editable_install() -> None:
-    """kraftnode in this venv is installed editable from a checkout (pip's direct_url.json)."""
-    direct = json.loads(metadata.distribution("kraftnode").read_text("direct_url.json") or "{}")
-    assert direct.get("dir_info", {}).get("editable") is True, direct
+    """kraftnode in this venv is installed editable from a checkout (pip's direct_url.json).
+
+    The installed distribution is the one pip wrote (with ``direct_url.json``), not the
+    ``kraftnode.egg-info`` setuptools leaves in the checkout, which comes first on ``sys.path``
+    when the tests run from the checkout and has no such file."""
+    urls = [d.read_text("direct_url.json") for d in metadata.distributions(name="kraftnode")]
+    installed = [json.loads(u) for u in urls if u]
+    assert installed, "kraftnode is not installed by pip in this environment"
+    assert installed[0].get("dir_info", {}).get("editable") is True, installed[0]
