@@ -267,10 +267,6 @@ def _stamp_text(version: str) -> str:
     return f"{version} layout {LAYOUT}\n"
 
 
-def home_path(version: str) -> Path:
-    return cache_root() / resolve(version)
-
-
 def installed(version: str) -> Path | None:
     """The home of ``version`` when a complete install by this script is there."""
     exact = resolve(version)

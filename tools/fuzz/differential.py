@@ -38,16 +38,28 @@ from kraftnode.protocol import generated as w
 from kraftnode.protocol.framing import encode_request
 from kraftnode.protocol.registry import (
     API_VERSIONS,
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
+    DELETE_GROUPS,
     DESCRIBE_ACLS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
     DESCRIBE_QUORUM,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
     FIND_COORDINATOR,
+    HEARTBEAT,
+    INIT_PRODUCER_ID,
+    JOIN_GROUP,
+    LEAVE_GROUP,
     LIST_GROUPS,
+    LIST_OFFSETS,
     METADATA,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
     OFFSET_FETCH,
     SERVED,
+    SYNC_GROUP,
 )
 from recordbatch.wire import DecodeError
 
@@ -178,8 +190,9 @@ class Report:
 
 #: APIs a kraftnode node serves to the clients of its metadata log (as a broker would) that a
 #: Kafka controller listener does not: Kafka closes the connection, kraftnode answers
-BROKER_APIS = {2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 22, 42, 47, 68, 69}
-DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+BROKER_APIS = {LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT,
+               LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, INIT_PRODUCER_ID, DELETE_GROUPS,
+               OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE}
 
 
 def _by_design(request: bytes, theirs: str, mine: str, listener: str = "controller") -> bool:
@@ -193,7 +206,7 @@ def _by_design(request: bytes, theirs: str, mine: str, listener: str = "controll
       has no handler, and building the error answer for ``Users`` null throws a
       NullPointerException, so it never answers; kraftnode answers it as a broker does."""
     api = int.from_bytes(request[:2], "big", signed=True) if len(request) >= 2 else -1
-    if api == 60 and (theirs, mine) == ("answered 42", "answered 0"):
+    if api == DESCRIBE_CLUSTER and (theirs, mine) == ("answered 42", "answered 0"):
         return True
     if listener == "controller" and api in BROKER_APIS and theirs == "closed" and mine.startswith("answered"):
         return True
