@@ -77,3 +77,7 @@ class MetadataVersion:
 
     def partition_change_record_version(self) -> int:
         return 1 if self.is_directory_assignment_supported() else 0
+
+    def is_cordoned_log_dirs_supported(self) -> bool:
+        """KIP-1066: 4.3-IV0 (level 30) and later."""
+        return self.level >= 30
