@@ -12,7 +12,9 @@ ReplicationControlManager).
   down). A fenced broker is unfenced once it has replayed its own registration; an unfenced one
   asking to shut down first has its leaderships moved away (controlled shutdown) and is told to
   shut down once every active broker has replayed that change. Fencing removes the broker from
-  every ISR and moves its leaderships (ReplicationControl.broker_fenced).
+  every ISR and moves its leaderships (ReplicationControl.broker_fenced). From metadata.version
+  4.3-IV0 a heartbeat's cordoned log directories (KIP-1066) go into the registration
+  (BrokerRegistrationChangeRecord v3); a broker with all of them cordoned gets no new replicas.
 """
 
 from __future__ import annotations
