@@ -1,6 +1,7 @@
 """Dynamic configurations: Kafka's ConfigurationControlManager with the controller's validator.
 
-Resources are topics (type 2) and brokers (type 4; name "" is the cluster-wide default).
+Resources are topics (type 2), brokers (type 4; name "" is the cluster-wide default) and, as
+Kafka 4.x has them, groups (type 32: :mod:`kraftnode.controller.group_configs`).
 IncrementalAlterConfigs applies SET / DELETE / APPEND / SUBTRACT per key; the legacy AlterConfigs
 replaces a resource's whole config (keys not named are deleted). A change is validated on the
 resource's resulting configs as ``ControllerConfigurationValidator`` does: a topic's by
@@ -16,6 +17,7 @@ from typing import Any
 
 from kraftnode.controller.context import ControllerContext
 from kraftnode.controller.errors import ApiError
+from kraftnode.controller.group_configs import GroupConfigValueError, validate_group_configs
 from kraftnode.controller.result import ControllerResult, Record
 from kraftnode.controller.topic_configs import (
     TOPIC_CONFIGS,
@@ -29,12 +31,12 @@ from kraftnode.controller.topic_names import topic_name_error
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import ConfigRecord
 
-__all__ = ["BROKER", "BROKER_LOGGER", "ConfigurationControl", "OP_APPEND", "OP_DELETE", "OP_SET",
+__all__ = ["BROKER", "BROKER_LOGGER", "ConfigurationControl", "GROUP", "OP_APPEND", "OP_DELETE", "OP_SET",
            "OP_SUBTRACT", "RESOURCE_TYPE_NAMES", "TOPIC"]
 
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 RESOURCE_TYPE_NAMES = {0: "UNKNOWN", TOPIC: "TOPIC", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER",
-                       CLIENT_METRICS: "CLIENT_METRICS"}
+                       CLIENT_METRICS: "CLIENT_METRICS", GROUP: "GROUP"}
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
@@ -80,6 +82,12 @@ class ConfigurationControl:
                 raise ApiError(Errors.INVALID_CONFIG, str(e)) from None
         elif rtype == BROKER:
             self._validate_broker_name(name)
+        elif rtype == GROUP:
+            self._validate_group_name(name)
+            try:
+                validate_group_configs(all_configs)
+            except GroupConfigValueError as e:
+                raise ApiError(Errors.INVALID_CONFIG, str(e)) from None
         else:
             raise ApiError(Errors.INVALID_REQUEST, f"Unknown resource type {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
         if not newly_created:
@@ -92,6 +100,11 @@ class ConfigurationControl:
         why = topic_name_error(name)
         if why is not None:
             raise ApiError(Errors.INVALID_TOPIC_EXCEPTION, why)
+
+    @staticmethod
+    def _validate_group_name(name: str) -> None:
+        if name == "":
+            raise ApiError(Errors.INVALID_REQUEST, "Default group resources are not allowed.")
 
     @staticmethod
     def _validate_broker_name(name: str) -> None:
@@ -122,6 +135,8 @@ class ConfigurationControl:
             self._validate_topic_name(name)
         elif rtype == BROKER:
             self._validate_broker_name(name)
+        elif rtype == GROUP:
+            self._validate_group_name(name)
         else:
             raise ApiError(Errors.INVALID_REQUEST, f"Unknown resource type {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
 

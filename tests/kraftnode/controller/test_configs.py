@@ -7,7 +7,7 @@ from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import ClientQuotaRecord, ConfigRecord
 from tests.kraftnode.controller.support import Harness
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -106,3 +106,42 @@ def test_client_quotas() -> None:
         (Errors.INVALID_REQUEST, "Unhandled client quota entity type: group"),
         (Errors.INVALID_REQUEST, "Invalid configuration key nonsense"),
         (Errors.INVALID_REQUEST, "Quota consumer_byte_rate must be greater than 0")]
+
+
+def test_group_configs_as_kafka_4_4s_controller_validates_them() -> None:
+    """GROUP resources (Kafka 4.x, ``kafka-configs.sh --entity-type groups``): any group name but
+    the default "", no existence check (groups are created by their members), GroupConfig's names
+    and value types with Kafka's messages; SET/DELETE write ConfigRecords of type 32."""
+    h = harness()
+    result = h.ctl.incremental_alter_configs({
+        (GROUP, "share44"): {"share.auto.offset.reset": (SET, "earliest"), "share.isolation.level":
+                             (SET, "read_committed")},
+        (GROUP, ""): {"share.auto.offset.reset": (SET, "earliest")},
+        (GROUP, "g2"): {"share.auto.offest.reset": (SET, "earliest")},
+        (GROUP, "g3"): {"consumer.session.timeout.ms": (SET, "soon")},
+        (GROUP, "g4"): {"share.auto.offset.reset": (SET, "never")},
+        (GROUP, "g5"): {"share.isolation.level": (SET, "dirty")},
+        (GROUP, "g6"): {"errors.deadletterqueue.topic.name": (SET, "__dlq")},
+    }, False, h.now)
+    errors = {r[1]: (e.code, e.message) for r, e in result.response.items()}
+    assert errors == {
+        "share44": (0, None),
+        "": (Errors.INVALID_REQUEST, "Default group resources are not allowed."),
+        "g2": (Errors.INVALID_CONFIG, "Unknown group config name: share.auto.offest.reset"),
+        "g3": (Errors.INVALID_CONFIG, "Invalid value soon for configuration consumer.session.timeout.ms: "
+                                      "Not a number of type INT"),
+        "g4": (Errors.INVALID_CONFIG, "Invalid value never for configuration share.auto.offset.reset: Invalid value "
+                                      "`never` for configuration share.auto.offset.reset. The value must be either "
+                                      "'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."),
+        "g5": (Errors.INVALID_CONFIG, "Invalid value dirty for configuration share.isolation.level: String must "
+                                      "be one of: read_committed, read_uncommitted"),
+        "g6": (Errors.INVALID_CONFIG, "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"),
+    }
+    assert result.records == [cfg(GROUP, "share44", "share.auto.offset.reset", "earliest"),
+                              cfg(GROUP, "share44", "share.isolation.level", "read_committed")]
+    h.commit(result)
+    assert h.view.config(GROUP, "share44") == {"share.auto.offset.reset": "earliest",
+                                               "share.isolation.level": "read_committed"}
+    result = h.ctl.incremental_alter_configs({(GROUP, "share44"): {"share.isolation.level": (DELETE, None)}},
+                                             False, h.now)
+    assert result.records == [cfg(GROUP, "share44", "share.isolation.level", None)]
