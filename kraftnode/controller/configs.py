@@ -13,6 +13,7 @@ broker or controller). A broker config record is written even when the value is 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kraftnode.controller.context import ControllerContext
@@ -38,6 +39,8 @@ TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 RESOURCE_TYPE_NAMES = {0: "UNKNOWN", TOPIC: "TOPIC", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER",
                        CLIENT_METRICS: "CLIENT_METRICS", GROUP: "GROUP"}
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+CORDONED_LOG_DIRS = "cordoned.log.dirs"  # KIP-1066 (Kafka 4.3+)
+_COMMA = re.compile(r"\s*,\s*")
 OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
 #: Broker configs of type LIST (KafkaConfig), the only broker keys APPEND/SUBTRACT may change.
@@ -153,7 +156,7 @@ class ConfigurationControl:
         return rtype == BROKER and key in BROKER_LIST_CONFIGS
 
     def _incremental(self, resource: Resource, ops: dict[str, tuple[int, str | None]], newly_created: bool,
-                     out: list[Record]) -> ApiError:
+                     out: list[Record], forwarded: bool = False) -> ApiError:
         rtype, name = resource
         current = self.ctl.view.config(rtype, name)
         new_records: list[Record] = []
@@ -181,14 +184,17 @@ class ConfigurationControl:
                 return ApiError(Errors.INVALID_REQUEST, f"Unknown alter config operation {op}")
             if cur != new or rtype == BROKER:
                 new_records.append((ConfigRecord(resource_type=rtype, resource_name=name, name=key, value=new), 0))
-        err = self._check(resource, new_records, [], newly_created)
+        err = self._check(resource, new_records, [], newly_created, forwarded)
         if err.code == Errors.NONE:
             out.extend(new_records)
         return err
 
     def _check(self, resource: Resource, altered: list[Record], deleted: list[Record],
-               newly_created: bool) -> ApiError:
+               newly_created: bool, forwarded: bool = False) -> ApiError:
         rtype, name = resource
+        err = self._check_cordoned_log_dirs(resource, altered, deleted, forwarded)
+        if err is not None:
+            return err
         all_configs: dict[str, str | None] = dict(self.ctl.view.config(rtype, name))
         for rec, _v in altered:
             if rec.value is None:
@@ -203,6 +209,29 @@ class ConfigurationControl:
             return ApiError.from_throwable(e)
         return ApiError(Errors.NONE, None)
 
+    def _check_cordoned_log_dirs(self, resource: Resource, altered: list[Record], deleted: list[Record],
+                                 forwarded: bool) -> ApiError | None:
+        """ConfigurationControlManager.validateAlterConfig's KIP-1066 checks of a broker's
+        ``cordoned.log.dirs``: none below metadata.version 4.3-IV0; sent to the controller
+        directly (not forwarded by a broker, which knows its directories), a new value must be
+        a subset of the current one."""
+        if resource[0] != BROKER:
+            return None
+        current = self.ctl.view.config(*resource).get(CORDONED_LOG_DIRS)
+        for rec, _v in [*altered, *deleted]:
+            if rec.name != CORDONED_LOG_DIRS:
+                continue
+            if not self.ctl.view.mv.is_cordoned_log_dirs_supported():
+                return ApiError(Errors.INVALID_CONFIG, "The cordoned.log.dirs configuration value cannot be set "
+                                                       "because it requires metadata.version >= 4.3-IV0")
+            if not forwarded and rec.value is not None and rec.value.strip():
+                have = _COMMA.split(current.strip()) if current is not None else []
+                if not set(_COMMA.split(rec.value.strip())) <= set(have):
+                    return ApiError(Errors.INVALID_CONFIG, "When updating cordoned.log.dirs via controllers,  the "
+                                                           "new value must be a subset of the current configuration "
+                                                           "value.")
+        return None
+
     def topic_config_records(self, topic: str, configs: dict[str, str]) -> tuple[ApiError | None, list[Record]]:
         """The ConfigRecords of a topic being created (CreateTopics), or the error."""
         out: list[Record] = []
@@ -210,16 +239,19 @@ class ConfigurationControl:
         return (err if err.code else None), out
 
     def incremental_alter_configs(self, changes: dict[Resource, dict[str, tuple[int, str | None]]],
-                                  validate_only: bool) -> ControllerResult[dict[Resource, ApiError]]:
+                                  validate_only: bool, forwarded: bool = False
+                                  ) -> ControllerResult[dict[Resource, ApiError]]:
+        """``forwarded``: the request came from a broker (an Envelope)."""
         out: list[Record] = []
         results: dict[Resource, ApiError] = {}
         for resource, ops in changes.items():
-            results[resource] = self._incremental(resource, ops, False, out)
+            results[resource] = self._incremental(resource, ops, False, out, forwarded)
         result = ControllerResult.atomic_of(out, results)
         return result.without_records() if validate_only else result
 
     def legacy_alter_configs(self, changes: dict[Resource, dict[str, str | None]],
-                             validate_only: bool) -> ControllerResult[dict[Resource, ApiError]]:
+                             validate_only: bool, forwarded: bool = False
+                             ) -> ControllerResult[dict[Resource, ApiError]]:
         out: list[Record] = []
         results: dict[Resource, ApiError] = {}
         for resource, configs in changes.items():
@@ -231,7 +263,7 @@ class ConfigurationControl:
             deleted: list[Record] = [
                 (ConfigRecord(resource_type=rtype, resource_name=name, name=k, value=None), 0)
                 for k in current if k not in configs]
-            err = self._check(resource, altered, deleted, False)
+            err = self._check(resource, altered, deleted, False, forwarded)
             results[resource] = err
             if err.code == Errors.NONE:
                 out.extend(altered)

@@ -182,14 +182,14 @@ class QuorumController(ControllerContext):
 
     # ------------------------------------------------------------------ configs and quotas
     def incremental_alter_configs(self, changes: dict[Any, Any], validate_only: bool,
-                                  now_ms: int) -> ControllerResult[dict[Any, ApiError]]:
+                                  now_ms: int, forwarded: bool = False) -> ControllerResult[dict[Any, ApiError]]:
         self._at(now_ms)
-        return self.configs.incremental_alter_configs(changes, validate_only)
+        return self.configs.incremental_alter_configs(changes, validate_only, forwarded)
 
     def legacy_alter_configs(self, changes: dict[Any, Any], validate_only: bool,
-                             now_ms: int) -> ControllerResult[dict[Any, ApiError]]:
+                             now_ms: int, forwarded: bool = False) -> ControllerResult[dict[Any, ApiError]]:
         self._at(now_ms)
-        return self.configs.legacy_alter_configs(changes, validate_only)
+        return self.configs.legacy_alter_configs(changes, validate_only, forwarded)
 
     def alter_client_quotas(self, alterations: list[Any], validate_only: bool,
                             now_ms: int) -> ControllerResult[dict[Any, ApiError]]:

@@ -403,12 +403,13 @@ class ControllerApiHandlers(HandlerBase):
                                                           resource_type=res[0], resource_name=res[1]))
                 del changes[res]
         if changes:
+            forwarded = az.session().forwarded  # from a broker (an Envelope): KIP-1066's check differs
             if key == 44:
                 results, err = await self._run(key, v, q, lambda c, now: c.incremental_alter_configs(
-                    changes, q.validate_only, now))
+                    changes, q.validate_only, now, forwarded))
             else:
                 results, err = await self._run(key, v, q, lambda c, now: c.legacy_alter_configs(
-                    changes, q.validate_only, now))
+                    changes, q.validate_only, now, forwarded))
             if err is not None:
                 return err
             for (rtype, name), e in results.items():

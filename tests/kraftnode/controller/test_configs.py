@@ -145,3 +145,30 @@ def test_group_configs_as_kafka_4_4s_controller_validates_them() -> None:
     result = h.ctl.incremental_alter_configs({(GROUP, "share44"): {"share.isolation.level": (DELETE, None)}},
                                              False, h.now)
     assert result.records == [cfg(GROUP, "share44", "share.isolation.level", None)]
+
+
+def test_cordoned_log_dirs_need_4_3_and_a_subset_unless_a_broker_forwards_them() -> None:
+    """KIP-1066's checks of a broker's cordoned.log.dirs (ConfigurationControlManager, Kafka 4.4):
+    refused below metadata.version 4.3-IV0; sent to the controller directly, a new value must be a
+    subset of the current one (a forwarding broker checked its own directories)."""
+    key = "cordoned.log.dirs"
+    old = Harness(mv=21)
+    old.active_brokers(1)
+    result = old.ctl.incremental_alter_configs({(BROKER, "1"): {key: (SET, "/d1")}}, False, old.now, True)
+    assert (result.response[(BROKER, "1")].code, result.response[(BROKER, "1")].message) == (
+        Errors.INVALID_CONFIG, "The cordoned.log.dirs configuration value cannot be set because it requires "
+        "metadata.version >= 4.3-IV0")
+    assert result.records == []
+    h = Harness(mv=33)
+    h.active_brokers(1)
+    forwarded = h.ctl.incremental_alter_configs({(BROKER, "1"): {key: (SET, "/d1,/d2")}}, False, h.now, True)
+    assert forwarded.response[(BROKER, "1")].code == 0
+    h.commit(forwarded)
+    direct = h.ctl.incremental_alter_configs({(BROKER, "1"): {key: (SET, "/d1, /d3")}}, False, h.now)
+    assert (direct.response[(BROKER, "1")].code, direct.response[(BROKER, "1")].message) == (
+        Errors.INVALID_CONFIG, "When updating cordoned.log.dirs via controllers,  the new value must be a subset "
+        "of the current configuration value.")
+    for value in ("/d2", " ", None):
+        ok = h.ctl.incremental_alter_configs({(BROKER, "1"): {key: (DELETE if value is None else SET, value)}},
+                                             False, h.now)
+        assert ok.response[(BROKER, "1")].code == 0, value
