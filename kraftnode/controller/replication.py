@@ -53,6 +53,7 @@ from kraftnode.protocol.generated.metadata import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+from recordbatch.wire import uuid_to_base64
 
 __all__ = ["ReplicationControl", "topic_name_error"]
 
@@ -206,7 +207,9 @@ class ReplicationControl:
             return
         records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
                                                        cordoned_log_dirs=list(cordoned)), 3))
-        self.ctl.log(f"Directories {cordoned} in broker {broker_id} marked cordoned")
+        if cordoned:  # Kafka logs this at DEBUG; an empty list (the first after registering) goes unsaid
+            names = ", ".join(uuid_to_base64(d) for d in cordoned)
+            self.ctl.log(f"Directories [{names}] in broker {broker_id} marked cordoned")
 
     # ------------------------------------------------------------------ topics
     def create_topics(self, q: w.CreateTopicsRequest, describable: set[str]) -> ControllerResult[Any]:

@@ -297,3 +297,37 @@ def test_transactions_v2_commit_and_abort_and_read_committed_sees_exactly_the_co
     cols = dict(zip((c.strip() for c in header.split("\t")), (c.strip() for c in row.split("\t")), strict=False))
     assert int(cols["ProducerEpoch"]) >= 3, cols
     assert cols["TransactionState"] == "CompleteCommit", cols
+
+
+def test_a_broker_with_its_log_dirs_cordoned_gets_no_new_replicas(setup: Setup) -> None:
+    """KIP-1066 end to end: ``cordoned.log.dirs`` set on broker 103 (a dynamic broker config,
+    forwarded by the broker to the controller); the broker reports its cordoned directory in its
+    heartbeats, the controller writes it into the registration and stops placing replicas there:
+    replication factor 3 cannot be reached with two usable brokers, 2 is placed on 101 and 102
+    only. Uncordoned, 103 is used again."""
+    victim = 103
+    data = str(setup.root / f"broker{victim}" / "data")
+
+    def alter(*args: str) -> None:
+        r = setup.cli("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", str(victim), *args)
+        assert r.returncode == 0, r.stdout + r.stderr
+    alter("--add-config", f"cordoned.log.dirs={data}")
+
+    def refused() -> str | None:
+        r = setup.topics_cli("--create", "--topic", "cordon-rf3", "--partitions", "1", "--replication-factor", "3")
+        text = r.stdout + r.stderr
+        return text if r.returncode != 0 and "InvalidReplicationFactorException" in text else None
+    text = wait_until("replication factor 3 refused with broker 103 cordoned", refused, 60, setup.logs)
+    assert "The target replication factor of 3 cannot be reached because only 2 broker(s) are registered." in text
+    setup.create_topic("cordon-rf2", "--partitions", "6", "--replication-factor", "2")
+    parts = partitions(setup.any_port(), "cordon-rf2")
+    assert parts is not None and {b for p in parts.values() for b in p.replicas} == {101, 102}, parts
+    # the controller wrote the broker's cordoned directory into its registration
+    assert any(f"in broker {victim} marked cordoned" in setup.cl.log(i) for i in setup.cl.ids)
+    alter("--delete-config", "cordoned.log.dirs")
+
+    def placed() -> bool:
+        r = setup.topics_cli("--create", "--topic", "uncordoned-rf3", "--partitions", "1",
+                             "--replication-factor", "3")
+        return r.returncode == 0
+    wait_until("replication factor 3 placed again", placed, 60, setup.logs)
