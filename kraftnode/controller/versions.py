@@ -132,7 +132,3 @@ class MetadataVersion:
         if self.is_elr_supported():
             return 2
         return 1 if self.is_directory_assignment_supported() else 0
-
-    def is_cordoned_log_dirs_supported(self) -> bool:
-        """KIP-1066: 4.3-IV0 (level 30) and later."""
-        return self.level >= 30
