@@ -1,7 +1,8 @@
 """Dynamic configurations: Kafka's ConfigurationControlManager with the controller's validator.
 
 Resources are topics (type 2), brokers (type 4; name "" is the cluster-wide default) and, as
-Kafka 4.x has them, groups (type 32: :mod:`kraftnode.controller.group_configs`).
+Kafka 4.x has them, groups (type 32: :mod:`kraftnode.controller.group_configs`) and client metrics
+subscriptions (type 16: :mod:`kraftnode.controller.client_metrics_configs`).
 IncrementalAlterConfigs applies SET / DELETE / APPEND / SUBTRACT per key; the legacy AlterConfigs
 replaces a resource's whole config (keys not named are deleted). A change is validated on the
 resource's resulting configs as ``ControllerConfigurationValidator`` does: a topic's by
@@ -16,6 +17,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kraftnode.controller.client_metrics_configs import (
+    ClientMetricsConfigError,
+    validate_client_metrics,
+)
 from kraftnode.controller.context import ControllerContext
 from kraftnode.controller.errors import ApiError
 from kraftnode.controller.group_configs import GroupConfigValueError, validate_group_configs
@@ -32,8 +37,8 @@ from kraftnode.controller.topic_names import topic_name_error
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import ConfigRecord
 
-__all__ = ["BROKER", "BROKER_LOGGER", "ConfigurationControl", "GROUP", "OP_APPEND", "OP_DELETE", "OP_SET",
-           "OP_SUBTRACT", "RESOURCE_TYPE_NAMES", "TOPIC"]
+__all__ = ["BROKER", "BROKER_LOGGER", "CLIENT_METRICS", "ConfigurationControl", "GROUP", "OP_APPEND",
+           "OP_DELETE", "OP_SET", "OP_SUBTRACT", "RESOURCE_TYPE_NAMES", "TOPIC"]
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 RESOURCE_TYPE_NAMES = {0: "UNKNOWN", TOPIC: "TOPIC", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER",
@@ -91,6 +96,11 @@ class ConfigurationControl:
                 validate_group_configs(all_configs)
             except GroupConfigValueError as e:
                 raise ApiError(Errors.INVALID_CONFIG, str(e)) from None
+        elif rtype == CLIENT_METRICS:
+            try:
+                validate_client_metrics(name, all_configs)
+            except ClientMetricsConfigError as e:
+                raise ApiError(Errors.INVALID_REQUEST if e.invalid_request else Errors.INVALID_CONFIG, str(e)) from None
         else:
             raise ApiError(Errors.INVALID_REQUEST, f"Unknown resource type {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
         if not newly_created:
@@ -138,8 +148,9 @@ class ConfigurationControl:
             self._validate_topic_name(name)
         elif rtype == BROKER:
             self._validate_broker_name(name)
-        elif rtype == GROUP:
-            self._validate_group_name(name)
+        elif rtype in (GROUP, CLIENT_METRICS):
+            if rtype == GROUP:
+                self._validate_group_name(name)
         else:
             raise ApiError(Errors.INVALID_REQUEST, f"Unknown resource type {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
 

@@ -19,7 +19,7 @@ import uuid
 from typing import Any
 
 from kraftnode.controller import ApiError
-from kraftnode.controller.configs import BROKER, BROKER_LOGGER, GROUP, TOPIC
+from kraftnode.controller.configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
 from kraftnode.controller.errors import default_message
 from kraftnode.metadata.state import is_metadata_record
 from kraftnode.protocol import error_responses
@@ -359,6 +359,10 @@ class ControllerApiHandlers(HandlerBase):
             if self.denied(az.TOPIC, name, az.ALTER_CONFIGS, api):
                 return ApiError(Errors.TOPIC_AUTHORIZATION_FAILED)
             return None
+        if rtype == CLIENT_METRICS:  # KIP-714's subscriptions: ALTER_CONFIGS on the cluster
+            if self.denied(az.CLUSTER, az.CLUSTER_NAME, az.ALTER_CONFIGS, api):
+                return ApiError(Errors.CLUSTER_AUTHORIZATION_FAILED)
+            return None
         if rtype == GROUP:  # Kafka 4.x: a group's dynamic configs
             if self.denied(az.GROUP, name, az.ALTER_CONFIGS, api):
                 return ApiError(Errors.GROUP_AUTHORIZATION_FAILED)
@@ -372,7 +376,7 @@ class ControllerApiHandlers(HandlerBase):
         dups: set[tuple[int, str]] = set()
         for r in q.resources:
             res = (r.resource_type, r.resource_name)
-            if r.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, 16, GROUP):
+            if r.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP):
                 out.append(R.AlterConfigsResourceResponse(error_code=Errors.UNSUPPORTED_VERSION,
                                                           error_message=f"Unknown resource type {r.resource_type}.",
                                                           resource_type=r.resource_type, resource_name=r.resource_name))

@@ -7,7 +7,7 @@ from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import ClientQuotaRecord, ConfigRecord
 from tests.kraftnode.controller.support import Harness
 
-TOPIC, BROKER, GROUP = 2, 4, 32
+TOPIC, BROKER, CLIENT_METRICS, GROUP = 2, 4, 16, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -172,3 +172,30 @@ def test_cordoned_log_dirs_need_4_3_and_a_subset_unless_a_broker_forwards_them()
         ok = h.ctl.incremental_alter_configs({(BROKER, "1"): {key: (DELETE if value is None else SET, value)}},
                                              False, h.now)
         assert ok.response[(BROKER, "1")].code == 0, value
+
+
+def test_client_metrics_subscriptions_as_kafka_4_4s_controller_validates_them() -> None:
+    """CLIENT_METRICS resources (KIP-714, ``kafka-client-metrics.sh``): ClientMetricsConfigs.validate's
+    names, interval range and match selectors, with Kafka's codes and messages."""
+    h = harness()
+    result = h.ctl.incremental_alter_configs({
+        (CLIENT_METRICS, "sub1"): {"metrics": (SET, "org.apache.kafka.producer."), "interval.ms": (SET, "1000"),
+                                   "match": (SET, "client_id=app-.*,client_software_name=apache-kafka-java")},
+        (CLIENT_METRICS, ""): {"interval.ms": (SET, "1000")},
+        (CLIENT_METRICS, "s2"): {"intervals": (SET, "1000")},
+        (CLIENT_METRICS, "s3"): {"interval.ms": (SET, "50")},
+        (CLIENT_METRICS, "s4"): {"match": (SET, "client_idx=a")},
+        (CLIENT_METRICS, "s5"): {"match": (SET, "client_id=")},
+    }, False, h.now)
+    errors = {r[1]: (e.code, e.message) for r, e in result.response.items()}
+    assert errors == {
+        "sub1": (0, None),
+        "": (Errors.INVALID_REQUEST, "Subscription name can't be empty"),
+        "s2": (Errors.INVALID_CONFIG, "Unknown client metrics configuration: intervals"),
+        "s3": (Errors.INVALID_REQUEST, "Invalid value 50 for interval.ms, interval must be between 100 and 3600000 "
+                                       "(1 hour)"),
+        "s4": (Errors.INVALID_CONFIG, "Illegal client matching pattern: client_idx=a"),
+        "s5": (Errors.INVALID_CONFIG, "Illegal client matching pattern: client_id="),
+    }
+    assert [(r.resource_type, r.resource_name, r.name) for r, _v in result.records] == [
+        (CLIENT_METRICS, "sub1", "metrics"), (CLIENT_METRICS, "sub1", "interval.ms"), (CLIENT_METRICS, "sub1", "match")]
