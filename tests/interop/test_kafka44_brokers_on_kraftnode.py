@@ -21,8 +21,10 @@ share.version, eligible.leader.replicas.version, streams.version); three Kafka 4
    transaction) commits, aborts and commits; a ``read_committed`` consumer reads exactly the
    committed records, a ``read_uncommitted`` one the aborted ones as well.
 
-No broker logs an ERROR, a fault or an UnsupportedVersionException, and no kraftnode controller
-a traceback (``Setup.check_clean`` and :func:`assert_no_unsupported_version`).
+Also through the brokers: a broker's ``cordoned.log.dirs`` (KIP-1066) keeps new replicas off it;
+``kafka-client-metrics.sh`` (KIP-714); and UnregisterController (4.4) removes a controller's
+registration, which the brokers replay. No broker logs an ERROR, a fault or an
+UnsupportedVersionException, and no kraftnode controller a traceback (``Setup.check_clean`` and :func:`assert_no_unsupported_version`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ from collections.abc import Iterator
 import pytest
 
 import tests.support.cluster as cluster_support
+from kraftnode.protocol import generated as w
+from kraftnode.protocol.errors import Errors
+from kraftnode.protocol.registry import UNREGISTER_CONTROLLER
 from tests.support.cluster import CLUSTER_ID, wait_serving
 from tests.support.kafka import KafkaHome, java_env
 from tests.support.kraft_brokers import (
@@ -46,6 +51,7 @@ from tests.support.kraft_brokers import (
     partitions,
     wait_until,
 )
+from tests.support.node import call
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(900)]
 
@@ -331,3 +337,39 @@ def test_a_broker_with_its_log_dirs_cordoned_gets_no_new_replicas(setup: Setup) 
                              "--replication-factor", "3")
         return r.returncode == 0
     wait_until("replication factor 3 placed again", placed, 60, setup.logs)
+
+
+def test_kafka_client_metrics_sh_through_a_broker(setup: Setup) -> None:
+    """KIP-714's subscriptions (``kafka-client-metrics.sh``, forwarded by the broker to the
+    controller as CLIENT_METRICS configs): written, described by the brokers, and an interval out
+    of Kafka's range refused with Kafka's message."""
+    r = setup.cli("kafka-client-metrics", "--alter", "--name", "sub44", "--metrics", "org.apache.kafka.producer.",
+                  "--interval", "1000", "--match", "client_software_name=apache-kafka-java")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    def described() -> str | None:
+        d = setup.cli("kafka-client-metrics", "--describe", "--name", "sub44")
+        return d.stdout if d.returncode == 0 and "interval.ms=1000" in d.stdout else None
+    text = wait_until("the subscription described", described, 30)
+    assert "metrics=org.apache.kafka.producer." in text and "match=client_software_name=apache-kafka-java" in text
+    r = setup.cli("kafka-client-metrics", "--alter", "--name", "sub44", "--interval", "10")
+    assert r.returncode != 0
+    assert "Invalid value 10 for interval.ms, interval must be between 100 and 3600000 (1 hour)" in r.stdout + r.stderr
+
+
+def test_unregister_controller_at_4_4_iv2(setup: Setup) -> None:
+    """UnregisterController (Kafka 4.4) to the active kraftnode controller: an id without a
+    registration is CONTROLLER_ID_NOT_REGISTERED with Kafka's message; a follower's registration
+    is removed by an UnregisterControllerRecord, which the 4.4 brokers replay (no fault: the
+    fixture's check), and the follower registers itself again, as Kafka's controllers do."""
+    active = setup.active_controller()
+    follower = next(i for i in setup.cl.ids if i != active)
+    U = w.UnregisterControllerRequest
+    _, resp = call(setup.cl.port(active), UNREGISTER_CONTROLLER, 0, U(controller_id=99))
+    assert (resp.error_code, resp.error_message) == (  # type: ignore[attr-defined]
+        Errors.CONTROLLER_ID_NOT_REGISTERED, "Controller ID 99 is not currently registered.")
+    before = setup.cl.log(active).count(f"registered controller {follower} ")
+    _, resp = call(setup.cl.port(active), UNREGISTER_CONTROLLER, 0, U(controller_id=follower))
+    assert resp.error_code == 0, resp  # type: ignore[attr-defined]
+    wait_until(f"controller {follower} registered again",
+               lambda: setup.cl.log(active).count(f"registered controller {follower} ") > before, 60, setup.logs)
