@@ -294,7 +294,7 @@ class MetadataState:
             self.features_changed = True
         elif isinstance(m, RegisterControllerRecord):
             self.controllers[m.controller_id] = m
-        elif isinstance(m, UnregisterControllerRecord):  # Kafka 4.4
+        elif isinstance(m, UnregisterControllerRecord):
             self.controllers.pop(m.controller_id, None)
         elif isinstance(m, UserScramCredentialRecord):
             self.scram[(m.name, m.mechanism)] = m
