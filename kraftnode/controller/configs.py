@@ -195,17 +195,16 @@ class ConfigurationControl:
                 return ApiError(Errors.INVALID_REQUEST, f"Unknown alter config operation {op}")
             if cur != new or rtype == BROKER:
                 new_records.append((ConfigRecord(resource_type=rtype, resource_name=name, name=key, value=new), 0))
-        err = self._check(resource, new_records, [], newly_created, forwarded)
+        err = self._check_cordoned_log_dirs(resource, new_records, [], forwarded)
+        if err is None:
+            err = self._check(resource, new_records, [], newly_created)
         if err.code == Errors.NONE:
             out.extend(new_records)
         return err
 
     def _check(self, resource: Resource, altered: list[Record], deleted: list[Record],
-               newly_created: bool, forwarded: bool = False) -> ApiError:
+               newly_created: bool) -> ApiError:
         rtype, name = resource
-        err = self._check_cordoned_log_dirs(resource, altered, deleted, forwarded)
-        if err is not None:
-            return err
         all_configs: dict[str, str | None] = dict(self.ctl.view.config(rtype, name))
         for rec, _v in altered:
             if rec.value is None:
@@ -274,7 +273,9 @@ class ConfigurationControl:
             deleted: list[Record] = [
                 (ConfigRecord(resource_type=rtype, resource_name=name, name=k, value=None), 0)
                 for k in current if k not in configs]
-            err = self._check(resource, altered, deleted, False, forwarded)
+            err = self._check_cordoned_log_dirs(resource, altered, deleted, forwarded)
+            if err is None:
+                err = self._check(resource, altered, deleted, False)
             results[resource] = err
             if err.code == Errors.NONE:
                 out.extend(altered)
