@@ -41,6 +41,7 @@ from kraftnode.controller.partition_change import (
 from kraftnode.controller.placement import InvalidReplicationFactor, UsableBroker, place
 from kraftnode.controller.result import ControllerResult, Record
 from kraftnode.controller.topic_names import topic_name_error
+from kraftnode.controller.view import has_uncordoned_dirs
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import (
@@ -52,6 +53,7 @@ from kraftnode.protocol.generated.metadata import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+from recordbatch.wire import uuid_to_base64
 
 __all__ = ["ReplicationControl", "topic_name_error"]
 
@@ -189,6 +191,25 @@ class ReplicationControl:
         records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
                                                        log_dirs=online), 2))
         self.ctl.log(f"Directories {newly} in broker {broker_id} marked offline, remaining directories: {online}")
+
+    def directories_cordoned(self, broker_id: int, broker_epoch: int, cordoned: list[uuid.UUID] | None,
+                             records: list[Record]) -> None:
+        """handleDirectoriesCordoned (KIP-1066, Kafka 4.3+): a heartbeat's CordonedLogDirs (null
+        before the broker's RECOVERY state: nothing to say) that differ, as a set, from the
+        registration's -- or that the registration has never had -- are written into it
+        (BrokerRegistrationChangeRecord v3)."""
+        if cordoned is None:
+            return
+        reg = self.view.broker(broker_id)
+        if reg is None:
+            return
+        if reg.cordoned_log_dirs is not None and set(reg.cordoned_log_dirs) == set(cordoned):
+            return
+        records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
+                                                       cordoned_log_dirs=list(cordoned)), 3))
+        if cordoned:  # Kafka logs this at DEBUG; an empty list (the first after registering) goes unsaid
+            names = ", ".join(uuid_to_base64(d) for d in cordoned)
+            self.ctl.log(f"Directories [{names}] in broker {broker_id} marked cordoned")
 
     # ------------------------------------------------------------------ topics
     def create_topics(self, q: w.CreateTopicsRequest, describable: set[str]) -> ControllerResult[Any]:
@@ -330,12 +351,13 @@ class ReplicationControl:
         return rec, mv.partition_record_version()
 
     def usable_brokers(self) -> list[UsableBroker]:
-        """KRaftClusterDescriber.usableBrokers: every broker not in controlled shutdown."""
+        """ClusterControlManager.usableBrokers (Kafka 4.4): every broker not in controlled
+        shutdown that has a directory not cordoned (KIP-1066)."""
         view = self.view
         out = []
         for bid, fenced in self.ctl.heartbeats.usable_brokers():
             reg = view.broker(bid)
-            if reg is not None:
+            if reg is not None and has_uncordoned_dirs(reg):
                 out.append(UsableBroker(bid, reg.rack, fenced))
         return out
 
@@ -345,9 +367,14 @@ class ReplicationControl:
                            "The manual partition assignment includes an empty replica list.")
         prev = None
         for b in sorted(replicas):
-            if self.view.broker(b) is None:
+            reg = self.view.broker(b)
+            if reg is None:
                 raise ApiError(Errors.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
                                                                   f"broker {b}, but no such broker is registered.")
+            if not has_uncordoned_dirs(reg):
+                raise ApiError(Errors.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
+                                                                  f"broker {b}, but all its log directories are "
+                                                                  f"cordoned.")
             if b == prev:
                 raise ApiError(Errors.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes the "
                                                                   f"broker {prev} more than once.")

@@ -100,7 +100,7 @@ class MetadataImage:
             self._change_broker(m.id, m.epoch, FENCE if isinstance(m, FenceBrokerRecord) else UNFENCE, 0, None)
         elif isinstance(m, BrokerRegistrationChangeRecord):
             self._change_broker(m.broker_id, m.broker_epoch, m.fenced, m.in_controlled_shutdown,
-                                m.log_dirs or None)
+                                m.log_dirs or None, getattr(m, "cordoned_log_dirs", None))
         elif isinstance(m, RegisterControllerRecord):
             self.controllers[m.controller_id] = (m, version)
         elif isinstance(m, TopicRecord):
@@ -160,7 +160,7 @@ class MetadataImage:
         # NoOpRecord and the transaction markers carry no image state
 
     def _change_broker(self, broker_id: int, epoch: int, fenced: int, shutdown: int,
-                       log_dirs: list[Any] | None) -> None:
+                       log_dirs: list[Any] | None, cordoned: list[Any] | None = None) -> None:
         cur = self.brokers.get(broker_id)
         if cur is None or cur[0].broker_epoch != epoch:
             return  # Kafka's ClusterDelta throws on an unknown broker or epoch: nothing changes
@@ -173,7 +173,11 @@ class MetadataImage:
             reg.in_controlled_shutdown = True
         if log_dirs is not None:
             reg.log_dirs = list(log_dirs)
-        self.brokers[broker_id] = (reg, cur[1])
+        version = cur[1]
+        if cordoned is not None:  # BrokerRegistrationChangeRecord v3 (KIP-1066)
+            reg.cordoned_log_dirs = list(cordoned)
+            version = max(version, 4)
+        self.brokers[broker_id] = (reg, version)
 
     # ------------------------------------------------------------------ write
     def records(self) -> list[Versioned]:

@@ -50,6 +50,7 @@ from kraftnode.protocol.generated.metadata import (
     RegisterControllerRecord,
     RemoveAccessControlEntryRecord,
     RemoveUserScramCredentialRecord,
+    UnregisterControllerRecord,
     UserScramCredentialRecord,
     ZkMigrationStateRecord,
 )
@@ -293,6 +294,8 @@ class MetadataState:
             self.features_changed = True
         elif isinstance(m, RegisterControllerRecord):
             self.controllers[m.controller_id] = m
+        elif isinstance(m, UnregisterControllerRecord):
+            self.controllers.pop(m.controller_id, None)
         elif isinstance(m, UserScramCredentialRecord):
             self.scram[(m.name, m.mechanism)] = m
         elif isinstance(m, RemoveUserScramCredentialRecord):

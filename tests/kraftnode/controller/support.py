@@ -56,8 +56,10 @@ class Harness:
 
     # ------------------------------------------------------------------ brokers
     def registration(self, broker: int, n: int = 1, rack: str | None = None,
-                     mv_range: tuple[int, int] = (1, 21)) -> w.BrokerRegistrationRequest:
+                     mv_range: tuple[int, int] | None = None) -> w.BrokerRegistrationRequest:
         R = w.BrokerRegistrationRequest
+        if mv_range is None:  # a broker that supports the finalized level (3.9's range at least)
+            mv_range = (1, max(21, self.view.mv.level))
         return R(broker_id=broker, cluster_id=CLUSTER, incarnation_id=incarnation(broker, n),
                  listeners=[R.Listener(name="PLAINTEXT", host="127.0.0.1", port=9000 + broker, security_protocol=0)],
                  features=[R.Feature(name="metadata.version", min_supported_version=mv_range[0],
