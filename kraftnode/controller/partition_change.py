@@ -176,7 +176,7 @@ class PartitionChangeBuilder:
                 if self._valid_new_leader(r):
                     return r, False
             if self._last_known_leader():
-                return self.partition.last_known_elr[0], True
+                return list(self.partition.last_known_elr or [])[0], True
             return NO_LEADER, False
         if self._valid_new_leader(current):
             return current, False
@@ -184,7 +184,7 @@ class PartitionChangeBuilder:
             if self._valid_new_leader(r):
                 return r, False
         if self._last_known_leader():
-            return self.partition.last_known_elr[0], True
+            return list(self.partition.last_known_elr or [])[0], True
         if self.election is Election.UNCLEAN:
             for r in self.target_replicas:
                 if self.is_acceptable_leader(r):
