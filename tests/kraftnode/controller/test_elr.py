@@ -21,50 +21,17 @@ from kraftnode.controller.elr import (
 from kraftnode.controller.partition_change import Election, PartitionChangeBuilder
 from kraftnode.controller.versions import MetadataVersion
 from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
-from kraftnode.protocol import generated as w
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import (
     ClearElrRecord,
     ConfigRecord,
-    FeatureLevelRecord,
     PartitionChangeRecord,
     PartitionRecord,
 )
-from tests.kraftnode.controller.support import CLUSTER, Harness, incarnation
+from tests.kraftnode.controller.support import CLUSTER, MV_4_4, ElrHarness, Harness, incarnation
 
-MV_4_4 = 29  # any level from 4.0-IV1 (23) on enables the ELR record versions
 TOPIC, BROKER = 2, 4
 OP_SET, OP_DELETE = 0, 1
-
-
-class ElrHarness(Harness):
-    """A controller at a 4.x metadata.version with eligible.leader.replicas.version finalized."""
-
-    def __init__(self, elr_level: int = 1, mv: int = MV_4_4) -> None:
-        super().__init__(mv=mv)
-        self.apply([(FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=elr_level), 0)])
-
-    def registration(self, broker: int, n: int = 1, rack: str | None = None,
-                     mv_range: tuple[int, int] = (1, MV_4_4), previous_epoch: int = -1
-                     ) -> w.BrokerRegistrationRequest:
-        q = super().registration(broker, n, rack, mv_range)
-        q.features.append(type(q.features[0])(name="eligible.leader.replicas.version", min_supported_version=0,
-                                              max_supported_version=1))
-        q.previous_broker_epoch = previous_epoch
-        return q
-
-    def restart(self, broker: int, n: int, clean: bool) -> None:
-        """A new incarnation registers (BrokerRegistration v3+: PreviousBrokerEpoch is read)."""
-        reg = self.view.broker(broker)
-        assert reg is not None
-        self.now += 60_000  # the old incarnation's session has expired
-        q = self.registration(broker, n, previous_epoch=reg.broker_epoch if clean else -1)
-        self.commit(self.ctl.register_broker(q, self.offset, 0, self.now, True))
-
-    def state(self, name: str, pid: int = 0) -> tuple[list[int], list[int], list[int], int]:
-        p = self.view.partition(self.topic(name), pid)
-        assert p is not None
-        return list(p.isr), list(p.eligible_leader_replicas or []), list(p.last_known_elr or []), p.leader
 
 
 def elr_harness(*brokers: int, **kw: Any) -> ElrHarness:

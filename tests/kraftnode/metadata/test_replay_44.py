@@ -53,7 +53,7 @@ def image_partition(st: MetadataState, tid: uuid.UUID, pid: int) -> PartitionRec
 
 
 def test_clear_elr_record_clears_one_topic_or_every_topic() -> None:
-    st = replay([encode_metadata_record(FeatureLevelRecord(name="metadata.version", feature_level=29), 0),
+    st = replay([encode_metadata_record(FeatureLevelRecord(name="metadata.version", feature_level=33), 0),
                  encode_metadata_record(TopicRecord(name="a", topic_id=T1), 0),
                  encode_metadata_record(TopicRecord(name="b", topic_id=T2), 0),
                  part(T1, 0, [2], [3]), part(T1, 1, [], []), part(T2, 0, [2, 3], [])])
@@ -76,7 +76,7 @@ def test_clear_elr_record_clears_one_topic_or_every_topic() -> None:
 
 
 def test_clear_elr_of_an_unknown_topic_is_a_fault() -> None:
-    st = replay([encode_metadata_record(FeatureLevelRecord(name="metadata.version", feature_level=29), 0)])
+    st = replay([encode_metadata_record(FeatureLevelRecord(name="metadata.version", feature_level=33), 0)])
     with pytest.raises(MetadataFault, match=r"Unable to apply ClearElrRecord record at offset 1 on standby "
                                             r"controller, from the batch with baseOffset 1: Unable to clear elr "
                                             r"for topic with name nope: no such topic found\."):
@@ -117,7 +117,7 @@ def test_kafka_parse_messages() -> None:
 
 
 def test_an_unknown_record_type_in_a_controller_batch_is_a_fault_not_application_data() -> None:
-    st = replay([encode_metadata_record(FeatureLevelRecord(name="metadata.version", feature_level=29), 0)])
+    st = replay([encode_metadata_record(FeatureLevelRecord(name="metadata.version", feature_level=33), 0)])
     with pytest.raises(MetadataFault, match="Unknown metadata id 99"):
         replay([framed(99, 0)], st)
     assert st.foreign_records == 0
@@ -125,7 +125,7 @@ def test_an_unknown_record_type_in_a_controller_batch_is_a_fault_not_application
 
 def test_an_undecodable_record_after_a_good_one_is_a_fault() -> None:
     st = MetadataState()
-    good = encode_metadata_record(FeatureLevelRecord(name="metadata.version", feature_level=29), 0)
+    good = encode_metadata_record(FeatureLevelRecord(name="metadata.version", feature_level=33), 0)
     with pytest.raises(MetadataFault, match=r"handleCommit\[baseOffset=0\].*Failed to deserialize record with "
                                             r"type 3 \(the record at offset 1\)"):
         replay([good, framed(3, 9, b"\xff\xff")], st)
