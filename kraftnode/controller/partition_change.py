@@ -156,12 +156,13 @@ class PartitionChangeBuilder:
             and self.is_acceptable_leader(replica)
 
     def _last_known_leader(self) -> bool:
-        """canElectLastKnownLeader (Kafka elects it whether or not it is acceptable)."""
+        """canElectLastKnownLeader."""
         if not self.elr_enabled or not self.use_last_known_leader:
             return False
         if self.target_elr or self.target_isr:
             return False
-        return len(self.partition.last_known_elr or []) == 1
+        lkelr = list(self.partition.last_known_elr or [])
+        return len(lkelr) == 1 and self.is_acceptable_leader(lkelr[0])  # 4.4: only a live last known leader
 
     def elect_leader(self) -> tuple[int, bool]:
         """(leader, unclean)."""
@@ -258,10 +259,10 @@ class PartitionChangeBuilder:
             return
         p = self.partition
         lkelr = list(p.last_known_elr or [])
-        if rec.isr is not None and not rec.isr and (len(lkelr) != 1 or lkelr[0] != p.leader):
-            rec.last_known_elr = [p.leader]  # the first time the partition becomes leaderless
-        elif (rec.leader >= 0 or (p.leader != NO_LEADER and rec.leader != NO_LEADER)) and lkelr:
-            rec.last_known_elr = []
+        if rec.leader == NO_LEADER and not lkelr:
+            rec.last_known_elr = [p.leader]  # the partition loses its leader: remember it
+        elif rec.leader >= 0 and lkelr:
+            rec.last_known_elr = []  # a new leader: forget it
 
     def _assignment_changes(self, rec: PartitionChangeRecord) -> None:
         p = self.partition
