@@ -16,8 +16,12 @@ The rules, as ``PartitionChangeBuilder`` applies them to one partition change (t
   becomes the ISR alone and leaves the ELR. With both empty, the *last known leader* (the single
   member of the last-known ELR) is elected, as an unclean election (leader recovery RECOVERING).
 * **record** (``maybeUpdateRecordElr`` / ``maybeUpdateLastKnownLeader``): an unclean election, or
-  ELR disabled, empties both lists; the first time the ISR becomes empty the last-known ELR is
-  set to the old leader; once the partition has a leader again the last-known ELR is cleared.
+  ELR disabled, empties both lists; when the partition loses its leader and has no last-known
+  ELR, the last-known ELR becomes the old leader; a new leader clears it. (The last known leader
+  is elected only while it is an acceptable leader: 4.4's ``canElectLastKnownLeader``.)
+
+The rules were checked against Kafka 4.4's own ``PartitionChangeBuilder`` on random partition
+changes (tests/interop/test_elr_records_vs_kafka44.py).
 * ``ClearElrRecord`` (``ConfigurationControlManager.createClearElrRecordsAsNeeded``): any
   ``min.insync.replicas`` ConfigRecord written while ELR is enabled is followed by a
   ClearElrRecord -- for that topic at the topic level, for every topic at the broker and
