@@ -34,9 +34,9 @@ Java's ``HashSet<Integer>`` iteration order decides the order of the lists, so i
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from kraftnode.controller.result import Record
+from kraftnode.controller.versions import MV_4_0_IV1, MetadataVersion
 from kraftnode.protocol.generated.metadata import ClearElrRecord, ConfigRecord
 from kraftnode.raft.java_order import java_hashmap_order
 
@@ -44,7 +44,6 @@ __all__ = ["ELR_FEATURE", "MIN_INSYNC_REPLICAS", "MV_4_0_IV1", "clear_elr_record
            "elr_enabled", "elr_supported", "java_int_set", "partition_change_record_version",
            "partition_record_version", "populate_target_elr"]
 
-MV_4_0_IV1 = 23
 ELR_FEATURE = "eligible.leader.replicas.version"
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 CONFIG_TOPIC = 2
@@ -52,7 +51,7 @@ CONFIG_TOPIC = 2
 
 def elr_supported(mv_level: int) -> bool:
     """MetadataVersion.isElrSupported."""
-    return mv_level >= MV_4_0_IV1
+    return MetadataVersion(mv_level).is_elr_supported()
 
 
 def elr_enabled(features: dict[str, int]) -> bool:
@@ -60,14 +59,14 @@ def elr_enabled(features: dict[str, int]) -> bool:
     return elr_supported(features.get("metadata.version", 1)) and features.get(ELR_FEATURE, 0) >= 1
 
 
-def partition_record_version(mv: Any) -> int:
+def partition_record_version(mv: MetadataVersion) -> int:
     """MetadataVersion.partitionRecordVersion (2 from 4.0-IV1 on)."""
-    return 2 if elr_supported(mv.level) else int(mv.partition_record_version())
+    return mv.partition_record_version()
 
 
-def partition_change_record_version(mv: Any) -> int:
+def partition_change_record_version(mv: MetadataVersion) -> int:
     """MetadataVersion.partitionChangeRecordVersion (2 from 4.0-IV1 on)."""
-    return 2 if elr_supported(mv.level) else int(mv.partition_change_record_version())
+    return mv.partition_change_record_version()
 
 
 def effective_min_isr(min_isr_config: str | None, replication_factor: int) -> int:
