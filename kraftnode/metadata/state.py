@@ -72,7 +72,7 @@ from recordbatch.wire import DecodeError, read_uvarint, read_varint, read_varlon
 
 __all__ = ["MetadataFault", "MetadataImage", "MetadataState", "next_generation",
            "METADATA_VERSION_CONTROLLER_REGISTRATION", "holds_metadata_records", "is_metadata_record",
-           "metadata_parse_error"]
+           "metadata_parse_error", "replay_fault"]
 
 # MetadataVersion 3.7-IV0: the first with KIP-919 controller registration.
 METADATA_VERSION_CONTROLLER_REGISTRATION = 15
@@ -173,6 +173,19 @@ def holds_undecodable_metadata(b: BatchView) -> bool:
         return False
     first = _first_value(b)
     return is_metadata_framed(first) and not is_metadata_record(first)
+
+
+def replay_fault(b: BatchView) -> str | None:
+    """The fault replaying data batch ``b`` would be (Kafka's MetadataParseException text), or
+    None: a batch framed as metadata must decode whole. Produce refuses such a batch, so that no
+    client can stop the controllers (every one of them would stop replaying it)."""
+    if b.is_control or b.producer_id >= 0 or not is_metadata_framed(_first_value(b)):
+        return None
+    for r in b.records():
+        why = "null value" if r.value is None else metadata_parse_error(r.value)
+        if why is not None:
+            return f"record at batch offset {r.offset}: MetadataParseException: {why}"
+    return None
 
 
 def holds_metadata_records(b: BatchView) -> bool:
