@@ -52,8 +52,12 @@ class ClusterControl:
 
     # ------------------------------------------------------------------ registration
     def register_broker(self, q: w.BrokerRegistrationRequest, new_broker_epoch: int,
-                        kraft_version: int, now_ms: int) -> ControllerResult[int]:
-        """ClusterControlManager.registerBroker: the RegisterBrokerRecord; answer = broker epoch."""
+                        kraft_version: int, now_ms: int, clean_shutdown_detection: bool = False
+                        ) -> ControllerResult[int]:
+        """ClusterControlManager.registerBroker: the RegisterBrokerRecord; answer = broker epoch.
+        A new incarnation first leaves the ISRs (and, after an unclean shutdown with ELR enabled,
+        the ELRs): ``clean_shutdown_detection`` is Kafka's "request version >= 3", where the
+        request's PreviousBrokerEpoch equal to the registered epoch means a clean shutdown."""
         ctl = self.ctl
         view = ctl.view
         mv = view.mv
@@ -111,6 +115,10 @@ class ClusterControl:
         if mv.is_directory_assignment_supported():
             rec.log_dirs = list(q.log_dirs)
         records: list[Record] = []
+        if q.incarnation_id != prev_incarnation:
+            clean = (clean_shutdown_detection and existing is not None
+                     and int(existing.broker_epoch) == int(getattr(q, "previous_broker_epoch", -1)))
+            self.replication.broker_shutdown(broker_id, clean, records)
         if q.incarnation_id != prev_incarnation or existing is None:
             rec.broker_epoch = new_broker_epoch
             rec.fenced = True

@@ -22,6 +22,7 @@ from kraftnode.controller.client_metrics_configs import (
     validate_client_metrics,
 )
 from kraftnode.controller.context import ControllerContext
+from kraftnode.controller.elr import MIN_INSYNC_REPLICAS, clear_elr_records, elr_enabled
 from kraftnode.controller.errors import ApiError
 from kraftnode.controller.group_configs import GroupConfigValueError, validate_group_configs
 from kraftnode.controller.result import ControllerResult, Record
@@ -205,6 +206,9 @@ class ConfigurationControl:
     def _check(self, resource: Resource, altered: list[Record], deleted: list[Record],
                newly_created: bool) -> ApiError:
         rtype, name = resource
+        refused = self._elr_min_isr_refusal(altered + deleted)
+        if refused is not None:
+            return refused
         all_configs: dict[str, str | None] = dict(self.ctl.view.config(rtype, name))
         for rec, _v in altered:
             if rec.value is None:
@@ -246,7 +250,29 @@ class ConfigurationControl:
         """The ConfigRecords of a topic being created (CreateTopics), or the error."""
         out: list[Record] = []
         err = self._incremental((TOPIC, topic), {k: (OP_SET, v) for k, v in configs.items()}, True, out)
+        out.extend(self._clear_elr(out))
         return (err if err.code else None), out
+
+    # ------------------------------------------------------------------ KIP-966
+    def _elr_enabled(self) -> bool:
+        return elr_enabled(self.ctl.view.image.features)
+
+    def _clear_elr(self, records: list[Record]) -> list[Record]:
+        """createClearElrRecordsAsNeeded: ClearElrRecords after min.insync.replicas changes."""
+        return clear_elr_records(records) if self._elr_enabled() else []
+
+    def _elr_min_isr_refusal(self, records: list[Record]) -> ApiError | None:
+        """isDisallowedBrokerMinIsrTransition / isDisallowedClusterMinIsrTransition."""
+        for m, _v in records:
+            if m.name != MIN_INSYNC_REPLICAS or m.resource_type != BROKER or not self._elr_enabled():
+                continue
+            if m.resource_name != "":
+                return ApiError(Errors.INVALID_CONFIG, "Broker-level min.insync.replicas cannot be altered while ELR "
+                                                       "is enabled.")
+            if m.value is None:
+                return ApiError(Errors.INVALID_CONFIG, "Cluster-level min.insync.replicas cannot be removed while "
+                                                       "ELR is enabled.")
+        return None
 
     def incremental_alter_configs(self, changes: dict[Resource, dict[str, tuple[int, str | None]]],
                                   validate_only: bool, forwarded: bool = False
@@ -256,6 +282,7 @@ class ConfigurationControl:
         results: dict[Resource, ApiError] = {}
         for resource, ops in changes.items():
             results[resource] = self._incremental(resource, ops, False, out, forwarded)
+        out.extend(self._clear_elr(out))
         result = ControllerResult.atomic_of(out, results)
         return result.without_records() if validate_only else result
 
@@ -280,6 +307,7 @@ class ConfigurationControl:
             if err.code == Errors.NONE:
                 out.extend(altered)
                 out.extend(deleted)
+        out.extend(self._clear_elr(out))
         result = ControllerResult.atomic_of(out, results)
         return result.without_records() if validate_only else result
 

@@ -119,9 +119,9 @@ class QuorumController(ControllerContext):
 
     # ------------------------------------------------------------------ brokers
     def register_broker(self, q: w.BrokerRegistrationRequest, next_write_offset: int, kraft_version: int,
-                        now_ms: int) -> ControllerResult[int]:
+                        now_ms: int, clean_shutdown_detection: bool = False) -> ControllerResult[int]:
         self._at(now_ms)
-        return self.cluster.register_broker(q, next_write_offset, kraft_version, now_ms)
+        return self.cluster.register_broker(q, next_write_offset, kraft_version, now_ms, clean_shutdown_detection)
 
     def broker_heartbeat(self, q: w.BrokerHeartbeatRequest, now_ms: int) -> ControllerResult[BrokerHeartbeatReply]:
         self._at(now_ms)

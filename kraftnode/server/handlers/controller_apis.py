@@ -112,7 +112,7 @@ class ControllerApiHandlers(HandlerBase):
                             "not KRaft metadata records (application data written with Produce or OffsetCommit), "
                             "which a Kafka broker cannot replay (docs/controller.md)", q.broker_id, foreign)
                 raise ApiError(Errors.INVALID_REGISTRATION)
-            return c.register_broker(q, drv.log_end_offset(), drv.current_kraft_version(), now)
+            return c.register_broker(q, drv.log_end_offset(), drv.current_kraft_version(), now, v >= 3)
         epoch, err = await self._run(62, v, q, register)
         if err is not None:
             if err.error_code != Errors.NOT_CONTROLLER:
