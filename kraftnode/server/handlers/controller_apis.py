@@ -105,6 +105,19 @@ class ControllerApiHandlers(HandlerBase):
         R = w.BrokerRegistrationResponse
         drv = self.driver
 
+        if self.application_records:
+            # a log that takes application records is no log a broker can replay: refused before
+            # anything is written, on every node (a broker looks for the active controller)
+            if self.driver.is_leader:
+                warned: set[int] = self.__dict__.setdefault("_warned_brokers", set())
+                if q.broker_id not in warned:  # one line per broker, not one per retry
+                    warned.add(q.broker_id)
+                    log.warning("refusing the registration of broker %d: kraftnode.application.records.enable=true "
+                                "(this quorum's log takes application records, which a Kafka broker cannot "
+                                "replay; docs/server.md)", q.broker_id)
+                return R(throttle_time_ms=0, error_code=Errors.INVALID_REGISTRATION, broker_epoch=-1)
+            return R(throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER, broker_epoch=-1)
+
         def register(c: Any, now: int) -> Any:
             foreign = c.view.foreign_records
             if foreign:
