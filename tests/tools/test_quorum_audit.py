@@ -19,8 +19,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from kraftnode.spark.audit import run_audit  # noqa: E402
 import recordbatch as rb  # noqa: E402
+from kraftnode.spark.audit import run_audit  # noqa: E402
 from tools.pipelines.sample_quorum import (  # noqa: E402
     T0,
     SampleQuorum,
