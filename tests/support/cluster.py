@@ -20,6 +20,10 @@ CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 #: the opt-in of a quorum whose tests write application records (Produce, groups): most do;
 #: a quorum genuine brokers register with must not have it (docs/server.md)
 APPLICATION_RECORDS = "kraftnode.application.records.enable=true\n"
+#: the metadata.version the suite's quorums are formatted at: Kafka 3.9's, as before
+#: kraftnode's default became Kafka 4.4's (issue 37), so that genuine 3.9 brokers and 3.9
+#: controllers keep joining them; tests of the 4.x levels format with their own
+SUITE_RELEASE = ("--release-version", "3.9-IV0")
 
 
 @dataclass
@@ -41,7 +45,7 @@ class Cluster:
         self.ports = free_ports(self.n)
         self.write_properties()
         for i in self.own_ids:
-            subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+            subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config",
                             str(self.root / f"node{i}" / "server.properties"), "--cluster-id",
                             CLUSTER_ID], check=True, capture_output=True)
 
