@@ -26,7 +26,7 @@ import pytest
 
 from kraftnode.commands.errors import UsageError
 from kraftnode.quorum_client import fetch_quorum_info
-from tests.support.doc_blocks import REPO, Block, Session, all_blocks
+from tests.support.doc_blocks import REPO, Block, Session, all_blocks, statements
 from tests.support.kafka import find_kafka_home, require_kafka_home
 
 pytestmark = pytest.mark.timeout(600)
@@ -300,7 +300,9 @@ def test_brokers_walkthrough(tmp_path: Path, line: str) -> None:
     fmt, start, broker, clients, status, after = GROUPS["brokers"]
     s = Session(tmp_path / "docs", kafka_home=kafka.root, pause_s=3.0)
     try:
-        s.run_block(fmt)
+        assert "RELEASE=4.4" in fmt.text  # the reader names the brokers' release ("RELEASE=3.9 for ...")
+        for st in statements(fmt.text.replace("RELEASE=4.4", f"RELEASE={line}")):
+            s.run_statement(st, fmt.where)
         s.run_block(start)
         _leader(s, s.ports[9093])
         s.run_block(broker)
