@@ -11,11 +11,14 @@ The node is the same as ``kraftnode start`` runs (same storage, same wire protoc
 same snapshots and cleaning), except that committed records are applied to *your*
 state machine (the :class:`~kraftnode.metadata.state_machine.StateMachine` protocol).
 Its records are ordinary Kafka records of ``__cluster_metadata`` partition 0: any Kafka
-consumer can read them.  See docs/embedding.md.
+consumer can read them.  They are application records, so the embedded node opts in to them
+(``kraftnode.application.records.enable=true``, set whatever the file says): no Kafka broker can
+register with its quorum.  See docs/embedding.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,7 +69,10 @@ class EmbeddedNode(Generic[S]):
     """A node running in this process's event loop (an ``async with`` block)."""
 
     def __init__(self, config: str | Path | NodeConfig, state_machine: S) -> None:
-        self.config = config if isinstance(config, NodeConfig) else node_config.load(str(config))
+        config = config if isinstance(config, NodeConfig) else node_config.load(str(config))
+        # your records are application records: the embedded node opts in, whatever the file says
+        # (kraftnode.application.records.enable; no Kafka broker can register with this quorum)
+        self.config = dataclasses.replace(config, application_records=True)
         self.state: S = state_machine
         self._running: RunningNode | None = None
         self._tg: TaskGroup | None = None

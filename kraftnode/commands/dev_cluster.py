@@ -33,6 +33,7 @@ EXAMPLES = """\
   kraftnode dev-cluster                          # 3 voters in a new temporary directory
   kraftnode dev-cluster --dir ./dev --nodes 5    # create ./dev; run it again to restart it
   kraftnode dev-cluster --dir ./dev --log-level DEBUG
+  kraftnode dev-cluster --application-records    # Produce and groups may write to the log
 A directory that already holds a dev cluster is restarted with its data, cluster id, node ids
 and ports; an empty or missing one is created. Each node's log is DIR/nodeN/node.log.
 """
@@ -45,6 +46,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                  "created when empty or missing (default: a new temporary directory)")
     p.add_argument("--for-seconds", type=float, default=None,
                    help="stop by itself after this many seconds (for scripted runs)")
+    p.add_argument("--application-records", action="store_true",
+                   help="let applications write their own records to the log (Produce, consumer groups): "
+                        "starts every node with kraftnode.application.records.enable=true, after which no "
+                        "Kafka broker can register with the cluster (docs/server.md)")
     p.add_argument("--log-level", metavar="LEVEL", default=None,
                    help="the nodes' log level: DEBUG, INFO, WARN or ERROR "
                         "(default: $KRAFTNODE_LOG_LEVEL, else INFO)")
@@ -194,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         cl = _create(root, args.nodes or 3)
     for port in cl.ports:
         _check_port_free(port)
+    overrides = ["--override", "kraftnode.application.records.enable=true"] if args.application_records else []
     procs: list[subprocess.Popen[str]] = []
     try:
         for i in range(len(cl.ports)):
@@ -204,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
             # one SIGTERM. A node that also got the SIGINT could be hit by that SIGTERM
             # while already shutting down, and die without its clean shutdown.
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "kraftnode", "start", str(node_dir / "server.properties")],
+                [sys.executable, "-m", "kraftnode", "start", str(node_dir / "server.properties"), *overrides],
                 stdout=log, stderr=subprocess.STDOUT, text=True, env=env, process_group=0))
         how = "restarted with its data" if cl.reused else "created"
         print(f"kraftnode dev cluster {cl.cluster_id} {how} in {root}")
@@ -215,6 +221,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"  node {i + 1}: CONTROLLER://127.0.0.1:{port}  "
                   f"(config {cl.node_dir(i + 1) / 'server.properties'}, log node.log)")
         print(f"  controller.quorum.voters={cl.voters}")
+        if args.application_records:
+            print("  application records: on (kraftnode.application.records.enable=true): Produce and "
+                  "consumer groups write to the log; no Kafka broker can register")
         urls = [f"http://127.0.0.1:{p}/metrics" for p in cl.metrics_ports if p is not None]
         if urls:
             print("  metrics: " + "  ".join(urls) + "  (and /healthz, /readyz)", flush=True)

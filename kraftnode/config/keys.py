@@ -319,6 +319,15 @@ KEYS: tuple[ConfigKey, ...] = (
        "an election, refuse them while the leader is heard from; toward a peer without Vote v2 "
        "(Kafka 3.9) a real election, as Kafka 4.x does. Off: Kafka 3.9's elections and "
        "ApiVersions. See docs/raft.md.", group="kraftnode"),
+    _k("kraftnode.application.records.enable", "boolean", "false", "Let applications write "
+       "their own records (anything that is not a KRaft metadata record) to the metadata log: "
+       "Produce to `__cluster_metadata`, consumer groups' offsets and members, the embedding API "
+       "(which sets it). A genuine Kafka broker or controller cannot replay such a log, so a node "
+       "with it on says so at start-up and refuses BrokerRegistration. Off (the default): Produce "
+       "to `__cluster_metadata` is refused (INVALID_TOPIC_EXCEPTION), groups are not served, and a "
+       "node whose log holds application records stops with one line naming this key. Set it "
+       "alike on every node of a quorum. See docs/server.md, \"Application records\".",
+       group="kraftnode"),
     _k("kraftnode.read.linearizable", "boolean", "false", "Consumer Fetch and ListOffsets LATEST "
        "on the leader are linearizable: each first confirms leadership with a majority (read "
        "index, one BeginQuorumEpoch round trip). Off: Kafka's behaviour (a deposed leader may "

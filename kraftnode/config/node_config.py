@@ -107,6 +107,9 @@ class NodeConfig:
     #: message.max.bytes: the largest record batch a producer may write (capped by the raft
     #: log's 8 MiB, KafkaRaftClient.MAX_BATCH_SIZE_BYTES)
     message_max_bytes: int = _table_default("message.max.bytes")
+    #: kraftnode.application.records.enable: records other than KRaft metadata records may
+    #: be written (Produce, groups, the embedding API, which sets it); no broker may register
+    application_records: bool = False
 
     @property
     def is_dynamic(self) -> bool:
@@ -173,6 +176,7 @@ def load(path: str, *, check_storage: bool = False, overrides: Mapping[str, str]
         properties=dict(raw),
         group_config=group_config,
         message_max_bytes=cfg.int_value("message.max.bytes"),
+        application_records=cfg.bool_value("kraftnode.application.records.enable"),
     )
 
 

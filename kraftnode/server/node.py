@@ -114,6 +114,11 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
         rlog = DiskRaftLog(mlog, mlog.dir)
         topic = _raft_topic(cfg, cluster_id)
         controller = topic == vocabulary.METADATA_TOPIC and isinstance(sm, MetadataState)
+        if controller and not cfg.application_records and isinstance(sm, MetadataState) and sm.foreign_records:
+            # the latest snapshot holds application records (the log's are found by the replay)
+            raise StartupError(f"the metadata snapshot holds {sm.foreign_records} application record(s), which "
+                               "no Kafka broker or controller can replay, and "
+                               "kraftnode.application.records.enable is false (docs/server.md)")
         listener = cfg.controller_listener
         # every controller listener as advertised, the default one first (NodeConfig)
         endpoints = cfg.controller_endpoints or ((listener, cfg.advertised_host, cfg.advertised_port),)
@@ -156,6 +161,9 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                                         features, duties, security_hooks.authorizer(cfg.authorizer_config, duties),
                                         cfg.group_config)
                 handlers.message_max_bytes = cfg.message_max_bytes
+                handlers.application_records = cfg.application_records
+                if duties is not None:
+                    duties.application_records = cfg.application_records
                 handlers.broker_properties = _properties(cfg)
                 if duties is not None:
                     try:
@@ -187,6 +195,10 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                          topic, ",".join(bound),
                          cfg.metadata_log_dir, rlog.end_offset)
 
+                if cfg.application_records and topic == vocabulary.METADATA_TOPIC:
+                    log.warning("kraftnode.application.records.enable=true: this quorum's log takes application "
+                                "records (Produce, consumer groups, the embedding API); Kafka brokers cannot "
+                                "replay it and their registration is refused")
                 if on_started is not None:
                     on_started(RunningNode(drv, snapshots, stop_requested.set))
                 await _serve_until_stopped(tg, drv, stop_requested, signals)

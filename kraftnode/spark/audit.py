@@ -83,6 +83,11 @@ class AuditResult:
     #: file, position, first_offset, last_offset (None: the rest of the file), epoch,
     #: committed (first_offset below the committed floor), error
     lost: list[dict[str, Any]] = field(default_factory=list)
+    #: records that are not KRaft metadata records (application records: Produce, groups, the
+    #: embedding API), distinct offsets over every replica's segments, and the first of them:
+    #: no Kafka broker or controller can replay a log that holds any
+    application_records: int = 0
+    first_application_offset: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -127,8 +132,14 @@ class AuditResult:
                          f"{where(ranges)} (batches that fail their CRC or cannot be read)")
         if self.violations:
             parts.append(f"{len(self.violations)} safety violation(s)")
+        poisoned = (f"{self.application_records} application record(s) from offset {self.first_application_offset} "
+                    "are not KRaft metadata records: no Kafka broker or controller can replay this log "
+                    "(kraftnode.application.records.enable)") if self.application_records else None
         if not parts:
-            return "No safety violation found; every replica can read its committed records."
+            clean = "No safety violation found; every replica can read its committed records."
+            return clean if poisoned is None else f"{clean[:-1]}; but {poisoned}."
+        if poisoned is not None:
+            parts.append(poisoned)
         text = "; ".join(parts)
         return text[0].upper() + text[1:] + "."
 
@@ -429,16 +440,22 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
     invalid_df = invalid_df.select("replica", "file", "file_type", "position", "offset", "batch_crc_valid",
                                    "record_type", "record_error", "error")
     invalid, invalid_count = save("invalid_rows", invalid_df, 200)
+    app = (rows.filter((F.col("file_type") != "bootstrap") & F.col("error").isNull() & F.col("offset").isNotNull()
+                       & (F.col("record_error") == NOT_METADATA))
+           .agg(F.countDistinct("offset").alias("n"), F.min("offset").alias("first")).first())
+    application_records = int(app["n"] or 0) if app is not None else 0
+    first_application_offset = None if app is None or app["first"] is None else int(app["first"])
     entries.unpersist()
     rows.unpersist()
     stage("invalid rows", f"{invalid_count}")
 
     result = AuditResult(out, replicas, committed_floor, pairs, violations, leadership, voters, epochs, rate,
                          invalid, invalid_count, out / "report.html", tables, int(bucket),
-                         lost=lost)
+                         lost=lost, application_records=application_records,
+                         first_application_offset=first_application_offset)
     result.report.write_text(_report_html(result, replica_rows, log_dirs), encoding="utf-8")
     (out / "summary.json").write_text(json.dumps({
-        "ok": result.ok, "headline": result.headline(),
+        "ok": result.ok, "headline": result.headline(), "application_records": application_records,
         "replicas": replicas, "committed_floor": committed_floor, "violations": len(violations),
         "lost_committed": {str(k): v for k, v in result.lost_ranges().items()},
         "lost_not_proven_committed": {str(k): v for k, v in result.lost_ranges(committed=False).items()},

@@ -26,7 +26,7 @@ import pytest
 
 from kraftnode.commands.errors import UsageError
 from kraftnode.quorum_client import fetch_quorum_info
-from tests.support.doc_blocks import REPO, Block, Session, all_blocks
+from tests.support.doc_blocks import REPO, Block, Session, all_blocks, statements
 from tests.support.kafka import find_kafka_home, require_kafka_home
 
 pytestmark = pytest.mark.timeout(600)
@@ -62,6 +62,12 @@ GROUPS: dict[str, list[Block]] = {
                       block("docs/first-session.md", "ID="),
                       block("docs/first-session.md", "kraftnode quorum --bootstrap-controller 127.0.0.1:9193"),
                       block("docs/first-session.md", "kraftnode audit")],
+    "brokers": [block("docs/brokers.md", "ID=$(kraftnode random-uuid)"),
+                block("docs/brokers.md", "kraftnode start config/static-quorum/controller-1"),
+                block("docs/brokers.md", "kafka-storage.sh format"),
+                block("docs/brokers.md", "kafka-topics.sh --bootstrap-server 127.0.0.1:9092 --create"),
+                block("docs/brokers.md", "kraftnode quorum --bootstrap-controller 127.0.0.1:9093 describe"),
+                block("docs/brokers.md", "kraftnode quorum --bootstrap-controller 127.0.0.1:9093,")],
 }
 #: blocks run by another test, which says so (config comments carry no markers)
 DELEGATED = {b.where: WALKTHROUGH for b in BLOCKS if b.source.startswith("config/dynamic-quorum/")}
@@ -282,3 +288,53 @@ def test_first_session(session: Session) -> None:
     assert noise == [], r.stderr
     assert (session.work / "root" / "tmp" / "kraftnode-audit" / "report.html").is_file()
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("line", ["3.9", "4.4"])
+def test_brokers_walkthrough(tmp_path: Path, line: str) -> None:
+    """docs/brokers.md as written, with a genuine Kafka broker of each line (issue 37): three
+    kraftnode controllers, the broker formatted with their cluster id, a topic, a group, the
+    active controller killed (kill -9, as the page allows), the describe outputs after the
+    failover. Paced slower than the quorum's timeouts (election 1 s, fetch 2 s)."""
+    kafka = require_kafka_home(line)
+    fmt, start, broker, clients, status, after = GROUPS["brokers"]
+    s = Session(tmp_path / "docs", kafka_home=kafka.root, pause_s=3.0)
+    try:
+        assert "RELEASE=4.4" in fmt.text  # the reader names the brokers' release ("RELEASE=3.9 for ...")
+        for st in statements(fmt.text.replace("RELEASE=4.4", f"RELEASE={line}")):
+            s.run_statement(st, fmt.where)
+        s.run_block(start)
+        _leader(s, s.ports[9093])
+        s.run_block(broker)
+        deadline = time.monotonic() + 60
+        while "The broker has been unfenced" not in s.background[-1].text():
+            assert time.monotonic() < deadline, s.background[-1].text()[-3000:]
+            time.sleep(0.5)
+        create, produce, consume = [ln for ln in clients.text.splitlines() if ln.strip()]
+        s.run_statement(create, clients.where)
+        s.run_statement(produce, clients.where)
+        assert "first order" in s.run_statement(consume, clients.where, timeout=120)
+        out = s.run_statement(status.text.strip(), status.where)
+        old = int(re.search(r"LeaderId:\s+(\d+)", out).group(1))  # type: ignore[union-attr]
+        old_epoch = int(re.search(r"LeaderEpoch:\s+(\d+)", out).group(1))  # type: ignore[union-attr]
+        # "kill -9 of its process, as a crash would"
+        victim = next(bg for bg in s.background if f"controller-{old}.properties" in bg.statement)
+        s._kill(victim)
+        s.background.remove(victim)
+        quorum, broker_view, describe, produce2, consume2 = [ln for ln in after.text.splitlines() if ln.strip()]
+        out = s.run_statement(quorum, after.where)
+        new = int(re.search(r"LeaderId:\s+(\d+)", out).group(1))  # type: ignore[union-attr]
+        assert new != old and int(re.search(r"LeaderEpoch:\s+(\d+)", out).group(1)) > old_epoch, out  # type: ignore[union-attr]
+        out = s.run_statement(broker_view, after.where)
+        assert re.search(rf"LeaderId:\s+{new}\b", out), out
+        out = s.run_statement(describe, after.where)
+        assert "Topic: orders" in out and len(re.findall(r"Leader: 101\b", out)) == 3, out
+        s.run_statement(produce2, after.where)
+        out = s.run_statement(consume2, after.where, timeout=120)
+        assert "second order" in out and "first order" not in out, out
+        broker_bg = next(bg for bg in s.background if "kafka-server-start" in bg.statement)
+        assert broker_bg.proc.poll() is None and "MetadataParseException" not in broker_bg.text()
+    except BaseException:
+        s.close(check=False)
+        raise
+    s.close()

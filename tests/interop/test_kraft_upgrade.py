@@ -90,7 +90,7 @@ def add_joiner(cl: StaticCluster, i: int, auto_join: bool = True) -> None:
     d.mkdir(parents=True, exist_ok=True)
     bootstrap = ",".join(f"127.0.0.1:{cl.port(v)}" for v in (1, 2, 3))
     (d / "server.properties").write_text(
-        f"node.id={i}\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{port}\n"
+        f"node.id={i}\nprocess.roles=controller\nkraftnode.application.records.enable=true\nlisteners=CONTROLLER://127.0.0.1:{port}\n"
         f"controller.listener.names=CONTROLLER\ncontroller.quorum.bootstrap.servers={bootstrap}\n"
         f"controller.quorum.auto.join.enable={str(auto_join).lower()}\nlog.dirs={d / 'metadata'}\n{TIMEOUTS}")
     format_node(str(d / "server.properties"), CLUSTER_ID, "--no-initial-controllers")

@@ -671,7 +671,7 @@ class Dynamic:
             d = root / f"node{i}"
             d.mkdir(parents=True)
             self.props(i).write_text(
-                f"node.id={i}\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{self.ports[i]}\n"
+                f"node.id={i}\nprocess.roles=controller\nkraftnode.application.records.enable=true\nlisteners=CONTROLLER://127.0.0.1:{self.ports[i]}\n"
                 f"controller.listener.names=CONTROLLER\ncontroller.quorum.bootstrap.servers={self.bootstrap}\n"
                 f"log.dirs={d / 'metadata'}\n{metrics[i]}\n")
             subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(self.props(i)),

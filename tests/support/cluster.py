@@ -17,6 +17,9 @@ from kraftnode.commands.errors import UsageError
 from kraftnode.commands.quorum import QuorumInfo, fetch_quorum_info
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+#: the opt-in of a quorum whose tests write application records (Produce, groups): most do;
+#: a quorum genuine brokers register with must not have it (docs/server.md)
+APPLICATION_RECORDS = "kraftnode.application.records.enable=true\n"
 #: the metadata.version the suite's quorums are formatted at: Kafka 3.9's, as before
 #: kraftnode's default became Kafka 4.4's (issue 37), so that genuine 3.9 brokers and 3.9
 #: controllers keep joining them; tests of the 4.x levels format with their own
@@ -35,6 +38,8 @@ class Cluster:
     foreign: tuple[int, ...] = ()
     ports: list[int] = field(default_factory=list)
     procs: dict[int, subprocess.Popen[bytes] | None] = field(default_factory=dict)
+    #: kraftnode.application.records.enable=true (before ``extra``, which may say otherwise)
+    application_records: bool = True
 
     def __post_init__(self) -> None:
         self.ports = free_ports(self.n)
@@ -56,8 +61,12 @@ class Cluster:
             (d / "server.properties").write_text(
                 f"node.id={i}\nprocess.roles=controller\n"
                 f"listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n"
-                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{self.extra}\n"
+                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{self.opt_in}{self.extra}\n"
                 f"{self.node_extra.get(i, '')}\n")
+
+    @property
+    def opt_in(self) -> str:
+        return APPLICATION_RECORDS if self.application_records else ""
 
     @property
     def ids(self) -> list[int]:

@@ -20,8 +20,8 @@ How a block runs (:class:`Session`): one statement at a time (a ``for`` loop, a 
 or a continued line is one statement: lines are joined until ``bash -n`` accepts them), in a
 work directory holding a copy of ``config/`` whose ports and directories are the session's,
 with ``.venv/bin`` (``kraftnode``, ``python``) and Kafka's ``bin/`` first on ``PATH``; ``NAME=...``
-statements set a variable the later statements see. ``kraftnode start`` and ``tools/dev.sh``
-are long-running: started in the background, ready on their "started" / "running" line, and
+statements set a variable the later statements see. ``kraftnode start``, ``tools/dev.sh`` and
+``kafka-server-start.sh`` are long-running: started in the background, ready on their "started" / "running" line, and
 stopped at the end of the session with SIGINT (Ctrl-C), which must end in a clean shutdown.
 Everything else must exit 0 within its timeout. Between statements the session pauses at
 least the fetch timeout (controller.quorum.fetch.timeout.ms, 2 s): a person's pace.
@@ -46,7 +46,7 @@ MARKERS = ("illustrative", "run-by", "long-running")
 FETCH_TIMEOUT_S = 2.0  # controller.quorum.fetch.timeout.ms, Kafka's default and the examples'
 
 #: the ports the docs and config/ use; each session maps them to free ones
-DOC_PORTS = (9093, 9094, 9095, 9193, 9194, 9195, 9404, 9405, 9406, 9504, 9505, 9506)
+DOC_PORTS = (9092, 9093, 9094, 9095, 9193, 9194, 9195, 9404, 9405, 9406, 9504, 9505, 9506)
 #: directories the docs and config/ use; each session moves them under its work directory
 DOC_DIRS = ("/tmp/kraftnode-", "/var/lib/kraftnode", "/etc/kraftnode")
 
@@ -258,6 +258,8 @@ class Session:
         first = st.split()[0]
         if re.match(r"^(\S*/)?kraftnode\s+start\s", st):
             return self._start(st, where, ready=r"node \d+ started: cluster ", clean=r"node \d+ shut down cleanly")
+        if re.match(r"^(\S*/)?kafka-server-start\.sh\s", st):   # a genuine broker (docs/brokers.md)
+            return self._start(st, where, ready=r"Kafka Server started", clean=None)
         if re.match(r"^(\S*/)?(tools/dev\.sh|kraftnode dev-cluster)\b", st):
             return self._start(st, where, ready=r"running; Ctrl-C stops the cluster",
                                clean=r"dev cluster stopped", group=True)

@@ -118,7 +118,8 @@ class Setup:
         self.kafka = kafka
         self.root = root
         self.broker_ids = brokers
-        self.cl = Cluster(root / "controllers", voters, extra=controller_extra, foreign=kafka_voters)
+        self.cl = Cluster(root / "controllers", voters, extra=controller_extra, foreign=kafka_voters,
+                          application_records=False)
         self.kraft_ids = self.cl.own_ids
         self.kafka_ids = list(kafka_voters)
         self.voters_text = ",".join(f"{i}@127.0.0.1:{self.cl.port(i)}" for i in self.cl.ids)

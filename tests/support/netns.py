@@ -115,6 +115,8 @@ class NetnsQuorum:
     prefix: str = field(default_factory=lambda: f"kn-{os.getpid()}-")
     procs: dict[int, subprocess.Popen[bytes] | None] = field(default_factory=dict)
     created: list[str] = field(default_factory=list)
+    #: the tests write application records: kraftnode.application.records.enable=true
+    opt_in: str = "kraftnode.application.records.enable=true\n"
 
     @property
     def ids(self) -> list[int]:
@@ -156,7 +158,7 @@ class NetnsQuorum:
             (d / "server.properties").write_text(
                 f"node.id={i}\nprocess.roles=controller\n"
                 f"listeners=CONTROLLER://{self.addr(i)}:{PORT}\ncontroller.listener.names=CONTROLLER\n"
-                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{self.extra}")
+                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{self.opt_in}{self.extra}")
             subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config",
                             str(d / "server.properties"), "--cluster-id", CLUSTER_ID],
                            check=True, capture_output=True, timeout=60)

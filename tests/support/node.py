@@ -34,10 +34,12 @@ class NodeProcess:
 def running_node(tmp_path: Path, extra: str = "", node_id: int = 1,
                  env: dict[str, str] | None = None,
                  start_args: list[str] | None = None,
-                 format_args: tuple[str, ...] = ()) -> Iterator[NodeProcess]:
+                 format_args: tuple[str, ...] = (),
+                 application_records: bool = True) -> Iterator[NodeProcess]:
     """A formatted single-voter quorum of one `kraftnode start` process (``env``: added to
     the environment, e.g. ``{"KRAFTNODE_LOG_LEVEL": "DEBUG"}``; ``format_args``: more
-    `kraftnode format` arguments, e.g. --add-scram)."""
+    `kraftnode format` arguments, e.g. --add-scram; ``application_records``: the node opts in to
+    them, kraftnode.application.records.enable=true, as most tests that write need)."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     free = s.getsockname()[1]
@@ -46,7 +48,8 @@ def running_node(tmp_path: Path, extra: str = "", node_id: int = 1,
     props.write_text(f"node.id={node_id}\nprocess.roles=controller\n"
                      f"listeners=CONTROLLER://127.0.0.1:{free}\ncontroller.listener.names=CONTROLLER\n"
                      f"controller.quorum.voters={node_id}@127.0.0.1:{free}\n"
-                     f"log.dirs={tmp_path / f'meta-{node_id}'}\n{extra}")
+                     f"log.dirs={tmp_path / f'meta-{node_id}'}\n"
+                     f"{'kraftnode.application.records.enable=true' if application_records else ''}\n{extra}")
     subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(props),
                     "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qg", "--ignore-formatted", *format_args],
                    check=True, capture_output=True)

@@ -48,7 +48,7 @@ class StaticCluster(Cluster):
             (d / "server.properties").write_text(
                 f"node.id={i}\nprocess.roles=controller\n"
                 f"listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n"
-                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{self.extra}")
+                f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{self.opt_in}{self.extra}")
             format_node(str(d / "server.properties"), CLUSTER_ID, *self.format_flags)
 
 
@@ -69,7 +69,7 @@ class DynamicCluster(Cluster):
             (d / "server.properties").write_text(
                 f"node.id={i}\nprocess.roles=controller\n"
                 f"listeners=CONTROLLER://127.0.0.1:{self.port(i)}\ncontroller.listener.names=CONTROLLER\n"
-                f"controller.quorum.bootstrap.servers={bootstrap}\nlog.dirs={d / 'metadata'}\n{self.extra}")
+                f"controller.quorum.bootstrap.servers={bootstrap}\nlog.dirs={d / 'metadata'}\n{self.opt_in}{self.extra}")
             flag = ["--initial-controllers", initial] if i in voters else ["--no-initial-controllers"]
             format_node(str(d / "server.properties"), CLUSTER_ID, *flag)
             if i not in voters:  # --no-initial-controllers picks a random directory id

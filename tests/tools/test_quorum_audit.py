@@ -19,8 +19,10 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+import recordbatch as rb  # noqa: E402
 from kraftnode.spark.audit import run_audit  # noqa: E402
 from tools.pipelines.sample_quorum import (  # noqa: E402
+    T0,
     SampleQuorum,
     flip_bytes,
     plant_divergence,
@@ -356,3 +358,25 @@ def test_the_pipeline_job_fails_on_a_damaged_replica(sample: SampleQuorum, tmp_p
     lines = r.stdout.splitlines()   # progress on stderr: the headline is the first line
     assert lines[0].startswith(f"Replica 3 lost committed data: offsets {base}-{last} "), lines
     assert "  1 vs 3: INCONSISTENT: LOST COMMITTED DATA" in r.stdout
+
+
+def test_a_log_with_application_records_is_not_called_clean(spark: Any, sample: SampleQuorum, tmp_path: Path) -> None:
+    """The README's old demo write (`echo hello | kcat ... -P`) left a record no Kafka broker can
+    replay (a broker dies on it: "unknown frame version 104"); the audit says so in its
+    headline instead of calling the log clean (issue 37)."""
+    from kraftnode.log import MetadataLog
+    from tools.pipelines.sample_quorum import CONFIG
+
+    root = tmp_path / "q"
+    shutil.copytree(sample.root, root)
+    end = sample.end_offsets[3]
+    with MetadataLog(root / "node3" / "metadata", CONFIG) as log:
+        log.append_as_follower(rb.build_batch([rb.Record(None, b"hello", (), timestamp=T0)], base_offset=end,
+                                              partition_leader_epoch=3))
+        log.flush()
+    res = run_audit(spark, [str(root)], tmp_path / "out")
+    assert (res.application_records, res.first_application_offset) == (1, end)
+    assert res.headline() == ("No safety violation found; every replica can read its committed records; but 1 "
+                              f"application record(s) from offset {end} are not KRaft metadata records: no Kafka "
+                              "broker or controller can replay this log (kraftnode.application.records.enable).")
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["application_records"] == 1

@@ -347,7 +347,7 @@ class Quorum:
             d.mkdir(parents=True)
             props = d / "server.properties"
             props.write_text(
-                f"node.id={i + 1}\nprocess.roles=controller\n"
+                f"node.id={i + 1}\nprocess.roles=controller\nkraftnode.application.records.enable=true\n"
                 f"listeners=CONTROLLER://127.0.0.1:{port}\n"
                 f"controller.listener.names=CONTROLLER\n"
                 f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{extra}"

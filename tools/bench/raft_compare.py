@@ -200,7 +200,7 @@ def run_kraftnode_workload(rate: int, seconds: float, warmup: float, record_size
             d = root / f"node{i + 1}"
             d.mkdir(parents=True)
             props = d / "server.properties"
-            props.write_text(f"node.id={i + 1}\nprocess.roles=controller\n"
+            props.write_text(f"node.id={i + 1}\nprocess.roles=controller\nkraftnode.application.records.enable=true\n"
                              f"listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n"
                              f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n")
             fmt = subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),

@@ -228,7 +228,7 @@ def bench_latency(tmp: Path, n: int, state_keys: int) -> dict[str, float]:
 
     port = free_ports(1)[0]
     conf = tmp / "lat.properties"
-    conf.write_text(f"node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{port}\n"
+    conf.write_text(f"node.id=1\nprocess.roles=controller\nkraftnode.application.records.enable=true\nlisteners=CONTROLLER://127.0.0.1:{port}\n"
                     f"controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:{port}\n"
                     f"log.dirs={tmp / 'lat'}\nmetadata.log.max.snapshot.interval.ms=0\n")
     subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(conf), "--cluster-id",

@@ -62,6 +62,7 @@ from kraftnode.server.handlers.kafka_compat import (
 )
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.listener import Reply
+from kraftnode.server.net.peer_client import SOFTWARE_NAME
 from kraftnode.server.raft import rpcs
 from kraftnode.server.raft import wire as rw
 
@@ -142,7 +143,7 @@ class NodeHandlers(ApplicationHandlers, AdminHandlers, ControllerApiHandlers):
         if software is not None:
             self.replica_software[replica] = software
         rpc = rpcs.FETCH_RPC
-        r = rpc.request_from_wire(body, v)
+        r = None if self.refuses_observer(replica) else rpc.request_from_wire(body, v)
         if r is None:
             done(lambda: Reply(rpc.invalid(), v))
             return True
@@ -157,9 +158,25 @@ class NodeHandlers(ApplicationHandlers, AdminHandlers, ControllerApiHandlers):
         self.driver.call_nowait(r, answered)
         return True
 
+    def refuses_observer(self, replica: int) -> bool:
+        """An application log (kraftnode.application.records.enable) that holds application
+        records is not fetched by Kafka replicas that do not vote -- brokers: such a record
+        would stop one at once (MetadataParseException), before its registration is refused
+        with a line naming the key (controller_apis). They get INVALID_REQUEST and retry."""
+        if not self.application_records or self.duties is None or not self.duties.state.foreign_records:
+            return False
+        software = self.replica_software.get(replica)
+        if software is None or software == SOFTWARE_NAME or replica in self.driver.voters.ids:
+            return False
+        self.refuse_broker_once(replica, "the fetches of broker")
+        return True
+
     async def _fetch(self, q: w.FetchRequest, v: int) -> w.FetchResponse:
         """A raft replica's Fetch (ReplicaId >= 0) goes to the core; a consumer's reads."""
-        if rw.fetch_replica_id(q, v) >= 0:
+        replica = rw.fetch_replica_id(q, v)
+        if replica >= 0:
+            if self.refuses_observer(replica):
+                return rpcs.FETCH_RPC.invalid()  # type: ignore[no-any-return]
             return await self._replica_fetch(q, v)
         return await self._consumer_fetch(q, v)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from kraftnode import vocabulary
 from kraftnode.metadata.state import replay_fault
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
@@ -38,6 +39,7 @@ from kraftnode.server.handlers.kafka_compat import (
     CLUSTER_AUTHORIZED_OPERATIONS,
     TOPIC_AUTHORIZED_OPERATIONS,
     _invalid_topic_name,
+    application_records_refusal,
     metadata_only_check,
     validate_produce_records,
 )
@@ -343,6 +345,9 @@ class ApplicationHandlers(HandlerBase):
     def _produce_append(self, records: bytes | None, pr: _PartitionResponse,
                         pending: _PendingProduce) -> None:
         """Validate a leader's partition data and append it (or find it is a retry)."""
+        if not self.application_records and rw.METADATA_TOPIC == vocabulary.METADATA_TOPIC:
+            pr.error_code, pr.error_message = application_records_refusal(rw.METADATA_TOPIC)
+            return
         err, count, views = validate_produce_records(records, self.message_max_bytes, rw.METADATA_TOPIC)
         if err is None:
             err = metadata_only_check(views, self.kafka_controllers(), self.duties is None,

@@ -78,6 +78,9 @@ class HandlerBase:
         self.group_config = group_config or GroupConfig()
         #: message.max.bytes: the largest batch a producer may write (Kafka's default)
         self.message_max_bytes = 1048588
+        #: kraftnode.application.records.enable: Produce to the metadata topic and group
+        #: records allowed; BrokerRegistration refused (docs/server.md, "Application records")
+        self.application_records = False
         #: the node's properties file as read (DescribeConfigs of its broker resource)
         self.broker_properties: dict[str, str] = {}
         #: StandardAuthorizer (authorizer.class.name); None: every API allowed to everyone

@@ -101,9 +101,26 @@ class ControllerApiHandlers(HandlerBase):
             return None, error_response(key, v, q, e.code, e.message)
 
     # ------------------------------------------------------------------ brokers
+    def refuse_broker_once(self, broker_id: int, what: str) -> None:
+        """The one line that says why a broker is refused by a quorum that takes application
+        records: once per broker, whatever it retries (its fetches, its registration)."""
+        warned: set[int] = self.__dict__.setdefault("_warned_brokers", set())
+        if broker_id not in warned:
+            warned.add(broker_id)
+            log.warning("refusing %s %d: kraftnode.application.records.enable=true (this quorum's log takes "
+                        "application records, which a Kafka broker cannot replay; docs/server.md)", what, broker_id)
+
     async def _broker_registration(self, q: w.BrokerRegistrationRequest, v: int) -> w.BrokerRegistrationResponse:
         R = w.BrokerRegistrationResponse
         drv = self.driver
+
+        if self.application_records:
+            # a log that takes application records is no log a broker can replay: refused before
+            # anything is written, on every node (a broker looks for the active controller)
+            if self.driver.is_leader:
+                self.refuse_broker_once(q.broker_id, "the registration of broker")
+                return R(throttle_time_ms=0, error_code=Errors.INVALID_REGISTRATION, broker_epoch=-1)
+            return R(throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER, broker_epoch=-1)
 
         def register(c: Any, now: int) -> Any:
             foreign = c.view.foreign_records

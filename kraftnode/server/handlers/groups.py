@@ -123,6 +123,10 @@ class GroupService:
         if h.duties is None:
             return ("this quorum's log is not a KRaft metadata log with kraftnode's state machine "
                     "(kraftnode.raft.topic or an embedded state machine): groups are not served")
+        if not h.application_records:
+            return ("group records (offsets, members) are not KRaft metadata records, and this quorum "
+                    "takes none: consumer groups are served with kraftnode.application.records.enable=true "
+                    "(docs/server.md)")
         java = h.kafka_controllers()
         if java:
             return (f"a Kafka controller votes in this quorum ({', '.join(map(str, sorted(java)))}): every "

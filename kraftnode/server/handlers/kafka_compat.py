@@ -15,7 +15,8 @@ from kraftnode.protocol import Errors
 from recordbatch import BatchView, CorruptBatchError, iter_batches
 from recordbatch.wire import DecodeError, read_varint, read_varlong
 
-__all__ = ["MINIMUM_BOOTSTRAP_MV", "kraft_record_shape_error", "metadata_only_check"]
+__all__ = ["APPLICATION_RECORDS_KEY", "MINIMUM_BOOTSTRAP_MV", "application_records_refusal",
+           "kraft_record_shape_error", "metadata_only_check"]
 
 # FeatureUpdate.UpgradeType codes (UpdateFeatures v1 UpgradeType)
 _UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE = 1, 2, 3
@@ -135,6 +136,22 @@ def validate_produce_records(records: bytes | None, max_batch_bytes: int = MESSA
     if count == 0:
         return (Errors.INVALID_RECORD, "no records"), 0, []
     return None, count, views
+
+
+#: the opt-in key for records that are not KRaft metadata records (docs/server.md, "Application records")
+APPLICATION_RECORDS_KEY = "kraftnode.application.records.enable"
+
+
+def application_records_refusal(topic: str) -> tuple[int, str]:
+    """Produce to the metadata topic without the opt-in: refused, whatever the records are
+    (a well-formed metadata record from a client can poison the log too: a PartitionRecord of
+    a topic that does not exist stops every broker replaying it). Kafka refuses a client's
+    append to an internal topic with INVALID_TOPIC_EXCEPTION ("Cannot append to internal
+    topic ..."), the error every client treats as fatal for the record."""
+    return (Errors.INVALID_TOPIC_EXCEPTION,
+            f"Cannot append to internal topic {topic}: only the controllers write metadata "
+            f"records; application records need {APPLICATION_RECORDS_KEY}=true on every node "
+            f"of the quorum, after which no Kafka broker can use it (docs/server.md)")
 
 
 def metadata_only_check(views: list[BatchView], kafka_nodes: dict[int, str], test_raft_quorum: bool,

@@ -237,6 +237,9 @@ class ControllerDuties:
         self._failed_registrations = 0
         self._next_registration = 0.0
         self._stopped = False
+        #: kraftnode.application.records.enable: without it, replaying a record that is not a
+        #: KRaft metadata record stops the node (poisoned_log_error)
+        self.application_records = False
 
     # ---------------------------------------------------------------- queries
     @property
@@ -258,6 +261,12 @@ class ControllerDuties:
             hw_event = self.driver.hw_changed
             try:
                 more = self.catch_up()
+                poisoned = self.poisoned_log_error()
+                if poisoned is not None:
+                    # as Kafka's controller faults on a record it cannot replay: the node stops
+                    self.driver.fatal = poisoned
+                    log.error("fatal: %s; stopping", poisoned)
+                    return
                 self.maybe_activate()
                 await self.maybe_register()
             except MetadataFault as e:  # Kafka's controller stops on it: so does this node
@@ -276,6 +285,17 @@ class ControllerDuties:
 
     def stop(self) -> None:
         self._stopped = True
+
+    def poisoned_log_error(self) -> str | None:
+        """Without kraftnode.application.records.enable, the one line that stops a node whose
+        replayed log (or snapshot) holds records that are not KRaft metadata records."""
+        foreign = self.state.foreign_records
+        if self.application_records or not foreign:
+            return None
+        return (f"the metadata log holds {foreign} application record(s) (not KRaft metadata records, which "
+                f"no Kafka broker or controller can replay) and kraftnode.application.records.enable is false: "
+                f"set it to true to run this log as an application log (no broker can then register), or "
+                f"format a new quorum for brokers (docs/server.md)")
 
     def catch_up(self) -> bool:
         """Replay committed batches; True if more remain than one pass handles."""

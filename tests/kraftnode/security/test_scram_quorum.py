@@ -239,7 +239,7 @@ def test_a_controller_formatted_without_users_joins_and_learns_them_from_the_log
         d = tmp_path / f"node{i}"
         d.mkdir()
         conf[i].write_text(
-            f"node.id={i}\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{ports[i - 1]}\n"
+            f"node.id={i}\nprocess.roles=controller\nkraftnode.application.records.enable=true\nlisteners=CONTROLLER://127.0.0.1:{ports[i - 1]}\n"
             f"controller.listener.names=CONTROLLER\ncontroller.quorum.bootstrap.servers={bootstrap}\n"
             f"log.dirs={d / 'metadata'}\n{_server_properties(node.p12, pki.ca_cert)}"
             # the Admin client's keys (kafka-metadata-quorum.sh --command-config)

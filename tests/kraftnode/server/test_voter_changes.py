@@ -46,7 +46,7 @@ class DynamicPair:
             d = root / f"node{i}"
             d.mkdir(parents=True)
             (d / "server.properties").write_text(
-                f"node.id={i}\nprocess.roles=controller\n"
+                f"node.id={i}\nprocess.roles=controller\nkraftnode.application.records.enable=true\n"
                 f"listeners={LISTENER}://127.0.0.1:{self.port(i)}\ncontroller.listener.names={LISTENER}\n"
                 f"controller.quorum.bootstrap.servers={bootstrap}\nlog.dirs={d / 'metadata'}\n{extra}")
             subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(d / "server.properties"),
@@ -416,7 +416,7 @@ def test_every_controller_listener_is_in_the_voter_entry(tmp_path: Path) -> None
     d.mkdir()
     props = d / "server.properties"
     props.write_text(
-        f"node.id=1\nprocess.roles=controller\n"
+        f"node.id=1\nprocess.roles=controller\nkraftnode.application.records.enable=true\n"
         f"listeners={LISTENER}://127.0.0.1:{p1},SECOND://127.0.0.1:{p2}\n"
         f"controller.listener.names={LISTENER},SECOND\n"
         f"controller.quorum.bootstrap.servers=127.0.0.1:{p1}\nlog.dirs={d / 'metadata'}\n"

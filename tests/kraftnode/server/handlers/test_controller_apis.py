@@ -46,7 +46,9 @@ KAFKA_4_4_CONTROLLER = {19: (2, 7), 20: (1, 6), 33: (0, 2), 37: (0, 3), 38: (1, 
 
 @pytest.fixture(scope="module")
 def cl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    yield from serving(Cluster(tmp_path_factory.mktemp("ctlapis"), 3, extra="broker.session.timeout.ms=60000\n"))
+    # brokers register here: the quorum does not take application records (the default)
+    yield from serving(Cluster(tmp_path_factory.mktemp("ctlapis"), 3, extra="broker.session.timeout.ms=60000\n",
+                               application_records=False))
 
 
 def registration(broker: int) -> w.BrokerRegistrationRequest:
@@ -122,37 +124,55 @@ def test_an_envelope_runs_the_forwarded_request(cl: Cluster) -> None:
     assert call(cl.port(leader), ENVELOPE, 0, bad)[1].error_code == Errors.PRINCIPAL_DESERIALIZATION_FAILURE  # type: ignore[attr-defined]
 
 
-def test_while_a_broker_is_registered_only_metadata_records_are_written(cl: Cluster) -> None:
+def test_without_the_opt_in_no_client_writes_to_the_log(cl: Cluster) -> None:
+    """kraftnode.application.records.enable=false (the default): Produce to the metadata topic is
+    refused whatever it carries -- application data and a well-formed metadata record alike
+    (a client's PartitionRecord of an unknown topic would stop every broker) -- and nothing is
+    written; group records are not written either."""
     leader = cl.wait_for_leader(20).leader_id
     _, resp = call(cl.port(leader), BROKER_REGISTRATION, 4, registration(101))
     assert resp.error_code == 0 and resp.broker_epoch > 0  # type: ignore[attr-defined]
     time.sleep(0.5)  # the registration commits and is replayed
-    r = produce(cl.port(leader), [Record(None, b"application data")])
-    assert r.error_code == Errors.INVALID_RECORD
-    assert r.error_message == ("record at batch offset 0 is not a KRaft metadata record; Kafka broker(s) 101 are "
-                               "registered and replay every record of the log")
-    r = produce(cl.port(leader), [Record(b"k", encode_metadata_record(NoOpRecord(), 0))])
-    assert r.error_code == Errors.INVALID_RECORD and "has a key" in (r.error_message or ""), r.error_message
-    assert produce(cl.port(leader), [Record(None, encode_metadata_record(NoOpRecord(), 0))]).error_code == 0
+    refusal = ("Cannot append to internal topic __cluster_metadata: only the controllers write metadata records; "
+               "application records need kraftnode.application.records.enable=true on every node of the quorum, "
+               "after which no Kafka broker can use it (docs/server.md)")
+    for records in ([Record(None, b"application data")], [Record(None, encode_metadata_record(NoOpRecord(), 0))]):
+        r = produce(cl.port(leader), records)
+        assert (r.error_code, r.error_message, r.base_offset) == (Errors.INVALID_TOPIC_EXCEPTION, refusal, -1)
     OC = w.OffsetCommitRequest
     _, oc = call(cl.port(leader), OFFSET_COMMIT, 8, OC(group_id="g", generation_id_or_member_epoch=-1, member_id="",
                                                       group_instance_id=None, retention_time_ms=-1, topics=[
         OC.OffsetCommitRequestTopic(name="__cluster_metadata", partitions=[OC.OffsetCommitRequestPartition(
             partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=None)])]))
     assert oc.topics[0].partitions[0].error_code == Errors.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
+    for i in cl.ids:  # every record of the log is still a KRaft metadata record
+        assert "refusing" not in cl.log(i) and "application record" not in cl.log(i)
 
 
-def test_a_broker_may_not_register_while_the_log_holds_application_records(tmp_path: Path) -> None:
-    cl1 = Cluster(tmp_path, 1)
+def test_an_opted_in_quorum_refuses_brokers_and_a_poisoned_log_needs_the_opt_in(tmp_path: Path) -> None:
+    """With the opt-in the node says so at start-up, takes application records and refuses
+    BrokerRegistration with one line; restarted without it, the node stops with one line
+    naming the key as soon as its replay meets an application record."""
+    cl1 = Cluster(tmp_path, 1)   # opted in (tests/support/cluster.py)
     gen = serving(cl1)
     next(gen)
     try:
+        assert "kraftnode.application.records.enable=true: this quorum's log takes application records" in cl1.log(1)
         assert produce(cl1.port(1), [Record(b"key", b"value")]).error_code == 0
-        time.sleep(1.5)  # committed and replayed into the committed state
-        _, resp = call(cl1.port(1), BROKER_REGISTRATION, 4, registration(101))
-        assert resp.error_code == Errors.INVALID_REGISTRATION  # type: ignore[attr-defined]
-        assert "refusing the registration of broker 101: the metadata log holds 1 record(s) that are not KRaft " \
-               "metadata records" in cl1.log(1)
+        for _ in range(3):  # a broker retries: one line, not one per retry
+            _, resp = call(cl1.port(1), BROKER_REGISTRATION, 4, registration(101))
+            assert resp.error_code == Errors.INVALID_REGISTRATION  # type: ignore[attr-defined]
+        assert cl1.log(1).count("refusing the registration of broker 101: "
+                                "kraftnode.application.records.enable=true") == 1, cl1.log(1)
+        cl1.stop(1)
+        cl1.application_records = False
+        cl1.write_properties()
+        cl1.start(1)
+        proc = cl1.procs[1]
+        assert proc is not None
+        assert proc.wait(60) != 0
+        assert ("the metadata log holds 1 application record(s) (not KRaft metadata records, which no Kafka broker "
+                "or controller can replay) and kraftnode.application.records.enable is false") in cl1.log(1)
     finally:
         for _ in gen:
             pass

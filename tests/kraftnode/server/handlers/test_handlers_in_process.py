@@ -145,6 +145,7 @@ async def serving(cfg: node_config.NodeConfig, listen: bool = False) -> AsyncIte
         driver.start()
         handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), driver,
                                 api_versions.FeatureView())
+        handlers.application_records = True  # the tests write application records (opted in)
         tg.start_soon(driver.run, tg)
         if listen:
             await tg.start(KafkaListener("127.0.0.1", cfg.advertised_port, handlers).serve)

@@ -198,7 +198,7 @@ def test_registration_lists_every_controller_listener(tmp_path: Path) -> None:
     d.mkdir()
     props = d / "server.properties"
     props.write_text(
-        f"node.id=1\nprocess.roles=controller\n"
+        f"node.id=1\nprocess.roles=controller\nkraftnode.application.records.enable=true\n"
         f"listeners=CONTROLLER://127.0.0.1:{p1},SECOND://127.0.0.1:{p2}\n"
         f"controller.listener.names=CONTROLLER,SECOND\n"
         f"controller.quorum.voters=1@127.0.0.1:{p1}\nlog.dirs={d / 'metadata'}\n")

@@ -94,7 +94,7 @@ def test_bad_raft_topic_setting_stops_start_up(tmp_path: Path) -> None:
     d = tmp_path / "n"
     d.mkdir()
     (d / "server.properties").write_text(
-        f"node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{port}\n"
+        f"node.id=1\nprocess.roles=controller\nkraftnode.application.records.enable=true\nlisteners=CONTROLLER://127.0.0.1:{port}\n"
         f"controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:{port}\n"
         f"log.dirs={d / 'metadata'}\nkraftnode.raft.topic=orders\n")
     r = subprocess.run([sys.executable, "-m", "kraftnode", "start", str(d / "server.properties")],
