@@ -265,15 +265,31 @@ class ControllerShell:
 
     def _append(self, ctl: QuorumController, result: ControllerResult[Any], now: int) -> Waiter[AppendCompleted] | None:
         """Append the result's batches and replay them; the waiter of the last one (or of the
-        last write still pending, for a result without records)."""
+        last write still pending, for a result without records).
+
+        As Kafka's QuorumController does, the records are replayed into the view as they were
+        generated, at the offsets the log gave them -- not read back from the log and decoded;
+        only what other writers appended is read from the log (the codec refuses to encode a
+        field its version lacks, so the bytes hold what the objects hold)."""
         waiter: Waiter[AppendCompleted] | None = None
-        if self.metrics is not None:
+        m = self.metrics
+        if m is not None:
             self._count_elections(result)
         for batch in result.batches():
-            base, waiter = self.driver.append([encode_metadata_record(m, v) for m, v in batch])
+            self._advance()   # another writer's records first (none, usually)
+            base, waiter = self.driver.append([encode_metadata_record(r, v) for r, v in batch])
             if base < 0:
                 self._renounce()
                 raise NotController()
+            view = self.view
+            if view is not None and view.next_offset == base:
+                for i, (r, v) in enumerate(batch):
+                    view.replay(r, v, base + i)
+                if view.features_changed and view.transaction_start == -1:
+                    view.features_epoch = base + len(batch) - 1   # as replay_batches marks it
+                    view.features_changed = False
+                if m is not None:
+                    m.last_applied_timestamp = int(time.time() * 1000)
         self._advance()
         if waiter is not None:
             self._last_waiter = waiter
