@@ -137,17 +137,21 @@ class ControllerShell:
 
     def _claim(self, epoch: int) -> None:
         view = self.view if self._view_committed else None
+        how = "the standby's view kept ready"
         if view is None or view.next_offset < self.driver.log_start_offset():
             view = ControllerView.of(self.duties.state)
+            how = "a view copied from the committed state"
         self.view = view
         self._view_committed = False
         self._epoch = epoch
         self._last_waiter = None
         now = monotonic_ms()
         self._advance()
+        view = self.view
+        assert view is not None
         self.controller = QuorumController(self.config, view, now, self.rng, self._uuid, log.info)
-        log.info("active controller in epoch %d: %d broker(s), %d topic(s) at offset %d", epoch,
-                 len(view.image.brokers), len(view.image.topics), view.next_offset)
+        log.info("active controller in epoch %d: %d broker(s), %d topic(s) at offset %d (%s)", epoch,
+                 len(view.image.brokers), len(view.image.topics), view.next_offset, how)
         self._wake.set()
 
     def _renounce(self) -> None:
