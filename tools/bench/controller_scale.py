@@ -61,7 +61,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from kraftnode.protocol import generated as w  # noqa: E402
-from kraftnode.protocol.registry import CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_QUORUM  # noqa: E402
+from kraftnode.protocol.registry import API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_QUORUM  # noqa: E402
 from tests.support.cluster import CLUSTER_ID, Cluster, free_ports  # noqa: E402
 from tests.support.kafka import KafkaHome, find_kafka_home  # noqa: E402
 from tests.support.kafka_server import KafkaServer  # noqa: E402
@@ -192,6 +192,16 @@ def java_pid(pid: int) -> int:
         return pid
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
     return int(out[0]) if out else pid
+
+
+def answers(port: int) -> bool:
+    """ApiVersions answered on ``port``."""
+    A = w.ApiVersionsRequest
+    try:
+        call(port, API_VERSIONS, 3, A(client_software_name="bench", client_software_version="1"), timeout=5)
+        return True
+    except (OSError, AssertionError):
+        return False
 
 
 class Controller:
@@ -346,6 +356,7 @@ def measure(kind: str, home: KafkaHome | None, root: Path, sizes: list[int], n_b
         row["partitions"] = made
         if soak_minutes:
             row["soak"] = soak(q, ctl, hb, soak_minutes, log, kind)
+            log(f"{kind:9s} soak: {json.dumps(row['soak'])}")
             return row
         active = q.active()
         mem = q.memory_bytes(active)
@@ -365,7 +376,11 @@ def measure(kind: str, home: KafkaHome | None, root: Path, sizes: list[int], n_b
         q.start(standby)
 
         def caught_up() -> bool:
-            # a Fetch from the new process (after its start), at the leader's end at the kill
+            # the new process answers (its log and snapshot are loaded before its listener opens,
+            # in Kafka's ControllerServer and in kraftnode), and the leader saw it fetch, after its
+            # start, up to the leader's end at the kill
+            if not answers(q.ports[standby]):
+                return False
             d = q.describe()
             return d is not None and any(v.replica_id == standby and v.log_end_offset >= target
                                          and v.last_fetch_timestamp > started_ms for v in d.current_voters)
