@@ -26,7 +26,7 @@ BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench" / "controller_sc
 @pytest.mark.timeout(600)
 def test_small_sizes_against_kafka_44(kafka44: KafkaHome, tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(BENCH), "--sizes", "500,1000", "--systems", "kraftnode,kafka44",
-                        "--brokers", "5", "--window", "3", "--heap", "-Xmx384m", "--json", "--tmp", str(tmp_path)],
+                        "--brokers", "5", "--window", "3", "--heap=-Xmx384m", "--json", "--tmp", str(tmp_path)],
                        capture_output=True, text=True, timeout=580, env={**os.environ})
     assert r.returncode == 0, r.stderr[-4000:]
     objs = [json.loads(ln) for ln in r.stdout.splitlines()]
