@@ -1,4 +1,4 @@
-"""``kraftnode format``: prepare log directories, mirroring Kafka 3.9's ``kafka-storage.sh format``.
+"""``kraftnode format``: prepare log directories, mirroring Kafka 4.4's ``kafka-storage.sh format``.
 
 Writes ``meta.properties`` and ``bootstrap.checkpoint`` into every log directory of
 the configuration (``log.dirs`` plus ``metadata.log.dir``), and for a dynamic
@@ -16,10 +16,10 @@ import time
 import uuid
 from pathlib import Path
 
+from kraftnode import features
 from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError, ServerConfig
 from kraftnode.log.bootstrap import (
-    KRAFT_VERSION_1_MINIMUM_MV,
     LATEST_PRODUCTION,
     METADATA_VERSIONS,
     DynamicVoter,
@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="skip directories that are already formatted instead of failing")
     parser.add_argument("--release-version", "-r", default=None,
                         help=f"metadata.version to bootstrap with (default {LATEST_PRODUCTION})")
+    parser.add_argument("--feature", "-f", action="append", default=None, metavar="FEATURE=LEVEL",
+                        help="a feature level to bootstrap with, e.g. group.version=1 (repeatable; "
+                             "every other feature gets its default for the metadata.version)")
     group = parser.add_mutually_exclusive_group()
     parser.add_argument("--add-scram", "-S", action="append", default=None, metavar="SCRAM_CREDENTIAL",
                         help="a SCRAM credential to add to the __cluster_metadata log, e.g. "
@@ -101,18 +104,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UsageError(f"Cluster ID string {args.cluster_id} does not appear to be a valid UUID: {e}") from None
 
-    # Kafka 3.9's StorageTool: --release-version, else inter.broker.protocol.version when the
-    # configuration sets it, else the latest production metadata.version.
-    release = args.release_version
-    if release is None:
-        release = cfg.inter_broker_protocol_version
-    if release is not None:
-        try:
-            mv_name, mv_level = parse_release_version(release)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-    else:
-        mv_name, mv_level = LATEST_PRODUCTION, METADATA_VERSIONS[LATEST_PRODUCTION]
+    mv_name, mv_level, feature_levels = bootstrap_features(args.release_version, args.feature)
     try:
         check_bootstrap_metadata_version(mv_level, f"format command ({mv_name})")
     except ValueError as e:
@@ -138,8 +130,19 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "Because controller.quorum.voters is not set on this controller, you must specify one of "
             "the following: --standalone, --initial-controllers, or --no-initial-controllers.")
-    if dynamic and mv_level < KRAFT_VERSION_1_MINIMUM_MV:
-        raise UsageError(f"A dynamic quorum (kraft.version 1) requires metadata.version 3.9-IV0 or later, not {mv_name}")
+    # Formatter.calculateEffectiveFeatureLevel: kraft.version follows the kind of quorum
+    explicit_kraft = dict(_parse_features(args.feature or [])).get(features.KRAFT_VERSION)
+    if dynamic and explicit_kraft == 0:
+        raise UsageError(
+            "Cannot set kraft.version to 0 if controller.quorum.voters is empty and one of the flags "
+            "--standalone, --initial-controllers, or --no-initial-controllers is used. For dynamic "
+            "controllers support, try removing the --feature flag for kraft.version.")
+    if not dynamic and explicit_kraft is not None and explicit_kraft > 0:
+        raise UsageError(
+            f"Cannot set kraft.version to {explicit_kraft} unless controller.quorum.voters is empty and "
+            "one of the flags --standalone, --initial-controllers, or --no-initial-controllers is used. "
+            "For dynamic controllers support, try using one of --standalone, --initial-controllers, or "
+            "--no-initial-controllers and removing controller.quorum.voters.")
 
     voters: list[DynamicVoter] | None = None
     try:
@@ -180,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
         print("All of the log directories are already formatted.")
         return 0
 
+    print(f"Bootstrap metadata: {_bootstrap_metadata_string(mv_level, feature_levels, scram_values)}")
     now_ms = int(time.time() * 1000)
     own_voter = next((v for v in voters or [] if v.node_id == node_id), None)
     for d in to_format:
@@ -202,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"Formatting {kind} {d} with metadata.version {mv_name}.")
         try:
             os.makedirs(d, exist_ok=True)
-            write_bootstrap_checkpoint(d, mv_level, now_ms, scram_values)
+            write_bootstrap_checkpoint(d, mv_level, now_ms, scram_values, feature_levels)
             if is_metadata and voters is not None:
                 write_bootstrap_snapshot(d, voters, listener_names[0], now_ms)
             write_meta_properties(d, MetaProperties(cluster_id=args.cluster_id, node_id=node_id,
@@ -212,4 +216,89 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["NAME", "HELP", "add_arguments", "run", "random_uuid", "uuid_to_base64"]
+def _parse_features(specs: list[str]) -> list[tuple[str, int]]:
+    """``--feature NAME=LEVEL`` as Kafka's Formatter.parseFeature reads it (a later value of
+    the same feature wins)."""
+    out: list[tuple[str, int]] = []
+    for spec in specs:
+        name, eq, text = spec.partition("=")
+        if not eq:
+            raise UsageError(f"Can't parse feature=level string {spec}: equals sign not found.")
+        name, text = name.strip(), text.strip()
+        try:
+            level = int(text)
+            if not -32768 <= level <= 32767:
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"Can't parse feature=level string {spec}: unable to parse {text} as a short.") from None
+        out.append((name, level))
+    return out
+
+
+def bootstrap_features(release: str | None, specs: list[str] | None) -> tuple[str, int, dict[str, int]]:
+    """(metadata.version name, level, every other feature's level) for ``--release-version``
+    and ``--feature``, with Kafka 4.4's Formatter's checks and messages: ``--feature
+    metadata.version`` only without ``--release-version``; unknown features and levels are
+    refused; every feature not named gets its default for the metadata.version
+    (Feature.defaultLevel); the dependencies of every level are checked. kraft.version is in
+    the map as given (format decides it from the kind of quorum)."""
+    parsed = _parse_features(specs or [])
+    named = dict(parsed)
+    if release is not None and features.METADATA_VERSION in named:
+        raise UsageError("Use --release-version instead of --feature metadata.version=X to avoid ambiguity.")
+    if features.METADATA_VERSION in named:
+        level = named.pop(features.METADATA_VERSION)
+        if level not in features.PRODUCTION_METADATA_VERSIONS.values():
+            raise UsageError(f"Unknown metadata.version '{level}'. Supported metadata.version are: "
+                             f"{', '.join(features.PRODUCTION_METADATA_VERSIONS)}")
+        mv_name, mv_level = features.mv_name(level), level
+    elif release is not None:
+        try:
+            mv_name, mv_level = parse_release_version(release)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    else:
+        mv_name, mv_level = LATEST_PRODUCTION, METADATA_VERSIONS[LATEST_PRODUCTION]
+    for name, level in named.items():
+        fdef = features.FEATURES.get(name)
+        if fdef is None:
+            raise UsageError(f"Unsupported feature: {name}. Supported features are: "
+                             f"{', '.join(sorted(features.FEATURES))}")
+        if fdef.level(level) is None or level > fdef.latest_production:
+            raise UsageError(f"No feature:{name} with feature level {level}")
+    levels = {**features.default_feature_levels(mv_level), **named}
+    all_levels = {features.METADATA_VERSION: mv_level, **levels}
+    for name, level in sorted(levels.items()):
+        fl = features.FEATURES[name].level(level)
+        for dep, dep_level in sorted((fl.dependencies if fl else {}).items()):
+            if all_levels.get(dep, 0) < dep_level:
+                raise UsageError(f"{name} could not be set to {level} because it depends on "
+                                 f"{dep} level {dep_level}")
+    return mv_name, mv_level, levels
+
+
+def _java_bytes(b: bytes) -> str:
+    """Arrays.toString of a Java byte[] (signed bytes)."""
+    return "[" + ", ".join(str(x - 256 if x > 127 else x) for x in b) + "]"
+
+
+def _bootstrap_metadata_string(mv_level: int, feature_levels: dict[str, int],
+                               scram_values: list[bytes]) -> str:
+    """BootstrapMetadata.toString, as Kafka 4.4's format prints it before formatting."""
+    from kraftnode.log.metadata_records import decode_metadata_record
+    from kraftnode.protocol.generated.metadata import UserScramCredentialRecord
+
+    parts = [f"FeatureLevelRecord(name='{features.METADATA_VERSION}', featureLevel={mv_level})"]
+    parts += [f"FeatureLevelRecord(name='{n}', featureLevel={lvl})"
+              for n, lvl in sorted(feature_levels.items()) if lvl > 0 and n != features.KRAFT_VERSION]
+    for v in scram_values:
+        r = decode_metadata_record(v)[0]
+        assert isinstance(r, UserScramCredentialRecord)
+        parts.append(f"UserScramCredentialRecord(name='{r.name}', mechanism={r.mechanism}, "
+                     f"salt={_java_bytes(r.salt)}, storedKey={_java_bytes(r.stored_key)}, "
+                     f"serverKey={_java_bytes(r.server_key)}, iterations={r.iterations})")
+    records = ", ".join(f"ApiMessageAndVersion({p} at version 0)" for p in parts)
+    return f"BootstrapMetadata(records=[{records}], metadataVersionLevel={mv_level}, source=format command)"
+
+
+__all__ = ["NAME", "HELP", "add_arguments", "bootstrap_features", "run", "random_uuid", "uuid_to_base64"]

@@ -15,10 +15,12 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kraftnode import features
+from kraftnode.features import METADATA_VERSIONS
 from kraftnode.log.fileutil import atomic_write
 from kraftnode.log.metadata_log import METADATA_PARTITION_DIR
 from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
@@ -38,7 +40,9 @@ from recordbatch.wire import uuid_from_base64
 
 __all__ = [
     "BOOTSTRAP_FILE",
+    "LATEST_PRODUCTION",
     "MINIMUM_BOOTSTRAP_MV",
+    "bootstrap_records",
     "check_bootstrap_metadata_version",
     "DynamicVoter",
     "METADATA_VERSIONS",
@@ -51,45 +55,33 @@ __all__ = [
 
 BOOTSTRAP_FILE = "bootstrap.checkpoint"
 
-# MetadataVersion feature levels for the KRaft-era releases (Kafka's MetadataVersion enum).
-METADATA_VERSIONS: dict[str, int] = {
-    "3.0-IV1": 1, "3.1-IV0": 2, "3.2-IV0": 3, "3.3-IV0": 4, "3.3-IV1": 5, "3.3-IV2": 6,
-    "3.3-IV3": 7, "3.4-IV0": 8, "3.5-IV0": 9, "3.5-IV1": 10, "3.5-IV2": 11, "3.6-IV0": 12,
-    "3.6-IV1": 13, "3.6-IV2": 14, "3.7-IV0": 15, "3.7-IV1": 16, "3.7-IV2": 17, "3.7-IV3": 18,
-    "3.7-IV4": 19, "3.8-IV0": 20, "3.9-IV0": 21,
-}
-LATEST_PRODUCTION = "3.9-IV0"
-KRAFT_VERSION_1_MINIMUM_MV = 21  # kraft.version 1 requires metadata.version 3.9-IV0
-# MetadataVersion.MINIMUM_BOOTSTRAP_VERSION: Kafka's BootstrapMetadata refuses anything older.
+# MetadataVersion's levels and Kafka 4.4's features: kraftnode.features (one table)
+LATEST_PRODUCTION = features.LATEST_PRODUCTION
+KRAFT_VERSION_1_MINIMUM_MV = 21  # kraft.version 1's bootstrap metadata.version, 3.9-IV0
+# The oldest bootstrap metadata.version a kraftnode controller loads: Kafka 3.x's
+# MINIMUM_BOOTSTRAP_VERSION (3.3-IV0), so that a quorum formatted by an older kraftnode or
+# Kafka 3.x still starts; ``format`` itself takes Kafka 4.4's levels only (3.3-IV3 and up).
 MINIMUM_BOOTSTRAP_MV = 4
 
 
 def check_bootstrap_metadata_version(level: int, source: str) -> None:
     """ValueError, in Kafka's words, for a bootstrap metadata.version its BootstrapMetadata
-    constructor refuses (before 3.3-IV0): ``kafka-storage.sh format`` fails on it and a
-    controller loading it does not start."""
+    constructor refuses (before 3.3-IV0): a controller loading it does not start."""
     if level < MINIMUM_BOOTSTRAP_MV:
         raise ValueError(f"Bootstrap metadata.version before 3.3-IV0 are not supported. "
                          f"Can't load metadata from {source}")
 
 
 def parse_release_version(text: str) -> tuple[str, int]:
-    """``3.9``, ``3.9.1`` or ``3.9-IV0`` -> (name, feature level); ValueError names the accepted values.
-
-    Like ``MetadataVersion.fromVersionString``, only the first two dot-separated segments
-    count (``3.7.1`` is ``3.7``, the release's last IV).
-    """
-    t = text.strip()
-    t = ".".join(t.split(".")[:2])
-    if t in METADATA_VERSIONS:
-        return t, METADATA_VERSIONS[t]
-    matches = [k for k in METADATA_VERSIONS if k.split("-")[0] == t]
-    if matches:
-        name = matches[-1]
-        return name, METADATA_VERSIONS[name]
-    raise ValueError(
-        f"Unknown release version '{text}'. Supported versions are: {', '.join(METADATA_VERSIONS)}"
-    )
+    """``4.4``, ``3.9.1`` or ``3.9-IV0`` -> (name, feature level), as Kafka 4.4's Formatter
+    reads ``--release-version`` (MetadataVersion.fromVersionString, production levels only);
+    ValueError with its message otherwise."""
+    level = features.from_version_string(text)
+    if level is None or level > features.LATEST_PRODUCTION_LEVEL:
+        raise ValueError(
+            f"Unknown metadata.version '{text}'. Supported metadata.version are: "
+            f"{', '.join(features.PRODUCTION_METADATA_VERSIONS)}")
+    return features.mv_name(level), level
 
 
 @dataclass(frozen=True)
@@ -137,21 +129,28 @@ def parse_initial_controllers(text: str) -> list[DynamicVoter]:
     return out
 
 
-def bootstrap_records(metadata_version: int) -> list[bytes]:
-    """Framed record values of the bootstrap metadata (metadata.version only, as DESIGN.md fixes)."""
-    rec = FeatureLevelRecord(name="metadata.version", feature_level=metadata_version)
-    return [encode_metadata_record(rec, 0)]
+def bootstrap_records(metadata_version: int,
+                      feature_levels: Mapping[str, int] | None = None) -> list[bytes]:
+    """Framed record values of the bootstrap metadata as Kafka 4.4's Formatter writes them:
+    metadata.version's FeatureLevelRecord, then one per other feature with a level above 0, by
+    name (kraft.version is the raft's, never a FeatureLevelRecord)."""
+    recs = [FeatureLevelRecord(name=features.METADATA_VERSION, feature_level=metadata_version)]
+    for name, level in sorted((feature_levels or {}).items()):
+        if level > 0 and name not in (features.METADATA_VERSION, features.KRAFT_VERSION):
+            recs.append(FeatureLevelRecord(name=name, feature_level=level))
+    return [encode_metadata_record(r, 0) for r in recs]
 
 
 def read_bootstrap_records(metadata_dir: str | os.PathLike[str]) -> tuple[list[bytes], str]:
     """The framed bootstrap records of ``bootstrap.checkpoint`` (and where they came from).
 
-    Kafka falls back to the latest production metadata.version when the file is absent.
+    Kafka falls back to the latest production metadata.version when the file is absent
+    (BootstrapMetadata.fromVersion: metadata.version only).
     ValueError when the file cannot be read.
     """
     path = Path(metadata_dir) / BOOTSTRAP_FILE
     if not path.exists():
-        return bootstrap_records(METADATA_VERSIONS[LATEST_PRODUCTION]), "the default bootstrap"
+        return bootstrap_records(features.LATEST_PRODUCTION_LEVEL), "the default bootstrap"
     values: list[bytes] = []
     try:
         for b in read_snapshot_batches(path):
@@ -167,12 +166,13 @@ def read_bootstrap_records(metadata_dir: str | os.PathLike[str]) -> tuple[list[b
 
 
 def bootstrap_checkpoint_bytes(metadata_version: int, now_ms: int,
-                               extra: Sequence[bytes] = ()) -> bytes:
-    """``extra``: further framed records after metadata.version (format --add-scram)."""
+                               extra: Sequence[bytes] = (),
+                               feature_levels: Mapping[str, int] | None = None) -> bytes:
+    """``extra``: further framed records after the features (format --add-scram)."""
     header = build_kraft_control_batch(
         [SnapshotHeaderRecord(version_=0, last_contained_log_timestamp=0)],
         base_offset=0, partition_leader_epoch=0, timestamp=now_ms)
-    values = bootstrap_records(metadata_version) + list(extra)
+    values = bootstrap_records(metadata_version, feature_levels) + list(extra)
     data = build_batch([Record(None, v, (), now_ms) for v in values], base_offset=1,
                        partition_leader_epoch=0, now_ms=now_ms)
     footer = build_kraft_control_batch(
@@ -182,9 +182,10 @@ def bootstrap_checkpoint_bytes(metadata_version: int, now_ms: int,
 
 
 def write_bootstrap_checkpoint(log_dir: str | os.PathLike[str], metadata_version: int, now_ms: int,
-                               extra: Sequence[bytes] = ()) -> Path:
+                               extra: Sequence[bytes] = (),
+                               feature_levels: Mapping[str, int] | None = None) -> Path:
     path = Path(log_dir) / BOOTSTRAP_FILE
-    atomic_write(path, bootstrap_checkpoint_bytes(metadata_version, now_ms, extra))
+    atomic_write(path, bootstrap_checkpoint_bytes(metadata_version, now_ms, extra, feature_levels))
     return path
 
 

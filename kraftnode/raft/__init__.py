@@ -24,15 +24,14 @@ from kraftnode.raft.batches import (
     VotersControlRecord,
 )
 from kraftnode.raft.election import ElectionState
-from kraftnode.raft.listener import CommitDispatcher, RaftListener
 from kraftnode.raft.log import MemoryRaftLog, OffsetAndEpoch, RaftLog
 from kraftnode.raft.quorum_config import RaftConfig
 from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 
 __all__ = [
-    "Action", "AppendCompleted", "Batch", "CommitDispatcher", "ElectionState", "Endpoint", "FatalError",
+    "Action", "AppendCompleted", "Batch", "ElectionState", "Endpoint", "FatalError",
     "FlushLog", "HighWatermarkAdvanced", "KRaftVersionControlRecord", "LeaderChangeRecord", "MemoryRaftLog",
-    "OffsetAndEpoch", "PersistElectionState", "RaftConfig", "RaftListener", "RaftLog", "RaftNode",
+    "OffsetAndEpoch", "PersistElectionState", "RaftConfig", "RaftLog", "RaftNode",
     "ReplicaKey", "SendRequest", "SendResponse", "StateChanged", "VoterNode", "VoterSet", "VotersControlRecord",
 ]

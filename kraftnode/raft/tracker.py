@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kraftnode.raft import quorum
 from kraftnode.raft.reconfig import CAUGHT_UP_FETCH_WINDOW_MS, PendingAdd, PendingRemove
 from kraftnode.raft.voters import ReplicaKey, VoterSet
 
@@ -151,29 +152,22 @@ class ReplicaTracker:
 
     def majority_offset(self) -> int:
         """The largest offset that a majority of voters has durably replicated (-1 if none)."""
-        if not self.voters:
-            return -1
-        offsets = sorted((p.end_offset for p in self.voters.values()), reverse=True)
-        return offsets[len(offsets) // 2]
+        return quorum.majority_offset(p.end_offset for p in self.voters.values())
 
     def candidate_high_watermark(self, current_hw: int) -> int | None:
-        """The new high watermark, or None if it cannot advance.
-
-        Only offsets above the epoch start count (the LeaderChange record of
-        this epoch must be committed first), and the value never decreases.
-        """
+        """The new high watermark, or None if it cannot advance: the majority offset once it
+        covers this epoch's first entry (figure 8), never backwards."""
         offset = self.majority_offset()
         if not self.commits_current_epoch(offset):
             return None
-        if offset > current_hw:
-            return offset
-        return None
+        return quorum.advanced_high_watermark(offset, current_hw)
 
     def commits_current_epoch(self, offset: int) -> bool:
-        """Raft's figure-8 rule (Kafka's LeaderState.maybeUpdateHighWatermark): a high
-        watermark at ``offset`` must cover an entry of this epoch, i.e. pass the epoch start
-        offset, before earlier epochs' entries count as committed."""
-        return offset > self.epoch_start_offset
+        """quorum.commits_current_epoch for this epoch."""
+        return quorum.commits_current_epoch(offset, self.epoch_start_offset)
+
+    def _other_voters_needed(self) -> int:
+        return quorum.other_voters_needed(len(self.voter_set.voters), self.voter_set.is_voter(self.local_key))
 
     # -- check quorum -------------------------------------------------------
     def record_voter_contact(self, key: ReplicaKey, now_ms: int) -> None:
@@ -192,27 +186,16 @@ class ReplicaTracker:
             return
         if self.voter_set.is_voter(key):
             self._fetched_voters.add(key.id)
-        needed = self.voter_set.majority_size()
-        if self.voter_set.is_voter(self.local_key):
-            needed -= 1
-        if len(self._fetched_voters) >= needed:
+        if len(self._fetched_voters) >= self._other_voters_needed():
             self._fetched_voters.clear()
             self.check_quorum_deadline = now_ms + self.check_quorum_timeout_ms
 
     def check_quorum_applies(self) -> bool:
         """False when the leader alone is a majority (nobody else has to fetch)."""
-        needed = self.voter_set.majority_size()
-        if self.voter_set.is_voter(self.local_key):
-            needed -= 1
-        return needed > 0
+        return self._other_voters_needed() > 0
 
     def check_quorum_expired(self, now_ms: int) -> bool:
-        needed = self.voter_set.majority_size()
-        if self.voter_set.is_voter(self.local_key):
-            needed -= 1
-        if needed <= 0:
-            return False
-        return now_ms >= self.check_quorum_deadline
+        return self.check_quorum_applies() and now_ms >= self.check_quorum_deadline
 
     def clear_inactive_observers(self, now_ms: int) -> None:
         """Forget observers that have not fetched for 5 minutes (Kafka's observer session)."""

@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from kraftnode.raft.quorum import majority
+
 #: Kafka's Uuid.ZERO_UUID: "no directory id" on the wire.
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -113,7 +115,7 @@ class VoterSet:
 
     def majority_size(self) -> int:
         """How many voters make a majority of this set."""
-        return len(self.voters) // 2 + 1
+        return majority(len(self.voters))
 
     def is_voter(self, key: ReplicaKey) -> bool:
         """True when ``key`` is a voter: same id, and same directory id when both are known."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kraftnode.config import node_config, parse_properties
-from tests.support.cluster import Cluster, free_ports
+from tests.support.cluster import SUITE_RELEASE, Cluster, free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "config").rglob("*.properties"))
@@ -65,7 +65,7 @@ def _port_map(paths: list[Path]) -> dict[int, int]:
 
 
 def _format(props: Path, *extra: str) -> None:
-    r = subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
+    r = subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(props),
                         "--cluster-id", CLUSTER_ID, *extra], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 

@@ -42,7 +42,7 @@ from kraftnode.protocol.registry import API_VERSIONS, DESCRIBE_QUORUM, LIST_OFFS
 from recordbatch import Record, build_batch
 from recordbatch.wire import uuid_from_base64, uuid_to_base64
 from tests.support.api_ranges import differences_from_3_9
-from tests.support.cluster import CLUSTER_ID, Cluster, free_ports
+from tests.support.cluster import CLUSTER_ID, SUITE_RELEASE, Cluster, free_ports
 from tests.support.java_raft import JavaRaftNode
 from tests.support.kafka import KafkaHome
 from tests.support.node import call
@@ -669,7 +669,7 @@ class Dynamic:
                 f"node.id={i}\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{self.ports[i]}\n"
                 f"controller.listener.names=CONTROLLER\ncontroller.quorum.bootstrap.servers={self.bootstrap}\n"
                 f"log.dirs={d / 'metadata'}\n{metrics[i]}\n")
-            subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(self.props(i)),
+            subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(self.props(i)),
                             "--cluster-id", CLUSTER_ID, flag], check=True, capture_output=True)
         self.start(1)
         # the Java node knows only the bootstrap servers; its directory holds the

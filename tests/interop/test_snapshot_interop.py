@@ -67,7 +67,7 @@ from tests.interop.test_mixed_quorum import (
 )
 from tests.interop.test_mixed_quorum import produce as mixed_produce
 from tests.kraftnode.server.handlers.test_describe_cluster import describe_cluster
-from tests.support.cluster import CLUSTER_ID, Cluster
+from tests.support.cluster import CLUSTER_ID, SUITE_RELEASE, Cluster
 from tests.support.java_raft import JavaRaftNode
 from tests.support.kafka import KafkaHome
 from tests.support.node import call
@@ -388,7 +388,7 @@ def test_a_wiped_kraftnode_follower_loads_a_snapshot_the_java_leader_made(
         wait_until("kraftnode 1 back", lambda: applied_end_of(cl.port(1)) > 0, 20, logs)
         cl.stop(2)
         shutil.rmtree(tmp_path / "node2" / "metadata")
-        subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+        subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config",
                         str(tmp_path / "node2" / "server.properties"), "--cluster-id", CLUSTER_ID],
                        check=True, capture_output=True)
         for n in (5, 10, 20):

@@ -15,7 +15,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from kraftnode.embed import EmbeddedNode
 from kraftnode.log.snapshot import list_snapshots
 from kraftnode.metadata.state_machine import KeyValueStateMachine
-from tests.support.cluster import CLUSTER_ID, free_ports
+from tests.support.cluster import CLUSTER_ID, SUITE_RELEASE, free_ports
 
 pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ def one_node(tmp: Path, extra: str = "") -> tuple[Path, int]:
     conf.write_text(f"node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{port}\n"
                     f"controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:{port}\n"
                     f"log.dirs={tmp / 'metadata'}\n{extra}")
-    subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(conf), "--cluster-id",
+    subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(conf), "--cluster-id",
                     CLUSTER_ID], check=True, capture_output=True)
     return conf, port
 
@@ -204,7 +204,7 @@ def test_read_barrier_reflects_every_write_committed_before_it(tmp_path: Path) -
         conf.write_text(f"node.id={i + 1}\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{port}\n"
                         f"controller.listener.names=CONTROLLER\ncontroller.quorum.voters={voters}\n"
                         f"log.dirs={d / 'metadata'}\n")
-        subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(conf), "--cluster-id",
+        subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(conf), "--cluster-id",
                         CLUSTER_ID], check=True, capture_output=True)
         confs.append(conf)
 

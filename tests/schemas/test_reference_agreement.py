@@ -151,6 +151,13 @@ FROM_4_4 = {
     }.items()
     for kind in ("Request", "Response")
 }
+# Metadata records taken whole from Kafka 4.4 (issue 37): new records and new versions.
+FROM_4_4.update({
+    "RegisterBrokerRecord": "v4 CordonedLogDirs (KIP-1066)",
+    "BrokerRegistrationChangeRecord": "v3 CordonedLogDirs (KIP-1066)",
+    "ClearElrRecord": "new in Kafka 4.0 (KIP-966)",
+    "UnregisterControllerRecord": "new in Kafka 4.4",
+})
 
 # Messages taken whole from Kafka 4.4 (issue 36, the controller listener at 4.4's versions):
 # their new versions add fields, and KIP-896 (Kafka 4.0) removed old versions -- raising the
@@ -448,6 +455,12 @@ KAFKA_4_4_CANDIDATES = [
 ]
 
 
+def _metadata_records_4_4(directory: Path) -> dict[str, Any]:
+    """name -> Kafka 4.4's metadata record definitions, from a Kafka home's reference/metadata
+    (tools/kafka_dist.py unpacks them from kafka-metadata's sources jar)."""
+    return {d["name"]: d for d in (load_kafka_json(p) for p in sorted(directory.glob("*.json")))}
+
+
 @pytest.fixture(scope="module")
 def kafka_4_4() -> Any:
     """``name -> Kafka 4.4's definition``; skips when absent (fails under
@@ -461,8 +474,13 @@ def kafka_4_4() -> Any:
             return lambda name: load_kafka_json(candidate / f"{name}.json")
         if candidate.is_file():
             jar = zipfile.ZipFile(candidate)
-            return lambda name: json.loads(
-                strip_json_comments(jar.read(f"common/message/{name}.json").decode()))
+            records = _metadata_records_4_4(candidate.parent.parent / "reference" / "metadata")
+
+            def load(name: str) -> Any:
+                if name in records:  # metadata records ship in the sources, not the jars
+                    return records[name]
+                return json.loads(strip_json_comments(jar.read(f"common/message/{name}.json").decode()))
+            return load
     problem = f"Kafka 4.4's message definitions not found (set {KAFKA_4_4_ENV})"
     if os.environ.get("KRAFTNODE_REQUIRE_REFERENCE") == "1":
         pytest.fail(problem)
@@ -673,7 +691,9 @@ def test_agrees_with_kafka_3_9(path: Path, reference_dir: Path) -> None:
 
 
 def test_every_kafka_metadata_record_has_a_schema(reference_dir: Path) -> None:
+    """Kafka 3.9's records, and the records Kafka 4.4 added (taken whole: FROM_4_4)."""
     kafka = {load_kafka_json(p)["name"] for p in (reference_dir / "metadata").glob("*.json")}
+    kafka |= {"ClearElrRecord", "UnregisterControllerRecord"}
     ours = {p.stem for p in (SCHEMAS / "metadata").glob("*.json")}
     assert kafka == ours, f"missing: {sorted(kafka - ours)}; extra: {sorted(ours - kafka)}"
 

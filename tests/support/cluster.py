@@ -17,6 +17,10 @@ from kraftnode.commands.errors import UsageError
 from kraftnode.commands.quorum import QuorumInfo, fetch_quorum_info
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+#: the metadata.version the suite's quorums are formatted at: Kafka 3.9's, as before
+#: kraftnode's default became Kafka 4.4's (issue 37), so that genuine 3.9 brokers and 3.9
+#: controllers keep joining them; tests of the 4.x levels format with their own
+SUITE_RELEASE = ("--release-version", "3.9-IV0")
 
 
 @dataclass
@@ -36,7 +40,7 @@ class Cluster:
         self.ports = free_ports(self.n)
         self.write_properties()
         for i in self.own_ids:
-            subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+            subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config",
                             str(self.root / f"node{i}" / "server.properties"), "--cluster-id",
                             CLUSTER_ID], check=True, capture_output=True)
 

@@ -39,7 +39,7 @@ from kraftnode.protocol import DescribeQuorumRequest
 from kraftnode.protocol.registry import DESCRIBE_QUORUM
 from kraftnode.quorum_client import ClientError, call
 from kraftnode.vocabulary import METADATA_TOPIC
-from tests.support.cluster import CLUSTER_ID
+from tests.support.cluster import CLUSTER_ID, SUITE_RELEASE
 
 T = TypeVar("T")
 
@@ -157,7 +157,7 @@ class NetnsQuorum:
                 f"node.id={i}\nprocess.roles=controller\n"
                 f"listeners=CONTROLLER://{self.addr(i)}:{PORT}\ncontroller.listener.names=CONTROLLER\n"
                 f"controller.quorum.voters={voters}\nlog.dirs={d / 'metadata'}\n{self.extra}")
-            subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+            subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config",
                             str(d / "server.properties"), "--cluster-id", CLUSTER_ID],
                            check=True, capture_output=True, timeout=60)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from kraftnode.protocol.framing import encode_request, parse_response
 from kraftnode.protocol.registry import SERVED
 from recordbatch.message import Message
+from tests.support.cluster import SUITE_RELEASE
 
 
 @dataclass
@@ -46,7 +47,7 @@ def running_node(tmp_path: Path, extra: str = "", node_id: int = 1,
                      f"listeners=CONTROLLER://127.0.0.1:{free}\ncontroller.listener.names=CONTROLLER\n"
                      f"controller.quorum.voters={node_id}@127.0.0.1:{free}\n"
                      f"log.dirs={tmp_path / f'meta-{node_id}'}\n{extra}")
-    subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
+    subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(props),
                     "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qg", "--ignore-formatted", *format_args],
                    check=True, capture_output=True)
     log_path = tmp_path / f"node-{node_id}.log"

@@ -19,11 +19,15 @@ from dataclasses import dataclass
 from kraftnode import cli
 from kraftnode.log.meta_properties import read_meta_properties
 from recordbatch.wire import uuid_to_base64
-from tests.support.cluster import CLUSTER_ID, Cluster, free_ports
+from tests.support.cluster import CLUSTER_ID, SUITE_RELEASE, Cluster, free_ports
 
 
 def format_node(properties: str, cluster_id: str, *flags: str) -> None:
-    """``kraftnode format --config PROPERTIES --cluster-id ID FLAGS``, in this process."""
+    """``kraftnode format --config PROPERTIES --cluster-id ID FLAGS``, in this process; at the
+    suite's metadata.version (SUITE_RELEASE) unless FLAGS name one."""
+    if not any(f in ("-r", "--release-version") or f.startswith("--release-version=")
+               or f.startswith("metadata.version=") for f in flags):
+        flags = (*SUITE_RELEASE, *flags)
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         rc = cli.main(["format", "--config", properties, "--cluster-id", cluster_id, *flags])

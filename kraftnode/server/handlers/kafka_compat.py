@@ -7,7 +7,8 @@ Each is a fact of Kafka's behaviour, named after the Java code it copies."""
 
 from __future__ import annotations
 
-from kraftnode.log.bootstrap import METADATA_VERSIONS, MINIMUM_BOOTSTRAP_MV
+from kraftnode.features import MV_NAMES
+from kraftnode.log.bootstrap import MINIMUM_BOOTSTRAP_MV
 from kraftnode.log.metadata_log import MAX_BATCH_SIZE_BYTES
 from kraftnode.metadata.state import is_metadata_record
 from kraftnode.protocol import Errors
@@ -18,7 +19,7 @@ __all__ = ["MINIMUM_BOOTSTRAP_MV", "kraft_record_shape_error", "metadata_only_ch
 
 # FeatureUpdate.UpgradeType codes (UpdateFeatures v1 UpgradeType)
 _UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE = 1, 2, 3
-_MV_NAMES = {level: name for name, level in METADATA_VERSIONS.items()}
+_MV_NAMES = MV_NAMES
 
 # ConfigResource.Type ids (DescribeConfigs ResourceType)
 _CONFIG_TOPIC = 2

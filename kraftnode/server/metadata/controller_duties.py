@@ -90,14 +90,14 @@ def _metadata_version_of(values: Sequence[bytes]) -> int:
 
 def check_bootstrap_records(values: Sequence[bytes], source: str,
                             supported: dict[str, tuple[int, int]]) -> None:
-    """Refuse bootstrap records a Kafka 3.9 controller would refuse; ValueError says why.
+    """Refuse bootstrap records a Kafka 4.4 controller would refuse; ValueError says why.
 
     Kafka's ``BootstrapMetadata.fromRecords`` requires a metadata.version record and its
     constructor refuses levels before 3.3-IV0 (the controller does not start).  Every
     record is then replayed by ``FeatureControlManager.replay``, which throws -- a fatal
     fault that stops the controller -- for a FeatureLevelRecord outside the levels the
-    controller supports (an unknown feature only at level 0).  A Kafka 3.9 controller
-    supports exactly what we register (metadata.version 1-21, kraft.version 0-1), so
+    controller supports (an unknown feature only at level 0).  A Kafka 4.4 controller
+    supports exactly what we register (metadata.version 7-33, kraftnode.features), so
     writing such a record would stop every Kafka controller of the quorum.
     """
     mv: int | None = None

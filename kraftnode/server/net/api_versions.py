@@ -10,8 +10,11 @@ mismatch is REBOOTSTRAP_REQUIRED (:func:`answer`).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kraftnode import features
+from kraftnode import features as features_mod  # ``features`` is also answer()'s parameter
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.framing import Request
 from kraftnode.protocol.generated import ApiVersionsRequest, ApiVersionsResponse
@@ -19,11 +22,30 @@ from kraftnode.protocol.generated.api_versions_response import (
     _ApiVersionsResponse_ApiVersion as _ApiVersion,
 )
 from kraftnode.protocol.registry import API_VERSIONS, SERVED, VOTE
+from kraftnode.raft.java_order import java_string_hash
 
 # KIP-511: ClientSoftwareName/Version must match this (ApiVersionsRequest.isValid()).
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
+#: what a node without controller duties (or before their first replay) reports finalized
 METADATA_VERSION_3_9 = 21
+
+
+def _java_order(names: Iterable[str], capacity: int) -> list[str]:
+    """The order a Kafka 4.4 controller lists features in ApiVersions: its maps' (a
+    java.util.HashMap) iteration order -- by bucket, insertion order within one. The supported
+    map starts at 16 buckets; the finalized one at 8, holding metadata.version last (as a
+    genuine 4.4 controller lists them: group, streams, transaction, eligible.leader.replicas,
+    share, metadata). The capacity doubles while the size exceeds 3/4 of it."""
+    ordered = list(names)
+    while len(ordered) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = java_string_hash(name) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(ordered, key=bucket)
 
 
 def version_range(lo: int, hi: int) -> str:
@@ -33,14 +55,11 @@ def version_range(lo: int, hi: int) -> str:
 
 @dataclass
 class FeatureView:
-    """Supported and finalized feature levels, as ApiVersions reports them."""
+    """Supported and finalized feature levels, as ApiVersions reports them: supported as a
+    Kafka 4.4 controller supports them (metadata.version 3.3-IV3 to 4.4-IV2, every production
+    feature from 0 to its latest production level: kraftnode.features)."""
 
-    supported: dict[str, tuple[int, int]] = field(
-        default_factory=lambda: {
-            "kraft.version": (0, 1),
-            "metadata.version": (1, METADATA_VERSION_3_9),
-        }
-    )
+    supported: dict[str, tuple[int, int]] = field(default_factory=features.supported_features)
     finalized_epoch: int = -1
     finalized: dict[str, int] = field(default_factory=dict)
     #: Advertised caps below what we can decode: Vote v2 (KIP-996, Kafka 4.0) only when
@@ -100,7 +119,7 @@ def answer(request: Request, features: FeatureView, cluster_id: str | None = Non
         return ApiVersionsResponse(error_code=Errors.REBOOTSTRAP_REQUIRED), version
     supported = [
         ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
-        for name, (lo, hi) in sorted(features.supported.items())
+        for name, (lo, hi) in ((n, features.supported[n]) for n in _java_order(sorted(features.supported), 16))
         # Before v4, clients cannot read a feature whose min version is 0 (KIP-1022).
         if version >= 4 or lo != 0
     ]
@@ -111,7 +130,9 @@ def answer(request: Request, features: FeatureView, cluster_id: str | None = Non
     finalized = [
         ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=lvl,
                                                 min_version_level=lvl)
-        for name, lvl in sorted(features.finalized.items())
+        for name, lvl in ((n, features.finalized[n]) for n in _java_order(
+            [n for n in sorted(features.finalized) if n != features_mod.METADATA_VERSION]
+            + [features_mod.METADATA_VERSION] * (features_mod.METADATA_VERSION in features.finalized), 8))
         if lvl != 0
     ]
     return ApiVersionsResponse(

@@ -49,10 +49,19 @@ def test_standalone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert mp is not None and mp.cluster_id == CLUSTER and mp.node_id == 1 and mp.directory_id is not None
 
     boot = kafka_python_batches(meta / "bootstrap.checkpoint")
-    assert [(b[0], b[1]) for b in boot] == [(0, True), (1, False), (2, True)]
+    # Kafka 4.4's defaults: metadata.version 4.4-IV2 and every production feature at its
+    # default level for it, by name (kraft.version is the raft's: no FeatureLevelRecord)
+    assert [(b[0], b[1]) for b in boot] == [(0, True), (1, False), (7, True)]
     assert boot[0][2][0][1] == b"\x00\x00\x00\x03" and boot[2][2][0][1] == b"\x00\x00\x00\x04"
-    msg, version = decode_metadata_record(boot[1][2][0][2] or b"")
-    assert (msg.NAME, msg.name, msg.feature_level, version) == ("FeatureLevelRecord", "metadata.version", 21, 0)
+    recs = [decode_metadata_record(v or b"") for _o, _k, v in boot[1][2]]
+    assert [(m.NAME, m.name, m.feature_level, version) for m, version in recs] == [
+        ("FeatureLevelRecord", "metadata.version", 33, 0),
+        ("FeatureLevelRecord", "eligible.leader.replicas.version", 1, 0),
+        ("FeatureLevelRecord", "group.version", 1, 0),
+        ("FeatureLevelRecord", "share.version", 2, 0),
+        ("FeatureLevelRecord", "streams.version", 1, 0),
+        ("FeatureLevelRecord", "transaction.version", 2, 0),
+    ]
     assert boot[1][2][0][1] is None
 
     snap = meta / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
@@ -101,9 +110,11 @@ def test_static_quorum_writes_no_bootstrap_snapshot(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, extra, level", [
     (["--release-version", "3.7.1"], "", 19),             # MetadataVersion.fromVersionString: 3.7 -> 3.7-IV4
-    ([], "inter.broker.protocol.version=3.6\n", 14),     # StorageTool falls back to the IBP config
+    ([], "inter.broker.protocol.version=3.6\n", 33),     # Kafka 4.4 ignores the IBP config
     (["-r", "3.5-IV2"], "inter.broker.protocol.version=3.6\n", 11),  # --release-version wins
-    (["-r", "3.3"], "", 7),                               # 3.3-IV3, at the bootstrap minimum 3.3-IV0 and above
+    (["-r", "3.3"], "", 7),                               # 3.3-IV3, MetadataVersion.MINIMUM_VERSION
+    (["-r", "4.0"], "", 25),                              # 4.0-IV3
+    (["--feature", "metadata.version=20"], "", 20),       # the level itself, without --release-version
 ])
 def test_release_version_as_kafka_storage_tool(tmp_path: Path, args: list[str], extra: str, level: int) -> None:
     cfg = config(tmp_path, "controller.quorum.voters=1@localhost:9093\n" + extra)
@@ -117,7 +128,13 @@ def test_no_initial_controllers_formats_a_plain_metadata_directory(tmp_path: Pat
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     # Kafka's DirectoryType.calculate: no initial controllers -> STATIC_METADATA_DIRECTORY
     assert main(["format", "-c", str(config(tmp_path)), "-t", CLUSTER, "-N"]) == 0
-    assert capsys.readouterr().out == f"Formatting metadata directory {tmp_path / 'meta'} with metadata.version 3.9-IV0.\n"
+    assert main(["format", "-c", str(config(tmp_path, dirs=str(tmp_path / "m2"))), "-t", CLUSTER, "-N",
+                 "-r", "3.9"]) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        "Bootstrap metadata: BootstrapMetadata(records=[ApiMessageAndVersion(FeatureLevelRecord("
+        "name='metadata.version', featureLevel=21) at version 0)], metadataVersionLevel=21, "
+        "source=format command)",
+        f"Formatting metadata directory {tmp_path / 'm2'} with metadata.version 3.9-IV0."]
     assert not (tmp_path / "meta" / "__cluster_metadata-0").exists()
 
 
@@ -142,12 +159,13 @@ def test_refuses_to_reformat_unless_asked(tmp_path: Path, capsys: pytest.Capture
     (["-t", CLUSTER, "-I", "1@h:1"], "", "expected <id>@<host>:<port>:<directory id>"),
     (["-t", CLUSTER, "-I", "1@h:1:AAAAAAAAAAAAAAAAAAAAAQ"], "", "reserved"),
     (["-t", CLUSTER, "-I", f"1@h:1:{DIRID},1@h:2:{DIRID}"], "", "more than once"),
-    (["-t", CLUSTER, "-s", "-r", "3.7"], "", "3.9-IV0"),
-    (["-t", CLUSTER, "-s", "-r", "9.9"], "", "Unknown release version"),
-    # BootstrapMetadata refuses metadata.version before MINIMUM_BOOTSTRAP_VERSION (3.3-IV0)
-    (["-t", CLUSTER, "-r", "3.2"], "controller.quorum.voters=1@localhost:9093\n", "before 3.3-IV0"),
-    (["-t", CLUSTER], "controller.quorum.voters=1@localhost:9093\ninter.broker.protocol.version=3.0\n",
-     "before 3.3-IV0"),
+    (["-t", CLUSTER, "-s", "--feature", "kraft.version=0"], "", "Cannot set kraft.version to 0 if"),
+    (["-t", CLUSTER, "-s", "-r", "9.9"], "", "Unknown metadata.version '9.9'. Supported metadata.version are: 3.3-IV3,"),
+    # Kafka 4.4 knows nothing before MetadataVersion.MINIMUM_VERSION (3.3-IV3)
+    (["-t", CLUSTER, "-r", "3.2"], "controller.quorum.voters=1@localhost:9093\n", "Unknown metadata.version '3.2'"),
+    (["-t", CLUSTER, "-r", "3.9", "--feature", "eligible.leader.replicas.version=1"],
+     "controller.quorum.voters=1@localhost:9093\n",
+     "eligible.leader.replicas.version could not be set to 1 because it depends on metadata.version level 23"),
     (["-t", CLUSTER, "-s"], "node.id=x\n", "node.id"),
 ])
 def test_user_errors_are_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -21,6 +21,7 @@ import pytest
 
 from kraftnode.config import ConfigError
 from kraftnode.config.node_config import load
+from tests.support.cluster import SUITE_RELEASE
 
 BASE = {
     "process.roles": "controller",
@@ -166,7 +167,7 @@ def assert_refused(res: subprocess.CompletedProcess[str], message: str) -> None:
 
 def formatted(tmp_path: Path) -> Path:
     props = write(tmp_path, {})
-    res = subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
+    res = subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(props),
                           "--cluster-id", "MkU3OEVBNTcwNTJENDM2Qg"], capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0, res.stderr

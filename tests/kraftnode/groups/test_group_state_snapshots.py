@@ -25,7 +25,7 @@ from kraftnode.protocol.registry import (
     OFFSET_FETCH,
     SYNC_GROUP,
 )
-from tests.support.cluster import CLUSTER_ID, Cluster, wait_for_hw
+from tests.support.cluster import CLUSTER_ID, SUITE_RELEASE, Cluster, wait_for_hw
 from tests.support.node import call
 
 pytestmark = pytest.mark.timeout(240)
@@ -163,7 +163,7 @@ def test_offsets_survive_cleaning_restart_and_fetch_snapshot(tmp_path: Path) -> 
         wiped = next(i for i in cl.ids if i != lead)
         cl.stop(wiped)
         shutil.rmtree(tmp_path / f"node{wiped}" / "metadata")
-        subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+        subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config",
                         str(tmp_path / f"node{wiped}" / "server.properties"), "--cluster-id", CLUSTER_ID],
                        check=True, capture_output=True)
         cl.start(wiped)

@@ -24,7 +24,7 @@ from kraftnode.log.meta_properties import read_meta_properties
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import ADD_RAFT_VOTER, REMOVE_RAFT_VOTER, UPDATE_RAFT_VOTER
-from tests.support.cluster import CLUSTER_ID, free_ports
+from tests.support.cluster import CLUSTER_ID, SUITE_RELEASE, free_ports
 from tests.support.node import call, running_node
 
 pytestmark = pytest.mark.timeout(180)
@@ -49,7 +49,7 @@ class DynamicPair:
                 f"node.id={i}\nprocess.roles=controller\n"
                 f"listeners={LISTENER}://127.0.0.1:{self.port(i)}\ncontroller.listener.names={LISTENER}\n"
                 f"controller.quorum.bootstrap.servers={bootstrap}\nlog.dirs={d / 'metadata'}\n{extra}")
-            subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(d / "server.properties"),
+            subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(d / "server.properties"),
                             "--cluster-id", CLUSTER_ID, flag], check=True, capture_output=True)
 
     def port(self, i: int) -> int:
@@ -421,7 +421,7 @@ def test_every_controller_listener_is_in_the_voter_entry(tmp_path: Path) -> None
         f"controller.listener.names={LISTENER},SECOND\n"
         f"controller.quorum.bootstrap.servers=127.0.0.1:{p1}\nlog.dirs={d / 'metadata'}\n"
         "controller.quorum.fetch.timeout.ms=500\n")
-    subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
+    subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(props),
                     "--cluster-id", CLUSTER_ID, "--standalone"], check=True, capture_output=True)
     pair = DynamicPair.__new__(DynamicPair)  # reuse the helpers for this one node
     pair.root, pair.ports, pair.procs = tmp_path, [p1], {}

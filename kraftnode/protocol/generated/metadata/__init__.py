@@ -5,6 +5,7 @@ from kraftnode.protocol.generated.metadata.abort_transaction_record import Abort
 from kraftnode.protocol.generated.metadata.access_control_entry_record import AccessControlEntryRecord
 from kraftnode.protocol.generated.metadata.begin_transaction_record import BeginTransactionRecord
 from kraftnode.protocol.generated.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
+from kraftnode.protocol.generated.metadata.clear_elr_record import ClearElrRecord
 from kraftnode.protocol.generated.metadata.client_quota_record import ClientQuotaRecord
 from kraftnode.protocol.generated.metadata.config_record import ConfigRecord
 from kraftnode.protocol.generated.metadata.delegation_token_record import DelegationTokenRecord
@@ -24,6 +25,7 @@ from kraftnode.protocol.generated.metadata.remove_user_scram_credential_record i
 from kraftnode.protocol.generated.metadata.topic_record import TopicRecord
 from kraftnode.protocol.generated.metadata.unfence_broker_record import UnfenceBrokerRecord
 from kraftnode.protocol.generated.metadata.unregister_broker_record import UnregisterBrokerRecord
+from kraftnode.protocol.generated.metadata.unregister_controller_record import UnregisterControllerRecord
 from kraftnode.protocol.generated.metadata.user_scram_credential_record import UserScramCredentialRecord
 from kraftnode.protocol.generated.metadata.zk_migration_state_record import ZkMigrationStateRecord
 
@@ -32,6 +34,7 @@ __all__ = [
     "AccessControlEntryRecord",
     "BeginTransactionRecord",
     "BrokerRegistrationChangeRecord",
+    "ClearElrRecord",
     "ClientQuotaRecord",
     "ConfigRecord",
     "DelegationTokenRecord",
@@ -51,6 +54,7 @@ __all__ = [
     "TopicRecord",
     "UnfenceBrokerRecord",
     "UnregisterBrokerRecord",
+    "UnregisterControllerRecord",
     "UserScramCredentialRecord",
     "ZkMigrationStateRecord",
 ]

@@ -57,6 +57,7 @@ from kraftnode.server.raft.disk_log import DiskRaftLog
 from kraftnode.server.raft.driver import RaftDriver, now_ms, quorum_state_to_election
 from recordbatch import Record, build_batch
 from recordbatch.wire import ZERO_UUID
+from tests.support.cluster import SUITE_RELEASE
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 pytestmark = pytest.mark.timeout(60)
@@ -79,7 +80,7 @@ def _formatted(d: Path, node_id: int, ports: dict[int, int], extra: str = "") ->
         f"listeners=CONTROLLER://127.0.0.1:{ports[node_id]}\ncontroller.listener.names=CONTROLLER\n"
         "controller.quorum.voters=" + ",".join(f"{i}@127.0.0.1:{p}" for i, p in sorted(ports.items()))
         + f"\nlog.dirs={d / 'meta'}\n{extra}")
-    subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
+    subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(props),
                     "--cluster-id", CLUSTER], check=True, capture_output=True)
     return node_config.load(str(props))
 

@@ -27,7 +27,7 @@ from kraftnode.server.raft.wire import METADATA_TOPIC_ID
 from recordbatch import Record, build_batch, iter_batches
 from recordbatch.control import snapshot_footer_batch
 from recordbatch.generated import SnapshotFooterRecord
-from tests.support.cluster import CLUSTER_ID, Cluster, wait_for_hw
+from tests.support.cluster import CLUSTER_ID, SUITE_RELEASE, Cluster, wait_for_hw
 from tests.support.node import call, frame_call
 
 pytestmark = pytest.mark.timeout(120)
@@ -124,14 +124,14 @@ def test_registration_request_handling(cluster: Cluster) -> None:
 
 
 def test_a_bootstrap_kafka_would_refuse_is_not_written(tmp_path: Path) -> None:
-    """group.version 1 is beyond what a Kafka 3.9 controller supports: written into the log,
+    """group.version 2 is beyond what a Kafka 4.4 controller supports: written into the log,
     FeatureControlManager.replay would stop every Kafka controller of the quorum."""
     cl = Cluster(tmp_path, 1)
     try:
         path = cl.root / "node1" / "metadata" / "bootstrap.checkpoint"
-        # format's file with group.version 1 added to its data batch
+        # format's file with group.version 2 added to its data batch
         header, _data, _footer = (bytes(b.buffer) for b in iter_batches(bootstrap_checkpoint_bytes(21, 0)))
-        levels = [("metadata.version", 21), ("group.version", 1)]
+        levels = [("metadata.version", 21), ("group.version", 2)]
         data = build_batch([Record(None, encode_metadata_record(FeatureLevelRecord(name=n, feature_level=lv), 0))
                             for n, lv in levels], base_offset=1, now_ms=0)
         footer = snapshot_footer_batch(SnapshotFooterRecord(version_=0), base_offset=3,
@@ -144,7 +144,7 @@ def test_a_bootstrap_kafka_would_refuse_is_not_written(tmp_path: Path) -> None:
         time.sleep(1)
         text = dump(cl, 1)
         assert "FEATURE_LEVEL_RECORD" not in text and "BEGIN_TRANSACTION_RECORD" not in text, text
-        assert "but this controller only supports versions 0" in (cl.root / "node1" / "node.log").read_text()
+        assert "but this controller only supports versions 0-1" in (cl.root / "node1" / "node.log").read_text()
     finally:
         cl.close()
 
@@ -202,7 +202,7 @@ def test_registration_lists_every_controller_listener(tmp_path: Path) -> None:
         f"listeners=CONTROLLER://127.0.0.1:{p1},SECOND://127.0.0.1:{p2}\n"
         f"controller.listener.names=CONTROLLER,SECOND\n"
         f"controller.quorum.voters=1@127.0.0.1:{p1}\nlog.dirs={d / 'metadata'}\n")
-    subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
+    subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(props),
                     "--cluster-id", CLUSTER_ID], check=True, capture_output=True)
     logf = (d / "node.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "kraftnode", "start", str(props)],

@@ -42,7 +42,7 @@ def test_activation_records_follow_kafka() -> None:
     assert activation_records(MetadataState(metadata_records=3, metadata_version=21), boot)[0] == []
 
 
-SUPPORTED = FeatureView().supported  # what we register, and what a Kafka 3.9 controller supports
+SUPPORTED = FeatureView().supported  # what we register, and what a Kafka 4.4 controller supports
 
 
 def test_bootstrap_records_are_checked_as_a_kafka_controller_loads_them(tmp_path: Path) -> None:
@@ -58,15 +58,20 @@ def test_bootstrap_records_are_checked_as_a_kafka_controller_loads_them(tmp_path
     mv21 = FeatureLevelRecord(name="metadata.version", feature_level=21)
     # BootstrapMetadata.fromRecords: a metadata.version record is required
     assert "No FeatureLevelRecord for metadata.version" in fails([NoOpRecord()])
-    # BootstrapMetadata: nothing before MINIMUM_BOOTSTRAP_VERSION (3.3-IV0 = 4)
-    assert "before 3.3-IV0 are not supported" in fails([FeatureLevelRecord(name="metadata.version", feature_level=3)])
-    check_bootstrap_records([meta(FeatureLevelRecord(name="metadata.version", feature_level=4))], "f", SUPPORTED)
-    # FeatureControlManager.replay: a Kafka 3.9 controller stops on levels it does not support
-    assert "only supports versions 1-21" in fails([FeatureLevelRecord(name="metadata.version", feature_level=22)])
-    assert "only supports versions 0" in fails([mv21, FeatureLevelRecord(name="group.version", feature_level=1)])
+    # FeatureControlManager.replay: a Kafka 4.4 controller stops on levels it does not support,
+    # metadata.version before MetadataVersion.MINIMUM_VERSION (3.3-IV3 = 7) included
+    assert "only supports versions 7-33" in fails([FeatureLevelRecord(name="metadata.version", feature_level=3)])
+    assert "only supports versions 7-33" in fails([FeatureLevelRecord(name="metadata.version", feature_level=6)])
+    check_bootstrap_records([meta(FeatureLevelRecord(name="metadata.version", feature_level=7))], "f", SUPPORTED)
+    check_bootstrap_records([meta(FeatureLevelRecord(name="metadata.version", feature_level=33))], "f", SUPPORTED)
+    assert "only supports versions 7-33" in fails([FeatureLevelRecord(name="metadata.version", feature_level=34)])
+    check_bootstrap_records([meta(mv21), meta(FeatureLevelRecord(name="group.version", feature_level=1))],
+                            "f", SUPPORTED)
+    assert "only supports versions 0-1" in fails([mv21, FeatureLevelRecord(name="group.version", feature_level=2)])
+    assert "only supports versions 0" in fails([mv21, FeatureLevelRecord(name="test.feature.version", feature_level=1)])
     assert "kraft.version" in fails([mv21, FeatureLevelRecord(name="kraft.version", feature_level=2)])
     # level 0 of a feature nobody supports is fine (it removes the feature)
-    check_bootstrap_records([meta(mv21), meta(FeatureLevelRecord(name="group.version", feature_level=0))],
+    check_bootstrap_records([meta(mv21), meta(FeatureLevelRecord(name="test.feature.version", feature_level=0))],
                             "f", SUPPORTED)
 
 

@@ -18,7 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from kraftnode.log.snapshot import list_snapshots, read_snapshot_batches, snapshot_file_name
 from kraftnode.metadata.state_machine import KeyValueStateMachine, snapshot_data_records
-from tests.support.cluster import CLUSTER_ID, Cluster, wait_for_hw
+from tests.support.cluster import CLUSTER_ID, SUITE_RELEASE, Cluster, wait_for_hw
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -162,7 +162,7 @@ def test_snapshots_cleaning_log_start_and_catch_up(tmp_path: Path) -> None:
         victim = next(i for i in cl.ids if i != q.leader_id)
         cl.stop(victim)
         shutil.rmtree(tmp_path / f"node{victim}" / "metadata")
-        subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+        subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config",
                         str(tmp_path / f"node{victim}" / "server.properties"), "--cluster-id", CLUSTER_ID],
                        check=True, capture_output=True)
         cl.start(victim)
@@ -292,7 +292,7 @@ def test_a_leader_change_in_the_middle_of_a_snapshot_transfer_is_survived(tmp_pa
         for _attempt in range(4):
             cl.stop(victim)
             shutil.rmtree(tmp_path / f"node{victim}" / "metadata")
-            subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+            subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config",
                             str(tmp_path / f"node{victim}" / "server.properties"), "--cluster-id", CLUSTER_ID],
                            check=True, capture_output=True)
             (tmp_path / f"node{victim}" / "node.log").write_bytes(b"")

@@ -32,17 +32,21 @@ def test_every_version_lists_every_served_api(node: NodeProcess, version: int) -
     expected = {s.key: (s.advertised_min_version, s.max_version) for s in SERVED.values()}
     assert expected[VOTE] == (0, 2)
     assert got == expected
-    features = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
+    features = [(f.name, f.min_version, f.max_version) for f in resp.supported_features]
     # a static quorum: kraft.version 0 is not listed as finalized at any version, as a
     # Kafka controller's ApiVersions leaves out features finalized at level 0
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in resp.finalized_features}
     assert finalized == ({"metadata.version": (21, 21)} if version >= 3 else {})
+    # as a genuine Kafka 4.4 controller lists them, in its (HashMap) order: metadata.version
+    # 3.3-IV3 to 4.4-IV2 and every production feature from 0 to its latest production level
     if version >= 4:
-        assert features == {"metadata.version": (1, 21), "kraft.version": (0, 1)}
+        assert features == [("group.version", 0, 1), ("kraft.version", 0, 1), ("metadata.version", 7, 33),
+                            ("share.version", 0, 2), ("streams.version", 0, 1),
+                            ("transaction.version", 0, 2), ("eligible.leader.replicas.version", 0, 1)]
     elif version == 3:
-        assert features == {"metadata.version": (1, 21)}  # min-version-0 features left out
+        assert features == [("metadata.version", 7, 33)]  # min-version-0 features left out
     else:
-        assert features == {}
+        assert features == []
 
 
 def _raw_request(api_key: int, version: int, header_version: int, body: bytes, cid: int = 7) -> bytes:

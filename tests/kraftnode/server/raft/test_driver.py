@@ -25,6 +25,7 @@ from kraftnode.server.net.peer_client import PeerError, PeerPool
 from kraftnode.server.node import open_storage
 from kraftnode.server.raft.disk_log import DiskRaftLog
 from kraftnode.server.raft.driver import RaftDriver, now_ms, quorum_state_to_election
+from tests.support.cluster import SUITE_RELEASE
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 pytestmark = pytest.mark.timeout(60)
@@ -44,7 +45,7 @@ def _formatted(tmp_path: Path, voters: int) -> node_config.NodeConfig:
         f"listeners=CONTROLLER://127.0.0.1:{ports[0]}\ncontroller.listener.names=CONTROLLER\n"
         "controller.quorum.voters=" + ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
         + f"\nlog.dirs={tmp_path / 'meta'}\n")
-    subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(props),
+    subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(props),
                     "--cluster-id", CLUSTER], check=True, capture_output=True)
     return node_config.load(str(props))
 

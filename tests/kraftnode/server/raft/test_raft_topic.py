@@ -29,7 +29,7 @@ from kraftnode.protocol.registry import (
 )
 from kraftnode.server.handlers import kraft_record_shape_error
 from recordbatch import Record, build_batch, iter_batches
-from tests.support.cluster import Cluster, free_ports, wait_for_hw
+from tests.support.cluster import SUITE_RELEASE, Cluster, free_ports, wait_for_hw
 from tests.support.node import call, frame_call, recv_frame
 
 pytestmark = pytest.mark.timeout(90)
@@ -52,7 +52,7 @@ def raft_fetch(port: int, topic_id: uuid.UUID, epoch: int) -> w.FetchResponse:
 def _reformat(cl: Cluster, cluster_id: str) -> None:
     for i in cl.ids:
         d = cl.root / f"node{i}"
-        subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config", str(d / "server.properties"),
+        subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config", str(d / "server.properties"),
                         "--cluster-id", cluster_id, "--ignore-formatted"], check=True, capture_output=True)
 
 

@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 
 from kraftnode.log.metadata_log import MetadataLog
 from kraftnode.log.snapshot import SnapshotId, write_snapshot
-from tests.support.cluster import CLUSTER_ID, Cluster, wait_for_hw
+from tests.support.cluster import CLUSTER_ID, SUITE_RELEASE, Cluster, wait_for_hw
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -51,7 +51,7 @@ def test_replica_behind_the_log_start_installs_a_snapshot(tmp_path: Path) -> Non
                 log.close()
         # node 3 loses its disk and is reformatted: it must fetch the snapshot
         shutil.rmtree(tmp_path / "node3" / "metadata")
-        subprocess.run([sys.executable, "-m", "kraftnode", "format", "--config",
+        subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config",
                         str(tmp_path / "node3" / "server.properties"), "--cluster-id", CLUSTER_ID],
                        check=True, capture_output=True)
         cl.start_all()
