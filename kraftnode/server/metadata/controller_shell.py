@@ -45,10 +45,10 @@ from kraftnode.controller import (
 )
 from kraftnode.log.metadata_records import encode_metadata_record
 from kraftnode.protocol.errors import Errors
-from kraftnode.protocol.generated.metadata import PartitionChangeRecord
 from kraftnode.protocol.registry import BROKER_HEARTBEAT
 from kraftnode.raft.actions import AppendCompleted
 from kraftnode.server.metadata.controller_duties import ControllerDuties
+from kraftnode.server.metrics.controller import count_elections
 from kraftnode.server.raft.driver import RaftDriver, Waiter
 
 if TYPE_CHECKING:
@@ -307,19 +307,8 @@ class ControllerShell:
 
     def _count_elections(self, result: ControllerResult[Any]) -> None:
         """ControllerStats: leaders this write elects outside the ISR (unclean) or from the ELR."""
-        view, m = self.view, self.metrics
-        if view is None or m is None:
-            return
-        for batch in result.batches():
-            for rec, _v in batch:
-                if isinstance(rec, PartitionChangeRecord) and rec.leader >= 0:
-                    old = view.partition(rec.topic_id, rec.partition_id)
-                    if old is None or rec.leader == old.leader or rec.leader in old.isr:
-                        continue
-                    if rec.leader in (old.eligible_leader_replicas or ()):
-                        m.elr_elections += 1
-                    else:
-                        m.unclean_elections += 1
+        if self.view is not None and self.metrics is not None:
+            count_elections(self.view, result.batches(), self.metrics)
 
     async def _committed(self, waiter: Waiter[AppendCompleted] | None) -> None:
         if waiter is None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import (
@@ -29,12 +29,15 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from kraftnode.protocol.generated.metadata import PartitionChangeRecord
 from kraftnode.server.metrics.recording import TIME_BUCKETS_MS
 
 if TYPE_CHECKING:
+    from kraftnode.controller.result import Record
+    from kraftnode.controller.view import ControllerView
     from kraftnode.server.metadata.controller_shell import ControllerShell
 
-__all__ = ["CONTROLLER", "EVENT_MANAGER", "STATS", "ControllerCollector", "ControllerMetrics"]
+__all__ = ["CONTROLLER", "EVENT_MANAGER", "STATS", "ControllerCollector", "ControllerMetrics", "count_elections"]
 
 #: the exporter's names for kafka.controller:type=KafkaController,name=X (Value)
 CONTROLLER = "kafka_controller_kafkacontroller_"
@@ -101,6 +104,22 @@ class ControllerMetrics:
         if elapsed <= 0:
             return 1.0
         return max(0.0, min(1.0, 1.0 - busy / elapsed))
+
+
+def count_elections(view: ControllerView, batches: Iterable[list[Record]], m: ControllerMetrics) -> None:
+    """ControllerStats' UncleanLeaderElectionsPerSec and ElectionFromEligibleLeaderReplicasPerSec:
+    a PartitionChangeRecord about to be written that gives a partition a new leader outside its
+    current ISR -- from its ELR, or else an unclean election (``view``: before the write)."""
+    for batch in batches:
+        for rec, _v in batch:
+            if isinstance(rec, PartitionChangeRecord) and rec.leader >= 0:
+                old = view.partition(rec.topic_id, rec.partition_id)
+                if old is None or rec.leader == old.leader or rec.leader in old.isr:
+                    continue
+                if rec.leader in (old.eligible_leader_replicas or ()):
+                    m.elr_elections += 1
+                else:
+                    m.unclean_elections += 1
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
