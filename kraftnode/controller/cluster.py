@@ -12,7 +12,9 @@ ReplicationControlManager).
   down). A fenced broker is unfenced once it has replayed its own registration; an unfenced one
   asking to shut down first has its leaderships moved away (controlled shutdown) and is told to
   shut down once every active broker has replayed that change. Fencing removes the broker from
-  every ISR and moves its leaderships (ReplicationControl.broker_fenced).
+  every ISR and moves its leaderships (ReplicationControl.broker_fenced). From metadata.version
+  4.3-IV0 a heartbeat's cordoned log directories (KIP-1066) go into the registration
+  (BrokerRegistrationChangeRecord v3); a broker with all of them cordoned gets no new replicas.
 """
 
 from __future__ import annotations
@@ -50,8 +52,12 @@ class ClusterControl:
 
     # ------------------------------------------------------------------ registration
     def register_broker(self, q: w.BrokerRegistrationRequest, new_broker_epoch: int,
-                        kraft_version: int, now_ms: int) -> ControllerResult[int]:
-        """ClusterControlManager.registerBroker: the RegisterBrokerRecord; answer = broker epoch."""
+                        kraft_version: int, now_ms: int, clean_shutdown_detection: bool = False
+                        ) -> ControllerResult[int]:
+        """ClusterControlManager.registerBroker: the RegisterBrokerRecord; answer = broker epoch.
+        A new incarnation first leaves the ISRs (and, after an unclean shutdown with ELR enabled,
+        the ELRs): ``clean_shutdown_detection`` is Kafka's "request version >= 3", where the
+        request's PreviousBrokerEpoch equal to the registered epoch means a clean shutdown."""
         ctl = self.ctl
         view = ctl.view
         mv = view.mv
@@ -63,7 +69,10 @@ class ClusterControl:
         prev_incarnation = existing.incarnation_id if existing is not None else None
         if existing is not None and ctl.heartbeats.has_valid_session(broker_id, now_ms) \
                 and q.incarnation_id != prev_incarnation:
-            raise ApiError(Errors.DUPLICATE_BROKER_REGISTRATION, "Another broker is registered with that broker id.")
+            raise ApiError(Errors.DUPLICATE_BROKER_REGISTRATION,
+                           "Another broker is registered with that broker id. If the broker was recently "
+                           "restarted this should self-resolve once the heartbeat manager expires the "
+                           "broker's session.")
         if q.is_migrating_zk_broker:
             raise ApiError(Errors.BROKER_ID_NOT_REGISTERED, "Controller does not support registering ZK brokers.")
         if mv.is_directory_assignment_supported():
@@ -106,6 +115,10 @@ class ClusterControl:
         if mv.is_directory_assignment_supported():
             rec.log_dirs = list(q.log_dirs)
         records: list[Record] = []
+        if q.incarnation_id != prev_incarnation:
+            clean = (clean_shutdown_detection and existing is not None
+                     and int(existing.broker_epoch) == int(getattr(q, "previous_broker_epoch", -1)))
+            self.replication.broker_shutdown(broker_id, clean, records)
         if q.incarnation_id != prev_incarnation or existing is None:
             rec.broker_epoch = new_broker_epoch
             rec.fenced = True
@@ -160,10 +173,11 @@ class ClusterControl:
             elif nxt is S.CONTROLLED_SHUTDOWN:
                 self.replication.broker_in_controlled_shutdown(broker_id, q.broker_epoch, records)
         hb.touch(broker_id, nxt.fenced, q.current_metadata_offset, now_ms)
-        if q.cordoned_log_dirs is not None:  # v2+, null until the broker has recovered its logs
-            hb.brokers[broker_id].cordoned_log_dirs = list(q.cordoned_log_dirs)
-        if ctl.view.mv.is_directory_assignment_supported():
+        mv = ctl.view.mv
+        if mv.is_directory_assignment_supported():
             self.replication.directories_offline(broker_id, q.broker_epoch, list(q.offline_log_dirs), records)
+        if mv.is_cordoned_log_dirs_supported():  # v2's CordonedLogDirs, null until the broker's RECOVERY
+            self.replication.directories_cordoned(broker_id, q.broker_epoch, q.cordoned_log_dirs, records)
         reply = BrokerHeartbeatReply(q.current_metadata_offset >= register_offset, nxt.fenced,
                                      nxt.in_controlled_shutdown, nxt.should_shut_down)
         result = ControllerResult.of(records, reply)

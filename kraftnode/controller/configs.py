@@ -1,6 +1,8 @@
 """Dynamic configurations: Kafka's ConfigurationControlManager with the controller's validator.
 
-Resources are topics (type 2) and brokers (type 4; name "" is the cluster-wide default).
+Resources are topics (type 2), brokers (type 4; name "" is the cluster-wide default) and, as
+Kafka 4.x has them, groups (type 32: :mod:`kraftnode.controller.group_configs`) and client metrics
+subscriptions (type 16: :mod:`kraftnode.controller.client_metrics_configs`).
 IncrementalAlterConfigs applies SET / DELETE / APPEND / SUBTRACT per key; the legacy AlterConfigs
 replaces a resource's whole config (keys not named are deleted). A change is validated on the
 resource's resulting configs as ``ControllerConfigurationValidator`` does: a topic's by
@@ -12,10 +14,17 @@ broker or controller). A broker config record is written even when the value is 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from kraftnode.controller.client_metrics_configs import (
+    ClientMetricsConfigError,
+    validate_client_metrics,
+)
 from kraftnode.controller.context import ControllerContext
+from kraftnode.controller.elr import MIN_INSYNC_REPLICAS, clear_elr_records, elr_enabled
 from kraftnode.controller.errors import ApiError
+from kraftnode.controller.group_configs import GroupConfigValueError, validate_group_configs
 from kraftnode.controller.result import ControllerResult, Record
 from kraftnode.controller.topic_configs import (
     TOPIC_CONFIGS,
@@ -29,13 +38,15 @@ from kraftnode.controller.topic_names import topic_name_error
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import ConfigRecord
 
-__all__ = ["BROKER", "BROKER_LOGGER", "ConfigurationControl", "OP_APPEND", "OP_DELETE", "OP_SET",
-           "OP_SUBTRACT", "RESOURCE_TYPE_NAMES", "TOPIC"]
+__all__ = ["BROKER", "BROKER_LOGGER", "CLIENT_METRICS", "ConfigurationControl", "GROUP", "OP_APPEND",
+           "OP_DELETE", "OP_SET", "OP_SUBTRACT", "RESOURCE_TYPE_NAMES", "TOPIC"]
 
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 RESOURCE_TYPE_NAMES = {0: "UNKNOWN", TOPIC: "TOPIC", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER",
-                       CLIENT_METRICS: "CLIENT_METRICS"}
+                       CLIENT_METRICS: "CLIENT_METRICS", GROUP: "GROUP"}
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+CORDONED_LOG_DIRS = "cordoned.log.dirs"  # KIP-1066 (Kafka 4.3+)
+_COMMA = re.compile(r"\s*,\s*")
 OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
 #: Broker configs of type LIST (KafkaConfig), the only broker keys APPEND/SUBTRACT may change.
@@ -80,6 +91,17 @@ class ConfigurationControl:
                 raise ApiError(Errors.INVALID_CONFIG, str(e)) from None
         elif rtype == BROKER:
             self._validate_broker_name(name)
+        elif rtype == GROUP:
+            self._validate_group_name(name)
+            try:
+                validate_group_configs(all_configs)
+            except GroupConfigValueError as e:
+                raise ApiError(Errors.INVALID_CONFIG, str(e)) from None
+        elif rtype == CLIENT_METRICS:
+            try:
+                validate_client_metrics(name, all_configs)
+            except ClientMetricsConfigError as e:
+                raise ApiError(Errors.INVALID_REQUEST if e.invalid_request else Errors.INVALID_CONFIG, str(e)) from None
         else:
             raise ApiError(Errors.INVALID_REQUEST, f"Unknown resource type {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
         if not newly_created:
@@ -92,6 +114,11 @@ class ConfigurationControl:
         why = topic_name_error(name)
         if why is not None:
             raise ApiError(Errors.INVALID_TOPIC_EXCEPTION, why)
+
+    @staticmethod
+    def _validate_group_name(name: str) -> None:
+        if name == "":
+            raise ApiError(Errors.INVALID_REQUEST, "Default group resources are not allowed.")
 
     @staticmethod
     def _validate_broker_name(name: str) -> None:
@@ -122,6 +149,9 @@ class ConfigurationControl:
             self._validate_topic_name(name)
         elif rtype == BROKER:
             self._validate_broker_name(name)
+        elif rtype in (GROUP, CLIENT_METRICS):
+            if rtype == GROUP:
+                self._validate_group_name(name)
         else:
             raise ApiError(Errors.INVALID_REQUEST, f"Unknown resource type {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
 
@@ -138,7 +168,7 @@ class ConfigurationControl:
         return rtype == BROKER and key in BROKER_LIST_CONFIGS
 
     def _incremental(self, resource: Resource, ops: dict[str, tuple[int, str | None]], newly_created: bool,
-                     out: list[Record]) -> ApiError:
+                     out: list[Record], forwarded: bool = False) -> ApiError:
         rtype, name = resource
         current = self.ctl.view.config(rtype, name)
         new_records: list[Record] = []
@@ -166,7 +196,9 @@ class ConfigurationControl:
                 return ApiError(Errors.INVALID_REQUEST, f"Unknown alter config operation {op}")
             if cur != new or rtype == BROKER:
                 new_records.append((ConfigRecord(resource_type=rtype, resource_name=name, name=key, value=new), 0))
-        err = self._check(resource, new_records, [], newly_created)
+        err = self._check_cordoned_log_dirs(resource, new_records, [], forwarded)
+        if err is None:
+            err = self._check(resource, new_records, [], newly_created)
         if err.code == Errors.NONE:
             out.extend(new_records)
         return err
@@ -174,6 +206,9 @@ class ConfigurationControl:
     def _check(self, resource: Resource, altered: list[Record], deleted: list[Record],
                newly_created: bool) -> ApiError:
         rtype, name = resource
+        refused = self._elr_min_isr_refusal(altered + deleted)
+        if refused is not None:
+            return refused
         all_configs: dict[str, str | None] = dict(self.ctl.view.config(rtype, name))
         for rec, _v in altered:
             if rec.value is None:
@@ -188,23 +223,72 @@ class ConfigurationControl:
             return ApiError.from_throwable(e)
         return ApiError(Errors.NONE, None)
 
+    def _check_cordoned_log_dirs(self, resource: Resource, altered: list[Record], deleted: list[Record],
+                                 forwarded: bool) -> ApiError | None:
+        """ConfigurationControlManager.validateAlterConfig's KIP-1066 checks of a broker's
+        ``cordoned.log.dirs``: none below metadata.version 4.3-IV0; sent to the controller
+        directly (not forwarded by a broker, which knows its directories), a new value must be
+        a subset of the current one."""
+        if resource[0] != BROKER:
+            return None
+        current = self.ctl.view.config(*resource).get(CORDONED_LOG_DIRS)
+        for rec, _v in [*altered, *deleted]:
+            if rec.name != CORDONED_LOG_DIRS:
+                continue
+            if not self.ctl.view.mv.is_cordoned_log_dirs_supported():
+                return ApiError(Errors.INVALID_CONFIG, "The cordoned.log.dirs configuration value cannot be set "
+                                                       "because it requires metadata.version >= 4.3-IV0")
+            if not forwarded and rec.value is not None and rec.value.strip():
+                have = _COMMA.split(current.strip()) if current is not None else []
+                if not set(_COMMA.split(rec.value.strip())) <= set(have):
+                    return ApiError(Errors.INVALID_CONFIG, "When updating cordoned.log.dirs via controllers,  the "
+                                                           "new value must be a subset of the current configuration "
+                                                           "value.")
+        return None
+
     def topic_config_records(self, topic: str, configs: dict[str, str]) -> tuple[ApiError | None, list[Record]]:
         """The ConfigRecords of a topic being created (CreateTopics), or the error."""
         out: list[Record] = []
         err = self._incremental((TOPIC, topic), {k: (OP_SET, v) for k, v in configs.items()}, True, out)
+        out.extend(self._clear_elr(out))
         return (err if err.code else None), out
 
+    # ------------------------------------------------------------------ KIP-966
+    def _elr_enabled(self) -> bool:
+        return elr_enabled(self.ctl.view.image.features)
+
+    def _clear_elr(self, records: list[Record]) -> list[Record]:
+        """createClearElrRecordsAsNeeded: ClearElrRecords after min.insync.replicas changes."""
+        return clear_elr_records(records) if self._elr_enabled() else []
+
+    def _elr_min_isr_refusal(self, records: list[Record]) -> ApiError | None:
+        """isDisallowedBrokerMinIsrTransition / isDisallowedClusterMinIsrTransition."""
+        for m, _v in records:
+            if m.name != MIN_INSYNC_REPLICAS or m.resource_type != BROKER or not self._elr_enabled():
+                continue
+            if m.resource_name != "":
+                return ApiError(Errors.INVALID_CONFIG, "Broker-level min.insync.replicas cannot be altered while ELR "
+                                                       "is enabled.")
+            if m.value is None:
+                return ApiError(Errors.INVALID_CONFIG, "Cluster-level min.insync.replicas cannot be removed while "
+                                                       "ELR is enabled.")
+        return None
+
     def incremental_alter_configs(self, changes: dict[Resource, dict[str, tuple[int, str | None]]],
-                                  validate_only: bool) -> ControllerResult[dict[Resource, ApiError]]:
+                                  validate_only: bool, forwarded: bool = False
+                                  ) -> ControllerResult[dict[Resource, ApiError]]:
+        """``forwarded``: the request came from a broker (an Envelope)."""
         out: list[Record] = []
         results: dict[Resource, ApiError] = {}
         for resource, ops in changes.items():
-            results[resource] = self._incremental(resource, ops, False, out)
+            results[resource] = self._incremental(resource, ops, False, out, forwarded)
+        out.extend(self._clear_elr(out))
         result = ControllerResult.atomic_of(out, results)
         return result.without_records() if validate_only else result
 
     def legacy_alter_configs(self, changes: dict[Resource, dict[str, str | None]],
-                             validate_only: bool) -> ControllerResult[dict[Resource, ApiError]]:
+                             validate_only: bool, forwarded: bool = False
+                             ) -> ControllerResult[dict[Resource, ApiError]]:
         out: list[Record] = []
         results: dict[Resource, ApiError] = {}
         for resource, configs in changes.items():
@@ -216,11 +300,14 @@ class ConfigurationControl:
             deleted: list[Record] = [
                 (ConfigRecord(resource_type=rtype, resource_name=name, name=k, value=None), 0)
                 for k in current if k not in configs]
-            err = self._check(resource, altered, deleted, False)
+            err = self._check_cordoned_log_dirs(resource, altered, deleted, forwarded)
+            if err is None:
+                err = self._check(resource, altered, deleted, False)
             results[resource] = err
             if err.code == Errors.NONE:
                 out.extend(altered)
                 out.extend(deleted)
+        out.extend(self._clear_elr(out))
         result = ControllerResult.atomic_of(out, results)
         return result.without_records() if validate_only else result
 

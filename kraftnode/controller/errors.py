@@ -142,6 +142,7 @@ DEFAULT_MESSAGES: dict[int, str] = {
     Errors.INVALID_VOTER_KEY: "The voter key doesn't match the receiving replica's key.",
     Errors.DUPLICATE_VOTER: "The voter is already part of the set of voters.",
     Errors.VOTER_NOT_FOUND: "The voter is not part of the set of voters.",
+    Errors.CONTROLLER_ID_NOT_REGISTERED: "The given controller ID was not registered.",
 }
 
 

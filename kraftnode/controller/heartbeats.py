@@ -11,7 +11,6 @@ active broker has replayed that far (``lowest_active_offset``).
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from enum import Enum
 
@@ -46,12 +45,6 @@ class BrokerHeartbeatState:
     metadata_offset: int = -1
     controlled_shutdown_offset: int = -1
     fenced: bool = True
-    #: BrokerHeartbeat v2's CordonedLogDirs (KIP-1066, Kafka 4.4), the latest non-null list the
-    #: broker sent: kept so that placement can avoid them (issue 37). Kafka writes them into the
-    #: registration (BrokerRegistrationChangeRecord) only at a 4.x metadata.version
-    #: (isCordonedLogDirsSupported); at the levels kraftnode finalizes (<= 3.9-IV0) a Kafka 4.4
-    #: controller ignores them, so nothing is written and nothing placed differently yet.
-    cordoned_log_dirs: list[uuid.UUID] | None = None
 
     @property
     def shutting_down(self) -> bool:

@@ -4,8 +4,8 @@ Given a partition as the image holds it (a PartitionRecord with every change mer
 target state a caller asks for (an ISR, a replica list, a reassignment, an election type), the
 builder elects a leader if the current one may not stay, completes a reassignment whose new
 replicas are all in the ISR, and produces the one PartitionChangeRecord that says what changed
--- or nothing, when nothing would. Elections, as Kafka 3.9 makes them without eligible leader
-replicas (ELR needs metadata.version 4.0):
+-- or nothing, when nothing would. Elections, as Kafka 4.4 makes them (with eligible leader
+replicas when enabled: the rules in :mod:`kraftnode.controller.elr`):
 
 * PREFERRED: the first target replica if it is in the ISR and acceptable, else the current
   leader if it still is, else the first other acceptable ISR member;
@@ -13,6 +13,9 @@ replicas (ELR needs metadata.version 4.0):
   member in replica order;
 * UNCLEAN: as ONLINE, then any acceptable replica (the ISR becomes that replica alone and the
   leader recovery state RECOVERING).
+
+With ELR enabled, an empty ISR lets an acceptable ELR member lead (it becomes the ISR), and with
+ISR and ELR both empty the last known leader is elected (uncleanly) whatever the election type.
 
 "Acceptable" is the caller's predicate (registered, unfenced, not shutting down, its directory
 for the partition online). Every change bumps the partition epoch; a new leader (or a removed
@@ -25,6 +28,7 @@ import uuid
 from collections.abc import Callable
 from enum import Enum
 
+from kraftnode.controller.elr import partition_change_record_version, populate_target_elr
 from kraftnode.controller.result import Record
 from kraftnode.controller.versions import MetadataVersion
 from kraftnode.controller.view import UNASSIGNED_DIR
@@ -84,7 +88,8 @@ def complete_reassignment(removing: list[int], adding: list[int], replicas: list
 
 class PartitionChangeBuilder:
     def __init__(self, partition: PartitionRecord, topic_id: uuid.UUID, partition_id: int,
-                 is_acceptable_leader: Callable[[int], bool], mv: MetadataVersion) -> None:
+                 is_acceptable_leader: Callable[[int], bool], mv: MetadataVersion, min_isr: int = 1,
+                 elr_enabled: bool = False) -> None:
         self.partition = partition
         self.topic_id = topic_id
         self.partition_id = partition_id
@@ -100,6 +105,12 @@ class PartitionChangeBuilder:
             r: (dirs[i] if i < len(dirs) else uuid.UUID(int=0)) for i, r in enumerate(partition.replicas)}
         self.election = Election.ONLINE
         self.default_dir: Callable[[int], uuid.UUID] = lambda _b: UNASSIGNED_DIR
+        self.min_isr = min_isr
+        self.elr_enabled = elr_enabled
+        self.target_elr = list(partition.eligible_leader_replicas or [])
+        self.target_lkelr = list(partition.last_known_elr or [])
+        self.unclean_shutdown_replicas: list[int] | None = None
+        self.use_last_known_leader = True  # Kafka 4.4 always sets it (useLastKnownLeaderInBalancedRecovery)
 
     # ------------------------------------------------------------------ targets
     def set_target_isr(self, isr: list[int]) -> PartitionChangeBuilder:
@@ -130,13 +141,28 @@ class PartitionChangeBuilder:
         self.target_directories[broker_id] = directory
         return self
 
+    def set_unclean_shutdown_replicas(self, replicas: list[int]) -> PartitionChangeBuilder:
+        self.unclean_shutdown_replicas = list(replicas)
+        return self
+
     def set_default_dir_provider(self, provider: Callable[[int], uuid.UUID]) -> PartitionChangeBuilder:
         self.default_dir = provider
         return self
 
     # ------------------------------------------------------------------ election
     def _valid_new_leader(self, replica: int) -> bool:
-        return replica in self.target_isr and self.is_acceptable_leader(replica)
+        # in the ISR, or in the ELR when the ISR is empty
+        return (replica in self.target_isr or (not self.target_isr and replica in self.target_elr)) \
+            and self.is_acceptable_leader(replica)
+
+    def _last_known_leader(self) -> bool:
+        """canElectLastKnownLeader."""
+        if not self.elr_enabled or not self.use_last_known_leader:
+            return False
+        if self.target_elr or self.target_isr:
+            return False
+        lkelr = list(self.partition.last_known_elr or [])
+        return len(lkelr) == 1 and self.is_acceptable_leader(lkelr[0])  # 4.4: only a live last known leader
 
     def elect_leader(self) -> tuple[int, bool]:
         """(leader, unclean)."""
@@ -150,12 +176,16 @@ class PartitionChangeBuilder:
             for r in self.target_replicas[1:]:
                 if self._valid_new_leader(r):
                     return r, False
+            if self._last_known_leader():
+                return list(self.partition.last_known_elr or [])[0], True
             return NO_LEADER, False
         if self._valid_new_leader(current):
             return current, False
         for r in self.target_replicas:
             if self._valid_new_leader(r):
                 return r, False
+        if self._last_known_leader():
+            return list(self.partition.last_known_elr or [])[0], True
         if self.election is Election.UNCLEAN:
             for r in self.target_replicas:
                 if self.is_acceptable_leader(r):
@@ -173,8 +203,15 @@ class PartitionChangeBuilder:
             self.target_replicas, self.target_isr = done
             self.target_removing = []
             self.target_adding = []
+        if self.elr_enabled:
+            self.target_elr, self.target_lkelr = populate_target_elr(
+                self.min_isr, list(p.isr), self.target_isr, self.target_elr, self.target_lkelr,
+                self.unclean_shutdown_replicas)
         leader, unclean = self.elect_leader()
         if leader != p.leader:
+            if leader in self.target_elr:  # elected from the ELR: it becomes the ISR
+                self.target_isr = [leader]
+                self.target_elr = [r for r in self.target_elr if r != leader]
             rec.leader = leader
             if unclean:
                 rec.isr = [leader]
@@ -183,17 +220,49 @@ class PartitionChangeBuilder:
         # a reassignment that drops a replica bumps the leader epoch
         if rec.leader == NO_LEADER_CHANGE and not set(p.replicas) <= set(self.target_replicas):
             rec.leader = p.leader
-        if rec.isr is None and self.target_isr and self.target_isr != list(p.isr):
+        self._record_elr(rec)
+        # with ELR enabled the ISR may become empty
+        if rec.isr is None and (self.target_isr or self.elr_enabled) and self.target_isr != list(p.isr):
             rec.isr = list(self.target_isr)
         if (self.mv.is_leader_epoch_bump_required_on_isr_shrink() and rec.leader == NO_LEADER_CHANGE
                 and rec.isr is not None and not set(p.isr) <= set(rec.isr)):
             rec.leader = p.leader
+        self._last_known_leader_change(rec)
         self._assignment_changes(rec)
         if self.target_recovery != p.leader_recovery_state:
             rec.leader_recovery_state = self.target_recovery
         if _is_noop(rec):
             return None
-        return rec, self.mv.partition_change_record_version()
+        return rec, partition_change_record_version(self.mv)
+
+    def _record_elr(self, rec: PartitionChangeRecord) -> None:
+        """maybeUpdateRecordElr."""
+        p = self.partition
+        clean = rec.isr is None  # an unclean election has set the ISR already
+        if not clean or not self.elr_enabled:
+            self.target_elr = []
+            self.target_lkelr = []
+        if self.target_elr != list(p.eligible_leader_replicas or []):
+            rec.eligible_leader_replicas = list(self.target_elr)
+        lkelr = list(p.last_known_elr or [])
+        if self.use_last_known_leader and len(lkelr) == 1 and (
+                rec.leader == NO_LEADER or (rec.leader == NO_LEADER_CHANGE and p.leader == NO_LEADER)):
+            self.target_lkelr = lkelr
+        if self.use_last_known_leader:
+            return  # the last known leader is recorded by _last_known_leader_change
+        if self.target_lkelr != lkelr:
+            rec.last_known_elr = list(self.target_lkelr)
+
+    def _last_known_leader_change(self, rec: PartitionChangeRecord) -> None:
+        """maybeUpdateLastKnownLeader."""
+        if not self.use_last_known_leader or not self.elr_enabled:
+            return
+        p = self.partition
+        lkelr = list(p.last_known_elr or [])
+        if rec.leader == NO_LEADER and not lkelr:
+            rec.last_known_elr = [p.leader]  # the partition loses its leader: remember it
+        elif rec.leader >= 0 and lkelr:
+            rec.last_known_elr = []  # a new leader: forget it
 
     def _assignment_changes(self, rec: PartitionChangeRecord) -> None:
         p = self.partition

@@ -6,7 +6,8 @@ other replicas come from the following racks, one per rack, unfenced brokers bef
 ones. Within a rack the brokers are walked round-robin from a random offset; once every
 unfenced broker has led a partition (an "epoch"), racks and brokers are shuffled. So leaders
 and replicas spread evenly over racks and brokers, fenced brokers are used only when the
-replication factor needs them, and a broker in controlled shutdown is never used.
+replication factor needs them, and a broker in controlled shutdown, or with every log directory
+cordoned (KIP-1066), is never used (the caller leaves them out of the usable brokers).
 
 The randomness is the caller's (``random.Random``): the same seed places the same way.
 """
@@ -20,7 +21,11 @@ from dataclasses import dataclass, field
 from kraftnode.controller.errors import ApiError
 from kraftnode.protocol.errors import Errors
 
-__all__ = ["InvalidReplicationFactor", "UsableBroker", "place"]
+__all__ = ["ALL_FENCED", "InvalidReplicationFactor", "UsableBroker", "place"]
+
+#: StripedReplicaPlacer's message when no usable broker is unfenced (Kafka 4.4: a broker whose
+#: every log directory is cordoned is not usable, KIP-1066)
+ALL_FENCED = "All brokers are currently fenced, or have all their log directories cordoned."
 
 
 class InvalidReplicationFactor(ApiError):
@@ -141,7 +146,7 @@ def _check(replication_factor: int, total: int, unfenced: int) -> None:
         raise InvalidReplicationFactor(f"Invalid replication factor {replication_factor}: the "
                                        f"replication factor must be positive.")
     if unfenced == 0:
-        raise InvalidReplicationFactor("All brokers are currently fenced.")
+        raise InvalidReplicationFactor(ALL_FENCED)
     if replication_factor > total:
         raise InvalidReplicationFactor(f"The target replication factor of {replication_factor} cannot "
                                        f"be reached because only {total} broker(s) are registered.")
@@ -157,6 +162,6 @@ def place(rng: random.Random, brokers: Iterable[UsableBroker], start_partition: 
     if replication_factor <= 0:
         _check(replication_factor, racks.total, racks.unfenced)
     if racks.unfenced == 0:
-        raise InvalidReplicationFactor("All brokers are currently fenced.")
+        raise InvalidReplicationFactor(ALL_FENCED)
     _check(replication_factor, racks.total, racks.unfenced)
     return [racks.place(replication_factor) for _ in range(num_partitions)]

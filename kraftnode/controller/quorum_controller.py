@@ -46,6 +46,7 @@ from kraftnode.protocol.generated.metadata import (
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UnregisterControllerRecord,
 )
 
 __all__ = ["BrokerHeartbeatReply", "ControllerConfig", "ProducerIdsBlock", "QuorumController"]
@@ -118,9 +119,9 @@ class QuorumController(ControllerContext):
 
     # ------------------------------------------------------------------ brokers
     def register_broker(self, q: w.BrokerRegistrationRequest, next_write_offset: int, kraft_version: int,
-                        now_ms: int) -> ControllerResult[int]:
+                        now_ms: int, clean_shutdown_detection: bool = False) -> ControllerResult[int]:
         self._at(now_ms)
-        return self.cluster.register_broker(q, next_write_offset, kraft_version, now_ms)
+        return self.cluster.register_broker(q, next_write_offset, kraft_version, now_ms, clean_shutdown_detection)
 
     def broker_heartbeat(self, q: w.BrokerHeartbeatRequest, now_ms: int) -> ControllerResult[BrokerHeartbeatReply]:
         self._at(now_ms)
@@ -131,15 +132,18 @@ class QuorumController(ControllerContext):
         return self.cluster.unregister_broker(broker_id)
 
     def unregister_controller(self, controller_id: int, now_ms: int) -> ControllerResult[None]:
-        """ClusterControlManager.unregisterController (Kafka 4.x): at a metadata.version without
-        controller unregistration -- every level kraftnode finalizes -- UNSUPPORTED_VERSION with
-        Kafka's message, before looking the controller up. Writing UnregisterControllerRecord at
-        a 4.x level is issue 37's (with the record's replay)."""
+        """ClusterControlManager.unregisterController (Kafka 4.4): at a metadata.version without
+        controller unregistration (below 4.4-IV2) UNSUPPORTED_VERSION with Kafka's message,
+        before looking the controller up; an id without a registration is
+        CONTROLLER_ID_NOT_REGISTERED; otherwise an UnregisterControllerRecord (v0), atomically."""
         self._at(now_ms)
         if not self.view.mv.is_controller_unregistration_supported():
             raise ApiError(Errors.UNSUPPORTED_VERSION,
                            "The current MetadataVersion is too old to support controller unregistration.")
-        raise AssertionError("no finalized metadata.version supports controller unregistration yet")
+        if controller_id not in self.view.controllers:
+            raise ApiError(Errors.CONTROLLER_ID_NOT_REGISTERED,
+                           f"Controller ID {controller_id} is not currently registered.")
+        return ControllerResult.atomic_of([(UnregisterControllerRecord(controller_id=controller_id), 0)], None)
 
     def allocate_producer_ids(self, q: w.AllocateProducerIdsRequest, now_ms: int) -> ControllerResult[ProducerIdsBlock]:
         self._at(now_ms)
@@ -178,14 +182,14 @@ class QuorumController(ControllerContext):
 
     # ------------------------------------------------------------------ configs and quotas
     def incremental_alter_configs(self, changes: dict[Any, Any], validate_only: bool,
-                                  now_ms: int) -> ControllerResult[dict[Any, ApiError]]:
+                                  now_ms: int, forwarded: bool = False) -> ControllerResult[dict[Any, ApiError]]:
         self._at(now_ms)
-        return self.configs.incremental_alter_configs(changes, validate_only)
+        return self.configs.incremental_alter_configs(changes, validate_only, forwarded)
 
     def legacy_alter_configs(self, changes: dict[Any, Any], validate_only: bool,
-                             now_ms: int) -> ControllerResult[dict[Any, ApiError]]:
+                             now_ms: int, forwarded: bool = False) -> ControllerResult[dict[Any, ApiError]]:
         self._at(now_ms)
-        return self.configs.legacy_alter_configs(changes, validate_only)
+        return self.configs.legacy_alter_configs(changes, validate_only, forwarded)
 
     def alter_client_quotas(self, alterations: list[Any], validate_only: bool,
                             now_ms: int) -> ControllerResult[dict[Any, ApiError]]:

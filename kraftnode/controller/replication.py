@@ -26,6 +26,13 @@ from typing import Any
 
 from kraftnode.controller.configs import ConfigurationControl
 from kraftnode.controller.context import ControllerContext
+from kraftnode.controller.elr import (
+    MIN_INSYNC_REPLICAS,
+    effective_min_isr,
+    elr_enabled,
+    elr_supported,
+    partition_record_version,
+)
 from kraftnode.controller.errors import ApiError
 from kraftnode.controller.partition_change import (
     NO_LEADER,
@@ -41,6 +48,7 @@ from kraftnode.controller.partition_change import (
 from kraftnode.controller.placement import InvalidReplicationFactor, UsableBroker, place
 from kraftnode.controller.result import ControllerResult, Record
 from kraftnode.controller.topic_names import topic_name_error
+from kraftnode.controller.view import has_uncordoned_dirs
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import (
@@ -52,6 +60,7 @@ from kraftnode.protocol.generated.metadata import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+from recordbatch.wire import uuid_to_base64
 
 __all__ = ["ReplicationControl", "topic_name_error"]
 
@@ -86,9 +95,25 @@ class ReplicationControl:
 
     def _builder(self, part: PartitionRecord, topic_id: uuid.UUID, pid: int,
                  acceptable: Callable[[int], bool] | None = None) -> PartitionChangeBuilder:
-        b = PartitionChangeBuilder(part, topic_id, pid, self._acceptor(part, acceptable), self.view.mv)
+        b = PartitionChangeBuilder(part, topic_id, pid, self._acceptor(part, acceptable), self.view.mv,
+                                   self.effective_min_isr(topic_id), self.elr_enabled())
         b.set_default_dir_provider(self.view.default_dir)
         return b
+
+    def elr_enabled(self) -> bool:
+        """FeatureControlManager.isElrFeatureEnabled (KIP-966)."""
+        return elr_enabled(self.view.image.features)
+
+    def effective_min_isr(self, topic_id: uuid.UUID) -> int:
+        """getTopicEffectiveMinIsr: min(min.insync.replicas, the replication factor of partition 0)."""
+        name = self.view.topic_name(topic_id) or ""
+        first = self.view.partition(topic_id, 0)
+        rf = len(first.replicas) if first is not None else 0
+        return effective_min_isr(self.configs.topic_config(name, MIN_INSYNC_REPLICAS), rf)
+
+    def _partitions_with_elr_member(self, broker_id: int) -> list[tuple[uuid.UUID, int, PartitionRecord]]:
+        """BrokersToElrs.partitionsWithBrokerInElr (a walk: only registrations need it)."""
+        return [(t, i, p) for t, i, p in self.view.all_partitions() if broker_id in (p.eligible_leader_replicas or [])]
 
     def unclean_enabled(self, topic: str) -> bool:
         value = self.configs.topic_config(topic, "unclean.leader.election.enable")
@@ -116,20 +141,23 @@ class ReplicationControl:
 
     def generate_leader_and_isr_updates(self, context: str, remove: int, add: int,
                                         parts: Iterable[tuple[uuid.UUID, int, PartitionRecord]],
-                                        records: list[Record]) -> None:
+                                        records: list[Record], unclean_shutdown: int = NO_LEADER) -> None:
         """ReplicationControlManager.generateLeaderAndIsrUpdates: drop ``remove`` from each ISR
-        and from leadership; ``add`` may lead even though the view still has it fenced."""
+        and from leadership; ``add`` may lead even though the view still has it fenced;
+        ``unclean_shutdown`` leaves ISR, ELR and leadership (KIP-966)."""
         view = self.view
         before = len(records)
 
         def acceptable(r: int) -> bool:
-            return r != remove and (r == add or view.is_active(r))
+            return r not in (remove, unclean_shutdown) and (r == add or view.is_active(r))
         for tid, pid, part in parts:
             name = view.topic_name(tid) or ""
             b = self._builder(part, tid, pid, acceptable)
             if self.unclean_enabled(name):
                 b.set_election(Election.UNCLEAN)
-            b.set_target_isr([r for r in part.isr if r != remove])
+            if unclean_shutdown != NO_LEADER:
+                b.set_unclean_shutdown_replicas([unclean_shutdown])
+            b.set_target_isr([r for r in part.isr if r not in (remove, unclean_shutdown)])
             rec = b.build()
             if rec is not None:
                 records.append(rec)
@@ -169,7 +197,24 @@ class ReplicationControl:
     def broker_unregistered(self, broker_id: int, broker_epoch: int, records: list[Record]) -> None:
         self.generate_leader_and_isr_updates("handleBrokerUnregistered", broker_id, NO_LEADER,
                                              self._partitions_with_isr_member(broker_id), records)
+        self.generate_leader_and_isr_updates("handleBrokerUnregistered", broker_id, NO_LEADER,
+                                             self._partitions_with_elr_member(broker_id), records)
         records.append((UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch), 0))
+
+    def broker_shutdown(self, broker_id: int, clean: bool, records: list[Record]) -> None:
+        """handleBrokerShutdown: a new incarnation of a broker registers. When it did not shut
+        down cleanly (ELR enabled) it leaves every ISR and ELR it was in (its log may be
+        truncated); otherwise it leaves the ISRs."""
+        if self.elr_enabled() and not clean:
+            self.generate_leader_and_isr_updates("handleBrokerUncleanShutdown", NO_LEADER, NO_LEADER,
+                                                 self._partitions_with_isr_member(broker_id), records,
+                                                 unclean_shutdown=broker_id)
+            self.generate_leader_and_isr_updates("handleBrokerUncleanShutdown", NO_LEADER, NO_LEADER,
+                                                 self._partitions_with_elr_member(broker_id), records,
+                                                 unclean_shutdown=broker_id)
+        else:
+            self.generate_leader_and_isr_updates("handleBrokerShutdown", broker_id, NO_LEADER,
+                                                 self._partitions_with_isr_member(broker_id), records)
 
     def directories_offline(self, broker_id: int, broker_epoch: int, offline: list[uuid.UUID],
                             records: list[Record]) -> None:
@@ -189,6 +234,25 @@ class ReplicationControl:
         records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
                                                        log_dirs=online), 2))
         self.ctl.log(f"Directories {newly} in broker {broker_id} marked offline, remaining directories: {online}")
+
+    def directories_cordoned(self, broker_id: int, broker_epoch: int, cordoned: list[uuid.UUID] | None,
+                             records: list[Record]) -> None:
+        """handleDirectoriesCordoned (KIP-1066, Kafka 4.3+): a heartbeat's CordonedLogDirs (null
+        before the broker's RECOVERY state: nothing to say) that differ, as a set, from the
+        registration's -- or that the registration has never had -- are written into it
+        (BrokerRegistrationChangeRecord v3)."""
+        if cordoned is None:
+            return
+        reg = self.view.broker(broker_id)
+        if reg is None:
+            return
+        if reg.cordoned_log_dirs is not None and set(reg.cordoned_log_dirs) == set(cordoned):
+            return
+        records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
+                                                       cordoned_log_dirs=list(cordoned)), 3))
+        if cordoned:  # Kafka logs this at DEBUG; an empty list (the first after registering) goes unsaid
+            names = ", ".join(uuid_to_base64(d) for d in cordoned)
+            self.ctl.log(f"Directories [{names}] in broker {broker_id} marked cordoned")
 
     # ------------------------------------------------------------------ topics
     def create_topics(self, q: w.CreateTopicsRequest, describable: set[str]) -> ControllerResult[Any]:
@@ -327,15 +391,19 @@ class ReplicationControl:
                               leader_recovery_state=RECOVERED, leader_epoch=0, partition_epoch=0)
         if mv.is_directory_assignment_supported():
             rec.directories = [self.view.default_dir(b) for b in replicas]
-        return rec, mv.partition_record_version()
+        if elr_supported(mv.level):  # PartitionRegistration.toRecord: the (empty) ELR fields
+            rec.eligible_leader_replicas = []
+            rec.last_known_elr = []
+        return rec, partition_record_version(mv)
 
     def usable_brokers(self) -> list[UsableBroker]:
-        """KRaftClusterDescriber.usableBrokers: every broker not in controlled shutdown."""
+        """ClusterControlManager.usableBrokers (Kafka 4.4): every broker not in controlled
+        shutdown that has a directory not cordoned (KIP-1066)."""
         view = self.view
         out = []
         for bid, fenced in self.ctl.heartbeats.usable_brokers():
             reg = view.broker(bid)
-            if reg is not None:
+            if reg is not None and has_uncordoned_dirs(reg):
                 out.append(UsableBroker(bid, reg.rack, fenced))
         return out
 
@@ -345,9 +413,14 @@ class ReplicationControl:
                            "The manual partition assignment includes an empty replica list.")
         prev = None
         for b in sorted(replicas):
-            if self.view.broker(b) is None:
+            reg = self.view.broker(b)
+            if reg is None:
                 raise ApiError(Errors.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
                                                                   f"broker {b}, but no such broker is registered.")
+            if not has_uncordoned_dirs(reg):
+                raise ApiError(Errors.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
+                                                                  f"broker {b}, but all its log directories are "
+                                                                  f"cordoned.")
             if b == prev:
                 raise ApiError(Errors.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes the "
                                                                   f"broker {prev} more than once.")

@@ -43,7 +43,7 @@ from kraftnode.protocol.generated.metadata import (
 )
 
 __all__ = ["MIGRATING_DIR", "UNASSIGNED_DIR", "LOST_DIR", "ControllerView", "directory_online",
-           "java_uuid_key", "reserved_directory"]
+           "has_uncordoned_dirs", "java_uuid_key", "reserved_directory"]
 
 # DirectoryId's reserved ids
 MIGRATING_DIR = uuid.UUID(int=0)
@@ -75,6 +75,16 @@ def directory_online(d: uuid.UUID, online: list[uuid.UUID]) -> bool:
     if d == LOST_DIR:
         return False
     return not online or d in online
+
+
+def has_uncordoned_dirs(reg: RegisterBrokerRecord) -> bool:
+    """BrokerRegistration.hasUncordonedDirs (KIP-1066): a broker without directories or without
+    cordoned ones (null: it never said), or with a directory not cordoned, may get new replicas."""
+    dirs = list(reg.log_dirs or [])
+    cordoned = reg.cordoned_log_dirs
+    if not dirs or cordoned is None:
+        return True
+    return bool(set(dirs) - set(cordoned))
 
 
 class ControllerView(MetadataState):

@@ -1,9 +1,11 @@
-"""Kafka 3.9's ``MetadataImage``: what the committed metadata records say, one attribute per
+"""Kafka 4.4's ``MetadataImage``: what the committed metadata records say, one attribute per
 sub-image, and the order ``MetadataImage.write`` writes it in.
 
 :meth:`MetadataImage.replay` applies one metadata record with the replace/remove semantics
 of Kafka's ``MetadataDelta`` (features, brokers and controllers, topics and partitions,
-configs, client quotas, producer ids, ACLs, SCRAM credentials, delegation tokens);
+configs, client quotas, producer ids, ACLs, SCRAM credentials, delegation tokens), Kafka 4.4's
+records included: ``ClearElrRecord`` (KIP-966), ``UnregisterControllerRecord``, the cordoned
+log directories of RegisterBrokerRecord v4 / BrokerRegistrationChangeRecord v3 (KIP-1066);
 :meth:`MetadataImage.records` is the image as records, as a snapshot holds it.  Pure data:
 :class:`~kraftnode.metadata.state.MetadataState` decides which records reach it (committed,
 outside an aborted transaction).
@@ -18,6 +20,7 @@ from typing import Any
 from kraftnode.protocol.generated.metadata import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClearElrRecord,
     ClientQuotaRecord,
     ConfigRecord,
     DelegationTokenRecord,
@@ -35,6 +38,7 @@ from kraftnode.protocol.generated.metadata import (
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UnregisterControllerRecord,
     UserScramCredentialRecord,
     ZkMigrationStateRecord,
 )
@@ -100,9 +104,13 @@ class MetadataImage:
             self._change_broker(m.id, m.epoch, FENCE if isinstance(m, FenceBrokerRecord) else UNFENCE, 0, None)
         elif isinstance(m, BrokerRegistrationChangeRecord):
             self._change_broker(m.broker_id, m.broker_epoch, m.fenced, m.in_controlled_shutdown,
-                                m.log_dirs or None)
+                                m.log_dirs or None, getattr(m, "cordoned_log_dirs", None))
         elif isinstance(m, RegisterControllerRecord):
             self.controllers[m.controller_id] = (m, version)
+        elif isinstance(m, UnregisterControllerRecord):
+            self.controllers.pop(m.controller_id, None)
+        elif isinstance(m, ClearElrRecord):
+            self._clear_elr(m.topic_name)
         elif isinstance(m, TopicRecord):
             self.topics[m.topic_id] = (m, version)
             self.partitions.setdefault(m.topic_id, {})
@@ -159,8 +167,27 @@ class MetadataImage:
             self.delegation_tokens.pop(m.token_id, None)
         # NoOpRecord and the transaction markers carry no image state
 
+    def _clear_elr(self, topic_name: str) -> None:
+        """TopicsDelta.replay(ClearElrRecord): every partition of the named topic (of every
+        topic when the name is empty) with an ELR or last-known ELR gets both emptied, as a
+        PartitionChangeRecord would (the partition epoch moves). An unknown topic is a fault."""
+        if topic_name:
+            tid = next((t for t, (rec, _v) in self.topics.items() if rec.name == topic_name), None)
+            if tid is None:
+                raise ValueError(f"Unable to clear elr for topic with name {topic_name}: no such topic found.")
+            ids = [tid]
+        else:
+            ids = list(self.topics)
+        for tid in ids:
+            parts = self.partitions.get(tid, {})
+            for pid, (p, ver) in list(parts.items()):
+                if p.eligible_leader_replicas or p.last_known_elr:
+                    change = PartitionChangeRecord(topic_id=tid, partition_id=pid, eligible_leader_replicas=[],
+                                                   last_known_elr=[])
+                    parts[pid] = (_merge_partition(p, change), max(ver, 2))
+
     def _change_broker(self, broker_id: int, epoch: int, fenced: int, shutdown: int,
-                       log_dirs: list[Any] | None) -> None:
+                       log_dirs: list[Any] | None, cordoned: list[Any] | None = None) -> None:
         cur = self.brokers.get(broker_id)
         if cur is None or cur[0].broker_epoch != epoch:
             return  # Kafka's ClusterDelta throws on an unknown broker or epoch: nothing changes
@@ -173,7 +200,11 @@ class MetadataImage:
             reg.in_controlled_shutdown = True
         if log_dirs is not None:
             reg.log_dirs = list(log_dirs)
-        self.brokers[broker_id] = (reg, cur[1])
+        version = cur[1]
+        if cordoned is not None:  # BrokerRegistrationChangeRecord v3 (KIP-1066)
+            reg.cordoned_log_dirs = list(cordoned)
+            version = max(version, 4)
+        self.brokers[broker_id] = (reg, version)
 
     # ------------------------------------------------------------------ write
     def records(self) -> list[Versioned]:

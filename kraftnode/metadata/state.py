@@ -22,6 +22,13 @@ snapshot is taken inside an open transaction.  A snapshot writes the image in th
 order of ``MetadataImage.write`` (so a Kafka controller can load the snapshot of a
 log that holds only metadata records).
 
+A record of a metadata batch that this node cannot decode (an unknown record type, a version
+it does not read) or cannot apply is a :class:`MetadataFault`, as it is a fatal fault for a
+Kafka 4.4 controller (the node stops, with Kafka's ``MetadataParseException`` text or its
+"Unable to apply ..." message); such a record is never taken for application data. A batch
+counts as metadata when it has no producer id and its first record is framed as a metadata
+record (frame version 1, a record type and a version).
+
 Records that are not metadata records at all (application data written through
 Produce, kraftnode's extension) are *foreign*: a Kafka controller could not replay
 them, which is why Produce refuses them once a Kafka controller is a member of the
@@ -38,7 +45,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
+from kraftnode.log.metadata_records import (
+    FRAME_VERSION,
+    RECORD_CLASSES,
+    decode_metadata_record,
+    encode_metadata_record,
+)
 from kraftnode.metadata.image import MetadataImage
 from kraftnode.metadata.state_machine import SnapshotRecords
 from kraftnode.protocol.generated.metadata import (
@@ -50,18 +62,74 @@ from kraftnode.protocol.generated.metadata import (
     RegisterControllerRecord,
     RemoveAccessControlEntryRecord,
     RemoveUserScramCredentialRecord,
+    UnregisterControllerRecord,
     UserScramCredentialRecord,
     ZkMigrationStateRecord,
 )
 from recordbatch import BatchView, CorruptBatchError
 from recordbatch.layout import RECORDS_OFFSET
-from recordbatch.wire import DecodeError, read_varint, read_varlong
+from recordbatch.wire import DecodeError, read_uvarint, read_varint, read_varlong
 
-__all__ = ["MetadataImage", "MetadataState", "next_generation", "METADATA_VERSION_CONTROLLER_REGISTRATION",
-           "holds_metadata_records", "is_metadata_record"]
+__all__ = ["MetadataFault", "MetadataImage", "MetadataState", "next_generation",
+           "METADATA_VERSION_CONTROLLER_REGISTRATION", "holds_metadata_records", "is_metadata_record",
+           "metadata_parse_error", "replay_fault"]
 
 # MetadataVersion 3.7-IV0: the first with KIP-919 controller registration.
 METADATA_VERSION_CONTROLLER_REGISTRATION = 15
+
+
+class MetadataFault(ValueError):
+    """A committed metadata record this node cannot decode or apply: a fatal fault for a Kafka
+    controller (``ProcessTerminatingFaultHandler``), and for this node."""
+
+
+_FRAME_0 = ("Could not deserialize metadata record with frame version 0. Note that upgrades from the preview "
+            "release of KRaft in 2.8 to newer versions are not supported.")
+
+
+def metadata_parse_error(value: bytes | bytearray | memoryview) -> str | None:
+    """The message of the ``MetadataParseException`` Kafka 4.4's ``MetadataRecordSerde.read``
+    throws for ``value``, or None when it decodes."""
+    try:
+        frame, pos = read_uvarint(value, 0)
+    except (DecodeError, ValueError, IndexError):
+        return "Error while reading frame version"
+    if frame == 0:
+        return _FRAME_0
+    if frame != FRAME_VERSION:
+        return f"Could not deserialize metadata record due to unknown frame version {frame}(only frame version 1 " \
+               f"is supported)"
+    try:
+        api_key, pos = read_uvarint(value, pos)
+    except (DecodeError, ValueError, IndexError):
+        return "Error while reading type"
+    try:
+        _version, pos = read_uvarint(value, pos)
+    except (DecodeError, ValueError, IndexError):
+        return "Error while reading version"
+    if api_key not in RECORD_CLASSES:
+        return f"org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {api_key}"
+    try:
+        decode_metadata_record(value)
+    except (DecodeError, ValueError, IndexError):
+        return f"Failed to deserialize record with type {api_key}"
+    return None
+
+
+def is_metadata_framed(value: bytes | bytearray | memoryview | None) -> bool:
+    """Whether ``value`` is framed as a metadata record (frame version 1, then a record type and a
+    version), whether or not this node can decode it."""
+    if value is None:
+        return False
+    try:
+        frame, pos = read_uvarint(value, 0)
+        if frame != FRAME_VERSION:
+            return False
+        _key, pos = read_uvarint(value, pos)
+        read_uvarint(value, pos)
+    except (DecodeError, ValueError, IndexError):
+        return False
+    return True
 
 
 def is_metadata_record(value: bytes | bytearray | memoryview | None) -> bool:
@@ -96,6 +164,28 @@ def _first_value(b: BatchView) -> bytes | memoryview | None:
         return data[pos:pos + vlen]
     except (CorruptBatchError, DecodeError, ValueError, IndexError):
         return None
+
+
+def holds_undecodable_metadata(b: BatchView) -> bool:
+    """A batch framed as metadata (no producer id, first record framed as a metadata record)
+    whose first record this node cannot decode: a fault, never application data."""
+    if b.producer_id >= 0:
+        return False
+    first = _first_value(b)
+    return is_metadata_framed(first) and not is_metadata_record(first)
+
+
+def replay_fault(b: BatchView) -> str | None:
+    """The fault replaying data batch ``b`` would be (Kafka's MetadataParseException text), or
+    None: a batch framed as metadata must decode whole. Produce refuses such a batch, so that no
+    client can stop the controllers (every one of them would stop replaying it)."""
+    if b.is_control or b.producer_id >= 0 or not is_metadata_framed(_first_value(b)):
+        return None
+    for r in b.records():
+        why = "null value" if r.value is None else metadata_parse_error(r.value)
+        if why is not None:
+            return f"record at batch offset {r.offset}: MetadataParseException: {why}"
+    return None
 
 
 def holds_metadata_records(b: BatchView) -> bool:
@@ -201,9 +291,17 @@ class MetadataState:
                     message, version = decode_metadata_record(value)
                 except (DecodeError, ValueError, IndexError):
                     message = None
+                    if is_metadata_framed(value):
+                        raise MetadataFault(f"Unable to load a metadata record of the snapshot: "
+                                            f"MetadataParseException: {metadata_parse_error(value)}") from None
             if message is not None:
                 fresh.metadata_records += 1
-                fresh._apply(message, -1, version)
+                try:
+                    fresh._apply(message, -1, version)
+                except MetadataFault:
+                    raise
+                except (ValueError, KeyError, TypeError, AttributeError) as e:
+                    raise MetadataFault(f"Unable to apply {message.NAME} record from the snapshot: {e}") from None
             else:
                 # application data (a snapshot written by another tool may hold unkeyed
                 # records: they are counted, as in the log, and carry no state)
@@ -217,6 +315,11 @@ class MetadataState:
         if b.is_control:
             return
         if not holds_metadata_records(b):
+            if holds_undecodable_metadata(b):
+                first = _first_value(b)
+                assert first is not None
+                raise MetadataFault(f"handleCommit[baseOffset={b.base_offset}]: MetadataParseException: "
+                                    f"{metadata_parse_error(first)}")
             self._replay_application(b, end_offset)
             return
         try:
@@ -230,11 +333,18 @@ class MetadataState:
                 message, version = decode_metadata_record(r.value) if r.value is not None else (None, 0)
             except (DecodeError, ValueError, IndexError):
                 message = None
-            if message is None:
-                self.foreign_records += 1
-                continue
+            if message is None:  # in a metadata batch: Kafka's RecordsIterator throws
+                why = "null value" if r.value is None else metadata_parse_error(r.value)
+                raise MetadataFault(f"handleCommit[baseOffset={b.base_offset}]: MetadataParseException: {why} "
+                                    f"(the record at offset {r.offset})")
             self.metadata_records += 1
-            self._apply(message, r.offset, version)
+            try:
+                self._apply(message, r.offset, version)
+            except MetadataFault:
+                raise
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise MetadataFault(f"Unable to apply {message.NAME} record at offset {r.offset} on standby "
+                                    f"controller, from the batch with baseOffset {b.base_offset}: {e}") from None
         if self.features_changed and self.transaction_start == -1:
             self.features_epoch = b.last_offset if end_offset is None else min(b.last_offset, end_offset - 1)
             self.features_changed = False
@@ -293,6 +403,8 @@ class MetadataState:
             self.features_changed = True
         elif isinstance(m, RegisterControllerRecord):
             self.controllers[m.controller_id] = m
+        elif isinstance(m, UnregisterControllerRecord):
+            self.controllers.pop(m.controller_id, None)
         elif isinstance(m, UserScramCredentialRecord):
             self.scram[(m.name, m.mechanism)] = m
         elif isinstance(m, RemoveUserScramCredentialRecord):

@@ -146,3 +146,5 @@ class Errors(IntEnum):
     INVALID_REGULAR_EXPRESSION = 128
     # Kafka 4.x (KIP-1242): ApiVersions v5 naming another cluster or node
     REBOOTSTRAP_REQUIRED = 129
+    # Kafka 4.4: UnregisterController naming a controller with no registration
+    CONTROLLER_ID_NOT_REGISTERED = 136

@@ -103,7 +103,7 @@ def test_genuine_java_clients_and_apis_we_do_not_serve(node: NodeProcess, kafka_
             if mode == "servers":  # the controller places it, as a Kafka controller without brokers
                 assert (made["error"], made["message"]) == (
                     "org.apache.kafka.common.errors.InvalidReplicationFactorException",
-                    "Unable to replicate the partition 1 time(s): All brokers are currently fenced.")
+                    "Unable to replicate the partition 1 time(s): All brokers are currently fenced, or have all their log directories cordoned.")
             else:  # the Admin sends no CreateTopics to a controller quorum at all (as with Kafka)
                 assert made["error"] == "org.apache.kafka.common.errors.UnsupportedEndpointTypeException"
             groups = admin("listgroups")
@@ -117,7 +117,7 @@ def test_genuine_java_clients_and_apis_we_do_not_serve(node: NodeProcess, kafka_
     r = kafka_home.tool("kafka-topics", "--bootstrap-server", f"127.0.0.1:{node.port}", "--create",
                         "--topic", "t2", "--partitions", "1", "--replication-factor", "1")
     assert r.returncode == 1
-    assert "Unable to replicate the partition 1 time(s): All brokers are currently fenced." in r.stdout + r.stderr
+    assert "Unable to replicate the partition 1 time(s): All brokers are currently fenced, or have all their log directories cordoned." in r.stdout + r.stderr
     assert node.log().count("closing connection") == before, node.log()[-3000:]
 
 

@@ -476,7 +476,7 @@ def kafka_4_4() -> Any:
             jar = zipfile.ZipFile(candidate)
             records = _metadata_records_4_4(candidate.parent.parent / "reference" / "metadata")
 
-            def load(name: str) -> Any:
+            def load(name: str, jar: zipfile.ZipFile = jar, records: dict[str, Any] = records) -> Any:
                 if name in records:  # metadata records ship in the sources, not the jars
                     return records[name]
                 return json.loads(strip_json_comments(jar.read(f"common/message/{name}.json").decode()))

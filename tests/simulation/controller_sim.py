@@ -28,7 +28,10 @@ Invariants, on the committed metadata after every committed batch:
 3. partition epochs and leader epochs only grow;
 4. an acknowledged AlterPartition is never lost: at every failover and at the end, each
    acknowledged (partition epoch, ISR) of a partition is a state the committed log went through;
-5. the indexes the controller keeps on replay (:mod:`kraftnode.controller.indexes`: brokers to
+5. with eligible leader replicas on (``elr=True``: metadata.version 4.4, KIP-966 finalized,
+   topics with min.insync.replicas=2): ISR and ELR never share a replica, ISR, ELR and
+   last-known ELR are replicas of the partition, and an ISR of at least min ISR has no ELR;
+6. the indexes the controller keeps on replay (:mod:`kraftnode.controller.indexes`: brokers to
    ISR partitions, leaderless and imbalanced partitions, leaderships, topic names) agree with a
    recomputation over the image, in the active controller's view and in the committed one;
 6. every record the controller generates survives its bytes: encoded at its version and decoded,
@@ -186,9 +189,11 @@ class Result:
 
 
 class ControllerSim:
-    def __init__(self, seed: int, brokers: int = 5, plant: str | None = None) -> None:
+    def __init__(self, seed: int, brokers: int = 5, plant: str | None = None, elr: bool = False) -> None:
         if plant is not None and plant not in PLANTS:
             raise ValueError(f"unknown plant {plant}")
+        self.elr = elr
+        self.mv = 33 if elr else 21  # Kafka 4.4's metadata.version with ELR, else 3.9-IV0
         self.seed = seed
         self.plant = plant
         self.rng = random.Random(f"controller-sim-{seed}")
@@ -211,7 +216,10 @@ class ControllerSim:
         self.failovers = 0
         self.topics_created = False
         # the log starts with metadata.version, as bootstrapped
-        self._commit_batch(Batch(0, [(FeatureLevelRecord(name="metadata.version", feature_level=21), 0)]))
+        boot = [(FeatureLevelRecord(name="metadata.version", feature_level=self.mv), 0)]
+        if elr:
+            boot.append((FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0))
+        self._commit_batch(Batch(0, boot))
 
     # ------------------------------------------------------------------ events
     def _schedule(self, at: int, kind: str, *data: Any) -> None:
@@ -380,7 +388,9 @@ class ControllerSim:
         R = w.BrokerRegistrationRequest
         q = R(broker_id=b.id, cluster_id=CLUSTER, incarnation_id=uuid.UUID(int=(b.id << 64) | b.incarnation + 1),
               listeners=[R.Listener(name="PLAINTEXT", host="h", port=b.id, security_protocol=0)],
-              features=[R.Feature(name="metadata.version", min_supported_version=1, max_supported_version=21)],
+              features=[R.Feature(name="metadata.version", min_supported_version=1, max_supported_version=self.mv)]
+              + ([R.Feature(name="eligible.leader.replicas.version", min_supported_version=0, max_supported_version=1)]
+                 if self.elr else []),
               rack=None, is_migrating_zk_broker=False, log_dirs=[b.dir], previous_broker_epoch=-1)
         b.inflight["register"] = self.now + REQUEST_TIMEOUT_MS
         incarnation = b.incarnation
@@ -472,8 +482,10 @@ class ControllerSim:
         if self.topics_created:
             return
         C = w.CreateTopicsRequest
-        q = C(topics=[C.CreatableTopic(name=n, num_partitions=p, replication_factor=3, assignments=[], configs=[])
-                      for n, p in TOPICS.items()], timeout_ms=1000, validate_only=False)
+        configs = [C.CreatableTopicConfig(name="min.insync.replicas", value="2")] if self.elr else []
+        q = C(topics=[C.CreatableTopic(name=n, num_partitions=p, replication_factor=3, assignments=[],
+                                       configs=list(configs)) for n, p in TOPICS.items()],
+              timeout_ms=1000, validate_only=False)
 
         def answer(code: int, resp: Any) -> None:
             if code == Errors.NONE and all(t.error_code in (0, Errors.TOPIC_ALREADY_EXISTS) for t in resp.topics):
@@ -525,6 +537,18 @@ class ControllerSim:
                 raise Violation(f"partition {pid} of {tid}: (leader epoch, partition epoch) went from {before} to {now}")
             self.epochs[key] = now
             self.history.setdefault(key, set()).add((p.partition_epoch, tuple(p.isr)))
+            if self.elr:
+                self._check_elr(tid, pid, p)
+
+    def _check_elr(self, tid: uuid.UUID, pid: int, p: Any) -> None:
+        elr, lkelr = list(p.eligible_leader_replicas or []), list(p.last_known_elr or [])
+        if set(elr) & set(p.isr):
+            raise Violation(f"partition {pid} of {tid}: ISR {p.isr} and ELR {elr} overlap")
+        if not set(elr) | set(lkelr) | set(p.isr) <= set(p.replicas):
+            raise Violation(f"partition {pid} of {tid}: ISR {p.isr} / ELR {elr} / last-known ELR {lkelr} "
+                            f"outside its replicas {p.replicas}")
+        if len(p.isr) >= min(2, len(p.replicas)) and elr:
+            raise Violation(f"partition {pid} of {tid}: ISR {p.isr} is at min ISR but the ELR is {elr}")
 
     def _check_acked(self) -> None:
         for tid, pid, epoch, isr in self.acked:
@@ -533,5 +557,5 @@ class ControllerSim:
                                 f"ISR {list(isr)}) was lost")
 
 
-def run_seed(seed: int, plant: str | None = None) -> Result:
-    return ControllerSim(seed, plant=plant).run()
+def run_seed(seed: int, plant: str | None = None, elr: bool = False) -> Result:
+    return ControllerSim(seed, plant=plant, elr=elr).run()

@@ -38,3 +38,15 @@ def test_each_plant_is_caught(plant: str) -> None:
 def test_a_seed_replays_exactly() -> None:
     assert run_seed(16, "ack_before_commit") == run_seed(16, "ack_before_commit")
     assert run_seed(5) == run_seed(5)
+
+
+def test_no_invariant_fails_with_eligible_leader_replicas() -> None:
+    """Metadata.version 4.4 with KIP-966 on and min.insync.replicas=2: the ELR invariants hold too,
+    and the runs go through ELR states."""
+    failures = [r for r in (run_seed(s, elr=True) for s in range(SEEDS // 3)) if not r.ok]
+    assert not failures, failures[:3]
+    sim = ControllerSim(1, elr=True)
+    assert sim.run().ok
+    elrs = [m for b in sim.committed for m, _v in b.records
+            if type(m).__name__ == "PartitionChangeRecord" and m.eligible_leader_replicas]
+    assert elrs

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from kraftnode.metadata.state import replay_fault
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated.produce_request import (
@@ -348,6 +349,9 @@ class ApplicationHandlers(HandlerBase):
                                       rw.METADATA_TOPIC)
         if err is None:
             err = broker_replay_error(views, self.registered_brokers())
+        if err is None:  # a metadata record no controller could replay would stop them all
+            err = next(((Errors.INVALID_RECORD, f"batch at offset {b.base_offset}, {why}; every controller would "
+                         "stop replaying it") for b in views if (why := replay_fault(b)) is not None), None)
         if err is not None:
             pr.error_code, pr.error_message = err
             return

@@ -19,7 +19,7 @@ import uuid
 from typing import Any
 
 from kraftnode.controller import ApiError
-from kraftnode.controller.configs import BROKER, BROKER_LOGGER, TOPIC
+from kraftnode.controller.configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
 from kraftnode.controller.errors import default_message
 from kraftnode.metadata.state import is_metadata_record
 from kraftnode.protocol import error_responses
@@ -112,7 +112,7 @@ class ControllerApiHandlers(HandlerBase):
                             "not KRaft metadata records (application data written with Produce or OffsetCommit), "
                             "which a Kafka broker cannot replay (docs/controller.md)", q.broker_id, foreign)
                 raise ApiError(Errors.INVALID_REGISTRATION)
-            return c.register_broker(q, drv.log_end_offset(), drv.current_kraft_version(), now)
+            return c.register_broker(q, drv.log_end_offset(), drv.current_kraft_version(), now, v >= 3)
         epoch, err = await self._run(62, v, q, register)
         if err is not None:
             if err.error_code != Errors.NOT_CONTROLLER:
@@ -359,6 +359,14 @@ class ControllerApiHandlers(HandlerBase):
             if self.denied(az.TOPIC, name, az.ALTER_CONFIGS, api):
                 return ApiError(Errors.TOPIC_AUTHORIZATION_FAILED)
             return None
+        if rtype == CLIENT_METRICS:  # KIP-714's subscriptions: ALTER_CONFIGS on the cluster
+            if self.denied(az.CLUSTER, az.CLUSTER_NAME, az.ALTER_CONFIGS, api):
+                return ApiError(Errors.CLUSTER_AUTHORIZATION_FAILED)
+            return None
+        if rtype == GROUP:  # Kafka 4.x: a group's dynamic configs
+            if self.denied(az.GROUP, name, az.ALTER_CONFIGS, api):
+                return ApiError(Errors.GROUP_AUTHORIZATION_FAILED)
+            return None
         return ApiError(Errors.INVALID_REQUEST, f"Unexpected resource type {_type_name(rtype)}.")
 
     async def _alter_configs(self, q: Any, v: int, key: int) -> Any:
@@ -368,7 +376,7 @@ class ControllerApiHandlers(HandlerBase):
         dups: set[tuple[int, str]] = set()
         for r in q.resources:
             res = (r.resource_type, r.resource_name)
-            if r.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, 16):
+            if r.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP):
                 out.append(R.AlterConfigsResourceResponse(error_code=Errors.UNSUPPORTED_VERSION,
                                                           error_message=f"Unknown resource type {r.resource_type}.",
                                                           resource_type=r.resource_type, resource_name=r.resource_name))
@@ -399,12 +407,13 @@ class ControllerApiHandlers(HandlerBase):
                                                           resource_type=res[0], resource_name=res[1]))
                 del changes[res]
         if changes:
+            forwarded = az.session().forwarded  # from a broker (an Envelope): KIP-1066's check differs
             if key == 44:
                 results, err = await self._run(key, v, q, lambda c, now: c.incremental_alter_configs(
-                    changes, q.validate_only, now))
+                    changes, q.validate_only, now, forwarded))
             else:
                 results, err = await self._run(key, v, q, lambda c, now: c.legacy_alter_configs(
-                    changes, q.validate_only, now))
+                    changes, q.validate_only, now, forwarded))
             if err is not None:
                 return err
             for (rtype, name), e in results.items():

@@ -42,7 +42,11 @@ from kraftnode.log.snapshot import (
     read_snapshot_batches,
     snapshot_file_name,
 )
-from kraftnode.metadata.state import METADATA_VERSION_CONTROLLER_REGISTRATION, MetadataState
+from kraftnode.metadata.state import (
+    METADATA_VERSION_CONTROLLER_REGISTRATION,
+    MetadataFault,
+    MetadataState,
+)
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated.metadata import (
@@ -230,6 +234,9 @@ class ControllerDuties:
                 more = self.catch_up()
                 self.maybe_activate()
                 await self.maybe_register()
+            except MetadataFault as e:  # Kafka's controller stops on it: so does this node
+                self.driver.fail(str(e))
+                return
             except ValueError as e:
                 log.error("cannot replay the metadata log: %s; controller duties stop", e)
                 return

@@ -430,6 +430,14 @@ class RaftDriver(PeerSending):
         self._stopped = True
         self._done.set()
 
+    def fail(self, reason: str) -> None:
+        """Stop the node on a fatal fault found outside the raft core (a committed metadata
+        record the controller cannot replay: Kafka's ProcessTerminatingFaultHandler)."""
+        if self.fatal is None:
+            self.fatal = reason
+            log.error("Encountered fatal fault: %s", reason)
+        self._done.set()
+
     def wake(self) -> None:
         """Tick the core and run queued actions soon (from a loop callback)."""
         if self._loop is not None and not self._tick_soon:

@@ -17,6 +17,8 @@ from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated.metadata import FeatureLevelRecord
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
+#: Kafka 4.4's metadata.version (kafka-storage.sh version-mapping --release-version 4.4); ELR from 23 (4.0-IV1)
+MV_4_4 = 33
 
 
 def dir_of(broker: int) -> uuid.UUID:
@@ -56,8 +58,10 @@ class Harness:
 
     # ------------------------------------------------------------------ brokers
     def registration(self, broker: int, n: int = 1, rack: str | None = None,
-                     mv_range: tuple[int, int] = (1, 21)) -> w.BrokerRegistrationRequest:
+                     mv_range: tuple[int, int] | None = None) -> w.BrokerRegistrationRequest:
         R = w.BrokerRegistrationRequest
+        if mv_range is None:  # a broker that supports the finalized level (3.9's range at least)
+            mv_range = (1, max(21, self.view.mv.level))
         return R(broker_id=broker, cluster_id=CLUSTER, incarnation_id=incarnation(broker, n),
                  listeners=[R.Listener(name="PLAINTEXT", host="127.0.0.1", port=9000 + broker, security_protocol=0)],
                  features=[R.Feature(name="metadata.version", min_supported_version=mv_range[0],
@@ -103,3 +107,33 @@ class Harness:
         tid = self.view.topic_id(name)
         assert tid is not None
         return tid
+
+
+class ElrHarness(Harness):
+    """A controller at a 4.x metadata.version with eligible.leader.replicas.version finalized."""
+
+    def __init__(self, elr_level: int = 1, mv: int = MV_4_4) -> None:
+        super().__init__(mv=mv)
+        self.apply([(FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=elr_level), 0)])
+
+    def registration(self, broker: int, n: int = 1, rack: str | None = None,
+                     mv_range: tuple[int, int] = (1, MV_4_4), previous_epoch: int = -1
+                     ) -> w.BrokerRegistrationRequest:
+        q = super().registration(broker, n, rack, mv_range)
+        q.features.append(type(q.features[0])(name="eligible.leader.replicas.version", min_supported_version=0,
+                                              max_supported_version=1))
+        q.previous_broker_epoch = previous_epoch
+        return q
+
+    def restart(self, broker: int, n: int, clean: bool) -> None:
+        """A new incarnation registers (BrokerRegistration v3+: PreviousBrokerEpoch is read)."""
+        reg = self.view.broker(broker)
+        assert reg is not None
+        self.now += 60_000  # the old incarnation's session has expired
+        q = self.registration(broker, n, previous_epoch=reg.broker_epoch if clean else -1)
+        self.commit(self.ctl.register_broker(q, self.offset, 0, self.now, True))
+
+    def state(self, name: str, pid: int = 0) -> tuple[list[int], list[int], list[int], int]:
+        p = self.view.partition(self.topic(name), pid)
+        assert p is not None
+        return list(p.isr), list(p.eligible_leader_replicas or []), list(p.last_known_elr or []), p.leader

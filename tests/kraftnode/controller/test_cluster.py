@@ -4,14 +4,19 @@ ReplicationControlManager write, with Kafka's error codes and messages."""
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 import pytest
 
-from kraftnode.controller import ApiError
+from kraftnode.controller import ApiError, ControllerResult
+from kraftnode.protocol import generated as w
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import (
     BrokerRegistrationChangeRecord,
     PartitionChangeRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     UnregisterBrokerRecord,
 )
 from tests.kraftnode.controller.support import CLUSTER, Harness, dir_of, incarnation
@@ -46,8 +51,9 @@ def test_another_incarnation_is_refused_while_the_session_lives_and_accepted_aft
     h.active_brokers(101)
     with pytest.raises(ApiError) as e:
         h.ctl.register_broker(h.registration(101, n=2), h.offset, 0, h.now)
-    assert (e.value.code, e.value.message) == (Errors.DUPLICATE_BROKER_REGISTRATION,
-                                                "Another broker is registered with that broker id.")
+    assert (e.value.code, e.value.message) == (  # Kafka 4.4's message
+        Errors.DUPLICATE_BROKER_REGISTRATION, "Another broker is registered with that broker id. If the broker was "
+        "recently restarted this should self-resolve once the heartbeat manager expires the broker's session.")
     h.now += 9001
     epoch = h.register(101, n=2)
     assert epoch == h.offset - 1 and h.view.broker(101).fenced  # type: ignore[union-attr]
@@ -111,37 +117,110 @@ def test_a_heartbeat_before_registration_or_with_another_epoch_is_stale() -> Non
     assert e.value.message == "Expected broker epoch 1, but got broker epoch 3"
 
 
-def test_a_v2_heartbeats_cordoned_log_dirs_are_kept_and_write_nothing() -> None:
-    """BrokerHeartbeat v2 (KIP-1066): CordonedLogDirs are kept with the broker's heartbeat
-    state (for placement, issue 37); at metadata.version 3.9 Kafka 4.4 writes no record for
-    them (isCordonedLogDirsSupported), so neither do we; null (before RECOVERY) keeps the last."""
-    from kraftnode.protocol import generated as w
-    h = Harness()
-    h.active_brokers(7)
-    reg = h.view.broker(7)
-    assert reg is not None and reg.log_dirs
-    q = w.BrokerHeartbeatRequest(broker_id=7, broker_epoch=reg.broker_epoch, current_metadata_offset=h.offset,
+def cordon(h: Harness, broker: int, dirs: list[uuid.UUID] | None) -> ControllerResult[Any]:
+    """A BrokerHeartbeat v2 of ``broker`` with CordonedLogDirs ``dirs``, committed."""
+    reg = h.view.broker(broker)
+    assert reg is not None
+    q = w.BrokerHeartbeatRequest(broker_id=broker, broker_epoch=reg.broker_epoch, current_metadata_offset=h.offset,
                                  want_fence=False, want_shut_down=False, offline_log_dirs=[],
-                                 cordoned_log_dirs=[reg.log_dirs[0]])
+                                 cordoned_log_dirs=dirs)
     result = h.ctl.broker_heartbeat(q, h.now)
-    assert result.records == []
-    assert h.ctl.heartbeats.brokers[7].cordoned_log_dirs == [reg.log_dirs[0]]
-    q.cordoned_log_dirs = None
-    h.ctl.broker_heartbeat(q, h.now)
-    assert h.ctl.heartbeats.brokers[7].cordoned_log_dirs == [reg.log_dirs[0]]
-    assert w.BrokerHeartbeatRequest().cordoned_log_dirs is None  # what v0-1 decode to
+    h.commit(result)
+    return result
 
 
-def test_unregister_controller_is_refused_below_a_4x_metadata_version() -> None:
-    """UnregisterController (Kafka 4.x): ClusterControlManager.unregisterController refuses it
-    at a metadata.version without controller unregistration -- every level kraftnode finalizes
-    (3.9-IV0 at most) -- with Kafka's message, and writes nothing."""
-    h = Harness()
-    for controller_id in (1, 42):  # registered or not: the version is checked first
+def test_cordoned_log_dirs_write_nothing_below_4_3() -> None:
+    """BrokerHeartbeat v2's CordonedLogDirs (KIP-1066) below metadata.version 4.3-IV0: Kafka 4.4's
+    controller ignores them (isCordonedLogDirsSupported), so placement uses the broker still."""
+    h = Harness(mv=21)
+    h.active_brokers(7)
+    assert cordon(h, 7, [dir_of(7)]).records == []
+    assert h.view.broker(7).cordoned_log_dirs is None  # type: ignore[union-attr]
+    assert h.commit(h.create_topic("t", 1, 1)).topics[0].error_code == 0
+
+
+def test_cordoned_log_dirs_are_written_into_the_registration_at_4_3() -> None:
+    """handleDirectoriesCordoned: a registration has no cordoned directories (null) until the
+    broker's first non-null list -- written even when empty, as BrokerRegistrationChangeRecord
+    v3; then only a list that differs as a set; null (before the broker's RECOVERY) says nothing."""
+    h = Harness(mv=33)
+    h.active_brokers(7)
+    other = uuid.UUID(int=(7 << 64) | 9)
+    assert cordon(h, 7, None).records == []
+    first = cordon(h, 7, [])
+    assert [(type(m).__name__, v, m.cordoned_log_dirs, m.fenced, m.log_dirs) for m, v in first.records] == [
+        ("BrokerRegistrationChangeRecord", 3, [], 0, [])]
+    assert h.view.broker(7).cordoned_log_dirs == []  # type: ignore[union-attr]
+    assert cordon(h, 7, []).records == []
+    changed = cordon(h, 7, [dir_of(7), other])
+    assert [m.cordoned_log_dirs for m, _v in changed.records] == [[dir_of(7), other]]
+    assert cordon(h, 7, [other, dir_of(7)]).records == []  # the same set
+    assert cordon(h, 7, None).records == []
+    assert h.view.broker(7).cordoned_log_dirs == [dir_of(7), other]  # type: ignore[union-attr]
+    # the registration as a snapshot writes it: RegisterBrokerRecord v4 keeps the cordoned dirs
+    assert h.view.image.brokers[7][1] == 4
+
+
+def test_a_broker_with_every_log_dir_cordoned_gets_no_new_replicas() -> None:
+    """ClusterControlManager.usableBrokers (Kafka 4.4): a broker whose every directory is cordoned
+    is left out of placement -- of new topics and new partitions -- and a manual assignment naming
+    it is refused with Kafka's message; uncordoned, it is used again."""
+    h = Harness(mv=33)
+    h.active_brokers(1, 2, 3)
+    cordon(h, 2, [dir_of(2)])
+    made = h.commit(h.create_topic("spread", 6, 2))
+    assert made.topics[0].error_code == 0
+    replicas = {b for r in h.view.partitions(h.topic("spread")).values() for b in r.replicas}
+    assert replicas == {1, 3}
+    refused = h.commit(h.create_topic("three", 1, 3)).topics[0]
+    assert (refused.error_code, refused.error_message) == (
+        Errors.INVALID_REPLICATION_FACTOR, "Unable to replicate the partition 3 time(s): The target replication "
+        "factor of 3 cannot be reached because only 2 broker(s) are registered.")
+    manual = h.commit(h.create_topic("manual", assignments={0: [1, 2]})).topics[0]
+    assert (manual.error_code, manual.error_message) == (
+        Errors.INVALID_REPLICA_ASSIGNMENT,
+        "The manual partition assignment includes broker 2, but all its log directories are cordoned.")
+    for b in (1, 3):
+        cordon(h, b, [dir_of(b)])
+    none = h.commit(h.create_topic("none", 1, 1)).topics[0]
+    assert (none.error_code, none.error_message) == (
+        Errors.INVALID_REPLICATION_FACTOR, "Unable to replicate the partition 1 time(s): All brokers are currently "
+        "fenced, or have all their log directories cordoned.")
+    cordon(h, 2, [])
+    assert h.commit(h.create_topic("again", 1, 1)).topics[0].error_code == 0
+    assert [r.replicas for r in h.view.partitions(h.topic("again")).values()] == [[2]]
+
+
+def test_unregister_controller_is_refused_below_4_4_iv2() -> None:
+    """UnregisterController (Kafka 4.4): ClusterControlManager.unregisterController refuses it at
+    a metadata.version without controller unregistration (below 4.4-IV2) with Kafka's message,
+    before looking the controller up, and writes nothing."""
+    h = Harness(mv=32)
+    for controller_id in (1, 42):
         with pytest.raises(ApiError) as e:
             h.ctl.unregister_controller(controller_id, h.now)
         assert (e.value.code, e.value.message) == (
             Errors.UNSUPPORTED_VERSION, "The current MetadataVersion is too old to support controller unregistration.")
+
+
+def test_unregister_controller_writes_an_unregister_controller_record_at_4_4_iv2() -> None:
+    """At 4.4-IV2: a registered controller's registration is removed by an UnregisterControllerRecord
+    (v0, atomically); an id without a registration is CONTROLLER_ID_NOT_REGISTERED."""
+    h = Harness(mv=33)
+    C = RegisterControllerRecord
+    h.apply([(C(controller_id=2, incarnation_id=uuid.UUID(int=5 << 64), zk_migration_ready=False,
+                end_points=[C.ControllerEndpoint(name="CONTROLLER", host="127.0.0.1", port=9093, security_protocol=0)],
+                features=[]), 0)])
+    assert 2 in h.view.controllers
+    with pytest.raises(ApiError) as e:
+        h.ctl.unregister_controller(3, h.now)
+    assert (e.value.code, e.value.message) == (Errors.CONTROLLER_ID_NOT_REGISTERED,
+                                                "Controller ID 3 is not currently registered.")
+    result = h.ctl.unregister_controller(2, h.now)
+    assert result.atomic and [(type(m).__name__, v, m.controller_id) for m, v in result.records] == [
+        ("UnregisterControllerRecord", 0, 2)]
+    h.commit(result)
+    assert 2 not in h.view.controllers
 
 
 def leaders_of(h: Harness, topic: str) -> dict[int, tuple[int, list[int]]]:

@@ -42,7 +42,7 @@ def test_the_same_seed_places_the_same_way() -> None:
 
 @pytest.mark.parametrize("available, rf, message", [
     (brokers(3), 4, "The target replication factor of 4 cannot be reached because only 3 broker(s) are registered."),
-    (brokers(3, fenced=(1, 2, 3)), 1, "All brokers are currently fenced."),
+    (brokers(3, fenced=(1, 2, 3)), 1, "All brokers are currently fenced, or have all their log directories cordoned."),
     (brokers(3), 0, "Invalid replication factor 0: the replication factor must be positive."),
 ])
 def test_placement_kafka_refuses(available: list[UsableBroker], rf: int, message: str) -> None:

@@ -111,7 +111,7 @@ def test_an_envelope_runs_the_forwarded_request(cl: Cluster) -> None:
     # no broker is registered: Kafka's placement error, from the controller
     assert (t.name, t.error_code, t.error_message) == (
         "orders", Errors.INVALID_REPLICATION_FACTOR,
-        "Unable to replicate the partition 1 time(s): All brokers are currently fenced.")
+        "Unable to replicate the partition 1 time(s): All brokers are currently fenced, or have all their log directories cordoned.")
     # an API that is not forwardable, and a principal that does not parse
     inner = encode_request(SERVED[BROKER_HEARTBEAT], 1, 1, "client", w.BrokerHeartbeatRequest(
         broker_id=1, broker_epoch=1, current_metadata_offset=0, want_fence=False, want_shut_down=False,
