@@ -207,8 +207,9 @@ KEYS: tuple[ConfigKey, ...] = (
     _k("metadata.log.max.snapshot.interval.ms", "long", "3600000", "Generate a snapshot when "
        "this long has passed since the last one and new records were committed; 0: never by "
        "time.", group="Log", at_least=0),
-    _k("inter.broker.protocol.version", "string", None, "Read by `kraftnode format` only: the "
-       "metadata.version to bootstrap with when `--release-version` is not given.", group="Log"),
+    _k("inter.broker.protocol.version", "string", None, "Accepted and ignored, as Kafka 4.4's "
+       "`kafka-storage.sh format` ignores it (Kafka 4.0 removed it): `kraftnode format "
+       "--release-version` sets the metadata.version to bootstrap with.", group="Log"),
     _k("num.recovery.threads.per.data.dir", "int", "1", "Threads recovering logs at start-up.",
        group="Log", honoured=False, why="one metadata log is recovered in-line"),
     _k("log.retention.check.interval.ms", "long", "300000", "How often broker logs are checked "

@@ -146,7 +146,7 @@ class ServerConfig:
 
     @property
     def inter_broker_protocol_version(self) -> str | None:
-        """Read by ``format`` only: the metadata.version to bootstrap with."""
+        """No longer read: Kafka 4.4's format ignores it (``--release-version``)."""
         return self.str_value("inter.broker.protocol.version") or None
 
     # ------------------------------------------------------------------ listeners

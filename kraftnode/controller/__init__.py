@@ -19,7 +19,8 @@ Modules, one concern each (Kafka's names where they help):
 * :mod:`~kraftnode.controller.producer_ids` -- producer id blocks; :mod:`~kraftnode.controller.quotas`
   -- client quotas;
 * :mod:`~kraftnode.controller.result`, :mod:`~kraftnode.controller.errors`,
-  :mod:`~kraftnode.controller.versions` -- ControllerResult, ApiError, MetadataVersion.
+  :mod:`~kraftnode.controller.versions` -- ControllerResult, ApiError, MetadataVersion;
+* :mod:`~kraftnode.controller.feature_control` -- UpdateFeatures (FeatureControlManager).
 
 The I/O shell that runs this on the raft leader is ``kraftnode/server/metadata/controller_shell.py``;
 docs/controller.md describes what is served.

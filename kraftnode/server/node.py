@@ -157,6 +157,11 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                                         cfg.group_config)
                 handlers.message_max_bytes = cfg.message_max_bytes
                 handlers.broker_properties = _properties(cfg)
+                if duties is not None:
+                    try:
+                        duties.default_min_isr = int(handlers.broker_properties.get("min.insync.replicas", "1"))
+                    except ValueError:
+                        pass  # validated at start-up (kraftnode.config)
                 if duties is not None:  # the controller APIs (docs/controller.md)
                     handlers.controller = ControllerShell(
                         drv, duties, controller_config(cfg.properties, cluster_id, cfg.node_id,

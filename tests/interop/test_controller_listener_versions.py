@@ -79,13 +79,12 @@ def test_a_4_4_controller_does_not_check_apiversions_v5_ids(kafka_controller: Ka
     assert resp.error_code == 0 and resp.api_keys
 
 
-def test_kraftnode_lists_only_features_it_supports(kafka_controller: KafkaServer, node: NodeProcess) -> None:
-    """A 4.4 controller supports more features (group.version, transaction.version, ...);
-    kraftnode lists only the two it implements, kraft.version as 4.4 does and metadata.version
-    only up to 3.9-IV0 (the 4.x levels are issue 37)."""
-    theirs = {f.name: (f.min_version, f.max_version) for f in _ask(kafka_controller.port, 4).supported_features}
-    ours = {f.name: (f.min_version, f.max_version) for f in _ask(node.port, 4).supported_features}
-    assert set(ours) == {"metadata.version", "kraft.version"} and set(ours) <= set(theirs)
-    assert ours["kraft.version"] == theirs["kraft.version"]
-    assert ours["metadata.version"][1] <= theirs["metadata.version"][1]
+def test_kraftnode_lists_the_features_a_4_4_controller_supports(kafka_controller: KafkaServer,
+                                                                node: NodeProcess) -> None:
+    """Every feature a 4.4 controller supports, at its ranges and in its order (issue 37):
+    metadata.version 3.3-IV3 to 4.4-IV2, kraft.version, group.version, transaction.version,
+    share.version, streams.version, eligible.leader.replicas.version."""
+    theirs = [(f.name, f.min_version, f.max_version) for f in _ask(kafka_controller.port, 4).supported_features]
+    ours = [(f.name, f.min_version, f.max_version) for f in _ask(node.port, 4).supported_features]
+    assert ours == theirs
 

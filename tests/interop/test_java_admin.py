@@ -97,15 +97,18 @@ def test_describe_metadata_quorum_and_cluster(dyn: DynamicCluster, admin: JavaAd
 
 
 def test_describe_features_and_configs(dyn: DynamicCluster, admin: JavaAdmin) -> None:
-    """As a Kafka 4.x controller answers: metadata.version 3.9-IV0 finalized, kraft.version
-    supported 0-1 and finalized at the raft client's level, 1 in this dynamic quorum
+    """As a Kafka 4.4 controller answers: metadata.version 3.9-IV0 finalized (the suite formats
+    at 3.9-IV0), every 4.4 feature supported at 4.4's ranges, kraft.version finalized at the
+    raft client's level, 1 in this dynamic quorum
     (KAFKA-18979; a 3.9 controller left it out: it has no FeatureLevelRecord), the epoch the
     offset at which the features last changed; the topic has no overridden configs, the node
     lists every config (ConfigHelper: its own id)."""
     admin("open", "controllers", f"127.0.0.1:{dyn.port(2)}")
     f = admin("features")
     assert f["finalized"] == {"metadata.version": [21, 21], "kraft.version": [1, 1]}
-    assert f["supported"] == {"metadata.version": [1, 21], "kraft.version": [0, 1]}
+    assert f["supported"] == {"metadata.version": [7, 33], "kraft.version": [0, 1], "group.version": [0, 1],
+                              "transaction.version": [0, 2], "share.version": [0, 2], "streams.version": [0, 1],
+                              "eligible.leader.replicas.version": [0, 1]}
     assert 0 < f["epoch"] < wait_for_hw(dyn, 1).high_watermark
     assert admin("features")["epoch"] == f["epoch"]  # stable: no feature changed since
     assert admin("configs", "topic", "__cluster_metadata") == {"configs": {}}
@@ -130,11 +133,14 @@ def test_kafka_features_and_cluster_tools(dyn: DynamicCluster, kafka_home: Kafka
     epoch = admin("features")["epoch"]
     r = kafka_home.tool("kafka-features", "--bootstrap-controller", f"127.0.0.1:{dyn.port(1)}", "describe")
     assert r.returncode == 0, r.stderr
-    assert r.stdout == (
-        f"Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\t"
-        f"Epoch: {epoch}\n"
-        f"Feature: metadata.version\tSupportedMinVersion: 3.0-IV1\tSupportedMaxVersion: 3.9-IV0\t"
-        f"FinalizedVersionLevel: 3.9-IV0\tEpoch: {epoch}\n")
+    # every feature a Kafka 4.4 controller supports, the ones not finalized at level 0
+    assert r.stdout == "".join(
+        f"Feature: {name}\tSupportedMinVersion: {lo}\tSupportedMaxVersion: {hi}\tFinalizedVersionLevel: {fin}\t"
+        f"Epoch: {epoch}\n" for name, lo, hi, fin in (
+            ("eligible.leader.replicas.version", 0, 1, 0), ("group.version", 0, 1, 0), ("kraft.version", 0, 1, 1),
+            # (Kafka 3.9's tool has no name for 4.4-IV2)
+            ("metadata.version", "3.3-IV3", "UNKNOWN 33", "3.9-IV0"), ("share.version", 0, 2, 0),
+            ("streams.version", 0, 1, 0), ("transaction.version", 0, 2, 0)))
     for flag, servers in (("--bootstrap-controller", f"127.0.0.1:{dyn.port(3)}"),
                           ("--bootstrap-server", dyn.bootstrap())):
         r = kafka_home.tool("kafka-cluster", "cluster-id", flag, servers)

@@ -105,10 +105,13 @@ def test_static_quorum_upgraded_then_auto_join_and_remove(static3: StaticCluster
     wait_for_hw(cl, 1, 30)
     refused = features(kafka_home, cl, "upgrade", "--feature", "kraft.version=1")
     assert refused.returncode != 0, refused.stdout
-    # Kafka 4.4's controller fails the whole request, its message prefixed (UpdateFeatures)
+    # Kafka 4.4's controller fails the whole request, its message prefixed (UpdateFeatures): the
+    # feature checks (FeatureControlManager.reasonNotSupported) come before the raft's, and voter 3
+    # never registered -- what a genuine 4.4 static quorum with voter 3 down answers too (checked
+    # by hand with three Kafka 4.4 controllers at 3.9-IV0, two started)
     assert ("Could not upgrade kraft.version to 1. The update failed for all features since the following "
-            "feature had an error: Invalid upgrade of kraft.version to KRAFT_VERSION_1 "
-            "because not all of the voters support it") in refused.stdout + refused.stderr
+            "feature had an error: Invalid update version 1 for feature kraft.version. controller 3 has not "
+            "registered, and may not support this feature") in refused.stdout + refused.stderr
     described = features(kafka_home, cl, "describe")
     assert "kraft.version" not in described.stdout or "FinalizedVersionLevel: 0" in described.stdout
 
@@ -119,7 +122,8 @@ def test_static_quorum_upgraded_then_auto_join_and_remove(static3: StaticCluster
         r = features(kafka_home, cl, "upgrade", "--feature", "kraft.version=1")
         if r.returncode == 0:
             break
-        assert "not all of the voters support it" in r.stdout + r.stderr, r.stdout + r.stderr
+        assert ("not all of the voters support it" in r.stdout + r.stderr
+                or "controller 3 has not registered" in r.stdout + r.stderr), r.stdout + r.stderr
         assert time.monotonic() < deadline, r.stdout + r.stderr
         time.sleep(1)
     assert "kraft.version was upgraded to 1." in r.stdout

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from kraftnode.features import supported_features
 from kraftnode.log.meta_properties import (
     MetaProperties,
     read_meta_properties,
@@ -536,7 +537,11 @@ def test_api_versions_agree_with_a_kafka_controllers(mixed: Mixed) -> None:
         if v >= 3:
             sup = [sorted((f.name, f.min_version, f.max_version) for f in x.supported_features)  # type: ignore[attr-defined]
                    for x in answers]
-            assert sup[0] == sup[1], sup
+            # kraftnode supports what a Kafka 4.4 controller supports (issue 37), the 3.9 node 3.9's
+            want = sorted((n, lo, hi) for n, (lo, hi) in supported_features().items() if v >= 4 or lo != 0)
+            assert sup[0] == want, sup
+            assert sup[1] == [x for x in [("kraft.version", 0, 1), ("metadata.version", 1, 21)]
+                              if v >= 4 or x[1] != 0], sup
             fin = [sorted((f.name, f.min_version_level, f.max_version_level) for f in x.finalized_features  # type: ignore[attr-defined]
                           if f.name != "kraft.version") for x in answers]
             assert fin[0] == fin[1], fin

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kraftnode.controller import ApiError, ControllerResult, feature_control
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated.describe_quorum_response import (
@@ -22,7 +23,7 @@ from kraftnode.protocol.registry import (
     REMOVE_RAFT_VOTER,
 )
 from kraftnode.raft import messages as m
-from kraftnode.raft.java_order import java_hashmap_order, java_string_hash, replica_key_hash
+from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
 from kraftnode.server.handlers import scram_credentials
@@ -33,17 +34,14 @@ from kraftnode.server.handlers.kafka_compat import (
     _CONFIG_TOPIC,
     _CONFIG_TYPES,
     _ERROR_MESSAGES,
-    _MV_NAMES,
     _NOT_REQUESTED,
     _SAFE_DOWNGRADE,
-    _UNSAFE_DOWNGRADE,
     _UPGRADE,
     CLUSTER_AUTHORIZED_OPERATIONS,
-    MINIMUM_BOOTSTRAP_MV,
     _invalid_topic_name,
 )
 from kraftnode.server.handlers.raft_peers import RaftPeerHandlers
-from kraftnode.server.net import api_versions
+from kraftnode.server.metadata.controller_shell import NotController
 from kraftnode.server.raft import rpcs
 from kraftnode.server.raft import wire as rw
 from recordbatch.message import Message
@@ -214,39 +212,57 @@ class AdminHandlers(RaftPeerHandlers):
             topic_name=asked or rw.METADATA_TOPIC, partitions=[part])], nodes=nodes)
     async def _update_features(self, q: w.UpdateFeaturesRequest, v: int) -> w.UpdateFeaturesResponse:
         """kafka-features.sh upgrade/downgrade/disable, as Kafka 4.4's controller answers it
-        (QuorumController.updateFeatures, FeatureControlManager.updateFeatures): the features
-        are judged in the order of Java's HashMap of the request's updates, and the first
-        refusal fails the whole request -- the top-level error, with "The update failed for all
-        features since the following feature had an error: " before FeatureControlManager
-        .updateFeature's message (Kafka 3.9 judged each feature on its own, one result each).
-        v0-1 still carry a result per feature, in the request's order, with the request's error
-        and that error's generic message (Errors.message(): "NONE" when it succeeded); v2 has
-        none. A refusal Kafka would make is made with Kafka's message. Setting a feature to its
-        current level succeeds, with or without ValidateOnly. A change Kafka would make is
-        refused with INVALID_UPDATE_VERSION: kraftnode writes no FeatureLevelRecord outside the
-        bootstrap records (docs/server.md). kraft.version is the exception: upgraded through
-        the raft as Kafka 4.1+ does (_kraft_version_update)."""
+        (QuorumController.updateFeatures): Kafka's rules are kraftnode.controller.feature_control,
+        judged on the active controller's view; the records (FeatureLevelRecords, and the ELR
+        safety ConfigRecords) go through the controller's write path, one atomic batch, and the
+        answer waits for their commit. The first refusal fails the whole request -- the
+        top-level error, with "The update failed for all features since the following feature
+        had an error: " before FeatureControlManager's message. v0-1 still carry a result per
+        feature, in the request's order, with the request's error and that error's generic
+        message (Errors.message(): "NONE" when it succeeded); v2 has none. kraft.version is
+        upgraded through the raft as Kafka 4.1+ does (_kraft_version_upgrade), with the
+        NoOpRecord Kafka writes after it."""
         R = w.UpdateFeaturesResponse
-        if not self.driver.is_leader:
+        shell = self.controller
+        if not self.driver.is_leader or shell is None or not shell.is_active:
             return R(throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER, error_message=None, results=[])
-        features = self._features()
-        updates: dict[str, tuple[int, int]] = {}
+        updates: list[tuple[str, int, int]] = []
         for f in q.feature_updates:
             # v0 has AllowDowngrade instead of UpgradeType (UpdateFeaturesRequest.featureUpdates)
             kind = f.upgrade_type if v >= 1 else (_SAFE_DOWNGRADE if f.allow_downgrade else _UPGRADE)
-            updates[f.feature] = (f.max_version_level, kind)
+            updates.append((f.feature, f.max_version_level, kind))
+        supported = dict(self.features.supported)
+        voters = shell.config.controller_ids
+
+        def decide(c: Any) -> feature_control.FeatureDecision:
+            return feature_control.update_features(c.view, shell.config, supported, voters, updates,
+                                                   q.validate_only, self.driver.current_kraft_version())
+
         code, msg = 0, None
-        for name in java_hashmap_order(list(updates), java_string_hash):
-            level, kind = updates[name]
-            if name == "kraft.version":
-                code, msg = await self._kraft_version_update(features, level, kind, q.validate_only)
-            else:
-                msg = self._feature_update_refusal(features, name, level, kind)
-                code = Errors.INVALID_UPDATE_VERSION if msg else 0
-            if code:
-                break
+        try:
+            d = shell.read(decide)
+            if d.error_code == 0 and d.kraft_upgrade is not None:
+                code, msg = await self._kraft_version_upgrade(d.kraft_upgrade, q.validate_only)
+            if d.error_code:
+                code, msg = d.error_code, d.message
+            elif code == 0 and not q.validate_only:
+                def write(c: Any, now: int) -> ControllerResult[None]:
+                    d2 = decide(c)
+                    if d2.error_code:
+                        raise ApiError(d2.error_code, d2.message)
+                    if d2.note:
+                        log.info("%s", d2.note)
+                    return ControllerResult.atomic_of(d2.records, None)
+                await shell.write(write)
+                log.info("UpdateFeatures %s: finalized", ", ".join(f"{n}={lv}" for n, lv, _k in updates))
+        except NotController:
+            code, msg = Errors.NOT_CONTROLLER, None
+        except ApiError as e:
+            code, msg = e.code, e.message
+        if code and code != Errors.NOT_CONTROLLER:
+            log.info("UpdateFeatures refused: %s", msg)
         top = (f"The update failed for all features since the following feature had an error: {msg}"
-               if code else msg)
+               if code and msg else msg)
         results = []
         if v <= 1:
             generic = _GENERIC_MESSAGES.get(code, Errors(code).name)
@@ -254,20 +270,11 @@ class AdminHandlers(RaftPeerHandlers):
                        for f in q.feature_updates]
         return R(throttle_time_ms=0, error_code=code, error_message=top, results=results)
 
-    async def _kraft_version_update(self, features: api_versions.FeatureView, level: int, kind: int,
-                                    validate_only: bool) -> tuple[int, str | None]:
-        """kraft.version as Kafka 4.1's FeatureControlManager.updateFeature changes it: the
-        common checks against the raft's kraft.version, then an upgrade goes to the raft
-        (KafkaRaftClient.upgradeKRaftVersion: KRaftVersionRecord and VotersRecord, answered
-        once committed; its refusals are InvalidUpdateVersionException messages, unprefixed);
-        any downgrade is refused. See docs/raft.md (static to dynamic upgrade)."""
-        current = self.driver.current_kraft_version()
-        msg = self._feature_update_refusal(features, "kraft.version", level, kind, current)
-        if msg is not None or level == current and kind != _UPGRADE:
-            return (Errors.INVALID_UPDATE_VERSION if msg else 0), msg
-        if kind != _UPGRADE:
-            return Errors.INVALID_UPDATE_VERSION, (f"Invalid update version {level} for feature kraft.version. "
-                                                   "Can't downgrade the version of this feature.")
+    async def _kraft_version_upgrade(self, level: int, validate_only: bool) -> tuple[int, str | None]:
+        """kraft.version through the raft (KafkaRaftClient.upgradeKRaftVersion: KRaftVersionRecord
+        and VotersRecord, answered once committed; its refusals are InvalidUpdateVersionException
+        messages, unprefixed), once feature_control's checks passed. See docs/raft.md (static
+        to dynamic upgrade)."""
         code, message = await self.driver.upgrade_kraft_version(level, validate_only)
         if code == Errors.NOT_LEADER_OR_FOLLOWER:
             return Errors.NOT_CONTROLLER, None
@@ -276,40 +283,6 @@ class AdminHandlers(RaftPeerHandlers):
         else:
             log.info("kraft.version %s %d", "upgrade validated for" if validate_only else "upgraded to", level)
         return code, message
-
-    def _feature_update_refusal(self, features: api_versions.FeatureView, name: str, level: int,
-                                kind: int, raft_level: int | None = None) -> str | None:
-        """None if setting ``name`` to ``level`` succeeds here, else the error message; the
-        checks and their order are FeatureControlManager.updateFeature's. With ``raft_level``
-        (kraft.version's current level) only the checks every feature shares are made."""
-        def invalid(why: str) -> str:
-            return f"Invalid update version {level} for feature {name}. {why}"
-
-        if kind not in (_UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE):
-            return invalid("The controller does not support the given upgrade type.")
-        current = features.finalized.get(name, 0) if raft_level is None else raft_level
-        if level < 0:
-            return invalid("A feature version cannot be less than 0.")
-        lo, hi = features.supported.get(name, (0, 0))
-        if not lo <= level <= hi:  # QuorumFeatures.reasonNotSupported
-            who = f"Local controller {self.ident.node_id}"
-            return invalid(f"{who} does not support this feature." if hi == 0 else
-                           f"{who} only supports versions {api_versions.version_range(lo, hi)}")
-        if level < current and kind == _UPGRADE:
-            return invalid("Can't downgrade the version of this feature without setting the "
-                           "upgrade type to either safe or unsafe downgrade.")
-        if level > current and kind != _UPGRADE:
-            return invalid("Can't downgrade to a newer version.")
-        if raft_level is not None:
-            return None
-        if name == "metadata.version" and level < MINIMUM_BOOTSTRAP_MV:
-            # FeatureControlManager.updateMetadataVersion
-            return (f"Invalid metadata.version {level}. Unable to set a metadata.version less "
-                    f"than {_MV_NAMES[MINIMUM_BOOTSTRAP_MV]}")
-        if level == current:
-            return None
-        return invalid(f"kraftnode does not change finalized features; {name} stays at "
-                       f"{_MV_NAMES.get(current, current) if name == 'metadata.version' else current}.")
 
     async def _alter_scram(self, q: w.AlterUserScramCredentialsRequest, v: int) -> Message:
         """The leader writes the records; a follower forwards the request to it, as a Kafka

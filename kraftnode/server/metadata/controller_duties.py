@@ -52,6 +52,7 @@ from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated.metadata import (
     AbortTransactionRecord,
     BeginTransactionRecord,
+    ConfigRecord,
     EndTransactionRecord,
     FeatureLevelRecord,
     RegisterControllerRecord,
@@ -59,7 +60,7 @@ from kraftnode.protocol.generated.metadata import (
 )
 from kraftnode.protocol.registry import CONTROLLER_REGISTRATION
 from kraftnode.server.metadata.snapshot_manager import SnapshotManager
-from kraftnode.server.net.api_versions import version_range
+from kraftnode.server.net.api_versions import java_feature_order, version_range
 from kraftnode.server.net.peer_client import PeerError
 from kraftnode.server.raft.driver import RaftDriver
 from recordbatch import CorruptBatchError
@@ -72,6 +73,7 @@ __all__ = ["ControllerDuties", "activation_records", "check_bootstrap_records", 
 
 # MetadataVersion 3.6-IV1: the first with KIP-868 metadata transactions.
 METADATA_VERSION_TRANSACTIONS = 13
+METADATA_VERSION_4_0 = 22  # 4.0-IV0: Kafka 4.x's activation records
 ZK_MIGRATION_NONE = 0
 PLAINTEXT = 0
 # The ids Kafka's SecurityProtocol.forId knows.
@@ -148,8 +150,23 @@ def _framed(*messages: Any) -> list[bytes]:
     return [encode_metadata_record(m, 0) for m in messages]
 
 
-def activation_records(state: MetadataState, bootstrap: Sequence[bytes]) -> tuple[list[bytes], str]:
-    """Kafka's ActivationRecordsGenerator: what a new active controller appends first."""
+def _feature_level_of(values: Sequence[bytes], name: str) -> int:
+    for v in values:
+        m, _ = decode_metadata_record(v)
+        if isinstance(m, FeatureLevelRecord) and m.name == name:
+            return int(m.feature_level)
+    return 0
+
+
+def activation_records(state: MetadataState, bootstrap: Sequence[bytes],
+                       default_min_isr: int = 1) -> tuple[list[bytes], str]:
+    """Kafka's ActivationRecordsGenerator: what a new active controller appends first.
+
+    At a 3.x metadata.version as Kafka 3.9 writes it (ZkMigrationStateRecord NONE before the
+    EndTransaction, which a 3.9 controller of the same quorum writes too); at 4.0-IV0 and later as
+    Kafka 4.4 does: no ZkMigrationStateRecord (4.x has no ZooKeeper migration) and, when the
+    bootstrap enables eligible.leader.replicas.version, the cluster-level ``min.insync.replicas``
+    ConfigRecord (the controller's ``min.insync.replicas``, ``default_min_isr``)."""
     abort = _framed(AbortTransactionRecord(reason="Controller failover")) if state.transaction_start >= 0 else []
     if not state.empty:
         what = f"aborting in-progress metadata transaction at offset {state.transaction_start}"
@@ -163,9 +180,16 @@ def activation_records(state: MetadataState, bootstrap: Sequence[bytes]) -> tupl
     what += f" at metadata.version level {mv}"
     if mv < METADATA_VERSION_TRANSACTIONS:
         return abort + list(bootstrap), what
-    return (abort + _framed(BeginTransactionRecord(name="Bootstrap records")) + list(bootstrap)
-            + _framed(ZkMigrationStateRecord(zk_migration_state=ZK_MIGRATION_NONE), EndTransactionRecord()),
-            what)
+    if mv < METADATA_VERSION_4_0:
+        return (abort + _framed(BeginTransactionRecord(name="Bootstrap records")) + list(bootstrap)
+                + _framed(ZkMigrationStateRecord(zk_migration_state=ZK_MIGRATION_NONE), EndTransactionRecord()),
+                what)
+    elr: list[bytes] = []
+    if _feature_level_of(bootstrap, "eligible.leader.replicas.version") > 0:
+        elr = _framed(ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas",
+                                   value=str(default_min_isr)))
+    return (abort + _framed(BeginTransactionRecord(name="Bootstrap records")) + list(bootstrap) + elr
+            + _framed(EndTransactionRecord()), what)
 
 
 def voter_address(driver: RaftDriver, node_id: int, listener: str) -> tuple[str, int] | None:
@@ -201,6 +225,8 @@ class ControllerDuties:
         self.supported_features = supported_features
         self.security_protocols = dict(security_protocols or {})
         self.incarnation_id = uuid.uuid4()
+        #: the controller's min.insync.replicas (Kafka's defaultMinIsr), for the ELR bootstrap
+        self.default_min_isr = 1
         self.snapshots = snapshots
         if snapshots is not None:
             assert isinstance(snapshots.runner.sm, MetadataState)
@@ -303,7 +329,7 @@ class ControllerDuties:
                 bootstrap, source = read_bootstrap_records(self.metadata_dir)
                 if self.state.empty:  # the bootstrap records are written: Kafka would replay them
                     check_bootstrap_records(bootstrap, source, self.supported_features)
-                records, what = activation_records(self.state, bootstrap)
+                records, what = activation_records(self.state, bootstrap, self.default_min_isr)
                 what += f" from {source}"
         except ValueError as e:
             log.error("controller activation in epoch %d failed: %s", epoch, e)
@@ -328,7 +354,8 @@ class ControllerDuties:
                                                security_protocol=self.security_protocols.get(name, PLAINTEXT))
                             for name, host, port in self.listeners],
                  features=[R.Feature(name=f, min_supported_version=lo, max_supported_version=hi)
-                           for f, (lo, hi) in sorted(self.supported_features.items())])
+                           for f, (lo, hi) in ((n, self.supported_features[n]) for n in
+                                               java_feature_order(sorted(self.supported_features)))])
 
     def registered(self) -> bool:
         reg = self.state.controllers.get(self.node_id)

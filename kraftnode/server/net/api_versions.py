@@ -31,7 +31,7 @@ _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 METADATA_VERSION_3_9 = 21
 
 
-def _java_order(names: Iterable[str], capacity: int) -> list[str]:
+def java_feature_order(names: Iterable[str], capacity: int = 16) -> list[str]:
     """The order a Kafka 4.4 controller lists features in ApiVersions: its maps' (a
     java.util.HashMap) iteration order -- by bucket, insertion order within one. The supported
     map starts at 16 buckets; the finalized one at 8, holding metadata.version last (as a
@@ -119,7 +119,7 @@ def answer(request: Request, features: FeatureView, cluster_id: str | None = Non
         return ApiVersionsResponse(error_code=Errors.REBOOTSTRAP_REQUIRED), version
     supported = [
         ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
-        for name, (lo, hi) in ((n, features.supported[n]) for n in _java_order(sorted(features.supported), 16))
+        for name, (lo, hi) in ((n, features.supported[n]) for n in java_feature_order(sorted(features.supported), 16))
         # Before v4, clients cannot read a feature whose min version is 0 (KIP-1022).
         if version >= 4 or lo != 0
     ]
@@ -130,7 +130,7 @@ def answer(request: Request, features: FeatureView, cluster_id: str | None = Non
     finalized = [
         ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=lvl,
                                                 min_version_level=lvl)
-        for name, lvl in ((n, features.finalized[n]) for n in _java_order(
+        for name, lvl in ((n, features.finalized[n]) for n in java_feature_order(
             [n for n in sorted(features.finalized) if n != features_mod.METADATA_VERSION]
             + [features_mod.METADATA_VERSION] * (features_mod.METADATA_VERSION in features.finalized), 8))
         if lvl != 0

@@ -16,7 +16,7 @@ import pytest
 
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
-from kraftnode.protocol.registry import DESCRIBE_CONFIGS, METADATA, UPDATE_FEATURES
+from kraftnode.protocol.registry import API_VERSIONS, DESCRIBE_CONFIGS, METADATA, UPDATE_FEATURES
 from tests.support.node import NodeProcess, call, running_node
 
 pytestmark = pytest.mark.timeout(120)
@@ -139,43 +139,83 @@ def test_update_features_refusals_carry_kafkas_messages(node: NodeProcess) -> No
         bad, PREFIX + "Invalid update version 1 for feature foo.bar. Local controller 1 does not support this feature.")
     assert _outcome(_update(node.port, 2, [("metadata.version", 22, 1), ("kraft.version", -1, 1)])) == (
         bad, PREFIX + "Invalid update version -1 for feature kraft.version. A feature version cannot be less than 0.")
-    assert _outcome(_update(node.port, 2, [("metadata.version", 22, 1)])) == (
-        bad, PREFIX + "Invalid update version 22 for feature metadata.version. Local controller 1 only supports "
-                      "versions 1-21")
+    assert _outcome(_update(node.port, 2, [("metadata.version", 34, 1)])) == (
+        bad, PREFIX + "Invalid update version 34 for feature metadata.version. Local controller 1 only supports "
+                      "versions 7-33")
     assert _outcome(_update(node.port, 2, [("metadata.version", 20, 1)])) == (
         bad, PREFIX + "Invalid update version 20 for feature metadata.version. Can't downgrade the version of this "
                       "feature without setting the upgrade type to either safe or unsafe downgrade.")
     assert _outcome(_update(node.port, 2, [("kraft.version", 1, 2)])) == (
         bad, PREFIX + "Invalid update version 1 for feature kraft.version. Can't downgrade to a newer version.")
     assert _outcome(_update(node.port, 2, [("metadata.version", 3, 2)])) == (
-        bad, PREFIX + "Invalid metadata.version 3. Unable to set a metadata.version less than 3.3-IV0")
+        bad, PREFIX + "Invalid update version 3 for feature metadata.version. Local controller 1 only supports "
+                      "versions 7-33")
     assert _outcome(_update(node.port, 2, [("metadata.version", 21, 7)])) == (
         bad, PREFIX + "Invalid update version 21 for feature metadata.version. The controller does not support "
                       "the given upgrade type.")
     # "disable": level 0 is outside metadata.version's range
     assert _outcome(_update(node.port, 2, [("metadata.version", 0, 3)])) == (
         bad, PREFIX + "Invalid update version 0 for feature metadata.version. Local controller 1 only supports "
-                      "versions 1-21")
+                      "versions 7-33")
 
 
-def test_update_features_changes_kafka_would_make_are_refused(node: NodeProcess) -> None:
-    """A real change passes Kafka's checks but kraftnode writes no FeatureLevelRecord: it is
-    refused, dry run or not, rather than reported as done. (kraft.version is the exception:
-    it is upgraded through the raft, as Kafka 4.1+ does -- tests/interop/test_kraft_upgrade.py;
-    a downgrade is refused as Kafka refuses it.)"""
-    for validate_only in (False, True):
-        # kraft.version (already 0: nothing to change) is judged first and passes
-        assert _outcome(_update(node.port, 2, [("metadata.version", 20, 2), ("kraft.version", 0, 2)],
-                                validate_only)) == (
-            Errors.INVALID_UPDATE_VERSION,
-            PREFIX + "Invalid update version 20 for feature metadata.version. kraftnode does not change "
-                     "finalized features; metadata.version stays at 3.9-IV0.")
+def _finalized(port: int, expect: dict[str, int] | None = None) -> dict[str, int]:
+    """The finalized features ApiVersions reports; with ``expect``, polled until they are that
+    (the committed state is replayed behind the commit, as a Kafka controller publishes it)."""
+    deadline = time.monotonic() + 10
+    while True:
+        _, r = call(port, API_VERSIONS, 4, w.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        got = {f.name: f.max_version_level for f in r.finalized_features}
+        if expect is None or got == expect or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def test_update_features_finalizes_what_kafka_would(node: NodeProcess) -> None:
+    """Kafka 4.4's FeatureControlManager: a change that passes its checks is written (a
+    FeatureLevelRecord, committed before the answer) and ApiVersions reports it; a dry run
+    changes nothing; dependencies, downgrade rules and their messages are Kafka's."""
+    port = node.port
+    assert _outcome(_update(port, 2, [("group.version", 1, 1)], validate_only=True)) == (0, None)
+    assert "group.version" not in _finalized(port)
+    assert _outcome(_update(port, 2, [("group.version", 1, 1), ("transaction.version", 2, 1)])) == (0, None)
+    assert _finalized(port, {"metadata.version": 21, "group.version": 1, "transaction.version": 2}) == {"metadata.version": 21, "group.version": 1, "transaction.version": 2}
+    # Feature.validateVersion: ELR 1 needs metadata.version 4.0-IV1 (23), judged on the levels the
+    # request would leave -- with metadata.version 23 in the same request it passes (dry run)
+    assert _outcome(_update(port, 2, [("eligible.leader.replicas.version", 1, 1)])) == (
+        Errors.INVALID_UPDATE_VERSION,
+        PREFIX + "Invalid update version 1 for feature eligible.leader.replicas.version. "
+                 "eligible.leader.replicas.version could not be set to 1 because it depends on metadata.version level 23")
+    assert _outcome(_update(port, 2, [("eligible.leader.replicas.version", 1, 1), ("metadata.version", 23, 1)],
+                            validate_only=True)) == (0, None)
+    assert _outcome(_update(port, 2, [("group.version", 2, 1)])) == (
+        Errors.INVALID_UPDATE_VERSION,
+        PREFIX + "Invalid update version 2 for feature group.version. Local controller 1 only supports versions 0-1")
+    # disable (level 0, a downgrade type): the feature is no longer listed
+    assert _outcome(_update(port, 2, [("group.version", 0, 2), ("transaction.version", 0, 3)])) == (0, None)
+    assert _finalized(port, {"metadata.version": 21}) == {"metadata.version": 21}
+    # metadata.version: a downgrade across a level that changed the metadata is refused, safe or
+    # unsafe; 3.9-IV0 to 3.8-IV0 changed nothing and is made, and back
+    assert _outcome(_update(port, 2, [("metadata.version", 14, 2)])) == (
+        Errors.INVALID_UPDATE_VERSION,
+        PREFIX + "Unsupported metadata.version downgrade from 21 to 14. Refusing to perform the requested "
+                 "downgrade because it might delete metadata information.")
+    assert _outcome(_update(port, 2, [("metadata.version", 14, 3)])) == (
+        Errors.INVALID_UPDATE_VERSION,
+        PREFIX + "Unsupported metadata.version downgrade from 21 to 14. Unsafe metadata downgrade is not "
+                 "supported in this version.")
+    assert _outcome(_update(port, 2, [("metadata.version", 20, 2)])) == (0, None)
+    assert _finalized(port, {"metadata.version": 20}) == {"metadata.version": 20}
+    assert _outcome(_update(port, 2, [("metadata.version", 21, 1)])) == (0, None)
+    assert _finalized(port, {"metadata.version": 21}) == {"metadata.version": 21}
+    # kraft.version: the raft's; a downgrade is refused as Kafka refuses it
+    assert _outcome(_update(port, 2, [("kraft.version", 0, 2)])) == (0, None)
 
 
 def test_update_features_v0_allow_downgrade_is_a_safe_downgrade(node: NodeProcess) -> None:
-    r = _update(node.port, 0, [("metadata.version", 20, 2)])
-    assert "kraftnode does not change" in (r.error_message or "")  # passed the downgrade checks
-    r = _update(node.port, 0, [("metadata.version", 20, 1)])
+    r = _update(node.port, 0, [("metadata.version", 14, 2)])
+    assert "Refusing to perform the requested downgrade" in (r.error_message or "")  # a safe downgrade
+    r = _update(node.port, 0, [("metadata.version", 14, 1)])
     assert "without setting the upgrade type" in (r.error_message or "")
 
 

@@ -42,6 +42,22 @@ def test_activation_records_follow_kafka() -> None:
     assert activation_records(MetadataState(metadata_records=3, metadata_version=21), boot)[0] == []
 
 
+def test_activation_records_at_4x_follow_kafka_44() -> None:
+    """Kafka 4.4's ActivationRecordsGenerator: no ZkMigrationStateRecord; with ELR enabled by the
+    bootstrap, the cluster-level min.insync.replicas ConfigRecord before the EndTransaction."""
+    boot = [meta(FeatureLevelRecord(name="metadata.version", feature_level=33)),
+            meta(FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1))]
+    values, _ = activation_records(MetadataState(), boot, default_min_isr=2)
+    decoded = [decode_metadata_record(v)[0] for v in values]
+    assert [type(m).NAME for m in decoded] == ["BeginTransactionRecord", "FeatureLevelRecord", "FeatureLevelRecord",
+                                               "ConfigRecord", "EndTransactionRecord"]
+    cfg = decoded[3]
+    assert (cfg.resource_type, cfg.resource_name, cfg.name, cfg.value) == (4, "", "min.insync.replicas", "2")
+    no_elr = [meta(FeatureLevelRecord(name="metadata.version", feature_level=25))]
+    assert [type(decode_metadata_record(v)[0]).NAME for v in activation_records(MetadataState(), no_elr)[0]] == [
+        "BeginTransactionRecord", "FeatureLevelRecord", "EndTransactionRecord"]
+
+
 SUPPORTED = FeatureView().supported  # what we register, and what a Kafka 4.4 controller supports
 
 
