@@ -11,6 +11,7 @@ those indexes, for :class:`~kraftnode.controller.view.ControllerView`:
 * ``imbalanced`` -- partitions not led by their first replica (``imbalancedPartitions``);
 * ``leads`` -- broker id -> how many partitions it leads while in their ISR (a broker with
   leaderships cannot shut down at once);
+* ``partition_count`` -- how many partitions the image holds (GlobalPartitionCount);
 * ``dotted`` -- topic names with '.' or '_', by their unified form ('.' -> '_'), for the
   collision check of CreateTopics.
 
@@ -49,6 +50,7 @@ class PartitionIndexes:
         self.leaderless: set[Key] = set()
         self.imbalanced: set[Key] = set()
         self.leads: dict[int, int] = {}
+        self.partition_count = 0
         self.dotted: dict[str, list[str]] = {}
         #: topic id -> its position in the image's topic order (creation order)
         self.topic_order: dict[uuid.UUID, int] = {}
@@ -71,6 +73,7 @@ class PartitionIndexes:
         c.leaderless = set(self.leaderless)
         c.imbalanced = set(self.imbalanced)
         c.leads = dict(self.leads)
+        c.partition_count = self.partition_count
         c.dotted = {u: list(names) for u, names in self.dotted.items()}
         c.topic_order = dict(self.topic_order)
         c._next_topic = self._next_topic
@@ -99,6 +102,7 @@ class PartitionIndexes:
 
     def add(self, tid: uuid.UUID, pid: int, p: PartitionRecord) -> None:
         key = (tid, pid)
+        self.partition_count += 1
         for b in p.isr:
             self.isr_members.setdefault(b, set()).add(key)
         if p.leader == NO_LEADER:
@@ -110,6 +114,7 @@ class PartitionIndexes:
 
     def remove(self, tid: uuid.UUID, pid: int, p: PartitionRecord) -> None:
         key = (tid, pid)
+        self.partition_count -= 1
         for b in p.isr:
             keys = self.isr_members.get(b)
             if keys is not None:
@@ -151,7 +156,7 @@ class PartitionIndexes:
         """What differs from indexes recomputed from the image (empty when they agree)."""
         fresh = PartitionIndexes.of(topics, partitions)
         out: list[str] = []
-        for what in ("isr_members", "leaderless", "imbalanced", "leads", "dotted"):
+        for what in ("isr_members", "leaderless", "imbalanced", "leads", "partition_count", "dotted"):
             mine, theirs = getattr(self, what), getattr(fresh, what)
             if mine != theirs:
                 out.append(f"{what}: kept {_short(mine)}, recomputed {_short(theirs)}")

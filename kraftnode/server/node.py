@@ -179,7 +179,7 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                                                           scram_credentials)
                 if metrics_server is not None:
                     _start_metrics(tg, metrics_server, cfg, drv, raft_metrics, request_metrics,
-                                   listeners, cluster_id)
+                                   listeners, cluster_id, handlers.controller)
                 tg.start_soon(drv.run, tg)
                 if duties is not None:
                     tg.start_soon(duties.run)
@@ -383,8 +383,10 @@ async def _bind_metrics(cfg: NodeConfig) -> Any:
 
 def _start_metrics(tg: anyio.abc.TaskGroup, server: Any, cfg: NodeConfig, driver: RaftDriver,
                    raft_metrics: Any, request_metrics: Any,
-                   listeners: list[tuple[str, KafkaListener]], cluster_id: str) -> None:
-    """Register the collectors and serve /metrics, /healthz and /readyz."""
+                   listeners: list[tuple[str, KafkaListener]], cluster_id: str,
+                   controller: ControllerShell | None = None) -> None:
+    """Register the collectors and serve /metrics, /healthz and /readyz (and Kafka's controller
+    metrics on a node with controller duties)."""
     from prometheus_client.gc_collector import GCCollector
     from prometheus_client.platform_collector import PlatformCollector
     from prometheus_client.process_collector import ProcessCollector
@@ -394,6 +396,11 @@ def _start_metrics(tg: anyio.abc.TaskGroup, server: Any, cfg: NodeConfig, driver
     registry = server.registry
     registry.register(NodeCollector(driver, raft_metrics, request_metrics, listeners,
                                     cfg.node_id, cluster_id, cfg.fetch_timeout_ms))
+    if controller is not None:
+        from kraftnode.server.metrics.controller import ControllerCollector, ControllerMetrics
+
+        controller.metrics = ControllerMetrics()
+        registry.register(ControllerCollector(controller, controller.metrics, bool(cfg.static_voters)))
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)

@@ -33,7 +33,10 @@ Invariants, on the committed metadata after every committed batch:
    last-known ELR are replicas of the partition, and an ISR of at least min ISR has no ELR;
 6. the indexes the controller keeps on replay (:mod:`kraftnode.controller.indexes`: brokers to
    ISR partitions, leaderless and imbalanced partitions, leaderships, topic names) agree with a
-   recomputation over the image, in the active controller's view and in the committed one.
+   recomputation over the image, in the active controller's view and in the committed one;
+6. every record the controller generates survives its bytes: encoded at its version and decoded,
+   it equals the object (the I/O shell replays its own records as generated, not read back from
+   the log, while standbys and brokers decode them).
 
 Plants (:data:`PLANTS`), each caught by one invariant: a fencing that keeps the broker's
 leaderships, an election that may pick a leader outside the ISR, an off-by-one partition id in
@@ -62,6 +65,7 @@ from kraftnode.controller.indexes import PartitionIndexes
 from kraftnode.controller.partition_change import PartitionChangeBuilder
 from kraftnode.controller.replication import ReplicationControl
 from kraftnode.controller.result import Record
+from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import (
@@ -272,6 +276,10 @@ class ControllerSim:
         for records in result.batches():
             last = Batch(offset, records)
             for i, (m, v) in enumerate(records):
+                got = decode_metadata_record(encode_metadata_record(m, v))
+                if got != (m, v):
+                    raise Violation(f"a generated record does not survive its bytes: {m!r} v{v} "
+                                    f"decodes as {got!r}")
                 view.replay(m, v, offset + i)
             offset += len(records)
             self.tail.append(last)

@@ -96,7 +96,7 @@ class ControllerApiHandlers(HandlerBase):
         if shell is None:
             return None, self._not_controller(key, v, q)
         try:
-            return await shell.write(op), None
+            return await shell.write(op, key), None
         except ApiError as e:
             return None, error_response(key, v, q, e.code, e.message)
 

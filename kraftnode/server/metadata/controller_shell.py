@@ -5,12 +5,15 @@ which includes the records it has appended but not yet seen committed; it answer
 commit. This shell does the same on the node's event loop:
 
 * **Who is active.** The raft leader once its activation records are appended
-  (``ControllerDuties.is_active``). On becoming active it builds a
-  :class:`~kraftnode.controller.view.ControllerView` from a copy of the committed metadata state
-  and replays the log after it (its own activation records included); a
+  (``ControllerDuties.is_active``). A standby keeps a
+  :class:`~kraftnode.controller.view.ControllerView` at the committed end of the log (made once
+  from a copy of the committed metadata state, then advanced over every committed batch, as
+  Kafka's standby QuorumController replays committed records), so becoming active costs no copy:
+  it replays the log after the view (its own activation records included); a
   :class:`~kraftnode.controller.quorum_controller.QuorumController` then gives every registered
   broker a fresh session. When leadership is lost both are dropped (uncommitted records are
-  truncated by the next leader or committed by it; a new term rebuilds from the log).
+  truncated by the next leader or committed by it; the standby view is rebuilt from the
+  committed state).
   Everyone else answers NOT_CONTROLLER, so brokers and clients look for the active one again.
 * **One operation at a time.** An operation replays whatever the log holds beyond the view
   (records other writers appended: Produce, controller registrations, ACLs), decides, appends its
@@ -28,8 +31,8 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -42,9 +45,15 @@ from kraftnode.controller import (
 )
 from kraftnode.log.metadata_records import encode_metadata_record
 from kraftnode.protocol.errors import Errors
+from kraftnode.protocol.registry import BROKER_HEARTBEAT
 from kraftnode.raft.actions import AppendCompleted
 from kraftnode.server.metadata.controller_duties import ControllerDuties
+from kraftnode.server.metrics.controller import count_elections
 from kraftnode.server.raft.driver import RaftDriver, Waiter
+
+if TYPE_CHECKING:
+    from kraftnode.server.metrics.controller import ControllerMetrics
+    from recordbatch.view import BatchView
 
 __all__ = ["ControllerShell", "NotController", "controller_config", "monotonic_ms"]
 
@@ -97,6 +106,11 @@ class ControllerShell:
         self.rng = rng or random.Random()
         self.controller: QuorumController | None = None
         self.view: ControllerView | None = None
+        #: the view holds committed records only (a standby's, kept ready to become active)
+        self._view_committed = False
+        #: Kafka's controller metrics (kraftnode.metrics.listener set), else None: nothing timed
+        self.metrics: ControllerMetrics | None = None
+        self._leader_seen: tuple[int, int] = (-1, -1)
         self._epoch: int | None = None
         self._last_waiter: Waiter[AppendCompleted] | None = None
         self._wake = anyio.Event()
@@ -122,25 +136,82 @@ class ControllerShell:
         return self.duties.is_active
 
     def _claim(self, epoch: int) -> None:
-        state = self.duties.state
-        view = ControllerView.of(state)
+        view = self.view if self._view_committed else None
+        how = "the standby's view kept ready"
+        if view is None or view.next_offset < self.driver.log_start_offset():
+            view = ControllerView.of(self.duties.state)
+            how = "a view copied from the committed state"
         self.view = view
+        self._view_committed = False
         self._epoch = epoch
         self._last_waiter = None
         now = monotonic_ms()
         self._advance()
+        view = self.view
+        assert view is not None
         self.controller = QuorumController(self.config, view, now, self.rng, self._uuid, log.info)
-        log.info("active controller in epoch %d: %d broker(s), %d topic(s) at offset %d", epoch,
-                 len(view.image.brokers), len(view.image.topics), view.next_offset)
+        log.info("active controller in epoch %d: %d broker(s), %d topic(s) at offset %d (%s)", epoch,
+                 len(view.image.brokers), len(view.image.topics), view.next_offset, how)
         self._wake.set()
 
     def _renounce(self) -> None:
         if self.controller is not None:
             log.info("no longer the active controller (epoch %s)", self._epoch)
         self.controller = None
-        self.view = None
+        if not self._view_committed:
+            self.view = None
         self._epoch = None
         self._last_waiter = None
+
+    # ------------------------------------------------------------------ standby
+    def follow(self) -> None:
+        """A standby's view follows the committed end of the log, so that becoming active
+        replays only the records after it (no copy of the image)."""
+        if self.controller is not None or self.duties.is_active:
+            return
+        drv = self.driver
+        view = self.view if self._view_committed else None
+        if view is None or view.next_offset < drv.log_start_offset():
+            # once at start-up, after losing leadership (the view held uncommitted records), or
+            # after the log was replaced by a snapshot past the view
+            self.view = view = ControllerView.of(self.duties.state)
+            self._view_committed = True
+        end = min(drv.high_watermark, drv.log_end_offset())
+        if view.next_offset < end:
+            view.replay_batches(self._batches(view.next_offset, end), end)
+
+    def _batches(self, start: int, end: int) -> Iterator[BatchView]:
+        """The log's batches, noting the timestamp of each one replayed (LastAppliedRecordTimestamp)."""
+        m = self.metrics
+        for b in self.driver.batches(start, end):
+            yield b
+            if m is not None and b.last_offset < end:
+                m.last_applied_timestamp = b.max_timestamp
+
+    def active_view(self) -> ControllerView | None:
+        """The active controller's view (None on a standby)."""
+        return self.view if self.controller is not None and self.duties.is_active else None
+
+    def metrics_view(self) -> ControllerView | None:
+        """The view the controller metrics read: the active one, else the standby's (advanced
+        to the committed end first)."""
+        if self.active_view() is None:
+            try:
+                self.follow()
+            except Exception:  # noqa: BLE001 - a scrape must answer; the duty loop logs it
+                log.exception("the standby controller view could not follow the log")
+                self._view_committed, self.view = False, None
+                if self.metrics is not None:
+                    self.metrics.metadata_errors += 1
+        return self.view
+
+    def observe_leader(self) -> None:
+        """NewActiveControllersCount: a known leader in a new epoch."""
+        leader, epoch = self.driver.leader_and_epoch()
+        if leader >= 0 and (leader, epoch) != self._leader_seen:
+            self._leader_seen = (leader, epoch)
+            if self.metrics is not None:
+                self.metrics.new_active_controllers += 1
 
     def _uuid(self) -> uuid.UUID:
         return uuid.UUID(int=self.rng.getrandbits(128))
@@ -168,28 +239,61 @@ class ControllerShell:
             assert self.controller is not None
             self.controller.rebase(view)
         if view.next_offset < end:
-            view.replay_batches(self.driver.batches(view.next_offset, end), end)
+            view.replay_batches(self._batches(view.next_offset, end), end)
 
     # ------------------------------------------------------------------ operations
-    async def write(self, op: Callable[[QuorumController, int], ControllerResult[T]]) -> T:
+    async def write(self, op: Callable[[QuorumController, int], ControllerResult[T]],
+                    api_key: int = -1) -> T:
         """Run one operation: decide, append, answer once committed. Raises ApiError (Kafka's
-        error for the client) or NotController."""
-        ctl = self.active()
-        now = monotonic_ms()
-        result = op(ctl, now)
-        waiter = self._append(ctl, result, now)
-        await self._committed(waiter)
+        error for the client) or NotController. ``api_key``: the request's (the metrics count
+        BrokerHeartbeats that time out)."""
+        m = self.metrics
+        t0 = time.perf_counter() if m is not None else 0.0
+        try:
+            ctl = self.active()
+            now = monotonic_ms()
+            result = op(ctl, now)
+            waiter = self._append(ctl, result, now)
+        finally:
+            if m is not None:
+                m.processed(time.perf_counter() - t0)
+        try:
+            await self._committed(waiter)
+        except ApiError as e:
+            if m is not None and e.code == Errors.REQUEST_TIMED_OUT:
+                m.operations_timed_out += 1
+                if api_key == BROKER_HEARTBEAT:
+                    m.timed_out_heartbeats += 1
+            raise
         return result.response
 
     def _append(self, ctl: QuorumController, result: ControllerResult[Any], now: int) -> Waiter[AppendCompleted] | None:
         """Append the result's batches and replay them; the waiter of the last one (or of the
-        last write still pending, for a result without records)."""
+        last write still pending, for a result without records).
+
+        As Kafka's QuorumController does, the records are replayed into the view as they were
+        generated, at the offsets the log gave them -- not read back from the log and decoded;
+        only what other writers appended is read from the log (the codec refuses to encode a
+        field its version lacks, so the bytes hold what the objects hold)."""
         waiter: Waiter[AppendCompleted] | None = None
+        m = self.metrics
+        if m is not None:
+            self._count_elections(result)
         for batch in result.batches():
-            base, waiter = self.driver.append([encode_metadata_record(m, v) for m, v in batch])
+            self._advance()   # another writer's records first (none, usually)
+            base, waiter = self.driver.append([encode_metadata_record(r, v) for r, v in batch])
             if base < 0:
                 self._renounce()
                 raise NotController()
+            view = self.view
+            if view is not None and view.next_offset == base:
+                for i, (r, v) in enumerate(batch):
+                    view.replay(r, v, base + i)
+                if view.features_changed and view.transaction_start == -1:
+                    view.features_epoch = base + len(batch) - 1   # as replay_batches marks it
+                    view.features_changed = False
+                if m is not None:
+                    m.last_applied_timestamp = int(time.time() * 1000)
         self._advance()
         if waiter is not None:
             self._last_waiter = waiter
@@ -200,6 +304,11 @@ class ControllerShell:
         ctl.after_write(now)
         self._wake.set()
         return waiter
+
+    def _count_elections(self, result: ControllerResult[Any]) -> None:
+        """ControllerStats: leaders this write elects outside the ISR (unclean) or from the ELR."""
+        if self.view is not None and self.metrics is not None:
+            count_elections(self.view, result.batches(), self.metrics)
 
     async def _committed(self, waiter: Waiter[AppendCompleted] | None) -> None:
         if waiter is None:
@@ -215,7 +324,14 @@ class ControllerShell:
 
     def read(self, op: Callable[[QuorumController], T]) -> T:
         """A read on the active controller's view (after replaying the log)."""
-        return op(self.active())
+        m = self.metrics
+        if m is None:
+            return op(self.active())
+        t0 = time.perf_counter()
+        try:
+            return op(self.active())
+        finally:
+            m.processed(time.perf_counter() - t0)
 
     # ------------------------------------------------------------------ periodic duties
     async def run(self) -> None:
@@ -223,31 +339,44 @@ class ControllerShell:
         as this node becomes active, so broker sessions start then."""
         while not self._stopped:
             delay = 1.0
+            m = self.metrics
             try:
+                self.observe_leader()
                 if self.duties.is_active:
                     ctl = self.active()
                     now = monotonic_ms()
                     for _ in range(100):  # bounded: the rest next time round
+                        t0 = time.perf_counter()
                         result = ctl.run_due(now, noop_allowed=bool(ctl.view.image.brokers))
                         if result is None:
                             break
                         self._append(ctl, result, now)
+                        if m is not None:
+                            m.processed(time.perf_counter() - t0)
                     deadline = ctl.next_deadline_ms()
                     if deadline is not None:
                         delay = min(delay, max(deadline - monotonic_ms(), 1) / 1000)
                 else:
                     self._renounce()
+                    self.follow()
                     delay = 0.1
             except ApiError as e:
                 log.info("controller duty failed: %s", e)
                 delay = 0.1
             except Exception:  # noqa: BLE001 - a bug in a duty must not stop the raft node
                 log.exception("controller duty failed; the controller is rebuilt from the log")
+                if m is not None:
+                    m.metadata_errors += 1
+                self._view_committed = False
                 self._renounce()
                 delay = 1.0
             self._wake = anyio.Event()
+            due_at = time.monotonic() + delay
             with anyio.move_on_after(delay):
                 await self._wake.wait()
+            if m is not None and not self._wake.is_set():
+                # the timer was due at due_at: how late the event loop ran it (EventQueueTimeMs)
+                m.queue_time.record(max(0.0, time.monotonic() - due_at) * 1000)
 
     def stop(self) -> None:
         self._stopped = True
