@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from kraftnode.commands.errors import UsageError
 
@@ -107,12 +108,17 @@ def run(args: argparse.Namespace) -> int:
         from kraftnode.spark.paths import PathError, discover
     except ImportError as e:
         raise UsageError(f"the audit needs the spark extra (pip install 'kraftnode[spark]'): {e}") from None
-    try:
-        files = discover(args.log_dirs)
-    except PathError as e:
-        raise UsageError(str(e)) from None
-    if not any(f.file_type == "segment" for f in files):
-        raise UsageError(f"no log segment found under {' '.join(args.log_dirs)}")
+    from kraftnode.spark.paths import needs_jvm
+
+    remote = needs_jvm(list(args.log_dirs))
+    files: list[Any] = []
+    if not remote:  # local paths: checked before Spark starts (hdfs://... is listed by Spark's JVM)
+        try:
+            files = discover(args.log_dirs)
+        except PathError as e:
+            raise UsageError(str(e)) from None
+        if not any(f.file_type == "segment" for f in files):
+            raise UsageError(f"no log segment found under {' '.join(args.log_dirs)}")
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -127,8 +133,9 @@ def run(args: argparse.Namespace) -> int:
         # on stderr: stdout's first line is the headline (issue 41), whatever came before
         print(f"[{time.monotonic() - t0:5.1f} s] {line}", file=sys.stderr, flush=True)
 
-    total = sum(os.path.getsize(f.path) for f in files)
-    progress(f"{len(files)} files, {total / 1e6:.1f} MB; starting Spark ({args.master})")
+    total = sum(f.size for f in files)
+    progress(f"{len(files)} files, {total / 1e6:.1f} MB; starting Spark ({args.master})" if not remote
+             else f"starting Spark ({args.master}) to list {' '.join(args.log_dirs)}")
     from pyspark.sql import SparkSession
 
     from kraftnode.spark import local_session
@@ -140,13 +147,32 @@ def run(args: argparse.Namespace) -> int:
     java, log4j2_file = log4j2_options()
     try:
         with filtered_stderr():   # the JVM's start-up noise dropped, its errors kept
-            spark = local_session(args.master, "kraftnode-audit", **audit_conf(total, java))
+            spark = local_session(args.master, "kraftnode-audit",
+                                  **audit_conf(total, java))
     finally:
         if log4j2_file is not None:
             log4j2_file.unlink(missing_ok=True)
     progress(f"Spark session ready ({time.monotonic() - t:.1f} s)")
     try:
-        res = run_audit(spark, list(args.log_dirs), out, progress=progress)
+        if remote:
+            try:
+                files = discover(list(args.log_dirs), spark)
+            except PathError as e:
+                raise UsageError(str(e)) from None
+            if not any(f.file_type == "segment" for f in files):
+                raise UsageError(f"no log segment found under {' '.join(args.log_dirs)}")
+            total = sum(f.size for f in files)
+            spark.conf.set("spark.sql.shuffle.partitions", audit_conf(total)["spark.sql.shuffle.partitions"])
+            progress(f"{len(files)} files, {total / 1e6:.1f} MB")
+        try:
+            # on a cluster the executors read the files (the driver may be a small gateway
+            # machine, and the files are where the cluster is); locally small logs are
+            # decoded on the driver (see run_audit)
+            on_cluster = not str(args.master).startswith("local")
+            res = run_audit(spark, list(args.log_dirs), out, progress=progress,
+                            **({"driver_read_max_bytes": -1} if on_cluster else {}))
+        except PathError as e:  # e.g. an executor cannot read a file the driver listed
+            raise UsageError(str(e)) from None
     finally:
         if existing is None:
             spark.stop()

@@ -1,0 +1,209 @@
+"""The ``kraft-log`` source and ``kraftnode audit`` on real clusters (issue 42): Hadoop's own
+single-process HDFS (a real NameNode and DataNode, ``MiniDFSCluster`` from Maven Central) and
+a Spark standalone cluster (pyspark's ``spark-class`` Master and a 2-core Worker on loopback),
+one of each shared by the tests of this module, started and stopped by them.
+
+The audit of the same three replicas -- by absolute local paths, by relative paths on the
+standalone cluster (resolved on the driver, never in an executor's working directory), by
+``hdfs://`` URI locally and on the standalone cluster -- writes the same ``summary.json`` and
+the same tables; a damaged replica on HDFS is named as on local disk; a path no executor can
+read is one line naming the path and its filesystem, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from tests.support.spark_cluster import MiniHdfs, StandaloneSpark, start_mini_hdfs, start_standalone  # noqa: E402
+from tools.pipelines.sample_quorum import SampleQuorum, flip_bytes, write_sample_quorum  # noqa: E402
+
+pytestmark = pytest.mark.timeout(600)
+
+REPO = Path(__file__).resolve().parents[3]
+CLEAN = "No safety violation found; every replica can read its committed records."
+
+
+@pytest.fixture(scope="module")
+def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniHdfs]:
+    h = start_mini_hdfs(tmp_path_factory.mktemp("hdfs"))
+    yield h
+    h.stop()
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneSpark]:
+    c = start_standalone(tmp_path_factory.mktemp("standalone"))
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> SampleQuorum:
+    return write_sample_quorum(tmp_path_factory.mktemp("sample") / "q")
+
+
+@pytest.fixture(scope="module")
+def on_hdfs(hdfs: MiniHdfs, sample: SampleQuorum) -> str:
+    """The sample quorum's three log dirs copied into the mini HDFS; its hdfs:// URI."""
+    return hdfs.put(sample.root, "/quorums/q")
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(REPO), os.environ.get("PYTHONPATH", "")] if p)}
+
+
+def _audit(paths: list[str], out: Path, master: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kraftnode", "audit", *paths, "--out", str(out), "--master", master],
+                          capture_output=True, text=True, timeout=400, cwd=cwd, env=_env())
+
+
+def _tables(out: Path) -> dict[str, list[str]]:
+    """Every table the audit wrote, as sorted rows (Spark may write rows in any order/part files)."""
+    import pyarrow.parquet as pq
+
+    tables = {}
+    for d in sorted((out / "tables").iterdir()):
+        rows = pq.read_table(d).to_pylist() if any(d.glob("*.parquet")) else []
+        tables[d.name] = sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
+    return tables
+
+
+def test_the_audit_is_the_same_from_local_relative_and_hdfs_paths_locally_and_on_a_cluster(
+        sample: SampleQuorum, on_hdfs: str, standalone: StandaloneSpark, tmp_path: Path) -> None:
+    runs = {
+        "local paths": (_audit([str(d) for d in sample.log_dirs.values()], tmp_path / "local", "local[2]"), "local"),
+        # issue 42: relative paths were opened in the executor's working directory
+        "relative paths, standalone": (_audit([f"node{i}/metadata" for i in (1, 2, 3)], tmp_path / "rel",
+                                              standalone.master_url, cwd=sample.root), "rel"),
+        "hdfs://, local": (_audit([f"{on_hdfs}/node{i}/metadata" for i in (1, 2, 3)], tmp_path / "hdfs",
+                                  "local[2]"), "hdfs"),
+        "hdfs:// glob, standalone": (_audit([f"{on_hdfs}/node*/metadata"], tmp_path / "hdfs-cluster",
+                                            standalone.master_url), "hdfs-cluster"),
+    }
+    for name, (r, _) in runs.items():
+        assert r.returncode == 0, f"{name}:\n{r.stdout}\n{r.stderr[-4000:]}"
+        assert r.stdout.splitlines()[0] == CLEAN, name
+        assert "Traceback" not in r.stderr, name
+    # the cluster runs read the files in the executors, not on the driver
+    assert "kraft-log source" in runs["relative paths, standalone"][0].stderr
+    assert "binaryFile source" in runs["hdfs:// glob, standalone"][0].stderr
+    base = json.loads((tmp_path / "local" / "summary.json").read_text())
+    assert base["replicas"] == [1, 2, 3] and base["committed_floor"] == sample.end_offsets[1]
+    base_tables = _tables(tmp_path / "local")
+    assert set(base_tables) >= {"replicas", "pairs", "leadership", "invalid_rows"} and base_tables["leadership"]
+    for name, (_, out) in runs.items():
+        assert json.loads((tmp_path / out / "summary.json").read_text()) == base, name
+        assert _tables(tmp_path / out) == base_tables, name
+
+
+def test_a_damaged_replica_on_hdfs_is_named_as_on_local_disk(sample: SampleQuorum, hdfs: MiniHdfs,
+                                                              tmp_path: Path) -> None:
+    root = tmp_path / "q"
+    shutil.copytree(sample.root, root)
+    base, last = flip_bytes(root / "node3" / "metadata", sample.epoch_start[2] - 2)
+    uri = hdfs.put(root, "/quorums/damaged")
+    local = _audit([str(root)], tmp_path / "local", "local[2]")
+    remote = _audit([uri], tmp_path / "hdfs", "local[2]")
+    headline = (f"Replica 3 lost committed data: offsets {base}-{last} ({last - base + 1} records in batches that "
+                "fail their CRC or cannot be read).")
+    for r in (local, remote):
+        assert r.returncode == 1, r.stdout + r.stderr[-3000:]
+        assert r.stdout.splitlines()[0] == headline
+    assert remote.stdout.splitlines()[1:-1] == local.stdout.splitlines()[1:-1]  # all but the report's path
+    summary = json.loads((tmp_path / "hdfs" / "summary.json").read_text())
+    assert summary == json.loads((tmp_path / "local" / "summary.json").read_text())
+    assert summary["lost_committed"] == {"3": [[base, last]]}
+
+
+def test_a_path_that_is_not_there_is_one_line_naming_it_and_its_filesystem(hdfs: MiniHdfs, tmp_path: Path) -> None:
+    r = _audit([f"{hdfs.uri}/no/such/dir"], tmp_path / "out", "local[1]")
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = [ln for ln in r.stderr.splitlines() if not ln.startswith("[")]
+    assert err == [f"kraftnode audit: {hdfs.uri}/no/such/dir: no such file or directory on filesystem {hdfs.uri}"] \
+        or (len(err) == 1 and f"{hdfs.uri}/no/such/dir" in err[0] and f"filesystem {hdfs.uri}" in err[0]), r.stderr
+    assert "Traceback" not in r.stderr
+
+
+_READ = r"""
+import json, os, sys
+from pyspark.sql import functions as F
+from kraftnode.spark import local_session
+from kraftnode.spark.fs_read import read_log, read_files, unreadable_path
+from kraftnode.spark.paths import discover
+
+master, what = sys.argv[1], sys.argv[2:]
+spark = local_session(master, "kraft-log-cluster-test")
+def digest(df):
+    cols = [c for c in df.columns]
+    row = df.agg(F.count("*").alias("n"), F.sum(F.abs(F.xxhash64(*cols)) % 1000003).alias("h")).first()
+    return [row["n"], row["h"]]
+out = {}
+if what[0] == "read":
+    out["digest"] = digest(read_log(spark, what[1:]))
+else:  # unreadable: list, lose one file, then read: the executors cannot open it
+    files = discover(what[1:], spark)
+    victim = files[0].path
+    if victim.startswith("hdfs://"):
+        p = spark._jvm.org.apache.hadoop.fs.Path(victim)
+        p.getFileSystem(spark._jsc.hadoopConfiguration()).delete(p, False)
+        df = read_files(spark, files)
+    else:
+        df = spark.read.format("kraft-log").load([f.path for f in files])
+        os.unlink(victim)
+    try:
+        df.count()
+        out["error"] = None
+    except Exception as e:
+        bad = unreadable_path(e, files)
+        out["error"] = None if bad is None else str(bad)
+    out["victim"] = victim
+spark.stop()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _script(args: list[str], cwd: Path | None = None) -> dict[str, Any]:
+    r = subprocess.run([sys.executable, "-c", _READ, *args], capture_output=True, text=True, timeout=400,
+                       cwd=cwd, env=_env())
+    assert r.returncode == 0, r.stdout + r.stderr[-4000:]
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("RESULT "))
+    return dict(json.loads(line[len("RESULT "):]))
+
+
+def test_a_kraft_log_read_on_the_standalone_cluster_matches_local_mode(
+        spark: Any, sample: SampleQuorum, on_hdfs: str, standalone: StandaloneSpark) -> None:
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("kraft-log").load(str(sample.root))
+    row = df.agg(F.count("*").alias("n"), F.sum(F.abs(F.xxhash64(*df.columns)) % 1000003).alias("h")).first()
+    local = [row["n"], row["h"]]
+    assert local[0] > 0
+    assert _script([standalone.master_url, "read", "node1/metadata", "node2/metadata", "node3/metadata"],
+                   cwd=sample.root)["digest"] == local
+    assert _script([standalone.master_url, "read", on_hdfs])["digest"] == local
+
+
+def test_a_file_no_executor_can_read_is_one_line_naming_it_and_its_filesystem(
+        sample: SampleQuorum, hdfs: MiniHdfs, standalone: StandaloneSpark, tmp_path: Path) -> None:
+    """Listed on the driver, gone when an executor opens it (e.g. a segment deleted by
+    retention in between): on HDFS and on local disk, on the standalone cluster."""
+    root = tmp_path / "q"
+    shutil.copytree(sample.root, root)
+    uri = hdfs.put(root, "/quorums/vanishing")
+    got = _script([standalone.master_url, "unreadable", uri])
+    assert got["error"] is not None and "\n" not in got["error"]
+    assert got["error"].startswith(f"{got['victim']}: an executor cannot read it on filesystem {hdfs.uri} ("), got
+    got = _script([standalone.master_url, "unreadable", str(root)])
+    assert got["error"] is not None and "\n" not in got["error"]
+    assert got["error"].startswith(f"{got['victim']}: an executor cannot read it on the local filesystem ("), got
+    assert "No such file or directory" in got["error"], got
