@@ -247,31 +247,33 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
                 snap_floor = max(snap_floor, sid.offset)
     log_bytes = sum(f.size for f in files)
     local = all(is_local(f.path) for f in files)
-    if not local:
-        how = "binaryFile source"  # Spark's/Hadoop's filesystem layer on the executors
-        rows = read_files(spark, files, _AUDIT_COLUMNS).cache()
-    elif log_bytes <= driver_read_max_bytes:
-        how = "on the driver"
-        rows = _driver_read(spark, files).cache()
-    else:
-        how = "kraft-log source"
-        rows = (spark.read.format("kraft-log").schema(_AUDIT_COLUMNS)
-                .load([local_path(p) for p in log_dirs]).cache())
-    seg = rows.filter(F.col("file_type") == "segment")
-    ok = seg.filter(F.col("error").isNull() & F.col("offset").isNotNull())
-    entries = (ok.select("replica", "offset", F.col("partition_leader_epoch").alias("epoch"),
-                         F.xxhash64("key", "value", "headers", "timestamp").alias("hash"),
-                         "timestamp", "record_size", "batch_base_offset", "batch_size", "batch_crc",
-                         "batch_records", "batch_crc_valid")
-               .dropDuplicates(["replica", "offset"]).cache())
+    # the first job reads the files: a file gone since the listing, or that no executor can
+    # read, is one line naming it
+    try:
+        if not local:
+            how = "binaryFile source"  # Spark's/Hadoop's filesystem layer on the executors
+            rows = read_files(spark, files, _AUDIT_COLUMNS).cache()
+        elif log_bytes <= driver_read_max_bytes:
+            how = "on the driver"
+            rows = _driver_read(spark, files).cache()
+        else:
+            how = "kraft-log source"
+            rows = (spark.read.format("kraft-log").schema(_AUDIT_COLUMNS)
+                    .load([local_path(p) for p in log_dirs]).cache())
+        seg = rows.filter(F.col("file_type") == "segment")
+        ok = seg.filter(F.col("error").isNull() & F.col("offset").isNotNull())
+        entries = (ok.select("replica", "offset", F.col("partition_leader_epoch").alias("epoch"),
+                             F.xxhash64("key", "value", "headers", "timestamp").alias("hash"),
+                             "timestamp", "record_size", "batch_base_offset", "batch_size", "batch_crc",
+                             "batch_records", "batch_crc_valid")
+                   .dropDuplicates(["replica", "offset"]).cache())
 
-    replica_df = (rows.groupBy("replica", "file_type").agg(
-        F.countDistinct("file").alias("files"), F.count("offset").alias("records"),
-        F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
-        F.sum(F.when(F.col("error").isNotNull(), 1).otherwise(0)).alias("error_rows"),
-        F.sum(F.when(~F.col("batch_crc_valid"), 1).otherwise(0)).alias("crc_invalid_rows"))
-        .orderBy("replica", "file_type"))
-    try:  # the first job reads the files: an executor that cannot read one gets one line
+        replica_df = (rows.groupBy("replica", "file_type").agg(
+            F.countDistinct("file").alias("files"), F.count("offset").alias("records"),
+            F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
+            F.sum(F.when(F.col("error").isNotNull(), 1).otherwise(0)).alias("error_rows"),
+            F.sum(F.when(~F.col("batch_crc_valid"), 1).otherwise(0)).alias("crc_invalid_rows"))
+            .orderBy("replica", "file_type"))
         replica_rows = save_collected("replicas", replica_df)
     except Exception as e:
         bad = unreadable_path(e, files)
