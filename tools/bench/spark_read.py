@@ -198,7 +198,8 @@ def _timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - t, out
 
 
-def bench_cluster(root: Path, log_dir: Path, n: int, size: int, repeat: int, executors: tuple[int, ...]) -> int:
+def bench_cluster(root: Path, log_dir: Path, n: int, size: int, repeat: int, executors: tuple[int, ...],
+                  compare_local: bool = False) -> int:
     """The cluster and HDFS rows (see the module's doc); 0 when every reader agrees."""
     from pyspark.sql import functions as F
 
@@ -220,6 +221,15 @@ def bench_cluster(root: Path, log_dir: Path, n: int, size: int, repeat: int, exe
             return sorted(tuple(r) for r in df.groupBy("partition_leader_epoch").agg(
                 F.count("*"), F.sum(F.length("value")), F.max("offset")).collect())
 
+        def kraft_log_binary(spark: Any, path: str) -> Any:
+            """The HDFS read path (binaryFile + mapInArrow) on local files: what the mmap
+            data source saves on local disk."""
+            from kraftnode.spark.fs_read import read_files
+
+            df = read_files(spark, discover([path], spark), columns=PROJECTION)
+            return sorted(tuple(r) for r in df.groupBy("partition_leader_epoch").agg(
+                F.count("*"), F.sum(F.length("value")), F.max("offset")).collect())
+
         def binary(spark: Any, path: str) -> Any:
             files = [f.path for f in discover([path], spark)]
             return spark.read.format("binaryFile").load(files).agg(F.sum(F.length("content"))).first()[0]
@@ -228,10 +238,14 @@ def bench_cluster(root: Path, log_dir: Path, n: int, size: int, repeat: int, exe
         for k in executors:
             spark = local_session(cluster.master_url, f"kraftnode-bench-{k}x1", **{
                 "spark.executor.cores": "1", "spark.cores.max": str(k), "spark.executor.memory": "1g",
+                "spark.ui.showConsoleProgress": "false",
                 "spark.driver.memory": "1g"})
             try:
                 for where, path in (("local disk", str(log_dir)), ("HDFS", f"{uri}")):
-                    for reader, fn in (("kraft-log", kraft_log), ("binaryFile", binary)):
+                    readers = [("kraft-log", kraft_log), ("binaryFile", binary)]
+                    if where == "local disk" and compare_local:
+                        readers.insert(1, ("kraft-log via binaryFile", kraft_log_binary))
+                    for reader, fn in readers:
                         _, expect = _timed(lambda fn=fn, path=path, spark=spark: fn(spark, path))  # warm-up
                         times = []
                         for _ in range(repeat):
@@ -242,7 +256,7 @@ def bench_cluster(root: Path, log_dir: Path, n: int, size: int, repeat: int, exe
                             times.append(dt)
                         med = statistics.median(times)
                         results[(k, where, reader)] = med
-                        line = (f"{k} executor{'s' if k > 1 else ''} x 1 core, {where:10s}, {reader:10s}: median "
+                        line = (f"{k} executor{'s' if k > 1 else ''} x 1 core, {where:10s}, {reader:24s}: median "
                                 f"{med:.2f} s = {size / 1e6 / med:,.1f} MB/s, {n / med:,.0f} rows/s "
                                 f"(runs {', '.join(f'{t:.2f}' for t in times)}; load average "
                                 f"{os.getloadavg()[0]:.1f})")
@@ -282,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cluster", action="store_true",
                     help="the standalone-cluster and HDFS rows instead (1 and 2 executors; see above)")
     ap.add_argument("--executors", default="1,2", help="executor counts for --cluster (default 1,2)")
+    ap.add_argument("--compare-local", action="store_true",
+                    help="with --cluster: also read local disk the HDFS way (binaryFile + mapInArrow)")
     args = ap.parse_args(argv)
 
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kraft-spark-bench-"))
@@ -297,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
               f"in {time.perf_counter() - t:.1f} s", flush=True)
         if args.cluster:
             return bench_cluster(root, log_dir, n, size, args.repeat,
-                                 tuple(int(x) for x in args.executors.split(",")))
+                                 tuple(int(x) for x in args.executors.split(",")), args.compare_local)
 
         from kraftnode.spark import local_session
 
