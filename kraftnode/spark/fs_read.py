@@ -88,15 +88,20 @@ def unreadable_path(e: BaseException, files: list[InputFile]) -> PathError | Non
     j = getattr(e, "java_exception", None)
     if j is not None:
         text += "\n" + str(j.toString())
+    # kraftnode's own line from a Spark-side Python worker (the kraft-log source plans its files
+    # when the job runs: a file gone by then is a PathError there), without the traceback around it
+    m = re.search(r"(?:kraftnode\.spark\.paths\.)?PathError: (.+)", text)
+    if m is not None:
+        return PathError(m.group(1).strip())
     for f in files:
         where = f.path.split("://", 1)[-1] if not is_local(f.path) else f.path
         bare = "/" + where.split("/", 1)[1] if not is_local(f.path) and "/" in where else where
         for line in text.splitlines():
             if bare in line and re.search(r"cannot open|No such file|not exist|FileNotFound|Permission denied"
-                                          r"|AccessControl|cannot be read|Is a directory", line):
+                                          r"|AccessControl|cannot be read|Is a directory", line, re.IGNORECASE):
                 m = _JAVA_LINE.search(line)
                 reason = (m.group(2) if m else line).strip()
-                reason = reason.replace(f.path + ": ", "").replace(f.path, "").strip(" :")
+                reason = reason.replace(f.path + ": ", "").replace(f.path, "").replace(bare, "").strip(" :.")
                 if "cannot open: " in reason:
                     reason = reason.split("cannot open: ", 1)[1]
                 fs = "the local filesystem" if is_local(f.path) else "filesystem " + f.path.split("/", 3)[0] \

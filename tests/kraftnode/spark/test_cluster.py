@@ -214,12 +214,13 @@ def test_a_kraft_log_read_on_the_standalone_cluster_matches_local_mode(
 
 def test_a_file_no_executor_can_read_is_one_line_naming_it_and_its_filesystem(
         hdfs: MiniHdfs, cluster_jobs: dict[str, Any]) -> None:
-    """Listed on the driver, gone when an executor opens it (e.g. a segment deleted by
-    retention in between): on HDFS and on local disk, on the standalone cluster."""
+    """Listed on the driver, gone when the job reads it (e.g. a segment deleted by retention in
+    between): on HDFS an executor finds it missing; one line either way, on the standalone cluster."""
     got = cluster_jobs["hdfs gone"]
     assert "\n" not in got["error"]
     assert got["error"].startswith(f"{got['victim']}: an executor cannot read it on filesystem {hdfs.uri} ("), got
+    # a local file: the kraft-log source lists its files when the job runs, so the file is found
+    # missing there (Spark wraps that in the planning worker's traceback; the line is kept alone)
     got = cluster_jobs["local gone"]
     assert "\n" not in got["error"]
-    assert got["error"].startswith(f"{got['victim']}: an executor cannot read it on the local filesystem ("), got
-    assert "No such file or directory" in got["error"], got
+    assert got["error"] == f"{got['victim']}: no such file or directory on the local filesystem", got
