@@ -1,4 +1,5 @@
-"""``kraftnode audit LOGDIR... --out DIR``: the quorum audit on a local Spark session.
+"""``kraftnode audit LOGDIR... --out DIR``: the quorum audit on a Spark session (local, or
+``--master`` of a cluster; the logs on local disk or any filesystem Spark reads, docs/spark.md).
 
 Runs the same job as ``tools/pipelines/quorum_audit.py`` (logic in
 ``kraftnode.spark.audit``): Parquet tables, ``summary.json`` and a self-contained
@@ -26,13 +27,15 @@ HELP = "audit the metadata logs of every replica with Spark: consistency, leader
 EXAMPLES = """\
   kraftnode audit /tmp/dev/node1/metadata /tmp/dev/node2/metadata /tmp/dev/node3/metadata --out audit
   kraftnode audit '/tmp/dev/node*/metadata' --out audit --master 'local[2]'
+  kraftnode audit 'hdfs://namenode:8020/kraft/node*/metadata' --out audit --master spark://host:7077
 Needs the spark extra: pip install 'kraftnode[spark]'.
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("log_dirs", nargs="+", metavar="LOGDIR",
-                   help="metadata log dirs (or directories above them, segment files, globs)")
+                   help="metadata log dirs (or directories above them, segment files, globs): local "
+                        "paths (relative ones resolved here) or any URI Spark reads (hdfs://, s3a://, file://...)")
     p.add_argument("--out", required=True, metavar="DIR", help="where to write the tables and report.html")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
 
