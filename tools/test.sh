@@ -60,6 +60,12 @@ if [ "${KRAFTNODE_REQUIRE_KAFKA:-}" = 1 ] && ! .venv/bin/python -m tools.kafka_d
   exit 1
 fi
 
+# Hadoop's single-process HDFS (MiniDFSCluster: hadoop-client-minicluster of the Hadoop version
+# pyspark bundles, from Maven Central, under .cache/hadoop/) for the Spark cluster tests
+# (tests/kraftnode/spark/test_cluster.py, docs/spark.md's HDFS example); they skip without it,
+# and fail under CI=true
+echo "== Hadoop MiniDFSCluster: $(.venv/bin/python -m tools.hadoop_dist install 2>&1 | tail -1)"
+
 echo "== codegen --check"; .venv/bin/python -m codegen --check
 echo "== ruff";            .venv/bin/ruff check codegen kraftnode recordbatch tests tools
 echo "== lint-imports"; .venv/bin/lint-imports --no-cache

@@ -1,4 +1,5 @@
-"""``kraftnode audit LOGDIR... --out DIR``: the quorum audit on a local Spark session.
+"""``kraftnode audit LOGDIR... --out DIR``: the quorum audit on a Spark session (local, or
+``--master`` of a cluster; the logs on local disk or any filesystem Spark reads, docs/spark.md).
 
 Runs the same job as ``tools/pipelines/quorum_audit.py`` (logic in
 ``kraftnode.spark.audit``): Parquet tables, ``summary.json`` and a self-contained
@@ -17,6 +18,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from kraftnode.commands.errors import UsageError
 
@@ -25,13 +27,15 @@ HELP = "audit the metadata logs of every replica with Spark: consistency, leader
 EXAMPLES = """\
   kraftnode audit /tmp/dev/node1/metadata /tmp/dev/node2/metadata /tmp/dev/node3/metadata --out audit
   kraftnode audit '/tmp/dev/node*/metadata' --out audit --master 'local[2]'
+  kraftnode audit 'hdfs://namenode:8020/kraft/node*/metadata' --out audit --master spark://host:7077
 Needs the spark extra: pip install 'kraftnode[spark]'.
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("log_dirs", nargs="+", metavar="LOGDIR",
-                   help="metadata log dirs (or directories above them, segment files, globs)")
+                   help="metadata log dirs (or directories above them, segment files, globs): local "
+                        "paths (relative ones resolved here) or any URI Spark reads (hdfs://, s3a://, file://...)")
     p.add_argument("--out", required=True, metavar="DIR", help="where to write the tables and report.html")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
 
@@ -107,12 +111,17 @@ def run(args: argparse.Namespace) -> int:
         from kraftnode.spark.paths import PathError, discover
     except ImportError as e:
         raise UsageError(f"the audit needs the spark extra (pip install 'kraftnode[spark]'): {e}") from None
-    try:
-        files = discover(args.log_dirs)
-    except PathError as e:
-        raise UsageError(str(e)) from None
-    if not any(f.file_type == "segment" for f in files):
-        raise UsageError(f"no log segment found under {' '.join(args.log_dirs)}")
+    from kraftnode.spark.paths import needs_jvm
+
+    remote = needs_jvm(list(args.log_dirs))
+    files: list[Any] = []
+    if not remote:  # local paths: checked before Spark starts (hdfs://... is listed by Spark's JVM)
+        try:
+            files = discover(args.log_dirs)
+        except PathError as e:
+            raise UsageError(str(e)) from None
+        if not any(f.file_type == "segment" for f in files):
+            raise UsageError(f"no log segment found under {' '.join(args.log_dirs)}")
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -127,8 +136,9 @@ def run(args: argparse.Namespace) -> int:
         # on stderr: stdout's first line is the headline (issue 41), whatever came before
         print(f"[{time.monotonic() - t0:5.1f} s] {line}", file=sys.stderr, flush=True)
 
-    total = sum(os.path.getsize(f.path) for f in files)
-    progress(f"{len(files)} files, {total / 1e6:.1f} MB; starting Spark ({args.master})")
+    total = sum(f.size for f in files)
+    progress(f"{len(files)} files, {total / 1e6:.1f} MB; starting Spark ({args.master})" if not remote
+             else f"starting Spark ({args.master}) to list {' '.join(args.log_dirs)}")
     from pyspark.sql import SparkSession
 
     from kraftnode.spark import local_session
@@ -140,13 +150,32 @@ def run(args: argparse.Namespace) -> int:
     java, log4j2_file = log4j2_options()
     try:
         with filtered_stderr():   # the JVM's start-up noise dropped, its errors kept
-            spark = local_session(args.master, "kraftnode-audit", **audit_conf(total, java))
+            spark = local_session(args.master, "kraftnode-audit",
+                                  **audit_conf(total, java))
     finally:
         if log4j2_file is not None:
             log4j2_file.unlink(missing_ok=True)
     progress(f"Spark session ready ({time.monotonic() - t:.1f} s)")
     try:
-        res = run_audit(spark, list(args.log_dirs), out, progress=progress)
+        if remote:
+            try:
+                files = discover(list(args.log_dirs), spark)
+            except PathError as e:
+                raise UsageError(str(e)) from None
+            if not any(f.file_type == "segment" for f in files):
+                raise UsageError(f"no log segment found under {' '.join(args.log_dirs)}")
+            total = sum(f.size for f in files)
+            spark.conf.set("spark.sql.shuffle.partitions", audit_conf(total)["spark.sql.shuffle.partitions"])
+            progress(f"{len(files)} files, {total / 1e6:.1f} MB")
+        try:
+            # on a cluster the executors read the files (the driver may be a small gateway
+            # machine, and the files are where the cluster is); locally small logs are
+            # decoded on the driver (see run_audit)
+            on_cluster = not str(args.master).startswith("local")
+            res = run_audit(spark, list(args.log_dirs), out, progress=progress,
+                            **({"driver_read_max_bytes": -1} if on_cluster else {}))
+        except PathError as e:  # e.g. an executor cannot read a file the driver listed
+            raise UsageError(str(e)) from None
     finally:
         if existing is None:
             spark.stop()

@@ -20,7 +20,8 @@ from kraftnode.log.fileutil import atomic_write
 from kraftnode.log.uuids import is_reserved_directory_id
 from recordbatch.wire import uuid_from_base64, uuid_to_base64
 
-__all__ = ["MetaProperties", "MetaPropertiesError", "read_meta_properties", "write_meta_properties"]
+__all__ = ["MetaProperties", "MetaPropertiesError", "parse_meta_properties", "read_meta_properties",
+           "write_meta_properties"]
 
 FILE_NAME = "meta.properties"
 
@@ -59,6 +60,12 @@ def read_meta_properties(log_dir: str | os.PathLike[str]) -> MetaProperties | No
         return None
     except OSError as e:
         raise MetaPropertiesError(f"{path}: cannot read: {e.strerror}") from None
+    return parse_meta_properties(raw, str(path))
+
+
+def parse_meta_properties(raw: bytes, path: str) -> MetaProperties:
+    """Validate the bytes of a ``meta.properties`` file (``path`` names it in errors) --
+    wherever they were read from (a local file, or HDFS through Spark's filesystem layer)."""
     try:
         values = parse_properties(raw.decode("utf-8"))
     except (UnicodeDecodeError, ConfigError) as e:

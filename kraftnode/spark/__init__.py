@@ -3,7 +3,8 @@
 ``register(spark)`` adds to a session:
 
 * ``spark.read.format("kraft-log").load(PATHS)`` -- segments/snapshots of one or
-  many replicas (:mod:`kraftnode.spark.log_source`);
+  many replicas (:mod:`kraftnode.spark.log_source`); for paths on any filesystem Spark
+  reads (``hdfs://``, ``s3a://``...), ``kraftnode.spark.fs_read.read_log(spark, PATHS)``;
 * ``spark.readStream.format("kraft")`` / ``spark.read.format("kraft")`` -- committed
   records of a live quorum through a Kafka client (:mod:`kraftnode.spark.live_source`);
 * ``df.write.format("kraft")`` -- appends through the leader with acks=all.

@@ -208,10 +208,11 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
-    from kraftnode.spark.paths import discover
+    from kraftnode.spark.fs_read import read_files, unreadable_path
+    from kraftnode.spark.paths import discover, is_local, local_path
 
     stage = _Stages(progress)
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()  # Spark's executors write tables here: never relative to their cwd
     (out / "tables").mkdir(parents=True, exist_ok=True)
     tables: dict[str, Path] = {}
 
@@ -248,38 +249,53 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
         tables[name] = path
         return collected
 
-    files = discover(log_dirs)  # fails naming a bad path, before any Spark job
+    files = discover(log_dirs, spark)  # fails naming a bad path, before any Spark job
     snap_floor = -1  # snapshots hold committed records only: their end offset is committed
     for f in files:
         if f.file_type == "snapshot":
             sid = parse_snapshot_file_name(os.path.basename(f.path))
             if sid is not None:
                 snap_floor = max(snap_floor, sid.offset)
-    log_bytes = sum(os.path.getsize(f.path) for f in files)
-    if log_bytes <= driver_read_max_bytes:
-        rows = _driver_read(spark, files).cache()
-    else:
-        rows = spark.read.format("kraft-log").schema(_AUDIT_COLUMNS).load(log_dirs).cache()
-    seg = rows.filter(F.col("file_type") == "segment")
-    ok = seg.filter(F.col("error").isNull() & F.col("offset").isNotNull())
-    entries = (ok.select("replica", "offset", F.col("partition_leader_epoch").alias("epoch"),
-                         F.xxhash64("key", "value", "headers", "timestamp").alias("hash"),
-                         "timestamp", "record_size", "batch_base_offset", "batch_size", "batch_crc",
-                         "batch_records", "batch_crc_valid")
-               .dropDuplicates(["replica", "offset"]).cache())
+    log_bytes = sum(f.size for f in files)
+    local = all(is_local(f.path) for f in files)
+    # the first job reads the files: a file gone since the listing, or that no executor can
+    # read, is one line naming it
+    try:
+        if not local:
+            how = "binaryFile source"  # Spark's/Hadoop's filesystem layer on the executors
+            rows = read_files(spark, files, _AUDIT_COLUMNS).cache()
+        elif log_bytes <= driver_read_max_bytes:
+            how = "on the driver"
+            rows = _driver_read(spark, files).cache()
+        else:
+            how = "kraft-log source"
+            rows = (spark.read.format("kraft-log").schema(_AUDIT_COLUMNS)
+                    .load([local_path(p) for p in log_dirs]).cache())
+        seg = rows.filter(F.col("file_type") == "segment")
+        ok = seg.filter(F.col("error").isNull() & F.col("offset").isNotNull())
+        entries = (ok.select("replica", "offset", F.col("partition_leader_epoch").alias("epoch"),
+                             F.xxhash64("key", "value", "headers", "timestamp").alias("hash"),
+                             "timestamp", "record_size", "batch_base_offset", "batch_size", "batch_crc",
+                             "batch_records", "batch_crc_valid")
+                   .dropDuplicates(["replica", "offset"]).cache())
 
-    replica_df = (rows.groupBy("replica", "file_type").agg(
-        F.countDistinct("file").alias("files"), F.count("offset").alias("records"),
-        F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
-        F.sum(F.when(F.col("error").isNotNull(), 1).otherwise(0)).alias("error_rows"),
-        F.sum(F.when(~F.col("batch_crc_valid"), 1).otherwise(0)).alias("crc_invalid_rows"))
-        .orderBy("replica", "file_type"))
-    replica_rows = save_collected("replicas", replica_df)
+        replica_df = (rows.groupBy("replica", "file_type").agg(
+            F.countDistinct("file").alias("files"), F.count("offset").alias("records"),
+            F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
+            F.sum(F.when(F.col("error").isNotNull(), 1).otherwise(0)).alias("error_rows"),
+            F.sum(F.when(~F.col("batch_crc_valid"), 1).otherwise(0)).alias("crc_invalid_rows"))
+            .orderBy("replica", "file_type"))
+        replica_rows = save_collected("replicas", replica_df)
+    except Exception as e:
+        bad = unreadable_path(e, files)
+        if bad is not None:
+            raise bad from None
+        raise
     replicas = sorted({r["replica"] for r in replica_rows if r["file_type"] == "segment" and r["replica"] is not None})
     n = len(replicas)
     majority = n // 2 + 1
     stage("read", f"{len(files)} files ({log_bytes / 1e6:.1f} MB, "
-                  f"{'on the driver' if log_bytes <= driver_read_max_bytes else 'kraft-log source'}) "
+                  f"{how}) "
                   f"of replicas {replicas}, "
                   f"{sum(r['records'] for r in replica_rows if r['file_type'] == 'segment')} segment records")
 

@@ -43,7 +43,7 @@ from recordbatch.errors import CorruptBatchError
 from recordbatch.view import iter_batches
 from recordbatch.wire import DecodeError, varint_size
 
-__all__ = ["decode_file", "DecodeOptions"]
+__all__ = ["decode_file", "decode_bytes", "DecodeOptions"]
 
 _CODECS: Final = pa.array(list(L.CODEC_NAMES) + ["unknown"], pa.string())
 _EMPTY_HEADERS: Final = pa.array([], HEADER_TYPE)
@@ -113,8 +113,10 @@ def _record_size(r: Any, base_offset: int, base_ts: int) -> int:
 
 
 class _FileDecoder:
-    def __init__(self, path: str, replica: int | None, file_type: str, options: DecodeOptions) -> None:
+    def __init__(self, path: str, replica: int | None, file_type: str, options: DecodeOptions,
+                 data: bytes | None = None) -> None:
         self.path = path
+        self.data = data  # the file's bytes, read elsewhere (e.g. by Spark's binaryFile reader)
         # The file column: the file name when the replica is known (replica + name
         # identify a file; a full path repeated on millions of rows is most of the bytes
         # Spark has to move), the full path otherwise.  Errors always name the full path.
@@ -287,6 +289,10 @@ class _FileDecoder:
 
     # ------------------------------------------------------------ the file walk
     def __iter__(self) -> Iterator[pa.RecordBatch]:
+        if self.data is not None:
+            if self.data:
+                yield from self._walk(self.data, len(self.data))
+            return
         try:
             f = open(self.path, "rb")  # noqa: SIM115 - closed below, after the mmap
         except OSError as e:
@@ -381,3 +387,9 @@ def decode_file(path: str, *, replica: int | None = None, file_type: str = "segm
                 options: DecodeOptions | None = None) -> Iterator[pa.RecordBatch]:
     """Arrow batches (schema :data:`kraftnode.spark.schema.ARROW_SCHEMA`) of every record in ``path``."""
     return iter(_FileDecoder(path, replica, file_type, options or DecodeOptions()))
+
+
+def decode_bytes(data: bytes, path: str, *, replica: int | None = None, file_type: str = "segment",
+                 options: DecodeOptions | None = None) -> Iterator[pa.RecordBatch]:
+    """:func:`decode_file` of a file's bytes read elsewhere; ``path`` names it in rows and errors."""
+    return iter(_FileDecoder(path, replica, file_type, options or DecodeOptions(), data))

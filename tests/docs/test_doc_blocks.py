@@ -57,6 +57,7 @@ GROUPS: dict[str, list[Block]] = {
     "security": [block("docs/security.md", "kraftnode format -c server.properties"),
                  block("docs/security.md", "openssl req")],
     "simulation": [block("docs/raft.md", "python -m tests.simulation")],
+    "spark on hdfs": [block("docs/spark.md", "kraftnode audit 'hdfs://namenode:8020")],
     "first session": [block("docs/first-session.md", "tools/dev.sh"),
                       block("docs/first-session.md", ".venv/bin/kraftnode quorum"),
                       block("docs/first-session.md", "ID="),
@@ -338,3 +339,24 @@ def test_brokers_walkthrough(tmp_path: Path, line: str) -> None:
         s.close(check=False)
         raise
     s.close()
+
+
+def test_spark_audit_of_logs_on_hdfs(session: Session) -> None:
+    """docs/spark.md's audit by hdfs:// URI (issue 42), against Hadoop's own single-process HDFS
+    (a real NameNode and DataNode) holding a 3-replica quorum, for the NameNode it names."""
+    pytest.importorskip("pyspark")
+    from tests.support.spark_cluster import start_mini_hdfs
+    from tools.pipelines.sample_quorum import write_sample_quorum
+
+    sample = write_sample_quorum(session.work / "quorum")
+    hdfs = start_mini_hdfs(session.work / "hdfs")
+    try:
+        hdfs.put(sample.root, "/kraft/quorum")
+        session.placeholders["hdfs://namenode:8020"] = hdfs.uri
+        (audit,) = GROUPS["spark on hdfs"]
+        out = session.run_statement(audit.text.strip(), audit.where, timeout=400)
+        assert "No safety violation found; every replica can read its committed records." in out, out
+        assert "binaryFile source) of replicas [1, 2, 3]" in out, out
+        assert (session.work / "root" / "tmp" / "kraftnode-audit-hdfs" / "summary.json").is_file()
+    finally:
+        hdfs.stop()

@@ -24,7 +24,17 @@ and once on the generated N-record log, each bounded by ``--audit-timeout``
 command and its children (JVM, Python workers) are reported beside wall time,
 because wall time on a shared machine moves with the load average, printed too.
 
+With ``--cluster`` it instead measures the source on real clusters (issue 42): a Spark
+standalone cluster (pyspark's ``spark-class`` Master and a Worker on loopback) with 1 and
+then 2 executors of one core each, reading the generated log from local disk and from
+Hadoop's single-process HDFS (``MiniDFSCluster``, a real NameNode and DataNode; the log is
+copied in first): the ``kraft-log`` source through ``kraftnode.spark.read_log`` (the
+aggregate's 3 columns), against Spark's own ``binaryFile`` reader of the same files (sum of
+the content lengths: the bytes moved, nothing decoded) as the floor. Medians of
+``--repeat`` runs after one warm-up, MB/s of segment bytes and rows/s, and the ratio.
+
     .venv/bin/python tools/bench/spark_read.py [--records N] [--compression none|lz4|zstd|...]
+    .venv/bin/python tools/bench/spark_read.py --cluster --records 1000000 --value-bytes 200
 """
 
 from __future__ import annotations
@@ -182,6 +192,94 @@ def bench_audit(root: Path, big_log: Path, big_records: int, repeat: int, master
           + f", {cpu:.1f} s CPU (load average {os.getloadavg()[0]:.1f}); {last}", flush=True)
 
 
+def _timed(fn: Any) -> tuple[float, Any]:
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+def bench_cluster(root: Path, log_dir: Path, n: int, size: int, repeat: int, executors: tuple[int, ...],
+                  compare_local: bool = False) -> int:
+    """The cluster and HDFS rows (see the module's doc); 0 when every reader agrees."""
+    from pyspark.sql import functions as F
+
+    from kraftnode.spark import local_session
+    from kraftnode.spark.fs_read import read_log
+    from kraftnode.spark.paths import discover
+    from tools.spark_cluster import start_mini_hdfs, start_standalone
+
+    hdfs = start_mini_hdfs(root / "hdfs")
+    cluster = None
+    rows: list[str] = []
+    try:
+        uri = hdfs.put(log_dir, "/bench/metadata")
+        cluster = start_standalone(root / "standalone", cores=max(executors))
+        print(f"mini HDFS {hdfs.uri}, standalone master {cluster.master_url}", flush=True)
+
+        def kraft_log(spark: Any, path: str) -> Any:
+            df = read_log(spark, path, columns=PROJECTION)
+            return sorted(tuple(r) for r in df.groupBy("partition_leader_epoch").agg(
+                F.count("*"), F.sum(F.length("value")), F.max("offset")).collect())
+
+        def kraft_log_binary(spark: Any, path: str) -> Any:
+            """The HDFS read path (binaryFile + mapInArrow) on local files: what the mmap
+            data source saves on local disk."""
+            from kraftnode.spark.fs_read import read_files
+
+            df = read_files(spark, discover([path], spark), columns=PROJECTION)
+            return sorted(tuple(r) for r in df.groupBy("partition_leader_epoch").agg(
+                F.count("*"), F.sum(F.length("value")), F.max("offset")).collect())
+
+        def binary(spark: Any, path: str) -> Any:
+            files = [f.path for f in discover([path], spark)]
+            return spark.read.format("binaryFile").load(files).agg(F.sum(F.length("content"))).first()[0]
+
+        results: dict[tuple[int, str, str], float] = {}
+        for k in executors:
+            spark = local_session(cluster.master_url, f"kraftnode-bench-{k}x1", **{
+                "spark.executor.cores": "1", "spark.cores.max": str(k), "spark.executor.memory": "1g",
+                "spark.ui.showConsoleProgress": "false",
+                "spark.driver.memory": "1g"})
+            try:
+                for where, path in (("local disk", str(log_dir)), ("HDFS", f"{uri}")):
+                    readers = [("kraft-log", kraft_log), ("binaryFile", binary)]
+                    if where == "local disk" and compare_local:
+                        readers.insert(1, ("kraft-log via binaryFile", kraft_log_binary))
+                    for reader, fn in readers:
+                        _, expect = _timed(lambda fn=fn, path=path, spark=spark: fn(spark, path))  # warm-up
+                        times = []
+                        for _ in range(repeat):
+                            dt, got = _timed(lambda fn=fn, path=path, spark=spark: fn(spark, path))
+                            if got != expect:
+                                print(f"MISMATCH {reader} {where}: {got} != {expect}", file=sys.stderr)
+                                return 1
+                            times.append(dt)
+                        med = statistics.median(times)
+                        results[(k, where, reader)] = med
+                        line = (f"{k} executor{'s' if k > 1 else ''} x 1 core, {where:10s}, {reader:24s}: median "
+                                f"{med:.2f} s = {size / 1e6 / med:,.1f} MB/s, {n / med:,.0f} rows/s "
+                                f"(runs {', '.join(f'{t:.2f}' for t in times)}; load average "
+                                f"{os.getloadavg()[0]:.1f})")
+                        rows.append(line)
+                        print(line, flush=True)
+            finally:
+                spark.stop()
+        for k in executors:
+            for where in ("local disk", "HDFS"):
+                kl, bf = results[(k, where, "kraft-log")], results[(k, where, "binaryFile")]
+                print(f"ratio kraft-log / binaryFile floor, {k} executor(s), {where}: {kl / bf:.2f}x the time "
+                      f"({bf / kl:.0%} of the floor's throughput)")
+        for where in ("local disk", "HDFS"):
+            if len(executors) > 1:
+                a, b = results[(executors[0], where, "kraft-log")], results[(executors[-1], where, "kraft-log")]
+                print(f"kraft-log {where}: {executors[-1]} executors vs {executors[0]}: {a / b:.2f}x the throughput")
+        return 0
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        hdfs.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=5_000_000)
@@ -195,6 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--audit-timeout", type=float, default=900.0,
                     help="seconds before an audit run is killed (default 900)")
     ap.add_argument("--no-audit", action="store_true", help="skip timing the audit command")
+    ap.add_argument("--cluster", action="store_true",
+                    help="the standalone-cluster and HDFS rows instead (1 and 2 executors; see above)")
+    ap.add_argument("--executors", default="1,2", help="executor counts for --cluster (default 1,2)")
+    ap.add_argument("--compare-local", action="store_true",
+                    help="with --cluster: also read local disk the HDFS way (binaryFile + mapInArrow)")
     args = ap.parse_args(argv)
 
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kraft-spark-bench-"))
@@ -208,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generated {n:,} records of {args.value_bytes} B ({args.compression}, "
               f"{args.batch_records}/batch) in {len(files)} segments, {size / 1e6:.0f} MB, "
               f"in {time.perf_counter() - t:.1f} s", flush=True)
+        if args.cluster:
+            return bench_cluster(root, log_dir, n, size, args.repeat,
+                                 tuple(int(x) for x in args.executors.split(",")), args.compare_local)
 
         from kraftnode.spark import local_session
 

@@ -27,21 +27,32 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from kraftnode.spark.audit import run_audit
-    from kraftnode.spark.paths import PathError, discover
+    from kraftnode.spark.paths import PathError, discover, needs_jvm
 
-    try:
-        discover(args.log_dirs)
-    except PathError as e:
-        print(f"quorum_audit: {e}", file=sys.stderr)
-        return 2
+    if not needs_jvm(args.log_dirs):  # local paths: checked before Spark starts; URIs are listed by its JVM
+        try:
+            discover(args.log_dirs)
+        except PathError as e:
+            print(f"quorum_audit: {e}", file=sys.stderr)
+            return 2
+    from pyspark import SparkConf, SparkContext
+
     from kraftnode.spark import local_session
 
-    spark = local_session(args.master or "local[*]", "kraftnode-quorum-audit")
+    master = args.master
+    if master is None:  # spark-submit's --master (a system property of the JVM it started), else local
+        SparkContext._ensure_initialized()
+        master = SparkConf().get("spark.master", "local[*]")
+    spark = local_session(master, "kraftnode-quorum-audit")
     t0 = time.monotonic()
     try:
         res = run_audit(spark, args.log_dirs, args.out,
                         progress=lambda line: print(f"[{time.monotonic() - t0:5.1f} s] {line}", file=sys.stderr,
-                                                    flush=True))
+                                                    flush=True),
+                        **({} if master.startswith("local") else {"driver_read_max_bytes": -1}))
+    except PathError as e:
+        print(f"quorum_audit: {e}", file=sys.stderr)
+        return 2
     finally:
         spark.stop()
     print(res.headline())

@@ -5,6 +5,7 @@ one partition per file of one or many replicas."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import uuid
 from pathlib import Path
@@ -171,6 +172,23 @@ def test_paths_and_errors(tmp_path: Path) -> None:
         discover([str(tmp_path / "nope*")])
     with pytest.raises(PathError, match="not a log segment"):
         discover([str(q.log_dirs[1] / "meta.properties")])
+
+
+def test_relative_paths_and_file_uris_are_made_absolute_on_the_driver(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42: a relative path reached the executors as typed and was opened in their working
+    directory. discover() resolves it where it runs (the driver), and a file:// URI is the same
+    files; a URI of another filesystem needs the session's JVM to be listed, and says so."""
+    q = write_sample_quorum(tmp_path / "q", records_per_epoch=4, tail=1)
+    absolute = discover([str(tmp_path / "q")])
+    monkeypatch.chdir(tmp_path)
+    relative = discover(["q/node1/metadata", "q/node2/metadata", "q/node3/metadata"])
+    assert relative == absolute and all(os.path.isabs(f.path) for f in relative)
+    assert discover(["q/node*/metadata"]) == absolute
+    assert discover([(tmp_path / "q").as_uri()]) == absolute
+    assert discover([str(q.log_dirs[1])])[0].size == _segments(q.log_dirs[1])[0].stat().st_size
+    with pytest.raises(PathError, match="hdfs://nn:8020/q: a hdfs:// path is listed through Spark's filesystem"):
+        discover(["hdfs://nn:8020/q"])
 
 
 def test_spark_reads_one_partition_per_file_of_every_replica(spark: Any, tmp_path: Path) -> None:
