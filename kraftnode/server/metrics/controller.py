@@ -19,7 +19,7 @@ import math
 import time
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -35,7 +35,23 @@ from kraftnode.server.metrics.recording import TIME_BUCKETS_MS
 if TYPE_CHECKING:
     from kraftnode.controller.result import Record
     from kraftnode.controller.view import ControllerView
-    from kraftnode.server.metadata.controller_shell import ControllerShell
+
+
+class _Driver(Protocol):
+    @property
+    def high_watermark(self) -> int: ...
+
+
+class ControllerSource(Protocol):
+    """What the collector reads of the controller shell (server/metadata/controller_shell.py),
+    named here so that metrics/ stays below metadata/ (no import back up)."""
+
+    @property
+    def driver(self) -> _Driver: ...
+    def observe_leader(self) -> None: ...
+    def active_view(self) -> ControllerView | None: ...
+    def metrics_view(self) -> ControllerView | None: ...
+    def kraft_version(self) -> int: ...
 
 __all__ = ["CONTROLLER", "EVENT_MANAGER", "STATS", "ControllerCollector", "ControllerMetrics", "count_elections"]
 
@@ -133,7 +149,7 @@ def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
 class ControllerCollector(Collector):
     """Kafka's controller metrics, read at scrape time from the shell and its view."""
 
-    def __init__(self, shell: ControllerShell, metrics: ControllerMetrics, static_voters: bool) -> None:
+    def __init__(self, shell: ControllerSource, metrics: ControllerMetrics, static_voters: bool) -> None:
         self.shell = shell
         self.metrics = metrics
         self.static_voters = static_voters
