@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kraftnode.errors import RemoteError
+
 __all__ = ["CLIENT_METRICS_CONFIGS", "ClientMetricsConfigError", "validate_client_metrics"]
 
 #: ClientMetricsConfigs.CONFIG: name -> type
@@ -22,7 +24,7 @@ MATCH_SELECTORS = frozenset({"client_instance_id", "client_id", "client_software
                              "client_source_address", "client_source_port"})
 
 
-class ClientMetricsConfigError(ValueError):
+class ClientMetricsConfigError(RemoteError, ValueError):
     """Refused as Kafka refuses it: ``invalid_request`` says whether Kafka's exception is an
     InvalidRequestException (INVALID_REQUEST) rather than a configuration one (INVALID_CONFIG)."""
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kraftnode.errors import RemoteError
+
 __all__ = ["GROUP_CONFIGS", "GroupConfigValueError", "validate_group_configs"]
 
 _INT, _LONG, _BOOLEAN, _STRING, _LIST = "INT", "LONG", "BOOLEAN", "STRING", "LIST"
@@ -54,7 +56,7 @@ GROUP_CONFIGS: dict[str, str] = {
 _CHOICES = {"share.isolation.level": ("read_committed", "read_uncommitted")}
 
 
-class GroupConfigValueError(ValueError):
+class GroupConfigValueError(RemoteError, ValueError):
     """A group config Kafka refuses (INVALID_CONFIG with this message)."""
 
 

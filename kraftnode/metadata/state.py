@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from kraftnode.errors import LocalError
 from kraftnode.log.metadata_records import (
     FRAME_VERSION,
     RECORD_CLASSES,
@@ -78,7 +79,7 @@ __all__ = ["MetadataFault", "MetadataImage", "MetadataState", "next_generation",
 METADATA_VERSION_CONTROLLER_REGISTRATION = 15
 
 
-class MetadataFault(ValueError):
+class MetadataFault(LocalError, ValueError):
     """A committed metadata record this node cannot decode or apply: a fatal fault for a Kafka
     controller (``ProcessTerminatingFaultHandler``), and for this node."""
 
