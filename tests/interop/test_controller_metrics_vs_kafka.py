@@ -169,7 +169,8 @@ def test_controller_metrics_have_kafka_44_names_and_values(kafka_controller: tup
 
     (mport,) = free_ports(1)
     (tmp_path / "kraft").mkdir()
-    with running_node(tmp_path / "kraft", extra=f"kraftnode.metrics.listener=127.0.0.1:{mport}\n{SESSION}") as node:
+    with running_node(tmp_path / "kraft", extra=f"kraftnode.metrics.listener=127.0.0.1:{mport}\n{SESSION}",
+                      application_records=False) as node:
         deadline = time.monotonic() + 60
         while True:
             try:

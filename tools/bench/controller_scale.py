@@ -100,7 +100,7 @@ class Quorum:
         self.metrics_ports: dict[int, int] = {}
         if home is None:
             mports = free_ports(3)
-            self.kraft = Cluster(root, 3, extra=SNAPSHOTS, node_extra={
+            self.kraft = Cluster(root, 3, extra=SNAPSHOTS, application_records=False, node_extra={
                 i: f"kraftnode.metrics.listener=127.0.0.1:{p}\n" for i, p in zip((1, 2, 3), mports, strict=True)})
             self.metrics_ports = dict(zip((1, 2, 3), mports, strict=True))
             self.ports = {i: self.kraft.port(i) for i in self.kraft.ids}

@@ -84,7 +84,7 @@ def test_a_standby_becomes_active_on_the_view_it_kept_ready(tmp_path: Path) -> N
     registering again, and the existing topic is refused as a duplicate."""
     from tests.support.sim_brokers import SimBroker
 
-    cl = Cluster(tmp_path, 3)
+    cl = Cluster(tmp_path, 3, application_records=False)  # brokers register: no application records
     brokers: list[SimBroker] = []
     try:
         cl.start_all()
