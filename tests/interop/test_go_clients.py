@@ -279,7 +279,8 @@ BROKER_CONFIG_DIFFERENCES: dict[str, tuple[set[str], str]] = {
 #: keys kraftnode lists that Kafka 4.4 does not (Kafka lists ~350 keys, kraftnode the keys of
 #: its own table, docs/configuration.md)
 KRAFTNODE_ONLY_KEYS: dict[str, str] = {
-    **{k: "kraftnode's own key" for k in ("kraftnode.log.file", "kraftnode.log.file.backups",
+    **{k: "kraftnode's own key" for k in ("kraftnode.application.records.enable",
+                                          "kraftnode.log.file", "kraftnode.log.file.backups",
                                           "kraftnode.log.file.max.bytes", "kraftnode.metrics.listener",
                                           "kraftnode.raft.pre.vote.enable", "kraftnode.raft.topic",
                                           "kraftnode.read.linearizable")},

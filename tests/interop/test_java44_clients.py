@@ -349,6 +349,7 @@ BROKER_CONFIG_DIFFERENCES: dict[str, tuple[str | None, str | None, str]] = {
 }
 #: keys kraftnode lists and Kafka 4.4 does not
 KRAFTNODE_ONLY_KEYS = {
+    "kraftnode.application.records.enable",
     "kraftnode.log.file", "kraftnode.log.file.backups", "kraftnode.log.file.max.bytes", "kraftnode.metrics.listener",
     "kraftnode.raft.pre.vote.enable", "kraftnode.raft.topic", "kraftnode.read.linearizable",  # kraftnode's own
     "allow.everyone.if.no.acl.found", "super.users",  # the authorizer's: Kafka lists them only with one configured
