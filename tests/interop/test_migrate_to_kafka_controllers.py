@@ -65,7 +65,7 @@ class Journey:
 @pytest.fixture(scope="module")
 def journey(kafka_home: KafkaHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Journey]:
     root = tmp_path_factory.mktemp("to-kafka")
-    cl = DynamicCluster(root / "controllers", 2, extra=KRAFT_EXTRA)
+    cl = DynamicCluster(root / "controllers", 2, extra=KRAFT_EXTRA, application_records=False)  # brokers register
     kafka_port, *broker_ports = free_ports(3)
     kraft_bootstrap = cl.bootstrap()
     kc = KafkaServer(kafka_home, root / "kafka4", KAFKA,
