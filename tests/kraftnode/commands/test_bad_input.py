@@ -307,7 +307,8 @@ def test_full_disk_while_running(tmp_path: Path, small_fs: Path) -> None:
     from tests.support.node import call
 
     port = free_port()
-    props = formatted(tmp_path, port, log_dir=small_fs / "meta")
+    # the append that fills the disk is an application record: the node opts in to them
+    props = formatted(tmp_path, port, extra="kraftnode.application.records.enable=true\n", log_dir=small_fs / "meta")
     proc = subprocess.Popen([sys.executable, "-m", "kraftnode", "start", str(props)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
