@@ -45,9 +45,10 @@ class DevCluster:
 
 
 def start_dev_cluster(root: Path, seconds: int = 150) -> DevCluster:
-    """``kraftnode dev-cluster --dir root --for-seconds N``; returns once a leader is elected."""
+    """``kraftnode dev-cluster --dir root --for-seconds N --application-records``; returns once
+    a leader is elected (the live source writes and reads application records: it opts in)."""
     proc = subprocess.Popen([sys.executable, "-m", "kraftnode", "dev-cluster", "--dir", str(root),
-                             "--for-seconds", str(seconds)],
+                             "--for-seconds", str(seconds), "--application-records"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert proc.stdout is not None
