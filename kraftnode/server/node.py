@@ -39,7 +39,7 @@ from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.security import hooks as security_hooks
 from kraftnode.security.credentials import ScramCredentials
 from kraftnode.security.listeners import OnListener
-from kraftnode.server.handlers import NodeHandlers, NodeIdentity
+from kraftnode.server.handlers import HandlerServices, NodeHandlers, NodeIdentity
 from kraftnode.server.metadata.controller_duties import ControllerDuties
 from kraftnode.server.metadata.controller_shell import ControllerShell, controller_config
 from kraftnode.server.metadata.snapshot_manager import SnapshotManager, prepare_storage, voters_at
@@ -157,36 +157,20 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                                           dict(features.supported), snapshots,
                                           {n: int(sec.protocol) for n, sec in cfg.security.items()}
                                           ) if controller else None
-                handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), drv,
-                                        features, duties, security_hooks.authorizer(cfg.authorizer_config, duties),
-                                        cfg.group_config)
-                handlers.message_max_bytes = cfg.message_max_bytes
-                handlers.application_records = cfg.application_records
-                if duties is not None:
-                    duties.application_records = cfg.application_records
-                handlers.broker_properties = _properties(cfg)
-                if duties is not None:
-                    try:
-                        duties.default_min_isr = int(handlers.broker_properties.get("min.insync.replicas", "1"))
-                    except ValueError:
-                        pass  # validated at start-up (kraftnode.config)
-                if duties is not None:  # the controller APIs (docs/controller.md)
-                    handlers.controller = ControllerShell(
-                        drv, duties, controller_config(cfg.properties, cluster_id, cfg.node_id,
-                                                       frozenset(v.node_id for v in cfg.static_voters)),
-                        drv.current_kraft_version)
+                handlers = _handlers(cfg, cluster_id, drv, features, duties)
+                shell = handlers.services.controller
                 bound, listeners = await _start_listeners(tg, cfg, handlers, request_metrics,
                                                           scram_credentials)
                 if metrics_server is not None:
                     _start_metrics(tg, metrics_server, cfg, drv, raft_metrics, request_metrics,
-                                   listeners, cluster_id, handlers.controller)
+                                   listeners, cluster_id, shell)
                 tg.start_soon(drv.run, tg)
                 if duties is not None:
                     tg.start_soon(duties.run)
-                if handlers.controller is not None:
-                    tg.start_soon(handlers.controller.run)
+                if shell is not None:
+                    tg.start_soon(shell.run)
                 tg.start_soon(snapshots.run, lambda: drv.high_watermark)
-                tg.start_soon(handlers.groups.run)  # the group coordinator's timers
+                tg.start_soon(handlers.groups.service.run)  # the group coordinator's timers
                 log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
                          "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
                          # a --no-initial-controllers node's log is empty (kraft.version 0 until it
@@ -236,6 +220,31 @@ def _load_state(mlog: MetadataLog, store: QuorumStateStore, state_machine: State
     except (OSError, SnapshotError, ValueError) as e:
         raise StartupError(f"cannot load the metadata snapshots in {mlog.dir}: {e}") from None
     return election, sm, runner
+
+
+def _handlers(cfg: NodeConfig, cluster_id: str, drv: RaftDriver, features: api_versions.FeatureView,
+              duties: ControllerDuties | None) -> NodeHandlers:
+    """The request handlers, constructed from the one services object (nothing is set on
+    them afterwards): the controller shell of a node with controller duties (the
+    controller APIs, docs/controller.md), the authorizer, and the limits and switches of
+    the configuration."""
+    properties = _properties(cfg)
+    if duties is not None:
+        duties.application_records = cfg.application_records
+        try:
+            duties.default_min_isr = int(properties.get("min.insync.replicas", "1"))
+        except ValueError:
+            pass  # validated at start-up (kraftnode.config)
+    shell = ControllerShell(
+        drv, duties, controller_config(cfg.properties, cluster_id, cfg.node_id,
+                                       frozenset(v.node_id for v in cfg.static_voters)),
+        drv.current_kraft_version) if duties is not None else None
+    return NodeHandlers(HandlerServices(
+        ident=NodeIdentity(cfg.node_id, cluster_id, cfg.controller_listener), driver=drv, features=features,
+        message_max_bytes=cfg.message_max_bytes, duties=duties,
+        authorizer=security_hooks.authorizer(cfg.authorizer_config, duties), controller=shell,
+        group_config=cfg.group_config, application_records=cfg.application_records,
+        broker_properties=properties))
 
 
 def _properties(cfg: NodeConfig) -> dict[str, str]:

@@ -27,6 +27,8 @@ from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
 from kraftnode.server.handlers import scram_credentials
+from kraftnode.server.handlers.acls import AclAdmin
+from kraftnode.server.handlers.base import ClientSoftware, HandlerBase, HandlerServices
 from kraftnode.server.handlers.broker_configs import describe_broker
 from kraftnode.server.handlers.controller_apis import dynamic_configs
 from kraftnode.server.handlers.kafka_compat import (
@@ -40,7 +42,7 @@ from kraftnode.server.handlers.kafka_compat import (
     CLUSTER_AUTHORIZED_OPERATIONS,
     _invalid_topic_name,
 )
-from kraftnode.server.handlers.raft_peers import RaftPeerHandlers
+from kraftnode.server.handlers.raft_peers import serve_raft
 from kraftnode.server.metadata.controller_shell import NotController
 from kraftnode.server.raft import rpcs
 from kraftnode.server.raft import wire as rw
@@ -61,7 +63,16 @@ _GENERIC_MESSAGES: dict[int, str] = {
 }
 
 
-class AdminHandlers(RaftPeerHandlers):
+class AdminHandlers(HandlerBase):
+    """The admin APIs: the services' driver, controller duties and shell, authorizer (and
+    the ACL APIs over them) and the node's properties as read."""
+
+    def __init__(self, services: HandlerServices, clients: ClientSoftware) -> None:
+        super().__init__(services, clients)
+        self.broker_properties = services.broker_properties
+        self.controller = services.controller
+        self.acl_admin = AclAdmin(services.driver, services.duties, services.authorizer)
+
     async def _describe_cluster(self, q: w.DescribeClusterRequest, v: int) -> w.DescribeClusterResponse:
         et = q.endpoint_type if v >= 1 else 1
         if et not in (1, 2):
@@ -342,9 +353,9 @@ class AdminHandlers(RaftPeerHandlers):
                 return forwarded
         resp: w.AddRaftVoterResponse | w.RemoveRaftVoterResponse
         if isinstance(q, w.AddRaftVoterRequest):
-            resp = await self._serve_raft(rpcs.ADD_RAFT_VOTER_RPC, q, v)
+            resp = await serve_raft(self.driver, rpcs.ADD_RAFT_VOTER_RPC, q, v)
         else:
-            resp = await self._serve_raft(rpcs.REMOVE_RAFT_VOTER_RPC, q, v)
+            resp = await serve_raft(self.driver, rpcs.REMOVE_RAFT_VOTER_RPC, q, v)
         log.info("%s for voter %d (directory %s): %s%s", type(q).__name__[:-7], q.voter_id,
                  uuid_to_base64(q.voter_directory_id), _outcome(resp.error_code),
                  f" ({resp.error_message})" if resp.error_message else "")

@@ -31,9 +31,9 @@ from kraftnode.protocol.generated.produce_response import (
 from kraftnode.protocol.registry import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 from kraftnode.raft.actions import AppendCompleted
 from kraftnode.security import authorizer as az
-from kraftnode.server.handlers import groups
-from kraftnode.server.handlers.base import HandlerBase
+from kraftnode.server.handlers.base import ClientSoftware, HandlerBase, HandlerServices
 from kraftnode.server.handlers.controller_apis import broker_replay_error
+from kraftnode.server.handlers.group_fetch_view import hide_group_batches
 from kraftnode.server.handlers.kafka_compat import (
     _NOT_REQUESTED,
     CLUSTER_AUTHORIZED_OPERATIONS,
@@ -70,6 +70,26 @@ class _PendingProduce:
     dups: list[tuple[_PartitionResponse, int]] = field(default_factory=list)
 
 
+@dataclass
+class _ProduceRun:
+    """What :meth:`ApplicationHandlers._produce_core` did with a Produce: the answer per
+    topic (filled in as its appends settle), the appends and retries to wait for, and the
+    leader the answer names when a partition is not led here."""
+
+    responses: list[_TopicResponse]
+    pending: _PendingProduce
+    leader: int
+
+
+def _produce_refusal(q: w.ProduceRequest) -> int | None:
+    """The error every partition of a Produce gets whatever it holds, or None."""
+    if q.acks not in (-1, 0, 1):
+        return Errors.INVALID_REQUIRED_ACKS
+    if q.transactional_id is not None:
+        return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return None
+
+
 def _settle_appends(pending: _PendingProduce) -> None:
     """An acks=-1 Produce's answers from its appends' outcomes: the base offset committed,
     the error the append failed with, or REQUEST_TIMED_OUT for one not completed."""
@@ -85,6 +105,16 @@ def _settle_appends(pending: _PendingProduce) -> None:
 
 
 class ApplicationHandlers(HandlerBase):
+    """Produce, a consumer's Fetch, ListOffsets, Metadata, InitProducerId and
+    ControllerRegistration: the services' driver and its producer state, message.max.bytes
+    and kraftnode.application.records.enable."""
+
+    def __init__(self, services: HandlerServices, clients: ClientSoftware) -> None:
+        super().__init__(services, clients)
+        self.producers = services.driver.producers
+        self.message_max_bytes = services.message_max_bytes
+        self.application_records = services.application_records
+
     async def _consumer_fetch(self, q: w.FetchRequest, v: int) -> w.FetchResponse:
         """A consumer (ReplicaId -1) reads committed records: up to the high watermark."""
         deadline = time.monotonic() + max(0, q.max_wait_ms) / 1000
@@ -148,7 +178,7 @@ class ApplicationHandlers(HandlerBase):
                         records = self.driver.read(p.fetch_offset, limit, max_offset=hw,
                                                    min_one_batch=total == 0)
                         # the group coordinator's batches are empty batches to consumers
-                        pd.records = groups.hide_group_batches(records)
+                        pd.records = hide_group_batches(records)
                         total += len(records)
                         budget -= len(records)
                     else:
@@ -238,17 +268,25 @@ class ApplicationHandlers(HandlerBase):
 
     # ---------------------------------------------------------------- produce
     async def _produce(self, q: w.ProduceRequest, v: int) -> w.ProduceResponse | None:
+        """The task path: any Produce (the listener's fast path, :meth:`produce_nowait`,
+        takes an acks=-1 one of one partition first). Both call :meth:`_produce_core`."""
         leader, epoch = self._leader()
-        pending = _PendingProduce()
         deadline = time.monotonic() + max(q.timeout_ms, 0) / 1000
-        if q.acks not in (-1, 0, 1):
-            code: int | None = Errors.INVALID_REQUIRED_ACKS
-        elif q.transactional_id is not None:
-            code = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        else:
-            code = None
-        if code is None and self.driver.is_leader:
+        if _produce_refusal(q) is None and self.driver.is_leader:
             await self._await_activation(deadline)
+        run = self._produce_core(q, v, leader)
+        await self._produce_acks(q.acks, run.pending, epoch, deadline)
+        if q.acks == 0:
+            return None
+        return self._produce_response(run.responses, v, run.leader)
+
+    def _produce_core(self, q: w.ProduceRequest, v: int, leader: int) -> _ProduceRun:
+        """The one core of Produce, on both paths: the request's checks, then per partition
+        the authorization, leader and record checks and the append (or the retry found).
+        The caller waits for the appends (the task) or is called back at their commit (the
+        fast path)."""
+        code = _produce_refusal(q)
+        pending = _PendingProduce()
         responses = []
         for t in q.topic_data:
             name = _produce_topic(t, v)
@@ -259,10 +297,7 @@ class ApplicationHandlers(HandlerBase):
                      for p in t.partition_data]
             responses.append(w.ProduceResponse.TopicProduceResponse(name=t.name, topic_id=t.topic_id,
                                                                     partition_responses=parts))
-        await self._produce_acks(q.acks, pending, epoch, deadline)
-        if q.acks == 0:
-            return None
-        return self._produce_response(responses, v, leader)
+        return _ProduceRun(responses, pending, leader)
 
     def _produce_response(self, responses: list[_TopicResponse], v: int,
                           leader: int) -> w.ProduceResponse:
@@ -291,18 +326,14 @@ class ApplicationHandlers(HandlerBase):
                 or len(q.topic_data) != 1 or len(q.topic_data[0].partition_data) != 1
                 or not self.driver.is_leader or not self._activated()):
             return False
-        t = q.topic_data[0]
-        pending = _PendingProduce()
-        pr = self._produce_partition(_produce_topic(t, v), t.partition_data[0], None, False, v, pending)
+        run = self._produce_core(q, v, self._leader()[0])
+        pending = run.pending
         if pending.dups:
             return False
-        responses = [w.ProduceResponse.TopicProduceResponse(name=t.name, topic_id=t.topic_id,
-                                                            partition_responses=[pr])]
-        leader = self._leader()[0]
 
         def build() -> w.ProduceResponse:
             _settle_appends(pending)
-            return self._produce_response(responses, v, leader)
+            return self._produce_response(run.responses, v, run.leader)
 
         waiter = pending.appends[0][1] if pending.appends else None
         if waiter is None or waiter.value is not None:

@@ -1,17 +1,21 @@
-"""What every request handler shares: the node's identity, its driver (the typed read API
-onto the raft core), the endpoints clients are told about, authorization helpers, and
-forwarding to the leader.
+"""What every request handler shares: the node's services (:class:`HandlerServices`, one
+frozen object ``server/node.py`` builds), the client software seen on the connections
+(:class:`ClientSoftware`), and the helpers every audience uses: the endpoints clients are
+told about, authorization, and forwarding to the leader.
 
-The handlers are split by audience (raft_peers, applications, groups, admin; Kafka's
-quirks in kafka_compat); each is a mixin over :class:`HandlerBase`, joined in
-:class:`kraftnode.server.handlers.NodeHandlers` with the one dispatch table.
+The handlers are split by audience (raft_peers, applications, groups, consumer_groups,
+admin, controller_apis; Kafka's quirks in kafka_compat); each is a class over
+:class:`HandlerBase`, constructed from the services, and
+:class:`kraftnode.server.handlers.NodeHandlers` holds one of each with the one dispatch
+table. A handler's attributes are set in its constructor only (:class:`Sealed`).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kraftnode.groups import GroupConfig
@@ -20,7 +24,6 @@ from kraftnode.protocol.registry import DESCRIBE_QUORUM
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
 from kraftnode.security.listeners import CURRENT_LISTENER
-from kraftnode.server.handlers.acls import AclAdmin
 from kraftnode.server.metadata.controller_duties import ControllerDuties, voter_address
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.peer_client import SOFTWARE_NAME, PeerError
@@ -28,9 +31,7 @@ from kraftnode.server.raft.driver import RaftDriver
 from recordbatch.message import Message
 
 if TYPE_CHECKING:
-    from kraftnode.protocol.framing import Request
     from kraftnode.server.metadata.controller_shell import ControllerShell
-    from kraftnode.server.net.listener import Reply
 
 log = logging.getLogger("kraftnode.handlers")
 
@@ -46,6 +47,68 @@ class NodeIdentity:
     listener_name: str
 
 
+@dataclass(frozen=True)
+class HandlerServices:
+    """Everything the request handlers use, built once by ``server/node.py`` (and nothing
+    set on a handler afterwards): the node's identity, its driver (the typed read API onto
+    the raft core), the controller duties and shell, the authorizer, and the limits and
+    switches from the node's configuration."""
+
+    ident: NodeIdentity
+    driver: RaftDriver
+    features: api_versions.FeatureView
+    #: message.max.bytes: the largest batch a producer may write (NodeConfig, from the key table)
+    message_max_bytes: int
+    #: the metadata image's controller duties (None: not a KRaft metadata quorum)
+    duties: ControllerDuties | None = None
+    #: StandardAuthorizer (authorizer.class.name); None: every API allowed to everyone
+    authorizer: az.StandardAuthorizer | None = None
+    #: the controller APIs' I/O shell (handlers/controller_apis.py); None: not a controller
+    controller: ControllerShell | None = None
+    #: the group coordinator's configuration (group.* keys)
+    group_config: GroupConfig = field(default_factory=GroupConfig)
+    #: kraftnode.application.records.enable: Produce to the metadata topic and group
+    #: records allowed; BrokerRegistration refused (docs/server.md, "Application records")
+    application_records: bool = False
+    #: the node's properties file as read (DescribeConfigs of its broker resource)
+    broker_properties: Mapping[str, str] = field(default_factory=dict)
+
+
+class ClientSoftware:
+    """What the handlers learn from the connections, shared by every audience: the client
+    software per connection (from ApiVersions) and per fetching replica id -- the leader
+    must know whether a Kafka controller replays this log (see applications._produce) --
+    and the brokers already told why they are refused."""
+
+    __slots__ = ("by_connection", "by_replica", "warned_brokers")
+
+    def __init__(self) -> None:
+        self.by_connection: dict[str, str] = {}
+        self.by_replica: dict[int, str] = {}
+        self.warned_brokers: set[int] = set()
+
+
+class _SealedAfterInit(type):
+    """Seals an object once its constructor has returned (see :class:`Sealed`)."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        obj = super().__call__(*args, **kwargs)
+        object.__setattr__(obj, "_sealed", True)
+        return obj
+
+
+class Sealed(metaclass=_SealedAfterInit):
+    """An object whose attributes are set in its constructor only: assigning one afterwards
+    raises AttributeError (tests/kraftnode/server/handlers/test_handler_structure.py checks
+    the source as well)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("_sealed"):
+            raise AttributeError(f"{type(self).__name__}.{name}: a handler's attributes are set in its "
+                                 "constructor only (from HandlerServices)")
+        object.__setattr__(self, name, value)
+
+
 def _for_version(q: Message, version: int) -> Message:
     """``q`` as it can be sent at ``version``: an AddRaftVoter with AckWhenCommitted false
     (v1, Kafka 4.4) forwarded to a leader that speaks only v0 (Kafka 3.9) is sent as v0 means
@@ -58,43 +121,18 @@ def _for_version(q: Message, version: int) -> Message:
     return q
 
 
-class HandlerBase:
-    """State and helpers the audience mixins share."""
+class HandlerBase(Sealed):
+    """What every audience's handler has from the services, and the helpers they share."""
 
-    def __init__(self, ident: NodeIdentity, driver: RaftDriver,
-                 features: api_versions.FeatureView, duties: ControllerDuties | None = None,
-                 authz: az.StandardAuthorizer | None = None, group_config: GroupConfig | None = None) -> None:
-        self.ident = ident
-        self.driver = driver
-        self.features = features
-        self.producers = driver.producers
-        self.duties = duties
-        # client software per connection (from ApiVersions) and per fetching replica id:
-        # the leader must know whether a Kafka controller replays this log (see _produce)
-        self._conn_software: dict[str, str] = {}
-        self.replica_software: dict[int, str] = {}
-        #: the group coordinator's shell (handlers.groups.GroupService), made by NodeHandlers
-        self.groups: Any = None
-        self.group_config = group_config or GroupConfig()
-        #: message.max.bytes: the largest batch a producer may write (Kafka's default)
-        self.message_max_bytes = 1048588
-        #: kraftnode.application.records.enable: Produce to the metadata topic and group
-        #: records allowed; BrokerRegistration refused (docs/server.md, "Application records")
-        self.application_records = False
-        #: the node's properties file as read (DescribeConfigs of its broker resource)
-        self.broker_properties: dict[str, str] = {}
-        #: StandardAuthorizer (authorizer.class.name); None: every API allowed to everyone
-        self.authz = authz
-        self.acl_admin = AclAdmin(driver, duties, authz)
-        #: the controller APIs' I/O shell (handlers/controller_apis.py); None: not a controller
-        self.controller: ControllerShell | None = None
+    def __init__(self, services: HandlerServices, clients: ClientSoftware) -> None:
+        self.ident = services.ident
+        self.driver = services.driver
+        self.features = services.features
+        self.duties = services.duties
+        self.authz = services.authorizer
+        self.clients = clients
 
     # ---------------------------------------------------------------- helpers
-    async def __call__(self, request: Request, peer: str) -> Reply | None:
-        """Answer one request; :class:`~kraftnode.server.handlers.NodeHandlers` routes it by
-        API key. Declared here so that a mixin can hand a request back to the whole node
-        (the Envelope handler runs the request it unwraps)."""
-        raise NotImplementedError
 
     def _voter_endpoints(self) -> dict[int, tuple[str, int]]:
         """Each voter's endpoint on our controller listener (the address clients use)."""
@@ -158,25 +196,6 @@ class HandlerBase:
             return without_authorizer
         return self.authz.authorized_operations(az.session(), resource_type, name)
 
-    def _features(self) -> api_versions.FeatureView:
-        """Finalized features as a Kafka 4.x controller reports them (ControllerServer's
-        FeaturesPublisher): the levels of the committed FeatureLevelRecords and the offset at
-        which they last changed, plus kraft.version at the raft client's latest level
-        (KafkaRaftClient.kraftVersion, KAFKA-18979). kraft.version has no FeatureLevelRecord
-        (BootstrapMetadata.fromVersions), so a 3.9 controller did not list it; 4.x sets it
-        with FinalizedFeatures.setFinalizedLevel, which leaves a level of 0 out, so a static
-        quorum still lists only metadata.version."""
-        f = self.features
-        f.finalized = {"metadata.version": api_versions.METADATA_VERSION_3_9}
-        f.finalized_epoch = max(self.driver.high_watermark - 1, -1)
-        if self.duties is not None and self.duties.state.metadata_version is not None:
-            f.finalized = dict(self.duties.state.finalized)
-            f.finalized_epoch = self.duties.state.features_epoch
-        kraft = self.driver.current_kraft_version()
-        if kraft > 0:
-            f.finalized["kraft.version"] = kraft
-        return f
-
     async def _forward_to_leader(self, leader: int, api_key: int, q: Message, v: int) -> Message | None:
         """Ask the leader on the client's behalf, as a Kafka broker forwards DescribeQuorum,
         AddRaftVoter and RemoveRaftVoter to the active controller (KafkaApis
@@ -202,12 +221,23 @@ class HandlerBase:
             log.info("could not forward %s to leader %d: %s", type(q).__name__[:-7], leader, e)
             return None
         return resp
+
     def kafka_controllers(self) -> dict[int, str]:
         """Voters whose fetches come from software other than kraftnode: Kafka controllers,
         or Kafka's standalone raft server (TestRaftServer) in a ``__raft_performance_test``
         quorum."""
         voters = self.driver.voters.ids
-        return {i: sw for i, sw in self.replica_software.items() if i in voters and sw != SOFTWARE_NAME}
+        return {i: sw for i, sw in self.clients.by_replica.items() if i in voters and sw != SOFTWARE_NAME}
+
+    def refuse_broker_once(self, broker_id: int, what: str) -> None:
+        """The one line that says why a broker is refused by a quorum that takes application
+        records: once per broker, whatever it retries (its fetches, its registration)."""
+        warned = self.clients.warned_brokers
+        if broker_id not in warned:
+            warned.add(broker_id)
+            logging.getLogger("kraftnode.controller").warning(
+                "refusing %s %d: kraftnode.application.records.enable=true (this quorum's log takes "
+                "application records, which a Kafka broker cannot replay; docs/server.md)", what, broker_id)
 
     def registered_brokers(self) -> list[int]:
         """Brokers registered in the committed metadata: they replay every record of the log, so
@@ -222,3 +252,23 @@ class HandlerBase:
         a log whose first metadata record is not the bootstrap's is "not empty", and the
         bootstrap records (metadata.version) would never be written."""
         return self.duties is None or self.duties.is_active
+
+
+def finalized_features(services: HandlerServices) -> api_versions.FeatureView:
+    """Finalized features as a Kafka 4.x controller reports them (ControllerServer's
+    FeaturesPublisher): the levels of the committed FeatureLevelRecords and the offset at
+    which they last changed, plus kraft.version at the raft client's latest level
+    (KafkaRaftClient.kraftVersion, KAFKA-18979). kraft.version has no FeatureLevelRecord
+    (BootstrapMetadata.fromVersions), so a 3.9 controller did not list it; 4.x sets it
+    with FinalizedFeatures.setFinalizedLevel, which leaves a level of 0 out, so a static
+    quorum still lists only metadata.version."""
+    f, driver, duties = services.features, services.driver, services.duties
+    f.finalized = {"metadata.version": api_versions.METADATA_VERSION_3_9}
+    f.finalized_epoch = max(driver.high_watermark - 1, -1)
+    if duties is not None and duties.state.metadata_version is not None:
+        f.finalized = dict(duties.state.finalized)
+        f.finalized_epoch = duties.state.features_epoch
+    kraft = driver.current_kraft_version()
+    if kraft > 0:
+        f.finalized["kraft.version"] = kraft
+    return f

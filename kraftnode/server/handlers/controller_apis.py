@@ -16,31 +16,63 @@ from __future__ import annotations
 import ipaddress
 import logging
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from kraftnode.controller import ApiError
+from kraftnode.controller import ApiError, ControllerResult, QuorumController
 from kraftnode.controller.configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
 from kraftnode.controller.errors import default_message
 from kraftnode.metadata.state import is_metadata_record
 from kraftnode.protocol import error_responses
 from kraftnode.protocol import generated as w
+from kraftnode.protocol import registry as api
 from kraftnode.protocol.errors import Errors
-from kraftnode.protocol.framing import FrameError, encode_response, parse_request
+from kraftnode.protocol.framing import FrameError, Request, encode_response, parse_request
 from kraftnode.security import authorizer as az
-from kraftnode.server.handlers.base import HandlerBase
+from kraftnode.server.handlers.base import ClientSoftware, HandlerBase, HandlerServices
 from kraftnode.server.handlers.kafka_compat import kraft_record_shape_error
+from kraftnode.server.metadata.controller_shell import ControllerWrite
+from kraftnode.server.net.listener import Reply
 from recordbatch import BatchView, CorruptBatchError
+from recordbatch.message import Message
 from recordbatch.wire import DecodeError, uuid_to_base64
 
-__all__ = ["ControllerApiHandlers", "FORWARDABLE", "dynamic_configs", "broker_replay_error", "error_response"]
+__all__ = ["ControllerApiHandlers", "FORWARDABLE", "Refused", "dynamic_configs", "broker_replay_error",
+           "error_response"]
 
 log = logging.getLogger("kraftnode.controller")
 
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 ZERO_UUID = uuid.UUID(int=0)
 
+T = TypeVar("T")
+
 #: ApiKeys.forwardable: what a broker may send inside an Envelope
-FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 38, 39, 40, 43, 44, 45, 46, 49, 51, 55, 57, 64, 67, 80, 81})
+FORWARDABLE = frozenset({
+    api.CREATE_TOPICS, api.DELETE_TOPICS, api.CREATE_ACLS, api.DELETE_ACLS, api.ALTER_CONFIGS,
+    api.CREATE_PARTITIONS, api.CREATE_DELEGATION_TOKEN, api.RENEW_DELEGATION_TOKEN,
+    api.EXPIRE_DELEGATION_TOKEN, api.ELECT_LEADERS, api.INCREMENTAL_ALTER_CONFIGS,
+    api.ALTER_PARTITION_REASSIGNMENTS, api.LIST_PARTITION_REASSIGNMENTS, api.ALTER_CLIENT_QUOTAS,
+    api.ALTER_USER_SCRAM_CREDENTIALS, api.DESCRIBE_QUORUM, api.UPDATE_FEATURES, api.UNREGISTER_BROKER,
+    api.ALLOCATE_PRODUCER_IDS, api.ADD_RAFT_VOTER, api.REMOVE_RAFT_VOTER,
+})
+
+#: How the controller APIs hand a request back to the whole node (NodeHandlers.__call__):
+#: the Envelope handler runs the request it unwraps
+Dispatch = Callable[[Request, str], Awaitable[Reply | None]]
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The error response a controller operation ended with instead of its answer:
+    NOT_CONTROLLER off the active controller, else the ApiError Kafka's controller raises."""
+
+    response: Any
+
+    @property
+    def error_code(self) -> int:
+        return int(self.response.error_code)
 
 
 def broker_replay_error(views: list[BatchView], brokers: list[int]) -> tuple[int, str] | None:
@@ -83,32 +115,72 @@ def _address_of(data: bytes) -> str:
     return str(ipaddress.ip_address(bytes(data)))
 
 
+_Respond = Callable[[str | None, uuid.UUID, ApiError], None]
+
+
+def _topics_to_delete(q: w.DeleteTopicsRequest, respond: _Respond,
+                      ) -> tuple[dict[str, None], dict[uuid.UUID, None], set[uuid.UUID]]:
+    """The names and ids a DeleteTopics asks for, in its order, without the duplicates and
+    malformed entries (answered through ``respond``); and the ids given more than once."""
+    names: dict[str, None] = {}
+    dup_names: set[str] = set()
+    ids: dict[uuid.UUID, None] = {}
+    dup_ids: set[uuid.UUID] = set()
+
+    def add_name(n: str) -> None:
+        if n in dup_names or n in names:
+            dup_names.add(n)
+            names.pop(n, None)
+        else:
+            names[n] = None
+    for n in q.topic_names:
+        add_name(n)
+    for t in q.topics:
+        if t.name is None:
+            if t.topic_id == ZERO_UUID:
+                respond(None, ZERO_UUID, ApiError(Errors.INVALID_REQUEST, "Neither topic name nor id were specified."))
+            elif t.topic_id in dup_ids or t.topic_id in ids:
+                dup_ids.add(t.topic_id)
+                ids.pop(t.topic_id, None)
+            else:
+                ids[t.topic_id] = None
+        elif t.topic_id == ZERO_UUID:
+            add_name(t.name)
+        else:
+            respond(t.name, t.topic_id, ApiError(Errors.INVALID_REQUEST,
+                                                 "You may not specify both topic name and topic id."))
+    for n in dup_names:
+        respond(n, ZERO_UUID, ApiError(Errors.INVALID_REQUEST, "Duplicate topic name."))
+    for i in dup_ids:
+        respond(None, i, ApiError(Errors.INVALID_REQUEST, "Duplicate topic id."))
+    return names, ids, dup_ids
+
+
 class ControllerApiHandlers(HandlerBase):
-    """The controller APIs; ``self.controller`` is the node's ControllerShell (None: a node
-    without controller duties, which answers NOT_CONTROLLER)."""
+    """The controller APIs: the services' controller shell (None: a node without controller
+    duties, which answers NOT_CONTROLLER), driver, authorizer and
+    kraftnode.application.records.enable; ``dispatch`` runs an Envelope's request."""
+
+    def __init__(self, services: HandlerServices, clients: ClientSoftware, dispatch: Dispatch) -> None:
+        super().__init__(services, clients)
+        self.controller = services.controller
+        self.application_records = services.application_records
+        self.dispatch = dispatch
 
     def _not_controller(self, key: int, v: int, q: Any) -> Any:
         return error_response(key, v, q, Errors.NOT_CONTROLLER)
 
-    async def _run(self, key: int, v: int, q: Any, op: Any) -> Any:
-        """Run a write on the active controller; (answer, None) or (None, error response)."""
+    async def _run(self, key: int, v: int, q: Message, op: ControllerWrite[T]) -> T | Refused:
+        """Run a write on the active controller: its answer, or the error response."""
         shell = self.controller
         if shell is None:
-            return None, self._not_controller(key, v, q)
+            return Refused(self._not_controller(key, v, q))
         try:
-            return await shell.write(op, key), None
+            return await shell.write(op, key)
         except ApiError as e:
-            return None, error_response(key, v, q, e.code, e.message)
+            return Refused(error_response(key, v, q, e.code, e.message))
 
     # ------------------------------------------------------------------ brokers
-    def refuse_broker_once(self, broker_id: int, what: str) -> None:
-        """The one line that says why a broker is refused by a quorum that takes application
-        records: once per broker, whatever it retries (its fetches, its registration)."""
-        warned: set[int] = self.__dict__.setdefault("_warned_brokers", set())
-        if broker_id not in warned:
-            warned.add(broker_id)
-            log.warning("refusing %s %d: kraftnode.application.records.enable=true (this quorum's log takes "
-                        "application records, which a Kafka broker cannot replay; docs/server.md)", what, broker_id)
 
     async def _broker_registration(self, q: w.BrokerRegistrationRequest, v: int) -> w.BrokerRegistrationResponse:
         R = w.BrokerRegistrationResponse
@@ -122,7 +194,7 @@ class ControllerApiHandlers(HandlerBase):
                 return R(throttle_time_ms=0, error_code=Errors.INVALID_REGISTRATION, broker_epoch=-1)
             return R(throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER, broker_epoch=-1)
 
-        def register(c: Any, now: int) -> Any:
+        def register(c: QuorumController, now: int) -> ControllerResult[int]:
             foreign = c.view.foreign_records
             if foreign:
                 log.warning("refusing the registration of broker %d: the metadata log holds %d record(s) that are "
@@ -130,19 +202,19 @@ class ControllerApiHandlers(HandlerBase):
                             "which a Kafka broker cannot replay (docs/controller.md)", q.broker_id, foreign)
                 raise ApiError(Errors.INVALID_REGISTRATION)
             return c.register_broker(q, drv.log_end_offset(), drv.current_kraft_version(), now, v >= 3)
-        epoch, err = await self._run(62, v, q, register)
-        if err is not None:
-            if err.error_code != Errors.NOT_CONTROLLER:
-                log.info("broker %d registration refused: %s", q.broker_id, Errors(err.error_code).name)
-            return R(throttle_time_ms=0, error_code=err.error_code, broker_epoch=-1)
+        epoch = await self._run(api.BROKER_REGISTRATION, v, q, register)
+        if isinstance(epoch, Refused):
+            if epoch.error_code != Errors.NOT_CONTROLLER:
+                log.info("broker %d registration refused: %s", q.broker_id, Errors(epoch.error_code).name)
+            return R(throttle_time_ms=0, error_code=epoch.error_code, broker_epoch=-1)
         log.info("registered broker %d (incarnation %s) with broker epoch %d", q.broker_id, uuid_to_base64(q.incarnation_id), epoch)
         return R(throttle_time_ms=0, error_code=0, broker_epoch=epoch)
 
     async def _broker_heartbeat(self, q: w.BrokerHeartbeatRequest, v: int) -> w.BrokerHeartbeatResponse:
         R = w.BrokerHeartbeatResponse
-        reply, err = await self._run(63, v, q, lambda c, now: c.broker_heartbeat(q, now))
-        if err is not None:
-            return R(throttle_time_ms=0, error_code=err.error_code)
+        reply = await self._run(api.BROKER_HEARTBEAT, v, q, lambda c, now: c.broker_heartbeat(q, now))
+        if isinstance(reply, Refused):
+            return R(throttle_time_ms=0, error_code=reply.error_code)
         return R(throttle_time_ms=0, error_code=0, is_caught_up=reply.is_caught_up, is_fenced=reply.is_fenced,
                  should_shut_down=reply.should_shut_down)
 
@@ -150,22 +222,23 @@ class ControllerApiHandlers(HandlerBase):
         """Kafka 4.x's UnregisterController (drops a controller's registration): ALTER on
         the cluster (api_checks), then the active controller's answer (QuorumController
         .unregisterController); NOT_CONTROLLER elsewhere."""
-        _, err = await self._run(94, v, q, lambda c, now: c.unregister_controller(q.controller_id, now))
-        if err is not None:
-            return err  # type: ignore[no-any-return]
+        done = await self._run(api.UNREGISTER_CONTROLLER, v, q,
+                               lambda c, now: c.unregister_controller(q.controller_id, now))
+        if isinstance(done, Refused):
+            return done.response  # type: ignore[no-any-return]
         return w.UnregisterControllerResponse(throttle_time_ms=0, error_code=0, error_message=None)
 
     async def _unregister_broker(self, q: w.UnregisterBrokerRequest, v: int) -> w.UnregisterBrokerResponse:
-        _, err = await self._run(64, v, q, lambda c, now: c.unregister_broker(q.broker_id, now))
-        if err is not None:
+        done = await self._run(api.UNREGISTER_BROKER, v, q, lambda c, now: c.unregister_broker(q.broker_id, now))
+        if isinstance(done, Refused):
             # ControllerApis sets only the code: ErrorMessage keeps its default, "" (not null)
-            return w.UnregisterBrokerResponse(throttle_time_ms=0, error_code=err.error_code, error_message="")
+            return w.UnregisterBrokerResponse(throttle_time_ms=0, error_code=done.error_code, error_message="")
         return w.UnregisterBrokerResponse(throttle_time_ms=0, error_code=0, error_message="")
 
     async def _allocate_producer_ids(self, q: w.AllocateProducerIdsRequest, v: int) -> Any:
-        block, err = await self._run(67, v, q, lambda c, now: c.allocate_producer_ids(q, now))
-        if err is not None:
-            return err
+        block = await self._run(api.ALLOCATE_PRODUCER_IDS, v, q, lambda c, now: c.allocate_producer_ids(q, now))
+        if isinstance(block, Refused):
+            return block.response
         log.info("allocated producer id block %d-%d to broker %d", block.first_producer_id,
                  block.first_producer_id + block.size - 1, q.broker_id)
         return w.AllocateProducerIdsResponse(throttle_time_ms=0, error_code=0, producer_id_start=block.first_producer_id,
@@ -174,12 +247,12 @@ class ControllerApiHandlers(HandlerBase):
     async def _alter_partition(self, q: w.AlterPartitionRequest, v: int) -> Any:
         if not q.topics:
             return w.AlterPartitionResponse(throttle_time_ms=0, error_code=0, topics=[])
-        resp, err = await self._run(56, v, q, lambda c, now: c.alter_partition(q, v, now))
-        return err if err is not None else resp
+        resp = await self._run(api.ALTER_PARTITION, v, q, lambda c, now: c.alter_partition(q, v, now))
+        return resp.response if isinstance(resp, Refused) else resp
 
     async def _assign_replicas_to_dirs(self, q: w.AssignReplicasToDirsRequest, v: int) -> Any:
-        resp, err = await self._run(73, v, q, lambda c, now: c.assign_replicas_to_dirs(q, now))
-        return err if err is not None else resp
+        resp = await self._run(api.ASSIGN_REPLICAS_TO_DIRS, v, q, lambda c, now: c.assign_replicas_to_dirs(q, now))
+        return resp.response if isinstance(resp, Refused) else resp
 
     # ------------------------------------------------------------------ topics
     async def _create_topics(self, q: w.CreateTopicsRequest, v: int) -> Any:
@@ -192,15 +265,17 @@ class ControllerApiHandlers(HandlerBase):
             (dups if t.name in seen else seen).add(t.name)
         names = seen - dups
         allowed = names - {CLUSTER_METADATA_TOPIC}
-        cluster_create = not self.denied(az.CLUSTER, az.CLUSTER_NAME, az.CREATE, 19) if self.authz else True
-        authorized = allowed if cluster_create else {n for n in allowed if not self.denied(az.TOPIC, n, az.CREATE, 19)}
-        describable = {n for n in allowed if not self.denied(az.TOPIC, n, az.DESCRIBE_CONFIGS, 19)}
+        create = api.CREATE_TOPICS
+        cluster_create = not self.denied(az.CLUSTER, az.CLUSTER_NAME, az.CREATE, create) if self.authz else True
+        authorized = allowed if cluster_create else {n for n in allowed if not self.denied(az.TOPIC, n, az.CREATE, create)}
+        describable = {n for n in allowed if not self.denied(az.TOPIC, n, az.DESCRIBE_CONFIGS, create)}
         effective = w.CreateTopicsRequest(topics=[t for t in q.topics if t.name in authorized and t.name not in dups],
                                           timeout_ms=q.timeout_ms, validate_only=q.validate_only)
         if effective.topics:
-            resp, err = await self._run(19, v, q, lambda c, now: c.create_topics(effective, describable, now))
-            if err is not None:
-                return err
+            created = await self._run(create, v, q, lambda c, now: c.create_topics(effective, describable, now))
+            if isinstance(created, Refused):
+                return created.response
+            resp = created
         else:
             resp = R(throttle_time_ms=0, topics=[])
         for name in sorted(dups):
@@ -218,53 +293,39 @@ class ControllerApiHandlers(HandlerBase):
 
     async def _delete_topics(self, q: w.DeleteTopicsRequest, v: int) -> Any:
         R = w.DeleteTopicsResponse
+        key = api.DELETE_TOPICS
         shell = self.controller
         if shell is None or not shell.is_active:
-            return error_response(20, v, q, Errors.NOT_CONTROLLER)
+            return error_response(key, v, q, Errors.NOT_CONTROLLER)
         if not shell.config.delete_topic_enable:
             if v < 3:
-                return error_response(20, v, q, Errors.INVALID_REQUEST, "Topic deletion is disabled.")
-            return error_response(20, v, q, Errors.TOPIC_DELETION_DISABLED)
+                return error_response(key, v, q, Errors.INVALID_REQUEST, "Topic deletion is disabled.")
+            return error_response(key, v, q, Errors.TOPIC_DELETION_DISABLED)
         out: list[Any] = []
 
         def respond(name: str | None, tid: uuid.UUID, err: ApiError) -> None:
             out.append(R.DeletableTopicResult(name=name, topic_id=tid, error_code=err.code,
                                               error_message=err.message if err.code else None))
-        names: dict[str, None] = {}
-        dup_names: set[str] = set()
-        ids: dict[uuid.UUID, None] = {}
-        dup_ids: set[uuid.UUID] = set()
-
-        def add_name(n: str) -> None:
-            if n in dup_names or n in names:
-                dup_names.add(n)
-                names.pop(n, None)
-            else:
-                names[n] = None
-        for n in q.topic_names:
-            add_name(n)
-        for t in q.topics:
-            if t.name is None:
-                if t.topic_id == ZERO_UUID:
-                    respond(None, ZERO_UUID, ApiError(Errors.INVALID_REQUEST, "Neither topic name nor id were specified."))
-                elif t.topic_id in dup_ids or t.topic_id in ids:
-                    dup_ids.add(t.topic_id)
-                    ids.pop(t.topic_id, None)
-                else:
-                    ids[t.topic_id] = None
-            elif t.topic_id == ZERO_UUID:
-                add_name(t.name)
-            else:
-                respond(t.name, t.topic_id, ApiError(Errors.INVALID_REQUEST,
-                                                     "You may not specify both topic name and topic id."))
-        for n in dup_names:
-            respond(n, ZERO_UUID, ApiError(Errors.INVALID_REQUEST, "Duplicate topic name."))
-        for i in dup_ids:
-            respond(None, i, ApiError(Errors.INVALID_REQUEST, "Duplicate topic id."))
+        names, ids, dup_ids = _topics_to_delete(q, respond)
         try:
             view = shell.read(lambda c: c.view)
         except ApiError:
-            return error_response(20, v, q, Errors.NOT_CONTROLLER)
+            return error_response(key, v, q, Errors.NOT_CONTROLLER)
+        id_to_name = self._deletable_topics(view, names, ids, dup_ids, respond)
+        if id_to_name:
+            results = await self._run(key, v, q, lambda c, now: c.delete_topics(list(id_to_name), now))
+            if isinstance(results, Refused):
+                return results.response
+            for i, e in results.items():
+                respond(id_to_name.get(i), i, e)
+        shell.rng.shuffle(out)  # Kafka shuffles: positions must not tell absent from forbidden topics
+        return R(throttle_time_ms=0, responses=out)
+
+    def _deletable_topics(self, view: Any, names: dict[str, None], ids: dict[uuid.UUID, None],
+                          dup_ids: set[uuid.UUID], respond: _Respond) -> dict[uuid.UUID, str]:
+        """The topics a DeleteTopics deletes (id -> name), after the authorization and lookup
+        of each one named or identified (each refused one answered through ``respond``)."""
+        key = api.DELETE_TOPICS
         id_to_name: dict[uuid.UUID, str] = {}
         for i in ids:
             name = view.topic_name(i) if i != ZERO_UUID else None
@@ -272,13 +333,13 @@ class ControllerApiHandlers(HandlerBase):
                 respond(None, i, ApiError(Errors.UNKNOWN_TOPIC_ID))
             else:
                 id_to_name[i] = name
-        cluster_delete = self.authz is None or not self.denied(az.CLUSTER, az.CLUSTER_NAME, az.DELETE, 20)
+        cluster_delete = self.authz is None or not self.denied(az.CLUSTER, az.CLUSTER_NAME, az.DELETE, key)
 
         def deletable(n: str) -> bool:
-            return cluster_delete or not self.denied(az.TOPIC, n, az.DELETE, 20)
+            return cluster_delete or not self.denied(az.TOPIC, n, az.DELETE, key)
 
         def describable(n: str) -> bool:
-            return cluster_delete or not self.denied(az.TOPIC, n, az.DESCRIBE, 20)
+            return cluster_delete or not self.denied(az.TOPIC, n, az.DESCRIBE, key)
         for i, n in list(id_to_name.items()):
             if not deletable(n):
                 respond(n if describable(n) else None, i, ApiError(Errors.TOPIC_AUTHORIZATION_FAILED))
@@ -299,14 +360,7 @@ class ControllerApiHandlers(HandlerBase):
                     id_to_name[tid] = n
             else:
                 respond(n, ZERO_UUID, ApiError(Errors.TOPIC_AUTHORIZATION_FAILED))
-        if id_to_name:
-            results, err = await self._run(20, v, q, lambda c, now: c.delete_topics(list(id_to_name), now))
-            if err is not None:
-                return err
-            for i, e in results.items():
-                respond(id_to_name.get(i), i, e)
-        shell.rng.shuffle(out)  # Kafka shuffles: positions must not tell absent from forbidden topics
-        return R(throttle_time_ms=0, responses=out)
+        return id_to_name
 
     async def _create_partitions(self, q: w.CreatePartitionsRequest, v: int) -> Any:
         R = w.CreatePartitionsResponse
@@ -326,15 +380,16 @@ class ControllerApiHandlers(HandlerBase):
         for n, t in seen.items():
             if n in dups:
                 continue
-            if self.denied(az.TOPIC, n, az.ALTER, 37):
+            if self.denied(az.TOPIC, n, az.ALTER, api.CREATE_PARTITIONS):
                 results.append(R.CreatePartitionsTopicResult(name=n, error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
                                                              error_message=None))
             else:
                 topics.append(t)
         if topics:
-            out, err = await self._run(37, v, q, lambda c, now: c.create_partitions(topics, q.validate_only, now))
-            if err is not None:
-                return err
+            out = await self._run(api.CREATE_PARTITIONS, v, q,
+                                  lambda c, now: c.create_partitions(topics, q.validate_only, now))
+            if isinstance(out, Refused):
+                return out.response
             results.extend(out)
         return R(throttle_time_ms=0, results=results)
 
@@ -342,16 +397,17 @@ class ControllerApiHandlers(HandlerBase):
         R = w.ElectLeadersResponse
         if q.topic_partitions is not None and not q.topic_partitions:
             return R(throttle_time_ms=0, error_code=0, replica_election_results=[])
-        resp, err = await self._run(43, v, q, lambda c, now: c.elect_leaders(q, now))
-        return err if err is not None else resp
+        resp = await self._run(api.ELECT_LEADERS, v, q, lambda c, now: c.elect_leaders(q, now))
+        return resp.response if isinstance(resp, Refused) else resp
 
     async def _alter_partition_reassignments(self, q: w.AlterPartitionReassignmentsRequest, v: int) -> Any:
         R = w.AlterPartitionReassignmentsResponse
         if not q.topics:
             return R(throttle_time_ms=0, error_code=0, error_message=None, responses=[],
                      allow_replication_factor_change=q.allow_replication_factor_change)
-        resp, err = await self._run(45, v, q, lambda c, now: c.alter_partition_reassignments(q, now))
-        return err if err is not None else resp
+        resp = await self._run(api.ALTER_PARTITION_REASSIGNMENTS, v, q,
+                               lambda c, now: c.alter_partition_reassignments(q, now))
+        return resp.response if isinstance(resp, Refused) else resp
 
     async def _list_partition_reassignments(self, q: w.ListPartitionReassignmentsRequest, v: int) -> Any:
         R = w.ListPartitionReassignmentsResponse
@@ -359,11 +415,11 @@ class ControllerApiHandlers(HandlerBase):
             return R(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
         shell = self.controller
         if shell is None:
-            return self._not_controller(46, v, q)
+            return self._not_controller(api.LIST_PARTITION_REASSIGNMENTS, v, q)
         try:
             return shell.read(lambda c: c.replication.list_partition_reassignments(q.topics))
         except ApiError as e:
-            return error_response(46, v, q, e.code, e.message)
+            return error_response(api.LIST_PARTITION_REASSIGNMENTS, v, q, e.code, e.message)
 
     # ------------------------------------------------------------------ configs and quotas
     def _config_auth(self, rtype: int, name: str, api: int) -> ApiError | None:
@@ -387,7 +443,7 @@ class ControllerApiHandlers(HandlerBase):
         return ApiError(Errors.INVALID_REQUEST, f"Unexpected resource type {_type_name(rtype)}.")
 
     async def _alter_configs(self, q: Any, v: int, key: int) -> Any:
-        R = w.IncrementalAlterConfigsResponse if key == 44 else w.AlterConfigsResponse
+        R = w.IncrementalAlterConfigsResponse if key == api.INCREMENTAL_ALTER_CONFIGS else w.AlterConfigsResponse
         out: list[Any] = []
         changes: dict[tuple[int, str], dict[str, Any]] = {}
         dups: set[tuple[int, str]] = set()
@@ -405,7 +461,7 @@ class ControllerApiHandlers(HandlerBase):
                 continue
             if res in dups:
                 continue
-            if key == 44:
+            if key == api.INCREMENTAL_ALTER_CONFIGS:
                 ops = {c.name: (c.config_operation, c.value) for c in r.configs}
             else:
                 ops = {c.name: c.value for c in r.configs}
@@ -425,24 +481,24 @@ class ControllerApiHandlers(HandlerBase):
                 del changes[res]
         if changes:
             forwarded = az.session().forwarded  # from a broker (an Envelope): KIP-1066's check differs
-            if key == 44:
-                results, err = await self._run(key, v, q, lambda c, now: c.incremental_alter_configs(
-                    changes, q.validate_only, now, forwarded))
-            else:
-                results, err = await self._run(key, v, q, lambda c, now: c.legacy_alter_configs(
-                    changes, q.validate_only, now, forwarded))
-            if err is not None:
-                return err
+
+            def alter(c: QuorumController, now: int) -> ControllerResult[dict[Any, ApiError]]:
+                if key == api.INCREMENTAL_ALTER_CONFIGS:
+                    return c.incremental_alter_configs(changes, q.validate_only, now, forwarded)
+                return c.legacy_alter_configs(changes, q.validate_only, now, forwarded)
+            results = await self._run(key, v, q, alter)
+            if isinstance(results, Refused):
+                return results.response
             for (rtype, name), e in results.items():
                 out.append(R.AlterConfigsResourceResponse(error_code=e.code, error_message=e.message if e.code else None,
                                                           resource_type=rtype, resource_name=name))
         return R(throttle_time_ms=0, responses=out)
 
     async def _incremental_alter_configs(self, q: w.IncrementalAlterConfigsRequest, v: int) -> Any:
-        return await self._alter_configs(q, v, 44)
+        return await self._alter_configs(q, v, api.INCREMENTAL_ALTER_CONFIGS)
 
     async def _legacy_alter_configs(self, q: w.AlterConfigsRequest, v: int) -> Any:
-        return await self._alter_configs(q, v, 33)
+        return await self._alter_configs(q, v, api.ALTER_CONFIGS)
 
     async def _alter_client_quotas(self, q: w.AlterClientQuotasRequest, v: int) -> Any:
         R = w.AlterClientQuotasResponse
@@ -452,9 +508,10 @@ class ControllerApiHandlers(HandlerBase):
             alterations.append((entity, [(o.key, None if o.remove else o.value) for o in e.ops]))
         if not alterations:
             return R(throttle_time_ms=0, entries=[])
-        results, err = await self._run(49, v, q, lambda c, now: c.alter_client_quotas(alterations, q.validate_only, now))
-        if err is not None:
-            return err
+        results = await self._run(api.ALTER_CLIENT_QUOTAS, v, q,
+                                  lambda c, now: c.alter_client_quotas(alterations, q.validate_only, now))
+        if isinstance(results, Refused):
+            return results.response
         return R(throttle_time_ms=0, entries=[
             R.EntryData(error_code=e.code, error_message=e.message if e.code else None,
                         entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity])
@@ -470,10 +527,10 @@ class ControllerApiHandlers(HandlerBase):
         s = az.session()
         if not s.forwarded and (s.protocol == "PLAINTEXT" or (s.protocol == "SSL" and s.principal == az.ANONYMOUS)):
             code = Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
-        if key == 41:
+        if key == api.DESCRIBE_DELEGATION_TOKEN:
             code = Errors.UNKNOWN_SERVER_ERROR  # not handled by ControllerApis
         resp = error_response(key, v, q, code, None)
-        if key == 38:
+        if key == api.CREATE_DELEGATION_TOKEN:
             resp.principal_type, resp.principal_name = "User", az.session().principal.partition(":")[2]
             resp.token_requester_principal_type, resp.token_requester_principal_name = resp.principal_type, resp.principal_name
             resp.issue_timestamp_ms = resp.expiry_timestamp_ms = resp.max_timestamp_ms = -1
@@ -481,16 +538,16 @@ class ControllerApiHandlers(HandlerBase):
         return resp
 
     async def _create_delegation_token(self, q: Any, v: int) -> Any:
-        return await self._delegation_token(q, v, 38)
+        return await self._delegation_token(q, v, api.CREATE_DELEGATION_TOKEN)
 
     async def _renew_delegation_token(self, q: Any, v: int) -> Any:
-        return await self._delegation_token(q, v, 39)
+        return await self._delegation_token(q, v, api.RENEW_DELEGATION_TOKEN)
 
     async def _expire_delegation_token(self, q: Any, v: int) -> Any:
-        return await self._delegation_token(q, v, 40)
+        return await self._delegation_token(q, v, api.EXPIRE_DELEGATION_TOKEN)
 
     async def _describe_delegation_token(self, q: Any, v: int) -> Any:
-        return await self._delegation_token(q, v, 41)
+        return await self._delegation_token(q, v, api.DESCRIBE_DELEGATION_TOKEN)
 
     # ------------------------------------------------------------------ Envelope
     async def _envelope(self, q: w.EnvelopeRequest, v: int) -> w.EnvelopeResponse:
@@ -514,7 +571,7 @@ class ControllerApiHandlers(HandlerBase):
         # EnvelopeUtils: the forwarded context keeps the envelope's security protocol
         token = az.CURRENT_SESSION.set(az.Session(principal, host, az.session().protocol, forwarded=True))
         try:
-            reply = await self(inner, f"envelope:{host}")
+            reply = await self.dispatch(inner, f"envelope:{host}")
         finally:
             az.CURRENT_SESSION.reset(token)
         if reply is None:
@@ -522,7 +579,7 @@ class ControllerApiHandlers(HandlerBase):
         # RequestChannel.buildResponseSend: a forwarded request answered NOT_CONTROLLER (DescribeQuorum:
         # NOT_LEADER_OR_FOLLOWER) makes the whole envelope NOT_CONTROLLER, so that the broker's
         # forwarding channel looks for the active controller again instead of relaying the error
-        stale = Errors.NOT_LEADER_OR_FOLLOWER if inner.spec.key == 55 else Errors.NOT_CONTROLLER
+        stale = Errors.NOT_LEADER_OR_FOLLOWER if inner.spec.key == api.DESCRIBE_QUORUM else Errors.NOT_CONTROLLER
         if stale in _error_codes(reply.body):
             return E(response_data=None, error_code=Errors.NOT_CONTROLLER)
         frame = encode_response(inner.spec, inner.api_version, inner.correlation_id, reply.body,

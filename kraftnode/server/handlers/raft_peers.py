@@ -11,24 +11,32 @@ from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import VOTE
 from kraftnode.server.handlers.base import HandlerBase
 from kraftnode.server.raft import rpcs
+from kraftnode.server.raft.driver import RaftDriver
 from kraftnode.server.raft.rpcs import CoreReq, CoreResp, RaftRpc, WireReq, WireResp
 from recordbatch.wire import DecodeError, uuid_to_base64
 
 log = logging.getLogger("kraftnode.handlers")
 
 
+async def serve_raft(driver: RaftDriver, rpc: RaftRpc[CoreReq, CoreResp, WireReq, WireResp], q: WireReq,
+                     v: int) -> WireResp:
+    """A raft request through the core: INVALID_REQUEST when it is not about our topic
+    partition (as Kafka), else the core's answer at version ``v``."""
+    r = rpc.request_from_wire(q, v)
+    if r is None:
+        return rpc.invalid()
+    resp = await driver.call(r)
+    if not isinstance(resp, rpc.core_response):
+        raise TypeError(f"the core answered {type(r).__name__} with {type(resp).__name__}")
+    return rpc.response_to_wire(resp, v)
+
+
 class RaftPeerHandlers(HandlerBase):
+    """The raft peers' requests (uses the driver and the advertised API versions only)."""
+
     async def _serve_raft(self, rpc: RaftRpc[CoreReq, CoreResp, WireReq, WireResp], q: WireReq,
                           v: int) -> WireResp:
-        """A raft request through the core: INVALID_REQUEST when it is not about our topic
-        partition (as Kafka), else the core's answer at version ``v``."""
-        r = rpc.request_from_wire(q, v)
-        if r is None:
-            return rpc.invalid()
-        resp = await self.driver.call(r)
-        if not isinstance(resp, rpc.core_response):
-            raise TypeError(f"the core answered {type(r).__name__} with {type(resp).__name__}")
-        return rpc.response_to_wire(resp, v)
+        return await serve_raft(self.driver, rpc, q, v)
 
     async def _vote(self, q: w.VoteRequest, v: int) -> w.VoteResponse:
         if v > self.features.api_max.get(VOTE, v):

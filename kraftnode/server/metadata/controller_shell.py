@@ -32,7 +32,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import anyio
 
@@ -55,11 +55,19 @@ if TYPE_CHECKING:
     from kraftnode.server.metrics.controller import ControllerMetrics
     from recordbatch.view import BatchView
 
-__all__ = ["ControllerShell", "NotController", "controller_config", "monotonic_ms"]
+__all__ = ["ControllerRead", "ControllerShell", "ControllerWrite", "NotController", "controller_config",
+           "monotonic_ms"]
 
 log = logging.getLogger("kraftnode.controller")
 
 T = TypeVar("T")
+
+#: A write on the active controller (:meth:`ControllerShell.write`): called with the
+#: QuorumController and the controller's clock (ms), it returns the records to append and
+#: the answer (``T``) to give once they commit -- Kafka's ControllerWriteOperation.
+ControllerWrite: TypeAlias = Callable[[QuorumController, int], ControllerResult[T]]
+#: A read of the active controller's view (:meth:`ControllerShell.read`).
+ControllerRead: TypeAlias = Callable[[QuorumController], T]
 
 
 def controller_config(properties: dict[str, str], cluster_id: str, node_id: int,
@@ -242,8 +250,7 @@ class ControllerShell:
             view.replay_batches(self._batches(view.next_offset, end), end)
 
     # ------------------------------------------------------------------ operations
-    async def write(self, op: Callable[[QuorumController, int], ControllerResult[T]],
-                    api_key: int = -1) -> T:
+    async def write(self, op: ControllerWrite[T], api_key: int = -1) -> T:
         """Run one operation: decide, append, answer once committed. Raises ApiError (Kafka's
         error for the client) or NotController. ``api_key``: the request's (the metrics count
         BrokerHeartbeats that time out)."""
@@ -322,7 +329,7 @@ class ControllerShell:
             self._renounce()
             raise NotController()
 
-    def read(self, op: Callable[[QuorumController], T]) -> T:
+    def read(self, op: ControllerRead[T]) -> T:
         """A read on the active controller's view (after replaying the log)."""
         m = self.metrics
         if m is None:

@@ -1,10 +1,10 @@
 """A consumer's Fetch sees the group coordinator's batches as empty batches over the same
-offsets (kraftnode.server.handlers.groups.hide_group_batches), every other batch as is."""
+offsets (kraftnode.server.handlers.group_fetch_view.hide_group_batches), every other batch as is."""
 
 from __future__ import annotations
 
 from kraftnode.groups import records as rec
-from kraftnode.server.handlers.groups import hide_group_batches
+from kraftnode.server.handlers.group_fetch_view import hide_group_batches
 from recordbatch import Record, build_batch, iter_batches
 
 

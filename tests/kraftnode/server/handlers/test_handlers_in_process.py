@@ -47,7 +47,7 @@ from kraftnode.raft.actions import HighWatermarkAdvanced
 from kraftnode.raft.quorum_config import RaftConfig
 from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
-from kraftnode.server.handlers import NodeHandlers, NodeIdentity
+from kraftnode.server.handlers import HandlerServices, NodeHandlers, NodeIdentity
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.listener import KafkaListener
 from kraftnode.server.net.peer_client import PeerPool
@@ -143,9 +143,10 @@ async def serving(cfg: node_config.NodeConfig, listen: bool = False) -> AsyncIte
         driver = RaftDriver(core, rlog, store, pool, {v.node_id: (v.host, v.port) for v in cfg.static_voters},
                             [], 0, 1.0)
         driver.start()
-        handlers = NodeHandlers(NodeIdentity(cfg.node_id, cluster_id, listener), driver,
-                                api_versions.FeatureView())
-        handlers.application_records = True  # the tests write application records (opted in)
+        handlers = NodeHandlers(HandlerServices(
+            NodeIdentity(cfg.node_id, cluster_id, listener), driver, api_versions.FeatureView(),
+            message_max_bytes=cfg.message_max_bytes,
+            application_records=True))  # the tests write application records (opted in)
         tg.start_soon(driver.run, tg)
         if listen:
             await tg.start(KafkaListener("127.0.0.1", cfg.advertised_port, handlers).serve)
