@@ -48,6 +48,7 @@ from kraftnode.raft.quorum_config import RaftConfig
 from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.server.handlers import HandlerServices, NodeHandlers, NodeIdentity
+from kraftnode.server.handlers.applications import ApplicationHandlers
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.listener import KafkaListener
 from kraftnode.server.net.peer_client import PeerPool
@@ -245,6 +246,60 @@ def test_acks_all_produce_on_the_fast_path_is_answered_at_commit(tmp_path: Path)
             assert first.error_code == 0
             assert await s.ask_fast(PRODUCE, 9, _produce_batch(idempotent)) is None  # a retry
             assert s.driver.log_end_offset() == first.base_offset + 1
+
+    _run(main)
+
+
+def test_one_core_serves_produce_on_the_fast_path_and_the_task_path(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40: the fast path (NodeHandlers.fast -> produce_nowait) and the task path
+    (__call__ -> _produce) both run ApplicationHandlers._produce_core, once per request, and
+    nothing else appends a Produce's records: every record written went through it."""
+    cfg = _formatted(tmp_path, 1, {1: _free_port()})
+    cores: list[str] = []
+    core = ApplicationHandlers._produce_core
+
+    def counted(self: ApplicationHandlers, q: w.ProduceRequest, v: int, leader: int) -> Any:
+        cores.append("core")
+        return core(self, q, v, leader)
+
+    monkeypatch.setattr(ApplicationHandlers, "_produce_core", counted)
+
+    async def main() -> None:
+        async with serving(cfg) as s:
+            await _until(lambda: s.driver.is_leader and s.driver.high_watermark >= 1)
+            end = s.driver.log_end_offset()
+            fast = _part(await s.ask_fast(PRODUCE, 9, _produce([b"fast"], acks=-1)))
+            assert fast.error_code == 0 and cores == ["core"]
+            task_all = _part(await s.ask(PRODUCE, 9, _produce([b"task-all"], acks=-1)))
+            assert task_all.error_code == 0 and len(cores) == 2
+            task_one = _part(await s.ask(PRODUCE, 9, _produce([b"task-one"], acks=1)))
+            assert task_one.error_code == 0 and len(cores) == 3
+            assert await s.ask_fast(PRODUCE, 9, _produce([b"declined"], acks=1)) is None
+            assert len(cores) == 3     # declined before the core: the task serves it
+            assert (fast.base_offset, task_all.base_offset, task_one.base_offset) == (end, end + 1, end + 2)
+            assert s.driver.log_end_offset() == end + 3
+
+    _run(main)
+
+
+def test_handlers_take_no_attribute_after_construction(tmp_path: Path) -> None:
+    """Issue 40: what a handler uses comes from HandlerServices at construction; setting an
+    attribute afterwards (as node.py once set message_max_bytes) raises."""
+    cfg = _formatted(tmp_path, 1, {1: _free_port()})
+
+    async def main() -> None:
+        async with serving(cfg) as s:
+            h = s.handlers
+            for obj, name in [(h, "table"), (h, "authz"), (h.applications, "message_max_bytes"),
+                              (h.applications, "application_records"), (h.admin, "broker_properties"),
+                              (h.controller_apis, "controller"), (h.groups, "service"),
+                              (h.consumer_groups, "service"), (h.raft_peers, "driver"), (h.admin, "new")]:
+                with pytest.raises(AttributeError, match="constructor only"):
+                    setattr(obj, name, None)
+            assert h.applications.message_max_bytes == cfg.message_max_bytes
+            with pytest.raises(TypeError):
+                h.table[PRODUCE] = h.applications._produce  # type: ignore[index]
 
     _run(main)
 
