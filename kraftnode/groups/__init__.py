@@ -12,7 +12,7 @@ Kafka's ``__consumer_offsets`` keys and values behind a reserved key prefix
 (:mod:`records`), so the node's state machine compacts them and its snapshots carry them.
 
 The I/O shell (handlers and timers on the raft leader) is in
-``kraftnode.server.handlers.groups``; nothing here imports the server.
+``kraftnode.server.handlers.group_service``; nothing here imports the server.
 """
 
 from kraftnode.groups.config import GroupConfig, GroupConfigError, from_properties

@@ -215,7 +215,7 @@ class StateSimLog(SimLog):
 
 class GroupWatch:
     """What the group coordinator of each leader could serve: a real GroupCoordinator
-    rebuilt from the leader's state machine records (what kraftnode.server.handlers.groups
+    rebuilt from the leader's state machine records (what kraftnode.server.handlers.group_service
     does when a leader starts coordinating). Per group, the served (generation, committed
     offset) never goes backwards."""
 

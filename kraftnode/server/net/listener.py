@@ -45,6 +45,7 @@ from kraftnode.protocol.framing import (
     encode_response,
     parse_request,
 )
+from kraftnode.protocol.registry import FETCH, PRODUCE
 from kraftnode.server.metrics import latency_trace
 from recordbatch.message import Message
 from recordbatch.wire import DecodeError
@@ -70,9 +71,9 @@ Handler = Callable[[Request, str], Awaitable[Reply | None]]
 # A handler's synchronous path (NodeHandlers.fast): (request, peer, done) -> taken; when
 # taken, ``done`` is called once with the function that builds the answer.
 FastHandler = Callable[[Request, str, Callable[[Callable[[], Reply]], None]], bool]
-#: a request frame's first two bytes, the API key, of what the fast path may serve (Produce
-#: = 0, Fetch = 1; the handler's ``fast`` decides)
-_FAST_KEYS = (b"\x00\x00", b"\x00\x01")
+#: a request frame's first two bytes, the API key, of what the fast path may serve (Produce,
+#: Fetch; the handler's ``fast`` decides)
+_FAST_KEYS = tuple(key.to_bytes(2, "big") for key in (PRODUCE, FETCH))
 
 
 class RequestRecorder(Protocol):
@@ -200,7 +201,8 @@ class _Connection(asyncio.Protocol):
         self.last_activity = 0.0
         self.in_request = False
         self.handshaking = False   # a TLS handshake under way (it has its own timeout)
-        # The handler's synchronous path for raft replica Fetches (NodeHandlers.fast), used
+        # The handler's synchronous path for raft replica Fetches and acks=-1 Produces
+        # (NodeHandlers.fast), used
         # while the connection's task is idle; not on SASL listeners (their frames go
         # through the login first). fast_busy: such a request is in progress (its answer
         # not yet written), so nothing else on the connection is served meanwhile.
