@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kraftnode.controller import ApiError, ControllerResult, feature_control
+from kraftnode.controller import ApiError, ControllerResult, QuorumController, feature_control
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated.describe_quorum_response import (
@@ -245,7 +245,7 @@ class AdminHandlers(HandlerBase):
         supported = dict(self.features.supported)
         voters = shell.config.controller_ids
 
-        def decide(c: Any) -> feature_control.FeatureDecision:
+        def decide(c: QuorumController) -> feature_control.FeatureDecision:
             return feature_control.update_features(c.view, shell.config, supported, voters, updates,
                                                    q.validate_only, self.driver.current_kraft_version())
 
@@ -257,7 +257,7 @@ class AdminHandlers(HandlerBase):
             if d.error_code:
                 code, msg = d.error_code, d.message
             elif code == 0 and not q.validate_only:
-                def write(c: Any, now: int) -> ControllerResult[None]:
+                def write(c: QuorumController, now: int) -> ControllerResult[None]:
                     d2 = decide(c)
                     if d2.error_code:
                         raise ApiError(d2.error_code, d2.message)

@@ -101,11 +101,7 @@ def kraft_record_shape_error(batch: BatchView) -> str | None:
     return None
 
 
-# message.max.bytes: Kafka's default (1 MiB + the 12-byte log overhead of a batch)
-MESSAGE_MAX_BYTES_DEFAULT = 1048588
-
-
-def validate_produce_records(records: bytes | None, max_batch_bytes: int = MESSAGE_MAX_BYTES_DEFAULT,
+def validate_produce_records(records: bytes | None, max_batch_bytes: int,
                              topic: str = "__cluster_metadata") -> tuple[tuple[int, str] | None, int, list[BatchView]]:
     """Check a producer's batches before they touch the log; (error, record count, batches).
     ``max_batch_bytes``: ``message.max.bytes`` (never above the raft log's 8 MiB)."""
