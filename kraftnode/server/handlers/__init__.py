@@ -167,7 +167,8 @@ class NodeHandlers(Sealed):
         return None if result is None else Reply(result, v)
 
     def fast(self, request: Request, peer: str, done: Callable[[Callable[[], Reply]], None]) -> bool:
-        """Serve a raft replica's Fetch, or an acks=-1 Produce (:meth:`produce_nowait`),
+        """Serve a raft replica's Fetch, or an acks=-1 Produce
+        (:meth:`ApplicationHandlers.produce_nowait`, the one Produce core as the task path),
         without the connection's task, for the listener
         (:class:`~kraftnode.server.net.listener._Connection`): the request goes to the core
         at once (``RaftDriver.call_nowait``) and ``done`` gets the function that builds the
