@@ -32,7 +32,7 @@ from kraftnode.server.metrics.recording import (
 
 if TYPE_CHECKING:
     from kraftnode.server.net.listener import KafkaListener
-    from kraftnode.server.raft.driver import RaftDriver
+    from kraftnode.server.raft_io.driver import RaftDriver
 
 
 # ------------------------------------------------------------------ readiness
