@@ -84,6 +84,7 @@ HEARTBEAT_MS = 2000
 TOPIC_PARTITIONS = 10
 TOPICS_PER_REQUEST = 50
 NOT_CONTROLLER = 41
+TOPIC_ALREADY_EXISTS = 36
 SNAPSHOTS = "metadata.log.max.record.bytes.between.snapshots=4194304\n"
 
 
@@ -389,6 +390,14 @@ def measure(kind: str, home: KafkaHome | None, root: Path, sizes: list[int], n_b
             while made < size:
                 names = [f"t{topic + k}" for k in range(TOPICS_PER_REQUEST)]
                 code = ctl.create(names)
+                retries = 0
+                while code in (-1, NOT_CONTROLLER) and retries < 3:
+                    # the connection lost or the controller moved (a failover on a loaded host): the
+                    # request goes again to the active controller; topics the first one made are fine
+                    retries += 1
+                    log(f"{kind:9s} CreateTopics at {made} partitions: {code}, sent again")
+                    code = ctl.create(names)
+                    code = 0 if code == TOPIC_ALREADY_EXISTS else code
                 if code != 0:
                     raise RuntimeError(f"{kind}: CreateTopics failed with {code} at {made} partitions")
                 topic += TOPICS_PER_REQUEST
