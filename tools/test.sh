@@ -69,7 +69,7 @@ echo "== Hadoop MiniDFSCluster: $(.venv/bin/python -m tools.hadoop_dist install 
 echo "== codegen --check"; .venv/bin/python -m codegen --check
 echo "== ruff";            .venv/bin/ruff check codegen kraftnode recordbatch tests tools
 echo "== lint-imports"; .venv/bin/lint-imports --no-cache
-echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server kraftnode/security kraftnode/metadata kraftnode/groups kraftnode/controller kraftnode/config kraftnode/log kraftnode/errors.py kraftnode/javaprops.py kraftnode/features.py codegen
+echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server kraftnode/security kraftnode/metadata kraftnode/groups kraftnode/controller kraftnode/config kraftnode/log kraftnode/errors.py kraftnode/javaprops.py kraftnode/java_order.py kraftnode/features.py codegen
 # Two stages, one command: the tests that run in the test process alone (marked in_process by
 # tests/conftest.py) in parallel with pytest-xdist, then the real-process and interop tests in two
 # streams: every module is an xdist group, and the modules that start genuine Kafka servers, Spark

@@ -38,7 +38,7 @@ def _table_default(name: str) -> int:
 class SnapshotConfig:
     """When snapshots are generated and how much log is retained behind them (Kafka's keys,
     defaults from the key table; ``-1`` retention: unbounded).  Read by
-    :class:`kraftnode.server.metadata.snapshot_manager.SnapshotManager`."""
+    :class:`kraftnode.server.controller_io.snapshot_manager.SnapshotManager`."""
 
     #: metadata.log.max.record.bytes.between.snapshots
     max_bytes_between_snapshots: int = _table_default("metadata.log.max.record.bytes.between.snapshots")
@@ -100,7 +100,7 @@ class NodeConfig:
     #: load; kraftnode.security.authorizer)
     authorizer_config: dict[str, str] = field(hash=False, compare=False)
     #: every property as written: the controller reads its keys and its topic-config defaults
-    #: from them (docs/controller.md; kraftnode.server.metadata.controller_shell.controller_config)
+    #: from them (docs/controller.md; kraftnode.server.controller_io.controller_shell.controller_config)
     properties: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     #: the group coordinator's keys (group.*, offset.metadata.max.bytes; kraftnode.groups.config)
     group_config: GroupConfig = field(default_factory=GroupConfig, hash=False, compare=False)

@@ -3,7 +3,7 @@
 Split by audience, each a class constructed from the one frozen
 :class:`~kraftnode.server.handlers.base.HandlerServices` ``server/node.py`` builds:
 ``raft_peers`` (Vote, BeginQuorumEpoch, EndQuorumEpoch, a replica's Fetch, FetchSnapshot,
-UpdateRaftVoter: through the one RPC table, kraftnode.server.raft.rpcs), ``applications``
+UpdateRaftVoter: through the one RPC table, kraftnode.server.raft_io.rpcs), ``applications``
 (Produce, consumer Fetch, ListOffsets, Metadata, InitProducerId), ``groups`` and
 ``consumer_groups`` (the group APIs, over the coordinator's shell in ``group_service``),
 ``admin`` (DescribeCluster, DescribeQuorum, DescribeConfigs, UpdateFeatures, voter changes,
@@ -21,11 +21,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from kraftnode.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol import registry as api
 from kraftnode.protocol.framing import FrameError, Request
-from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
 from kraftnode.server.handlers.admin import AdminHandlers
@@ -51,8 +51,8 @@ from kraftnode.server.handlers.raft_peers import RaftPeerHandlers
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.listener import Reply
 from kraftnode.server.net.peer_client import SOFTWARE_NAME
-from kraftnode.server.raft import rpcs
-from kraftnode.server.raft import wire as rw
+from kraftnode.server.raft_io import rpcs
+from kraftnode.server.raft_io import wire as rw
 from recordbatch.message import Message
 
 __all__ = [

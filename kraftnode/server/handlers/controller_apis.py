@@ -1,6 +1,6 @@
 """The controller APIs (Kafka's ControllerApis): what brokers and admin clients ask the active
 controller, turned into :class:`~kraftnode.controller.QuorumController` operations run by the
-:class:`~kraftnode.server.metadata.controller_shell.ControllerShell`.
+:class:`~kraftnode.server.controller_io.controller_shell.ControllerShell`.
 
 Every node serves these APIs (and advertises them, so that a broker's channel never pins itself
 to a node that does not), but only the active controller answers them; every other node answers
@@ -30,9 +30,9 @@ from kraftnode.protocol import registry as api
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.framing import FrameError, Request, encode_response, parse_request
 from kraftnode.security import authorizer as az
+from kraftnode.server.controller_io.controller_shell import ControllerWrite
 from kraftnode.server.handlers.base import ClientSoftware, HandlerBase, HandlerServices
 from kraftnode.server.handlers.kafka_compat import kraft_record_shape_error
-from kraftnode.server.metadata.controller_shell import ControllerWrite
 from kraftnode.server.net.listener import Reply
 from recordbatch import BatchView, CorruptBatchError
 from recordbatch.message import Message

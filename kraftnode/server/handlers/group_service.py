@@ -41,8 +41,8 @@ from kraftnode.groups import GroupConfig, GroupCoordinator, Result
 from kraftnode.groups.records import RECORD_KEY_PREFIX
 from kraftnode.protocol import Errors
 from kraftnode.server.handlers.base import HandlerBase
-from kraftnode.server.raft import wire as rw
-from kraftnode.server.raft.disk_log import RawBatches
+from kraftnode.server.raft_io import wire as rw
+from kraftnode.server.raft_io.disk_log import RawBatches
 from recordbatch import Record, build_batch
 from recordbatch.wire import ZERO_UUID
 

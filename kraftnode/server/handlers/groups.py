@@ -47,7 +47,7 @@ from kraftnode.server.handlers.group_service import (
     topic_id_of,
     topic_name_of,
 )
-from kraftnode.server.raft import wire as rw
+from kraftnode.server.raft_io import wire as rw
 
 log = logging.getLogger("kraftnode.groups")
 

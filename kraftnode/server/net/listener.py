@@ -78,8 +78,8 @@ _FAST_KEYS = tuple(key.to_bytes(2, "big") for key in (PRODUCE, FETCH))
 
 class RequestRecorder(Protocol):
     """What the listener reports each answered request to (the metrics'
-    :class:`~kraftnode.server.metrics.recording.RequestMetrics`; declared here so that the
-    network does not import the metrics that import it)."""
+    :class:`~kraftnode.server.metrics.recording.RequestMetrics`; the listener needs only
+    this method)."""
 
     def record(self, request: Request, reply: Reply | None, seconds: float) -> None: ...
 
