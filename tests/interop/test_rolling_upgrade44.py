@@ -17,11 +17,18 @@ reads every acknowledged record back exactly once, a share group consumes
 transactional producer commits at transaction.version 2, read back ``read_committed``. The
 brokers registered once per start of their own and never otherwise: the BrokerRegistration
 records of the metadata log (``kraftnode dump-log``) are exactly the brokers' starts.
+
+A third journey starts the Kafka nodes at 4.0.2 with every voter formatted at 4.0's default,
+metadata.version 4.0-IV3 (transaction.version 2 and group.version 1 already finalized): the same
+statements (4.4's guide covers every version from 3.3.x through 4.3.x alike, and 4.0's own notes
+add nothing for a KRaft cluster going on from 4.0), the upgrade finalized under the Kafka
+controller of a 1 Kafka + 2 kraftnode quorum.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -71,10 +78,19 @@ class Upgrade:
 
     producer: Tool
 
-    def __init__(self, kafka39: KafkaHome, kafka44: KafkaHome, root: Path, kafka_voters: tuple[int, ...]) -> None:
+    def __init__(self, start: KafkaHome, kafka44: KafkaHome, root: Path, kafka_voters: tuple[int, ...],
+                 metadata_version: str) -> None:
         self.kafka44 = kafka44
-        self.s = Setup(kafka39, root, CONTROLLER_EXTRA, BROKER_EXTRA, voters=3, brokers=BROKERS,
+        self.s = Setup(start, root, CONTROLLER_EXTRA, BROKER_EXTRA, voters=3, brokers=BROKERS,
                        kafka_voters=kafka_voters)
+        # every voter bootstraps the same metadata.version and features, whichever is elected first
+        for i in self.s.kraft_ids:
+            shutil.rmtree(self.s.cl.root / f"node{i}" / "metadata")
+            subprocess.run([sys.executable, "-m", "kraftnode", "format", "--release-version", metadata_version,
+                            "--config", str(self.s.cl.root / f"node{i}" / "server.properties"),
+                            "--cluster-id", CLUSTER_ID], check=True, capture_output=True)
+        for k in self.s.controllers.values():
+            k.format(CLUSTER_ID, "--release-version", metadata_version)
         self.book = Runbook(kafka44, root / "work", CLUSTER_ID, self._start)
         self.blocks = runbook(THIS, SECTION)
         self.bootstrap_controllers = self.s.cl.bootstrap()
@@ -155,18 +171,25 @@ class Upgrade:
             r'"type":"REGISTER_BROKER_RECORD","version":\d+,"data":\{"brokerId":(\d+)', r.stdout))
 
 
-@pytest.mark.parametrize(("kafka_voters", "finalize_under"), [((2, 3), "kafka"), ((3,), "kraftnode")],
-                         ids=["2kafka-1kraftnode", "1kafka-2kraftnode"])
-def test_rolling_upgrade_39_to_44(kafka_home: KafkaHome, kafka44: KafkaHome, tmp_path: Path,
-                                  kafka_voters: tuple[int, ...], finalize_under: str) -> None:
+#: the release the Kafka nodes start at -> the metadata.version the cluster starts at: 3.9's, and
+#: 4.0's own default (4.0-IV3: a cluster formatted by 4.0, or upgraded to it and finalized)
+STARTS = {"3.9": "3.9-IV0", "4.0": "4.0-IV3"}
+
+
+@pytest.mark.parametrize(("start", "kafka_voters", "finalize_under"), [
+    ("3.9", (2, 3), "kafka"), ("3.9", (3,), "kraftnode"), ("4.0", (3,), "kafka")],
+    ids=["from39-2kafka-1kraftnode", "from39-1kafka-2kraftnode", "from40-1kafka-2kraftnode"])
+def test_rolling_upgrade_to_44(request: pytest.FixtureRequest, kafka44: KafkaHome, tmp_path: Path, start: str,
+                               kafka_voters: tuple[int, ...], finalize_under: str) -> None:
     t0 = time.monotonic()
-    up = Upgrade(kafka_home, kafka44, tmp_path, kafka_voters)
+    home: KafkaHome = request.getfixturevalue("kafka_home" if start == "3.9" else "kafka40")
+    up = Upgrade(home, kafka44, tmp_path, kafka_voters, STARTS[start])
     s, book = up.s, up.book
     assert len(up.blocks) == 6, [b.where for b in up.blocks]
     controller_start, broker_start, finalize, kraft_v1, kafka_swap, kraft_swap = up.blocks
     try:
         s.start_all(CLUSTER_ID)
-        assert up.features()["metadata.version"] == "3.9-IV0"
+        assert up.features()["metadata.version"] == STARTS[start]
         s.create_topic(TOPIC, "--partitions", "3", "--replication-factor", "3")
         up.producer = s.tool("kafka-verifiable-producer", "--bootstrap-server", s.bootstrap, "--topic", TOPIC,
                              "--acks", "-1", "--throughput", "40", "--max-messages", "-1",
@@ -186,7 +209,7 @@ def test_rolling_upgrade_39_to_44(kafka_home: KafkaHome, kafka44: KafkaHome, tmp
             book.run(broker_start, 0, {"kafka-N.properties": str(s.brokers[b].props_path)})
             up.wait_serving(f"broker {b} at 4.4")
         s.kafka = kafka44  # the tools of the new release from here
-        assert up.features()["metadata.version"] == "3.9-IV0"
+        assert up.features()["metadata.version"] == STARTS[start]
 
         # 3. finalize, under the kind of controller this journey wants active
         leader = up.lead(finalize_under)
