@@ -12,6 +12,9 @@ kraftnode voters one by one, each stopped after its removal. The brokers never r
 a topic is created under the Kafka controller alone, and every acknowledged record is read back.
 Finally ``kafka-dump-log.sh --cluster-metadata-decoder`` reads every segment and snapshot the
 kraftnode voters wrote.
+
+The journey runs once per release of ``kafka_release``: Kafka 3.9 and 4.4 controllers, brokers
+and tools (issue 38, must-show 4).
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ active controller of the same brokers, and ``remove-controller`` removes the Kaf
 brokers never register again, a topic is created under the kraftnode controllers alone, every
 acknowledged record is read back, and ``kafka-dump-log.sh --cluster-metadata-decoder`` reads every
 segment and snapshot the kraftnode voters hold (the Kafka leader's snapshot among them).
+
+The journey runs once per release of ``kafka_release``: Kafka 3.9 and 4.4 controllers, brokers
+and tools (issue 38, must-show 4).
 """
 
 from __future__ import annotations
