@@ -85,10 +85,21 @@ def pid_of(j: Journey, i: int) -> tuple[int, bool]:
     return p.pid, False
 
 
+#: what a voter of each kind logs when its fetch timer expires with pre-vote on
+PROSPECTIVE = {"kafka": re.compile(r"Transitioning to Prospective state due to fetch timeout"),
+               "kraftnode": re.compile(r"became prospective in epoch")}
+
+
+def own_log(j: Journey, i: int) -> str:
+    """Controller ``i``'s log (a Kafka controller's server output; kraftnode's node.log)."""
+    return j.s.controllers[i].log() if j.s.kind(i) == "kafka" else j.s.cl.log(i)
+
+
 def pause_followers(j: Journey) -> None:
     """Each follower voter of the current term in turn SIGSTOPped for ``PAUSE_S`` (longer than
     the fetch and session timeouts) and resumed: no term change, the voter back in the quorum
-    (its fetches reach the leader's end), no broker fenced."""
+    (its fetches reach the leader's end) after it stood as a prospective and was refused, no
+    broker fenced."""
     term = j.current()
     followers = [i for i in j.s.running_controllers() if i != term.leader]
     assert {j.s.kind(i) for i in followers} == {"kafka", "kraftnode"}, (term, followers)
@@ -96,6 +107,7 @@ def pause_followers(j: Journey) -> None:
         pid, group = pid_of(j, i)
         kill = os.killpg if group else os.kill
         offsets = {b: len(j.s.brokers[b].log()) for b in j.s.broker_ids}
+        mine = len(own_log(j, i))
         kill(pid, signal.SIGSTOP)
         try:
             time.sleep(PAUSE_S)
@@ -112,6 +124,10 @@ def pause_followers(j: Journey) -> None:
         wait_until(f"voter {i} fetching again", caught_up, 30, j.s.logs)
         time.sleep(FETCH_TIMEOUT_MS / 1000 * 2)  # its prospective's pre-votes had every chance to disturb
         assert j.current() == term, ("the pause changed the term", term, j.current())
+        # resumed past its fetch timeout, the voter stood as a prospective (pre-vote, Vote v2 to
+        # both kinds of peer), was refused, and followed the same leader again
+        went = PROSPECTIVE[j.s.kind(i)].search(own_log(j, i)[mine:])
+        assert went, (i, own_log(j, i)[mine:][-3000:])
         for b in j.s.broker_ids:
             assert "Fencing" not in j.s.brokers[b].log()[offsets[b]:]
 
@@ -128,9 +144,8 @@ def journey(j: Journey) -> None:
         j.lead(x)  # handover 2
         j.lead(y)  # handover 3
         j.lead(x)  # handover 4
-        # the term whose leader's kind has one voter in the quorum has a follower of each kind
-        minority = "kraftnode" if len(s.kafka_ids) == 2 else "kafka"
-        j.lead(minority)
+        # a term led by the kind with two voters has a follower of each kind
+        j.lead("kafka" if len(s.kafka_ids) == 2 else "kraftnode")
         pause_followers(j)
         assert sum(1 for a, b in zip(j.terms, j.terms[1:], strict=False) if a.kind != b.kind) >= 4, j.terms
         finish(j)

@@ -143,7 +143,9 @@ class Journey:
         does not advertise an API is refused locally, never telling the broker to look again),
         and it is without a controller for no longer than the election (+ 5 s of slack on a
         loaded host, well under the session timeout)."""
-        pat = re.compile(r"^\[([\d-]+ [\d:,]+)\] INFO \[broker-\d+-to-controller-heartbeat-channel-manager\]: "
+        # Kafka 3.9 names the channel ([broker-N-to-controller-heartbeat-channel-manager]: ...);
+        # Kafka 4.x's NodeToControllerRequestThread does not
+        pat = re.compile(r"^\[([\d-]+ [\d:,]+)\] INFO (?:\[broker-\d+-to-controller-heartbeat-channel-manager\]: )?"
                          rf"Recorded new KRaft controller, from now on will use node \S+ \(id: {term.leader} ", re.M)
 
         def found() -> re.Match[str] | None:
