@@ -260,7 +260,8 @@ class Setup:
         # metadata has loaded answers UNSUPPORTED_VERSION and logs it as an ERROR; one restarted
         # after leading sends its ControllerRegistration to itself (the last leader its log knows)
         # and logs the NOT_CONTROLLER it answers itself as an ERROR, then retries: both benign
-        faults.update({i: k.faults(benign=(r"Direct-to-controller communication is not supported",
+        # (Kafka 4.4 words it "... so direct-to-controller communication is not supported")
+        faults.update({i: k.faults(benign=(r"[Dd]irect-to-controller communication is not supported",
                                            r"NotControllerException"))
                        for i, k in self.controllers.items()})
         assert not any(faults.values()), faults
