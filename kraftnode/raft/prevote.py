@@ -8,8 +8,10 @@ core behaves exactly as Kafka 3.9's. The rules, from Kafka 4.0's EpochState
   current epoch and sends Vote requests with ``PreVote=true`` (Vote v2). Nothing is
   bumped or persisted, by the sender or by the voters answering.
 * A pre-vote is granted when the prospective's log is at least as up to date as
-  ours, except by a leader, a resigned leader, and a follower that has fetched from
-  its leader since it started following (``hasFetchedFromLeader``): leader stickiness.
+  ours, except by a leader and a follower that has fetched from its leader since it
+  started following (``hasFetchedFromLeader``): leader stickiness. A resigned leader
+  grants one (``ResignedState.canGrantVote``): it has stepped down, and its preferred
+  successor must win over the followers that still refuse.
 * A majority of grants makes the prospective a candidate (epoch + 1, a real
   election). A majority of refusals or the election timeout sends it back to
   following the leader it knew (or to waiting, without one).
@@ -36,12 +38,16 @@ PRE_VOTE_VERSION = 2
 
 
 def can_grant_pre_vote(state: EpochState, log_up_to_date: bool) -> bool:
-    """Whether ``state`` grants a pre-vote to a prospective (Kafka 4.0's rules)."""
-    if isinstance(state, LeaderState | ResignedState):
+    """Whether ``state`` grants a pre-vote to a prospective (Kafka 4.0's rules, unchanged in
+    4.4): a leader never; a follower that has fetched from its leader never; every other state
+    -- a resigned leader included (``ResignedState.canGrantVote``: it has stepped down, so an
+    up-to-date successor, the preferred one of its EndQuorumEpoch, may stand) -- when the
+    prospective's log is at least as up to date."""
+    if isinstance(state, LeaderState):
         return False
     if isinstance(state, FollowerState):
         return log_up_to_date and not state.fetched
-    if isinstance(state, UnattachedState | VotedState | ProspectiveState | CandidateState):
+    if isinstance(state, UnattachedState | VotedState | ProspectiveState | CandidateState | ResignedState):
         return log_up_to_date
     return False  # pragma: no cover - every state is listed above
 

@@ -22,9 +22,14 @@ from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 #: and was caught up at least once may become a voter.
 CAUGHT_UP_FETCH_WINDOW_MS = 3_600_000
 
-#: FollowerState: a voter checks every 3 fetch timeouts whether the leader's
-#: VotersRecord describes it correctly, and sends UpdateRaftVoter if not.
-UPDATE_VOTER_PERIOD_FETCH_TIMEOUTS = 3
+#: FollowerState: a voter checks every fetch timeout whether the leader's
+#: VotersRecord describes it correctly (in a static quorum: whether it has told this
+#: leader its directory id and kraft.version range), and sends UpdateRaftVoter if not;
+#: an auto-joining observer asks as often. Kafka 4.4's FollowerState.updateVoterPeriodMs
+#: is the fetch timeout (Kafka 4.0's was 3 fetch timeouts): a kraftnode voter tells a
+#: new Kafka 4.4 leader as soon as Kafka's own voters do, so that the leader accepts a
+#: kraft.version upgrade as soon after an election.
+UPDATE_VOTER_PERIOD_FETCH_TIMEOUTS = 1
 
 #: The kraft.version range this implementation supports (0: static, 1: dynamic quorum).
 SUPPORTED_KRAFT_VERSIONS = (0, 1)

@@ -49,7 +49,7 @@ GROUPS: dict[str, list[Block]] = {
     "static quorum": [block("config/static-quorum/controller-1.properties", "ID="),
                       block("config/static-quorum/controller-2.properties", "kraftnode start"),
                       block("config/static-quorum/controller-3.properties", "kraftnode start"),
-                      block("docs/operations.md", "kafka-features.sh")],
+                      block("docs/operations.md", "kafka-features.sh --bootstrap-controller")],
     "readme": [block("README.md", "tools/dev.sh"),
                block("README.md", "kafka-metadata-quorum.sh"),
                *[b for b in BLOCKS if b.source == "README.md" and b.kind == "python"]],

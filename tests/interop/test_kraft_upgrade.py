@@ -31,8 +31,8 @@ from tests.support.quorums import StaticCluster, format_node
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
-#: fetch timeout 1 s: followers tell the leader who they are after 3 fetch timeouts, and an
-#: observer asks to join once per 3 fetch timeouts (Kafka's update-voter period)
+#: fetch timeout 1 s: followers tell the leader who they are after a fetch timeout, and an observer
+#: asks to join once per fetch timeout (Kafka 4.4's update-voter period; 4.0's was three)
 TIMEOUTS = "controller.quorum.fetch.timeout.ms=1000\ncontroller.quorum.election.timeout.ms=1000\n"
 
 

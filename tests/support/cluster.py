@@ -40,12 +40,15 @@ class Cluster:
     procs: dict[int, subprocess.Popen[bytes] | None] = field(default_factory=dict)
     #: kraftnode.application.records.enable=true (before ``extra``, which may say otherwise)
     application_records: bool = True
+    #: the ``kraftnode format`` release flags; None: SUITE_RELEASE (read when formatting)
+    release: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         self.ports = free_ports(self.n)
         self.write_properties()
+        release = SUITE_RELEASE if self.release is None else self.release
         for i in self.own_ids:
-            subprocess.run([sys.executable, "-m", "kraftnode", "format", *SUITE_RELEASE, "--config",
+            subprocess.run([sys.executable, "-m", "kraftnode", "format", *release, "--config",
                             str(self.root / f"node{i}" / "server.properties"), "--cluster-id",
                             CLUSTER_ID], check=True, capture_output=True)
 

@@ -110,16 +110,17 @@ class Setup:
 
     ``voters``: the static voter set is 1..voters; ``kafka_voters`` among them are genuine Kafka
     3.9 controllers (``self.controllers``, their properties from ``kafka_extra``, by default
-    ``controller_extra`` without kraftnode's own keys), every other id a kraftnode node."""
+    ``controller_extra`` without kraftnode's own keys), every other id a kraftnode node, formatted
+    with ``release`` (``kraftnode format`` flags; by default the suite's, SUITE_RELEASE)."""
 
     def __init__(self, kafka: KafkaHome, root: Path, controller_extra: str, broker_extra: str,
                  voters: int = 3, brokers: tuple[int, ...] = BROKERS, kafka_voters: tuple[int, ...] = (),
-                 kafka_extra: str | None = None) -> None:
+                 kafka_extra: str | None = None, release: tuple[str, ...] | None = None) -> None:
         self.kafka = kafka
         self.root = root
         self.broker_ids = brokers
         self.cl = Cluster(root / "controllers", voters, extra=controller_extra, foreign=kafka_voters,
-                          application_records=False)
+                          application_records=False, release=release)
         self.kraft_ids = self.cl.own_ids
         self.kafka_ids = list(kafka_voters)
         self.voters_text = ",".join(f"{i}@127.0.0.1:{self.cl.port(i)}" for i in self.cl.ids)
@@ -259,7 +260,8 @@ class Setup:
         # metadata has loaded answers UNSUPPORTED_VERSION and logs it as an ERROR; one restarted
         # after leading sends its ControllerRegistration to itself (the last leader its log knows)
         # and logs the NOT_CONTROLLER it answers itself as an ERROR, then retries: both benign
-        faults.update({i: k.faults(benign=(r"Direct-to-controller communication is not supported",
+        # (Kafka 4.4 words it "... so direct-to-controller communication is not supported")
+        faults.update({i: k.faults(benign=(r"[Dd]irect-to-controller communication is not supported",
                                            r"NotControllerException"))
                        for i, k in self.controllers.items()})
         assert not any(faults.values()), faults

@@ -1,4 +1,4 @@
-"""Migrating a dynamic quorum between kraftnode and genuine Kafka 3.9 controllers under genuine
+"""Migrating a dynamic quorum between kraftnode and genuine Kafka (3.9, 4.4) controllers under genuine
 brokers (issue 26, must-shows 3 and 4): the runbooks of docs/operations.md ("Migrating between
 Kafka and kraftnode controllers") run statement by statement, as a person types them.
 
@@ -37,12 +37,13 @@ SECTION = "## Migrating between Kafka and kraftnode controllers"
 PERSON_PACE_S = 2.5
 
 
-def runbook(test_file: str) -> list[Block]:
-    """The section's ``sh`` blocks marked ``<!-- run-by: TEST_FILE -->``, in their order."""
+def runbook(test_file: str, section: str = SECTION) -> list[Block]:
+    """The ``sh`` blocks of docs/operations.md's ``section`` (by default the migration runbooks)
+    marked ``<!-- run-by: TEST_FILE -->``, in their order."""
     path = REPO / "docs" / "operations.md"
     text = path.read_text()
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
+    start = text.index(section)
+    end = text.find("\n## ", start + len(section))
     first = text[:start].count("\n") + 1
     last = text[:end].count("\n") + 1 if end >= 0 else 10**9
     return [b for b in markdown_blocks(path)
@@ -235,7 +236,8 @@ def dump_log(kafka: KafkaHome, files: list[Path], work: Path) -> tuple[int, int]
     assert len(records) == sum(counts), (len(records), sum(counts))
     undecoded = [ln for ln in records if not re.search(
         r'payload: \{"type":"\w+","version":\d+,"data":|controlType: |'
-        r" (SnapshotHeader|SnapshotFooter|KRaftVersion|KRaftVoters|LeaderChange) \{", ln)]
+        # a control record: Kafka 3.9 prints "LeaderChange {...}", 4.x "LeaderChange: {...}"
+        r" (SnapshotHeader|SnapshotFooter|KRaftVersion|KRaftVoters|LeaderChange):? \{", ln)]
     assert not undecoded, undecoded[:10]
     return len(counts), len(records)
 

@@ -26,7 +26,11 @@ Checks printed at the end:
 
 Usage::
 
-    .venv/bin/python tools/bench/elections.py [--kills N] [--kafka-voters 1|2] [--only mixed|kafka] [--json]
+    .venv/bin/python tools/bench/elections.py [--kills N] [--kafka-voters 1|2] [--only mixed|kafka] [--kafka 3.9|4.4]
+        [--json]
+
+With ``--kafka 4.4`` the Kafka voters are genuine 4.4 controllers, which always pre-vote (Vote v2),
+and kraftnode's voters, formatted at 4.4-IV2, pre-vote with them (issue 38, must-show 5).
 
 The 50-kill run is a tool run (docs/bench.md records one), not in CI: it takes some 20 minutes.
 CI runs it with 3 kills per quorum (tests/tools/test_bench_elections.py) to keep it working.
@@ -65,6 +69,8 @@ VOTERS = (1, 2, 3)
 #: a follower counts as fetching when its last fetch is at most this old (the leader's clock)
 FRESH_FETCH_MS = 1000
 STABLE_TIMEOUT_S = 180.0
+#: the metadata.version kafka-storage.sh of a 4.x line formats at by default
+RELEASES = {"4.4": "4.4-IV2"}
 ELECTION_TIMEOUT_S = 60.0
 
 
@@ -107,7 +113,8 @@ def describe(port: int) -> LeaderView | None:
 
 
 class Quorum:
-    """Three controllers: ``kafka_ids`` genuine Kafka 3.9 controllers, the rest kraftnode."""
+    """Three controllers: ``kafka_ids`` genuine Kafka controllers (3.9, or 4.4 with ``--kafka 4.4``),
+    the rest kraftnode."""
 
     def __init__(self, name: str, kafka: KafkaHome, root: Path, kafka_ids: set[int]) -> None:
         self.name = name
@@ -115,8 +122,10 @@ class Quorum:
         self.kraft: Cluster | None = None
         self.kafka: dict[int, KafkaServer] = {}
         if kafka_ids != set(VOTERS):
-            # formats all three; the Kafka voters' kraftnode directories stay unused
-            self.kraft = Cluster(root / "kraftnode", len(VOTERS))
+            # formats all three; the Kafka voters' kraftnode directories stay unused. Beside
+            # Kafka 4.x, at the release its kafka-storage.sh formats by default (4.4-IV2 for 4.4)
+            release = ("--release-version", RELEASES[kafka.line]) if kafka.line in RELEASES else None
+            self.kraft = Cluster(root / "kraftnode", len(VOTERS), release=release)
             self.ports = {i: self.kraft.port(i) for i in VOTERS}
         else:
             self.ports = dict(zip(VOTERS, free_ports(len(VOTERS)), strict=True))
@@ -333,14 +342,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kafka-voters", type=int, choices=(1, 2), default=1,
                     help="genuine Kafka controllers among the mixed quorum's three voters")
     ap.add_argument("--only", choices=("mixed", "kafka"))
+    ap.add_argument("--kafka", default="3.9", choices=("3.9", "4.4"),
+                    help="the genuine Kafka line of the Kafka voters (default 3.9); with 4.x both sides pre-vote")
     ap.add_argument("--seed", type=int, default=None, help="seed of the pauses before each kill")
     ap.add_argument("--json", action="store_true", help="one JSON object a line")
     ap.add_argument("--quiet", action="store_true", help="no line per kill on stderr")
     ap.add_argument("--tmp", type=Path, default=None)
     args = ap.parse_args(argv)
-    kafka = find_kafka_home()
+    kafka = find_kafka_home(args.kafka)
     if kafka is None:
-        print("elections bench: genuine Kafka not found (KAFKA_HOME or ../shared/kafka-3.9)", file=sys.stderr)
+        print(f"elections bench: genuine Kafka {args.kafka} not found (KAFKA_HOME or ../shared/kafka-3.9)",
+              file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)

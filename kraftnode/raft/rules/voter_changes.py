@@ -65,13 +65,17 @@ def should_auto_join(node: RaftCore, st: FollowerState) -> bool:
 
 def auto_join_request(node: RaftCore) -> Request:
     """AddRaftVoter for ourselves, or first RemoveRaftVoter for the stale voter that has
-    our id under another directory id (Kafka 4.x's auto-join)."""
+    our id under another directory id (Kafka 4.x's auto-join). The AddRaftVoter asks to be
+    answered at the append (AckWhenCommitted false, v1; Kafka 4.4's ``buildAddVoterRequest``):
+    the joiner does not fetch while its request is out, and when its own fetch is needed to
+    commit the new voter set (a quorum of one growing to two) an answer at the commit would
+    never come before the joiner's fetch timeout."""
     cid = node.config.cluster_id
     old = node.voters.node(node.local_key.id)
     if old is not None:
         return RemoveRaftVoterRequest(cid, old.key.id, old.key.directory_id)
     return AddRaftVoterRequest(cid, node.config.request_timeout_ms, node.local_key.id,
-                               node.local_key.directory_id, node.local_endpoints)
+                               node.local_key.directory_id, node.local_endpoints, ack_when_committed=False)
 
 
 def learn_directory_id(node: RaftCore, st: LeaderState, key: ReplicaKey) -> None:

@@ -125,11 +125,11 @@ FETCH_SNAPSHOT_RPC = RaftRpc(
     lambda: w.FetchSnapshotResponse(error_code=Errors.INVALID_REQUEST))
 
 # KIP-853. Add/Remove are sent only by an auto-joining observer about itself
-# (controller.quorum.auto.join.enable); the leader answers once the VotersRecord commits,
-# within its own request timeout: twice ours.
+# (controller.quorum.auto.join.enable); the leader answers once the VotersRecord is appended
+# (v1, AckWhenCommitted false) or commits (v0), within its own request timeout: twice ours.
 ADD_RAFT_VOTER_RPC = RaftRpc(
     ADD_RAFT_VOTER, m.AddRaftVoterRequest, m.AddRaftVoterResponse, w.AddRaftVoterResponse,
-    lambda r, _v: rw.add_voter_request_to_wire(r), lambda q, _v: rw.add_voter_request_from_wire(q),
+    rw.add_voter_request_to_wire, lambda q, _v: rw.add_voter_request_from_wire(q),
     lambda r, _v: rw.add_voter_response_to_wire(r), lambda q, _v: rw.add_voter_response_from_wire(q),
     lambda: w.AddRaftVoterResponse(error_code=Errors.INVALID_REQUEST),
     lambda _r, timeout_s: 2 * timeout_s)

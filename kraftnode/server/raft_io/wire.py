@@ -344,12 +344,14 @@ def add_voter_response_to_wire(r: m.AddRaftVoterResponse) -> w.AddRaftVoterRespo
     return w.AddRaftVoterResponse(throttle_time_ms=0, error_code=r.error_code, error_message=r.error_message)
 
 
-def add_voter_request_to_wire(r: m.AddRaftVoterRequest) -> w.AddRaftVoterRequest:
-    """An auto-joining observer's own AddRaftVoter (controller.quorum.auto.join.enable)."""
+def add_voter_request_to_wire(r: m.AddRaftVoterRequest, version: int) -> w.AddRaftVoterRequest:
+    """An auto-joining observer's own AddRaftVoter (controller.quorum.auto.join.enable), at
+    ``version``: AckWhenCommitted is v1's; a v0 leader answers at the commit (what v0 means)."""
     return w.AddRaftVoterRequest(
         cluster_id=r.cluster_id, timeout_ms=r.timeout_ms, voter_id=r.voter_id,
         voter_directory_id=_dir(r.voter_directory_id),
-        listeners=[w.AddRaftVoterRequest.Listener(name=e.name, host=e.host, port=e.port) for e in r.listeners])
+        listeners=[w.AddRaftVoterRequest.Listener(name=e.name, host=e.host, port=e.port) for e in r.listeners],
+        ack_when_committed=r.ack_when_committed or version < 1)
 
 
 def add_voter_response_from_wire(q: w.AddRaftVoterResponse) -> m.AddRaftVoterResponse:

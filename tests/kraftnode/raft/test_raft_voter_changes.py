@@ -340,9 +340,9 @@ def run_follower(node: RaftNode, until: int, step: int = 400) -> list[tuple[int,
 def test_a_follower_sends_update_raft_voter_when_its_entry_is_stale() -> None:
     # Voter 2's VotersRecord entry says h2:9002; it now listens on moved:9002.
     node = follower(ep(2, "moved"))
-    period = CONFIG.fetch_timeout_ms * 3
-    updates = run_follower(node, 2 * period + 1000)
-    # Once per update-voter period (3 fetch timeouts), in place of a Fetch.
+    period = CONFIG.fetch_timeout_ms  # Kafka 4.4's update-voter period: one fetch timeout
+    updates = run_follower(node, 2 * period + period // 2)
+    # Once per update-voter period, in place of a Fetch.
     assert [t // period for t, _ in updates] == [1, 2]
     req = updates[0][1].request
     assert isinstance(req, UpdateRaftVoterRequest)
@@ -353,7 +353,7 @@ def test_a_follower_sends_update_raft_voter_when_its_entry_is_stale() -> None:
 
 def test_a_follower_whose_entry_is_current_never_sends_update_raft_voter() -> None:
     node = follower(ep(2))
-    assert run_follower(node, 4 * CONFIG.fetch_timeout_ms * 3) == []
+    assert run_follower(node, 12 * CONFIG.fetch_timeout_ms) == []
 
 
 # ------------------------------------------------------------------ bootstrap
