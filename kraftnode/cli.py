@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 import kraftnode.commands
-from kraftnode.commands.errors import UsageError
+from kraftnode.errors import UsageError
 
 
 class _Parser(argparse.ArgumentParser):

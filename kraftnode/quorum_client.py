@@ -21,9 +21,8 @@ from typing import Any, cast
 
 import anyio
 
-from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError
-from kraftnode.errors import RemoteError
+from kraftnode.errors import RemoteError, UsageError
 from kraftnode.protocol import (
     DescribeClusterRequest,
     DescribeQuorumRequest,

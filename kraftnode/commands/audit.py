@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kraftnode.commands.errors import UsageError
+from kraftnode.errors import UsageError
 
 NAME = "audit"
 HELP = "audit the metadata logs of every replica with Spark: consistency, leaders, voters, rates"

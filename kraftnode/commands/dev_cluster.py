@@ -9,6 +9,8 @@ like, and stops them all on Ctrl-C or SIGTERM.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import re
 import signal
@@ -20,7 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kraftnode.commands.errors import UsageError
+from kraftnode.commands import format as format_command
+from kraftnode.errors import UsageError
 from kraftnode.quorum_client import QuorumInfo
 
 NAME = "dev-cluster"
@@ -160,14 +163,16 @@ def _create(root: Path, nodes: int) -> DevCluster:
 def _format(props: Path, cluster_id: str, node_id: int) -> None:
     """``kraftnode format`` in this process: milliseconds, where a ``kraftnode format`` process
     per node costs an interpreter start and the codec imports each (seconds on a busy host)."""
-    import contextlib
-    import io
-
-    from kraftnode import cli
-
+    parser = argparse.ArgumentParser(prog=f"kraftnode {format_command.NAME}")
+    format_command.add_arguments(parser)
+    args = parser.parse_args(["--config", str(props), "--cluster-id", cluster_id, "--ignore-formatted"])
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        rc = cli.main(["format", "--config", str(props), "--cluster-id", cluster_id, "--ignore-formatted"])
+        try:
+            rc = format_command.run(args)
+        except UsageError as e:
+            print(f"kraftnode {format_command.NAME}: error: {e}", file=sys.stderr)  # as cli.main says it
+            rc = 2
     if rc != 0:
         raise UsageError(f"formatting node {node_id} failed: {out.getvalue().strip()}")
 

@@ -13,8 +13,8 @@ import argparse
 import time
 
 from kraftnode.commands import transfer_leadership, voter_changes
-from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError, load_properties
+from kraftnode.errors import UsageError
 from kraftnode.quorum_client import (
     QuorumInfo,
     ReplicaInfo,

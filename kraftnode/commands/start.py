@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 
-from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError
+from kraftnode.errors import UsageError
 
 NAME = "start"
 HELP = "start a node from a Kafka-style server.properties file"

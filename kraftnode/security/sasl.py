@@ -24,8 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kraftnode.config import ConfigError
-from kraftnode.errors import RemoteError
+from kraftnode.errors import ConfigError, RemoteError
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.framing import encode_response, parse_request
 from kraftnode.protocol.generated import SaslAuthenticateResponse, SaslHandshakeResponse
