@@ -53,7 +53,7 @@ from kraftnode.log.metadata_records import (
     encode_metadata_record,
 )
 from kraftnode.metadata.image import MetadataImage
-from kraftnode.metadata.state_machine import SnapshotRecords
+from kraftnode.metadata.state_machine import SnapshotRecords, snapshot_data_records
 from kraftnode.protocol.generated.metadata import (
     AbortTransactionRecord,
     AccessControlEntryRecord,
@@ -284,8 +284,6 @@ class MetadataState:
 
     def reset_to_snapshot(self, batches: Iterable[BatchView], end_offset: int) -> None:
         """Start over from a snapshot whose records describe everything below ``end_offset``."""
-        from kraftnode.metadata.state_machine import snapshot_data_records
-
         self.load_snapshot(snapshot_data_records(batches))
         self.next_offset = end_offset
 
