@@ -78,18 +78,7 @@ class ClusterControl:
         if q.is_migrating_zk_broker:
             raise ApiError(Errors.BROKER_ID_NOT_REGISTERED, "Controller does not support registering ZK brokers.")
         if mv.is_directory_assignment_supported():
-            dirs = list(q.log_dirs)
-            if not dirs:
-                raise ApiError(Errors.INVALID_REGISTRATION, "No directories specified in request")
-            if any(reserved_directory(d) for d in dirs):
-                raise ApiError(Errors.INVALID_REGISTRATION, "Reserved directory ID in request")
-            if len(set(dirs)) != len(dirs):
-                raise ApiError(Errors.INVALID_REGISTRATION, "Duplicate directory ID in request")
-            for d in dirs:
-                owner = self._directory_owner(d)
-                if owner is not None and owner != broker_id:
-                    raise ApiError(Errors.INVALID_REGISTRATION,
-                                   f"Broker {owner} is already registered with directory {d}")
+            self._check_directories(broker_id, list(q.log_dirs))
         R = RegisterBrokerRecord
         endpoints: dict[str, Any] = {}
         for x in q.listeners:
@@ -98,20 +87,7 @@ class ClusterControl:
                                f"Unknown security protocol {x.security_protocol} in listener {x.name}")
             endpoints[x.name] = R.BrokerEndpoint(name=x.name, host=x.host, port=x.port,
                                                  security_protocol=x.security_protocol)
-        finalized = dict(view.image.features)
-        finalized["kraft.version"] = kraft_version
-        features: list[Any] = []
-        unverified = dict(finalized)
-        for f in q.features:
-            features.append(self._check_feature(broker_id, finalized, f.name, f.min_supported_version,
-                                                f.max_supported_version))
-            unverified.pop(f.name, None)
-        if not any(f.name == "metadata.version" for f in q.features):
-            features.append(self._check_feature(broker_id, finalized, "metadata.version", 1, 1))
-            unverified.pop("metadata.version", None)
-        for name, level in unverified.items():
-            if level != 0:
-                self._check_feature(broker_id, finalized, name, 0, 0)
+        features = self._registration_features(q, kraft_version)
         rec = R(broker_id=broker_id, is_migrating_zk_broker=False, incarnation_id=q.incarnation_id,
                 rack=q.rack, end_points=list(endpoints.values()), features=features)
         if mv.is_directory_assignment_supported():
@@ -134,6 +110,41 @@ class ClusterControl:
             ctl.heartbeats.remove(broker_id)
         ctl.heartbeats.register(broker_id, rec.fenced, now_ms)
         return ControllerResult.atomic_of(records, int(rec.broker_epoch))
+
+    def _check_directories(self, broker_id: int, dirs: list[Any]) -> None:
+        """ClusterControlManager.registerBroker's log directory checks (directory assignment)."""
+        if not dirs:
+            raise ApiError(Errors.INVALID_REGISTRATION, "No directories specified in request")
+        if any(reserved_directory(d) for d in dirs):
+            raise ApiError(Errors.INVALID_REGISTRATION, "Reserved directory ID in request")
+        if len(set(dirs)) != len(dirs):
+            raise ApiError(Errors.INVALID_REGISTRATION, "Duplicate directory ID in request")
+        for d in dirs:
+            owner = self._directory_owner(d)
+            if owner is not None and owner != broker_id:
+                raise ApiError(Errors.INVALID_REGISTRATION,
+                               f"Broker {owner} is already registered with directory {d}")
+
+    def _registration_features(self, q: w.BrokerRegistrationRequest, kraft_version: int) -> list[Any]:
+        """The registration's features, each finalized level checked against the broker's range
+        (kraft.version at the quorum's current level; metadata.version assumed [1, 1] when the
+        request does not name it; a finalized feature it does not name must be at level 0)."""
+        broker_id = q.broker_id
+        finalized = dict(self.ctl.view.image.features)
+        finalized["kraft.version"] = kraft_version
+        features: list[Any] = []
+        unverified = dict(finalized)
+        for f in q.features:
+            features.append(self._check_feature(broker_id, finalized, f.name, f.min_supported_version,
+                                                f.max_supported_version))
+            unverified.pop(f.name, None)
+        if not any(f.name == "metadata.version" for f in q.features):
+            features.append(self._check_feature(broker_id, finalized, "metadata.version", 1, 1))
+            unverified.pop("metadata.version", None)
+        for name, level in unverified.items():
+            if level != 0:
+                self._check_feature(broker_id, finalized, name, 0, 0)
+        return features
 
     def _directory_owner(self, d: Any) -> int | None:
         for bid, reg in self.ctl.view.brokers().items():
