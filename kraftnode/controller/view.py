@@ -217,10 +217,6 @@ class ControllerView(MetadataState):
         reg = self.broker(broker_id)
         return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
 
-    def is_unfenced(self, broker_id: int) -> bool:
-        reg = self.broker(broker_id)
-        return reg is not None and not reg.fenced
-
     def has_online_dir(self, broker_id: int, directory: uuid.UUID) -> bool:
         reg = self.broker(broker_id)
         return reg is not None and directory_online(directory, list(reg.log_dirs or []))
