@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
 import kraftnode.commands
-from kraftnode.commands.errors import UsageError
+from kraftnode import __version__
+from kraftnode.errors import UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,8 +38,6 @@ def _command_modules() -> list[ModuleType]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kraftnode import __version__
-
     parser = _Parser(prog="kraftnode", description="A KRaft quorum node speaking Kafka's protocol.",
                      epilog="Run `kraftnode COMMAND --help` for a command's options and examples.")
     parser.add_argument("--version", action="version", version=f"kraftnode {__version__}",
@@ -72,8 +72,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # the reader went away (`kraftnode dump-log ... | head`): stop quietly, as cat does
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 

@@ -27,7 +27,7 @@ own settings) can raise it without importing the configuration package.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "KraftnodeError", "LocalError", "RemoteError"]
+__all__ = ["ConfigError", "KraftnodeError", "LocalError", "RemoteError", "UsageError"]
 
 
 class KraftnodeError(Exception):
@@ -44,3 +44,9 @@ class RemoteError(KraftnodeError):
 
 class ConfigError(LocalError, ValueError):
     """A configuration value is missing or invalid; the message names the key."""
+
+
+class UsageError(LocalError):
+    """A user mistake on the command line: ``kraftnode`` prints it as one line and exits with
+    code 2 (``cli.py``). Here, at the root, so that the CLI's client (``quorum_client.py``)
+    and the sub-commands raise it without importing one another or the dispatcher."""

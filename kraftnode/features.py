@@ -86,10 +86,6 @@ class FeatureDef:
     levels: tuple[FeatureLevel, ...]
     latest_production: int
 
-    @property
-    def latest_testing(self) -> int:
-        return self.levels[-1].level
-
     def level(self, level: int) -> FeatureLevel | None:
         return next((f for f in self.levels if f.level == level), None)
 

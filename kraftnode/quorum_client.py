@@ -21,9 +21,8 @@ from typing import Any, cast
 
 import anyio
 
-from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError
-from kraftnode.errors import RemoteError
+from kraftnode.errors import RemoteError, UsageError
 from kraftnode.protocol import (
     DescribeClusterRequest,
     DescribeQuorumRequest,
@@ -32,7 +31,9 @@ from kraftnode.protocol import (
 )
 from kraftnode.protocol.framing import encode_request, parse_response
 from kraftnode.protocol.registry import DESCRIBE_CLUSTER, DESCRIBE_QUORUM, SERVED
-from kraftnode.security.listeners import SecurityProtocol
+from kraftnode.security import sasl, tls
+from kraftnode.security.listeners import ListenerProps, SecurityProtocol
+from kraftnode.security.sasl import client_authenticate
 from kraftnode.vocabulary import METADATA_PARTITION, METADATA_TOPIC
 from recordbatch.message import Message
 
@@ -67,9 +68,6 @@ def security_from_properties(props: Mapping[str, str]) -> ClientSecurity:
     """Kafka's client security keys from an Admin client's properties; UsageError naming the
     key otherwise. Keys the client does not use (a server.properties given to add-controller)
     are ignored, as the Admin client ignores them."""
-    from kraftnode.security import sasl, tls
-    from kraftnode.security.listeners import ListenerProps
-
     name = (props.get("security.protocol") or "PLAINTEXT").strip().upper()
     if name not in SecurityProtocol.__members__:
         raise UsageError(f"Invalid value {props.get('security.protocol')} for configuration "
@@ -110,8 +108,6 @@ def _connect(host: str, port: int, timeout: float) -> socket.socket:
 
 def _login(sock: socket.socket, login: tuple[str, str, str], timeout: float) -> None:
     """The raft peers' SASL exchange (SaslHandshake v1, SaslAuthenticate v2), on this socket."""
-    from kraftnode.security.sasl import client_authenticate
-
     async def request_at(key: int, version: int, body: Any, _timeout: float) -> Any:
         return _roundtrip(sock, key, version, body)[1]
 

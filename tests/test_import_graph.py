@@ -156,3 +156,105 @@ def test_the_rules_do_not_import_the_node() -> None:
 
 def test_kraftnode_has_no_import_cycle() -> None:
     assert cycles(kraftnode_graph()) == []
+
+
+# ------------------------------------------------------------------ packages (issue 40)
+def package_of(module: str) -> str:
+    """The package a module counts for: ``root.X`` (a top-level package or module of the root,
+    e.g. ``kraftnode.raft``, ``kraftnode.cli``), and inside the server ``root.server.Y``
+    (``kraftnode.server.raft_io``, ``kraftnode.server.node``)."""
+    parts = module.split(".")
+    return ".".join(parts[:3] if len(parts) > 2 and parts[1] == "server" else parts[:2])
+
+
+def two_way_packages(graph: dict[str, set[str]]) -> list[str]:
+    """Every pair of packages (:func:`package_of`) that import each other, one line each with
+    an import either way (the graph counts imports inside functions and under TYPE_CHECKING)."""
+    edges: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for module, imported in graph.items():
+        for target in imported:
+            a, b = package_of(module), package_of(target)
+            if a != b:
+                edges.setdefault((a, b), []).append((module, target))
+    out = []
+    for (a, b), there in sorted(edges.items()):
+        back = edges.get((b, a))
+        if a < b and back:
+            out.append(f"{a} <-> {b}: {min(there)[0]} imports {min(there)[1]}, "
+                       f"{min(back)[0]} imports {min(back)[1]}")
+    return out
+
+
+def test_the_package_check_finds_a_two_way_import(tmp_path: Path) -> None:
+    """The check can fail: two packages importing each other only inside a function and under
+    TYPE_CHECKING are found, so are two server subpackages; one-way imports are not."""
+    pkg = tmp_path / "pkg"
+    for d in ("a", "b", "server", "server/io", "server/net"):
+        (pkg / d).mkdir(parents=True, exist_ok=True)
+        (pkg / d / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a" / "x.py").write_text("def f():\n    from pkg.b import y\n")
+    (pkg / "b" / "y.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a.x import f\n")
+    (pkg / "server" / "io" / "d.py").write_text("from pkg.server.net import n\nfrom pkg.a import x\n")
+    (pkg / "server" / "net" / "n.py").write_text("from ..io import d\n")
+    (pkg / "leaf.py").write_text("import pkg.a.x\n")
+    found = two_way_packages(import_graph("pkg", tmp_path))
+    assert found == ["pkg.a <-> pkg.b: pkg.a.x imports pkg.b.y, pkg.b.y imports pkg.a.x",
+                     "pkg.server.io <-> pkg.server.net: pkg.server.io.d imports pkg.server.net.n, "
+                     "pkg.server.net.n imports pkg.server.io.d"]
+    (pkg / "b" / "y.py").write_text("")
+    (pkg / "server" / "net" / "n.py").write_text("")
+    assert two_way_packages(import_graph("pkg", tmp_path)) == []
+
+
+def test_no_two_kraftnode_packages_import_each_other() -> None:
+    """Packages are kraftnode.X and, inside the server, kraftnode.server.Y (its floors); an
+    import counts wherever it is written, inside functions and under TYPE_CHECKING too."""
+    graph = kraftnode_graph()
+    assert {package_of(m) for m in graph} >= {"kraftnode.server.raft_io", "kraftnode.server.metrics",
+                                               "kraftnode.raft", "kraftnode.controller", "kraftnode.cli"}
+    assert two_way_packages(graph) == []
+
+
+#: the leaves: modules that import nothing of kraftnode (docs/architecture.md, "The layers")
+LEAVES = ("kraftnode.vocabulary", "kraftnode.errors", "kraftnode.java_order")
+
+
+def test_the_leaves_import_nothing_of_kraftnode() -> None:
+    graph = kraftnode_graph()
+    assert {leaf: sorted(graph[leaf]) for leaf in LEAVES} == {leaf: [] for leaf in LEAVES}
+
+
+def private_names_across_packages(package: str = "kraftnode", root: Path = ROOT) -> list[str]:
+    """``from X import _name`` where X is in another package (:func:`package_of`) than the
+    importing module. The generated codecs' nested message types (``_FooRequest_Bar``, named so
+    by codegen) are their public type names and do not count."""
+    out = []
+    for module, path in module_files(package, root).items():
+        if ".generated" in module:
+            continue   # the codecs import only one another (and recordbatch)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            if package_of(node.module) == package_of(module) or ".generated" in node.module:
+                continue
+            out += [f"{module}: from {node.module} import {a.name}" for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                    and node.module.split(".")[0] == package]
+    return sorted(out)
+
+
+def test_the_private_name_check_can_fail(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "a").mkdir(parents=True)
+    (pkg / "b").mkdir()
+    for d in (pkg, pkg / "a", pkg / "b"):
+        (d / "__init__.py").write_text("")
+    (pkg / "a" / "x.py").write_text("def _merge():\n    pass\n")
+    (pkg / "a" / "y.py").write_text("from pkg.a.x import _merge\n")   # same package: fine
+    (pkg / "b" / "z.py").write_text("def f():\n    from pkg.a.x import _merge\n")
+    assert private_names_across_packages("pkg", tmp_path) == ["pkg.b.z: from pkg.a.x import _merge"]
+
+
+def test_no_private_name_is_imported_across_packages() -> None:
+    assert private_names_across_packages() == []

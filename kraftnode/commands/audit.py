@@ -13,14 +13,20 @@ as a path that is not a log dir.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kraftnode.commands.errors import UsageError
+from kraftnode.errors import UsageError
+
+# kraftnode.spark and pyspark are imported inside run() and its helpers, on purpose: the CLI
+# imports every command module to list them, and the spark extra is optional (run() turns its
+# absence into one line and exit 2).
 
 NAME = "audit"
 HELP = "audit the metadata logs of every replica with Spark: consistency, leaders, voters, rates"
@@ -77,9 +83,6 @@ def class_data_sharing(cache: Path | None = None) -> list[str]:
     """
     if os.environ.get("KRAFTNODE_SPARK_CDS", "1") == "0":
         return []
-    import hashlib
-    import shutil
-
     import pyspark
 
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") \

@@ -9,6 +9,8 @@ like, and stops them all on Ctrl-C or SIGTERM.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import re
 import signal
@@ -20,8 +22,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kraftnode.commands.errors import UsageError
-from kraftnode.quorum_client import QuorumInfo
+from kraftnode import logsetup
+from kraftnode.commands import format as format_command
+from kraftnode.commands.quorum import format_replication, format_status
+from kraftnode.config import ConfigError, ServerConfig
+from kraftnode.errors import UsageError
+from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
+from kraftnode.log.uuids import random_uuid
+from kraftnode.quorum_client import QuorumInfo, fetch_quorum_info
+from recordbatch.wire import uuid_to_base64
 
 NAME = "dev-cluster"
 #: how long the nodes get to shut down cleanly after dev-cluster's SIGTERM
@@ -89,9 +98,6 @@ class DevCluster:
 
 def _existing(root: Path) -> DevCluster | None:
     """The dev cluster already in ``root`` (None when ``root`` is empty or missing)."""
-    from kraftnode.config import ConfigError, ServerConfig
-    from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
-
     if root.exists() and not root.is_dir():
         raise UsageError(f"--dir {root} is not a directory")
     if not root.exists() or not any(root.iterdir()):
@@ -130,9 +136,6 @@ def _metrics_port(props: Path) -> int | None:
 
 
 def _create(root: Path, nodes: int) -> DevCluster:
-    from kraftnode.log.uuids import random_uuid
-    from recordbatch.wire import uuid_to_base64
-
     ports = free_ports(2 * nodes)   # the raft listener and kraftnode.metrics.listener of each node
     cl = DevCluster(root, uuid_to_base64(random_uuid()), ports[:nodes], reused=False,
                     metrics_ports=list(ports[nodes:]))
@@ -160,21 +163,21 @@ def _create(root: Path, nodes: int) -> DevCluster:
 def _format(props: Path, cluster_id: str, node_id: int) -> None:
     """``kraftnode format`` in this process: milliseconds, where a ``kraftnode format`` process
     per node costs an interpreter start and the codec imports each (seconds on a busy host)."""
-    import contextlib
-    import io
-
-    from kraftnode import cli
-
+    parser = argparse.ArgumentParser(prog=f"kraftnode {format_command.NAME}")
+    format_command.add_arguments(parser)
+    args = parser.parse_args(["--config", str(props), "--cluster-id", cluster_id, "--ignore-formatted"])
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        rc = cli.main(["format", "--config", str(props), "--cluster-id", cluster_id, "--ignore-formatted"])
+        try:
+            rc = format_command.run(args)
+        except UsageError as e:
+            print(f"kraftnode {format_command.NAME}: error: {e}", file=sys.stderr)  # as cli.main says it
+            rc = 2
     if rc != 0:
         raise UsageError(f"formatting node {node_id} failed: {out.getvalue().strip()}")
 
 
 def run(args: argparse.Namespace) -> int:
-    from kraftnode import logsetup
-
     if args.nodes is not None and not 1 <= args.nodes <= 9:
         raise UsageError(f"--nodes must be between 1 and 9, not {args.nodes}")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -290,10 +293,6 @@ def _wait_listening(ports: list[int], root: Path, timeout: float = 30.0) -> None
 
 def _print_status(ports: list[int], timeout: float = 30.0) -> None:
     """Wait for a leader, then print the quorum as kafka-metadata-quorum.sh would."""
-    from kraftnode.commands.quorum import format_replication, format_status
-    from kraftnode.quorum_client import fetch_quorum_info
-
-
     servers = [("127.0.0.1", p) for p in ports]
     deadline = time.monotonic() + timeout
     while True:

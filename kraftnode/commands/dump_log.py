@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kraftnode.commands.errors import UsageError
+from kraftnode.errors import UsageError
 from kraftnode.log.bootstrap import BOOTSTRAP_FILE
 from kraftnode.log.metadata_log import METADATA_PARTITION_DIR
 from kraftnode.log.metadata_records import decode_metadata_record, record_type_name

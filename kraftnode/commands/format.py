@@ -17,8 +17,8 @@ import uuid
 from pathlib import Path
 
 from kraftnode import features
-from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError, ServerConfig
+from kraftnode.errors import UsageError
 from kraftnode.log.bootstrap import (
     LATEST_PRODUCTION,
     METADATA_VERSIONS,

@@ -10,11 +10,12 @@ controller DescribeQuorum, as the Java Admin client does.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from kraftnode.commands import transfer_leadership, voter_changes
-from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError, load_properties
+from kraftnode.errors import UsageError
 from kraftnode.quorum_client import (
     QuorumInfo,
     ReplicaInfo,
@@ -199,8 +200,6 @@ def _render(args: argparse.Namespace, info: QuorumInfo) -> str:
 def _watch(args: argparse.Namespace, servers: list[tuple[str, int]], endpoint_type: int) -> int:
     """Redraw the table every ``--watch`` seconds; a failed refresh says why and keeps watching
     (the first failing is an error, as for the plain describe)."""
-    import sys
-
     tty = sys.stdout.isatty()
     what = "--status" if args.status else "--replication"
     n = 0

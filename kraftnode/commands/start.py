@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 
-from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError
+from kraftnode.errors import UsageError
+
+# The server is imported inside run(), on purpose: the CLI imports every command module to list
+# them, and the server (asyncio, uvloop, prometheus_client, every handler) is the heaviest import.
 
 NAME = "start"
 HELP = "start a node from a Kafka-style server.properties file"

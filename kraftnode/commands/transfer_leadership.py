@@ -13,7 +13,7 @@ import argparse
 import time
 from typing import cast
 
-from kraftnode.commands.errors import UsageError
+from kraftnode.errors import UsageError
 from kraftnode.protocol import Errors
 from kraftnode.protocol.generated import EndQuorumEpochRequest, EndQuorumEpochResponse
 from kraftnode.protocol.registry import END_QUORUM_EPOCH

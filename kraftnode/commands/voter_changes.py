@@ -17,8 +17,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kraftnode.commands.errors import UsageError
 from kraftnode.config import ConfigError, ServerConfig
+from kraftnode.errors import UsageError
 from kraftnode.log.meta_properties import MetaPropertiesError, read_meta_properties
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w

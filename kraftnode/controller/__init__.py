@@ -8,11 +8,10 @@ Modules, one concern each (Kafka's names where they help):
   -- what the managers share (configuration, view, broker sessions);
 * :mod:`~kraftnode.controller.view` -- :class:`ControllerView`, the image at the end of the
   active controller's log, with the indexes the managers use;
-* :mod:`~kraftnode.controller.cluster` -- broker registration, heartbeats, fencing
-  (ClusterControlManager); :mod:`~kraftnode.controller.heartbeats` -- broker sessions
-  (BrokerHeartbeatManager);
-* :mod:`~kraftnode.controller.replication` -- topics, partitions, leaders, ISRs, reassignments
-  (ReplicationControlManager); :mod:`~kraftnode.controller.partition_change` --
+* :mod:`~kraftnode.controller.cluster` -- broker registration (ClusterControlManager);
+  :mod:`~kraftnode.controller.heartbeats` -- broker sessions (BrokerHeartbeatManager);
+* :mod:`~kraftnode.controller.replication` -- topics, partitions, leaders, ISRs, reassignments,
+  broker heartbeats and fencing (ReplicationControlManager, which depends on cluster control); :mod:`~kraftnode.controller.partition_change` --
   PartitionChangeBuilder; :mod:`~kraftnode.controller.placement` -- StripedReplicaPlacer;
 * :mod:`~kraftnode.controller.configs` and :mod:`~kraftnode.controller.topic_configs` --
   dynamic configs and their validation (ConfigurationControlManager, LogConfig);

@@ -1,5 +1,4 @@
-"""Broker registrations and heartbeats: Kafka's ClusterControlManager (and the heartbeat half of
-ReplicationControlManager).
+"""Broker registrations: Kafka's ClusterControlManager.
 
 * **Registration.** A broker registers with its incarnation id (new on every start), listeners,
   supported feature ranges, log directories and rack. A new incarnation gets a new broker epoch:
@@ -8,31 +7,27 @@ ReplicationControlManager).
   incarnation is refused (DUPLICATE_BROKER_REGISTRATION) while the registered one's session is
   alive. Every finalized feature level must lie in the broker's range (UNSUPPORTED_VERSION
   otherwise); kraft.version is checked at the quorum's current level.
-* **Heartbeats** carry the broker's replayed metadata offset and its wishes (fence itself, shut
-  down). A fenced broker is unfenced once it has replayed its own registration; an unfenced one
-  asking to shut down first has its leaderships moved away (controlled shutdown) and is told to
-  shut down once every active broker has replayed that change. Fencing removes the broker from
-  every ISR and moves its leaderships (ReplicationControl.broker_fenced). From metadata.version
-  4.3-IV0 a heartbeat's cordoned log directories (KIP-1066) go into the registration
-  (BrokerRegistrationChangeRecord v3); a broker with all of them cordoned gets no new replicas.
+* **Heartbeats** are replication control's (``controller/replication.py``,
+  ``ReplicationControl.process_broker_heartbeat``), as in Kafka, where ReplicationControlManager
+  depends on ClusterControlManager and not the other way round: a registration that needs the
+  partitions' ISRs changed asks through :class:`BrokerShutdownHandler` (Kafka's
+  ``ClusterControlManager.BrokerShutdownHandler``), which replication control implements.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kraftnode.controller.context import ControllerContext
 from kraftnode.controller.errors import ApiError
-from kraftnode.controller.heartbeats import BrokerControlState
-from kraftnode.controller.replication import ReplicationControl
 from kraftnode.controller.result import ControllerResult, Record
 from kraftnode.controller.view import reserved_directory
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import RegisterBrokerRecord
 
-__all__ = ["BrokerHeartbeatReply", "ClusterControl", "SECURITY_PROTOCOLS"]
+__all__ = ["BrokerHeartbeatReply", "BrokerShutdownHandler", "ClusterControl", "SECURITY_PROTOCOLS"]
 
 SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
@@ -45,10 +40,17 @@ class BrokerHeartbeatReply:
     should_shut_down: bool
 
 
+class BrokerShutdownHandler(Protocol):
+    """ClusterControlManager.BrokerShutdownHandler: what a new incarnation's registration asks of
+    replication control (``ReplicationControl.broker_shutdown``)."""
+
+    def broker_shutdown(self, broker_id: int, clean: bool, records: list[Record]) -> None: ...
+
+
 class ClusterControl:
-    def __init__(self, ctl: ControllerContext, replication: ReplicationControl) -> None:
+    def __init__(self, ctl: ControllerContext, shutdown_handler: BrokerShutdownHandler) -> None:
         self.ctl = ctl
-        self.replication = replication
+        self.shutdown_handler = shutdown_handler
 
     # ------------------------------------------------------------------ registration
     def register_broker(self, q: w.BrokerRegistrationRequest, new_broker_epoch: int,
@@ -76,18 +78,7 @@ class ClusterControl:
         if q.is_migrating_zk_broker:
             raise ApiError(Errors.BROKER_ID_NOT_REGISTERED, "Controller does not support registering ZK brokers.")
         if mv.is_directory_assignment_supported():
-            dirs = list(q.log_dirs)
-            if not dirs:
-                raise ApiError(Errors.INVALID_REGISTRATION, "No directories specified in request")
-            if any(reserved_directory(d) for d in dirs):
-                raise ApiError(Errors.INVALID_REGISTRATION, "Reserved directory ID in request")
-            if len(set(dirs)) != len(dirs):
-                raise ApiError(Errors.INVALID_REGISTRATION, "Duplicate directory ID in request")
-            for d in dirs:
-                owner = self._directory_owner(d)
-                if owner is not None and owner != broker_id:
-                    raise ApiError(Errors.INVALID_REGISTRATION,
-                                   f"Broker {owner} is already registered with directory {d}")
+            self._check_directories(broker_id, list(q.log_dirs))
         R = RegisterBrokerRecord
         endpoints: dict[str, Any] = {}
         for x in q.listeners:
@@ -96,20 +87,7 @@ class ClusterControl:
                                f"Unknown security protocol {x.security_protocol} in listener {x.name}")
             endpoints[x.name] = R.BrokerEndpoint(name=x.name, host=x.host, port=x.port,
                                                  security_protocol=x.security_protocol)
-        finalized = dict(view.image.features)
-        finalized["kraft.version"] = kraft_version
-        features: list[Any] = []
-        unverified = dict(finalized)
-        for f in q.features:
-            features.append(self._check_feature(broker_id, finalized, f.name, f.min_supported_version,
-                                                f.max_supported_version))
-            unverified.pop(f.name, None)
-        if not any(f.name == "metadata.version" for f in q.features):
-            features.append(self._check_feature(broker_id, finalized, "metadata.version", 1, 1))
-            unverified.pop("metadata.version", None)
-        for name, level in unverified.items():
-            if level != 0:
-                self._check_feature(broker_id, finalized, name, 0, 0)
+        features = self._registration_features(q, kraft_version)
         rec = R(broker_id=broker_id, is_migrating_zk_broker=False, incarnation_id=q.incarnation_id,
                 rack=q.rack, end_points=list(endpoints.values()), features=features)
         if mv.is_directory_assignment_supported():
@@ -118,7 +96,7 @@ class ClusterControl:
         if q.incarnation_id != prev_incarnation:
             clean = (clean_shutdown_detection and existing is not None
                      and int(existing.broker_epoch) == int(getattr(q, "previous_broker_epoch", -1)))
-            self.replication.broker_shutdown(broker_id, clean, records)
+            self.shutdown_handler.broker_shutdown(broker_id, clean, records)
         if q.incarnation_id != prev_incarnation or existing is None:
             rec.broker_epoch = new_broker_epoch
             rec.fenced = True
@@ -132,6 +110,41 @@ class ClusterControl:
             ctl.heartbeats.remove(broker_id)
         ctl.heartbeats.register(broker_id, rec.fenced, now_ms)
         return ControllerResult.atomic_of(records, int(rec.broker_epoch))
+
+    def _check_directories(self, broker_id: int, dirs: list[Any]) -> None:
+        """ClusterControlManager.registerBroker's log directory checks (directory assignment)."""
+        if not dirs:
+            raise ApiError(Errors.INVALID_REGISTRATION, "No directories specified in request")
+        if any(reserved_directory(d) for d in dirs):
+            raise ApiError(Errors.INVALID_REGISTRATION, "Reserved directory ID in request")
+        if len(set(dirs)) != len(dirs):
+            raise ApiError(Errors.INVALID_REGISTRATION, "Duplicate directory ID in request")
+        for d in dirs:
+            owner = self._directory_owner(d)
+            if owner is not None and owner != broker_id:
+                raise ApiError(Errors.INVALID_REGISTRATION,
+                               f"Broker {owner} is already registered with directory {d}")
+
+    def _registration_features(self, q: w.BrokerRegistrationRequest, kraft_version: int) -> list[Any]:
+        """The registration's features, each finalized level checked against the broker's range
+        (kraft.version at the quorum's current level; metadata.version assumed [1, 1] when the
+        request does not name it; a finalized feature it does not name must be at level 0)."""
+        broker_id = q.broker_id
+        finalized = dict(self.ctl.view.image.features)
+        finalized["kraft.version"] = kraft_version
+        features: list[Any] = []
+        unverified = dict(finalized)
+        for f in q.features:
+            features.append(self._check_feature(broker_id, finalized, f.name, f.min_supported_version,
+                                                f.max_supported_version))
+            unverified.pop(f.name, None)
+        if not any(f.name == "metadata.version" for f in q.features):
+            features.append(self._check_feature(broker_id, finalized, "metadata.version", 1, 1))
+            unverified.pop("metadata.version", None)
+        for name, level in unverified.items():
+            if level != 0:
+                self._check_feature(broker_id, finalized, name, 0, 0)
+        return features
 
     def _directory_owner(self, d: Any) -> int | None:
         for bid, reg in self.ctl.view.brokers().items():
@@ -148,56 +161,3 @@ class ClusterControl:
                            f"Unable to register because the broker does not support finalized version "
                            f"{level} of {name}. The broker wants a version between {lo} and {hi}, inclusive.")
         return RegisterBrokerRecord.BrokerFeature(name=name, min_supported_version=lo, max_supported_version=hi)
-
-    # ------------------------------------------------------------------ heartbeats
-    def heartbeat(self, q: w.BrokerHeartbeatRequest, now_ms: int) -> ControllerResult[BrokerHeartbeatReply]:
-        """QuorumController.processBrokerHeartbeat + ReplicationControlManager.processBrokerHeartbeat."""
-        ctl = self.ctl
-        broker_id = q.broker_id
-        register_offset = ctl.view.register_offsets.get(broker_id)
-        if register_offset is None:
-            raise ApiError(Errors.STALE_BROKER_EPOCH, f"Receive a heartbeat from broker {broker_id} before registration")
-        ctl.check_broker_epoch(broker_id, q.broker_epoch)
-        hb = ctl.heartbeats
-        if broker_id not in hb.brokers:  # registered before this controller's view was built
-            hb.register(broker_id, ctl.view.broker(broker_id).fenced, now_ms)  # type: ignore[union-attr]
-        cur, nxt = hb.next_state(broker_id, q.want_fence, q.want_shut_down, q.current_metadata_offset,
-                                 register_offset, self.replication.has_leaderships(broker_id))
-        records: list[Record] = []
-        S = BrokerControlState
-        if cur != nxt:
-            if nxt in (S.FENCED, S.SHUTDOWN_NOW):
-                self.replication.broker_fenced(broker_id, records)
-            elif nxt is S.UNFENCED:
-                self.replication.broker_unfenced(broker_id, q.broker_epoch, records)
-            elif nxt is S.CONTROLLED_SHUTDOWN:
-                self.replication.broker_in_controlled_shutdown(broker_id, q.broker_epoch, records)
-        hb.touch(broker_id, nxt.fenced, q.current_metadata_offset, now_ms)
-        mv = ctl.view.mv
-        if mv.is_directory_assignment_supported():
-            self.replication.directories_offline(broker_id, q.broker_epoch, list(q.offline_log_dirs), records)
-        if mv.is_cordoned_log_dirs_supported():  # v2's CordonedLogDirs, null until the broker's RECOVERY
-            self.replication.directories_cordoned(broker_id, q.broker_epoch, q.cordoned_log_dirs, records)
-        reply = BrokerHeartbeatReply(q.current_metadata_offset >= register_offset, nxt.fenced,
-                                     nxt.in_controlled_shutdown, nxt.should_shut_down)
-        result = ControllerResult.of(records, reply)
-        if nxt.in_controlled_shutdown:
-            result.on_offset = lambda offset: hb.maybe_update_controlled_shutdown_offset(broker_id, offset)
-        return result
-
-    def maybe_fence_one_stale_broker(self, now_ms: int) -> ControllerResult[None]:
-        records: list[Record] = []
-        stale = self.ctl.heartbeats.find_one_stale_broker(now_ms)
-        if stale is not None:
-            self.ctl.log(f"Fencing broker {stale} because its session has timed out.")
-            self.replication.broker_fenced(stale, records)
-            self.ctl.heartbeats.fence(stale)
-        return ControllerResult.of(records, None)
-
-    def unregister_broker(self, broker_id: int) -> ControllerResult[None]:
-        reg = self.ctl.view.broker(broker_id)
-        if reg is None:
-            raise ApiError(Errors.BROKER_ID_NOT_REGISTERED, f"Broker ID {broker_id} is not currently registered")
-        records: list[Record] = []
-        self.replication.broker_unregistered(broker_id, int(reg.broker_epoch), records)
-        return ControllerResult.of(records, None)

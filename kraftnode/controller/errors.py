@@ -173,10 +173,6 @@ class ApiError(RemoteError):
         out.message = None if generic else e.message
         return out
 
-    @property
-    def is_failure(self) -> bool:
-        return self.code != Errors.NONE
-
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ApiError) and (self.code, self.message) == (other.code, other.message)
 

@@ -95,7 +95,7 @@ class QuorumController(ControllerContext):
     def use_replication(self, replication: ReplicationControl) -> None:
         """Swap the replication manager (the simulation's planted bugs)."""
         self.replication = replication
-        self.cluster.replication = replication
+        self.cluster.shutdown_handler = replication
 
     def replayed(self, m: Any, offset: int) -> None:
         """A record entered the view (ClusterControlManager.replay's heartbeat-manager part)."""
@@ -125,11 +125,11 @@ class QuorumController(ControllerContext):
 
     def broker_heartbeat(self, q: w.BrokerHeartbeatRequest, now_ms: int) -> ControllerResult[BrokerHeartbeatReply]:
         self._at(now_ms)
-        return self.cluster.heartbeat(q, now_ms)
+        return self.replication.process_broker_heartbeat(q, now_ms)
 
     def unregister_broker(self, broker_id: int, now_ms: int) -> ControllerResult[None]:
         self._at(now_ms)
-        return self.cluster.unregister_broker(broker_id)
+        return self.replication.unregister_broker(broker_id)
 
     def unregister_controller(self, controller_id: int, now_ms: int) -> ControllerResult[None]:
         """ClusterControlManager.unregisterController (Kafka 4.4): at a metadata.version without
@@ -220,7 +220,7 @@ class QuorumController(ControllerContext):
         self._at(now_ms)
         check = self.heartbeats.next_check_ms()
         if check is not None and check <= now_ms:
-            result = self.cluster.maybe_fence_one_stale_broker(now_ms)
+            result = self.replication.maybe_fence_one_stale_broker(now_ms)
             if result.records:
                 return result
         if self._balance_at is not None and self._balance_at <= now_ms:

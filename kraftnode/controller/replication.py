@@ -9,6 +9,9 @@ records; nothing here changes the view -- the records do, once the shell has app
   as the configuration manager checks them and written as ConfigRecords between the TopicRecord
   and its PartitionRecords; the answer lists the topic's effective configs when the caller may
   describe them. One atomic batch for the whole request.
+* **Broker heartbeats** (``ReplicationControl.process_broker_heartbeat``), the stale-session
+  fencing and unregistration, as Kafka's ReplicationControlManager serves them; replication
+  control depends on cluster control (``controller/cluster.py``), never the other way round.
 * **Fencing / unfencing / controlled shutdown / unregistration** of a broker: every partition
   whose ISR holds it loses it from the ISR and, if it led, gets a new leader (an ONLINE election,
   UNCLEAN where the topic allows it); an unfenced broker may lead the leaderless partitions whose
@@ -24,6 +27,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kraftnode.controller.cluster import BrokerHeartbeatReply
 from kraftnode.controller.configs import ConfigurationControl
 from kraftnode.controller.context import ControllerContext
 from kraftnode.controller.elr import (
@@ -34,6 +38,7 @@ from kraftnode.controller.elr import (
     partition_record_version,
 )
 from kraftnode.controller.errors import ApiError
+from kraftnode.controller.heartbeats import BrokerControlState
 from kraftnode.controller.partition_change import (
     NO_LEADER,
     NO_LEADER_CHANGE,
@@ -49,6 +54,7 @@ from kraftnode.controller.placement import InvalidReplicationFactor, UsableBroke
 from kraftnode.controller.result import ControllerResult, Record
 from kraftnode.controller.topic_names import topic_name_error
 from kraftnode.controller.view import has_uncordoned_dirs
+from kraftnode.metadata.image import merge_partition
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import (
@@ -809,10 +815,73 @@ class ReplicationControl:
             self.generate_leader_and_isr_updates("offline-dir-assignment", broker_id, NO_LEADER, offline_parts, records)
         return ControllerResult.of(records, resp)
 
+    # ------------------------------------------------------------------ heartbeats
+    def process_broker_heartbeat(self, q: w.BrokerHeartbeatRequest, now_ms: int
+                                 ) -> ControllerResult[BrokerHeartbeatReply]:
+        """QuorumController.processBrokerHeartbeat + ReplicationControlManager.processBrokerHeartbeat.
+
+        A heartbeat carries the broker's replayed metadata offset and its wishes (fence itself,
+        shut down). A fenced broker is unfenced once it has replayed its own registration; an
+        unfenced one asking to shut down first has its leaderships moved away (controlled
+        shutdown) and is told to shut down once every active broker has replayed that change.
+        Fencing removes the broker from every ISR and moves its leaderships
+        (:meth:`broker_fenced`). From metadata.version 4.3-IV0 a heartbeat's cordoned log
+        directories (KIP-1066) go into the registration (BrokerRegistrationChangeRecord v3); a
+        broker with all of them cordoned gets no new replicas."""
+        ctl = self.ctl
+        broker_id = q.broker_id
+        register_offset = ctl.view.register_offsets.get(broker_id)
+        if register_offset is None:
+            raise ApiError(Errors.STALE_BROKER_EPOCH, f"Receive a heartbeat from broker {broker_id} before registration")
+        ctl.check_broker_epoch(broker_id, q.broker_epoch)
+        hb = ctl.heartbeats
+        if broker_id not in hb.brokers:  # registered before this controller's view was built
+            hb.register(broker_id, ctl.view.broker(broker_id).fenced, now_ms)  # type: ignore[union-attr]
+        cur, nxt = hb.next_state(broker_id, q.want_fence, q.want_shut_down, q.current_metadata_offset,
+                                 register_offset, self.has_leaderships(broker_id))
+        records: list[Record] = []
+        S = BrokerControlState
+        if cur != nxt:
+            if nxt in (S.FENCED, S.SHUTDOWN_NOW):
+                self.broker_fenced(broker_id, records)
+            elif nxt is S.UNFENCED:
+                self.broker_unfenced(broker_id, q.broker_epoch, records)
+            elif nxt is S.CONTROLLED_SHUTDOWN:
+                self.broker_in_controlled_shutdown(broker_id, q.broker_epoch, records)
+        hb.touch(broker_id, nxt.fenced, q.current_metadata_offset, now_ms)
+        mv = ctl.view.mv
+        if mv.is_directory_assignment_supported():
+            self.directories_offline(broker_id, q.broker_epoch, list(q.offline_log_dirs), records)
+        if mv.is_cordoned_log_dirs_supported():  # v2's CordonedLogDirs, null until the broker's RECOVERY
+            self.directories_cordoned(broker_id, q.broker_epoch, q.cordoned_log_dirs, records)
+        reply = BrokerHeartbeatReply(q.current_metadata_offset >= register_offset, nxt.fenced,
+                                     nxt.in_controlled_shutdown, nxt.should_shut_down)
+        result = ControllerResult.of(records, reply)
+        if nxt.in_controlled_shutdown:
+            result.on_offset = lambda offset: hb.maybe_update_controlled_shutdown_offset(broker_id, offset)
+        return result
+
+    def maybe_fence_one_stale_broker(self, now_ms: int) -> ControllerResult[None]:
+        """ReplicationControlManager.maybeFenceOneStaleBroker."""
+        records: list[Record] = []
+        stale = self.ctl.heartbeats.find_one_stale_broker(now_ms)
+        if stale is not None:
+            self.ctl.log(f"Fencing broker {stale} because its session has timed out.")
+            self.broker_fenced(stale, records)
+            self.ctl.heartbeats.fence(stale)
+        return ControllerResult.of(records, None)
+
+    def unregister_broker(self, broker_id: int) -> ControllerResult[None]:
+        """ReplicationControlManager.unregisterBroker."""
+        reg = self.ctl.view.broker(broker_id)
+        if reg is None:
+            raise ApiError(Errors.BROKER_ID_NOT_REGISTERED, f"Broker ID {broker_id} is not currently registered")
+        records: list[Record] = []
+        self.broker_unregistered(broker_id, int(reg.broker_epoch), records)
+        return ControllerResult.of(records, None)
+
 
 def _merged(part: PartitionRecord, c: Any) -> PartitionRecord:
     """PartitionRegistration.merge, for the answer to an AlterPartition."""
-    from kraftnode.metadata.image import _merge_partition
-
-    merged: PartitionRecord = _merge_partition(part, c)
+    merged: PartitionRecord = merge_partition(part, c)
     return merged

@@ -14,6 +14,7 @@ static configuration, Kafka's default.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -86,7 +87,6 @@ def one_of(*choices: str) -> Validator:
 
 def _throttled(name: str, v: object, raw: str) -> None:
     assert isinstance(v, list)
-    import re
     if not (all(re.fullmatch(r"([0-9]+:[0-9]+)?", s.strip()) for s in v) or "".join(v) == "*"):
         raise _invalid(name, "[" + ", ".join(v) + "]", f"{name} must be the literal '*' or a list of replicas in "
                        "the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")

@@ -116,23 +116,11 @@ class ControllerView(MetadataState):
         caught up a few offsets early after a failover -- it is still fenced until its
         heartbeat says it has replayed that far)."""
         v = cls()
-        v.next_offset = committed.next_offset
-        v.metadata_version = committed.metadata_version
-        v.finalized = dict(committed.finalized)
-        v.controllers = dict(committed.controllers)
-        v.zk_migration_state = committed.zk_migration_state
-        v.scram = dict(committed.scram)
-        v.transaction_start = committed.transaction_start
-        v.metadata_records = committed.metadata_records
-        v.foreign_records = committed.foreign_records
-        v.features_epoch = committed.features_epoch
-        v.image = committed.image.copy()
-        before = committed._before_transaction
-        if before is not None:
-            v._before_transaction = (before[0].copy(), dict(before[1]))
+        committed.copy_metadata_to(v)
         v._index_image()
+        before = v.image_before_transaction
         if before is not None:
-            v._indexes_before = (v._indexes_of(before[0]), {t.name: tid for tid, (t, _v) in before[0].topics.items()},
+            v._indexes_before = (v._indexes_of(before), {t.name: tid for tid, (t, _v) in before.topics.items()},
                                  dict(v.register_offsets))
         return v
 
@@ -228,10 +216,6 @@ class ControllerView(MetadataState):
         """ClusterControlManager.isActive: registered, not fenced, not in controlled shutdown."""
         reg = self.broker(broker_id)
         return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
-
-    def is_unfenced(self, broker_id: int) -> bool:
-        reg = self.broker(broker_id)
-        return reg is not None and not reg.fenced
 
     def has_online_dir(self, broker_id: int, directory: uuid.UUID) -> bool:
         reg = self.broker(broker_id)

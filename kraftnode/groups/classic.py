@@ -99,9 +99,6 @@ class ClassicGroup:
     subscribed: set[str] | None = None
 
     # ------------------------------------------------------------------ queries
-    def is_in(self, *states: State) -> bool:
-        return self.state in states
-
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 

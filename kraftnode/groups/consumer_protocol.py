@@ -138,25 +138,7 @@ class ConsumerProtocol(CoordinatorCore):
                                                         f"capacity of {self.config.consumer_max_size} members.")
         owned = None if q.topic_partitions is None else [(t.topic_id, list(t.partitions)) for t in q.topic_partitions]
         member = self._subscribing_member(grp, member_id, q, owned, create)
-        updated = member.copy()
-        if q.instance_id is not None:
-            updated.instance_id = q.instance_id
-        if q.rack_id is not None:
-            updated.rack_id = q.rack_id
-        if q.rebalance_timeout_ms != -1:
-            updated.rebalance_timeout_ms = q.rebalance_timeout_ms
-        if q.server_assignor is not None:
-            updated.server_assignor = q.server_assignor
-        if q.subscribed_topic_names is not None:
-            updated.subscribed_topic_names = list(q.subscribed_topic_names)
-        if q.subscribed_topic_regex is not None:
-            updated.subscribed_topic_regex = q.subscribed_topic_regex
-            if updated.subscribed_topic_regex != member.subscribed_topic_regex and updated.subscribed_topic_regex:
-                try:
-                    compile_regex(updated.subscribed_topic_regex)
-                except InvalidRegex as e:
-                    raise GroupError(Errors.INVALID_REGULAR_EXPRESSION, e.kafka_message) from None
-        updated.client_id, updated.client_host = client_id, client_host
+        updated = _updated_member(member, q, client_id, client_host)
         bump = False
         records: list[rec.Record] = []
         if member_id not in grp.members or updated.subscription_key() != member.subscription_key():
@@ -402,6 +384,32 @@ def _frozen_assign(a: Assignment) -> frozenset[tuple[uuid.UUID, int]]:
 
 def _topic_partitions(cls: Any, a: Assignment) -> list[Any]:
     return [cls(topic_id=tid, partitions=sorted(ps)) for tid, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps]
+
+
+def _updated_member(member: ConsumerMember, q: w.ConsumerGroupHeartbeatRequest, client_id: str,
+                    client_host: str) -> ConsumerMember:
+    """A copy of ``member`` with what the heartbeat sets (a field it leaves null or -1 keeps its
+    value); a new regex must compile (INVALID_REGULAR_EXPRESSION with RE2's message)."""
+    updated = member.copy()
+    if q.instance_id is not None:
+        updated.instance_id = q.instance_id
+    if q.rack_id is not None:
+        updated.rack_id = q.rack_id
+    if q.rebalance_timeout_ms != -1:
+        updated.rebalance_timeout_ms = q.rebalance_timeout_ms
+    if q.server_assignor is not None:
+        updated.server_assignor = q.server_assignor
+    if q.subscribed_topic_names is not None:
+        updated.subscribed_topic_names = list(q.subscribed_topic_names)
+    if q.subscribed_topic_regex is not None:
+        updated.subscribed_topic_regex = q.subscribed_topic_regex
+        if updated.subscribed_topic_regex != member.subscribed_topic_regex and updated.subscribed_topic_regex:
+            try:
+                compile_regex(updated.subscribed_topic_regex)
+            except InvalidRegex as e:
+                raise GroupError(Errors.INVALID_REGULAR_EXPRESSION, e.kafka_message) from None
+    updated.client_id, updated.client_host = client_id, client_host
+    return updated
 
 
 def _member_value(m: ConsumerMember) -> Any:

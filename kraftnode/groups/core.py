@@ -23,7 +23,6 @@ from kraftnode.groups.classic import (
 )
 from kraftnode.groups.config import GroupConfig
 from kraftnode.groups.consumer import ConsumerGroup
-from kraftnode.protocol import Errors
 
 __all__ = ["CoordinatorCore", "GroupError", "NO_GENERATION", "OffsetEntry", "Result", "Topics",
            "UNKNOWN_MEMBER_ID"]
@@ -145,12 +144,6 @@ class CoordinatorCore:
         if replay:
             for k, v in records:
                 self.replay(k, v)
-
-    def _classic(self, group_id: str) -> ClassicGroup:
-        grp = self.groups.get(group_id)
-        if not isinstance(grp, ClassicGroup):
-            raise GroupError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-        return grp
 
     def _consumer_group_tombstones(self, grp: ConsumerGroup) -> list[rec.Record]:
         gid = grp.group_id

@@ -104,25 +104,10 @@ def recover(partition_dir: Path, log_dir: Path, epoch_cache: LeaderEpochCache, *
     """Open (and if need be repair) the segments of ``partition_dir``; ``epoch_cache`` is
     repaired in place and persisted, as are both offset checkpoints."""
     truncated = 0
-    names = sorted(os.listdir(partition_dir))
-    bases = sorted(b for n in names if (b := parse_segment_file_name(n)) is not None)
-    base_set = set(bases)
-    for n in names:  # orphan index files (e.g. a deletion interrupted by a crash)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            b = parse_segment_file_name(n, suffix)
-            if b is not None and b not in base_set:
-                (partition_dir / n).unlink()
-    stored_start = read_offset_checkpoint(log_dir, LOG_START_OFFSET_FILE)
-    rp = read_offset_checkpoint(log_dir, RECOVERY_POINT_FILE)
-    if rp is None or epoch_cache_lost or not (partition_dir / EPOCH_CHECKPOINT_FILE).exists():
-        rp = 0
-    fresh = not bases
-    if fresh:
-        bases = [max(stored_start or 0, 0)]
-    segs = [LogSegment(partition_dir, b, index_interval_bytes=index_interval_bytes,
-                       created_ms=clock_ms(), create_indexes=fresh) for b in bases]
+    segs, stored_start, rp, fresh = _open_segments(partition_dir, log_dir, epoch_cache_lost=epoch_cache_lost,
+                                                   index_interval_bytes=index_interval_bytes, clock_ms=clock_ms)
     # first segment re-scanned: the one holding the recovery point (never after the last)
-    first_scan = max(0, bisect.bisect_right(bases, rp) - 1)
+    first_scan = max(0, bisect.bisect_right([seg.base_offset for seg in segs], rp) - 1)
     kept: list[LogSegment] = []
     recovered: list[LogSegment] = []
     # (epoch, base offset) at each epoch change of the re-scanned batches; views are
@@ -142,24 +127,11 @@ def recover(partition_dir: Path, log_dir: Path, epoch_cache: LeaderEpochCache, *
         is_last = i == len(segs) - 1
         rebuilt: int | None = None  # bytes dropped by a rebuild below the recovery point
         if i < first_scan and not is_last:
-            problem = seg.load_indexes_problem(segs[i + 1].base_offset)
-            if problem is None:
+            verdict, rebuilt, epochs = _below_recovery_point(seg, segs[i + 1].base_offset, max_batch_bytes)
+            if verdict != "damaged":
                 kept.append(seg)
-                i += 1
-                continue
-            # Below the recovery point: the log is trusted, only this segment's indexes
-            # are rebuilt (as Kafka's LogLoader recovers just that segment), one line each.
-            _log_index_rebuild(seg, seg.index_problems() or [problem])
-            epochs: list[tuple[int, int]] = []
-
-            def note_own(v: BatchView, out: list[tuple[int, int]] = epochs) -> None:
-                if not out or out[-1][0] != v.partition_leader_epoch:  # epoch changes only
-                    out.append((v.partition_leader_epoch, v.base_offset))
-
-            rebuilt = seg.recover(max_batch_bytes, note_own)
-            if not rebuilt and seg.next_offset == segs[i + 1].base_offset:
-                kept.append(seg)
-                recovered.append(seg)
+                if verdict == "rebuilt":
+                    recovered.append(seg)
                 i += 1
                 continue
             # the log itself is damaged (or ends early) there: from this segment on,
@@ -200,8 +172,67 @@ def recover(partition_dir: Path, log_dir: Path, epoch_cache: LeaderEpochCache, *
                 s.delete()
             break
         i += 1
+    start, end = _settle(partition_dir, log_dir, epoch_cache, kept, recovered, scanned,
+                         rescan_start_offset=rescan_start_offset, cache_reset=cache_reset,
+                         stored_start=stored_start)
+    return Recovered(kept, start, end, truncated)
+
+
+def _open_segments(partition_dir: Path, log_dir: Path, *, epoch_cache_lost: bool, index_interval_bytes: int,
+                   clock_ms: Callable[[], int]) -> tuple[list[LogSegment], int | None, int, bool]:
+    """The segments of ``partition_dir`` in offset order (one empty segment at the stored log
+    start when there is none), orphan index files removed; with the stored log start offset,
+    the recovery point (0 when it, or the epoch cache it relies on, is missing) and whether the
+    log was empty."""
+    names = sorted(os.listdir(partition_dir))
+    bases = sorted(b for n in names if (b := parse_segment_file_name(n)) is not None)
+    base_set = set(bases)
+    for n in names:  # orphan index files (e.g. a deletion interrupted by a crash)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            b = parse_segment_file_name(n, suffix)
+            if b is not None and b not in base_set:
+                (partition_dir / n).unlink()
+    stored_start = read_offset_checkpoint(log_dir, LOG_START_OFFSET_FILE)
+    rp = read_offset_checkpoint(log_dir, RECOVERY_POINT_FILE)
+    if rp is None or epoch_cache_lost or not (partition_dir / EPOCH_CHECKPOINT_FILE).exists():
+        rp = 0
+    fresh = not bases
+    if fresh:
+        bases = [max(stored_start or 0, 0)]
+    segs = [LogSegment(partition_dir, b, index_interval_bytes=index_interval_bytes,
+                       created_ms=clock_ms(), create_indexes=fresh) for b in bases]
+    return segs, stored_start, rp, fresh
+
+
+def _below_recovery_point(seg: LogSegment, next_base: int, max_batch_bytes: int
+                          ) -> tuple[str, int | None, list[tuple[int, int]]]:
+    """A segment below the recovery point (not the last): ``("trusted", None, [])`` when its
+    indexes load; otherwise they are rebuilt -- the log is trusted, only this segment's indexes
+    are rebuilt (as Kafka's LogLoader recovers just that segment), one line each -- giving
+    ``("rebuilt", ...)`` when its batches reach ``next_base``, else ``("damaged", bytes dropped,
+    (epoch, base offset) at each epoch change of its batches)``."""
+    problem = seg.load_indexes_problem(next_base)
+    if problem is None:
+        return "trusted", None, []
+    _log_index_rebuild(seg, seg.index_problems() or [problem])
+    epochs: list[tuple[int, int]] = []
+
+    def note_own(v: BatchView, out: list[tuple[int, int]] = epochs) -> None:
+        if not out or out[-1][0] != v.partition_leader_epoch:  # epoch changes only
+            out.append((v.partition_leader_epoch, v.base_offset))
+
+    rebuilt = seg.recover(max_batch_bytes, note_own)
+    if not rebuilt and seg.next_offset == next_base:
+        return "rebuilt", rebuilt, epochs
+    return "damaged", rebuilt, epochs
+
+
+def _settle(partition_dir: Path, log_dir: Path, epoch_cache: LeaderEpochCache, kept: list[LogSegment],
+            recovered: list[LogSegment], scanned: list[tuple[int, int]], *, rescan_start_offset: int | None,
+            cache_reset: bool, stored_start: int | None) -> tuple[int, int]:
+    """After the scan: the epoch cache trusted below the re-scan and rebuilt from the batches
+    above it, the recovered segments synced, both offset checkpoints written; (log start, end)."""
     end = kept[-1].next_offset
-    # epoch cache: trust it below the re-scan, rebuild it from the batches above
     cache = epoch_cache
     changed = cache_reset
     changed |= cache.truncate_from_end(end if rescan_start_offset is None else rescan_start_offset,
@@ -221,4 +252,4 @@ def recover(partition_dir: Path, log_dir: Path, epoch_cache: LeaderEpochCache, *
     write_offset_checkpoint(log_dir, RECOVERY_POINT_FILE, end)
     if stored_start != start:
         write_offset_checkpoint(log_dir, LOG_START_OFFSET_FILE, start)
-    return Recovered(kept, start, end, truncated)
+    return start, end

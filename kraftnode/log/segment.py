@@ -209,6 +209,28 @@ class LogSegment:
         self._reset_state()
         self.index.begin_rebuild()
         self.time_index.begin_rebuild()
+        pos = self._scan_valid_prefix(file_size, max_batch_bytes, on_batch, check)
+        self.size = pos
+        truncated = file_size - pos
+        if truncated:
+            os.ftruncate(self.fd, pos)
+            self.dirty = True
+        self.on_roll()
+        self._bytes_since_index = 0
+        if check is not None and not truncated and check.done(self.time_index.last_entry()):
+            self.index.end_rebuild(write=False)
+            self.time_index.end_rebuild(write=False)
+            self.index.restore(check.offsets)
+            self.time_index.restore(check.times)
+        else:
+            self.index.end_rebuild(write=True)
+            self.time_index.end_rebuild(write=True)
+        return truncated
+
+    def _scan_valid_prefix(self, file_size: int, max_batch_bytes: int,
+                           on_batch: Callable[[BatchView], None] | None, check: _EntryCheck | None) -> int:
+        """The length of the file's valid prefix (:meth:`recover`'s rules), read window by window;
+        every valid batch is tracked (indexes, state) and given to ``check`` and ``on_batch``."""
         pos = 0
         expected = self.base_offset
         window = _SCAN_WINDOW
@@ -252,22 +274,7 @@ class LogSegment:
                 break
             if progressed == 0:
                 break
-        self.size = pos
-        truncated = file_size - pos
-        if truncated:
-            os.ftruncate(self.fd, pos)
-            self.dirty = True
-        self.on_roll()
-        self._bytes_since_index = 0
-        if check is not None and not truncated and check.done(self.time_index.last_entry()):
-            self.index.end_rebuild(write=False)
-            self.time_index.end_rebuild(write=False)
-            self.index.restore(check.offsets)
-            self.time_index.restore(check.times)
-        else:
-            self.index.end_rebuild(write=True)
-            self.time_index.end_rebuild(write=True)
-        return truncated
+        return pos
 
     def load_indexes(self, next_offset: int) -> bool:
         """Load existing indexes for a segment not being re-scanned; False if they need rebuilding.

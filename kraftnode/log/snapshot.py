@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kraftnode.errors import LocalError
 from kraftnode.log.fileutil import fsync_dir
-from recordbatch import BatchView, CorruptBatchError, iter_batches
+from recordbatch import BatchView, CorruptBatchError, iter_batches, set_base_offset_and_epoch
 from recordbatch.control import (
     ControlType,
     build_kraft_control_batch,
@@ -161,8 +161,6 @@ def write_snapshot(
     voters; then the caller's batches (their base offsets are rewritten to follow on);
     then a [SnapshotFooter] batch.  Every batch carries the snapshot's epoch.
     """
-    from recordbatch import set_base_offset_and_epoch
-
     header_msgs: list[SnapshotHeaderRecord | KRaftVersionRecord | VotersRecord] = [
         SnapshotHeaderRecord(version_=0, last_contained_log_timestamp=last_contained_log_timestamp)
     ]

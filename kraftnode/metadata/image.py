@@ -44,7 +44,7 @@ from kraftnode.protocol.generated.metadata import (
     ZkMigrationStateRecord,
 )
 
-__all__ = ["MetadataImage", "Versioned"]
+__all__ = ["MetadataImage", "Versioned", "merge_partition"]
 
 # MetadataVersion 3.4-IV0: ZkMigrationStateRecord is written to images from here on.
 METADATA_VERSION_MIGRATION = 8
@@ -130,7 +130,7 @@ class MetadataImage:
             parts = self.partitions.get(m.topic_id)
             cur = parts.get(m.partition_id) if parts is not None else None
             if parts is not None and cur is not None:
-                parts[m.partition_id] = (_merge_partition(cur[0], m), max(cur[1], min(version, 2)))
+                parts[m.partition_id] = (merge_partition(cur[0], m), max(cur[1], min(version, 2)))
         elif isinstance(m, ConfigRecord):
             key = (m.resource_type, m.resource_name)
             if m.value is None:
@@ -184,7 +184,7 @@ class MetadataImage:
                 if p.eligible_leader_replicas or p.last_known_elr:
                     change = PartitionChangeRecord(topic_id=tid, partition_id=pid, eligible_leader_replicas=[],
                                                    last_known_elr=[])
-                    parts[pid] = (_merge_partition(p, change), max(ver, 2))
+                    parts[pid] = (merge_partition(p, change), max(ver, 2))
 
     def _change_broker(self, broker_id: int, epoch: int, fenced: int, shutdown: int,
                        log_dirs: list[Any] | None, cordoned: list[Any] | None = None) -> None:
@@ -246,7 +246,7 @@ def _uuid_hash(u: Any) -> int:
     return ((x >> 32) ^ x) & 0xFFFFFFFF
 
 
-def _merge_partition(p: Any, c: PartitionChangeRecord) -> Any:
+def merge_partition(p: Any, c: PartitionChangeRecord) -> Any:
     """``PartitionRegistration.merge``: a PartitionChangeRecord applied to a partition."""
     n = copy.copy(p)
     if c.replicas is not None:

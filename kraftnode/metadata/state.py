@@ -53,7 +53,7 @@ from kraftnode.log.metadata_records import (
     encode_metadata_record,
 )
 from kraftnode.metadata.image import MetadataImage
-from kraftnode.metadata.state_machine import SnapshotRecords
+from kraftnode.metadata.state_machine import SnapshotRecords, snapshot_data_records
 from kraftnode.protocol.generated.metadata import (
     AbortTransactionRecord,
     AccessControlEntryRecord,
@@ -243,6 +243,31 @@ class MetadataState:
     _before_transaction: tuple[MetadataImage, dict[str, Any]] | None = None
 
     @property
+    def image_before_transaction(self) -> MetadataImage | None:
+        """The image as it was before the open metadata transaction (None outside one)."""
+        return None if self._before_transaction is None else self._before_transaction[0]
+
+    def copy_metadata_to(self, other: MetadataState) -> None:
+        """Give ``other`` a copy of the replayed metadata that later replays do not share: the
+        offsets and counts, the finalized features, the controllers, the SCRAM credentials, the
+        image and an open transaction's image before it (not the application records, not the
+        ACL generation) -- what a controller view starts from."""
+        other.next_offset = self.next_offset
+        other.metadata_version = self.metadata_version
+        other.finalized = dict(self.finalized)
+        other.controllers = dict(self.controllers)
+        other.zk_migration_state = self.zk_migration_state
+        other.scram = dict(self.scram)
+        other.transaction_start = self.transaction_start
+        other.metadata_records = self.metadata_records
+        other.foreign_records = self.foreign_records
+        other.features_epoch = self.features_epoch
+        other.image = self.image.copy()
+        before = self._before_transaction
+        if before is not None:
+            other._before_transaction = (before[0].copy(), dict(before[1]))
+
+    @property
     def empty(self) -> bool:
         """No metadata record replayed yet: Kafka's test for "write the bootstrap records"."""
         return self.metadata_records == 0
@@ -259,8 +284,6 @@ class MetadataState:
 
     def reset_to_snapshot(self, batches: Iterable[BatchView], end_offset: int) -> None:
         """Start over from a snapshot whose records describe everything below ``end_offset``."""
-        from kraftnode.metadata.state_machine import snapshot_data_records
-
         self.load_snapshot(snapshot_data_records(batches))
         self.next_offset = end_offset
 

@@ -12,6 +12,7 @@ high watermark is exclusive (records below it are committed).
 from __future__ import annotations
 
 import bisect
+import pickle
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -251,8 +252,6 @@ class MemoryRaftLog:
         self._download[1].extend(data)
 
     def install_snapshot(self, snapshot_id: OffsetAndEpoch) -> Sequence[ControlRecord]:
-        import pickle
-
         if self._download is None or self._download[0] != snapshot_id:
             raise ValueError("no such snapshot download")
         data = bytes(self._download[1])

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kraftnode.protocol import error_responses
+from kraftnode.protocol import generated as w
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.registry import (
     ADD_RAFT_VOTER,
@@ -128,12 +130,8 @@ def refusal(authz: az.StandardAuthorizer, key: int, v: int, body: Any) -> Any | 
 
 def error_response(key: int, v: int, body: Any, code: int) -> Any:
     """``AbstractRequest.getErrorResponse`` of the API: the error where Kafka puts it."""
-    from kraftnode.protocol import generated as w
-
     msg = MESSAGES.get(code)
     resp_cls = SERVED[key].response
-    from kraftnode.protocol import error_responses
-
     if key in error_responses.ERROR_SHAPED:
         return error_responses.error_response(key, v, body, code, msg)
     if key == CREATE_ACLS:

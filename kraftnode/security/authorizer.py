@@ -30,8 +30,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from kraftnode.config import ConfigError
-from kraftnode.errors import LocalError
+from kraftnode.errors import ConfigError, LocalError
 
 log = logging.getLogger("kraftnode.authorizer")
 

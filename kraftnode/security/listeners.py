@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from kraftnode.config import ConfigError
+from kraftnode.errors import ConfigError
 
 
 class SecurityProtocol(IntEnum):

@@ -24,11 +24,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kraftnode.config import ConfigError
-from kraftnode.errors import RemoteError
+from kraftnode.errors import ConfigError, RemoteError
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.framing import encode_response, parse_request
-from kraftnode.protocol.generated import SaslAuthenticateResponse, SaslHandshakeResponse
+from kraftnode.protocol.generated import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kraftnode.protocol.registry import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SERVED
 from kraftnode.security import scram
 from kraftnode.security.listeners import ListenerProps
@@ -280,8 +284,6 @@ async def client_authenticate(request_at: Callable[[int, int, Any, float], Await
                               login: tuple[str, str, str], timeout_s: float, node: str) -> None:
     """Log in on a fresh connection as Kafka's SaslClientAuthenticator does (SaslHandshake v1,
     then SaslAuthenticate v2); raises PermissionError with the server's message on refusal."""
-    from kraftnode.protocol.generated import SaslAuthenticateRequest, SaslHandshakeRequest
-
     mechanism, user, password = login
     hs = await request_at(SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=mechanism), timeout_s)
     if hs.error_code != 0:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftnode.errors import LocalError, RemoteError
+from kraftnode.protocol.generated.metadata import UserScramCredentialRecord
 
 #: mechanism name -> (Kafka's ScramMechanism type id, hash name)
 MECHANISMS = {"SCRAM-SHA-256": (1, "sha256"), "SCRAM-SHA-512": (2, "sha512")}
@@ -211,8 +212,6 @@ def _component(text: str) -> tuple[str, str]:
 
 def parse_add_scram(argument: str) -> Any:
     """One ``--add-scram`` argument as Kafka 3.9's ScramParser reads it -> UserScramCredentialRecord."""
-    from kraftnode.protocol.generated.metadata import UserScramCredentialRecord
-
     text = argument.strip()
     eq = text.find("=")
     if eq < 0:

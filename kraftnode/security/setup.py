@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from kraftnode.config import ConfigError
+from kraftnode.errors import ConfigError
 from kraftnode.security import sasl, tls
 from kraftnode.security.listeners import (
     ListenerProps,

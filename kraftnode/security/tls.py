@@ -31,7 +31,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 
-from kraftnode.config import ConfigError
+from kraftnode.errors import ConfigError
 from kraftnode.security.listeners import ListenerProps
 
 log = logging.getLogger("kraftnode.security")

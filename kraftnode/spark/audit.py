@@ -54,6 +54,9 @@ from typing import Any
 from kraftnode.log.snapshot import parse_snapshot_file_name
 from kraftnode.spark.record_json import NOT_METADATA
 
+# pyspark, pyarrow and matplotlib (the spark extra, each slow to import) are imported inside the
+# functions that use them, on purpose: the audit's pure parts need none of them.
+
 __all__ = ["AuditResult", "run_audit"]
 
 LEADER_CHANGE_JSON = ("leaderId INT, voters ARRAY<STRUCT<voterId: INT>>, "

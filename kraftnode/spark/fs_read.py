@@ -18,6 +18,9 @@ from typing import Any
 
 from kraftnode.spark.paths import InputFile, PathError, discover, is_local, local_path
 
+# pyspark (the spark extra) is imported inside the functions that use it, on purpose: this
+# module is importable, and its callers' errors readable, where Spark is not installed.
+
 __all__ = ["read_log", "read_files", "unreadable_path"]
 
 

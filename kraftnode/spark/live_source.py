@@ -69,6 +69,9 @@ from pyspark.sql.types import StructType
 from kraftnode.errors import RemoteError
 from kraftnode.vocabulary import METADATA_TOPIC
 
+# confluent_kafka (librdkafka) and pyspark's streaming classes are imported inside the functions
+# that use them, on purpose: the option checks and the schema need neither.
+
 __all__ = ["KraftDataSource", "TOPIC", "LIVE_DDL"]
 
 TOPIC = METADATA_TOPIC

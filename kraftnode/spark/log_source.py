@@ -25,6 +25,9 @@ from kraftnode.spark.decode import DecodeOptions, decode_file
 from kraftnode.spark.paths import InputFile, discover
 from kraftnode.spark.schema import ARROW_SCHEMA, COLUMNS, SPARK_DDL
 
+# pyspark's type helpers are imported where used, on purpose: kraftnode.spark.decode and this
+# module's pure parts work without Spark installed (see kraftnode/spark/__init__.py).
+
 __all__ = ["KraftLogDataSource", "parse_paths", "decode_options"]
 
 

@@ -24,6 +24,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import unquote, urlparse
 
 from kraftnode.errors import LocalError
 from kraftnode.log.meta_properties import MetaPropertiesError, parse_meta_properties
@@ -71,8 +72,6 @@ def local_path(path: str) -> str:
     """A plain absolute path for a plain path (made absolute against this process's working
     directory) or a ``file:`` URI."""
     if scheme_of(path) == "file":
-        from urllib.parse import unquote, urlparse
-
         u = urlparse(path)
         path = unquote(u.path)
     return os.path.abspath(path)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -90,8 +91,6 @@ def _copy(read_fd: int, write_fd: int) -> None:
 def filtered_stderr() -> Iterator[None]:
     """Within the block, processes started inherit a stderr that drops :data:`NOISE` lines;
     the process's own stderr is restored after it (what it prints goes straight out)."""
-    import sys
-
     sys.stderr.flush()
     real = os.dup(2)
     read_fd, write_fd = os.pipe()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from kraftnode.commands.errors import UsageError
+from kraftnode.errors import UsageError
 from kraftnode.quorum_client import fetch_quorum_info
 from tests.support.doc_blocks import REPO, Block, Session, all_blocks, statements
 from tests.support.kafka import find_kafka_home, require_kafka_home

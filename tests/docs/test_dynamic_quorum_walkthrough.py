@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kraftnode.commands.errors import UsageError
+from kraftnode.errors import UsageError
 from kraftnode.log.meta_properties import read_meta_properties
 from kraftnode.quorum_client import QuorumInfo, fetch_quorum_info
 from recordbatch.wire import uuid_to_base64

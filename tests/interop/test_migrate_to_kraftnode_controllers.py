@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from kraftnode.commands.errors import UsageError
+from kraftnode.errors import UsageError
 from kraftnode.quorum_client import QuorumInfo, fetch_quorum_info
 from tests.support.cluster import CLUSTER_ID, free_ports
 from tests.support.kafka import KafkaHome

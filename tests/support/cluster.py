@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kraftnode.commands.dev_cluster import free_ports
-from kraftnode.commands.errors import UsageError
 from kraftnode.commands.quorum import QuorumInfo, fetch_quorum_info
+from kraftnode.errors import UsageError
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 #: the opt-in of a quorum whose tests write application records (Produce, groups): most do;

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kraftnode.commands.errors import UsageError
 from kraftnode.commands.quorum import QuorumInfo, fetch_quorum_info
+from kraftnode.errors import UsageError
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import METADATA, PRODUCE
 from recordbatch import Record, build_batch

@@ -93,8 +93,8 @@ if str(ROOT) not in sys.path:
 
 import kraftnode  # noqa: E402
 from kraftnode.commands.dev_cluster import free_ports  # noqa: E402
-from kraftnode.commands.errors import UsageError  # noqa: E402
 from kraftnode.commands.quorum import fetch_quorum_info  # noqa: E402
+from kraftnode.errors import UsageError  # noqa: E402
 from tools.bench import raft_compare  # noqa: E402
 
 # next to the checkout; from a worktree under <project>/wt/<name>, two levels up

@@ -53,6 +53,8 @@ from kraftnode.metadata.state_machine import (
     StateMachineRunner,
     snapshot_data_records,
 )
+from kraftnode.raft.batches import VotersControlRecord
+from kraftnode.server.raft_io.disk_log import to_control_messages
 from recordbatch import CorruptBatchError, Record, build_batch
 from recordbatch.control import decode_control_record
 from recordbatch.generated import SnapshotHeaderRecord, VotersRecord
@@ -405,9 +407,6 @@ class SnapshotManager:
 
 def voters_record(voters: Any) -> VotersRecord:
     """A raft ``VoterSet`` as the VotersRecord a snapshot's header batch carries."""
-    from kraftnode.raft.batches import VotersControlRecord
-    from kraftnode.server.raft_io.disk_log import to_control_messages
-
     rec = to_control_messages([VotersControlRecord(voters)])[0]
     assert isinstance(rec, VotersRecord)
     return rec

@@ -239,9 +239,6 @@ class NodeCollector(Collector):
     def describe(self) -> list[Metric]:
         return []   # no collect() at registration
 
-    def add_listener(self, name: str, listener: ListenerCounts) -> None:
-        self.listeners.append((name, listener))
-
     def collect(self) -> Iterator[Metric]:
         now = now_ms()
         yield from self._raft(now)

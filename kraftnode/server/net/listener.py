@@ -25,6 +25,7 @@ import asyncio
 import logging
 import os
 import socket
+import ssl
 import struct
 import time
 from collections import deque
@@ -46,6 +47,8 @@ from kraftnode.protocol.framing import (
     parse_request,
 )
 from kraftnode.protocol.registry import FETCH, PRODUCE
+from kraftnode.security import authorizer
+from kraftnode.security.tls import peer_principal
 from kraftnode.server.metrics import latency_trace
 from recordbatch.message import Message
 from recordbatch.wire import DecodeError
@@ -447,13 +450,9 @@ class _Connection(asyncio.Protocol):
         """The connection's principal (Kafka's DefaultKafkaPrincipalBuilder) and address, for
         the authorizer: the SASL user, else the client certificate's mapped subject, else
         ANONYMOUS. Set in this connection's task, so every request it answers sees it."""
-        from kraftnode.security import authorizer
-
         principal = sasl_principal
         mapper = self.listener.principal_mapper
         if principal is None and mapper is not None and self.transport is not None:
-            from kraftnode.security.tls import peer_principal
-
             principal = peer_principal(self.transport.get_extra_info("ssl_object"), mapper)
         protocol = ("SASL_" if self.listener.authenticator is not None else "") + \
             ("SSL" if self.listener.ssl is not None else "PLAINTEXT")
@@ -538,8 +537,6 @@ def _trace_request(request: Request, reply: Reply | None, t_frame: int, t_parsed
 
 def tls_failure(e: BaseException, limits: ServerLimits) -> str:
     """Why a server-side TLS handshake failed, in an operator's words (and OpenSSL's)."""
-    import ssl
-
     if isinstance(e, ssl.SSLCertVerificationError):
         return f"the client's certificate was refused: {e.verify_message} ({e.reason})"
     reason = getattr(e, "reason", None) or ""

@@ -32,6 +32,7 @@ from kraftnode.protocol import ApiVersionsRequest, ApiVersionsResponse, Errors
 from kraftnode.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, encode_request
 from kraftnode.protocol.generated import ResponseHeader
 from kraftnode.protocol.registry import API_VERSIONS, SERVED
+from kraftnode.security.sasl import client_authenticate
 from kraftnode.server.metrics import latency_trace
 from kraftnode.server.net.listener import FrameReader, set_nodelay
 from recordbatch.message import Message
@@ -151,7 +152,6 @@ class PeerConnection:
                 raise PeerError(f"{node}: ApiVersions failed with error {resp.error_code}")
             conn.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
             if sasl_login is not None:  # SASL_* controller listener: log in first
-                from kraftnode.security.sasl import client_authenticate
                 try:
                     await client_authenticate(conn._request_at, sasl_login, timeout_s, node)
                 except PermissionError as e:

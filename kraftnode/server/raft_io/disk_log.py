@@ -16,10 +16,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from kraftnode.log.metadata_log import AppendInfo, MetadataLog
 from kraftnode.log.snapshot import (
+    SnapshotError,
     SnapshotId,
+    SnapshotReader,
+    SnapshotWriter,
+    delete_snapshot,
     list_snapshots,
     read_snapshot_batches,
     snapshot_file_name,
+    validate_snapshot,
 )
 from kraftnode.raft.batches import (
     Batch,
@@ -294,8 +299,6 @@ class DiskSnapshotStore:
 
     def read_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int,
                             max_bytes: int) -> tuple[bytes, int] | None:
-        from kraftnode.log.snapshot import SnapshotError, SnapshotReader
-
         path = self._path(snapshot_id)
         if not path.exists():
             return None
@@ -308,8 +311,6 @@ class DiskSnapshotStore:
             reader.close()
 
     def begin_snapshot_download(self, snapshot_id: OffsetAndEpoch) -> None:
-        from kraftnode.log.snapshot import SnapshotWriter, delete_snapshot
-
         if self._writer is not None:
             self._writer.close()
         sid = SnapshotId(snapshot_id.offset, snapshot_id.epoch)
@@ -323,8 +324,6 @@ class DiskSnapshotStore:
         w.append(data)
 
     def install_snapshot(self, snapshot_id: OffsetAndEpoch) -> Sequence[ControlRecord]:
-        from kraftnode.log.snapshot import validate_snapshot
-
         w = self._writer
         if w is None:
             raise ValueError("no snapshot download in progress")
@@ -334,8 +333,6 @@ class DiskSnapshotStore:
         self.rlog.log.truncate_fully_and_start_at(snapshot_id.offset)
         # older snapshots are below the new log start: forget them (KafkaMetadataLog's
         # truncateToLatestSnapshot removes them too)
-        from kraftnode.log.snapshot import delete_snapshot, list_snapshots
-
         for old in list_snapshots(self.rlog.partition_dir):
             if old.offset < snapshot_id.offset:
                 delete_snapshot(self.rlog.partition_dir, old)

@@ -563,6 +563,33 @@ class RaftDriver(PeerSending):
                  "is no longer a voter in epoch %d (leader %s; voters %s): it goes on as an observer",
                  self.node.epoch, leader if leader >= 0 else "unknown", sorted(self.node.voters.ids))
 
+    def _flush(self, a: FlushLog) -> None:
+        """FlushLog, inline: nothing after it runs until the log is durable up to its offset."""
+        if latency_trace.ON:
+            latency_trace.mark("flush.start", a.end_offset)
+        if self.metrics is None:
+            self.log.flush()
+        else:
+            t0 = time.perf_counter()
+            self.log.flush()
+            self.metrics.flush_seconds += time.perf_counter() - t0
+        if latency_trace.ON:
+            latency_trace.mark("flush.end", a.end_offset, self.log.log.flushed_offset)
+
+    def _state_changed(self, a: StateChanged) -> None:
+        """StateChanged: logged, counted, and every task waiting on :attr:`state_changed` woken."""
+        log.info("became %s in epoch %d (leader %s)%s; log end offset %d, high watermark %d",
+                 a.state, a.epoch, a.leader_id if a.leader_id >= 0 else "unknown",
+                 "" if a.is_voter else " as an observer", self.log.end_offset,
+                 self.high_watermark)
+        if self.metrics is not None:
+            # a candidate that is already leader won at once (a single voter): Kafka
+            # starts no election-latency clock for it
+            at_once = a.state == "candidate" and self.node.is_leader and self.node.epoch == a.epoch
+            self.metrics.on_state_changed(a.state, a.epoch, at_once, now_ms())
+        self.state_changed.set()
+        self.state_changed = anyio.Event()
+
     def _execute(self, a: object) -> bool:
         """Run one action; True when it woke another task."""
         if isinstance(a, SendResponse):
@@ -584,16 +611,7 @@ class RaftDriver(PeerSending):
             else:
                 self._start_send(a)
         elif isinstance(a, FlushLog):
-            if latency_trace.ON:
-                latency_trace.mark("flush.start", a.end_offset)
-            if self.metrics is None:
-                self.log.flush()
-            else:
-                t0 = time.perf_counter()
-                self.log.flush()
-                self.metrics.flush_seconds += time.perf_counter() - t0
-            if latency_trace.ON:
-                latency_trace.mark("flush.end", a.end_offset, self.log.log.flushed_offset)
+            self._flush(a)
         elif isinstance(a, PersistElectionState):
             # the kraft.version in force now: a static quorum upgraded to 1 writes data version 1
             data = election_to_quorum_state(a.state, self.node.history.kraft_version(),
@@ -629,17 +647,7 @@ class RaftDriver(PeerSending):
                 r.done.set()
                 return True
         elif isinstance(a, StateChanged):
-            log.info("became %s in epoch %d (leader %s)%s; log end offset %d, high watermark %d",
-                     a.state, a.epoch, a.leader_id if a.leader_id >= 0 else "unknown",
-                     "" if a.is_voter else " as an observer", self.log.end_offset,
-                     self.high_watermark)
-            if self.metrics is not None:
-                # a candidate that is already leader won at once (a single voter): Kafka
-                # starts no election-latency clock for it
-                at_once = a.state == "candidate" and self.node.is_leader and self.node.epoch == a.epoch
-                self.metrics.on_state_changed(a.state, a.epoch, at_once, now_ms())
-            self.state_changed.set()
-            self.state_changed = anyio.Event()
+            self._state_changed(a)
             return True
         elif isinstance(a, FatalError):
             log.error("fatal: %s (error %d); stopping", a.message, a.error_code)

@@ -106,8 +106,8 @@ def test_an_unknown_option_is_refused_by_its_command() -> None:
 def _wait_for_leader(port: int, timeout: float = 30) -> None:
     import time
 
-    from kraftnode.commands.errors import UsageError
     from kraftnode.commands.quorum import fetch_quorum_info
+    from kraftnode.errors import UsageError
 
     deadline = time.monotonic() + timeout
     while True:
