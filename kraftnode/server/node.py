@@ -15,7 +15,7 @@ import random
 import signal
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +33,7 @@ from kraftnode.log.snapshot import SnapshotError
 from kraftnode.logsetup import os_error_text
 from kraftnode.metadata.state import MetadataState
 from kraftnode.metadata.state_machine import StateMachine, StateMachineRunner
-from kraftnode.raft import RaftConfig, RaftNode
+from kraftnode.raft import RaftNode
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.security import hooks as security_hooks
@@ -41,7 +41,7 @@ from kraftnode.security.credentials import ScramCredentials
 from kraftnode.security.listeners import OnListener
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
 from kraftnode.server.metadata.controller_duties import ControllerDuties
-from kraftnode.server.metadata.controller_shell import ControllerShell, controller_config
+from kraftnode.server.metadata.controller_shell import ControllerShell
 from kraftnode.server.metadata.snapshot_manager import SnapshotManager, prepare_storage, voters_at
 from kraftnode.server.metrics import latency_trace
 from kraftnode.server.net import api_versions
@@ -141,14 +141,14 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 driver = drv = RaftDriver(node, rlog, store, _peer_pool(tg, cfg),
                                           {v.node_id: (v.host, v.port) for v in cfg.static_voters},
                                           cfg.bootstrap_servers, kraft_version,
-                                          cfg.request_timeout_ms / 1000, metrics=raft_metrics)
+                                          cfg.raft.request_timeout_ms / 1000, metrics=raft_metrics)
                 drv.linearizable_reads = cfg.read_linearizable
                 drv.start()  # the producer-state rescan of the log's tail
                 snapshots = SnapshotManager(mlog, runner, cfg.snapshot_config,
                                             lambda offset: voters_at(node, offset),
                                             on_snapshots_changed=rlog.snapshots_changed)
                 features = api_versions.FeatureView()
-                if cfg.pre_vote:
+                if cfg.raft.pre_vote:
                     features.api_max = {}  # KIP-996: advertise Vote v2
                 # controller duties only in a KRaft controller quorum: a TestRaftServer quorum
                 # carries opaque bytes, and its Java nodes serve no controller APIs
@@ -164,17 +164,12 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 handlers.application_records = cfg.application_records
                 if duties is not None:
                     duties.application_records = cfg.application_records
-                handlers.broker_properties = _properties(cfg)
+                handlers.broker_properties = cfg.listed_properties
                 if duties is not None:
-                    try:
-                        duties.default_min_isr = int(handlers.broker_properties.get("min.insync.replicas", "1"))
-                    except ValueError:
-                        pass  # validated at start-up (kraftnode.config)
+                    duties.default_min_isr = cfg.controller.min_insync_replicas
                 if duties is not None:  # the controller APIs (docs/controller.md)
                     handlers.controller = ControllerShell(
-                        drv, duties, controller_config(cfg.properties, cluster_id, cfg.node_id,
-                                                       frozenset(v.node_id for v in cfg.static_voters)),
-                        drv.current_kraft_version)
+                        drv, duties, replace(cfg.controller, cluster_id=cluster_id), drv.current_kraft_version)
                 bound, listeners = await _start_listeners(tg, cfg, handlers, request_metrics,
                                                           scram_credentials)
                 if metrics_server is not None:
@@ -238,19 +233,6 @@ def _load_state(mlog: MetadataLog, store: QuorumStateStore, state_machine: State
     return election, sm, runner
 
 
-def _properties(cfg: NodeConfig) -> dict[str, str]:
-    """The properties as read at start-up, ``--override`` included (DescribeConfigs lists
-    them as static configs); a NodeConfig made without them (embedding) reads the file."""
-    from kraftnode.config import ServerConfig
-
-    if cfg.properties:
-        return dict(cfg.properties)
-    try:
-        return dict(ServerConfig.load(cfg.source).props.raw())
-    except (OSError, ConfigError):
-        return {}
-
-
 def _scram_credentials(cfg: NodeConfig, image: MetadataState | None, mlog: MetadataLog,
                        node: RaftNode) -> ScramCredentials | None:
     """The SCRAM credential store of the node's SASL listeners (kraftnode.security.credentials),
@@ -293,13 +275,8 @@ def _raft_node(cfg: NodeConfig, cluster_id: str, directory_id: uuid.UUID | None,
     listener = cfg.controller_listener
     static = VoterSet.static({v.node_id: [Endpoint(listener, v.host, v.port)]
                               for v in cfg.static_voters}) if cfg.static_voters else VoterSet.of([])
-    raft_cfg = RaftConfig(
-        cluster_id=cluster_id, election_timeout_ms=cfg.election_timeout_ms,
-        election_backoff_max_ms=cfg.election_backoff_max_ms, fetch_timeout_ms=cfg.fetch_timeout_ms,
-        request_timeout_ms=cfg.request_timeout_ms, retry_backoff_ms=cfg.retry_backoff_ms,
-        listener_name=listener, pre_vote=cfg.pre_vote, auto_join=cfg.auto_join)
     return RaftNode(
-        cfg.node_id, directory_id, raft_cfg, rlog, election,
+        cfg.node_id, directory_id, replace(cfg.raft, cluster_id=cluster_id), rlog, election,
         static, random.Random(), now_ms(),
         local_endpoints=tuple(Endpoint(*e) for e in endpoints),
         bootstrap_servers=[-1 - i for i in range(len(cfg.bootstrap_servers))],
@@ -332,8 +309,8 @@ async def _start_listeners(tg: anyio.abc.TaskGroup, cfg: NodeConfig, handlers: N
 def _peer_pool(tg: anyio.abc.TaskGroup, cfg: NodeConfig) -> PeerPool:
     """The connections to raft peers, secured as the controller listener is."""
     ctrl_sec = cfg.security.get(cfg.controller_listener)
-    return PeerPool(tg, f"raft-client-{cfg.node_id}", cfg.request_timeout_ms / 1000,
-                    cfg.retry_backoff_ms / 1000, max(cfg.retry_backoff_ms, 1000) / 1000,
+    return PeerPool(tg, f"raft-client-{cfg.node_id}", cfg.raft.request_timeout_ms / 1000,
+                    cfg.raft.retry_backoff_ms / 1000, max(cfg.raft.retry_backoff_ms, 1000) / 1000,
                     ssl=ctrl_sec.client_ssl_context if ctrl_sec else None,
                     sasl_login=ctrl_sec.client_login if ctrl_sec else None)
 
@@ -395,7 +372,7 @@ def _start_metrics(tg: anyio.abc.TaskGroup, server: Any, cfg: NodeConfig, driver
 
     registry = server.registry
     registry.register(NodeCollector(driver, raft_metrics, request_metrics, listeners,
-                                    cfg.node_id, cluster_id, cfg.fetch_timeout_ms))
+                                    cfg.node_id, cluster_id, cfg.raft.fetch_timeout_ms))
     if controller is not None:
         from kraftnode.server.metrics.controller import ControllerCollector, ControllerMetrics
 
@@ -405,7 +382,7 @@ def _start_metrics(tg: anyio.abc.TaskGroup, server: Any, cfg: NodeConfig, driver
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     server.live = lambda: liveness(driver)
-    server.ready = lambda: readiness(driver, cfg.fetch_timeout_ms, raft_metrics)
+    server.ready = lambda: readiness(driver, cfg.raft.fetch_timeout_ms, raft_metrics)
     tg.start_soon(server.serve)
     host = server.host
     shown = f"[{host}]" if ":" in host else host

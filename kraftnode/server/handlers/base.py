@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -82,7 +83,7 @@ class HandlerBase:
         #: records allowed; BrokerRegistration refused (docs/server.md, "Application records")
         self.application_records = False
         #: the node's properties file as read (DescribeConfigs of its broker resource)
-        self.broker_properties: dict[str, str] = {}
+        self.broker_properties: Mapping[str, str] = {}
         #: StandardAuthorizer (authorizer.class.name); None: every API allowed to everyone
         self.authz = authz
         self.acl_admin = AclAdmin(driver, duties, authz)
