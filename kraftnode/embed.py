@@ -35,7 +35,7 @@ from kraftnode.errors import LocalError
 from kraftnode.metadata.state_machine import StateMachine
 from kraftnode.protocol import Errors
 from kraftnode.server.node import RunningNode, run_node
-from kraftnode.server.raft.disk_log import RawBatches
+from kraftnode.server.raft_io.disk_log import RawBatches
 from recordbatch import Record, build_batch
 
 __all__ = ["AppendResult", "EmbeddedNode", "NotLeaderError", "AppendError"]

@@ -101,7 +101,33 @@ def _is_in_process(path: Path) -> bool:
     return _IN_PROCESS[path]
 
 
+# ------------------------------------------------------------------ the two real-process streams
+#: The real-process stage runs on two xdist workers (``--dist loadgroup``): every module is one
+#: group, so its module fixtures live on one worker, except the modules that start genuine Kafka
+#: servers, Spark or Hadoop clusters, the documentation walkthroughs and the benchmarks' tests:
+#: those share the group ``SERIAL_GROUP`` and so run one after another on one worker. At most one
+#: JVM cluster (or timed benchmark) runs at a time, beside at most one kraftnode-only test.
+SERIAL_GROUP = "genuine-servers-and-timings"
+_SERIAL_DIRS = ("docs",)
+_SERIAL = re.compile(
+    r"tests\.support\.(?:kafka_server|java_raft|migration|kraft_brokers|spark_cluster|sim_brokers)\b|"
+    r"KafkaServer|combined_server|kafka_release|kafka4\d\b|kafka_home|hadoop_dist|spark_cluster|latency_budget")
+_GROUPS: dict[Path, str] = {}
+
+
+def _group_of(path: Path) -> str:
+    if path not in _GROUPS:
+        rel = path.relative_to(Path(__file__).resolve().parent).as_posix()
+        serial = (rel.split("/")[0] in _SERIAL_DIRS or path.name.startswith("test_bench_")
+                  or bool(_SERIAL.search(path.read_text())))
+        _GROUPS[path] = SERIAL_GROUP if serial else rel
+    return _GROUPS[path]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if _is_in_process(Path(str(item.path)).resolve()):
+        path = Path(str(item.path)).resolve()
+        if _is_in_process(path):
             item.add_marker(pytest.mark.in_process)
+        else:
+            item.add_marker(pytest.mark.xdist_group(_group_of(path)))

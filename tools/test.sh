@@ -69,13 +69,17 @@ echo "== Hadoop MiniDFSCluster: $(.venv/bin/python -m tools.hadoop_dist install 
 echo "== codegen --check"; .venv/bin/python -m codegen --check
 echo "== ruff";            .venv/bin/ruff check codegen kraftnode recordbatch tests tools
 echo "== lint-imports"; .venv/bin/lint-imports --no-cache
-echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server kraftnode/security kraftnode/metadata kraftnode/groups kraftnode/controller kraftnode/config kraftnode/log kraftnode/errors.py kraftnode/javaprops.py kraftnode/features.py codegen
+echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server kraftnode/security kraftnode/metadata kraftnode/groups kraftnode/controller kraftnode/config kraftnode/log kraftnode/errors.py kraftnode/javaprops.py kraftnode/java_order.py kraftnode/features.py codegen
 # Two stages, one command: the tests that run in the test process alone (marked in_process by
-# tests/conftest.py) in parallel with pytest-xdist, then the real-process and interop tests one
-# at a time (they time nodes and JVMs and must not compete for the two cores). Extra arguments
+# tests/conftest.py) in parallel with pytest-xdist, then the real-process and interop tests in two
+# streams: every module is an xdist group, and the modules that start genuine Kafka servers, Spark
+# or Hadoop, the doc walkthroughs and the benchmarks' tests share one group, so they run one at a
+# time (they time nodes and JVMs) beside the kraftnode-only real-process modules. Extra arguments
 # go to both stages; a stage they leave empty is fine, but a full run needs both to run tests.
-# KRAFTNODE_TEST_WORKERS sets the parallel stage's worker count (default 2; "auto": one per core).
+# KRAFTNODE_TEST_WORKERS sets the in-process stage's worker count (default 2; "auto": one per core),
+# KRAFTNODE_REAL_WORKERS the real-process stage's (default 2; 0: all in the pytest process, serially).
 workers=${KRAFTNODE_TEST_WORKERS:-2}
+real_workers=${KRAFTNODE_REAL_WORKERS:-2}
 set +e
 echo "== pytest: in-process tests, $workers workers"
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 -m in_process -n "$workers" --dist load "$@"
@@ -84,8 +88,9 @@ rc2=0
 if [ "$rc1" -ne 0 ] && [ "$rc1" -ne 5 ] && printf '%s\n' "$@" | grep -qxE -- '-x|--exitfirst'; then
   echo "== pytest: real-process and interop tests skipped (-x and the first stage failed)"
 else
-  echo "== pytest: real-process and interop tests, one at a time"
-  .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 -m "not in_process" "$@"
+  echo "== pytest: real-process and interop tests, $real_workers streams"
+  .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 -m "not in_process" \
+      -n "$real_workers" --dist loadgroup "$@"
   rc2=$?
 fi
 set -e

@@ -22,7 +22,7 @@ Modules, one concern each (Kafka's names where they help):
   :mod:`~kraftnode.controller.versions` -- ControllerResult, ApiError, MetadataVersion;
 * :mod:`~kraftnode.controller.feature_control` -- UpdateFeatures (FeatureControlManager).
 
-The I/O shell that runs this on the raft leader is ``kraftnode/server/metadata/controller_shell.py``;
+The I/O shell that runs this on the raft leader is ``kraftnode/server/controller_io/controller_shell.py``;
 docs/controller.md describes what is served.
 """
 

@@ -37,8 +37,8 @@ from collections.abc import Iterable
 
 from kraftnode.controller.result import Record
 from kraftnode.controller.versions import MV_4_0_IV1, MetadataVersion
+from kraftnode.java_order import java_hashmap_order
 from kraftnode.protocol.generated.metadata import ClearElrRecord, ConfigRecord
-from kraftnode.raft.java_order import java_hashmap_order
 
 __all__ = ["ELR_FEATURE", "MIN_INSYNC_REPLICAS", "MV_4_0_IV1", "clear_elr_records", "effective_min_isr",
            "elr_enabled", "elr_supported", "java_int_set", "partition_change_record_version",

@@ -26,9 +26,9 @@ from kraftnode import features as ft
 from kraftnode.controller.context import ControllerConfig
 from kraftnode.controller.versions import MV_3_7_IV0
 from kraftnode.controller.view import CONFIG_BROKER, ControllerView
+from kraftnode.java_order import java_hashmap_order, java_string_hash
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import ConfigRecord, FeatureLevelRecord, NoOpRecord
-from kraftnode.raft.java_order import java_hashmap_order, java_string_hash
 
 __all__ = [
     "DOWNGRADE_CHANGED_METADATA", "FeatureDecision", "SAFE_DOWNGRADE", "UNSAFE_DOWNGRADE", "UPGRADE",

@@ -114,7 +114,7 @@ class SnapshotConfig:
     """When snapshots of the metadata log are generated and how much log is retained behind
     them (Kafka's keys and defaults; ``-1`` retention: unbounded).  Filled from the key table by
     :func:`kraftnode.config.consumers.snapshot_config`; read by
-    :class:`kraftnode.server.metadata.snapshot_manager.SnapshotManager`."""
+    :class:`kraftnode.server.controller_io.snapshot_manager.SnapshotManager`."""
 
     #: metadata.log.max.record.bytes.between.snapshots
     max_bytes_between_snapshots: int = METADATA_SNAPSHOT_MAX_NEW_RECORD_BYTES

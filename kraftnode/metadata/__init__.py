@@ -4,5 +4,5 @@
 node's default state machine) and ``state_machine`` (the :class:`StateMachine` protocol an
 application implements, and the runner that applies committed batches to one).  The
 server's I/O around it (snapshot files, the controller's writes) is in
-``kraftnode.server.metadata``; nothing here imports ``kraftnode.server``.
+``kraftnode.server.controller_io``; nothing here imports ``kraftnode.server``.
 """

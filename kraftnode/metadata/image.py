@@ -17,6 +17,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraftnode.java_order import java_hashmap_order
 from kraftnode.protocol.generated.metadata import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
@@ -42,7 +43,6 @@ from kraftnode.protocol.generated.metadata import (
     UserScramCredentialRecord,
     ZkMigrationStateRecord,
 )
-from kraftnode.raft.java_order import java_hashmap_order
 
 __all__ = ["MetadataImage", "Versioned"]
 

@@ -24,7 +24,7 @@ The protocol is deliberately small (docs/embedding.md):
 
 :class:`StateMachineRunner` is the driver-side half: it follows the high watermark,
 reads committed batches from the log (the replication path never decodes records)
-and applies them; :mod:`kraftnode.server.metadata.snapshot_manager` decides when to write a snapshot
+and applies them; :mod:`kraftnode.server.controller_io.snapshot_manager` decides when to write a snapshot
 and cleans the log.
 """
 

@@ -15,7 +15,7 @@ import base64
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
+from kraftnode.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.raft.voters import Endpoint, ReplicaKey, VoterNode, VoterSet
 
 #: LeaderState.isReplicaCaughtUp: an observer that fetched within the last hour

@@ -39,17 +39,21 @@ from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.security import hooks as security_hooks
 from kraftnode.security.credentials import ScramCredentials
 from kraftnode.security.listeners import OnListener
+from kraftnode.server.controller_io.controller_duties import ControllerDuties
+from kraftnode.server.controller_io.controller_shell import ControllerShell
+from kraftnode.server.controller_io.snapshot_manager import (
+    SnapshotManager,
+    prepare_storage,
+    voters_at,
+)
 from kraftnode.server.handlers import NodeHandlers, NodeIdentity
-from kraftnode.server.metadata.controller_duties import ControllerDuties
-from kraftnode.server.metadata.controller_shell import ControllerShell
-from kraftnode.server.metadata.snapshot_manager import SnapshotManager, prepare_storage, voters_at
 from kraftnode.server.metrics import latency_trace
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.listener import KafkaListener, ListenerError, ServerLimits
 from kraftnode.server.net.peer_client import PeerPool
-from kraftnode.server.raft import wire as rw
-from kraftnode.server.raft.disk_log import DiskRaftLog, DiskSnapshotStore
-from kraftnode.server.raft.driver import RaftDriver, now_ms, quorum_state_to_election
+from kraftnode.server.raft_io import wire as rw
+from kraftnode.server.raft_io.disk_log import DiskRaftLog, DiskSnapshotStore
+from kraftnode.server.raft_io.driver import RaftDriver, now_ms, quorum_state_to_election
 
 if TYPE_CHECKING:
     from kraftnode.server.metrics.recording import RequestMetrics

@@ -34,7 +34,7 @@ import pytest
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol import registry as r
-from kraftnode.server.raft.wire import METADATA_TOPIC, METADATA_TOPIC_ID
+from kraftnode.server.raft_io.wire import METADATA_TOPIC, METADATA_TOPIC_ID
 from recordbatch import Record, build_batch
 from tests.support.cluster import Cluster, serving
 from tests.support.doc_blocks import free_ports

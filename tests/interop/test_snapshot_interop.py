@@ -53,7 +53,7 @@ from kraftnode.protocol.generated.metadata import (
     TopicRecord,
 )
 from kraftnode.protocol.registry import LIST_OFFSETS, PRODUCE
-from kraftnode.server.metadata.snapshot_manager import snapshot_timestamp
+from kraftnode.server.controller_io.snapshot_manager import snapshot_timestamp
 from recordbatch import Record, build_batch
 from recordbatch.control import decode_control_record
 from tests.interop.test_mixed_quorum import (

@@ -64,12 +64,12 @@ from kraftnode.protocol.generated.metadata import (
     TopicRecord,
 )
 from kraftnode.raft.log import OffsetAndEpoch
-from kraftnode.server.metadata.snapshot_manager import (
+from kraftnode.server.controller_io.snapshot_manager import (
     SnapshotConfig,
     SnapshotManager,
     prepare_storage,
 )
-from kraftnode.server.raft.disk_log import DiskRaftLog, DiskSnapshotStore
+from kraftnode.server.raft_io.disk_log import DiskRaftLog, DiskSnapshotStore
 from recordbatch import Record, build_batch, iter_batches
 from tests.simulation.state_layer import PLANTS as STATE_PLANTS
 from tests.simulation.state_layer import state_records

@@ -87,7 +87,7 @@ from kraftnode.protocol.generated.metadata import (
 )
 from kraftnode.raft.batches import Batch, ControlRecord
 from kraftnode.raft.log import OffsetAndEpoch
-from kraftnode.server.metadata.snapshot_manager import (
+from kraftnode.server.controller_io.snapshot_manager import (
     clean_leftovers,
     snapshot_timestamp,
     voters_at,

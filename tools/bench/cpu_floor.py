@@ -275,7 +275,7 @@ def measure_skeleton(ops: int, warm: int, root: Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------- kraftnode
 
 #: a sample's layer, by the path of its innermost Python frame (first prefix that matches)
-LAYERS = (("codec", ("kraftnode/protocol/", "recordbatch/", "kraftnode/server/raft/wire.py")),
+LAYERS = (("codec", ("kraftnode/protocol/", "recordbatch/", "kraftnode/server/raft_io/wire.py")),
           ("raft core", ("kraftnode/raft/",)),
           ("log", ("kraftnode/log/",)),
           ("metadata", ("kraftnode/metadata/", "kraftnode/controller/", "kraftnode/groups/")),

@@ -50,7 +50,7 @@ from kraftnode.protocol.generated.metadata import (  # noqa: E402
     PartitionRecord,
     TopicRecord,
 )
-from kraftnode.server.metadata.snapshot_manager import (  # noqa: E402
+from kraftnode.server.controller_io.snapshot_manager import (  # noqa: E402
     SnapshotConfig,
     SnapshotManager,
     prepare_storage,

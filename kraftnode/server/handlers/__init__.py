@@ -1,7 +1,7 @@
 """Request handlers: turn parsed wire requests into core events or log reads, and back.
 
 Split by audience: ``raft_peers`` (Vote, BeginQuorumEpoch, EndQuorumEpoch, a replica's
-Fetch, FetchSnapshot, UpdateRaftVoter: through the one RPC table, kraftnode.server.raft.rpcs),
+Fetch, FetchSnapshot, UpdateRaftVoter: through the one RPC table, kraftnode.server.raft_io.rpcs),
 ``applications`` (Produce, consumer Fetch, ListOffsets, Metadata, InitProducerId),
 ``groups`` (FindCoordinator, OffsetCommit, OffsetFetch of simple groups), ``admin``
 (DescribeCluster, DescribeQuorum, DescribeConfigs, UpdateFeatures, voter changes, SASL,
@@ -16,6 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kraftnode.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol import registry as api
@@ -47,7 +48,6 @@ from kraftnode.protocol.registry import (
     UPDATE_RAFT_VOTER,
     VOTE,
 )
-from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
 from kraftnode.server.handlers import groups
@@ -63,8 +63,8 @@ from kraftnode.server.handlers.kafka_compat import (
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.listener import Reply
 from kraftnode.server.net.peer_client import SOFTWARE_NAME
-from kraftnode.server.raft import rpcs
-from kraftnode.server.raft import wire as rw
+from kraftnode.server.raft_io import rpcs
+from kraftnode.server.raft_io import wire as rw
 
 __all__ = [
     "CLUSTER_AUTHORIZED_OPERATIONS", "HANDLERS", "TOPIC_AUTHORIZED_OPERATIONS",

@@ -12,6 +12,7 @@ import uuid
 
 import anyio
 
+from kraftnode.java_order import java_hashmap_order
 from kraftnode.log.metadata_records import encode_metadata_record
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.framing import FrameError
@@ -39,10 +40,9 @@ from kraftnode.protocol.generated.metadata import (
     AccessControlEntryRecord,
     RemoveAccessControlEntryRecord,
 )
-from kraftnode.raft.java_order import java_hashmap_order
 from kraftnode.security import authorizer as az
-from kraftnode.server.metadata.controller_duties import ControllerDuties
-from kraftnode.server.raft.driver import RaftDriver
+from kraftnode.server.controller_io.controller_duties import ControllerDuties
+from kraftnode.server.raft_io.driver import RaftDriver
 
 # AclControlManager / ControllerApis: MAX_RECORDS_PER_USER_OP (QuorumController)
 MAX_RECORDS_PER_USER_OP = 10000

@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from kraftnode.controller import ApiError, ControllerResult, feature_control
+from kraftnode.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated.describe_quorum_response import (
@@ -23,9 +24,9 @@ from kraftnode.protocol.registry import (
     REMOVE_RAFT_VOTER,
 )
 from kraftnode.raft import messages as m
-from kraftnode.raft.java_order import java_hashmap_order, replica_key_hash
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
+from kraftnode.server.controller_io.controller_shell import NotController
 from kraftnode.server.handlers import scram_credentials
 from kraftnode.server.handlers.broker_configs import describe_broker
 from kraftnode.server.handlers.controller_apis import dynamic_configs
@@ -41,9 +42,8 @@ from kraftnode.server.handlers.kafka_compat import (
     _invalid_topic_name,
 )
 from kraftnode.server.handlers.raft_peers import RaftPeerHandlers
-from kraftnode.server.metadata.controller_shell import NotController
-from kraftnode.server.raft import rpcs
-from kraftnode.server.raft import wire as rw
+from kraftnode.server.raft_io import rpcs
+from kraftnode.server.raft_io import wire as rw
 from recordbatch.message import Message
 from recordbatch.wire import ZERO_UUID, uuid_to_base64
 

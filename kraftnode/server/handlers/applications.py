@@ -43,9 +43,9 @@ from kraftnode.server.handlers.kafka_compat import (
     metadata_only_check,
     validate_produce_records,
 )
-from kraftnode.server.raft import wire as rw
-from kraftnode.server.raft.disk_log import RawBatches
-from kraftnode.server.raft.driver import Waiter
+from kraftnode.server.raft_io import wire as rw
+from kraftnode.server.raft_io.disk_log import RawBatches
+from kraftnode.server.raft_io.driver import Waiter
 from recordbatch.wire import ZERO_UUID
 
 #: ListOffsets: the first version that knows each special timestamp (-1 LATEST and -2

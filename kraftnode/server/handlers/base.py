@@ -21,16 +21,16 @@ from kraftnode.protocol.registry import DESCRIBE_QUORUM
 from kraftnode.security import api_checks
 from kraftnode.security import authorizer as az
 from kraftnode.security.listeners import CURRENT_LISTENER
+from kraftnode.server.controller_io.controller_duties import ControllerDuties, voter_address
 from kraftnode.server.handlers.acls import AclAdmin
-from kraftnode.server.metadata.controller_duties import ControllerDuties, voter_address
 from kraftnode.server.net import api_versions
 from kraftnode.server.net.peer_client import SOFTWARE_NAME, PeerError
-from kraftnode.server.raft.driver import RaftDriver
+from kraftnode.server.raft_io.driver import RaftDriver
 from recordbatch.message import Message
 
 if TYPE_CHECKING:
     from kraftnode.protocol.framing import Request
-    from kraftnode.server.metadata.controller_shell import ControllerShell
+    from kraftnode.server.controller_io.controller_shell import ControllerShell
     from kraftnode.server.net.listener import Reply
 
 log = logging.getLogger("kraftnode.handlers")

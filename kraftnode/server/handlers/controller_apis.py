@@ -1,6 +1,6 @@
 """The controller APIs (Kafka's ControllerApis): what brokers and admin clients ask the active
 controller, turned into :class:`~kraftnode.controller.QuorumController` operations run by the
-:class:`~kraftnode.server.metadata.controller_shell.ControllerShell`.
+:class:`~kraftnode.server.controller_io.controller_shell.ControllerShell`.
 
 Every node serves these APIs (and advertises them, so that a broker's channel never pins itself
 to a node that does not), but only the active controller answers them; every other node answers

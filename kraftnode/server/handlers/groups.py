@@ -59,8 +59,8 @@ from kraftnode.protocol.registry import (
 )
 from kraftnode.security import authorizer as az
 from kraftnode.server.handlers.base import HandlerBase
-from kraftnode.server.raft import wire as rw
-from kraftnode.server.raft.disk_log import RawBatches
+from kraftnode.server.raft_io import wire as rw
+from kraftnode.server.raft_io.disk_log import RawBatches
 from recordbatch import Record, build_batch
 from recordbatch.wire import ZERO_UUID
 

@@ -1,6 +1,6 @@
 """Requests from raft peers: Vote, BeginQuorumEpoch, EndQuorumEpoch, a replica's Fetch,
 FetchSnapshot and UpdateRaftVoter. Each is converted with its entry of the one RPC table
-(kraftnode.server.raft.rpcs), handed to the core, and its answer converted back."""
+(kraftnode.server.raft_io.rpcs), handed to the core, and its answer converted back."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import VOTE
 from kraftnode.server.handlers.base import HandlerBase
-from kraftnode.server.raft import rpcs
-from kraftnode.server.raft.rpcs import CoreReq, CoreResp, RaftRpc, WireReq, WireResp
+from kraftnode.server.raft_io import rpcs
+from kraftnode.server.raft_io.rpcs import CoreReq, CoreResp, RaftRpc, WireReq, WireResp
 from recordbatch.wire import DecodeError, uuid_to_base64
 
 log = logging.getLogger("kraftnode.handlers")

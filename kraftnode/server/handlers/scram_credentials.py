@@ -27,8 +27,8 @@ from kraftnode.protocol.generated.metadata import (
     UserScramCredentialRecord,
 )
 from kraftnode.security.scram import MECHANISM_BY_TYPE, MECHANISMS, MIN_ITERATIONS
-from kraftnode.server.metadata.controller_duties import ControllerDuties
-from kraftnode.server.raft.driver import RaftDriver
+from kraftnode.server.controller_io.controller_duties import ControllerDuties
+from kraftnode.server.raft_io.driver import RaftDriver
 
 MAX_ITERATIONS = 16384          # ScramControlManager.MAX_ITERATIONS
 SCRAM_MIN_MV = 11               # metadata.version 3.5-IV2 (MetadataVersion.isScramSupported)
@@ -42,7 +42,7 @@ def _java_string_hash(s: str) -> int:
 
 
 def _hash_order(names: list[str]) -> list[str]:
-    from kraftnode.raft.java_order import java_hashmap_order  # a HashMap<String, ...> iterates so
+    from kraftnode.java_order import java_hashmap_order  # a HashMap<String, ...> iterates so
     return java_hashmap_order(names, _java_string_hash)
 
 

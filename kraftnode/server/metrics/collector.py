@@ -2,15 +2,22 @@
 which reads the raft gauges from the core when Prometheus scrapes (on the event loop
 thread, the one thread that owns the core) and turns what kraftnode.server.metrics.recording
 recorded as it happened (RaftMetrics, RequestMetrics) into Prometheus families. See
-kraftnode.server.metrics.recording for the whole picture and docs/metrics.md for every metric."""
+kraftnode.server.metrics.recording for the whole picture and docs/metrics.md for every metric.
+
+metrics/ is the lowest floor of the server (docs/architecture.md, "The layers"): the scrape reads
+the driver and the listeners through the Protocols below (:class:`DriverReadings`,
+:class:`ListenerCounts`), which ``server/raft_io/driver.py::RaftDriver`` and
+``server/net/listener.py::KafkaListener`` satisfy structurally (mypy checks it where
+``server/node.py`` builds the collector), so nothing here imports a floor above."""
 
 from __future__ import annotations
 
+import base64
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -20,6 +27,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+import kraftnode
+from kraftnode.log.snapshot import SnapshotId, snapshot_file_name
 from kraftnode.server.metrics.recording import (
     RAFT,
     STATES,
@@ -31,8 +40,84 @@ from kraftnode.server.metrics.recording import (
 )
 
 if TYPE_CHECKING:
-    from kraftnode.server.net.listener import KafkaListener
-    from kraftnode.server.raft.driver import RaftDriver
+    from kraftnode.raft.log import OffsetAndEpoch
+    from kraftnode.raft.messages import DescribeQuorumData
+    from kraftnode.raft.voters import ReplicaKey, VoterSet
+
+
+# ------------------------------------------------------------------ what the scrape reads
+class StatusReadings(Protocol):
+    """The driver's epoch state (``server/raft_io/driver.py::RaftStatus``)."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def leader_id(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def high_watermark_known(self) -> bool: ...
+    @property
+    def voted_key(self) -> ReplicaKey | None: ...
+
+
+class TrackingReadings(Protocol):
+    """What a leader tracks beyond the voters (``server/raft_io/driver.py::LeaderTracking``)."""
+
+    @property
+    def observers(self) -> int: ...
+    @property
+    def voter_change_pending(self) -> bool: ...
+
+
+class LogReadings(Protocol):
+    """The raft log's ends and latest snapshot (``server/raft_io/disk_log.py::DiskRaftLog``)."""
+
+    @property
+    def end_offset(self) -> int: ...
+    @property
+    def last_fetched_epoch(self) -> int: ...
+    @property
+    def partition_dir(self) -> Path: ...
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None: ...
+
+
+class DriverReadings(Protocol):
+    """What the scrape and the health answers read of the raft driver
+    (``server/raft_io/driver.py::RaftDriver``), on the event loop thread."""
+
+    @property
+    def fatal(self) -> str | None: ...
+    @property
+    def log(self) -> LogReadings: ...
+    @property
+    def addresses(self) -> Mapping[int, object]: ...
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def is_voter(self) -> bool: ...
+    @property
+    def leader_id(self) -> int: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def local_key(self) -> ReplicaKey: ...
+    @property
+    def voters(self) -> VoterSet: ...
+    def status(self) -> StatusReadings: ...
+    def leader_tracking(self, now: int) -> TrackingReadings | None: ...
+    def describe_quorum(self, now: int | None = None) -> DescribeQuorumData: ...
+
+
+class ListenerCounts(Protocol):
+    """A listener's connection counters (``server/net/listener.py::KafkaListener``)."""
+
+    @property
+    def connections_open(self) -> int: ...
+    @property
+    def connections_created(self) -> int: ...
 
 
 # ------------------------------------------------------------------ readiness
@@ -42,7 +127,7 @@ class Health:
     reason: str
 
 
-def readiness(driver: RaftDriver, fetch_timeout_ms: int, metrics: RaftMetrics | None,
+def readiness(driver: DriverReadings, fetch_timeout_ms: int, metrics: RaftMetrics | None,
               now: int | None = None) -> Health:
     """``/readyz``: this node knows a leader and its log is within the fetch timeout of it.
 
@@ -80,7 +165,7 @@ def readiness(driver: RaftDriver, fetch_timeout_ms: int, metrics: RaftMetrics | 
     return Health(False, f"{st.state} in epoch {st.epoch}, no leader known")
 
 
-def liveness(driver: RaftDriver) -> Health:
+def liveness(driver: DriverReadings) -> Health:
     """``/healthz``: the process answers and its raft core has not stopped."""
     if driver.fatal is not None:
         return Health(False, f"stopped: {driver.fatal}")
@@ -88,7 +173,7 @@ def liveness(driver: RaftDriver) -> Health:
 
 
 # ------------------------------------------------------------------ the collector
-def kafka_state(driver: RaftDriver) -> str:
+def kafka_state(driver: DriverReadings) -> str:
     """Kafka 3.9's current-state value (KafkaRaftMetrics): a follower that is not a voter
     is an observer; a resigned leader falls through to unattached, as in Kafka."""
     state = driver.status().state
@@ -99,7 +184,7 @@ def kafka_state(driver: RaftDriver) -> str:
     return "unattached"
 
 
-def current_vote(driver: RaftDriver) -> tuple[int, str]:
+def current_vote(driver: DriverReadings) -> tuple[int, str]:
     """Kafka's current-vote and current-vote-directory-id: a leader or candidate voted for
     itself; an unattached-voted replica for its candidate; otherwise -1 / the zero uuid."""
     st = driver.status()
@@ -113,12 +198,10 @@ def current_vote(driver: RaftDriver) -> tuple[int, str]:
     d = key.directory_id
     if d is None:
         return key.id, zero
-    import base64
-
     return key.id, base64.urlsafe_b64encode(d.bytes).decode().rstrip("=")
 
 
-def high_watermark_metric(driver: RaftDriver) -> int:
+def high_watermark_metric(driver: DriverReadings) -> int:
     """Kafka's high-watermark gauge: -1 while unknown -- on a leader until a record of its
     epoch commits (a new LeaderState starts empty), and from start-up until a high
     watermark is learnt (Kafka's initial state has none; the core's 0 means the same);
@@ -141,8 +224,8 @@ def _gauge(name: str, doc: str, value: float, labels: dict[str, str] | None = No
 class NodeCollector(Collector):
     """Everything a node exports except the process/platform collectors, read at scrape."""
 
-    def __init__(self, driver: RaftDriver, raft: RaftMetrics, requests: RequestMetrics,
-                 listeners: Iterable[tuple[str, KafkaListener]], node_id: int, cluster_id: str,
+    def __init__(self, driver: DriverReadings, raft: RaftMetrics, requests: RequestMetrics,
+                 listeners: Iterable[tuple[str, ListenerCounts]], node_id: int, cluster_id: str,
                  fetch_timeout_ms: int, start_ms: int | None = None) -> None:
         self.driver = driver
         self.raft = raft
@@ -156,7 +239,7 @@ class NodeCollector(Collector):
     def describe(self) -> list[Metric]:
         return []   # no collect() at registration
 
-    def add_listener(self, name: str, listener: KafkaListener) -> None:
+    def add_listener(self, name: str, listener: ListenerCounts) -> None:
         self.listeners.append((name, listener))
 
     def collect(self) -> Iterator[Metric]:
@@ -166,8 +249,6 @@ class NodeCollector(Collector):
         yield from self._snapshot(now)
         yield from self._requests()
         yield from self._connections()
-        import kraftnode
-
         yield _gauge("kraftnode_info", "This node: id, cluster id and kraftnode version (always 1)",
                      1, {"node_id": str(self.node_id), "cluster_id": self.cluster_id,
                          "version": kraftnode.__version__})
@@ -288,8 +369,6 @@ class NodeCollector(Collector):
         size, made = 0, self.start_ms
         sid = self.driver.log.latest_snapshot_id()
         if sid is not None:
-            from kraftnode.log.snapshot import SnapshotId, snapshot_file_name
-
             p = Path(self.driver.log.partition_dir) / snapshot_file_name(
                 SnapshotId(sid.offset, sid.epoch))
             try:

@@ -43,7 +43,7 @@ class _Driver(Protocol):
 
 
 class ControllerSource(Protocol):
-    """What the collector reads of the controller shell (server/metadata/controller_shell.py),
+    """What the collector reads of the controller shell (server/controller_io/controller_shell.py),
     named here so that metrics/ stays below metadata/ (no import back up)."""
 
     @property

@@ -26,14 +26,25 @@ import math
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.registry import FETCH
 
 if TYPE_CHECKING:
     from kraftnode.protocol.framing import Request
-    from kraftnode.server.net.listener import Reply
+    from recordbatch.message import Message
+
+
+class Answer(Protocol):
+    """What :meth:`RequestMetrics.record` reads of an answer (the listener's
+    ``server/net/listener.py::Reply``; metrics/ is the server's lowest floor and imports no
+    floor above it)."""
+
+    @property
+    def body(self) -> Message: ...
+    @property
+    def version(self) -> int: ...
 
 #: Kafka's MetricConfig defaults: metrics.num.samples=2, metrics.sample.window.ms=30000.
 SAMPLES = 2
@@ -380,7 +391,7 @@ class RequestMetrics:
         t[0][bisect_left(TIME_BUCKETS_MS, ms)] += 1
         t[1][0] += ms
 
-    def record(self, request: Request, reply: Reply | None, seconds: float) -> None:
+    def record(self, request: Request, reply: Answer | None, seconds: float) -> None:
         spec = request.spec
         name = spec.name
         v = request.api_version

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from kraftnode import features
 from kraftnode import features as features_mod  # ``features`` is also answer()'s parameter
+from kraftnode.java_order import java_string_hash
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.framing import Request
 from kraftnode.protocol.generated import ApiVersionsRequest, ApiVersionsResponse
@@ -22,7 +23,6 @@ from kraftnode.protocol.generated.api_versions_response import (
     _ApiVersionsResponse_ApiVersion as _ApiVersion,
 )
 from kraftnode.protocol.registry import API_VERSIONS, SERVED, VOTE
-from kraftnode.raft.java_order import java_string_hash
 
 # KIP-511: ClientSoftwareName/Version must match this (ApiVersionsRequest.isValid()).
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")

@@ -77,8 +77,8 @@ _FAST_KEYS = (b"\x00\x00", b"\x00\x01")
 
 class RequestRecorder(Protocol):
     """What the listener reports each answered request to (the metrics'
-    :class:`~kraftnode.server.metrics.recording.RequestMetrics`; declared here so that the
-    network does not import the metrics that import it)."""
+    :class:`~kraftnode.server.metrics.recording.RequestMetrics`; the listener needs only
+    this method)."""
 
     def record(self, request: Request, reply: Reply | None, seconds: float) -> None: ...
 

@@ -15,7 +15,7 @@ from kraftnode.log.snapshot import list_snapshots, snapshot_file_name
 from kraftnode.metadata.state import MetadataState
 from kraftnode.metadata.state_machine import StateMachineRunner
 from kraftnode.protocol.generated.metadata import FeatureLevelRecord, PartitionRecord, TopicRecord
-from kraftnode.server.metadata.snapshot_manager import (
+from kraftnode.server.controller_io.snapshot_manager import (
     SnapshotConfig,
     SnapshotManager,
     prepare_storage,

@@ -39,7 +39,7 @@ WALKS = {
     "group.consumer.session.timeout.ms": ("group_config", "consumer_session_timeout_ms",
                                           ("kraftnode/groups/", "kraftnode/config/consumers.py")),
     "metadata.log.max.snapshot.interval.ms": ("snapshot_config", "max_snapshot_interval_ms",
-                                              ("kraftnode/server/metadata/snapshot_manager.py",)),
+                                              ("kraftnode/server/controller_io/snapshot_manager.py",)),
 }
 
 #: the key families the consumers' configs are filled from: named in kraftnode/config/ only

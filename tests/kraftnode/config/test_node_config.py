@@ -101,7 +101,7 @@ def test_bad_metrics_listener_at_start_is_one_line_and_exit_2(tmp_path: Path) ->
 
 def test_snapshot_and_retention_keys_are_read_as_kafka_longs(tmp_path: Path) -> None:
     from kraftnode.config.node_config import load
-    from kraftnode.server.metadata.snapshot_manager import SnapshotConfig
+    from kraftnode.server.controller_io.snapshot_manager import SnapshotConfig
 
     base = ("node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:9093\n"
             "controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:9093\n"

@@ -53,7 +53,7 @@ from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import FETCH, LIST_OFFSETS, PRODUCE
 from kraftnode.quorum_client import ClientError, call
-from kraftnode.server.raft.wire import METADATA_TOPIC
+from kraftnode.server.raft_io.wire import METADATA_TOPIC
 from recordbatch import Record, build_batch, iter_batches
 from tests.support.linearizability import KV_REGISTER, Operation, Outcome, check, read, write
 from tests.support.netns import PORT, NetnsQuorum, in_netns, netns_unavailable

@@ -39,7 +39,7 @@ from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import PRODUCE
 from kraftnode.quorum_client import ClientError, call
-from kraftnode.server.raft.wire import METADATA_TOPIC
+from kraftnode.server.raft_io.wire import METADATA_TOPIC
 from recordbatch import Record, build_batch
 from tests.support.netns import PORT, NetnsQuorum, in_netns, netns_unavailable
 

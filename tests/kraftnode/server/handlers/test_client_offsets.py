@@ -24,7 +24,7 @@ import pytest
 from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.registry import FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, PRODUCE
-from kraftnode.server.raft.wire import METADATA_TOPIC, METADATA_TOPIC_ID
+from kraftnode.server.raft_io.wire import METADATA_TOPIC, METADATA_TOPIC_ID
 from recordbatch import Record, build_batch
 from tests.support.cluster import Cluster, wait_for_hw
 from tests.support.node import call

@@ -52,9 +52,9 @@ from kraftnode.server.net import api_versions
 from kraftnode.server.net.listener import KafkaListener
 from kraftnode.server.net.peer_client import PeerPool
 from kraftnode.server.node import open_storage
-from kraftnode.server.raft import wire as rw
-from kraftnode.server.raft.disk_log import DiskRaftLog
-from kraftnode.server.raft.driver import RaftDriver, now_ms, quorum_state_to_election
+from kraftnode.server.raft_io import wire as rw
+from kraftnode.server.raft_io.disk_log import DiskRaftLog
+from kraftnode.server.raft_io.driver import RaftDriver, now_ms, quorum_state_to_election
 from recordbatch import Record, build_batch
 from recordbatch.wire import ZERO_UUID
 from tests.support.cluster import SUITE_RELEASE

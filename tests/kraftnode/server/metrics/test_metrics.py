@@ -29,7 +29,7 @@ from kraftnode.server.metrics.recording import (
     error_counts,
 )
 from kraftnode.server.net.listener import KafkaListener, Reply
-from tests.kraftnode.server.raft.test_driver import _driver, _formatted
+from tests.kraftnode.server.raft_io.test_driver import _driver, _formatted
 
 pytestmark = pytest.mark.timeout(60)
 

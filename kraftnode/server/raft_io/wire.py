@@ -18,7 +18,7 @@ from kraftnode.protocol import Errors
 from kraftnode.protocol import generated as w
 from kraftnode.raft import messages as m
 from kraftnode.raft.voters import Endpoint, ReplicaKey
-from kraftnode.server.raft.disk_log import batches_from_records, records_from_batches
+from kraftnode.server.raft_io.disk_log import batches_from_records, records_from_batches
 from recordbatch.wire import ZERO_UUID
 
 # The quorum's topic as this process names it in raft RPCs: kraftnode.vocabulary's

@@ -1,4 +1,4 @@
-"""The records the active controller writes (server/metadata/controller_duties.py): its
+"""The records the active controller writes (server/controller_io/controller_duties.py): its
 activation records, the bootstrap records it accepts, and RegisterControllerRecord."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from kraftnode.log.metadata_records import decode_metadata_record, encode_metada
 from kraftnode.metadata.state import MetadataState
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.generated.metadata import FeatureLevelRecord, NoOpRecord
-from kraftnode.server.metadata.controller_duties import (
+from kraftnode.server.controller_io.controller_duties import (
     activation_records,
     check_bootstrap_records,
     controller_registration_record,

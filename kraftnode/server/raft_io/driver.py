@@ -23,6 +23,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from kraftnode.log.metadata_log import MetadataLog
+from kraftnode.log.producer_state import ProducerIds
 from kraftnode.log.quorum_state_store import QuorumStateData, QuorumStateStore
 from kraftnode.logsetup import os_error_text
 from kraftnode.raft import RaftNode, errors
@@ -42,11 +43,10 @@ from kraftnode.raft.election import ElectionState
 from kraftnode.raft.messages import DescribeQuorumData
 from kraftnode.raft.states import LeaderState, VotedState
 from kraftnode.raft.voters import ReplicaKey, VoterSet
-from kraftnode.server.metadata.producers import ProducerIds
 from kraftnode.server.metrics import latency_trace
 from kraftnode.server.net.peer_client import PeerPool
-from kraftnode.server.raft.disk_log import DiskRaftLog
-from kraftnode.server.raft.send import PeerSending, now_ms
+from kraftnode.server.raft_io.disk_log import DiskRaftLog
+from kraftnode.server.raft_io.send import PeerSending, now_ms
 from recordbatch import BatchView
 from recordbatch.wire import ZERO_UUID
 

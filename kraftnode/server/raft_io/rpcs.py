@@ -29,7 +29,7 @@ from kraftnode.protocol.registry import (
 )
 from kraftnode.raft import messages as m
 from kraftnode.server.net.peer_client import SOFTWARE_NAME, SOFTWARE_VERSION
-from kraftnode.server.raft import wire as rw
+from kraftnode.server.raft_io import wire as rw
 from recordbatch.message import Message
 
 CoreReq = TypeVar("CoreReq", bound=m.Request)

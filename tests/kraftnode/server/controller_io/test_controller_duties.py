@@ -23,7 +23,7 @@ from kraftnode.protocol.registry import (
     FETCH,
     PRODUCE,
 )
-from kraftnode.server.raft.wire import METADATA_TOPIC_ID
+from kraftnode.server.raft_io.wire import METADATA_TOPIC_ID
 from recordbatch import Record, build_batch, iter_batches
 from recordbatch.control import snapshot_footer_batch
 from recordbatch.generated import SnapshotFooterRecord

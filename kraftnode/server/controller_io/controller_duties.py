@@ -59,10 +59,10 @@ from kraftnode.protocol.generated.metadata import (
     ZkMigrationStateRecord,
 )
 from kraftnode.protocol.registry import CONTROLLER_REGISTRATION
-from kraftnode.server.metadata.snapshot_manager import SnapshotManager
+from kraftnode.server.controller_io.snapshot_manager import SnapshotManager
 from kraftnode.server.net.api_versions import java_feature_order, version_range
 from kraftnode.server.net.peer_client import PeerError
-from kraftnode.server.raft.driver import RaftDriver
+from kraftnode.server.raft_io.driver import RaftDriver
 from recordbatch import CorruptBatchError
 from recordbatch.wire import uuid_to_base64
 

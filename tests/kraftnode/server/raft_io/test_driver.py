@@ -23,8 +23,8 @@ from kraftnode.raft.raft_node import RaftNode
 from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.server.net.peer_client import PeerError, PeerPool
 from kraftnode.server.node import open_storage
-from kraftnode.server.raft.disk_log import DiskRaftLog
-from kraftnode.server.raft.driver import RaftDriver, now_ms, quorum_state_to_election
+from kraftnode.server.raft_io.disk_log import DiskRaftLog
+from kraftnode.server.raft_io.driver import RaftDriver, now_ms, quorum_state_to_election
 from tests.support.cluster import SUITE_RELEASE
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"

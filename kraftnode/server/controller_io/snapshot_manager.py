@@ -405,7 +405,7 @@ class SnapshotManager:
 def voters_record(voters: Any) -> VotersRecord:
     """A raft ``VoterSet`` as the VotersRecord a snapshot's header batch carries."""
     from kraftnode.raft.batches import VotersControlRecord
-    from kraftnode.server.raft.disk_log import to_control_messages
+    from kraftnode.server.raft_io.disk_log import to_control_messages
 
     rec = to_control_messages([VotersControlRecord(voters)])[0]
     assert isinstance(rec, VotersRecord)

@@ -24,7 +24,7 @@ from kraftnode.metadata.state_machine import (
     StateMachineRunner,
     snapshot_data_records,
 )
-from kraftnode.server.metadata.snapshot_manager import (
+from kraftnode.server.controller_io.snapshot_manager import (
     SnapshotConfig,
     SnapshotManager,
     prepare_storage,
@@ -110,7 +110,7 @@ def test_interval_trigger(tmp_path: Path) -> None:
 def test_an_idle_manager_does_not_list_the_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """run() asks due() 10 times a second: below both triggers it must not read the
     directory; once one fires it lists it (an installed snapshot may already cover the log)."""
-    from kraftnode.server.metadata import snapshot_manager
+    from kraftnode.server.controller_io import snapshot_manager
 
     with MetadataLog(tmp_path, SMALL) as mlog:
         fill(mlog, 3)

@@ -1,7 +1,7 @@
 """The driver's network side: carrying the core's requests to its peers with the one raft
-RPC table (kraftnode.server.raft.rpcs), and feeding their answers back.
+RPC table (kraftnode.server.raft_io.rpcs), and feeding their answers back.
 
-A mixin of :class:`kraftnode.server.raft.driver.RaftDriver`, kept apart so that the
+A mixin of :class:`kraftnode.server.raft_io.driver.RaftDriver`, kept apart so that the
 driver's action loop and its sending can each be read alone; the attributes it uses are
 the driver's, declared here for the type checker.
 """
@@ -23,8 +23,8 @@ from kraftnode.raft.prevote import PRE_VOTE_VERSION
 from kraftnode.raft.states import FollowerState
 from kraftnode.server.metrics import latency_trace
 from kraftnode.server.net.peer_client import PeerError, PeerPool
-from kraftnode.server.raft.disk_log import DiskRaftLog
-from kraftnode.server.raft.rpcs import RAFT_RPCS
+from kraftnode.server.raft_io.disk_log import DiskRaftLog
+from kraftnode.server.raft_io.rpcs import RAFT_RPCS
 from recordbatch.message import Message
 
 if TYPE_CHECKING:

@@ -47,9 +47,9 @@ from kraftnode.log.metadata_records import encode_metadata_record
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.registry import BROKER_HEARTBEAT
 from kraftnode.raft.actions import AppendCompleted
-from kraftnode.server.metadata.controller_duties import ControllerDuties
+from kraftnode.server.controller_io.controller_duties import ControllerDuties
 from kraftnode.server.metrics.controller import count_elections
-from kraftnode.server.raft.driver import RaftDriver, Waiter
+from kraftnode.server.raft_io.driver import RaftDriver, Waiter
 
 if TYPE_CHECKING:
     from kraftnode.server.metrics.controller import ControllerMetrics
