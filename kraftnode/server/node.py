@@ -118,36 +118,22 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
         rlog = DiskRaftLog(mlog, mlog.dir)
         topic = _raft_topic(cfg, cluster_id)
         controller = topic == vocabulary.METADATA_TOPIC and isinstance(sm, MetadataState)
-        if controller and not cfg.application_records and isinstance(sm, MetadataState) and sm.foreign_records:
-            # the latest snapshot holds application records (the log's are found by the replay)
-            raise StartupError(f"the metadata snapshot holds {sm.foreign_records} application record(s), which "
-                               "no Kafka broker or controller can replay, and "
-                               "kraftnode.application.records.enable is false (docs/server.md)")
+        _check_application_records(cfg, sm, controller)
         listener = cfg.controller_listener
         # every controller listener as advertised, the default one first (NodeConfig)
         endpoints = cfg.controller_endpoints or ((listener, cfg.advertised_host, cfg.advertised_port),)
-        kraft_version = 0 if cfg.static_voters else 1
         node = _raft_node(cfg, cluster_id, directory_id, rlog, election, endpoints)
         scram_credentials = _scram_credentials(
             cfg, sm if controller and isinstance(sm, MetadataState) else None, mlog, node)
-        raft_metrics = request_metrics = None
         metrics_server = await _bind_metrics(cfg)
-        if metrics_server is not None:
-            from kraftnode.server.metrics.recording import RaftMetrics, RequestMetrics
-
-            raft_metrics, request_metrics = RaftMetrics(), RequestMetrics()
+        raft_metrics, request_metrics = _recorders(metrics_server)
         stop_requested = anyio.Event()
         # signals are caught from the start: a SIGTERM during start-up still shuts down cleanly
         receiver = (anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) if handle_signals
                     else contextlib.nullcontext(None))
         with receiver as signals:
             async with anyio.create_task_group() as tg:
-                driver = drv = RaftDriver(node, rlog, store, _peer_pool(tg, cfg),
-                                          {v.node_id: (v.host, v.port) for v in cfg.static_voters},
-                                          cfg.bootstrap_servers, kraft_version,
-                                          cfg.raft.request_timeout_ms / 1000, metrics=raft_metrics)
-                drv.linearizable_reads = cfg.read_linearizable
-                drv.start()  # the producer-state rescan of the log's tail
+                driver = drv = _driver(tg, cfg, node, rlog, store, raft_metrics)
                 snapshots = SnapshotManager(mlog, runner, cfg.snapshot_config,
                                             lambda offset: voters_at(node, offset),
                                             on_snapshots_changed=rlog.snapshots_changed)
@@ -179,45 +165,94 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 if metrics_server is not None:
                     _start_metrics(tg, metrics_server, cfg, drv, raft_metrics, request_metrics,
                                    listeners, cluster_id, handlers.controller)
-                tg.start_soon(drv.run, tg)
-                if duties is not None:
-                    tg.start_soon(duties.run)
-                if handlers.controller is not None:
-                    tg.start_soon(handlers.controller.run)
-                tg.start_soon(snapshots.run, lambda: drv.high_watermark)
-                tg.start_soon(handlers.groups.run)  # the group coordinator's timers
-                log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
-                         "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
-                         # a --no-initial-controllers node's log is empty (kraft.version 0 until it
-                         # fetches): its quorum is dynamic all the same (no controller.quorum.voters)
-                         "static" if node.history.kraft_version() == 0 and not cfg.is_dynamic else "dynamic",
-                         topic, ",".join(bound),
-                         cfg.metadata_log_dir, rlog.end_offset)
-
-                if cfg.application_records and topic == vocabulary.METADATA_TOPIC:
-                    log.warning("kraftnode.application.records.enable=true: this quorum's log takes application "
-                                "records (Produce, consumer groups, the embedding API); Kafka brokers cannot "
-                                "replay it and their registration is refused")
+                _start_tasks(tg, drv, duties, handlers, snapshots)
+                _log_started(cfg, cluster_id, node, topic, bound, rlog.end_offset)
                 if on_started is not None:
                     on_started(RunningNode(drv, snapshots, stop_requested.set))
                 await _serve_until_stopped(tg, drv, stop_requested, signals)
         if handle_signals:
-            # Shutting down: a further SIGTERM/SIGINT (an impatient second Ctrl-C, a
-            # supervisor's follow-up) must not kill the node before its log is closed
-            # and it has said so; the receiver above no longer catches them.
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _ignore_further_signals()
     finally:
-        latency_trace.dump()
-        if metrics_server is not None:
-            metrics_server.close()
-        try:
-            mlog.close()
-        except OSError as e:
-            log.error("closing the metadata log failed: %s", os_error_text(e))
+        _close(metrics_server, mlog)
     if driver is not None and driver.fatal is not None:
         raise NodeFailure(f"node {cfg.node_id} stopped: {driver.fatal}")
     log.info("node %d shut down cleanly", cfg.node_id)
+
+
+def _check_application_records(cfg: NodeConfig, sm: StateMachine, controller: bool) -> None:
+    """A node that does not opt in to application records refuses a snapshot holding some (the
+    log's are found by the replay)."""
+    if controller and not cfg.application_records and isinstance(sm, MetadataState) and sm.foreign_records:
+        raise StartupError(f"the metadata snapshot holds {sm.foreign_records} application record(s), which "
+                           "no Kafka broker or controller can replay, and "
+                           "kraftnode.application.records.enable is false (docs/server.md)")
+
+
+def _recorders(metrics_server: Any) -> tuple[Any, RequestMetrics | None]:
+    """(raft metrics, request metrics) when metrics are served, else (None, None): nothing timed."""
+    if metrics_server is None:
+        return None, None
+    from kraftnode.server.metrics.recording import RaftMetrics, RequestMetrics
+
+    return RaftMetrics(), RequestMetrics()
+
+
+def _driver(tg: anyio.abc.TaskGroup, cfg: NodeConfig, node: RaftNode, rlog: DiskRaftLog,
+            store: QuorumStateStore, raft_metrics: Any) -> RaftDriver:
+    """The raft core's driver, its producer-state rescan of the log's tail done."""
+    drv = RaftDriver(node, rlog, store, _peer_pool(tg, cfg),
+                     {v.node_id: (v.host, v.port) for v in cfg.static_voters},
+                     cfg.bootstrap_servers, 0 if cfg.static_voters else 1,
+                     cfg.raft.request_timeout_ms / 1000, metrics=raft_metrics)
+    drv.linearizable_reads = cfg.read_linearizable
+    drv.start()
+    return drv
+
+
+def _start_tasks(tg: anyio.abc.TaskGroup, drv: RaftDriver, duties: ControllerDuties | None,
+                 handlers: NodeHandlers, snapshots: SnapshotManager) -> None:
+    """The node's long-running tasks: the driver, the controller's, snapshots, group timers."""
+    tg.start_soon(drv.run, tg)
+    if duties is not None:
+        tg.start_soon(duties.run)
+    if handlers.controller is not None:
+        tg.start_soon(handlers.controller.run)
+    tg.start_soon(snapshots.run, lambda: drv.high_watermark)
+    tg.start_soon(handlers.groups.run)  # the group coordinator's timers
+
+
+def _log_started(cfg: NodeConfig, cluster_id: str, node: RaftNode, topic: str, bound: list[str],
+                 end_offset: int) -> None:
+    log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
+             "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
+             # a --no-initial-controllers node's log is empty (kraft.version 0 until it
+             # fetches): its quorum is dynamic all the same (no controller.quorum.voters)
+             "static" if node.history.kraft_version() == 0 and not cfg.is_dynamic else "dynamic",
+             topic, ",".join(bound),
+             cfg.metadata_log_dir, end_offset)
+
+    if cfg.application_records and topic == vocabulary.METADATA_TOPIC:
+        log.warning("kraftnode.application.records.enable=true: this quorum's log takes application "
+                    "records (Produce, consumer groups, the embedding API); Kafka brokers cannot "
+                    "replay it and their registration is refused")
+
+
+def _ignore_further_signals() -> None:
+    """Shutting down: a further SIGTERM/SIGINT (an impatient second Ctrl-C, a supervisor's
+    follow-up) must not kill the node before its log is closed and it has said so; the
+    receiver of run_node no longer catches them."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _close(metrics_server: Any, mlog: MetadataLog) -> None:
+    latency_trace.dump()
+    if metrics_server is not None:
+        metrics_server.close()
+    try:
+        mlog.close()
+    except OSError as e:
+        log.error("closing the metadata log failed: %s", os_error_text(e))
 
 
 def _load_state(mlog: MetadataLog, store: QuorumStateStore, state_machine: StateMachine | None,
