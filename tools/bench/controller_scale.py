@@ -22,6 +22,12 @@ After the largest size:
 * **memory**: kraftnode: the active controller's RSS; Kafka: its heap used after a full GC
   (``jcmd GC.run``, then ``GC.heap_info``); per partition.
 
+``--broker-start`` (must-show 4) adds, after the memory figure: a genuine Kafka 4.4 broker (node 1000,
+formatted with the quorum's cluster id) starts against the quorum holding the largest size; time from
+its process start until it registered (its log's "Successfully registered broker"), until it was
+unfenced ("The broker has been unfenced"), and until it serves (a Metadata request for every topic
+answers with all of them, each with its partitions).
+
 ``--soak MINUTES`` (must-show 2) instead grows to the largest size and runs the brokers' heartbeats
 for that long while one topic is created and one deleted every second; it reports heartbeat p99
 per minute, the brokers ever fenced (none may be) and, for kraftnode, the controller's
@@ -30,7 +36,7 @@ event-queue metrics from /metrics.
 Usage::
 
     .venv/bin/python tools/bench/controller_scale.py [--sizes 10000,100000] [--systems kraftnode,kafka44,kafka39]
-        [--brokers 30] [--window 20] [--soak MINUTES] [--json]
+        [--brokers 30] [--window 20] [--soak MINUTES] [--broker-start] [--json]
 
 The figures are medians of one run on a shared 2-core host; each system's figures are printed as
 they are measured, then the ratios kraftnode / Kafka.
@@ -61,10 +67,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from kraftnode.protocol import generated as w  # noqa: E402
-from kraftnode.protocol.registry import API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_QUORUM  # noqa: E402
+from kraftnode.protocol.registry import (  # noqa: E402
+    API_VERSIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    DESCRIBE_QUORUM,
+    METADATA,
+)
 from tests.support.cluster import CLUSTER_ID, Cluster, free_ports  # noqa: E402
 from tests.support.kafka import KafkaHome, find_kafka_home  # noqa: E402
-from tests.support.kafka_server import KafkaServer  # noqa: E402
+from tests.support.kafka_server import KafkaServer, broker_properties  # noqa: E402
 from tests.support.node import call, frame_call  # noqa: E402
 from tests.support.sim_brokers import SimBroker  # noqa: E402
 
@@ -306,8 +318,55 @@ class Heartbeats:
             b.close()
 
 
+def serves_all(port: int, topics: int, partitions: int) -> bool:
+    """The broker answers a Metadata request for every topic with all of them and their partitions."""
+    try:
+        _, resp = call(port, METADATA, 12, w.MetadataRequest(topics=None, allow_auto_topic_creation=False),
+                       timeout=60)
+    except (OSError, AssertionError):
+        return False
+    got = [t for t in resp.topics if t.error_code == 0]
+    return len(got) >= topics and sum(len(t.partitions) for t in got) >= partitions
+
+
+def broker_start(q: Quorum, home: KafkaHome, root: Path, heap: str, topics: int, partitions: int,
+                 log: Callable[[str], None]) -> dict[str, float]:
+    """A genuine Kafka 4.4 broker's start against the quorum as it is: seconds from its process
+    start to registered, unfenced and serving every topic."""
+    (port,) = free_ports(1)
+    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in q.ports.items())
+    broker = KafkaServer(home, root / "broker1000", 1000,
+                         broker_properties(1000, port, voters, root / "broker1000" / "data"), heap=heap)
+    broker.format(CLUSTER_ID)
+    marks = {"registered_s": "Successfully registered broker 1000", "unfenced_s": "The broker has been unfenced"}
+    got: dict[str, float] = {}
+    try:
+        t0 = time.perf_counter()
+        broker.start()
+        deadline = t0 + 600
+        while "serves_s" not in got:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"{q.kind}: the broker did not serve within 600 s ({got}):\n"
+                                   f"{broker.log()[-3000:]}")
+            if not broker.running:
+                raise RuntimeError(f"{q.kind}: the broker exited:\n{broker.log()[-3000:]}")
+            text = broker.log(since_start=True)
+            for key, line in marks.items():
+                if key not in got and line in text:
+                    got[key] = round(time.perf_counter() - t0, 2)
+            if "unfenced_s" in got and serves_all(port, topics, partitions):
+                got["serves_s"] = round(time.perf_counter() - t0, 2)
+            time.sleep(0.1)
+        log(f"{q.kind:9s} a Kafka 4.4 broker's start: registered {got['registered_s']} s, unfenced "
+            f"{got['unfenced_s']} s, serves all {topics} topics {got['serves_s']} s")
+        return got
+    finally:
+        broker.close()
+
+
 def measure(kind: str, home: KafkaHome | None, root: Path, sizes: list[int], n_brokers: int, window: float,
-            soak_minutes: float, heap: str, log: Callable[[str], None]) -> dict[str, Any]:
+            soak_minutes: float, heap: str, log: Callable[[str], None],
+            broker_home: KafkaHome | None = None) -> dict[str, Any]:
     q = Quorum(kind, home, root, heap)
     row: dict[str, Any] = {"system": kind, "sizes": {}}
     hb: Heartbeats | None = None
@@ -323,6 +382,7 @@ def measure(kind: str, home: KafkaHome | None, root: Path, sizes: list[int], n_b
         ctl = Controller(q)
         made = 0
         topic = 0
+        small_topics = 0
         for size in sizes:
             t0 = time.perf_counter()
             grown = 0
@@ -346,6 +406,7 @@ def measure(kind: str, home: KafkaHome | None, root: Path, sizes: list[int], n_b
                 if code != 0:
                     raise RuntimeError(f"{kind}: small CreateTopics failed with {code}")
                 made += TOPIC_PARTITIONS
+                small_topics += 1
             r = {"create_partitions_per_s": round(rate), "heartbeat_p50_ms": round(pct(lat, 0.5), 2),
                  "heartbeat_p99_ms": round(pct(lat, 0.99), 2), "heartbeats": len(lat),
                  "small_create_p50_ms": round(statistics.median(small), 2)}
@@ -365,6 +426,8 @@ def measure(kind: str, home: KafkaHome | None, root: Path, sizes: list[int], n_b
         row["memory_per_partition"] = round((mem - base_mem) / made)
         log(f"{kind:9s} memory {mem / 2**20:.0f} MiB ({base_mem / 2**20:.0f} MiB before the first topic; "
             f"{row['memory_per_partition']} B per partition above it)")
+        if broker_home is not None:
+            row["broker_start"] = broker_start(q, broker_home, root, heap, topic + small_topics, made, log)
         # restart load: a standby, killed and started again
         standby = next(i for i in q.ports if i != active)
         q.kill(standby)
@@ -462,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--brokers", type=int, default=30)
     ap.add_argument("--window", type=float, default=20.0)
     ap.add_argument("--soak", type=float, default=0.0, help="minutes of soak at the largest size")
+    ap.add_argument("--broker-start", action="store_true",
+                    help="time a genuine Kafka 4.4 broker's start on the quorum at the largest size")
     ap.add_argument("--heap", default="-Xmx1g -Xms256m")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--tmp", type=Path, default=None)
@@ -472,6 +537,10 @@ def main(argv: list[str] | None = None) -> int:
     def log(s: str) -> None:
         if not args.json:
             print(s, flush=True)
+    broker_home = find_kafka_home("4.4") if args.broker_start else None
+    if args.broker_start and broker_home is None:
+        print("controller_scale: --broker-start needs genuine Kafka 4.4 (KRAFTNODE_KAFKA_CACHE)", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         for kind in args.systems.split(","):
             home = None
@@ -482,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
                           file=sys.stderr)
                     return 2
             row = measure(kind, home, Path(tmp) / kind, sizes, args.brokers, args.window, args.soak,
-                          args.heap, log)
+                          args.heap, log, broker_home)
             rows.append(row)
             if args.json:
                 print(json.dumps(row), flush=True)
@@ -498,6 +567,9 @@ def main(argv: list[str] | None = None) -> int:
                                for k in ("create_partitions_per_s", "heartbeat_p99_ms", "small_create_p50_ms")}
             for k in ("memory_per_partition", "restart_load_s", "failover_s"):
                 ratio[k] = round(ours[k] / r[k], 2) if r.get(k) else None
+            if "broker_start" in ours and "broker_start" in r:
+                ratio["broker_start"] = {k: round(v / r["broker_start"][k], 2) if r["broker_start"][k] else None
+                                         for k, v in ours["broker_start"].items()}
             print(json.dumps({"ratio_kraftnode_to": r["system"], **{str(k): v for k, v in ratio.items()}}),
                   flush=True)
     return 0
