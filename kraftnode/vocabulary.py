@@ -5,7 +5,7 @@ Java constant it copies. Error codes have their own home, ``kraftnode.protocol.e
 (Kafka's ``org.apache.kafka.common.protocol.Errors``); configuration keys and their defaults
 live in the key table ``kraftnode.config.keys``; the defaults that a layer below the
 configuration also needs (the raft core's ``controller.quorum.*`` timeouts, the log's segment
-settings, the request size limit) are the constants below, and the key table reads them from
+settings and its snapshots', the request size limit) are the constants below, and the key table reads them from
 here: each default is written once.
 
 This module imports nothing, so every layer (recordbatch excepted) may use it.
@@ -46,6 +46,11 @@ QUORUM_RETRY_BACKOFF_MS = 20            # controller.quorum.retry.backoff.ms
 METADATA_LOG_SEGMENT_BYTES = 1024 * 1024 * 1024     # metadata.log.segment.bytes
 METADATA_LOG_SEGMENT_MIN_BYTES = 8 * 1024 * 1024    # metadata.log.segment.min.bytes
 METADATA_LOG_SEGMENT_MS = 7 * 24 * 60 * 60 * 1000   # metadata.log.segment.ms
+#: ... and the snapshots behind it (when one is generated, how much log they retain).
+METADATA_SNAPSHOT_MAX_NEW_RECORD_BYTES = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
+METADATA_SNAPSHOT_MAX_INTERVAL_MS = 60 * 60 * 1000          # metadata.log.max.snapshot.interval.ms
+METADATA_MAX_RETENTION_BYTES = 100 * 1024 * 1024            # metadata.max.retention.bytes
+METADATA_MAX_RETENTION_MS = 7 * 24 * 60 * 60 * 1000         # metadata.max.retention.ms
 
 #: SocketServerConfigs.SOCKET_REQUEST_MAX_BYTES_DEFAULT: the largest request frame accepted.
 SOCKET_REQUEST_MAX_BYTES = 100 * 1024 * 1024        # socket.request.max.bytes

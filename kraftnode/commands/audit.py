@@ -117,21 +117,9 @@ def run(args: argparse.Namespace) -> int:
     from kraftnode.spark.paths import needs_jvm
 
     remote = needs_jvm(list(args.log_dirs))
-    files: list[Any] = []
-    if not remote:  # local paths: checked before Spark starts (hdfs://... is listed by Spark's JVM)
-        try:
-            files = discover(args.log_dirs)
-        except PathError as e:
-            raise UsageError(str(e)) from None
-        if not any(f.file_type == "segment" for f in files):
-            raise UsageError(f"no log segment found under {' '.join(args.log_dirs)}")
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--out {out}: cannot create: {e.strerror}") from None
-    if not os.access(out, os.W_OK):
-        raise UsageError(f"--out {out}: not writable")
+    # local paths: checked before Spark starts (hdfs://... is listed by Spark's JVM)
+    files: list[Any] = [] if remote else _segments(args.log_dirs, discover)
+    out = _out_dir(args.out)
 
     t0 = time.monotonic()
 
@@ -144,29 +132,13 @@ def run(args: argparse.Namespace) -> int:
              else f"starting Spark ({args.master}) to list {' '.join(args.log_dirs)}")
     from pyspark.sql import SparkSession
 
-    from kraftnode.spark import local_session
     from kraftnode.spark.audit import run_audit
-    from kraftnode.spark.quiet import filtered_stderr, log4j2_options
 
     existing = SparkSession.getActiveSession()  # embedded use: leave the caller's session running
-    t = time.monotonic()
-    java, log4j2_file = log4j2_options()
-    try:
-        with filtered_stderr():   # the JVM's start-up noise dropped, its errors kept
-            spark = local_session(args.master, "kraftnode-audit",
-                                  **audit_conf(total, java))
-    finally:
-        if log4j2_file is not None:
-            log4j2_file.unlink(missing_ok=True)
-    progress(f"Spark session ready ({time.monotonic() - t:.1f} s)")
+    spark = _session(args.master, total, progress)
     try:
         if remote:
-            try:
-                files = discover(list(args.log_dirs), spark)
-            except PathError as e:
-                raise UsageError(str(e)) from None
-            if not any(f.file_type == "segment" for f in files):
-                raise UsageError(f"no log segment found under {' '.join(args.log_dirs)}")
+            files = _segments(list(args.log_dirs), lambda dirs: discover(dirs, spark))
             total = sum(f.size for f in files)
             spark.conf.set("spark.sql.shuffle.partitions", audit_conf(total)["spark.sql.shuffle.partitions"])
             progress(f"{len(files)} files, {total / 1e6:.1f} MB")
@@ -182,6 +154,52 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if existing is None:
             spark.stop()
+    _print_result(res)
+    return 0 if res.ok else 1
+
+
+def _segments(log_dirs: Any, discover: Any) -> list[Any]:
+    """The files ``discover`` finds under ``log_dirs``; UsageError when none is a segment."""
+    from kraftnode.spark.paths import PathError
+
+    try:
+        files: list[Any] = discover(log_dirs)
+    except PathError as e:
+        raise UsageError(str(e)) from None
+    if not any(f.file_type == "segment" for f in files):
+        raise UsageError(f"no log segment found under {' '.join(log_dirs)}")
+    return files
+
+
+def _out_dir(path: str) -> Path:
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot create: {e.strerror}") from None
+    if not os.access(out, os.W_OK):
+        raise UsageError(f"--out {out}: not writable")
+    return out
+
+
+def _session(master: str, total: int, progress: Any) -> Any:
+    """The Spark session, the JVM's start-up noise dropped and its errors kept."""
+    from kraftnode.spark import local_session
+    from kraftnode.spark.quiet import filtered_stderr, log4j2_options
+
+    t = time.monotonic()
+    java, log4j2_file = log4j2_options()
+    try:
+        with filtered_stderr():
+            spark = local_session(master, "kraftnode-audit", **audit_conf(total, java))
+    finally:
+        if log4j2_file is not None:
+            log4j2_file.unlink(missing_ok=True)
+    progress(f"Spark session ready ({time.monotonic() - t:.1f} s)")
+    return spark
+
+
+def _print_result(res: Any) -> None:
     print(res.headline())
     print(f"replicas {res.replicas}; committed floor {res.committed_floor}; {len(res.leadership)} epochs; "
           f"{len(res.violations)} safety violations; {len({b['replica'] for b in res.lost})} replica(s) with lost "
@@ -191,4 +209,3 @@ def run(args: argparse.Namespace) -> int:
                  else "" if p["verdict"] == "consistent" else f": {p['reason']}")
         print(f"  replicas {p['replica_a']} and {p['replica_b']}: {p['verdict']}{where}")
     print(f"report: {res.report}")
-    return 0 if res.ok else 1

@@ -187,19 +187,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     if args.log_level:
         env[logsetup.ENV_LEVEL] = args.log_level
-    if args.dir:
-        root = Path(args.dir).absolute()
-        found = _existing(root)
-        if found is not None and args.nodes is not None and args.nodes != len(found.ports):
-            raise UsageError(f"{root} holds a {len(found.ports)}-node cluster; --nodes {args.nodes} "
-                             "cannot change it (use a new --dir)")
-        if found is None:
-            print(f"formatting {args.nodes or 3} nodes in {root} ...", flush=True)
-        cl = found or _create(root, args.nodes or 3)
-    else:
-        root = Path(tempfile.mkdtemp(prefix="kraftnode-dev-"))
-        print(f"formatting {args.nodes or 3} nodes in {root} ...", flush=True)
-        cl = _create(root, args.nodes or 3)
+    root, cl = _cluster(args)
     for port in cl.ports:
         _check_port_free(port)
     overrides = ["--override", "kraftnode.application.records.enable=true"] if args.application_records else []
@@ -215,21 +203,7 @@ def run(args: argparse.Namespace) -> int:
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "kraftnode", "start", str(node_dir / "server.properties"), *overrides],
                 stdout=log, stderr=subprocess.STDOUT, text=True, env=env, process_group=0))
-        how = "restarted with its data" if cl.reused else "created"
-        print(f"kraftnode dev cluster {cl.cluster_id} {how} in {root}")
-        if not args.dir:
-            print(f"  (a new temporary directory: `kraftnode dev-cluster --dir {root}` restarts "
-                  "this cluster; delete the directory when done)")
-        for i, port in enumerate(cl.ports):
-            print(f"  node {i + 1}: CONTROLLER://127.0.0.1:{port}  "
-                  f"(config {cl.node_dir(i + 1) / 'server.properties'}, log node.log)")
-        print(f"  controller.quorum.voters={cl.voters}")
-        if args.application_records:
-            print("  application records: on (kraftnode.application.records.enable=true): Produce and "
-                  "consumer groups write to the log; no Kafka broker can register")
-        urls = [f"http://127.0.0.1:{p}/metrics" for p in cl.metrics_ports if p is not None]
-        if urls:
-            print("  metrics: " + "  ".join(urls) + "  (and /healthz, /readyz)", flush=True)
+        _print_cluster(args, root, cl)
         print(f"starting {len(procs)} nodes; waiting for a leader to commit the bootstrap records ...",
               flush=True)
         _wait_listening(cl.ports, root)
@@ -240,29 +214,69 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        # a second Ctrl-C while the nodes shut down must not leave them behind half-stopped
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        # one deadline for all (they stop side by side): a node takes well under a second;
-        # 30 s leaves room for a host stalled by other work before a node is killed
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        for i, p in enumerate(procs):
-            try:
-                p.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                print(f"node {i + 1} (pid {p.pid}) did not stop within {STOP_TIMEOUT_S:.0f} s of "
-                      f"SIGTERM ({process_state(p.pid)}): killed", flush=True)
-                p.kill()
-                try:
-                    p.wait(timeout=KILL_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    # only a process stuck in the kernel outlives SIGKILL; say so, do not hang
-                    print(f"node {i + 1} (pid {p.pid}) is still there {KILL_TIMEOUT_S:.0f} s after "
-                          f"SIGKILL ({process_state(p.pid)})", flush=True)
+        _stop(procs)
         print(f"dev cluster stopped; its data stays in {root}")
     return 0
+
+
+def _cluster(args: argparse.Namespace) -> tuple[Path, DevCluster]:
+    """(its directory, the cluster): the one in ``--dir`` (created there if none), else a new
+    one in a temporary directory."""
+    if args.dir:
+        root = Path(args.dir).absolute()
+        found = _existing(root)
+        if found is not None and args.nodes is not None and args.nodes != len(found.ports):
+            raise UsageError(f"{root} holds a {len(found.ports)}-node cluster; --nodes {args.nodes} "
+                             "cannot change it (use a new --dir)")
+        if found is None:
+            print(f"formatting {args.nodes or 3} nodes in {root} ...", flush=True)
+        return root, found or _create(root, args.nodes or 3)
+    root = Path(tempfile.mkdtemp(prefix="kraftnode-dev-"))
+    print(f"formatting {args.nodes or 3} nodes in {root} ...", flush=True)
+    return root, _create(root, args.nodes or 3)
+
+
+def _print_cluster(args: argparse.Namespace, root: Path, cl: DevCluster) -> None:
+    how = "restarted with its data" if cl.reused else "created"
+    print(f"kraftnode dev cluster {cl.cluster_id} {how} in {root}")
+    if not args.dir:
+        print(f"  (a new temporary directory: `kraftnode dev-cluster --dir {root}` restarts "
+              "this cluster; delete the directory when done)")
+    for i, port in enumerate(cl.ports):
+        print(f"  node {i + 1}: CONTROLLER://127.0.0.1:{port}  "
+              f"(config {cl.node_dir(i + 1) / 'server.properties'}, log node.log)")
+    print(f"  controller.quorum.voters={cl.voters}")
+    if args.application_records:
+        print("  application records: on (kraftnode.application.records.enable=true): Produce and "
+              "consumer groups write to the log; no Kafka broker can register")
+    urls = [f"http://127.0.0.1:{p}/metrics" for p in cl.metrics_ports if p is not None]
+    if urls:
+        print("  metrics: " + "  ".join(urls) + "  (and /healthz, /readyz)", flush=True)
+
+
+def _stop(procs: list[subprocess.Popen[str]]) -> None:
+    """Every node stopped with one SIGTERM, side by side; killed when it does not stop."""
+    # a second Ctrl-C while the nodes shut down must not leave them behind half-stopped
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    # one deadline for all (they stop side by side): a node takes well under a second;
+    # 30 s leaves room for a host stalled by other work before a node is killed
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for i, p in enumerate(procs):
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(f"node {i + 1} (pid {p.pid}) did not stop within {STOP_TIMEOUT_S:.0f} s of "
+                  f"SIGTERM ({process_state(p.pid)}): killed", flush=True)
+            p.kill()
+            try:
+                p.wait(timeout=KILL_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                # only a process stuck in the kernel outlives SIGKILL; say so, do not hang
+                print(f"node {i + 1} (pid {p.pid}) is still there {KILL_TIMEOUT_S:.0f} s after "
+                      f"SIGKILL ({process_state(p.pid)})", flush=True)
 
 
 def _check_port_free(port: int) -> None:

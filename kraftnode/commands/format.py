@@ -14,6 +14,7 @@ import argparse
 import os
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from kraftnode import features
@@ -79,9 +80,61 @@ def _standalone_voter(cfg: ServerConfig, node_id: int) -> DynamicVoter:
     return DynamicVoter(node_id, host, listener.port, random_directory_id())
 
 
+@dataclass(frozen=True)
+class _Target:
+    """What ``format`` reads of server.properties (through the key table, lazily: only these)."""
+
+    cfg: ServerConfig
+    node_id: int
+    listener_names: list[str]
+    static_voters: list[str]
+    dirs: list[str]
+    metadata_dir: str
+
+
 def run(args: argparse.Namespace) -> int:
+    target = _read_config(args.config)
     try:
-        cfg = ServerConfig.load(args.config)
+        uuid_from_base64(args.cluster_id)
+    except ValueError as e:
+        raise UsageError(f"Cluster ID string {args.cluster_id} does not appear to be a valid UUID: {e}") from None
+
+    mv_name, mv_level, feature_levels = bootstrap_features(args.release_version, args.feature)
+    try:
+        check_bootstrap_metadata_version(mv_level, f"format command ({mv_name})")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    scram_values = _scram_records(args, mv_level)
+    _check_quorum_kind(args, bool(target.static_voters))
+    voters = _initial_voters(args, target)
+    to_format, in_use = _unformatted_dirs(args, target)
+    if not to_format:
+        print("All of the log directories are already formatted.")
+        return 0
+
+    print(f"Bootstrap metadata: {_bootstrap_metadata_string(mv_level, feature_levels, scram_values)}")
+    now_ms = int(time.time() * 1000)
+    own_voter = next((v for v in voters or [] if v.node_id == target.node_id), None)
+    for d in to_format:
+        is_metadata = d == target.metadata_dir
+        kind, dir_id = _directory_kind(is_metadata, voters, own_voter, in_use)
+        in_use.add(dir_id)
+        print(f"Formatting {kind} {d} with metadata.version {mv_name}.")
+        try:
+            os.makedirs(d, exist_ok=True)
+            write_bootstrap_checkpoint(d, mv_level, now_ms, scram_values, feature_levels)
+            if is_metadata and voters is not None:
+                write_bootstrap_snapshot(d, voters, target.listener_names[0], now_ms)
+            write_meta_properties(d, MetaProperties(cluster_id=args.cluster_id, node_id=target.node_id,
+                                                    directory_id=dir_id))
+        except OSError as e:
+            raise UsageError(f"Error while writing to log directory {d}: {e.strerror or e}") from None
+    return 0
+
+
+def _read_config(path: str) -> _Target:
+    try:
+        cfg = ServerConfig.load(path)
         roles = cfg.process_roles
         if not roles:
             raise UsageError(
@@ -93,44 +146,37 @@ def run(args: argparse.Namespace) -> int:
         listener_names = cfg.controller_listener_names
         if not listener_names:
             raise UsageError("controller.listener.names must be set: the initial controller listener is unknown")
-        static_voters = cfg.quorum_voters
-        dirs = cfg.all_log_dirs
-        metadata_dir = cfg.metadata_log_dir
+        return _Target(cfg, node_id, listener_names, cfg.quorum_voters, cfg.all_log_dirs, cfg.metadata_log_dir)
     except ConfigError as e:
         raise UsageError(str(e)) from None
 
-    try:
-        uuid_from_base64(args.cluster_id)
-    except ValueError as e:
-        raise UsageError(f"Cluster ID string {args.cluster_id} does not appear to be a valid UUID: {e}") from None
 
-    mv_name, mv_level, feature_levels = bootstrap_features(args.release_version, args.feature)
+def _scram_records(args: argparse.Namespace, mv_level: int) -> list[bytes]:
+    """``--add-scram``: the SCRAM credential records to bootstrap with."""
+    if not getattr(args, "add_scram", None):
+        return []
+    if mv_level < METADATA_VERSIONS["3.5-IV2"]:
+        raise UsageError("SCRAM is only supported in metadata.version 3.5-IV2 or later.")
+    from kraftnode.log.metadata_records import encode_metadata_record
+    from kraftnode.security.scram import ScramArgumentError, parse_add_scram
     try:
-        check_bootstrap_metadata_version(mv_level, f"format command ({mv_name})")
-    except ValueError as e:
+        return [encode_metadata_record(parse_add_scram(a), 0) for a in args.add_scram]
+    except ScramArgumentError as e:
         raise UsageError(str(e)) from None
 
-    scram_values: list[bytes] = []
-    if getattr(args, "add_scram", None):
-        if mv_level < METADATA_VERSIONS["3.5-IV2"]:
-            raise UsageError("SCRAM is only supported in metadata.version 3.5-IV2 or later.")
-        from kraftnode.log.metadata_records import encode_metadata_record
-        from kraftnode.security.scram import ScramArgumentError, parse_add_scram
-        try:
-            scram_values = [encode_metadata_record(parse_add_scram(a), 0) for a in args.add_scram]
-        except ScramArgumentError as e:
-            raise UsageError(str(e)) from None
 
+def _check_quorum_kind(args: argparse.Namespace, static: bool) -> None:
+    """A static quorum (controller.quorum.voters) or a dynamic one (the flags), never both,
+    with kraft.version following the kind (Formatter.calculateEffectiveFeatureLevel)."""
     dynamic = bool(args.standalone or args.initial_controllers or args.no_initial_controllers)
-    if dynamic and static_voters:
+    if dynamic and static:
         raise UsageError(
             "You cannot use --standalone, --initial-controllers or --no-initial-controllers when "
             "controller.quorum.voters is set; remove controller.quorum.voters to use a dynamic quorum")
-    if not dynamic and not static_voters:
+    if not dynamic and not static:
         raise UsageError(
             "Because controller.quorum.voters is not set on this controller, you must specify one of "
             "the following: --standalone, --initial-controllers, or --no-initial-controllers.")
-    # Formatter.calculateEffectiveFeatureLevel: kraft.version follows the kind of quorum
     explicit_kraft = dict(_parse_features(args.feature or [])).get(features.KRAFT_VERSION)
     if dynamic and explicit_kraft == 0:
         raise UsageError(
@@ -144,19 +190,25 @@ def run(args: argparse.Namespace) -> int:
             "For dynamic controllers support, try using one of --standalone, --initial-controllers, or "
             "--no-initial-controllers and removing controller.quorum.voters.")
 
-    voters: list[DynamicVoter] | None = None
+
+def _initial_voters(args: argparse.Namespace, target: _Target) -> list[DynamicVoter] | None:
+    """The voters a dynamic quorum is bootstrapped with (None: none, static or joining later)."""
     try:
         if args.standalone:
-            voters = [_standalone_voter(cfg, node_id)]
-        elif args.initial_controllers:
-            voters = parse_initial_controllers(args.initial_controllers)
+            return [_standalone_voter(target.cfg, target.node_id)]
+        if args.initial_controllers:
+            return parse_initial_controllers(args.initial_controllers)
     except (ValueError, ConfigError) as e:
         raise UsageError(str(e)) from None
+    return None
 
-    # Inspect every directory first, so nothing is written when any of them is unusable.
+
+def _unformatted_dirs(args: argparse.Namespace, target: _Target) -> tuple[list[str], set[uuid.UUID]]:
+    """Every directory inspected first, so nothing is written when any of them is unusable:
+    (those to format, the directory ids already in use)."""
     to_format: list[str] = []
     in_use: set[uuid.UUID] = set()
-    for d in dirs:
+    for d in target.dirs:
         p = Path(d)
         if p.exists() and not p.is_dir():
             raise UsageError(f"Log directory {d} exists but is not a directory")
@@ -170,50 +222,31 @@ def run(args: argparse.Namespace) -> int:
         if existing.cluster_id != args.cluster_id:
             raise UsageError(
                 f"Invalid cluster.id in {p / 'meta.properties'}. Expected {args.cluster_id}, but read {existing.cluster_id}")
-        if existing.node_id != node_id:
+        if existing.node_id != target.node_id:
             raise UsageError(
-                f"Stored node id {existing.node_id} in {p / 'meta.properties'} doesn't match configured node.id {node_id}")
+                f"Stored node id {existing.node_id} in {p / 'meta.properties'} doesn't match configured "
+                f"node.id {target.node_id}")
         if existing.directory_id is not None:
             in_use.add(existing.directory_id)
         if not args.ignore_formatted:
             raise UsageError(
                 f"Log directory {d} is already formatted. Use --ignore-formatted to ignore this "
                 "directory and format the others.")
-    if not to_format:
-        print("All of the log directories are already formatted.")
-        return 0
+    return to_format, in_use
 
-    print(f"Bootstrap metadata: {_bootstrap_metadata_string(mv_level, feature_levels, scram_values)}")
-    now_ms = int(time.time() * 1000)
-    own_voter = next((v for v in voters or [] if v.node_id == node_id), None)
-    for d in to_format:
-        is_metadata = d == metadata_dir
-        if not is_metadata:
-            kind = "data directory"
-            dir_id = random_directory_id(in_use)
-        elif voters is None:
-            # Kafka's DirectoryType: without initial controllers (static quorum, and also
-            # --no-initial-controllers) the metadata directory is a plain "metadata directory"
-            kind = "metadata directory"
-            dir_id = random_directory_id(in_use)
-        elif own_voter is not None:
-            kind = "dynamic metadata voter directory"
-            dir_id = own_voter.directory_id
-        else:
-            kind = "dynamic metadata directory"
-            dir_id = random_directory_id(in_use)
-        in_use.add(dir_id)
-        print(f"Formatting {kind} {d} with metadata.version {mv_name}.")
-        try:
-            os.makedirs(d, exist_ok=True)
-            write_bootstrap_checkpoint(d, mv_level, now_ms, scram_values, feature_levels)
-            if is_metadata and voters is not None:
-                write_bootstrap_snapshot(d, voters, listener_names[0], now_ms)
-            write_meta_properties(d, MetaProperties(cluster_id=args.cluster_id, node_id=node_id,
-                                                    directory_id=dir_id))
-        except OSError as e:
-            raise UsageError(f"Error while writing to log directory {d}: {e.strerror or e}") from None
-    return 0
+
+def _directory_kind(is_metadata: bool, voters: list[DynamicVoter] | None, own_voter: DynamicVoter | None,
+                    in_use: set[uuid.UUID]) -> tuple[str, uuid.UUID]:
+    """Kafka's DirectoryType of a directory, and its directory id."""
+    if not is_metadata:
+        return "data directory", random_directory_id(in_use)
+    if voters is None:
+        # without initial controllers (static quorum, and also --no-initial-controllers) the
+        # metadata directory is a plain "metadata directory"
+        return "metadata directory", random_directory_id(in_use)
+    if own_voter is not None:
+        return "dynamic metadata voter directory", own_voter.directory_id
+    return "dynamic metadata directory", random_directory_id(in_use)
 
 
 def _parse_features(specs: list[str]) -> list[tuple[str, int]]:

@@ -32,6 +32,10 @@ from kraftnode.vocabulary import (
     METADATA_LOG_SEGMENT_BYTES,
     METADATA_LOG_SEGMENT_MIN_BYTES,
     METADATA_LOG_SEGMENT_MS,
+    METADATA_MAX_RETENTION_BYTES,
+    METADATA_MAX_RETENTION_MS,
+    METADATA_SNAPSHOT_MAX_INTERVAL_MS,
+    METADATA_SNAPSHOT_MAX_NEW_RECORD_BYTES,
     METADATA_TOPIC,
     QUORUM_ELECTION_BACKOFF_MAX_MS,
     QUORUM_ELECTION_TIMEOUT_MS,
@@ -195,16 +199,16 @@ KEYS: tuple[ConfigKey, ...] = (
        "`metadata.log.segment.bytes` (as Kafka's internal config).", group="Log", at_least=12),
     _k("metadata.log.segment.ms", "long", str(METADATA_LOG_SEGMENT_MS), "Roll a new segment after this long.",
        group="Log", at_least=1),
-    _k("metadata.max.retention.bytes", "long", "104857600", "Retention by size of the metadata "
+    _k("metadata.max.retention.bytes", "long", str(METADATA_MAX_RETENTION_BYTES), "Retention by size of the metadata "
        "log behind snapshots: the oldest snapshots (never the latest) and the segments wholly "
        "below the oldest kept one are deleted while the total exceeds this; -1: no limit "
        "(docs/snapshots.md).", group="Log"),
-    _k("metadata.max.retention.ms", "long", "604800000", "Retention by age of the metadata log "
+    _k("metadata.max.retention.ms", "long", str(METADATA_MAX_RETENTION_MS), "Retention by age of the metadata log "
        "behind snapshots, as metadata.max.retention.bytes; -1: no limit.", group="Log"),
-    _k("metadata.log.max.record.bytes.between.snapshots", "long", "20971520", "Generate a "
+    _k("metadata.log.max.record.bytes.between.snapshots", "long", str(METADATA_SNAPSHOT_MAX_NEW_RECORD_BYTES), "Generate a "
        "snapshot once this many bytes were committed since the last one.", group="Log",
        at_least=1),
-    _k("metadata.log.max.snapshot.interval.ms", "long", "3600000", "Generate a snapshot when "
+    _k("metadata.log.max.snapshot.interval.ms", "long", str(METADATA_SNAPSHOT_MAX_INTERVAL_MS), "Generate a snapshot when "
        "this long has passed since the last one and new records were committed; 0: never by "
        "time.", group="Log", at_least=0),
     _k("inter.broker.protocol.version", "string", None, "Accepted and ignored, as Kafka 4.4's "

@@ -11,7 +11,7 @@ key, never with a traceback.  What a key's type and default *are* is the key tab
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from kraftnode.javaprops import format_properties, parse_properties
 __all__ = [
     "ConfigError",
     "Listener",
+    "ListedProperties",
     "Properties",
     "load_properties",
     "parse_properties",
@@ -100,6 +101,30 @@ class Properties:
         if not text:
             return []
         return [p.strip() for p in text.split(",") if p.strip()]
+
+
+class ListedProperties(Mapping[str, str]):
+    """Every property as written (``--override`` included), read-only.  Two readers list them
+    rather than read a key of their own: DescribeConfigs (a node's static broker configs) and
+    the controller (the static layer of topic-config defaults, Kafka's ``staticConfig``).  Every
+    other consumer gets its keys typed, from the key table (:mod:`kraftnode.config.consumers`)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+        self._values = dict(values or {})
+
+    def __getitem__(self, key: str) -> str:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"ListedProperties({len(self._values)} keys)"
 
 
 def load_properties(path: str | Path) -> Properties:

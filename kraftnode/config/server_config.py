@@ -47,6 +47,10 @@ class ServerConfig:
     def is_set(self, name: str) -> bool:
         return name in self._values
 
+    def written(self, name: str) -> str | None:
+        """The value of ``name`` exactly as written (for a message that quotes it); None: unset."""
+        return self._values.get(name)
+
     def _value(self, name: str, kind: type) -> object:
         v = keys.value(self._values, name)
         if v is not None and not isinstance(v, kind):  # a table entry of another type

@@ -15,6 +15,7 @@ broker or controller). A broker config record is written even when the value is 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from kraftnode.controller.client_metrics_configs import (
@@ -66,7 +67,7 @@ class ConfigurationControl:
         self.ctl = ctl
 
     # ------------------------------------------------------------------ effective topic configs
-    def _layers(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    def _layers(self) -> tuple[Mapping[str, str], dict[str, str], dict[str, str]]:
         view = self.ctl.view
         return (self.ctl.config.static_configs, view.config(BROKER, ""),
                 view.config(BROKER, str(self.ctl.config.node_id)))

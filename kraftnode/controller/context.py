@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kraftnode.controller.errors import ApiError
@@ -40,8 +40,10 @@ class ControllerConfig:
     unclean_check_interval_ms: int = 300_000        # unclean.leader.election.interval.ms
     max_idle_interval_ms: int = 500                 # metadata.max.idle.interval.ms (0: no NoOpRecords)
     max_elections_per_imbalance: int = 1000         # QuorumController's constant
+    #: min.insync.replicas: the cluster-level value the first activation writes
+    min_insync_replicas: int = 1
     #: the controller's own properties: topic config defaults fall back to them (log.retention.hours, ...)
-    static_configs: dict[str, str] = field(default_factory=dict)
+    static_configs: Mapping[str, str] = field(default_factory=dict)
     #: the quorum's voters (ConfigResourceExistenceChecker accepts a controller's id as a broker resource)
     controller_ids: frozenset[int] = frozenset()
 

@@ -15,9 +15,8 @@ The I/O shell (handlers and timers on the raft leader) is in
 ``kraftnode.server.handlers.group_service``; nothing here imports the server.
 """
 
-from kraftnode.groups.config import GroupConfig, GroupConfigError, from_properties
+from kraftnode.groups.config import GroupConfig
 from kraftnode.groups.coordinator import GroupCoordinator, Result
 from kraftnode.groups.records import RECORD_KEY_PREFIX
 
-__all__ = ["GroupConfig", "GroupConfigError", "GroupCoordinator", "RECORD_KEY_PREFIX", "Result",
-           "from_properties"]
+__all__ = ["GroupConfig", "GroupCoordinator", "RECORD_KEY_PREFIX", "Result"]

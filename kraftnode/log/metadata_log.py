@@ -48,7 +48,11 @@ from kraftnode.vocabulary import (
     METADATA_LOG_SEGMENT_BYTES,
     METADATA_LOG_SEGMENT_MIN_BYTES,
     METADATA_LOG_SEGMENT_MS,
+    METADATA_MAX_RETENTION_BYTES,
+    METADATA_MAX_RETENTION_MS,
     METADATA_PARTITION,
+    METADATA_SNAPSHOT_MAX_INTERVAL_MS,
+    METADATA_SNAPSHOT_MAX_NEW_RECORD_BYTES,
     METADATA_TOPIC,
 )
 from recordbatch import BatchView, CorruptBatchError, iter_batches, set_base_offset_and_epoch
@@ -61,6 +65,7 @@ __all__ = [
     "MetadataLog",
     "OffsetOutOfRangeError",
     "ReadInfo",
+    "SnapshotConfig",
     "METADATA_PARTITION_DIR",
 ]
 
@@ -102,6 +107,23 @@ class LogConfig:
             )
         if self.segment_ms < 1:
             raise ConfigError(f"Invalid value {self.segment_ms} for configuration metadata.log.segment.ms")
+
+
+@dataclass(frozen=True)
+class SnapshotConfig:
+    """When snapshots of the metadata log are generated and how much log is retained behind
+    them (Kafka's keys and defaults; ``-1`` retention: unbounded).  Filled from the key table by
+    :func:`kraftnode.config.consumers.snapshot_config`; read by
+    :class:`kraftnode.server.controller_io.snapshot_manager.SnapshotManager`."""
+
+    #: metadata.log.max.record.bytes.between.snapshots
+    max_bytes_between_snapshots: int = METADATA_SNAPSHOT_MAX_NEW_RECORD_BYTES
+    #: metadata.log.max.snapshot.interval.ms (0: never by time)
+    max_snapshot_interval_ms: int = METADATA_SNAPSHOT_MAX_INTERVAL_MS
+    #: metadata.max.retention.bytes
+    retention_bytes: int = METADATA_MAX_RETENTION_BYTES
+    #: metadata.max.retention.ms
+    retention_ms: int = METADATA_MAX_RETENTION_MS
 
 
 @dataclass(frozen=True)

@@ -301,23 +301,49 @@ def _find_result(op: int, me: tuple[str, str] | None, host: str, a: Acl) -> int 
     return ALLOW if a.permission == ALLOW else DENY
 
 
-def from_config(props: Mapping[str, str], acls: Callable[[], tuple[int, Mapping[uuid.UUID, Any]]],
-                ready: Callable[[], bool] = lambda: True) -> StandardAuthorizer | None:
-    """The authorizer ``server.properties`` asks for; None without ``authorizer.class.name``."""
-    cls = (props.get(AUTHORIZER_CLASS_KEY) or "").strip()
+@dataclass(frozen=True)
+class AuthorizerConfig:
+    """The authorizer's keys, checked (:func:`authorizer_config`); filled from the key table by
+    :func:`kraftnode.config.consumers.authorizer_config`.  An empty ``class_name``: no
+    authorizer, every API allowed to every client."""
+
+    class_name: str = ""                            # authorizer.class.name
+    super_users: frozenset[str] = frozenset()       # super.users
+    allow_everyone_if_no_acl_found: bool = False    # allow.everyone.if.no.acl.found
+
+
+def authorizer_config(class_name: str, super_users: str | None, allow_everyone: bool) -> AuthorizerConfig:
+    """Kafka's checks of the authorizer keys (ConfigError naming the key): only the
+    StandardAuthorizer, and with it ``super.users`` as principals (unchecked without one)."""
+    cls = class_name.strip()
     if not cls:
-        return None
+        return AuthorizerConfig()
     if cls != STANDARD_AUTHORIZER:
         raise ConfigError(f"Invalid value {cls!r} for configuration {AUTHORIZER_CLASS_KEY}: "
                           f"kraftnode provides only {STANDARD_AUTHORIZER}")
+    return AuthorizerConfig(cls, parse_super_users(super_users), allow_everyone)
+
+
+def _of_text(props: Mapping[str, str]) -> AuthorizerConfig:
     allow_text = (props.get("allow.everyone.if.no.acl.found") or "false").strip().lower()
-    return StandardAuthorizer(parse_super_users(props.get("super.users")), allow_text == "true", acls,
-                              ready)
+    return authorizer_config(props.get(AUTHORIZER_CLASS_KEY) or "", props.get("super.users"),
+                             allow_text == "true")
+
+
+def from_config(config: AuthorizerConfig | Mapping[str, str],
+                acls: Callable[[], tuple[int, Mapping[uuid.UUID, Any]]],
+                ready: Callable[[], bool] = lambda: True) -> StandardAuthorizer | None:
+    """The authorizer the configuration asks for (its keys as text: checked first); None
+    without ``authorizer.class.name``."""
+    cfg = config if isinstance(config, AuthorizerConfig) else _of_text(config)
+    if not cfg.class_name:
+        return None
+    return StandardAuthorizer(cfg.super_users, cfg.allow_everyone_if_no_acl_found, acls, ready)
 
 
 def check_config(props: Mapping[str, str]) -> None:
-    """Start-up check of the authorizer keys (a ConfigError naming the key)."""
-    from_config(props, lambda: (0, {}))
+    """Start-up check of the authorizer keys as text (a ConfigError naming the key)."""
+    _of_text(props)
 
 
 # ------------------------------------------------------------------ filters (Describe/DeleteAcls)

@@ -9,7 +9,7 @@ from typing import Any
 from kraftnode.log.metadata_log import MetadataLog
 from kraftnode.metadata.state import MetadataState
 from kraftnode.security import scram
-from kraftnode.security.authorizer import StandardAuthorizer, from_config
+from kraftnode.security.authorizer import AuthorizerConfig, StandardAuthorizer, from_config
 from kraftnode.security.credentials import ScramCredentials, bootstrap_scram, scan_log_tail
 from kraftnode.security.credentials import check_controller_login as check_login
 from kraftnode.security.listeners import ListenerSecurity
@@ -56,10 +56,10 @@ def authenticator(sec: ListenerSecurity | None,
     return lambda peer: Authenticator(cfg, peer)
 
 
-def authorizer(props: Mapping[str, str], duties: Any) -> StandardAuthorizer | None:
+def authorizer(config: AuthorizerConfig, duties: Any) -> StandardAuthorizer | None:
     """The StandardAuthorizer ``authorizer.class.name`` asks for, over the replayed ACLs."""
     if duties is None:
-        return from_config(props, lambda: (0, {}))
+        return from_config(config, lambda: (0, {}))
     driver = duties.driver
 
     def loaded() -> bool:
@@ -67,4 +67,4 @@ def authorizer(props: Mapping[str, str], duties: Any) -> StandardAuthorizer | No
         hw = driver.high_watermark
         return bool(hw > 0 and duties.state.next_offset >= hw)
 
-    return from_config(props, lambda: (duties.state.acl_generation, duties.state.image.acls), loaded)
+    return from_config(config, lambda: (duties.state.acl_generation, duties.state.image.acls), loaded)

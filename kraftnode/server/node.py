@@ -15,7 +15,7 @@ import random
 import signal
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,14 +33,14 @@ from kraftnode.log.snapshot import SnapshotError
 from kraftnode.logsetup import os_error_text
 from kraftnode.metadata.state import MetadataState
 from kraftnode.metadata.state_machine import StateMachine, StateMachineRunner
-from kraftnode.raft import RaftConfig, RaftNode
+from kraftnode.raft import RaftNode
 from kraftnode.raft.election import ElectionState
 from kraftnode.raft.voters import Endpoint, VoterSet
 from kraftnode.security import hooks as security_hooks
 from kraftnode.security.credentials import ScramCredentials
 from kraftnode.security.listeners import OnListener
 from kraftnode.server.controller_io.controller_duties import ControllerDuties
-from kraftnode.server.controller_io.controller_shell import ControllerShell, controller_config
+from kraftnode.server.controller_io.controller_shell import ControllerShell
 from kraftnode.server.controller_io.snapshot_manager import (
     SnapshotManager,
     prepare_storage,
@@ -118,41 +118,27 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
         rlog = DiskRaftLog(mlog, mlog.dir)
         topic = _raft_topic(cfg, cluster_id)
         controller = topic == vocabulary.METADATA_TOPIC and isinstance(sm, MetadataState)
-        if controller and not cfg.application_records and isinstance(sm, MetadataState) and sm.foreign_records:
-            # the latest snapshot holds application records (the log's are found by the replay)
-            raise StartupError(f"the metadata snapshot holds {sm.foreign_records} application record(s), which "
-                               "no Kafka broker or controller can replay, and "
-                               "kraftnode.application.records.enable is false (docs/server.md)")
+        _check_application_records(cfg, sm, controller)
         listener = cfg.controller_listener
         # every controller listener as advertised, the default one first (NodeConfig)
         endpoints = cfg.controller_endpoints or ((listener, cfg.advertised_host, cfg.advertised_port),)
-        kraft_version = 0 if cfg.static_voters else 1
         node = _raft_node(cfg, cluster_id, directory_id, rlog, election, endpoints)
         scram_credentials = _scram_credentials(
             cfg, sm if controller and isinstance(sm, MetadataState) else None, mlog, node)
-        raft_metrics = request_metrics = None
         metrics_server = await _bind_metrics(cfg)
-        if metrics_server is not None:
-            from kraftnode.server.metrics.recording import RaftMetrics, RequestMetrics
-
-            raft_metrics, request_metrics = RaftMetrics(), RequestMetrics()
+        raft_metrics, request_metrics = _recorders(metrics_server)
         stop_requested = anyio.Event()
         # signals are caught from the start: a SIGTERM during start-up still shuts down cleanly
         receiver = (anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) if handle_signals
                     else contextlib.nullcontext(None))
         with receiver as signals:
             async with anyio.create_task_group() as tg:
-                driver = drv = RaftDriver(node, rlog, store, _peer_pool(tg, cfg),
-                                          {v.node_id: (v.host, v.port) for v in cfg.static_voters},
-                                          cfg.bootstrap_servers, kraft_version,
-                                          cfg.request_timeout_ms / 1000, metrics=raft_metrics)
-                drv.linearizable_reads = cfg.read_linearizable
-                drv.start()  # the producer-state rescan of the log's tail
+                driver = drv = _driver(tg, cfg, node, rlog, store, raft_metrics)
                 snapshots = SnapshotManager(mlog, runner, cfg.snapshot_config,
                                             lambda offset: voters_at(node, offset),
                                             on_snapshots_changed=rlog.snapshots_changed)
                 features = api_versions.FeatureView()
-                if cfg.pre_vote:
+                if cfg.raft.pre_vote:
                     features.api_max = {}  # KIP-996: advertise Vote v2
                 # controller duties only in a KRaft controller quorum: a TestRaftServer quorum
                 # carries opaque bytes, and its Java nodes serve no controller APIs
@@ -168,45 +154,94 @@ async def run_node(cfg: NodeConfig, state_machine: StateMachine | None = None,
                 if metrics_server is not None:
                     _start_metrics(tg, metrics_server, cfg, drv, raft_metrics, request_metrics,
                                    listeners, cluster_id, shell)
-                tg.start_soon(drv.run, tg)
-                if duties is not None:
-                    tg.start_soon(duties.run)
-                if shell is not None:
-                    tg.start_soon(shell.run)
-                tg.start_soon(snapshots.run, lambda: drv.high_watermark)
-                tg.start_soon(handlers.groups.service.run)  # the group coordinator's timers
-                log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
-                         "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
-                         # a --no-initial-controllers node's log is empty (kraft.version 0 until it
-                         # fetches): its quorum is dynamic all the same (no controller.quorum.voters)
-                         "static" if node.history.kraft_version() == 0 and not cfg.is_dynamic else "dynamic",
-                         topic, ",".join(bound),
-                         cfg.metadata_log_dir, rlog.end_offset)
-
-                if cfg.application_records and topic == vocabulary.METADATA_TOPIC:
-                    log.warning("kraftnode.application.records.enable=true: this quorum's log takes application "
-                                "records (Produce, consumer groups, the embedding API); Kafka brokers cannot "
-                                "replay it and their registration is refused")
+                _start_tasks(tg, drv, duties, shell, handlers, snapshots)
+                _log_started(cfg, cluster_id, node, topic, bound, rlog.end_offset)
                 if on_started is not None:
                     on_started(RunningNode(drv, snapshots, stop_requested.set))
                 await _serve_until_stopped(tg, drv, stop_requested, signals)
         if handle_signals:
-            # Shutting down: a further SIGTERM/SIGINT (an impatient second Ctrl-C, a
-            # supervisor's follow-up) must not kill the node before its log is closed
-            # and it has said so; the receiver above no longer catches them.
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _ignore_further_signals()
     finally:
-        latency_trace.dump()
-        if metrics_server is not None:
-            metrics_server.close()
-        try:
-            mlog.close()
-        except OSError as e:
-            log.error("closing the metadata log failed: %s", os_error_text(e))
+        _close(metrics_server, mlog)
     if driver is not None and driver.fatal is not None:
         raise NodeFailure(f"node {cfg.node_id} stopped: {driver.fatal}")
     log.info("node %d shut down cleanly", cfg.node_id)
+
+
+def _check_application_records(cfg: NodeConfig, sm: StateMachine, controller: bool) -> None:
+    """A node that does not opt in to application records refuses a snapshot holding some (the
+    log's are found by the replay)."""
+    if controller and not cfg.application_records and isinstance(sm, MetadataState) and sm.foreign_records:
+        raise StartupError(f"the metadata snapshot holds {sm.foreign_records} application record(s), which "
+                           "no Kafka broker or controller can replay, and "
+                           "kraftnode.application.records.enable is false (docs/server.md)")
+
+
+def _recorders(metrics_server: Any) -> tuple[Any, RequestMetrics | None]:
+    """(raft metrics, request metrics) when metrics are served, else (None, None): nothing timed."""
+    if metrics_server is None:
+        return None, None
+    from kraftnode.server.metrics.recording import RaftMetrics, RequestMetrics
+
+    return RaftMetrics(), RequestMetrics()
+
+
+def _driver(tg: anyio.abc.TaskGroup, cfg: NodeConfig, node: RaftNode, rlog: DiskRaftLog,
+            store: QuorumStateStore, raft_metrics: Any) -> RaftDriver:
+    """The raft core's driver, its producer-state rescan of the log's tail done."""
+    drv = RaftDriver(node, rlog, store, _peer_pool(tg, cfg),
+                     {v.node_id: (v.host, v.port) for v in cfg.static_voters},
+                     cfg.bootstrap_servers, 0 if cfg.static_voters else 1,
+                     cfg.raft.request_timeout_ms / 1000, metrics=raft_metrics)
+    drv.linearizable_reads = cfg.read_linearizable
+    drv.start()
+    return drv
+
+
+def _start_tasks(tg: anyio.abc.TaskGroup, drv: RaftDriver, duties: ControllerDuties | None,
+                 shell: ControllerShell | None, handlers: NodeHandlers, snapshots: SnapshotManager) -> None:
+    """The node's long-running tasks: the driver, the controller's, snapshots, group timers."""
+    tg.start_soon(drv.run, tg)
+    if duties is not None:
+        tg.start_soon(duties.run)
+    if shell is not None:
+        tg.start_soon(shell.run)
+    tg.start_soon(snapshots.run, lambda: drv.high_watermark)
+    tg.start_soon(handlers.groups.service.run)  # the group coordinator's timers
+
+
+def _log_started(cfg: NodeConfig, cluster_id: str, node: RaftNode, topic: str, bound: list[str],
+                 end_offset: int) -> None:
+    log.info("kraftnode %s node %d started: cluster %s, %s quorum on %s, listeners %s, "
+             "log dir %s, log end offset %d", __version__, cfg.node_id, cluster_id,
+             # a --no-initial-controllers node's log is empty (kraft.version 0 until it
+             # fetches): its quorum is dynamic all the same (no controller.quorum.voters)
+             "static" if node.history.kraft_version() == 0 and not cfg.is_dynamic else "dynamic",
+             topic, ",".join(bound),
+             cfg.metadata_log_dir, end_offset)
+
+    if cfg.application_records and topic == vocabulary.METADATA_TOPIC:
+        log.warning("kraftnode.application.records.enable=true: this quorum's log takes application "
+                    "records (Produce, consumer groups, the embedding API); Kafka brokers cannot "
+                    "replay it and their registration is refused")
+
+
+def _ignore_further_signals() -> None:
+    """Shutting down: a further SIGTERM/SIGINT (an impatient second Ctrl-C, a supervisor's
+    follow-up) must not kill the node before its log is closed and it has said so; the
+    receiver of run_node no longer catches them."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _close(metrics_server: Any, mlog: MetadataLog) -> None:
+    latency_trace.dump()
+    if metrics_server is not None:
+        metrics_server.close()
+    try:
+        mlog.close()
+    except OSError as e:
+        log.error("closing the metadata log failed: %s", os_error_text(e))
 
 
 def _load_state(mlog: MetadataLog, store: QuorumStateStore, state_machine: StateMachine | None,
@@ -232,36 +267,17 @@ def _handlers(cfg: NodeConfig, cluster_id: str, drv: RaftDriver, features: api_v
     them afterwards): the controller shell of a node with controller duties (the
     controller APIs, docs/controller.md), the authorizer, and the limits and switches of
     the configuration."""
-    properties = _properties(cfg)
     if duties is not None:
         duties.application_records = cfg.application_records
-        try:
-            duties.default_min_isr = int(properties.get("min.insync.replicas", "1"))
-        except ValueError:
-            pass  # validated at start-up (kraftnode.config)
-    shell = ControllerShell(
-        drv, duties, controller_config(cfg.properties, cluster_id, cfg.node_id,
-                                       frozenset(v.node_id for v in cfg.static_voters)),
-        drv.current_kraft_version) if duties is not None else None
+        duties.default_min_isr = cfg.controller.min_insync_replicas
+    shell = ControllerShell(drv, duties, replace(cfg.controller, cluster_id=cluster_id),
+                            drv.current_kraft_version) if duties is not None else None
     return NodeHandlers(HandlerServices(
         ident=NodeIdentity(cfg.node_id, cluster_id, cfg.controller_listener), driver=drv, features=features,
         message_max_bytes=cfg.message_max_bytes, duties=duties,
         authorizer=security_hooks.authorizer(cfg.authorizer_config, duties), controller=shell,
         group_config=cfg.group_config, application_records=cfg.application_records,
-        broker_properties=properties))
-
-
-def _properties(cfg: NodeConfig) -> dict[str, str]:
-    """The properties as read at start-up, ``--override`` included (DescribeConfigs lists
-    them as static configs); a NodeConfig made without them (embedding) reads the file."""
-    from kraftnode.config import ServerConfig
-
-    if cfg.properties:
-        return dict(cfg.properties)
-    try:
-        return dict(ServerConfig.load(cfg.source).props.raw())
-    except (OSError, ConfigError):
-        return {}
+        broker_properties=cfg.listed_properties))
 
 
 def _scram_credentials(cfg: NodeConfig, image: MetadataState | None, mlog: MetadataLog,
@@ -306,13 +322,8 @@ def _raft_node(cfg: NodeConfig, cluster_id: str, directory_id: uuid.UUID | None,
     listener = cfg.controller_listener
     static = VoterSet.static({v.node_id: [Endpoint(listener, v.host, v.port)]
                               for v in cfg.static_voters}) if cfg.static_voters else VoterSet.of([])
-    raft_cfg = RaftConfig(
-        cluster_id=cluster_id, election_timeout_ms=cfg.election_timeout_ms,
-        election_backoff_max_ms=cfg.election_backoff_max_ms, fetch_timeout_ms=cfg.fetch_timeout_ms,
-        request_timeout_ms=cfg.request_timeout_ms, retry_backoff_ms=cfg.retry_backoff_ms,
-        listener_name=listener, pre_vote=cfg.pre_vote, auto_join=cfg.auto_join)
     return RaftNode(
-        cfg.node_id, directory_id, raft_cfg, rlog, election,
+        cfg.node_id, directory_id, replace(cfg.raft, cluster_id=cluster_id), rlog, election,
         static, random.Random(), now_ms(),
         local_endpoints=tuple(Endpoint(*e) for e in endpoints),
         bootstrap_servers=[-1 - i for i in range(len(cfg.bootstrap_servers))],
@@ -345,8 +356,8 @@ async def _start_listeners(tg: anyio.abc.TaskGroup, cfg: NodeConfig, handlers: N
 def _peer_pool(tg: anyio.abc.TaskGroup, cfg: NodeConfig) -> PeerPool:
     """The connections to raft peers, secured as the controller listener is."""
     ctrl_sec = cfg.security.get(cfg.controller_listener)
-    return PeerPool(tg, f"raft-client-{cfg.node_id}", cfg.request_timeout_ms / 1000,
-                    cfg.retry_backoff_ms / 1000, max(cfg.retry_backoff_ms, 1000) / 1000,
+    return PeerPool(tg, f"raft-client-{cfg.node_id}", cfg.raft.request_timeout_ms / 1000,
+                    cfg.raft.retry_backoff_ms / 1000, max(cfg.raft.retry_backoff_ms, 1000) / 1000,
                     ssl=ctrl_sec.client_ssl_context if ctrl_sec else None,
                     sasl_login=ctrl_sec.client_login if ctrl_sec else None)
 
@@ -408,7 +419,7 @@ def _start_metrics(tg: anyio.abc.TaskGroup, server: Any, cfg: NodeConfig, driver
 
     registry = server.registry
     registry.register(NodeCollector(driver, raft_metrics, request_metrics, listeners,
-                                    cfg.node_id, cluster_id, cfg.fetch_timeout_ms))
+                                    cfg.node_id, cluster_id, cfg.raft.fetch_timeout_ms))
     if controller is not None:
         from kraftnode.server.metrics.controller import ControllerCollector, ControllerMetrics
 
@@ -418,7 +429,7 @@ def _start_metrics(tg: anyio.abc.TaskGroup, server: Any, cfg: NodeConfig, driver
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     server.live = lambda: liveness(driver)
-    server.ready = lambda: readiness(driver, cfg.fetch_timeout_ms, raft_metrics)
+    server.ready = lambda: readiness(driver, cfg.raft.fetch_timeout_ms, raft_metrics)
     tg.start_soon(server.serve)
     host = server.host
     shown = f"[{host}]" if ":" in host else host

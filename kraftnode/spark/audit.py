@@ -207,24 +207,51 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
     Logs of at most ``driver_read_max_bytes`` are decoded on the driver and handed to
     Spark as Arrow; larger ones are read by the ``kraft-log`` source in Spark's workers.
     Every analysis step after the read is the same Spark job either way."""
-    import pyarrow.parquet as pq
-    from pyspark.sql import functions as F
-    from pyspark.sql.window import Window
-
-    from kraftnode.spark.fs_read import read_files, unreadable_path
-    from kraftnode.spark.paths import discover, is_local, local_path
-
+    t = _Tables(Path(out_dir).resolve())  # Spark's executors write tables here: never relative to their cwd
     stage = _Stages(progress)
-    out = Path(out_dir).resolve()  # Spark's executors write tables here: never relative to their cwd
-    (out / "tables").mkdir(parents=True, exist_ok=True)
-    tables: dict[str, Path] = {}
+    read = _read(spark, log_dirs, t, driver_read_max_bytes)
+    stage("read", read.summary)
+    floor, committed, violations, lost = _committed(read, t)
+    stage("committed floor and violations", f"floor {floor}, {len(violations)} violations, "
+                                            f"{len(lost)} unreadable batches")
+    pairs, disagreeing = _pairs(read.entries, committed, floor, lost, t)
+    stage("pairwise divergence", f"{len(pairs)} replica pairs, {disagreeing} offsets where replicas disagree")
+    uniq, epochs_df, epochs, first_ts, max_ts = _epochs(read.entries, t)
+    leadership = _leadership(read.seg, epochs_df, max_ts, t)
+    stage("epochs and leadership", f"{len(epochs)} epochs, {len(leadership)} LeaderChange records")
+    voters = _voters(read.rows, t)
+    rate, bucket = _write_rate(uniq, first_ts, max_ts, t)
+    stage("voter sets and write rate", f"{len(voters)} voter/kraft.version records, {len(rate)} rate buckets")
+    invalid, invalid_count, application_records, first_application_offset = _invalid(read.rows, t)
+    read.entries.unpersist()
+    read.rows.unpersist()
+    stage("invalid rows", f"{invalid_count}")
 
-    def save(name: str, df: Any, keep: int) -> tuple[list[dict[str, Any]], int]:
+    result = AuditResult(t.out, read.replicas, floor, pairs, violations, leadership, voters, epochs, rate,
+                         invalid, invalid_count, t.out / "report.html", t.tables, int(bucket),
+                         lost=lost, application_records=application_records,
+                         first_application_offset=first_application_offset)
+    _write_report(result, read.replica_rows, log_dirs)
+    stage("report", str(result.report))
+    return result
+
+
+class _Tables:
+    """The audit's tables, written as Parquet under ``out/tables``."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        (out / "tables").mkdir(parents=True, exist_ok=True)
+        self.tables: dict[str, Path] = {}
+
+    def save(self, name: str, df: Any, keep: int) -> tuple[list[dict[str, Any]], int]:
         """Tables that can be as large as the log: written by Spark, then the first ``keep``
         rows and the row count read back from the Parquet files (no second Spark job)."""
-        path = out / "tables" / name
+        import pyarrow.parquet as pq
+
+        path = self.out / "tables" / name
         df.write.mode("overwrite").parquet(str(path))
-        tables[name] = path
+        self.tables[name] = path
         files = sorted(path.glob("part-*.parquet"))
         total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
         first: list[dict[str, Any]] = []
@@ -234,23 +261,48 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
             first.extend(pq.read_table(f).slice(0, keep - len(first)).to_pylist())
         return first, total
 
-    def save_collected(name: str, df: Any) -> list[dict[str, Any]]:
+    def save_collected(self, name: str, df: Any) -> list[dict[str, Any]]:
         """Small tables (a row per epoch, pair, bucket...): collected once and written by
         the driver, instead of computing them twice (one job to write, one to collect)."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        return _write_rows(name, _rows(df), to_arrow_schema(df.schema))
+        return self.write_rows(name, _rows(df), to_arrow_schema(df.schema))
 
-    def _write_rows(name: str, collected: list[dict[str, Any]], schema: Any) -> list[dict[str, Any]]:
+    def write_rows(self, name: str, collected: list[dict[str, Any]], schema: Any) -> list[dict[str, Any]]:
         import pyarrow as pa
+        import pyarrow.parquet as pq
 
-        path = out / "tables" / name
+        path = self.out / "tables" / name
         if path.exists():
             shutil.rmtree(path)
         path.mkdir(parents=True)
         pq.write_table(pa.Table.from_pylist(collected, schema=schema), path / "part-00000.parquet")
-        tables[name] = path
+        self.tables[name] = path
         return collected
+
+
+@dataclass
+class _Read:
+    """The log files as rows, cached: every row, the segments', one entry per (replica, offset)."""
+
+    rows: Any
+    seg: Any
+    entries: Any
+    replica_rows: list[dict[str, Any]]
+    replicas: list[int]
+    snap_floor: int
+    summary: str
+
+    @property
+    def majority(self) -> int:
+        return len(self.replicas) // 2 + 1
+
+
+def _read(spark: Any, log_dirs: list[str], t: _Tables, driver_read_max_bytes: int) -> _Read:
+    from pyspark.sql import functions as F
+
+    from kraftnode.spark.fs_read import read_files, unreadable_path
+    from kraftnode.spark.paths import discover, is_local, local_path
 
     files = discover(log_dirs, spark)  # fails naming a bad path, before any Spark job
     snap_floor = -1  # snapshots hold committed records only: their end offset is committed
@@ -288,21 +340,27 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
             F.sum(F.when(F.col("error").isNotNull(), 1).otherwise(0)).alias("error_rows"),
             F.sum(F.when(~F.col("batch_crc_valid"), 1).otherwise(0)).alias("crc_invalid_rows"))
             .orderBy("replica", "file_type"))
-        replica_rows = save_collected("replicas", replica_df)
+        replica_rows = t.save_collected("replicas", replica_df)
     except Exception as e:
         bad = unreadable_path(e, files)
         if bad is not None:
             raise bad from None
         raise
     replicas = sorted({r["replica"] for r in replica_rows if r["file_type"] == "segment" and r["replica"] is not None})
-    n = len(replicas)
-    majority = n // 2 + 1
-    stage("read", f"{len(files)} files ({log_bytes / 1e6:.1f} MB, "
-                  f"{how}) "
-                  f"of replicas {replicas}, "
-                  f"{sum(r['records'] for r in replica_rows if r['file_type'] == 'segment')} segment records")
+    summary = (f"{len(files)} files ({log_bytes / 1e6:.1f} MB, "
+               f"{how}) "
+               f"of replicas {replicas}, "
+               f"{sum(r['records'] for r in replica_rows if r['file_type'] == 'segment')} segment records")
+    return _Read(rows, seg, entries, replica_rows, replicas, snap_floor, summary)
 
-    # ---------------------------------------------------------------- committed floor
+
+def _committed(read: _Read, t: _Tables) -> tuple[int, Any, list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the committed floor, the committed entries below it, the safety violations, the
+    unreadable batches)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    entries, majority, snap_floor = read.entries, read.majority, read.snap_floor
     agree = entries.groupBy("offset", "epoch", "hash").agg(F.countDistinct("replica").alias("holders"))
     newest = entries.agg(F.max("epoch").alias("newest_epoch"))
     floor_row = (agree.filter(F.col("holders") >= majority)
@@ -326,17 +384,22 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
                   F.concat(F.lit("differs from the committed entry (epoch "), F.col("c_epoch").cast("string"),
                            F.lit(") below the committed floor")).alias("reason")))
     violations_df = v1.unionByName(v2).dropDuplicates(["offset", "replica"]).orderBy("offset", "replica")
-    violations, _ = save("violations", violations_df, 1000)
-    import pyarrow as pa
+    violations, _ = t.save("violations", violations_df, 1000)
 
-    lost = _lost_batches(seg, committed_floor, F)
-    _write_rows("lost_batches", lost, pa.schema([
+    lost = _lost_batches(read.seg, committed_floor, F)
+    t.write_rows("lost_batches", lost, pa.schema([
         ("replica", pa.int32()), ("file", pa.string()), ("position", pa.int64()), ("first_offset", pa.int64()),
         ("last_offset", pa.int64()), ("epoch", pa.int32()), ("committed", pa.bool_()), ("error", pa.string())]))
-    stage("committed floor and violations", f"floor {committed_floor}, {len(violations)} violations, "
-                                            f"{len(lost)} unreadable batches")
+    return committed_floor, committed, violations, lost
 
-    # ---------------------------------------------------------------- pairwise first divergence
+
+def _pairs(entries: Any, committed: Any, committed_floor: int, lost: list[dict[str, Any]],
+           t: _Tables) -> tuple[list[dict[str, Any]], int]:
+    """Each pair of replicas' first divergence, classified; (the pairs, how many offsets
+    some replicas disagree on)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
     a = entries.select(F.col("replica").alias("replica_a"), "offset", F.col("epoch").alias("epoch_a"),
                        F.col("hash").alias("hash_a"))
     b = entries.select(F.col("replica").alias("replica_b"), "offset", F.col("epoch").alias("epoch_b"),
@@ -376,7 +439,7 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
         r["reason"] = reason
         pairs.append(r)
 
-    _write_rows("pair_divergence", pairs, pa.schema([
+    t.write_rows("pair_divergence", pairs, pa.schema([
         ("replica_a", pa.int32()), ("replica_b", pa.int32()), ("common_offsets", pa.int64()),
         ("mismatched_offsets", pa.int64()), ("first_divergence", pa.int64()), ("epoch_a", pa.int32()),
         ("epoch_b", pa.int32()), ("hash_a", pa.int64()), ("hash_b", pa.int64()), ("verdict", pa.string()),
@@ -385,10 +448,15 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
                      .agg(F.countDistinct("epoch", "hash").alias("versions"),
                           F.sort_array(F.collect_list(F.struct("replica", "epoch", "hash"))).alias("entries"))
                      .filter(F.col("versions") > 1).orderBy("offset"))
-    _, disagreeing = save("disagreements", disagreements, 0)
-    stage("pairwise divergence", f"{len(pairs)} replica pairs, {disagreeing} offsets where replicas disagree")
+    _, disagreeing = t.save("disagreements", disagreements, 0)
+    return pairs, disagreeing
 
-    # ---------------------------------------------------------------- per-epoch statistics
+
+def _epochs(entries: Any, t: _Tables) -> tuple[Any, Any, list[dict[str, Any]], Any, Any]:
+    """Per-epoch statistics: (the distinct entries, the epochs' DataFrame and rows, the first
+    and the newest timestamp)."""
+    from pyspark.sql import functions as F
+
     uniq = entries.dropDuplicates(["offset", "epoch", "hash"])
     batches = (entries.dropDuplicates(["epoch", "batch_base_offset", "batch_crc"])
                .groupBy("epoch").agg(F.count("*").alias("batches"), F.sum("batch_size").alias("disk_bytes")))
@@ -398,11 +466,17 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
                  .withColumn("compression_ratio",
                              (F.col("record_bytes") + F.col("batches") * 61) / F.col("disk_bytes"))
                  .orderBy("epoch"))
-    epochs = save_collected("epoch_stats", epochs_df)
+    epochs = t.save_collected("epoch_stats", epochs_df)
     first_ts = min((r["first_time"] for r in epochs if r["first_time"] is not None), default=None)
     max_ts = max((r["last_time"] for r in epochs if r["last_time"] is not None), default=None)
+    return uniq, epochs_df, epochs, first_ts, max_ts
 
-    # ---------------------------------------------------------------- leadership timeline
+
+def _leadership(seg: Any, epochs_df: Any, max_ts: Any, t: _Tables) -> list[dict[str, Any]]:
+    """The leadership timeline, from the LeaderChange records."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+
     lc = (seg.filter(F.col("control_type") == "LEADER_CHANGE")
           .select(F.col("partition_leader_epoch").alias("epoch"), "offset", "timestamp", "replica",
                   F.from_json("record_json", LEADER_CHANGE_JSON).alias("m")))
@@ -425,10 +499,13 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
                      .withColumn("tenure_ms", F.coalesce("end_time", F.lit(max_ts).cast("long"))
                                  - F.col("start_time"))
                      .orderBy("epoch"))
-    leadership = save_collected("leadership", leadership_df)
-    stage("epochs and leadership", f"{len(epochs)} epochs, {len(leadership)} LeaderChange records")
+    return t.save_collected("leadership", leadership_df)
 
-    # ---------------------------------------------------------------- voter-set history
+
+def _voters(rows: Any, t: _Tables) -> list[dict[str, Any]]:
+    """The voter-set history (KRaftVoters and KRaftVersion records)."""
+    from pyspark.sql import functions as F
+
     vr = rows.filter(F.col("control_type").isin("KRAFT_VOTERS", "KRAFT_VERSION") & F.col("error").isNull())
     voters_df = (vr.select("file_type", "offset", F.col("partition_leader_epoch").alias("epoch"), "timestamp",
                            "control_type",
@@ -440,9 +517,13 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
                          F.expr("transform(v, x -> concat(x.voterId, '@', x.endpoints[0].host, ':', "
                                 "x.endpoints[0].port))").alias("endpoints"))
                  .orderBy(F.when(F.col("file_type") == "segment", 1).otherwise(0), "offset", "control_type"))
-    voters = save_collected("voters_history", voters_df)
+    return t.save_collected("voters_history", voters_df)
 
-    # ---------------------------------------------------------------- write rate
+
+def _write_rate(uniq: Any, first_ts: Any, max_ts: Any, t: _Tables) -> tuple[list[dict[str, Any]], int]:
+    """Records and bytes per second in about 60 buckets of whole seconds: (the rows, the bucket in ms)."""
+    from pyspark.sql import functions as F
+
     span_ms = (max_ts - first_ts) if first_ts is not None and max_ts is not None else 0
     bucket = max(1000, span_ms // 60 // 1000 * 1000)
     rate_df = (uniq.groupBy((F.floor(F.col("timestamp") / bucket) * bucket).cast("long").alias("bucket_start"))
@@ -450,38 +531,37 @@ def run_audit(spark: Any, log_dirs: list[str], out_dir: str | os.PathLike[str],
                .withColumn("records_per_s", F.col("records") / (bucket / 1000.0))
                .withColumn("bytes_per_s", F.col("bytes") / (bucket / 1000.0))
                .orderBy("bucket_start"))
-    rate = save_collected("write_rate", rate_df)
-    stage("voter sets and write rate", f"{len(voters)} voter/kraft.version records, {len(rate)} rate buckets")
+    return t.save_collected("write_rate", rate_df), bucket
 
-    # ---------------------------------------------------------------- invalid rows
+
+def _invalid(rows: Any, t: _Tables) -> tuple[list[dict[str, Any]], int, int, int | None]:
+    """(the first invalid rows, their count, the application records, the first one's offset)."""
+    from pyspark.sql import functions as F
+
     invalid_df = rows.filter(F.col("error").isNotNull() | (F.col("record_error").isNotNull()
                                                             & (F.col("record_error") != NOT_METADATA)))
     invalid_df = invalid_df.select("replica", "file", "file_type", "position", "offset", "batch_crc_valid",
                                    "record_type", "record_error", "error")
-    invalid, invalid_count = save("invalid_rows", invalid_df, 200)
+    invalid, invalid_count = t.save("invalid_rows", invalid_df, 200)
     app = (rows.filter((F.col("file_type") != "bootstrap") & F.col("error").isNull() & F.col("offset").isNotNull()
                        & (F.col("record_error") == NOT_METADATA))
            .agg(F.countDistinct("offset").alias("n"), F.min("offset").alias("first")).first())
     application_records = int(app["n"] or 0) if app is not None else 0
     first_application_offset = None if app is None or app["first"] is None else int(app["first"])
-    entries.unpersist()
-    rows.unpersist()
-    stage("invalid rows", f"{invalid_count}")
+    return invalid, invalid_count, application_records, first_application_offset
 
-    result = AuditResult(out, replicas, committed_floor, pairs, violations, leadership, voters, epochs, rate,
-                         invalid, invalid_count, out / "report.html", tables, int(bucket),
-                         lost=lost, application_records=application_records,
-                         first_application_offset=first_application_offset)
+
+def _write_report(result: AuditResult, replica_rows: list[dict[str, Any]], log_dirs: list[str]) -> None:
+    """report.html and summary.json."""
+    out = result.out_dir
     result.report.write_text(_report_html(result, replica_rows, log_dirs), encoding="utf-8")
     (out / "summary.json").write_text(json.dumps({
-        "ok": result.ok, "headline": result.headline(), "application_records": application_records,
-        "replicas": replicas, "committed_floor": committed_floor, "violations": len(violations),
+        "ok": result.ok, "headline": result.headline(), "application_records": result.application_records,
+        "replicas": result.replicas, "committed_floor": result.committed_floor, "violations": len(result.violations),
         "lost_committed": {str(k): v for k, v in result.lost_ranges().items()},
         "lost_not_proven_committed": {str(k): v for k, v in result.lost_ranges(committed=False).items()},
-        "pairs": pairs, "leadership_epochs": len(leadership), "invalid_rows": invalid_count,
+        "pairs": result.pairs, "leadership_epochs": len(result.leadership), "invalid_rows": result.invalid_count,
     }, indent=2, default=str), encoding="utf-8")
-    stage("report", str(result.report))
-    return result
 
 
 def _lost_batches(seg: Any, committed_floor: int, F: Any) -> list[dict[str, Any]]:

@@ -55,8 +55,7 @@ if TYPE_CHECKING:
     from kraftnode.server.metrics.controller import ControllerMetrics
     from recordbatch.view import BatchView
 
-__all__ = ["ControllerRead", "ControllerShell", "ControllerWrite", "NotController", "controller_config",
-           "monotonic_ms"]
+__all__ = ["ControllerRead", "ControllerShell", "ControllerWrite", "NotController", "monotonic_ms"]
 
 log = logging.getLogger("kraftnode.controller")
 
@@ -68,28 +67,6 @@ T = TypeVar("T")
 ControllerWrite: TypeAlias = Callable[[QuorumController, int], ControllerResult[T]]
 #: A read of the active controller's view (:meth:`ControllerShell.read`).
 ControllerRead: TypeAlias = Callable[[QuorumController], T]
-
-
-def controller_config(properties: dict[str, str], cluster_id: str, node_id: int,
-                      voter_ids: frozenset[int]) -> ControllerConfig:
-    """The controller's keys from the node's properties (validated at start-up, kraftnode.config)."""
-    from kraftnode.config import keys
-
-    def get(key: str) -> Any:
-        return keys.value(properties, key)
-    return ControllerConfig(
-        cluster_id=cluster_id, node_id=node_id,
-        session_timeout_ms=get("broker.session.timeout.ms"),
-        heartbeat_interval_ms=get("broker.heartbeat.interval.ms"),
-        num_partitions=get("num.partitions"),
-        default_replication_factor=get("default.replication.factor"),
-        delete_topic_enable=get("delete.topic.enable"),
-        auto_leader_rebalance_enable=get("auto.leader.rebalance.enable"),
-        leader_imbalance_check_interval_ms=get("leader.imbalance.check.interval.seconds") * 1000,
-        unclean_check_interval_ms=get("unclean.leader.election.interval.ms"),
-        max_idle_interval_ms=get("metadata.max.idle.interval.ms"),
-        static_configs=dict(properties),
-        controller_ids=voter_ids)
 
 
 def monotonic_ms() -> int:

@@ -34,8 +34,7 @@ from typing import Any
 
 import anyio
 
-from kraftnode.config.node_config import SnapshotConfig
-from kraftnode.log.metadata_log import MetadataLog
+from kraftnode.log.metadata_log import MetadataLog, SnapshotConfig
 from kraftnode.log.snapshot import (
     PARTIAL_SUFFIX,
     SUFFIX,

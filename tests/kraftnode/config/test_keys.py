@@ -116,7 +116,7 @@ def test_node_config_defaults_come_from_the_table(tmp_path: Path) -> None:
                  "controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:9093\n"
                  f"log.dirs={tmp_path}\nkraftnode.log.file={tmp_path}/k.log\n")
     cfg = node_config.load(str(p))
-    assert cfg.fetch_timeout_ms == int(BY_NAME["controller.quorum.fetch.timeout.ms"].default or 0)
+    assert cfg.raft.fetch_timeout_ms == int(BY_NAME["controller.quorum.fetch.timeout.ms"].default or 0)
     assert cfg.connections_max_idle_ms == 600000
     assert cfg.log_file == f"{tmp_path}/k.log"
     assert (cfg.log_file_max_bytes, cfg.log_file_backups) == (104857600, 10)

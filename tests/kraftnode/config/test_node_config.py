@@ -22,8 +22,8 @@ BASE = ("node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:9
 
 def test_defaults_are_kafkas(tmp_path: Path) -> None:
     cfg = load(_write(tmp_path, BASE))
-    assert (cfg.election_timeout_ms, cfg.fetch_timeout_ms, cfg.election_backoff_max_ms,
-            cfg.request_timeout_ms, cfg.retry_backoff_ms) == (1000, 2000, 1000, 2000, 20)
+    assert (cfg.raft.election_timeout_ms, cfg.raft.fetch_timeout_ms, cfg.raft.election_backoff_max_ms,
+            cfg.raft.request_timeout_ms, cfg.raft.retry_backoff_ms) == (1000, 2000, 1000, 2000, 20)
     assert cfg.socket_request_max_bytes == 100 * 1024 * 1024
     assert cfg.static_voters[0].port == 9093 and not cfg.is_dynamic
     assert cfg.log_config.segment_bytes == 1024 * 1024 * 1024

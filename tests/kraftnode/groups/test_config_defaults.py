@@ -4,7 +4,8 @@ of names and defaults; GroupConfig's field defaults only serve code that builds 
 from __future__ import annotations
 
 from kraftnode.config import keys
-from kraftnode.groups.config import KEYS, GroupConfig
+from kraftnode.config.consumers import GROUP_KEYS as KEYS
+from kraftnode.groups.config import GroupConfig
 
 
 def test_every_group_key_defaults_as_the_key_table_says() -> None:

@@ -156,7 +156,7 @@ def test_collector_reads_the_core_at_scrape_time(tmp_path: Path) -> None:
             reqs = RequestMetrics()
             reg = CollectorRegistry(auto_describe=False)
             reg.register(NodeCollector(driver, rm, reqs, [("CONTROLLER", listener)], 1,
-                                       "MkU3OEVBNTcwNTJENDM2Qg", cfg.fetch_timeout_ms))
+                                       "MkU3OEVBNTcwNTJENDM2Qg", cfg.raft.fetch_timeout_ms))
             before = _families(reg)
             # a lone voter leads as it starts (Kafka's initialize), before the driver runs: the
             # collector shows the core's state as it is at scrape time
@@ -194,7 +194,7 @@ def test_collector_reads_the_core_at_scrape_time(tmp_path: Path) -> None:
             assert _value(fams, "kafka_server_snapshotemitter_latestsnapshotgeneratedbytes") == 0
             assert _value(fams, "kafka_server_socket_server_metrics_connection_count",
                           listener="CONTROLLER") == 0
-            assert readiness(driver, cfg.fetch_timeout_ms, rm).ok
+            assert readiness(driver, cfg.raft.fetch_timeout_ms, rm).ok
             # docs/metrics.md lists every metric the node exports
             docs = (Path(__file__).resolve().parents[4] / "docs" / "metrics.md").read_text()
             missing = [n for n in fams if f"`{n}" not in docs]

@@ -56,11 +56,11 @@ def _driver(cfg: node_config.NodeConfig, tg: anyio.abc.TaskGroup) -> tuple[RaftD
     listener = cfg.controller_listener
     voters = VoterSet.static({v.node_id: [Endpoint(listener, v.host, v.port)]
                               for v in cfg.static_voters})
-    raft_cfg = RaftConfig(cluster_id=cluster_id, election_timeout_ms=cfg.election_timeout_ms,
-                          election_backoff_max_ms=cfg.election_backoff_max_ms,
-                          fetch_timeout_ms=cfg.fetch_timeout_ms,
-                          request_timeout_ms=cfg.request_timeout_ms,
-                          retry_backoff_ms=cfg.retry_backoff_ms, listener_name=listener)
+    raft_cfg = RaftConfig(cluster_id=cluster_id, election_timeout_ms=cfg.raft.election_timeout_ms,
+                          election_backoff_max_ms=cfg.raft.election_backoff_max_ms,
+                          fetch_timeout_ms=cfg.raft.fetch_timeout_ms,
+                          request_timeout_ms=cfg.raft.request_timeout_ms,
+                          retry_backoff_ms=cfg.raft.retry_backoff_ms, listener_name=listener)
     node = RaftNode(cfg.node_id, directory_id, raft_cfg, rlog,  # type: ignore[arg-type]
                     quorum_state_to_election(store.read()), voters, random.Random(1), now_ms(),
                     local_endpoints=(Endpoint(listener, cfg.advertised_host, cfg.advertised_port),))
