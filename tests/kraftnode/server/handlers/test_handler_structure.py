@@ -181,8 +181,8 @@ def test_an_attribute_set_after_construction_would_be_reported() -> None:
     planted[node] = sources[node].replace(
         "    return NodeHandlers(HandlerServices(",
         "    handlers = NodeHandlers(HandlerServices(").replace(
-        "        broker_properties=properties))\n",
-        "        broker_properties=properties))\n    handlers.message_max_bytes = 1048588\n"
+        "        broker_properties=cfg.listed_properties))\n",
+        "        broker_properties=cfg.listed_properties))\n    handlers.message_max_bytes = 1048588\n"
         "    handlers.groups.service = None\n    return handlers\n", 1)
     assert planted[node] != sources[node]
     found = attribute_assignments_outside_constructors(planted)
