@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from kraftnode.commands.errors import UsageError
+from kraftnode.errors import UsageError
 from kraftnode.quorum_client import QuorumInfo, fetch_quorum_info
 from recordbatch.wire import uuid_to_base64
 from tests.support.cluster import CLUSTER_ID, free_ports
