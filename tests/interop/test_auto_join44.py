@@ -32,10 +32,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -45,6 +44,7 @@ from recordbatch.wire import uuid_to_base64
 from tests.support.cluster import CLUSTER_ID, free_ports
 from tests.support.kafka import KafkaHome
 from tests.support.kafka_server import KafkaServer, controller_properties
+from tests.support.kraft_brokers import wait_until
 from tests.support.quorums import format_node
 
 pytestmark = pytest.mark.timeout(600)
@@ -54,16 +54,6 @@ FETCH_TIMEOUT_MS = 2000
 AUTO_JOIN = f"controller.quorum.auto.join.enable=true\ncontroller.quorum.fetch.timeout.ms={FETCH_TIMEOUT_MS}\n"
 KAFKA_IDS = (1, 4)
 KRAFT_IDS = (2, 3)
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float, logs: Callable[[], str] = lambda: "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{logs()}")
 
 
 @dataclass
