@@ -102,32 +102,42 @@ def _is_in_process(path: Path) -> bool:
 
 
 # ------------------------------------------------------------------ the two real-process streams
-#: The real-process stage runs on two xdist workers (``--dist loadgroup``): every module is one
-#: group, so its module fixtures live on one worker, except the modules that start genuine Kafka
-#: servers, Spark or Hadoop clusters, the documentation walkthroughs and the benchmarks' tests:
-#: those share the group ``SERIAL_GROUP`` and so run one after another on one worker. At most one
-#: JVM cluster (or timed benchmark) runs at a time, beside at most one kraftnode-only test.
-SERIAL_GROUP = "genuine-servers-and-timings"
-_SERIAL_DIRS = ("docs",)
-_SERIAL = re.compile(
-    r"tests\.support\.(?:kafka_server|java_raft|migration|kraft_brokers|spark_cluster|sim_brokers)\b|"
-    r"KafkaServer|combined_server|kafka_release|kafka4\d\b|kafka_home|hadoop_dist|spark_cluster|latency_budget")
-_GROUPS: dict[Path, str] = {}
+#: ``tools/test.sh`` runs the real-process stage as two pytest processes side by side:
+#: ``--stream genuine``, the modules that start genuine Kafka servers, Spark or Hadoop, one after
+#: another (at most one JVM cluster at a time), and ``--stream other``, every other real-process
+#: module. (pytest-xdist's ``loadgroup`` would do it in one process, but xdist 3.8 renames an
+#: item's ``_nodeid``, which pytest 9 no longer reads, so its groups are silently ignored.)
+_GENUINE = re.compile(
+    r"tests\.support\.(?:kafka_server|java_raft|migration|kraft_brokers|spark_cluster|sim_brokers|"
+    r"mixed_controllers)\b|KafkaServer|combined_server|kafka_release|kafka4\d\b|kafka_home|hadoop_dist|"
+    r"spark_cluster")
+_STREAMS: dict[Path, str] = {}
 
 
-def _group_of(path: Path) -> str:
-    if path not in _GROUPS:
-        rel = path.relative_to(Path(__file__).resolve().parent).as_posix()
-        serial = (rel.split("/")[0] in _SERIAL_DIRS or path.name.startswith("test_bench_")
-                  or bool(_SERIAL.search(path.read_text())))
-        _GROUPS[path] = SERIAL_GROUP if serial else rel
-    return _GROUPS[path]
+def stream_of(path: Path) -> str:
+    """``genuine`` or ``other``: which real-process stream a test module runs in."""
+    if path not in _STREAMS:
+        _STREAMS[path] = "genuine" if _GENUINE.search(path.read_text()) else "other"
+    return _STREAMS[path]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--stream", choices=("genuine", "other"), default=None,
+                     help="run only this real-process stream's modules (tools/test.sh)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    stream = config.getoption("--stream")
+    keep, drop = [], []
     for item in items:
         path = Path(str(item.path)).resolve()
-        if _is_in_process(path):
+        in_process = _is_in_process(path)
+        if in_process:
             item.add_marker(pytest.mark.in_process)
+        if stream is None or (not in_process and stream_of(path) == stream):
+            keep.append(item)
         else:
-            item.add_marker(pytest.mark.xdist_group(_group_of(path)))
+            drop.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

@@ -71,15 +71,14 @@ echo "== ruff";            .venv/bin/ruff check codegen kraftnode recordbatch te
 echo "== lint-imports"; .venv/bin/lint-imports --no-cache
 echo "== mypy";            .venv/bin/mypy recordbatch kraftnode/raft kraftnode/protocol kraftnode/server kraftnode/security kraftnode/metadata kraftnode/groups kraftnode/controller kraftnode/config kraftnode/log kraftnode/errors.py kraftnode/javaprops.py kraftnode/java_order.py kraftnode/features.py codegen
 # Two stages, one command: the tests that run in the test process alone (marked in_process by
-# tests/conftest.py) in parallel with pytest-xdist, then the real-process and interop tests in two
-# streams: every module is an xdist group, and the modules that start genuine Kafka servers, Spark
-# or Hadoop, the doc walkthroughs and the benchmarks' tests share one group, so they run one at a
-# time (they time nodes and JVMs) beside the kraftnode-only real-process modules. Extra arguments
-# go to both stages; a stage they leave empty is fine, but a full run needs both to run tests.
-# KRAFTNODE_TEST_WORKERS sets the in-process stage's worker count (default 2; "auto": one per core),
-# KRAFTNODE_REAL_WORKERS the real-process stage's (default 2; 0: all in the pytest process, serially).
+# tests/conftest.py) in parallel with pytest-xdist, then the real-process and interop tests as two
+# pytest processes side by side (tests/conftest.py, --stream): the modules that start genuine Kafka
+# servers, Spark or Hadoop one at a time (they time nodes and JVMs), and every other real-process
+# module, also one at a time, beside them. Extra arguments go to every run; a stage they leave
+# empty is fine, but a full run needs both to run tests.
+# KRAFTNODE_TEST_WORKERS sets the in-process stage's worker count (default 2; "auto": one per core);
+# KRAFTNODE_REAL_STREAMS=1 runs the real-process stage as one process (serially).
 workers=${KRAFTNODE_TEST_WORKERS:-2}
-real_workers=${KRAFTNODE_REAL_WORKERS:-2}
 set +e
 echo "== pytest: in-process tests, $workers workers"
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 -m in_process -n "$workers" --dist load "$@"
@@ -88,10 +87,28 @@ rc2=0
 if [ "$rc1" -ne 0 ] && [ "$rc1" -ne 5 ] && printf '%s\n' "$@" | grep -qxE -- '-x|--exitfirst'; then
   echo "== pytest: real-process and interop tests skipped (-x and the first stage failed)"
 else
-  echo "== pytest: real-process and interop tests, $real_workers streams"
-  .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 -m "not in_process" \
-      -n "$real_workers" --dist loadgroup "$@"
-  rc2=$?
+  if [ "${KRAFTNODE_REAL_STREAMS:-2}" = 1 ]; then
+    echo "== pytest: real-process and interop tests, one at a time"
+    .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 -m "not in_process" "$@"
+    rc2=$?
+  else
+    echo "== pytest: real-process and interop tests, two streams (the other stream's report follows)"
+    other_log=$(mktemp)
+    .venv/bin/python -m pytest -q -p no:cacheprovider --durations=20 --stream other "$@" >"$other_log" 2>&1 &
+    other_pid=$!
+    .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 --stream genuine "$@"
+    rc_genuine=$?
+    wait "$other_pid"
+    rc_other=$?
+    echo "== pytest: the other real-process stream"
+    cat "$other_log"; rm -f "$other_log"
+    # a failed stream fails the stage; no test in one stream (5) is fine when the other ran some
+    rc2=0
+    for rc in "$rc_genuine" "$rc_other"; do
+      if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then rc2=$rc; fi
+    done
+    if [ "$rc_genuine" -eq 5 ] && [ "$rc_other" -eq 5 ]; then rc2=5; fi
+  fi
 fi
 set -e
 for rc in "$rc1" "$rc2"; do
