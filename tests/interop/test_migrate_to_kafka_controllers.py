@@ -98,7 +98,12 @@ def journey(kafka_release: KafkaHome, tmp_path_factory: pytest.TempPathFactory) 
         kc.close()
         cl.close()
     brokers.check_clean()
-    assert not kc.faults(), kc.faults()
+    # a Kafka 4.4 controller answers a broker heartbeat that reaches it while it is not (or not
+    # yet, or no longer) the active controller NOT_CONTROLLER, logged at ERROR level as
+    # "Unexpected error handling request" (the same benign error as in the way back,
+    # test_migrate_to_kraftnode_controllers); the brokers retry at the active one
+    faults = kc.faults(benign=(r"NotControllerException",))
+    assert not faults, faults
     for i in cl.ids:
         assert "Traceback" not in cl.log(i), cl.log(i)[-5000:]
 

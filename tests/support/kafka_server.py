@@ -179,9 +179,10 @@ class KafkaServer:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def faults(self, benign: tuple[str, ...] = ()) -> list[str]:
-        """ERROR lines and fault-handler lines of the server's whole output and controller.log;
-        ``benign``: patterns of errors a test expects (matched against the line and the next one,
-        where Kafka prints the exception)."""
+        """ERROR lines and fault-handler lines of the server's whole output and controller.log,
+        each with the line after it (where Kafka prints the exception, so that a failing test
+        says what was thrown); ``benign``: patterns of errors a test expects, matched against
+        the same two lines."""
         lines = (self.log() + "\n" + self.controller_log()).splitlines()
         out = []
         for i, ln in enumerate(lines):
@@ -189,7 +190,7 @@ class KafkaServer:
                 continue
             context = ln + "\n" + (lines[i + 1] if i + 1 < len(lines) else "")
             if not any(re.search(b, context) for b in benign):
-                out.append(ln)
+                out.append(context)
         return out
 
 
