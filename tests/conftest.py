@@ -103,14 +103,16 @@ def _is_in_process(path: Path) -> bool:
 
 # ------------------------------------------------------------------ the two real-process streams
 #: ``tools/test.sh`` runs the real-process stage as two pytest processes side by side:
-#: ``--stream genuine``, the modules that start genuine Kafka servers, Spark or Hadoop, one after
-#: another (at most one JVM cluster at a time), and ``--stream other``, every other real-process
-#: module. (pytest-xdist's ``loadgroup`` would do it in one process, but xdist 3.8 renames an
-#: item's ``_nodeid``, which pytest 9 no longer reads, so its groups are silently ignored.)
+#: ``--stream genuine``, the modules that start genuine Kafka servers (directly, or through a bench
+#: tool), a Spark cluster or Hadoop, one after another (at most one JVM cluster at a time), and
+#: ``--stream other``, every other real-process module -- those that only run genuine Kafka tools
+#: and clients against kraftnode nodes included. (pytest-xdist's ``loadgroup`` would do it in one
+#: process, but xdist 3.8 renames an item's ``_nodeid``, which pytest 9 no longer reads, so its
+#: groups are silently ignored.)
 _GENUINE = re.compile(
     r"tests\.support\.(?:kafka_server|java_raft|migration|kraft_brokers|spark_cluster|sim_brokers|"
-    r"mixed_controllers)\b|KafkaServer|combined_server|kafka_release|kafka4\d\b|kafka_home|hadoop_dist|"
-    r"spark_cluster")
+    r"mixed_controllers)\b|KafkaServer|combined_server|hadoop_dist|spark_cluster|"
+    r"tools\W+bench\W+(?:controller|controller_scale|elections|spark_read)\.py")
 _STREAMS: dict[Path, str] = {}
 
 
