@@ -124,8 +124,9 @@ class PeerSending:
         try:
             t = now_ms()
             if isinstance(response, m.FetchResponse) and log.isEnabledFor(logging.DEBUG):
-                log.debug("fetch answer from %d: error %d, high watermark %d, %d batches", a.destination,
-                          response.error_code, response.high_watermark, len(response.records))
+                log.debug("fetch answer from %d: error %d/%d, high watermark %d, %d batches", a.destination,
+                          response.error_code, response.partition_error_code, response.high_watermark,
+                          len(response.records))
             if latency_trace.ON:
                 latency_trace.mark("resp.start", a.destination, self.log.end_offset)
             self.node.handle_response(a.destination, a.correlation_id, response, t)
