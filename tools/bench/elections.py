@@ -387,6 +387,8 @@ def trace_report(name: str, root: Path, as_json: bool, progress: Callable[[str],
     tls = election_timeline.load(root)
     for tl in tls:
         progress(f"{name} {election_timeline.describe(tl)}")
+        if as_json:
+            print(json.dumps({"kind": "trace-election", "quorum": name, **tl.row()}), flush=True)
     s = election_timeline.summary(tls)
     late = {("kafka" if k == "K" else "kraftnode"): statistics.median(v)
             for k, v in election_timeline.timer_lateness(tls).items() if v}
