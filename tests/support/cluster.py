@@ -42,6 +42,8 @@ class Cluster:
     application_records: bool = True
     #: the ``kraftnode format`` release flags; None: SUITE_RELEASE (read when formatting)
     release: tuple[str, ...] | None = None
+    #: more ``kraftnode start`` options (``--log-config FILE``), before the properties file
+    start_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.ports = free_ports(self.n)
@@ -90,7 +92,7 @@ class Cluster:
         d = self.root / f"node{i}"
         logf = (d / "node.log").open("ab")
         self.procs[i] = subprocess.Popen(
-            [sys.executable, "-m", "kraftnode", "start", str(d / "server.properties")],
+            [sys.executable, "-m", "kraftnode", "start", *self.start_args, str(d / "server.properties")],
             stdout=logf, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
     def start_all(self) -> None:

@@ -7,7 +7,8 @@ This keeps the tool working; it does not judge the figures -- three elections ar
 the 99% bounds to mean anything, and the 50-kill run that does (docs/bench.md) is a tool run,
 not a CI step, for CI time. What it does assert holds for any N: every kill elected a new leader
 among the survivors in a higher epoch, the all-Kafka quorum's winners are all Kafka, the mixed
-quorum's wins add up, and an election whose survivors are both kraftnode is won by kraftnode.
+quorum's wins add up, and an election whose survivors are both kraftnode is won by kraftnode. It
+runs with ``--trace``: the timelines rebuilt from both sides' debug logs name the same winners.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ KILLS = 3
 
 @pytest.mark.timeout(420)
 def test_three_kills_in_each_quorum(kafka_release: KafkaHome, tmp_path: Path) -> None:
+    trace = tmp_path / "trace"
     r = subprocess.run([sys.executable, str(BENCH), "--kills", str(KILLS), "--json", "--seed", "26",
-                        "--kafka", kafka_release.line, "--tmp", str(tmp_path)],
+                        "--kafka", kafka_release.line, "--tmp", str(tmp_path), "--trace", str(trace)],
                        capture_output=True, text=True, timeout=400,
                        env={**os.environ, "KAFKA_HOME": str(kafka_release.root)})
     assert r.returncode in (0, 1), r.stderr[-4000:]
@@ -54,3 +56,13 @@ def test_three_kills_in_each_quorum(kafka_release: KafkaHome, tmp_path: Path) ->
     # a line per kill on stderr, naming the winner's implementation
     assert r.stderr.count(" won epoch ") == 2 * KILLS
     assert not list(tmp_path.glob("elections-bench-*"))   # its directories are gone again
+    # --trace: the debug logs are kept, and the timelines read from them name the same winners as
+    # the leaders' DescribeQuorum answers; a winner timed out (prospective or candidate) to stand
+    for name, row in rows.items():
+        assert (trace / name / "kills.json").is_file()
+        per = [o for o in objs if o["kind"] == "trace-election" and o["quorum"] == name]
+        assert len(per) == KILLS, r.stdout
+        assert all(o["winner"] is not None and o["winner"] in o["timed_out_ms"] for o in per), per
+        assert sum(1 for o in per if o["winner"].startswith("N")) == row["wins"]["kraftnode"], per
+        (summary,) = [o for o in objs if o["kind"] == "trace" and o["quorum"] == name]
+        assert summary["elections"] == KILLS

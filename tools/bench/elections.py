@@ -27,7 +27,14 @@ Checks printed at the end:
 Usage::
 
     .venv/bin/python tools/bench/elections.py [--kills N] [--kafka-voters 1|2] [--only mixed|kafka] [--kafka 3.9|4.4]
-        [--json]
+        [--json] [--trace DIR]
+
+``--trace DIR`` keeps each quorum's directory under ``DIR/<quorum>`` with debug logs on both sides
+(kraftnode's ``kraftnode.raft`` at DEBUG, Kafka's ``org.apache.kafka.raft`` at TRACE) and the kill
+times (``kills.json``), and prints per election who timed out first after the kill, by how much,
+and who won (``tools/bench/election_timeline.py``, which also prints one election's timeline).
+The debug logs cost each node a little time: a traced run's figures are for reading elections, not
+for the tables.
 
 With ``--kafka 4.4`` the Kafka voters are genuine 4.4 controllers, which always pre-vote (Vote v2),
 and kraftnode's voters, formatted at 4.4-IV2, pre-vote with them (issue 38, must-show 5).
@@ -42,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import signal
 import statistics
@@ -63,6 +71,7 @@ from tests.support.cluster import CLUSTER_ID, Cluster, free_ports  # noqa: E402
 from tests.support.kafka import KafkaHome, find_kafka_home  # noqa: E402
 from tests.support.kafka_server import KafkaServer  # noqa: E402
 from tests.support.node import call  # noqa: E402
+from tools.bench import election_timeline  # noqa: E402
 
 CONTROLLER_HEAP = "-Xmx256m -Xms128m"
 VOTERS = (1, 2, 3)
@@ -116,7 +125,8 @@ class Quorum:
     """Three controllers: ``kafka_ids`` genuine Kafka controllers (3.9, or 4.4 with ``--kafka 4.4``),
     the rest kraftnode."""
 
-    def __init__(self, name: str, kafka: KafkaHome, root: Path, kafka_ids: set[int]) -> None:
+    def __init__(self, name: str, kafka: KafkaHome, root: Path, kafka_ids: set[int],
+                 kraftnode_args: tuple[str, ...] = ()) -> None:
         self.name = name
         self.kafka_ids = kafka_ids
         self.kraft: Cluster | None = None
@@ -125,7 +135,7 @@ class Quorum:
             # formats all three; the Kafka voters' kraftnode directories stay unused. Beside
             # Kafka 4.x, at the release its kafka-storage.sh formats by default (4.4-IV2 for 4.4)
             release = ("--release-version", RELEASES[kafka.line]) if kafka.line in RELEASES else None
-            self.kraft = Cluster(root / "kraftnode", len(VOTERS), release=release)
+            self.kraft = Cluster(root / "kraftnode", len(VOTERS), release=release, start_args=kraftnode_args)
             self.ports = {i: self.kraft.port(i) for i in VOTERS}
         else:
             self.ports = dict(zip(VOTERS, free_ports(len(VOTERS)), strict=True))
@@ -215,11 +225,13 @@ class Run:
     kafka_ids: set[int]
     elections: list[Election] = field(default_factory=list)
     rejoin_elections: int = 0
+    #: (killed voter, kill time in ms since the epoch), as ``kills.json`` in the quorum's directory
+    kills: list[tuple[int, float]] = field(default_factory=list)
 
 
 def measure(name: str, kafka: KafkaHome, root: Path, kafka_ids: set[int], kills: int, rng: random.Random,
-            progress: Callable[[str], None]) -> Run:
-    q = Quorum(name, kafka, root, kafka_ids)
+            progress: Callable[[str], None], kraftnode_args: tuple[str, ...] = ()) -> Run:
+    q = Quorum(name, kafka, root, kafka_ids, kraftnode_args)
     run = Run(name, kafka_ids)
     try:
         for i in VOTERS:
@@ -230,6 +242,8 @@ def measure(name: str, kafka: KafkaHome, root: Path, kafka_ids: set[int], kills:
             view = q.stable() or wait_until(f"{name}: a stable quorum", q.stable, STABLE_TIMEOUT_S)
             victim, old_epoch = view.leader_id, view.epoch
             survivors = [i for i in VOTERS if i != victim]
+            run.kills.append((victim, time.time() * 1000))
+            (root / "kills.json").write_text(json.dumps([{"killed": v, "at_ms": t} for v, t in run.kills]))
             q.kill(victim)
             t0 = time.monotonic()
             def elected(among: list[int] = survivors, epoch: int = old_epoch) -> LeaderView | None:
@@ -336,6 +350,59 @@ def text(row: dict[str, Any]) -> str:
             f"rejoin elections {row['rejoin_elections']}")
 
 
+#: --trace: kraftnode's raft logger (and the handlers', which log the Votes it answers) at DEBUG
+KRAFTNODE_TRACE_LOGGING = {
+    "version": 1, "disable_existing_loggers": False,
+    "formatters": {"f": {"format": "%(asctime)s %(levelname)s [%(name)s] %(message)s"}},
+    "handlers": {"c": {"class": "logging.StreamHandler", "formatter": "f", "stream": "ext://sys.stdout"}},
+    "root": {"level": "INFO", "handlers": ["c"]},
+    "loggers": {"kraftnode.raft": {"level": "DEBUG"}, "kraftnode.handlers": {"level": "DEBUG"}},
+}
+
+
+def trace_setup(kafka: KafkaHome, trace: Path) -> tuple[str, ...]:
+    """--trace: write both sides' debug log configurations into ``trace``; Kafka's (its own
+    server configuration with ``org.apache.kafka.raft`` at TRACE) goes to the Kafka servers through
+    ``KAFKA_LOG4J_OPTS``. Returns the ``kraftnode start`` options that load kraftnode's."""
+    trace.mkdir(parents=True, exist_ok=True)
+    kn = trace / "kraftnode-logging.json"
+    kn.write_text(json.dumps(KRAFTNODE_TRACE_LOGGING, indent=1))
+    xml, props = kafka.root / "config" / "log4j2.xml", kafka.root / "config" / "log4j.properties"
+    if xml.is_file():   # Kafka 4.x: log4j2
+        out = trace / "kafka-log4j2.xml"
+        out.write_text(xml.read_text().replace(
+            "</Loggers>", '  <Logger name="org.apache.kafka.raft" level="TRACE"/>\n  </Loggers>', 1))
+        os.environ["KAFKA_LOG4J_OPTS"] = f"-Dlog4j2.configurationFile={out}"
+    elif props.is_file():   # Kafka 3.x: log4j 1
+        out = trace / "kafka-log4j.properties"
+        out.write_text(props.read_text() + "\nlog4j.logger.org.apache.kafka.raft=TRACE\n")
+        os.environ["KAFKA_LOG4J_OPTS"] = f"-Dlog4j.configuration=file:{out}"
+    else:
+        raise FileNotFoundError(f"{kafka.root / 'config'} holds no log4j2.xml or log4j.properties to extend")
+    return ("--log-config", str(kn))
+
+
+def trace_report(name: str, root: Path, as_json: bool, progress: Callable[[str], None]) -> None:
+    """--trace: per election who timed out first and who won; then one summary line."""
+    tls = election_timeline.load(root)
+    for tl in tls:
+        progress(f"{name} {election_timeline.describe(tl)}")
+        if as_json:
+            print(json.dumps({"kind": "trace-election", "quorum": name, **tl.row()}), flush=True)
+    s = election_timeline.summary(tls)
+    late = {("kafka" if k == "K" else "kraftnode"): statistics.median(v)
+            for k, v in election_timeline.timer_lateness(tls).items() if v}
+    if as_json:
+        print(json.dumps({"kind": "trace", "quorum": name, "dir": str(root), **s, "timed_out_late_ms_median": late}),
+              flush=True)
+        return
+    print(f"trace {name} ({root}): the survivor that timed out first won {s['first_won_gap_gt_5ms']} elections "
+          f"when more than 5 ms ahead, {s['first_won_gap_le_5ms']} when within 5 ms; one of each kind eligible: "
+          f"kraftnode timed out first in {s['one_of_each_kraftnode_first']} of {s['one_of_each']} "
+          f"(median gap {s['one_of_each_gap_ms_median']} ms); timed out after last Fetch answer + 2 s, median ms: "
+          f"{late}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=50, help="leader kills per quorum (default 50)")
@@ -348,7 +415,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="one JSON object a line")
     ap.add_argument("--quiet", action="store_true", help="no line per kill on stderr")
     ap.add_argument("--tmp", type=Path, default=None)
+    ap.add_argument("--trace", type=Path, default=None, metavar="DIR",
+                    help="keep each quorum's directory under DIR with debug logs on both sides and print who "
+                         "timed out first in each election (tools/bench/election_timeline.py)")
     args = ap.parse_args(argv)
+    if args.trace is not None and args.trace.exists() and any(args.trace.iterdir()):
+        print(f"elections bench: --trace {args.trace}: the directory is not empty", file=sys.stderr)
+        return 2
     kafka = find_kafka_home(args.kafka)
     if kafka is None:
         print(f"elections bench: genuine Kafka {args.kafka} not found (KAFKA_HOME or ../shared/kafka-3.9)",
@@ -363,13 +436,17 @@ def main(argv: list[str] | None = None) -> int:
 
     quorums = {"mixed": set(range(len(VOTERS) - args.kafka_voters + 1, len(VOTERS) + 1)), "kafka": set(VOTERS)}
     rows: dict[str, dict[str, Any]] = {}
+    kraftnode_args = trace_setup(kafka, args.trace) if args.trace is not None else ()
     with tempfile.TemporaryDirectory(prefix="elections-bench-", dir=args.tmp) as tmp:
+        base = args.trace if args.trace is not None else Path(tmp)
         for name, kafka_ids in quorums.items():
             if args.only and name != args.only:
                 continue
-            row = summary(measure(name, kafka, Path(tmp) / name, kafka_ids, args.kills, rng, progress))
+            row = summary(measure(name, kafka, base / name, kafka_ids, args.kills, rng, progress, kraftnode_args))
             rows[name] = row
             print(json.dumps({"kind": "row", "seed": seed, **row}) if args.json else text(row), flush=True)
+            if args.trace is not None:
+                trace_report(name, base / name, args.json, progress)
     checks = []
     if "mixed" in rows:
         m = rows["mixed"]

@@ -45,7 +45,10 @@ class RaftPeerHandlers(HandlerBase):
             # (RequestContext.parseRequest -> InvalidRequestException -> SocketServer closes it).
             raise DecodeError(f"unsupported version {v} of Vote (we serve 0-{self.features.api_max[VOTE]}; "
                               "Vote v2 needs kraftnode.raft.pre.vote.enable=true)")
-        return await self._serve_raft(rpcs.VOTE_RPC, q, v)
+        resp = await self._serve_raft(rpcs.VOTE_RPC, q, v)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("Vote v%d from %s: %s", v, q, resp)
+        return resp
 
     async def _begin(self, q: w.BeginQuorumEpochRequest, v: int) -> w.BeginQuorumEpochResponse:
         return await self._serve_raft(rpcs.BEGIN_QUORUM_EPOCH_RPC, q, v)

@@ -450,7 +450,14 @@ class RaftDriver(PeerSending):
             self._done.set()
             return
         try:
-            self.node.tick(now_ms())
+            if log.isEnabledFor(logging.DEBUG):
+                before, deadline, t = self.node.state.name, self.node.next_deadline_ms(), now_ms()
+                self.node.tick(t)
+                if self.node.state.name != before:
+                    log.debug("timer: %s -> %s at %d, deadline %s (late %s ms)", before, self.node.state.name, t,
+                              deadline, None if deadline is None else t - deadline)
+            else:
+                self.node.tick(now_ms())
         except Exception as e:  # noqa: BLE001 - a bug in the core stops the node, loudly
             log.exception("fatal: the raft core failed in tick; stopping")
             self.fatal = f"tick failed: {e}"

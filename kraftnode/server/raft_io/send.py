@@ -88,7 +88,15 @@ class PeerSending:
             try:
                 if addr is None:
                     raise PeerError(f"no address for node {a.destination}")
+                if isinstance(a.request, m.VoteRequest) and log.isEnabledFor(logging.DEBUG):
+                    log.debug("sending %s to %d (epoch %d)", "pre-vote" if a.request.pre_vote else "Vote",
+                              a.destination, a.request.candidate_epoch)
                 response = await self._roundtrip(a.destination, addr, a.request)
+                if isinstance(response, m.VoteResponse) and log.isEnabledFor(logging.DEBUG):
+                    log.debug("%s answered by %d: error %d/%d, granted %s, epoch %d",
+                              "pre-vote" if getattr(a.request, "pre_vote", False) else "Vote", a.destination,
+                              response.error_code, response.partition_error_code, response.vote_granted,
+                              response.leader_epoch)
             except PeerError as e:
                 log.debug("request to %d failed: %s", a.destination, e)
                 self.node.request_failed(a.destination, a.correlation_id, now_ms())
@@ -115,6 +123,10 @@ class PeerSending:
         self._claim_dest, self._claimed = a.destination, None
         try:
             t = now_ms()
+            if isinstance(response, m.FetchResponse) and log.isEnabledFor(logging.DEBUG):
+                log.debug("fetch answer from %d: error %d/%d, high watermark %d, %d batches", a.destination,
+                          response.error_code, response.partition_error_code, response.high_watermark,
+                          len(response.records))
             if latency_trace.ON:
                 latency_trace.mark("resp.start", a.destination, self.log.end_offset)
             self.node.handle_response(a.destination, a.correlation_id, response, t)
@@ -220,7 +232,10 @@ class PeerSending:
                 # reached (at this address), or one that advertised v2, gets the pre-vote.
                 known = self.pool.last_versions(dest, host, port)
                 if known is None or known.get(VOTE, (0, 0))[1] >= PRE_VOTE_VERSION:
+                    fresh = self.pool.open_connection(dest, host, port) is None
                     known = (await self.pool.connection(dest, host, port)).versions
+                    if fresh:
+                        log.debug("connected to %d (ApiVersions) for a pre-vote", dest)
                 if known.get(VOTE, (0, 0))[1] < PRE_VOTE_VERSION:
                     # As Kafka 4.0's NetworkClient: the peer does not advertise Vote v2 (a 3.9
                     # voter), so the pre-vote fails locally and the core elects at once.
