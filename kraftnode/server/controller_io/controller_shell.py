@@ -185,7 +185,9 @@ class ControllerShell:
             # after the log was replaced by a snapshot past the view
             self.view = view = ControllerView.of(self.duties.state)
             self._view_committed = True
-        end = min(drv.high_watermark, drv.log_end_offset())
+        # no further than the committed state, which hands the view each batch it replays
+        # (``_replayed``): what the view reads here is only what it missed that way
+        end = min(drv.high_watermark, drv.log_end_offset(), self.duties.state.next_offset)
         if view.next_offset < end:
             view.replay_batches(self._batches(view.next_offset, end), end)
 
