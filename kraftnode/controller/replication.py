@@ -398,16 +398,34 @@ class ReplicationControl:
 
     def partition_record(self, topic_id: uuid.UUID, pid: int, replicas: list[int], isr: list[int]) -> Record:
         """PartitionRegistration.toRecord of a new partition (PartitionAssignment's default dirs)."""
-        mv = self.view.mv
+        memo = self._memo
+        got = memo.get("record") if memo is not None else None
+        if got is None:   # what the metadata.version says of a new partition's record
+            mv = self.view.mv
+            got = (mv.is_directory_assignment_supported(), elr_supported(mv.level), partition_record_version(mv))
+            if memo is not None:
+                memo["record"] = got
+        dirs, elr, version = got
         rec = PartitionRecord(partition_id=pid, topic_id=topic_id, replicas=list(replicas), isr=list(isr),
                               removing_replicas=[], adding_replicas=[], leader=isr[0],
                               leader_recovery_state=RECOVERED, leader_epoch=0, partition_epoch=0)
-        if mv.is_directory_assignment_supported():
-            rec.directories = [self.view.default_dir(b) for b in replicas]
-        if elr_supported(mv.level):  # PartitionRegistration.toRecord: the (empty) ELR fields
+        if dirs:
+            rec.directories = [self._default_dir(b) for b in replicas]
+        if elr:  # PartitionRegistration.toRecord: the (empty) ELR fields
             rec.eligible_leader_replicas = []
             rec.last_known_elr = []
-        return rec, partition_record_version(mv)
+        return rec, version
+
+    def _default_dir(self, broker: int) -> uuid.UUID:
+        """The view's default directory of ``broker``, once per broker in a CreateTopics request."""
+        memo = self._memo
+        if memo is None:
+            return self.view.default_dir(broker)  # type: ignore[no-any-return]
+        key = ("dir", broker)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = self.view.default_dir(broker)
+        return got  # type: ignore[no-any-return]
 
     def _usable(self) -> list[UsableBroker]:
         """:meth:`usable_brokers`, once per CreateTopics request."""
