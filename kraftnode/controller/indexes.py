@@ -101,15 +101,26 @@ class PartitionIndexes:
                     del self.dotted[unified(name)]
 
     def add(self, tid: uuid.UUID, pid: int, p: PartitionRecord) -> None:
+        # once per partition replayed, on every controller: written for speed (no set made to
+        # be thrown away, no call per check); what it keeps is what _preferred and the sets say
         key = (tid, pid)
         self.partition_count += 1
-        for b in p.isr:
-            self.isr_members.setdefault(b, set()).add(key)
-        if p.leader == NO_LEADER:
+        members = self.isr_members
+        isr = p.isr
+        for b in isr:
+            keys = members.get(b)
+            if keys is None:
+                members[b] = {key}
+            else:
+                keys.add(key)
+        leader = p.leader
+        if leader == NO_LEADER:
             self.leaderless.add(key)
-        elif p.leader in p.isr:
-            self.leads[p.leader] = self.leads.get(p.leader, 0) + 1
-        if not _preferred(p):
+        elif leader in isr:
+            leads = self.leads
+            leads[leader] = leads.get(leader, 0) + 1
+        replicas = p.replicas
+        if leader != (replicas[0] if replicas else NO_LEADER):
             self.imbalanced.add(key)
 
     def remove(self, tid: uuid.UUID, pid: int, p: PartitionRecord) -> None:

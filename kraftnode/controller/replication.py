@@ -80,6 +80,8 @@ class ReplicationControl:
     def __init__(self, ctl: ControllerContext, configs: ConfigurationControl) -> None:
         self.ctl = ctl
         self.configs = configs
+        #: what the topics of the CreateTopics request being decided share (None between requests)
+        self._memo: dict[Any, Any] | None = None
 
     @property
     def view(self) -> Any:
@@ -291,19 +293,12 @@ class ReplicationControl:
                 config_changes[t.name] = {c.name: str(c.value) for c in t.configs}
         records: list[Record] = []
         successes: dict[str, Any] = {}
-        for t in q.topics:
-            if t.name in errors:
-                continue
-            config_records: list[Record] = []
-            if t.name in config_changes:
-                err, config_records = self.configs.topic_config_records(t.name, config_changes[t.name])
-                if err is not None:
-                    errors[t.name] = err
-                    continue
-            try:
-                self._create_topic(t, records, successes, config_records, t.name in describable)
-            except ApiError as e:
-                errors[t.name] = ApiError.from_throwable(e)
+        # what every topic of the request asks of the same state: computed once per request
+        self._memo = {}
+        try:
+            self._create_all(q, errors, config_changes, records, successes, describable)
+        finally:
+            self._memo = None
         R = w.CreateTopicsResponse
         out = R(topics=[])
         summary = []
@@ -318,6 +313,22 @@ class ReplicationControl:
         self.ctl.log(("Validate-only CreateTopics result(s): " if q.validate_only else "CreateTopics result(s): ")
                      + ", ".join(summary))
         return ControllerResult.atomic_of([] if q.validate_only else records, out)
+
+    def _create_all(self, q: w.CreateTopicsRequest, errors: dict[str, ApiError], config_changes: dict[str, dict[str, str]],
+                    records: list[Record], successes: dict[str, Any], describable: set[str]) -> None:
+        for t in q.topics:
+            if t.name in errors:
+                continue
+            config_records: list[Record] = []
+            if t.name in config_changes:
+                err, config_records = self.configs.topic_config_records(t.name, config_changes[t.name])
+                if err is not None:
+                    errors[t.name] = err
+                    continue
+            try:
+                self._create_topic(t, records, successes, config_records, t.name in describable)
+            except ApiError as e:
+                errors[t.name] = ApiError.from_throwable(e)
 
     def _create_topic(self, t: Any, records: list[Record], successes: dict[str, Any],
                       config_records: list[Record], describable: bool) -> None:
@@ -357,7 +368,7 @@ class ReplicationControl:
             num = cfg.num_partitions if t.num_partitions == -1 else t.num_partitions
             rf = cfg.default_replication_factor if t.replication_factor == -1 else t.replication_factor
             try:
-                assignments = place(self.ctl.rng, self.usable_brokers(), 0, num, rf)
+                assignments = place(self.ctl.rng, self._usable(), 0, num, rf)
             except InvalidReplicationFactor as e:
                 raise ApiError(Errors.INVALID_REPLICATION_FACTOR,
                                f"Unable to replicate the partition {rf} time(s): {e.message}") from None
@@ -372,11 +383,7 @@ class ReplicationControl:
         R = w.CreateTopicsResponse
         result = R.CreatableTopicResult(name=t.name, topic_id=topic_id, error_code=0, error_message=None)
         if describable:
-            creation = {c.name: c.value for c in t.configs}
-            effective = self.configs.effective_topic_configs(creation)
-            result.configs = [R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=False,
-                                                      config_source=e.source, is_sensitive=False)
-                              for e in sorted(effective.values(), key=lambda e: e.name)]
+            result.configs = list(self._result_configs({c.name: c.value for c in t.configs}))
             result.num_partitions = len(new_parts)
             result.replication_factor = len(next(iter(new_parts.values()))[0])
             result.topic_config_error_code = 0
@@ -391,16 +398,60 @@ class ReplicationControl:
 
     def partition_record(self, topic_id: uuid.UUID, pid: int, replicas: list[int], isr: list[int]) -> Record:
         """PartitionRegistration.toRecord of a new partition (PartitionAssignment's default dirs)."""
-        mv = self.view.mv
+        memo = self._memo
+        got = memo.get("record") if memo is not None else None
+        if got is None:   # what the metadata.version says of a new partition's record
+            mv = self.view.mv
+            got = (mv.is_directory_assignment_supported(), elr_supported(mv.level), partition_record_version(mv))
+            if memo is not None:
+                memo["record"] = got
+        dirs, elr, version = got
         rec = PartitionRecord(partition_id=pid, topic_id=topic_id, replicas=list(replicas), isr=list(isr),
                               removing_replicas=[], adding_replicas=[], leader=isr[0],
                               leader_recovery_state=RECOVERED, leader_epoch=0, partition_epoch=0)
-        if mv.is_directory_assignment_supported():
-            rec.directories = [self.view.default_dir(b) for b in replicas]
-        if elr_supported(mv.level):  # PartitionRegistration.toRecord: the (empty) ELR fields
+        if dirs:
+            rec.directories = [self._default_dir(b) for b in replicas]
+        if elr:  # PartitionRegistration.toRecord: the (empty) ELR fields
             rec.eligible_leader_replicas = []
             rec.last_known_elr = []
-        return rec, partition_record_version(mv)
+        return rec, version
+
+    def _default_dir(self, broker: int) -> uuid.UUID:
+        """The view's default directory of ``broker``, once per broker in a CreateTopics request."""
+        memo = self._memo
+        if memo is None:
+            return self.view.default_dir(broker)  # type: ignore[no-any-return]
+        key = ("dir", broker)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = self.view.default_dir(broker)
+        return got  # type: ignore[no-any-return]
+
+    def _usable(self) -> list[UsableBroker]:
+        """:meth:`usable_brokers`, once per CreateTopics request."""
+        memo = self._memo
+        if memo is None:
+            return self.usable_brokers()
+        got = memo.get("usable")
+        if got is None:
+            got = memo["usable"] = self.usable_brokers()
+        return list(got)
+
+    def _result_configs(self, creation: dict[str, str]) -> list[Any]:
+        """The configs a created topic's result lists (Kafka's CreatableTopicConfigs), once per
+        distinct set of creation configs in a CreateTopics request."""
+        memo = self._memo
+        key = ("configs", tuple(sorted(creation.items())))
+        got = memo.get(key) if memo is not None else None
+        if got is None:
+            R = w.CreateTopicsResponse
+            effective = self.configs.effective_topic_configs(creation)
+            got = [R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=False, config_source=e.source,
+                                           is_sensitive=False)
+                   for e in sorted(effective.values(), key=lambda e: e.name)]
+            if memo is not None:
+                memo[key] = got
+        return got
 
     def usable_brokers(self) -> list[UsableBroker]:
         """ClusterControlManager.usableBrokers (Kafka 4.4): every broker not in controlled

@@ -153,6 +153,23 @@ class ControllerView(MetadataState):
         return out
 
     # ------------------------------------------------------------------ replay
+    def replay_decoded(self, b: Any, end_offset: int, decoded: list[tuple[int, Any, int]] | None) -> None:
+        """Replay batch ``b`` (up to ``end_offset``) from its records as another state decoded
+        them -- (offset, message, version); None for a control or application batch, whose header
+        says what the view keeps of it -- so that a standby decodes each committed batch once."""
+        if decoded is None:
+            self.apply(b, end_offset)
+            return
+        for offset, m, version in decoded:
+            if offset < self.next_offset or offset >= end_offset:
+                continue
+            self.metadata_records += 1
+            self._apply(m, offset, version)
+        if self.features_changed and self.transaction_start == -1:
+            self.features_epoch = min(b.last_offset, end_offset - 1)
+            self.features_changed = False
+        self.next_offset = max(self.next_offset, min(b.last_offset + 1, end_offset))
+
     def replay(self, m: Any, version: int, offset: int) -> None:
         """Replay one record at ``offset`` (tests and the simulation feed records this way; the
         shell replays whole batches from the log)."""

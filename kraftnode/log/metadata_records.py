@@ -8,6 +8,7 @@ is null.  The classes come from ``kraftnode.protocol.generated.metadata``.
 from __future__ import annotations
 
 import re
+import struct
 from typing import Any
 
 import kraftnode.protocol.generated.metadata as _generated
@@ -38,8 +39,45 @@ def record_type_name(cls: Any) -> str:
 
 
 def encode_metadata_record(message: Any, version: int) -> bytes:
+    if type(message) is _PartitionRecord:
+        fast = _encode_partition(message, version)
+        if fast is not None:
+            return fast
     body: bytes = message.encode(version)
     return uvarint(FRAME_VERSION) + uvarint(int(message.API_KEY)) + uvarint(version) + body
+
+
+_PartitionRecord = RECORD_CLASSES[3]
+#: the framed PartitionRecord's layout by the lengths of its five arrays
+_PARTITION_LAYOUTS: dict[tuple[int, int, int, int, int], struct.Struct] = {}
+
+
+def _encode_partition(m: Any, version: int) -> bytes | None:
+    """A framed PartitionRecord v1/v2 in one ``struct.pack`` -- the record a snapshot and a growing
+    cluster's log are mostly made of -- when it has no tagged field to write (leader recovery
+    state 0, no ELR, no unknown tagged fields) and every array is shorter than 127 (a one-byte
+    count); None otherwise, and the generated codec (the one source of truth, which this must
+    match byte for byte: tests/kraftnode/log/test_metadata_records.py) encodes it."""
+    if version not in (1, 2) or m.leader_recovery_state != 0 or m.eligible_leader_replicas is not None \
+            or m.last_known_elr is not None or m.unknown_tagged_fields:
+        return None
+    r, i, rm, ad, d = m.replicas, m.isr, m.removing_replicas, m.adding_replicas, m.directories
+    if r is None or i is None or rm is None or ad is None or d is None:
+        return None
+    key = (len(r), len(i), len(rm), len(ad), len(d))
+    layout = _PARTITION_LAYOUTS.get(key)
+    if layout is None:
+        if max(key) >= 127:
+            return None
+        layout = struct.Struct(">BBBi16s" + "".join(f"B{n}i" for n in key[:4]) + "iiiB" + "16s" * key[4] + "B")
+        if len(_PARTITION_LAYOUTS) < 4096:
+            _PARTITION_LAYOUTS[key] = layout
+    try:
+        return layout.pack(FRAME_VERSION, 3, version, m.partition_id, m.topic_id.bytes, key[0] + 1, *r, key[1] + 1, *i,
+                           key[2] + 1, *rm, key[3] + 1, *ad, m.leader, m.leader_epoch, m.partition_epoch, key[4] + 1,
+                           *(u.bytes for u in d), 0)
+    except (struct.error, AttributeError, TypeError):
+        return None   # the generated codec says what is wrong with it
 
 
 def decode_metadata_record(value: bytes | bytearray | memoryview) -> tuple[Any, int]:

@@ -241,6 +241,16 @@ class MetadataState:
     keeps_application_data: ClassVar[bool] = True
     # the image as it was before an open metadata transaction (restored on abort)
     _before_transaction: tuple[MetadataImage, dict[str, Any]] | None = None
+    #: records whose writer holds them as objects (the active controller's own appends), by the
+    #: (base offset, partition leader epoch) of their batch -- which names one batch for good in a
+    #: raft log: the batch is replayed from these, not decoded again (see :meth:`replay_known`)
+    known_batches: dict[tuple[int, int], list[tuple[Any, int]]] = field(default_factory=dict, repr=False,
+                                                                        compare=False)
+    #: called after each batch this state replays, with the offset it started at and the records it
+    #: decoded ((offset, message, version); None for a control or application batch): a standby
+    #: controller's view replays the same objects instead of decoding the batch a second time
+    on_replayed: Callable[[BatchView, int, int, list[tuple[int, Any, int]] | None], None] | None = field(
+        default=None, repr=False, compare=False)
 
     @property
     def image_before_transaction(self) -> MetadataImage | None:
@@ -290,8 +300,20 @@ class MetadataState:
     # ------------------------------------------------------------------ StateMachine
     def apply(self, b: BatchView, end_offset: int) -> None:
         """Apply the records of committed batch ``b`` in ``[next_offset, end_offset)``."""
-        self._replay_batch(b, end_offset)
+        start = self.next_offset
+        decoded = self._replay_batch(b, end_offset)
         self.next_offset = max(self.next_offset, min(b.last_offset + 1, end_offset))
+        if self.on_replayed is not None:
+            self.on_replayed(b, start, end_offset, decoded)
+
+    def replay_known(self, base_offset: int, epoch: int, records: list[tuple[Any, int]]) -> None:
+        """The records of the batch the log holds at ``base_offset`` in ``epoch``, as objects
+        (the active controller's own append): replayed from these once committed. Objects are
+        never mutated once written (records are replaced), so they equal what decoding gives."""
+        known = self.known_batches
+        if len(known) >= 4096:   # batches truncated away, never replayed: forget them
+            known.clear()
+        known[(base_offset, epoch)] = records
 
     def snapshot_allowed(self) -> bool:
         return self.transaction_start < 0
@@ -333,23 +355,54 @@ class MetadataState:
                 if key is not None and value is not None:
                     fresh.app[bytes(key)] = bytes(value)
         fresh.next_offset = self.next_offset
+        fresh.known_batches, fresh.on_replayed = self.known_batches, self.on_replayed
         self.__dict__.update(fresh.__dict__)
 
-    def _replay_batch(self, b: BatchView, end_offset: int | None) -> None:
+    def _replay_batch(self, b: BatchView, end_offset: int | None) -> list[tuple[int, Any, int]] | None:
+        """Replay ``b``; the metadata records replayed, (offset, message, version), or None for
+        a control or application batch."""
         if b.is_control:
-            return
-        if not holds_metadata_records(b):
-            if holds_undecodable_metadata(b):
-                first = _first_value(b)
-                assert first is not None
-                raise MetadataFault(f"handleCommit[baseOffset={b.base_offset}]: MetadataParseException: "
-                                    f"{metadata_parse_error(first)}")
-            self._replay_application(b, end_offset)
-            return
+            return None
+        known = self.known_batches.pop((b.base_offset, b.partition_leader_epoch), None) \
+            if self.known_batches else None
+        if known is not None and len(known) == b.records_count and b.producer_id < 0:
+            decoded = [(b.base_offset + i, m, v) for i, (m, v) in enumerate(known)]
+        else:
+            if not holds_metadata_records(b):
+                if holds_undecodable_metadata(b):
+                    first = _first_value(b)
+                    assert first is not None
+                    raise MetadataFault(f"handleCommit[baseOffset={b.base_offset}]: MetadataParseException: "
+                                        f"{metadata_parse_error(first)}")
+                self._replay_application(b, end_offset)
+                return None
+            decoded = self._decode_batch(b, end_offset)
+        replayed: list[tuple[int, Any, int]] = []
+        for offset, message, version in decoded:
+            if offset < self.next_offset or (end_offset is not None and offset >= end_offset):
+                continue
+            replayed.append((offset, message, version))
+            self.metadata_records += 1
+            try:
+                self._apply(message, offset, version)
+            except MetadataFault:
+                raise
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise MetadataFault(f"Unable to apply {message.NAME} record at offset {offset} on standby "
+                                    f"controller, from the batch with baseOffset {b.base_offset}: {e}") from None
+        if self.features_changed and self.transaction_start == -1:
+            self.features_epoch = b.last_offset if end_offset is None else min(b.last_offset, end_offset - 1)
+            self.features_changed = False
+        return replayed
+
+    def _decode_batch(self, b: BatchView, end_offset: int | None) -> list[tuple[int, Any, int]]:
+        """The records of metadata batch ``b`` in ``[next_offset, end_offset)``, decoded:
+        (offset, message, version)."""
         try:
             records = list(b.records())
         except (CorruptBatchError, DecodeError, ValueError) as e:
             raise ValueError(f"committed batch at offset {b.base_offset} is unreadable: {e}") from None
+        out: list[tuple[int, Any, int]] = []
         for r in records:
             if r.offset < self.next_offset or (end_offset is not None and r.offset >= end_offset):
                 continue
@@ -361,17 +414,8 @@ class MetadataState:
                 why = "null value" if r.value is None else metadata_parse_error(r.value)
                 raise MetadataFault(f"handleCommit[baseOffset={b.base_offset}]: MetadataParseException: {why} "
                                     f"(the record at offset {r.offset})")
-            self.metadata_records += 1
-            try:
-                self._apply(message, r.offset, version)
-            except MetadataFault:
-                raise
-            except (ValueError, KeyError, TypeError, AttributeError) as e:
-                raise MetadataFault(f"Unable to apply {message.NAME} record at offset {r.offset} on standby "
-                                    f"controller, from the batch with baseOffset {b.base_offset}: {e}") from None
-        if self.features_changed and self.transaction_start == -1:
-            self.features_epoch = b.last_offset if end_offset is None else min(b.last_offset, end_offset - 1)
-            self.features_changed = False
+            out.append((r.offset, message, version))
+        return out
 
     def _replay_application(self, b: BatchView, end_offset: int | None) -> None:
         if not self.keeps_application_data and b.base_offset >= self.next_offset and (

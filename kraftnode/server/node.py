@@ -445,9 +445,13 @@ def _tune_gc(_node: RunningNode) -> None:
     generation of 20,000 objects instead of 700 runs the collector a few times a second
     under load instead of several times per request (the serving path allocates many
     short-lived objects and few cycles). A/B: p50 at 1 outstanding 0.96x, CPU per record
-    0.92x (tools/bench/ab_quorum.sh, 5 rounds)."""
+    0.92x (tools/bench/ab_quorum.sh, 5 rounds). The middle generation is collected after 100
+    young collections, not 20: a controller growing the cluster keeps nearly every object it
+    makes (partitions), and each older collection walked them all again -- three controllers
+    growing 10k to 60k partitions spent 57-61 us of CPU per partition instead of 63-66
+    (issue 39; docs/bench.md, "The controller at scale")."""
     gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
+    gc.set_threshold(20_000, 100, 20)
 
 
 async def _graceful_shutdown(driver: RaftDriver) -> None:

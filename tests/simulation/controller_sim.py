@@ -36,7 +36,13 @@ Invariants, on the committed metadata after every committed batch:
    recomputation over the image, in the active controller's view and in the committed one;
 6. every record the controller generates survives its bytes: encoded at its version and decoded,
    it equals the object (the I/O shell replays its own records as generated, not read back from
-   the log, while standbys and brokers decode them).
+   the log, while standbys and brokers decode them);
+7. the committed view is a standby's, kept as the I/O shell keeps it: each committed batch is
+   written as a real record batch and replayed by a committed :class:`MetadataState` -- from the
+   records the controller generated for every other batch (the active controller's own appends,
+   known by base offset and epoch), decoded from the bytes for the rest -- which hands the view
+   the records it replayed (``ControllerView.replay_decoded``); the view's image equals the
+   committed state's, and its indexes (6) are checked after every batch.
 
 Plants (:data:`PLANTS`), each caught by one invariant: a fencing that keeps the broker's
 leaderships, an election that may pick a leader outside the ISR, an off-by-one partition id in
@@ -66,6 +72,7 @@ from kraftnode.controller.partition_change import PartitionChangeBuilder
 from kraftnode.controller.replication import ReplicationControl
 from kraftnode.controller.result import Record
 from kraftnode.log.metadata_records import decode_metadata_record, encode_metadata_record
+from kraftnode.metadata.state import MetadataState
 from kraftnode.protocol import generated as w
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.generated.metadata import (
@@ -77,6 +84,8 @@ from kraftnode.protocol.generated.metadata import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+from recordbatch import Record as RecordOut
+from recordbatch import build_batch, iter_batches
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 RUN_MS = 20_000
@@ -204,6 +213,9 @@ class ControllerSim:
         self.committed_end = 0
         self.tail: list[Batch] = []
         self.ref = ControllerView()
+        # the committed state, replaying real batches; it feeds the standby view ``ref`` (7)
+        self.state = MetadataState()
+        self.state.on_replayed = self._standby_replay
         self.ctl: QuorumController | None = None
         self.epoch = 0
         self.config = ControllerConfig(cluster_id=CLUSTER, node_id=1, session_timeout_ms=SESSION_TIMEOUT_MS,
@@ -252,11 +264,23 @@ class ControllerSim:
     # ------------------------------------------------------------------ the log
     def _commit_batch(self, batch: Batch) -> None:
         self.committed.append(batch)
-        for i, (m, v) in enumerate(batch.records):
-            self.ref.replay(m, v, batch.offset + i)
+        data = build_batch([RecordOut(None, encode_metadata_record(m, v)) for m, v in batch.records],
+                           base_offset=batch.offset, partition_leader_epoch=self.epoch)
+        if len(self.committed) % 2:   # the active controller's own append: its objects are known
+            self.state.replay_known(batch.offset, self.epoch, list(batch.records))
+        end = batch.offset + len(batch.records)
+        self.state.replay_batches(iter_batches(data), end)
+        if self.ref.next_offset != end or self.ref.image != self.state.image:
+            raise Violation(f"the standby view (at {self.ref.next_offset}) is not the committed state's image "
+                            f"after the batch at {batch.offset}")
+        for m, _v in batch.records:
             self._track(m)
-        self.committed_end = batch.offset + len(batch.records)
+        self.committed_end = end
         self.check()
+
+    def _standby_replay(self, b: Any, start: int, end: int, decoded: list[tuple[int, Any, int]] | None) -> None:
+        if self.ref.next_offset == start:
+            self.ref.replay_decoded(b, end, decoded)
 
     def _on_commit(self, epoch: int) -> None:
         if epoch != self.epoch or not self.tail:

@@ -8,7 +8,8 @@ commit. This shell does the same on the node's event loop:
   (``ControllerDuties.is_active``). A standby keeps a
   :class:`~kraftnode.controller.view.ControllerView` at the committed end of the log (made once
   from a copy of the committed metadata state, then advanced over every committed batch, as
-  Kafka's standby QuorumController replays committed records), so becoming active costs no copy:
+  Kafka's standby QuorumController replays committed records -- from the records the committed
+  state just decoded, so each batch is decoded once), so becoming active costs no copy:
   it replays the log after the view (its own activation records included); a
   :class:`~kraftnode.controller.quorum_controller.QuorumController` then gives every registered
   broker a fresh session. When leadership is lost both are dropped (uncommitted records are
@@ -19,7 +20,8 @@ commit. This shell does the same on the node's event loop:
   (records other writers appended: Produce, controller registrations, ACLs), decides, appends its
   records (one batch if atomic, else batches of at most 10,000) and replays them into the view --
   all synchronously, so no other operation interleaves and the broker epoch of a registration is
-  the offset its batch gets. The answer goes back once the last batch commits; an operation that
+  the offset its batch gets. The node's committed state later replays those same objects when
+  the batch commits (not its bytes decoded back). The answer goes back once the last batch commits; an operation that
   writes nothing waits for the writes before it to commit (it may have read them).
 * **Periodic duties** (fencing brokers whose sessions expired, NoOpRecords, leader balancing,
   unclean elections) are one timer task calling :meth:`QuorumController.run_due`.
@@ -102,6 +104,7 @@ class ControllerShell:
         self._stopped = False
         #: how long an answer waits for its records to commit
         self.commit_timeout_s = max(driver.request_timeout_s, 5.0)
+        self.attach()
 
     # ------------------------------------------------------------------ activity
     def active(self) -> QuorumController:
@@ -149,6 +152,27 @@ class ControllerShell:
         self._last_waiter = None
 
     # ------------------------------------------------------------------ standby
+    def attach(self) -> None:
+        """Follow the committed state as it replays: a standby's view replays the records the
+        committed state just decoded (the same objects, decoded once), batch by batch; a batch
+        it cannot take that way is left to :meth:`follow`, which reads it from the log."""
+        self.duties.state.on_replayed = self._replayed
+
+    def _replayed(self, b: BatchView, start: int, end_offset: int, decoded: list[tuple[int, Any, int]] | None) -> None:
+        view = self.view
+        if view is None or not self._view_committed or self.controller is not None or view.next_offset != start:
+            return
+        try:
+            view.replay_decoded(b, end_offset, decoded)
+        except Exception:  # noqa: BLE001 - the committed state replayed it: the view is rebuilt
+            log.exception("the standby controller view could not replay the batch at offset %d", b.base_offset)
+            self._view_committed, self.view = False, None
+            if self.metrics is not None:
+                self.metrics.metadata_errors += 1
+            return
+        if self.metrics is not None and b.last_offset < end_offset:
+            self.metrics.last_applied_timestamp = b.max_timestamp
+
     def follow(self) -> None:
         """A standby's view follows the committed end of the log, so that becoming active
         replays only the records after it (no copy of the image)."""
@@ -161,7 +185,9 @@ class ControllerShell:
             # after the log was replaced by a snapshot past the view
             self.view = view = ControllerView.of(self.duties.state)
             self._view_committed = True
-        end = min(drv.high_watermark, drv.log_end_offset())
+        # no further than the committed state, which hands the view each batch it replays
+        # (``_replayed``): what the view reads here is only what it missed that way
+        end = min(drv.high_watermark, drv.log_end_offset(), self.duties.state.next_offset)
         if view.next_offset < end:
             view.replay_batches(self._batches(view.next_offset, end), end)
 
@@ -269,6 +295,8 @@ class ControllerShell:
             if base < 0:
                 self._renounce()
                 raise NotController()
+            # the committed state replays these objects once they commit, not their bytes decoded
+            self.duties.state.replay_known(base, self.driver.leader_and_epoch()[1], batch)
             view = self.view
             if view is not None and view.next_offset == base:
                 for i, (r, v) in enumerate(batch):

@@ -33,3 +33,55 @@ def test_a_replay_that_ends_inside_a_batch_counts_only_the_records_below_the_end
     # 4 cuts the unkeyed batch (2-4) after two records; 6 takes the rest
     assert _replay(committed, 1, 4, 6) == _replay(view, 1, 4, 6) == [1, 4, 6]
     assert view.app == {} and committed.app == {b"k1": b"c", b"k2": b"b"}
+
+
+def _topic_log(epoch: int = 3) -> tuple[bytes, list[tuple[object, int]], list[tuple[object, int]]]:
+    """A log of two metadata batches (a topic with two partitions, then a change of one) and an
+    application batch between them; the records of the two metadata batches."""
+    import uuid
+
+    from kraftnode.log.metadata_records import encode_metadata_record
+    from kraftnode.protocol.generated.metadata import (
+        FeatureLevelRecord,
+        PartitionChangeRecord,
+        PartitionRecord,
+        TopicRecord,
+    )
+    tid = uuid.UUID(int=42)
+    first: list[tuple[object, int]] = [
+        (FeatureLevelRecord(name="metadata.version", feature_level=21), 0), (TopicRecord(name="t", topic_id=tid), 0),
+        *((PartitionRecord(partition_id=p, topic_id=tid, replicas=[1, 2, 3], isr=[1, 2, 3], removing_replicas=[],
+                           adding_replicas=[], leader=1 + p, leader_epoch=0, partition_epoch=0,
+                           directories=[uuid.UUID(int=1)] * 3), 1) for p in range(2))]
+    second: list[tuple[object, int]] = [(PartitionChangeRecord(topic_id=tid, partition_id=1, isr=[2, 3], leader=2), 0)]
+
+    def b(recs: list[tuple[object, int]], base: int) -> bytes:
+        return build_batch([Record(None, encode_metadata_record(m, v)) for m, v in recs], base_offset=base,
+                           partition_leader_epoch=epoch)
+    log = b(first, 0) + build_batch([Record(None, b"x")], base_offset=4, partition_leader_epoch=epoch) + b(second, 5)
+    return log, first, second
+
+
+def test_a_standby_view_replays_the_records_the_committed_state_decoded_once() -> None:
+    """The standby's view, fed by the committed state's hook, ends as a view replayed from the
+    log would, holding the very objects the committed state decoded (no second decode)."""
+    log, _first, _second = _topic_log()
+    committed, fed, from_log = MetadataState(), ControllerView(), ControllerView()
+
+    def hook(b: object, start: int, end: int, decoded: object) -> None:
+        assert fed.next_offset == start
+        fed.replay_decoded(b, end, decoded)  # type: ignore[arg-type]
+    committed.on_replayed = hook
+    for end in (3, 6):   # the first batch committed in two steps (3 cuts it)
+        committed.replay_batches(iter_batches(log), end)
+    from_log.replay_batches(iter_batches(log), 6)
+    assert fed.next_offset == from_log.next_offset == committed.next_offset == 6
+    assert fed.image == from_log.image == committed.image
+    assert fed.metadata_records == from_log.metadata_records == 5 and fed.foreign_records == 1
+    assert fed.features_epoch == committed.features_epoch == 2   # both saw the commit stop at 3
+    assert fed.index_differences() == [] and fed.topics_by_name == from_log.topics_by_name
+    tid = next(iter(committed.image.partitions))
+    # partition 0 as decoded once; partition 1 is each image's own merge of the change
+    assert fed.image.partitions[tid][0][0] is committed.image.partitions[tid][0][0]
+    assert from_log.image.partitions[tid][0][0] is not committed.image.partitions[tid][0][0]
+    assert fed.image.topics[tid][0] is committed.image.topics[tid][0]

@@ -84,3 +84,23 @@ def test_a_partition_of_an_unknown_topic_is_dropped_so_replay_and_snapshot_agree
         replay(topic, 2, st)
     assert sorted(replayed.snapshot()(), key=repr) == sorted(from_snapshot.snapshot()(), key=repr)
     assert replayed.image.partitions[tid] == {}
+
+
+def test_a_batch_whose_records_its_writer_holds_is_replayed_from_them_not_decoded() -> None:
+    """The active controller hands its committed state the records of each batch it appends,
+    by (base offset, epoch): that batch is replayed from those objects once committed; a batch
+    of another epoch at the same offset (the log truncated and written again by a new leader)
+    is decoded from the log."""
+    from tests.kraftnode.controller.test_view import _topic_log
+    log, first, second = _topic_log(epoch=3)
+    st = MetadataState()
+    st.replay_known(0, 3, first)
+    st.replay_known(5, 2, second)     # another epoch: not the batch the log holds at 5
+    st.replay_batches(iter_batches(log), 6)
+    decoded = replay(log, 6)
+    assert st.image == decoded.image and st.next_offset == 6 and st.metadata_records == decoded.metadata_records
+    tid = next(iter(st.image.partitions))
+    assert st.image.partitions[tid][0][0] is first[2][0]
+    assert st.image.topics[tid][0] is first[1][0]
+    # the changed partition is a merge of a decoded PartitionChangeRecord, not of ``second``'s
+    assert st.image.partitions[tid][1][0].isr == [2, 3] and st.known_batches == {(5, 2): second}
