@@ -52,6 +52,7 @@ from kraftnode.log.metadata_records import (
     decode_metadata_record,
     encode_metadata_record,
 )
+from kraftnode.metadata.compact import decode_image_record
 from kraftnode.metadata.image import MetadataImage
 from kraftnode.metadata.state_machine import SnapshotRecords, snapshot_data_records
 from kraftnode.protocol.generated.metadata import (
@@ -312,7 +313,7 @@ class MetadataState:
             message = None
             if key is None and value is not None:
                 try:
-                    message, version = decode_metadata_record(value)
+                    message, version = decode_image_record(value)
                 except (DecodeError, ValueError, IndexError):
                     message = None
                     if is_metadata_framed(value):
@@ -354,7 +355,7 @@ class MetadataState:
             if r.offset < self.next_offset or (end_offset is not None and r.offset >= end_offset):
                 continue
             try:
-                message, version = decode_metadata_record(r.value) if r.value is not None else (None, 0)
+                message, version = decode_image_record(r.value) if r.value is not None else (None, 0)
             except (DecodeError, ValueError, IndexError):
                 message = None
             if message is None:  # in a metadata batch: Kafka's RecordsIterator throws

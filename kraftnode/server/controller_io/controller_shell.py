@@ -44,6 +44,7 @@ from kraftnode.controller import (
     QuorumController,
 )
 from kraftnode.log.metadata_records import encode_metadata_record
+from kraftnode.metadata.compact import remember
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.registry import BROKER_HEARTBEAT
 from kraftnode.raft.actions import AppendCompleted
@@ -265,7 +266,7 @@ class ControllerShell:
             self._count_elections(result)
         for batch in result.batches():
             self._advance()   # another writer's records first (none, usually)
-            base, waiter = self.driver.append([encode_metadata_record(r, v) for r, v in batch])
+            base, waiter = self.driver.append([remember(encode_metadata_record(r, v), r) for r, v in batch])
             if base < 0:
                 self._renounce()
                 raise NotController()
