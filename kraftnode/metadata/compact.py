@@ -8,7 +8,9 @@ directories are the brokers' few log directories. :func:`compact_partition` repl
 lists by shared (interned) equal ones and its topic id by the image's own UUID object, which
 takes a partition from about 650 to about 250 bytes of Python heap (issue 39). Records in the
 image are replaced, never mutated -- neither the record nor its lists -- so sharing equal
-lists between records is safe; code that changes a partition builds a new list.
+lists between records is safe; code that changes a partition builds a new list. The shared
+lists are :class:`FrozenList`: read as lists, and any attempt to change one in place is a
+TypeError rather than a change to every partition holding it.
 
 :func:`decode_image_record` is :func:`~kraftnode.log.metadata_records.decode_metadata_record`
 with a fast path for the record a snapshot and a busy log are mostly made of: a
@@ -17,6 +19,9 @@ field, read with ``struct`` straight into interned lists (half a snapshot's load
 generic decoder). Anything else -- and any record the fast path finds malformed -- goes to the
 generated codec, which stays the one source of truth: ``tests/kraftnode/metadata/test_compact.py``
 checks the two decode every record alike over many random records.
+
+:func:`remember` lets the active controller's committed state take the very PartitionRecord
+objects its view replayed when it appended them, instead of decoding a second copy.
 """
 
 from __future__ import annotations
@@ -30,7 +35,23 @@ from kraftnode.protocol.generated.metadata import PartitionRecord
 from recordbatch.message import uuid_from_bytes
 from recordbatch.wire import DecodeError
 
-__all__ = ["compact_partition", "decode_image_record", "remember", "shared_ints", "shared_uuids"]
+__all__ = ["FrozenList", "compact_partition", "decode_image_record", "remember", "shared_ints", "shared_uuids"]
+
+class FrozenList(list):  # type: ignore[type-arg]
+    """A list shared by partitions of the image: reads as a list, refuses every change (a
+    partition that changes gets a new list), copies and pickles as a list's contents."""
+
+    __slots__ = ()
+
+    def _refuse(self, *_a: Any, **_k: Any) -> Any:
+        raise TypeError("this list is shared by partitions of the metadata image: build a new one")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+    def __reduce_ex__(self, _protocol: Any) -> tuple[Any, tuple[list[Any]]]:
+        return FrozenList, (list(self),)
+
 
 #: interned lists, by their contents; cleared when they grow past the bound (the lists handed
 #: out stay valid: only the sharing of later ones is lost)
@@ -51,25 +72,29 @@ _PARTITION_PREFIX = b"\x01\x03"  # frame version 1, PartitionRecord (api key 3)
 
 
 def shared_ints(values: list[int] | tuple[int, ...]) -> list[int]:
-    """The interned list equal to ``values`` (a copy of the first one seen: the caller's list
-    stays its own)."""
+    """The interned list equal to ``values`` (a frozen copy of the first one seen: the caller's
+    list stays its own)."""
+    if type(values) is FrozenList:
+        return values
     key = tuple(values)
     got = _INTS.get(key)
     if got is None:
         if len(_INTS) >= _MAX:
             _INTS.clear()
-        got = _INTS[key] = list(key)
+        got = _INTS[key] = FrozenList(key)
     return got
 
 
 def shared_uuids(values: list[uuid.UUID] | tuple[uuid.UUID, ...]) -> list[uuid.UUID]:
     """The interned list of directory ids equal to ``values``."""
+    if type(values) is FrozenList:
+        return values
     key = tuple(values)
     got = _DIRS_BY_VALUE.get(key)
     if got is None:
         if len(_DIRS_BY_VALUE) >= _MAX:
             _DIRS_BY_VALUE.clear()
-        got = _DIRS_BY_VALUE[key] = list(key)
+        got = _DIRS_BY_VALUE[key] = FrozenList(key)
     return got
 
 
@@ -78,6 +103,11 @@ def compact_partition(p: Any, topic_id: uuid.UUID | None = None) -> Any:
     by ``topic_id`` (the image's, when given); returns ``p``."""
     if topic_id is not None:
         p.topic_id = topic_id
+    elr, lkelr = p.eligible_leader_replicas, p.last_known_elr
+    if (type(p.replicas) is FrozenList and type(p.isr) is FrozenList and type(p.directories) is FrozenList
+            and type(p.removing_replicas) is FrozenList and type(p.adding_replicas) is FrozenList
+            and (elr is None or type(elr) is FrozenList) and (lkelr is None or type(lkelr) is FrozenList)):
+        return p  # compact already (decoded by the fast path, or replayed by another image)
     p.replicas = shared_ints(p.replicas)
     p.isr = shared_ints(p.isr)
     p.removing_replicas = shared_ints(p.removing_replicas)
@@ -100,7 +130,7 @@ def _ints(buf: bytes, pos: int) -> tuple[list[int], int]:
     if got is None:
         if len(_INTS) >= _MAX:
             _INTS.clear()
-        got = _INTS[key] = list(key)
+        got = _INTS[key] = FrozenList(key)
     return got, pos + 4 * n
 
 

@@ -88,7 +88,12 @@ class MetadataImage:
 
     # ------------------------------------------------------------------ replay
     def replay(self, m: Any, version: int) -> None:
-        if isinstance(m, FeatureLevelRecord):
+        t = type(m)
+        if t is PartitionRecord:  # the most frequent records first
+            self._replay_partition(m, version)
+        elif t is PartitionChangeRecord:
+            self._replay_change(m, version)
+        elif isinstance(m, FeatureLevelRecord):
             if m.feature_level == 0 and m.name != "metadata.version":
                 self.features.pop(m.name, None)
             else:
@@ -123,10 +128,7 @@ class MetadataImage:
         elif isinstance(m, PartitionRecord):
             self._replay_partition(m, version)
         elif isinstance(m, PartitionChangeRecord):
-            parts = self.partitions.get(m.topic_id)
-            cur = parts.get(m.partition_id) if parts is not None else None
-            if parts is not None and cur is not None:
-                parts[m.partition_id] = (merge_partition(cur[0], m), max(cur[1], min(version, 2)))
+            self._replay_change(m, version)
         elif isinstance(m, ConfigRecord):
             key = (m.resource_type, m.resource_name)
             if m.value is None:
@@ -172,6 +174,12 @@ class MetadataImage:
         if topic is not None:  # kept compact: lists shared with equal ones, the topic's own id
             self.partitions.setdefault(m.topic_id, {})[m.partition_id] = (
                 compact_partition(m, topic[0].topic_id), version)
+
+    def _replay_change(self, m: PartitionChangeRecord, version: int) -> None:
+        parts = self.partitions.get(m.topic_id)
+        cur = parts.get(m.partition_id) if parts is not None else None
+        if parts is not None and cur is not None:
+            parts[m.partition_id] = (merge_partition(cur[0], m), max(cur[1], min(version, 2)))
 
     def _clear_elr(self, topic_name: str) -> None:
         """TopicsDelta.replay(ClearElrRecord): every partition of the named topic (of every

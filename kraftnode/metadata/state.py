@@ -198,6 +198,12 @@ def holds_metadata_records(b: BatchView) -> bool:
     return b.producer_id < 0 and is_metadata_record(_first_value(b))
 
 
+#: the record types :meth:`MetadataState._apply` does more with than replay them into the image
+_STATE_RECORDS = frozenset({
+    BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord, AccessControlEntryRecord,
+    RemoveAccessControlEntryRecord, FeatureLevelRecord, RegisterControllerRecord, UnregisterControllerRecord,
+    UserScramCredentialRecord, RemoveUserScramCredentialRecord, ZkMigrationStateRecord})
+
 #: Values of :attr:`MetadataState.acl_generation`: a new one whenever the ACLs may have
 #: changed (the authorizer's cache key; process-wide, so no two states share one).
 _ACL_GENERATIONS = itertools.count(1)
@@ -398,6 +404,9 @@ class MetadataState:
                 "controllers": dict(self.controllers), "zk_migration_state": self.zk_migration_state}
 
     def _apply(self, m: Any, offset: int, version: int = 0) -> None:
+        if type(m) not in _STATE_RECORDS:  # most records (partitions above all) only change the image
+            self.image.replay(m, version)
+            return
         if isinstance(m, BeginTransactionRecord):
             self.transaction_start = offset
             self._before_transaction = (self.image.copy(), self._summary())

@@ -63,7 +63,7 @@ def test_fast_decoder_agrees_with_the_generated_codec_on_random_records() -> Non
             assert type(got) is PartitionRecord
             assert encode_metadata_record(got, got_v) == value  # byte for byte
             for attr in ("replicas", "isr", "removing_replicas", "adding_replicas", "directories"):
-                assert type(getattr(got, attr)) is list
+                assert isinstance(getattr(got, attr), list)
         try:
             compact._fast_partition(value, version)
             fast += 1
@@ -166,3 +166,23 @@ def test_a_snapshot_of_a_compact_image_is_byte_identical(version: int) -> None:
     st = MetadataState()
     st.load_snapshot((None, v) for v in values)
     assert [v for _k, v in st.snapshot()()] == values
+
+
+def test_shared_lists_refuse_changes_and_copy_as_lists() -> None:
+    import copy
+    import pickle
+
+    im = image_with(2)
+    tid = next(iter(im.topics))
+    rec = im.partitions[tid][0][0]
+    for change in (lambda x: x.append(4), lambda x: x.extend([4]), lambda x: x.sort(), lambda x: x.pop(),
+                   lambda x: x.__setitem__(0, 9), lambda x: x.__delitem__(0), lambda x: x.remove(1),
+                   lambda x: x.insert(0, 1), lambda x: x.clear(), lambda x: x.reverse(), lambda x: x.__iadd__([1])):
+        with pytest.raises(TypeError, match="shared by partitions"):
+            change(rec.isr)
+    assert rec.isr == [1, 2, 3] and im.partitions[tid][1][0].isr == [1, 2, 3]
+    for c in (copy.copy(rec), copy.deepcopy(rec), pickle.loads(pickle.dumps(rec))):
+        assert c == rec and c.isr == [1, 2, 3]
+    mine = list(rec.isr)
+    mine.append(4)
+    assert mine == [1, 2, 3, 4] and rec.isr == [1, 2, 3]
