@@ -21,7 +21,9 @@ generated codec, which stays the one source of truth: ``tests/kraftnode/metadata
 checks the two decode every record alike over many random records.
 
 :func:`remember` lets the active controller's committed state take the very PartitionRecord
-objects its view replayed when it appended them, instead of decoding a second copy.
+objects its view replayed when it appended them, instead of decoding a second copy; on a standby
+the committed state and the controller view, which both replay the committed log, share what
+the first of them decoded the same way.
 """
 
 from __future__ import annotations
@@ -59,10 +61,10 @@ _INTS: dict[tuple[int, ...], list[int]] = {}
 _DIRS: dict[bytes, list[uuid.UUID]] = {}
 _DIRS_BY_VALUE: dict[tuple[uuid.UUID, ...], list[uuid.UUID]] = {}
 _MAX = 1 << 16
-#: PartitionRecords the active controller appended, by their framed bytes, until the committed
-#: state decodes them (see :func:`remember`)
-_APPENDED: dict[bytes, Any] = {}
-_APPENDED_MAX = 1 << 14
+#: PartitionRecords by their framed bytes, until this node's other image decodes those bytes (see
+#: :func:`remember` and :func:`decode_image_record`)
+_SHARED: dict[bytes, Any] = {}
+_SHARED_MAX = 1 << 14
 
 _new = object.__new__
 _HEAD = struct.Struct(">i16s")
@@ -177,28 +179,39 @@ def remember(value: bytes, record: Any) -> bytes:
     just appended and replayed into its view; returns ``value``. When the committed state comes
     to decode those bytes (:func:`decode_image_record`), it takes ``record`` itself, so the view
     and the committed state hold one object per partition, not two (records are never mutated,
-    and the codec encodes exactly what the object holds). Only PartitionRecords are kept, at
-    most ``_APPENDED_MAX`` of them (appends that never commit are forgotten with the rest)."""
+    and the codec encodes exactly what the object holds)."""
     if type(record) is PartitionRecord:
-        if len(_APPENDED) >= _APPENDED_MAX:
-            _APPENDED.clear()
-        _APPENDED[value] = record
+        _share(value, record)
     return value
 
 
-def decode_image_record(value: bytes | bytearray | memoryview) -> tuple[Any, int]:
+def _share(value: bytes, record: Any) -> None:
+    if len(_SHARED) >= _SHARED_MAX:  # the other image never came (or is far behind): forget
+        _SHARED.clear()
+    _SHARED[value] = record
+
+
+def decode_image_record(value: bytes | bytearray | memoryview, share: bool = False) -> tuple[Any, int]:
     """(message, version) from a metadata record value, as ``decode_metadata_record`` returns
-    them (its errors too); PartitionRecords come compact (their lists shared)."""
+    them (its errors too); PartitionRecords come compact (their lists shared).
+
+    With ``share`` (the committed log, which a controller replays twice: into its committed
+    state and into its controller view), a PartitionRecord decoded here is kept by its bytes
+    until the other image decodes the same bytes, and that one gets the same object: one
+    decode and one object per partition, not two. At most ``_SHARED_MAX`` records wait (a
+    state replaying without a view forgets them by the batch)."""
     if value[:2] == _PARTITION_PREFIX and len(value) > 2 and value[2] <= 2:
         buf = value if type(value) is bytes else bytes(value)
-        if _APPENDED:
-            known = _APPENDED.pop(buf, None)
+        if _SHARED:
+            known = _SHARED.pop(buf, None)
             if known is not None:
                 return known, buf[2]
         try:
-            return _fast_partition(buf, buf[2]), buf[2]
+            record = _fast_partition(buf, buf[2])
         except (DecodeError, struct.error, IndexError):
-            pass  # the generated codec decides (and names what is wrong)
-        message, version = decode_metadata_record(buf)
-        return compact_partition(message), version
+            # the generated codec decides (and names what is wrong)
+            record = compact_partition(decode_metadata_record(buf)[0])
+        if share:
+            _share(buf, record)
+        return record, buf[2]
     return decode_metadata_record(value)

@@ -361,7 +361,7 @@ class MetadataState:
             if r.offset < self.next_offset or (end_offset is not None and r.offset >= end_offset):
                 continue
             try:
-                message, version = decode_image_record(r.value) if r.value is not None else (None, 0)
+                message, version = decode_image_record(r.value, True) if r.value is not None else (None, 0)
             except (DecodeError, ValueError, IndexError):
                 message = None
             if message is None:  # in a metadata batch: Kafka's RecordsIterator throws

@@ -186,3 +186,43 @@ def test_shared_lists_refuse_changes_and_copy_as_lists() -> None:
     mine = list(rec.isr)
     mine.append(4)
     assert mine == [1, 2, 3, 4] and rec.isr == [1, 2, 3]
+
+
+def test_state_and_view_replaying_the_committed_log_share_each_decoded_partition() -> None:
+    from kraftnode.controller import ControllerView
+
+    tid = uuid.UUID(int=81)
+    values = [encode_metadata_record(TopicRecord(name="x", topic_id=tid), 0)] + [
+        encode_metadata_record(PartitionRecord(partition_id=p, topic_id=tid, replicas=[1, 2, 3], isr=[1, 2],
+                                               leader=1, leader_epoch=0, partition_epoch=0,
+                                               directories=DIRS[:3]), 1) for p in range(50)]
+    raw = build_batch([Record(None, v) for v in values], base_offset=0)
+    compact._SHARED.clear()
+    st, view = MetadataState(), ControllerView()
+    st.replay_batches(iter_batches(raw), len(values))
+    assert len(compact._SHARED) == 50  # waiting for the view
+    view.replay_batches(iter_batches(raw), len(values))
+    assert not compact._SHARED
+    for pid in range(50):
+        a, b = st.image.partitions[tid][pid], view.image.partitions[tid][pid]
+        assert a[0] is b[0] and a == b == (a[0], 1) and a[0].isr == [1, 2]
+    assert view.index_differences() == []
+
+
+def test_a_snapshot_load_leaves_nothing_waiting() -> None:
+    compact._SHARED.clear()
+    tid = uuid.UUID(int=82)
+    values = [encode_metadata_record(TopicRecord(name="y", topic_id=tid), 0)] + [
+        encode_metadata_record(PartitionRecord(partition_id=p, topic_id=tid, replicas=[1]), 0) for p in range(20)]
+    st = MetadataState()
+    st.load_snapshot((None, v) for v in values)
+    assert len(st.image.partitions[tid]) == 20 and not compact._SHARED
+
+
+def test_the_records_waiting_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compact, "_SHARED_MAX", 8)
+    compact._SHARED.clear()
+    tid = uuid.UUID(int=83)
+    for p in range(30):
+        decode_image_record(encode_metadata_record(PartitionRecord(partition_id=p, topic_id=tid), 1), True)
+        assert len(compact._SHARED) <= 8
