@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftnode.java_order import java_hashmap_order
+from kraftnode.metadata.compact import compact_partition, shared_ints, shared_uuids
 from kraftnode.protocol.generated.metadata import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
@@ -87,7 +88,12 @@ class MetadataImage:
 
     # ------------------------------------------------------------------ replay
     def replay(self, m: Any, version: int) -> None:
-        if isinstance(m, FeatureLevelRecord):
+        t = type(m)
+        if t is PartitionRecord:  # the most frequent records first
+            self._replay_partition(m, version)
+        elif t is PartitionChangeRecord:
+            self._replay_change(m, version)
+        elif isinstance(m, FeatureLevelRecord):
             if m.feature_level == 0 and m.name != "metadata.version":
                 self.features.pop(m.name, None)
             else:
@@ -120,17 +126,9 @@ class MetadataImage:
             if topic is not None:  # the topic's configs go with it (ConfigurationsDelta.replay)
                 self.configs.pop((CONFIG_RESOURCE_TOPIC, topic[0].name), None)
         elif isinstance(m, PartitionRecord):
-            # A partition of a topic the image does not hold is dropped: Kafka's TopicsDelta
-            # cannot apply it (no TopicImage to build on; its controller never writes one), and
-            # a snapshot -- topics with their partitions -- could not carry it, so replaying the
-            # log and loading a snapshot of it would disagree once that topic is created.
-            if m.topic_id in self.topics:
-                self.partitions.setdefault(m.topic_id, {})[m.partition_id] = (m, version)
+            self._replay_partition(m, version)
         elif isinstance(m, PartitionChangeRecord):
-            parts = self.partitions.get(m.topic_id)
-            cur = parts.get(m.partition_id) if parts is not None else None
-            if parts is not None and cur is not None:
-                parts[m.partition_id] = (merge_partition(cur[0], m), max(cur[1], min(version, 2)))
+            self._replay_change(m, version)
         elif isinstance(m, ConfigRecord):
             key = (m.resource_type, m.resource_name)
             if m.value is None:
@@ -166,6 +164,22 @@ class MetadataImage:
         elif isinstance(m, RemoveDelegationTokenRecord):
             self.delegation_tokens.pop(m.token_id, None)
         # NoOpRecord and the transaction markers carry no image state
+
+    def _replay_partition(self, m: PartitionRecord, version: int) -> None:
+        # A partition of a topic the image does not hold is dropped: Kafka's TopicsDelta
+        # cannot apply it (no TopicImage to build on; its controller never writes one), and
+        # a snapshot -- topics with their partitions -- could not carry it, so replaying the
+        # log and loading a snapshot of it would disagree once that topic is created.
+        topic = self.topics.get(m.topic_id)
+        if topic is not None:  # kept compact: lists shared with equal ones, the topic's own id
+            self.partitions.setdefault(m.topic_id, {})[m.partition_id] = (
+                compact_partition(m, topic[0].topic_id), version)
+
+    def _replay_change(self, m: PartitionChangeRecord, version: int) -> None:
+        parts = self.partitions.get(m.topic_id)
+        cur = parts.get(m.partition_id) if parts is not None else None
+        if parts is not None and cur is not None:
+            parts[m.partition_id] = (merge_partition(cur[0], m), max(cur[1], min(version, 2)))
 
     def _clear_elr(self, topic_name: str) -> None:
         """TopicsDelta.replay(ClearElrRecord): every partition of the named topic (of every
@@ -250,23 +264,23 @@ def merge_partition(p: Any, c: PartitionChangeRecord) -> Any:
     """``PartitionRegistration.merge``: a PartitionChangeRecord applied to a partition."""
     n = copy.copy(p)
     if c.replicas is not None:
-        n.replicas = list(c.replicas)
+        n.replicas = shared_ints(c.replicas)
     if c.directories is not None:
-        n.directories = list(c.directories)
+        n.directories = shared_uuids(c.directories)
     if c.isr is not None:
-        n.isr = list(c.isr)
+        n.isr = shared_ints(c.isr)
     if c.removing_replicas is not None:
-        n.removing_replicas = list(c.removing_replicas)
+        n.removing_replicas = shared_ints(c.removing_replicas)
     if c.adding_replicas is not None:
-        n.adding_replicas = list(c.adding_replicas)
+        n.adding_replicas = shared_ints(c.adding_replicas)
     if c.leader != NO_LEADER_CHANGE:
         n.leader = c.leader
         n.leader_epoch = p.leader_epoch + 1
     if c.leader_recovery_state != LEADER_RECOVERY_NO_CHANGE:
         n.leader_recovery_state = c.leader_recovery_state
     if c.eligible_leader_replicas is not None:
-        n.eligible_leader_replicas = list(c.eligible_leader_replicas)
+        n.eligible_leader_replicas = shared_ints(c.eligible_leader_replicas)
     if c.last_known_elr is not None:
-        n.last_known_elr = list(c.last_known_elr)
+        n.last_known_elr = shared_ints(c.last_known_elr)
     n.partition_epoch = p.partition_epoch + 1
     return n

@@ -52,6 +52,7 @@ from kraftnode.log.metadata_records import (
     decode_metadata_record,
     encode_metadata_record,
 )
+from kraftnode.metadata.compact import decode_image_record
 from kraftnode.metadata.image import MetadataImage
 from kraftnode.metadata.state_machine import SnapshotRecords, snapshot_data_records
 from kraftnode.protocol.generated.metadata import (
@@ -197,6 +198,12 @@ def holds_metadata_records(b: BatchView) -> bool:
     return b.producer_id < 0 and is_metadata_record(_first_value(b))
 
 
+#: the record types :meth:`MetadataState._apply` does more with than replay them into the image
+_STATE_RECORDS = frozenset({
+    BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord, AccessControlEntryRecord,
+    RemoveAccessControlEntryRecord, FeatureLevelRecord, RegisterControllerRecord, UnregisterControllerRecord,
+    UserScramCredentialRecord, RemoveUserScramCredentialRecord, ZkMigrationStateRecord})
+
 #: Values of :attr:`MetadataState.acl_generation`: a new one whenever the ACLs may have
 #: changed (the authorizer's cache key; process-wide, so no two states share one).
 _ACL_GENERATIONS = itertools.count(1)
@@ -334,7 +341,7 @@ class MetadataState:
             message = None
             if key is None and value is not None:
                 try:
-                    message, version = decode_metadata_record(value)
+                    message, version = decode_image_record(value)
                 except (DecodeError, ValueError, IndexError):
                     message = None
                     if is_metadata_framed(value):
@@ -407,7 +414,7 @@ class MetadataState:
             if r.offset < self.next_offset or (end_offset is not None and r.offset >= end_offset):
                 continue
             try:
-                message, version = decode_metadata_record(r.value) if r.value is not None else (None, 0)
+                message, version = decode_image_record(r.value) if r.value is not None else (None, 0)
             except (DecodeError, ValueError, IndexError):
                 message = None
             if message is None:  # in a metadata batch: Kafka's RecordsIterator throws
@@ -441,6 +448,9 @@ class MetadataState:
                 "controllers": dict(self.controllers), "zk_migration_state": self.zk_migration_state}
 
     def _apply(self, m: Any, offset: int, version: int = 0) -> None:
+        if type(m) not in _STATE_RECORDS:  # most records (partitions above all) only change the image
+            self.image.replay(m, version)
+            return
         if isinstance(m, BeginTransactionRecord):
             self.transaction_start = offset
             self._before_transaction = (self.image.copy(), self._summary())

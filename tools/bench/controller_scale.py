@@ -17,7 +17,8 @@ After the largest size:
 
 * **restart load**: kill -9 of a standby controller, start it again; time until its log end
   offset (as the leader's DescribeQuorum reports it) reaches the leader's at the restart
-  (process start, snapshot load, catching up; snapshots are taken every 4 MiB of records);
+  (process start, snapshot load, catching up; snapshots are taken every 4 MiB of records;
+  kraftnode's modules byte-compiled first, as ``pip install`` leaves them);
 * **failover**: kill -9 of the active controller; time until a CreateTopics succeeds;
 * **memory**: kraftnode: the active controller's RSS; Kafka: its heap used after a full GC
   (``jcmd GC.run``, then ``GC.heap_info``); per partition.
@@ -527,6 +528,16 @@ def soak(q: Quorum, ctl: Controller, hb: Heartbeats, minutes: float, log: Callab
     return out
 
 
+def byte_compile() -> None:
+    """kraftnode as installed: pip byte-compiles a package's modules when it installs it, so a
+    controller that starts again reads them; a source checkout run with
+    PYTHONDONTWRITEBYTECODE=1 (as this host's sessions are) would compile its ~370 modules
+    again at every start -- seconds of a restart on a loaded host that no deployment pays."""
+    import compileall
+    for pkg in ("kraftnode", "recordbatch"):
+        compileall.compile_dir(str(ROOT / pkg), quiet=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000")
@@ -550,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.broker_start and broker_home is None:
         print("controller_scale: --broker-start needs genuine Kafka 4.4 (KRAFTNODE_KAFKA_CACHE)", file=sys.stderr)
         return 2
+    if "kraftnode" in args.systems.split(","):
+        byte_compile()
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         for kind in args.systems.split(","):
             home = None
