@@ -441,8 +441,8 @@ def measure(kind: str, home: KafkaHome | None, root: Path, sizes: list[int], n_b
         # restart load: a standby, killed and started again
         standby = next(i for i in q.ports if i != active)
         q.kill(standby)
-        d = q.describe()
-        assert d is not None
+        # the leader, busy at 1M partitions, may miss one 10 s DescribeQuorum: ask until it answers
+        d = wait_until("the leader's DescribeQuorum after the kill", q.describe, 120)
         target = max(v.log_end_offset for v in d.current_voters if v.replica_id == d.leader_id)
         t0 = time.perf_counter()
         started_ms = int(time.time() * 1000)
