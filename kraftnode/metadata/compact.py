@@ -69,31 +69,28 @@ _INT_FORMATS = [struct.Struct(f">{n}i") for n in range(127)]
 _PARTITION_PREFIX = b"\x01\x03"  # frame version 1, PartitionRecord (api key 3)
 
 
-def shared_ints(values: list[int] | tuple[int, ...]) -> list[int]:
-    """The interned list equal to ``values`` (a frozen copy of the first one seen: the caller's
-    list stays its own)."""
+def _interned(table: dict[tuple[Any, ...], list[Any]], values: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """The shared list of ``table`` equal to ``values`` (a frozen copy of the first one seen: the
+    caller's list stays its own)."""
     if type(values) is FrozenList:
         return values
     key = tuple(values)
-    got = _INTS.get(key)
+    got = table.get(key)
     if got is None:
-        if len(_INTS) >= _MAX:
-            _INTS.clear()
-        got = _INTS[key] = FrozenList(key)
+        if len(table) >= _MAX:
+            table.clear()
+        got = table[key] = FrozenList(key)
     return got
+
+
+def shared_ints(values: list[int] | tuple[int, ...]) -> list[int]:
+    """The interned list equal to ``values``."""
+    return _interned(_INTS, values)
 
 
 def shared_uuids(values: list[uuid.UUID] | tuple[uuid.UUID, ...]) -> list[uuid.UUID]:
     """The interned list of directory ids equal to ``values``."""
-    if type(values) is FrozenList:
-        return values
-    key = tuple(values)
-    got = _DIRS_BY_VALUE.get(key)
-    if got is None:
-        if len(_DIRS_BY_VALUE) >= _MAX:
-            _DIRS_BY_VALUE.clear()
-        got = _DIRS_BY_VALUE[key] = FrozenList(key)
-    return got
+    return _interned(_DIRS_BY_VALUE, values)
 
 
 def compact_partition(p: Any, topic_id: uuid.UUID | None = None) -> Any:
