@@ -145,10 +145,8 @@ def on_end_quorum_epoch(node: RaftCore, request_id: int, req: EndQuorumEpochRequ
     epochs.maybe_handle_leader_info(node, req.leader_id, req.leader_epoch, req.leader_endpoints, now_ms)
     st = node.state
     if isinstance(st, FollowerState) and st.leader_id == req.leader_id and st.epoch == req.leader_epoch:
-        # (hasFetchedFromLeader stays as it was: Kafka 4.4's handleEndQuorumEpochRequest only
-        # overrides the fetch timer, so a follower keeps refusing pre-votes until that timer
-        # makes it prospective; the resigned leader grants its successor's, ResignedState)
         st.fetch_deadline = now_ms + timers.end_epoch_backoff(node, req.preferred_candidates)
+        st.fetched = False  # KIP-996: the leader has gone; pre-votes may be granted
         st.leader_resigned = True
     node.respond(request_id, eqe_response(node, errors.NONE, errors.NONE))
 

@@ -63,10 +63,11 @@ def tick_follower(node: RaftCore, now_ms: int) -> None:
         return
     if not node.is_voter:
         node.transition(UnattachedState(st.epoch, None))
+    elif st.leader_resigned:
+        # The leader resigned (EndQuorumEpoch): no leader to stick to, so the election
+        # starts at once, as in Kafka 3.9.
+        elections.become_candidate(node, now_ms)
     else:
-        # also when the leader resigned (EndQuorumEpoch shortened the timer): Kafka 4.4's
-        # pollFollowerAsVoter turns prospective on any fetch timeout; without pre-vote, 3.9's
-        # candidate at once
         elections.start_election(node, now_ms)
 
 

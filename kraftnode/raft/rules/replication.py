@@ -168,7 +168,8 @@ def on_fetch_response(node: RaftCore, source: int, inflight: InFlight, resp: Fet
         # delivered after it); only once that shortened timer has run out is it too late, as
         # Kafka's poll loop fires an expired timer before it handles the next message.
         st.fetch_deadline = timers.fetch_deadline(node, now_ms)
-    st.fetched = True  # KIP-996 (FollowerState.resetFetchTimeoutForSuccessfulFetch)
+    if not st.leader_resigned:
+        st.fetched = True  # KIP-996: a resigned leader is not one to stick to
     if resp.diverging_epoch is not None:
         node.on_diverging_epoch(source, resp, resp.diverging_epoch, now_ms)
         return
