@@ -53,6 +53,16 @@ def _ms(stamp: str) -> float:
     return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp() * 1000
 
 
+#: a Kafka VoteResponseData partition's fields, and a VoteRequestData partition's (the request or,
+#: in a served response's line, the request it answers)
+_VOTE_ANSWER = re.compile(r"errorCode=(\d+), leaderId=(-?\d+), leaderEpoch=(\d+), voteGranted=(\w+)")
+_VOTE_REQUEST = re.compile(r"replicaEpoch=(\d+), replicaId=(\d+).*?preVote=(\w+)")
+
+
+def _kind(q: re.Match[str]) -> str:
+    return "pre-vote" if q.group(3) == "true" else "Vote"
+
+
 def _kafka_event(t: float, node: str, line: str) -> Event | None:
     if "Received inbound message InboundResponse" in line:
         src = re.search(r"source=\S+ \(id: (\d+)", line)
@@ -63,24 +73,24 @@ def _kafka_event(t: float, node: str, line: str) -> Event | None:
             return Event(t, node, "fetch", f"fetch answer from {peer}, high watermark {ok.group(1)}", peer) if ok else None
         if "data=VoteResponseData(" in line:
             top = re.search(r"VoteResponseData\(errorCode=(\d+)", line)
-            p = re.search(r"errorCode=(\d+), leaderId=(-?\d+), leaderEpoch=(\d+), voteGranted=(\w+)", line)
+            p = _VOTE_ANSWER.search(line)
             what = (f"error {top.group(1) if top else '?'}" if p is None else
                     f"error {top.group(1) if top else '?'}/{p.group(1)}, granted {p.group(4)}, epoch {p.group(3)}")
             return Event(t, node, "vote-answer", f"Vote answer from {peer}: {what}", peer)
         return None
     if "Sent outbound request" in line and "data=VoteRequestData(" in line:
-        q = re.search(r"replicaEpoch=(\d+), replicaId=(\d+).*?preVote=(\w+)", line)
+        q = _VOTE_REQUEST.search(line)
         dest = re.search(r"destination=\S+ \(id: (\d+)", line)
         if q is None or dest is None:
             return None
-        kind = "pre-vote" if q.group(3) == "true" else "Vote"
+        kind = _kind(q)
         return Event(t, node, "vote-out", f"sends {kind} (epoch {q.group(1)}) to {dest.group(1)}", int(dest.group(1)))
     if "Sent response OutboundResponse" in line and "data=VoteResponseData(" in line:
-        p = re.search(r"errorCode=(\d+), leaderId=(-?\d+), leaderEpoch=(\d+), voteGranted=(\w+)", line)
-        q = re.search(r"replicaEpoch=(\d+), replicaId=(\d+).*?preVote=(\w+)", line)
+        p = _VOTE_ANSWER.search(line)
+        q = _VOTE_REQUEST.search(line)
         if p is None or q is None:
             return None
-        kind = "pre-vote" if q.group(3) == "true" else "Vote"
+        kind = _kind(q)
         return Event(t, node, "vote-served", f"answers {kind} of {q.group(2)} (epoch {q.group(1)}): error "
                      f"{p.group(1)}, granted {p.group(4)}, epoch {p.group(3)}", int(q.group(2)))
     m = re.search(r"Completed transition to (\w+?)(?:State)?\(", line)
