@@ -19,7 +19,10 @@ After the largest size:
   offset (as the leader's DescribeQuorum reports it) reaches the leader's at the restart
   (process start, snapshot load, catching up; snapshots are taken every 4 MiB of records;
   kraftnode's modules byte-compiled first, as ``pip install`` leaves them);
-* **failover**: kill -9 of the active controller; time until a CreateTopics succeeds;
+* **failover**: kill -9 of the active controller; time until a CreateTopics succeeds; then the
+  killed controller starts again (one more restart sample); ``--failovers`` rounds (3), the
+  median of each reported with the samples (a single failover is the fetch timeout's phase
+  against the last fetch plus the election: one sample does not order two systems);
 * **memory**: kraftnode: the active controller's RSS; Kafka: its heap used after a full GC
   (``jcmd GC.run``, then ``GC.heap_info``); per partition.
 
@@ -37,7 +40,7 @@ event-queue metrics from /metrics.
 Usage::
 
     .venv/bin/python tools/bench/controller_scale.py [--sizes 10000,100000] [--systems kraftnode,kafka44,kafka39]
-        [--brokers 30] [--window 20] [--soak MINUTES] [--broker-start] [--json]
+        [--brokers 30] [--window 20] [--soak MINUTES] [--broker-start] [--failovers 3] [--json]
 
 The figures are medians of one run on a shared 2-core host; each system's figures are printed as
 they are measured, then the ratios kraftnode / Kafka.
@@ -368,7 +371,7 @@ def broker_start(q: Quorum, home: KafkaHome, root: Path, heap: str, topics: int,
 
 def measure(kind: str, home: KafkaHome | None, root: Path, sizes: list[int], n_brokers: int, window: float,
             soak_minutes: float, heap: str, log: Callable[[str], None],
-            broker_home: KafkaHome | None = None) -> dict[str, Any]:
+            broker_home: KafkaHome | None = None, n_failovers: int = 3) -> dict[str, Any]:
     q = Quorum(kind, home, root, heap)
     row: dict[str, Any] = {"system": kind, "sizes": {}}
     hb: Heartbeats | None = None
@@ -439,51 +442,67 @@ def measure(kind: str, home: KafkaHome | None, root: Path, sizes: list[int], n_b
         if broker_home is not None:
             row["broker_start"] = broker_start(q, broker_home, root, heap, topic + small_topics, made, log)
         # restart load: a standby, killed and started again
-        standby = next(i for i in q.ports if i != active)
-        q.kill(standby)
-        # the leader, busy at 1M partitions, may miss one 10 s DescribeQuorum: ask until it answers
-        d = wait_until("the leader's DescribeQuorum after the kill", q.describe, 120)
-        target = max(v.log_end_offset for v in d.current_voters if v.replica_id == d.leader_id)
-        t0 = time.perf_counter()
-        started_ms = int(time.time() * 1000)
-        q.start(standby)
-
-        def caught_up() -> bool:
-            # the new process answers (its log and snapshot are loaded before its listener opens,
-            # in Kafka's ControllerServer and in kraftnode), and the leader saw it fetch, after its
-            # start, up to the leader's end at the kill
-            if not answers(q.ports[standby]):
-                return False
-            d = q.describe()
-            return d is not None and any(v.replica_id == standby and v.log_end_offset >= target
-                                         and v.last_fetch_timestamp > started_ms for v in d.current_voters)
-        wait_until("the restarted controller caught up", caught_up, 600)
-        row["restart_load_s"] = round(time.perf_counter() - t0, 2)
-        log(f"{kind:9s} restart (kill -9, start, snapshot load, catch up) {row['restart_load_s']} s")
-        # failover: kill -9 the active controller -- asked again: at 1M partitions the restart
-        # above may have moved the leadership (Kafka 4.4's and 3.9's did, and the "failover" was then
-        # the kill of a follower)
-        active = q.active()
-        q.kill(active)
-        ctl.close()
-        t0 = time.perf_counter()
-        n = 0
-        while True:
-            n += 1
-            code = ctl.create([f"f-{n}"])
-            if code == 0:
-                break
-            if time.perf_counter() - t0 > 300:
-                raise RuntimeError(f"{kind}: no CreateTopics succeeded within 300 s of the kill")
-            time.sleep(0.02)
-        row["failover_s"] = round(time.perf_counter() - t0, 2)
-        log(f"{kind:9s} failover (kill -9 active -> CreateTopics ok) {row['failover_s']} s")
+        restarts = [restart(q, next(i for i in q.ports if i != active), log, kind)]
+        # failover, ``failovers`` times: kill -9 the active controller (asked again each time: at 1M
+        # partitions a restart may have moved the leadership -- Kafka 4.4's and 3.9's did, and the
+        # "failover" was then the kill of a follower), time the first successful CreateTopics; then
+        # the killed one starts again (another restart sample) so that the next kill leaves a majority
+        failovers = []
+        for k in range(n_failovers):
+            active = q.active()
+            q.kill(active)
+            ctl.close()
+            t0 = time.perf_counter()
+            n = 0
+            while True:
+                n += 1
+                code = ctl.create([f"f{k}-{n}"])
+                if code == 0:
+                    break
+                if time.perf_counter() - t0 > 300:
+                    raise RuntimeError(f"{kind}: no CreateTopics succeeded within 300 s of the kill")
+                time.sleep(0.02)
+            failovers.append(round(time.perf_counter() - t0, 2))
+            log(f"{kind:9s} failover {k + 1} (kill -9 active -> CreateTopics ok) {failovers[-1]} s")
+            restarts.append(restart(q, active, log, kind))
+        row["restart_load_samples_s"] = restarts
+        row["restart_load_s"] = round(statistics.median(restarts), 2)
+        row["failover_samples_s"] = failovers
+        row["failover_s"] = round(statistics.median(failovers), 2) if failovers else None
+        log(f"{kind:9s} restart median {row['restart_load_s']} s of {restarts}; failover median "
+            f"{row['failover_s']} s of {failovers}")
         row["heartbeat_errors"] = dict(hb.errors)
         return row
     finally:
         if hb is not None:
             hb.close()
         q.close()
+
+
+def restart(q: Quorum, node: int, log: Callable[[str], None], kind: str) -> float:
+    """Kill -9 ``node`` (if it runs), start it again; seconds from its start until it answers and the
+    leader saw it fetch, after its start, up to the leader's log end at the restart."""
+    q.kill(node)
+    # the leader, busy at 1M partitions, may miss one 10 s DescribeQuorum: ask until it answers
+    d = wait_until("the leader's DescribeQuorum after the kill", q.describe, 120)
+    target = max(v.log_end_offset for v in d.current_voters if v.replica_id == d.leader_id)
+    t0 = time.perf_counter()
+    started_ms = int(time.time() * 1000)
+    q.start(node)
+
+    def caught_up() -> bool:
+        # the new process answers (its log and snapshot are loaded before its listener opens,
+        # in Kafka's ControllerServer and in kraftnode), and the leader saw it fetch, after its
+        # start, up to the leader's end at the kill
+        if not answers(q.ports[node]):
+            return False
+        d = q.describe()
+        return d is not None and any(v.replica_id == node and v.log_end_offset >= target
+                                     and v.last_fetch_timestamp > started_ms for v in d.current_voters)
+    wait_until("the restarted controller caught up", caught_up, 600)
+    took = round(time.perf_counter() - t0, 2)
+    log(f"{kind:9s} restart of {node} (kill -9, start, snapshot load, catch up) {took} s")
+    return took
 
 
 def soak(q: Quorum, ctl: Controller, hb: Heartbeats, minutes: float, log: Callable[[str], None],
@@ -553,6 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heap", default="-Xmx1g -Xms256m")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--tmp", type=Path, default=None)
+    ap.add_argument("--failovers", type=int, default=3,
+                    help="failover rounds after the largest size (the median is reported)")
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
     rows = []
@@ -576,7 +597,7 @@ def main(argv: list[str] | None = None) -> int:
                           file=sys.stderr)
                     return 2
             row = measure(kind, home, Path(tmp) / kind, sizes, args.brokers, args.window, args.soak,
-                          args.heap, log, broker_home)
+                          args.heap, log, broker_home, args.failovers)
             rows.append(row)
             if args.json:
                 print(json.dumps(row), flush=True)
