@@ -45,6 +45,7 @@ from kraftnode.controller import (
     ControllerView,
     QuorumController,
 )
+from kraftnode.controller.view import ViewBuilder
 from kraftnode.log.metadata_records import encode_metadata_record
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.registry import BROKER_HEARTBEAT
@@ -71,6 +72,10 @@ ControllerWrite: TypeAlias = Callable[[QuorumController, int], ControllerResult[
 ControllerRead: TypeAlias = Callable[[QuorumController], T]
 
 
+#: partitions indexed per step of a standby's view build (tens of ms of CPU) before other tasks run
+VIEW_BUILD_STEP = 20_000
+
+
 def monotonic_ms() -> int:
     """The controller's clock: broker sessions must not jump with the wall clock."""
     return int(time.monotonic() * 1000)
@@ -95,6 +100,8 @@ class ControllerShell:
         self.view: ControllerView | None = None
         #: the view holds committed records only (a standby's, kept ready to become active)
         self._view_committed = False
+        #: the duty loop is building the standby's view (build_standby_view)
+        self._building = False
         #: Kafka's controller metrics (kraftnode.metrics.listener set), else None: nothing timed
         self.metrics: ControllerMetrics | None = None
         self._leader_seen: tuple[int, int] = (-1, -1)
@@ -183,6 +190,8 @@ class ControllerShell:
         if view is None or view.next_offset < drv.log_start_offset():
             # once at start-up, after losing leadership (the view held uncommitted records), or
             # after the log was replaced by a snapshot past the view
+            if self._building:
+                return  # the duty loop is building it, step by step (build_standby_view)
             self.view = view = ControllerView.of(self.duties.state)
             self._view_committed = True
         # no further than the committed state, which hands the view each batch it replays
@@ -190,6 +199,36 @@ class ControllerShell:
         end = min(drv.high_watermark, drv.log_end_offset(), self.duties.state.next_offset)
         if view.next_offset < end:
             view.replay_batches(self._batches(view.next_offset, end), end)
+
+    def needs_standby_view(self) -> bool:
+        """A standby without a view at the committed end of the log (at start-up, after losing
+        leadership, or after the log was replaced by a snapshot past the view)."""
+        if self.controller is not None or self.duties.is_active:
+            return False
+        view = self.view if self._view_committed else None
+        return view is None or view.next_offset < self.driver.log_start_offset()
+
+    async def build_standby_view(self, partitions_per_step: int = VIEW_BUILD_STEP) -> bool:
+        """Build the standby's view from the committed state without holding the event loop:
+        the copy at once, then the indexes ``partitions_per_step`` partitions at a time, letting
+        other tasks run between steps (at a million partitions the whole build is seconds of
+        CPU: the restarted node fetches and catches up meanwhile). Abandoned when this node
+        becomes the active controller meanwhile (``_claim`` makes its view from the committed
+        state then). True once the view is in place; :meth:`follow` then replays what was
+        committed during the build."""
+        self._building = True
+        try:
+            builder = ViewBuilder(self.duties.state)
+            while not builder.step(partitions_per_step):
+                await anyio.sleep(0)
+                if self.controller is not None or self.duties.is_active:
+                    return False
+            if self.controller is not None or self.duties.is_active:
+                return False
+            self.view, self._view_committed = builder.view, True
+            return True
+        finally:
+            self._building = False
 
     def _batches(self, start: int, end: int) -> Iterator[BatchView]:
         """The log's batches, noting the timestamp of each one replayed (LastAppliedRecordTimestamp)."""
@@ -370,6 +409,8 @@ class ControllerShell:
                         delay = min(delay, max(deadline - monotonic_ms(), 1) / 1000)
                 else:
                     self._renounce()
+                    if self.needs_standby_view():
+                        await self.build_standby_view()
                     self.follow()
                     delay = 0.1
             except ApiError as e:
