@@ -290,17 +290,21 @@ class ViewBuilder:
         view.register_offsets = {bid: int(reg.broker_epoch) for bid, (reg, _v) in image.brokers.items()}
         view.topics_by_name = {t.name: tid for tid, (t, _ver) in image.topics.items()}
         view.indexes = PartitionIndexes.of(((tid, t.name) for tid, (t, _v) in image.topics.items()), ())
-        self._topics = iter(list(image.partitions.items()))
+        self._topics = list(image.partitions.items())
+        self._next = 0
 
     def step(self, partitions: int) -> bool:
         """Index about ``partitions`` more partitions (whole topics); True once the view is built."""
         ix = self.view.indexes
-        done = 0
-        for tid, parts in self._topics:
+        topics, i, done = self._topics, self._next, 0
+        while i < len(topics) and done < partitions:
+            tid, parts = topics[i]
             ix.add_partitions(tid, ((pid, rec) for pid, (rec, _v) in parts.items()))
             done += len(parts)
-            if done >= partitions:
-                return False
+            i += 1
+        self._next = i
+        if i < len(topics):
+            return False
         v = self.view
         before = v.image_before_transaction
         if before is not None:

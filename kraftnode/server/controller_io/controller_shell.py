@@ -218,14 +218,20 @@ class ControllerShell:
         committed during the build."""
         self._building = True
         try:
+            t0 = time.perf_counter()
             builder = ViewBuilder(self.duties.state)
+            steps = 1
             while not builder.step(partitions_per_step):
                 await anyio.sleep(0)
+                steps += 1
                 if self.controller is not None or self.duties.is_active:
                     return False
             if self.controller is not None or self.duties.is_active:
                 return False
-            self.view, self._view_committed = builder.view, True
+            view = builder.view
+            self.view, self._view_committed = view, True
+            log.info("standby controller view built at offset %d: %d partition(s) indexed in %d step(s), "
+                     "%.2f s", view.next_offset, view.indexes.partition_count, steps, time.perf_counter() - t0)
             return True
         finally:
             self._building = False
