@@ -73,7 +73,7 @@ def test_a_loaded_snapshot_is_the_image_its_records_replay_to(seed: int, as_view
     values = snapshot_values(seed)
     want = replayed_one_by_one(values)
     st = MetadataState()
-    st.load_snapshot(((None, memoryview(v) if as_view else v) for v in values))
+    st.load_snapshot((None, memoryview(v) if as_view else v) for v in values)
     assert st.image == want.image
     assert (st.metadata_records, st.foreign_records, st.metadata_version) == \
         (want.metadata_records, want.foreign_records, 21)
