@@ -130,8 +130,9 @@ def test_a_standby_becomes_active_on_the_view_it_kept_ready(tmp_path: Path) -> N
 
 def test_a_restarted_standby_builds_its_view_in_steps_and_catches_up(tmp_path: Path) -> None:
     """A standby that starts again with more partitions than one step indexes builds its view in
-    the duty loop step by step (the event loop serves fetches between steps): it logs the build,
-    its view holds every partition, and the leader sees it fetch up to its end."""
+    the duty loop step by step (the event loop serves fetches between steps), once it has caught
+    up with the leader: it logs the build, at an offset past the high watermark at its kill, with
+    more partitions than a step, and the leader sees it fetch up to its end."""
     from kraftnode.protocol.registry import DESCRIBE_QUORUM
     from kraftnode.server.controller_io.controller_shell import VIEW_BUILD_STEP
     from tests.support.sim_brokers import SimBroker
@@ -166,12 +167,15 @@ def test_a_restarted_standby_builds_its_view_in_steps_and_catches_up(tmp_path: P
             assert time.monotonic() < deadline, cl.log(standby)[-3000:]
             time.sleep(0.1)
         cl.kill(standby)
+        Q = w.DescribeQuorumRequest
+        _, d = call(cl.port(leader), DESCRIBE_QUORUM, 1, Q(topics=[Q.TopicData(
+            topic_name="__cluster_metadata", partitions=[Q.PartitionData(partition_index=0)])]), timeout=20)
+        hw_at_kill = d.topics[0].partitions[0].high_watermark  # type: ignore[attr-defined]
         (tmp_path / f"node{standby}" / "node.log").write_text("")
         cl.start(standby)
-        Q = w.DescribeQuorumRequest
         deadline = time.monotonic() + 90
         while True:
-            built = re.findall(r"standby controller view built at offset \d+: (\d+) partition\(s\) indexed in "
+            built = re.findall(r"standby controller view built at offset (\d+): (\d+) partition\(s\) indexed in "
                                r"(\d+) step\(s\)", cl.log(standby))
             _, d = call(cl.port(leader), DESCRIBE_QUORUM, 1, Q(topics=[Q.TopicData(
                 topic_name="__cluster_metadata", partitions=[Q.PartitionData(partition_index=0)])]), timeout=20)
@@ -181,9 +185,10 @@ def test_a_restarted_standby_builds_its_view_in_steps_and_catches_up(tmp_path: P
                 break
             assert time.monotonic() < deadline, cl.log(standby)[-3000:]
             time.sleep(0.2)
-        partitions, steps = map(int, built[0])
+        offset, partitions, steps = map(int, built[0])
         assert "state loaded from snapshot" in cl.log(standby)
         assert partitions > VIEW_BUILD_STEP and steps >= 2, built
+        assert offset >= hw_at_kill, (built, hw_at_kill)   # built once caught up, not before
     finally:
         for b in brokers:
             b.close()
