@@ -20,6 +20,8 @@ set when the node starts (``server/node.py``), nothing else.
 
 from __future__ import annotations
 
+import os
+
 from kraftnode.config.properties import ListedProperties
 from kraftnode.config.server_config import ServerConfig
 from kraftnode.controller.context import ControllerConfig
@@ -60,7 +62,8 @@ def snapshot_config(cfg: ServerConfig) -> SnapshotConfig:
         max_bytes_between_snapshots=cfg.int_value("metadata.log.max.record.bytes.between.snapshots"),
         max_snapshot_interval_ms=cfg.int_value("metadata.log.max.snapshot.interval.ms"),
         retention_bytes=cfg.int_value("metadata.max.retention.bytes"),
-        retention_ms=cfg.int_value("metadata.max.retention.ms"))
+        retention_ms=cfg.int_value("metadata.max.retention.ms"),
+        fork=cfg.bool_value("kraftnode.snapshot.fork.enable") and hasattr(os, "fork"))
 
 
 def controller_config(cfg: ServerConfig, voter_ids: frozenset[int],

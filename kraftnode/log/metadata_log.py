@@ -124,6 +124,9 @@ class SnapshotConfig:
     retention_bytes: int = METADATA_MAX_RETENTION_BYTES
     #: metadata.max.retention.ms
     retention_ms: int = METADATA_MAX_RETENTION_MS
+    #: kraftnode.snapshot.fork.enable: write each snapshot in a forked child process (the
+    #: library's default is a worker thread; ``kraftnode start`` reads the key, default true)
+    fork: bool = False
 
 
 @dataclass(frozen=True)

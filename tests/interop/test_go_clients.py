@@ -283,7 +283,7 @@ KRAFTNODE_ONLY_KEYS: dict[str, str] = {
                                           "kraftnode.log.file", "kraftnode.log.file.backups",
                                           "kraftnode.log.file.max.bytes", "kraftnode.metrics.listener",
                                           "kraftnode.raft.pre.vote.enable", "kraftnode.raft.topic",
-                                          "kraftnode.read.linearizable")},
+                                          "kraftnode.read.linearizable", "kraftnode.snapshot.fork.enable")},
     "allow.everyone.if.no.acl.found": "an authorizer's key, not in KafkaConfig: Kafka never lists it",
     "super.users": "an authorizer's key, not in KafkaConfig: Kafka never lists it",
     "inter.broker.protocol.version": "removed in Kafka 4.0 (3.9 lists it)",

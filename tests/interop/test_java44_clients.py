@@ -352,6 +352,7 @@ KRAFTNODE_ONLY_KEYS = {
     "kraftnode.application.records.enable",
     "kraftnode.log.file", "kraftnode.log.file.backups", "kraftnode.log.file.max.bytes", "kraftnode.metrics.listener",
     "kraftnode.raft.pre.vote.enable", "kraftnode.raft.topic", "kraftnode.read.linearizable",  # kraftnode's own
+    "kraftnode.snapshot.fork.enable",
     "allow.everyone.if.no.acl.found", "super.users",  # the authorizer's: Kafka lists them only with one configured
     "inter.broker.protocol.version",  # removed in Kafka 4.0
     "metadata.log.segment.min.bytes", "unclean.leader.election.interval.ms",  # 3.9 keys Kafka 4.4 does not list

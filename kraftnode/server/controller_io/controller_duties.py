@@ -259,6 +259,7 @@ class ControllerDuties:
     async def run(self) -> None:
         while not self._stopped:
             hw_event = self.driver.hw_changed
+            state_event = self.driver.state_changed
             try:
                 more = self.catch_up()
                 poisoned = self.poisoned_log_error()
@@ -281,7 +282,11 @@ class ControllerDuties:
                 with anyio.move_on_after(0.25):
                     await hw_event.wait()
             else:
-                await anyio.sleep(1.0)
+                # A new term wakes the loop at once: a newly elected leader activates (and answers
+                # its first write) without waiting out this second -- failover is the fetch timeout
+                # and the election, not a poll interval more.
+                with anyio.move_on_after(1.0):
+                    await state_event.wait()
 
     def stop(self) -> None:
         self._stopped = True

@@ -109,11 +109,11 @@ def test_snapshot_and_retention_keys_are_read_as_kafka_longs(tmp_path: Path) -> 
     p = tmp_path / "a.properties"
     p.write_text(base)
     assert load(str(p)).snapshot_config == SnapshotConfig(20 * 1024 * 1024, 3_600_000, 100 * 1024 * 1024,
-                                                          604_800_000)
+                                                          604_800_000, fork=True)
     p.write_text(base + "metadata.log.max.record.bytes.between.snapshots=100000000000\n"
                         "metadata.max.retention.bytes=-1\nmetadata.max.retention.ms=-1\n"
-                        "metadata.log.max.snapshot.interval.ms=0\n")
-    assert load(str(p)).snapshot_config == SnapshotConfig(100_000_000_000, 0, -1, -1)
+                        "metadata.log.max.snapshot.interval.ms=0\nkraftnode.snapshot.fork.enable=false\n")
+    assert load(str(p)).snapshot_config == SnapshotConfig(100_000_000_000, 0, -1, -1, fork=False)
     p.write_text(base + "metadata.log.max.record.bytes.between.snapshots=0\n")
     with pytest.raises(ConfigError, match="metadata.log.max.record.bytes.between.snapshots"):
         load(str(p))

@@ -260,3 +260,74 @@ def test_no_valid_snapshot_covers_the_log_start_then_the_log_restarts_for_the_le
         # never a wrong state: nothing applied, the log is empty and the leader will send a snapshot
         assert mlog.start_offset == mlog.end_offset == 0 and runner.next_offset == 0
         assert "catches up from the leader" in caplog.text
+
+
+def test_a_forked_writer_writes_the_state_at_the_fork_while_the_node_applies_on(tmp_path: Path) -> None:
+    """kraftnode.snapshot.fork.enable: the same snapshot as the worker thread's, of the state
+    at the moment of the fork, though the parent applies more batches while the child writes."""
+    slow_kv = SlowSnapshotKV()
+    with MetadataLog(tmp_path, SMALL) as mlog:
+        fill(mlog, 30)
+        m = manager(mlog, SnapshotConfig(max_bytes_between_snapshots=10**9, retention_bytes=-1, fork=True),
+                    slow_kv)
+        drain(m, 200)   # 20 batches applied; 10 more wait in the log
+
+        async def go() -> bool:
+            async with anyio.create_task_group() as tg:
+                m.config = dataclasses.replace(m.config, max_bytes_between_snapshots=1)
+                result: list[bool] = []
+
+                async def gen() -> None:
+                    result.append(await m.maybe_generate())
+                tg.start_soon(gen)
+                await anyio.sleep(0.05)   # forked; the child sleeps before writing
+                m.config = dataclasses.replace(m.config, max_bytes_between_snapshots=2**62)
+                while m.catch_up(mlog.end_offset):
+                    pass
+            return result[0]
+        assert anyio.run(go)
+        assert m.runner.next_offset == 300   # the node applied on
+        sid = SnapshotId(200, 1)
+        assert list_snapshots(mlog.dir) == [sid]
+        path = mlog.dir / snapshot_file_name(sid)
+        validate_snapshot(path)
+        assert dict(snapshot_data_records(read_snapshot_batches(path))) == expected_state(tmp_path, 20)
+
+
+def test_a_forked_writer_that_fails_is_logged_and_leaves_no_file(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    with MetadataLog(tmp_path, SMALL) as mlog:
+        fill(mlog, 5)
+        m = manager(mlog, SnapshotConfig(max_bytes_between_snapshots=1, retention_bytes=-1, fork=True),
+                    FailingSnapshotKV())
+        drain(m, mlog.end_offset)
+        with caplog.at_level(logging.ERROR, "kraftnode.snapshots"):
+            assert not generate(m)
+        assert "OSError: [Errno 28] No space left on device" in (m.failed or "")
+        assert "No space left on device" in caplog.text
+        assert list_snapshots(mlog.dir) == []
+        assert not any(n.endswith(".part") for n in os.listdir(mlog.dir))
+        assert m.in_progress is None   # the next trigger tries again
+
+
+class SlowSnapshotKV(KeyValueStateMachine):
+    """Its writer waits before reading: whatever the parent changes meanwhile must not show."""
+
+    def snapshot(self):  # type: ignore[no-untyped-def]
+        writer = super().snapshot()
+
+        def slow():  # type: ignore[no-untyped-def]
+            import time
+            time.sleep(0.3)
+            yield from writer()
+        return slow
+
+
+class FailingSnapshotKV(KeyValueStateMachine):
+    def snapshot(self):  # type: ignore[no-untyped-def]
+        writer = super().snapshot()
+
+        def failing():  # type: ignore[no-untyped-def]
+            yield from list(writer())[:3]
+            raise OSError(28, "No space left on device")
+        return failing
