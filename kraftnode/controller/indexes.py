@@ -67,6 +67,32 @@ class PartitionIndexes:
             ix.add(tid, pid, p)
         return ix
 
+    def add_partitions(self, tid: uuid.UUID, partitions: Iterable[tuple[int, PartitionRecord]]) -> None:
+        """:meth:`add` for each of a topic's partitions (id, record), in one loop: the indexes of
+        a whole image are built this way (a million calls of :meth:`add` cost a third more)."""
+        members = self.isr_members
+        leaderless, imbalanced, leads = self.leaderless, self.imbalanced, self.leads
+        n = 0
+        for pid, p in partitions:
+            key = (tid, pid)
+            n += 1
+            isr = p.isr
+            for b in isr:
+                keys = members.get(b)
+                if keys is None:
+                    members[b] = {key}
+                else:
+                    keys.add(key)
+            leader = p.leader
+            if leader == NO_LEADER:
+                leaderless.add(key)
+            elif leader in isr:
+                leads[leader] = leads.get(leader, 0) + 1
+            replicas = p.replicas
+            if leader != (replicas[0] if replicas else NO_LEADER):
+                imbalanced.add(key)
+        self.partition_count += n
+
     def copy(self) -> PartitionIndexes:
         c = PartitionIndexes()
         c.isr_members = {b: set(keys) for b, keys in self.isr_members.items()}

@@ -37,7 +37,8 @@ from kraftnode.protocol.generated.metadata import PartitionRecord
 from recordbatch.message import uuid_from_bytes
 from recordbatch.wire import DecodeError
 
-__all__ = ["FrozenList", "compact_partition", "decode_image_record", "shared_ints", "shared_uuids"]
+__all__ = ["FrozenList", "compact_partition", "decode_image_record", "decode_snapshot_partition", "shared_ints",
+           "shared_uuids"]
 
 class FrozenList(list):  # type: ignore[type-arg]
     """A list shared by partitions of the image: reads as a list, refuses every change (a
@@ -81,6 +82,10 @@ def _interned(table: dict[tuple[Any, ...], list[Any]], values: list[Any] | tuple
             table.clear()
         got = table[key] = FrozenList(key)
     return got
+
+
+#: the shared empty list (removing and adding replicas of nearly every partition)
+_EMPTY: list[int] = _interned(_INTS, ())
 
 
 def shared_ints(values: list[int] | tuple[int, ...]) -> list[int]:
@@ -129,16 +134,27 @@ def _ints(buf: bytes, pos: int) -> tuple[list[int], int]:
     return got, pos + 4 * n
 
 
-def _fast_partition(buf: bytes, version: int) -> Any:
+def _fast_partition(buf: bytes, version: int, topic_ids: dict[bytes, uuid.UUID] | None = None) -> Any:
     """The PartitionRecord framed in ``buf`` (its frame header is 3 bytes), or DecodeError when
-    it is not on the fast path."""
+    it is not on the fast path. ``topic_ids``: UUID objects by their 16 bytes, taken for the
+    partition's topic id when there (the image's own, when a snapshot loads)."""
     p = _new(PartitionRecord)
     p.partition_id, raw = _HEAD.unpack_from(buf, 3)
-    p.topic_id = uuid_from_bytes(raw)
+    tid = topic_ids.get(raw) if topic_ids is not None else None
+    p.topic_id = uuid_from_bytes(raw) if tid is None else tid
     p.replicas, pos = _ints(buf, 23)
     p.isr, pos = _ints(buf, pos)
-    p.removing_replicas, pos = _ints(buf, pos)
-    p.adding_replicas, pos = _ints(buf, pos)
+    # removing and adding replicas: nearly always empty (a count byte of 1: no elements)
+    if buf[pos] == 1:
+        p.removing_replicas = _EMPTY
+        pos += 1
+    else:
+        p.removing_replicas, pos = _ints(buf, pos)
+    if buf[pos] == 1:
+        p.adding_replicas = _EMPTY
+        pos += 1
+    else:
+        p.adding_replicas, pos = _ints(buf, pos)
     p.leader, p.leader_epoch, p.partition_epoch = _TAIL.unpack_from(buf, pos)
     pos += 12
     if version >= 1:
@@ -165,6 +181,18 @@ def _fast_partition(buf: bytes, version: int) -> Any:
     p.last_known_elr = None
     p.unknown_tagged_fields = None
     return p
+
+
+def decode_snapshot_partition(value: bytes, topic_ids: dict[bytes, uuid.UUID]) -> tuple[Any, int] | None:
+    """(PartitionRecord, version) for a snapshot's record ``value`` when it is a PartitionRecord on
+    the fast path, its topic id the object ``topic_ids`` holds for its 16 bytes (None when it
+    is not: :func:`decode_image_record` decides, and names what is wrong)."""
+    if type(value) is bytes and value[:2] == _PARTITION_PREFIX and len(value) > 2 and value[2] <= 2:
+        try:
+            return _fast_partition(value, value[2], topic_ids), value[2]
+        except (DecodeError, struct.error, IndexError):
+            return None
+    return None
 
 
 def decode_image_record(value: bytes | bytearray | memoryview) -> tuple[Any, int]:

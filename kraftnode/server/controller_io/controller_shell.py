@@ -7,7 +7,9 @@ commit. This shell does the same on the node's event loop:
 * **Who is active.** The raft leader once its activation records are appended
   (``ControllerDuties.is_active``). A standby keeps a
   :class:`~kraftnode.controller.view.ControllerView` at the committed end of the log (made once
-  from a copy of the committed metadata state, then advanced over every committed batch, as
+  from a copy of the committed metadata state -- by the duty loop, in steps that let the event
+  loop serve between them, once the node has caught up with the leader: a restarted standby
+  fetches first -- then advanced over every committed batch, as
   Kafka's standby QuorumController replays committed records -- from the records the committed
   state just decoded, so each batch is decoded once), so becoming active costs no copy:
   it replays the log after the view (its own activation records included); a
@@ -45,6 +47,7 @@ from kraftnode.controller import (
     ControllerView,
     QuorumController,
 )
+from kraftnode.controller.view import ViewBuilder
 from kraftnode.log.metadata_records import encode_metadata_record
 from kraftnode.protocol.errors import Errors
 from kraftnode.protocol.registry import BROKER_HEARTBEAT
@@ -71,6 +74,12 @@ ControllerWrite: TypeAlias = Callable[[QuorumController, int], ControllerResult[
 ControllerRead: TypeAlias = Callable[[QuorumController], T]
 
 
+#: partitions indexed per step of a standby's view build (tens of ms of CPU) before other tasks run
+VIEW_BUILD_STEP = 20_000
+#: how long a standby without a view waits to catch up with the leader before building it anyway
+VIEW_BUILD_WAIT_S = 5.0
+
+
 def monotonic_ms() -> int:
     """The controller's clock: broker sessions must not jump with the wall clock."""
     return int(time.monotonic() * 1000)
@@ -95,6 +104,7 @@ class ControllerShell:
         self.view: ControllerView | None = None
         #: the view holds committed records only (a standby's, kept ready to become active)
         self._view_committed = False
+        self._started = time.monotonic()
         #: Kafka's controller metrics (kraftnode.metrics.listener set), else None: nothing timed
         self.metrics: ControllerMetrics | None = None
         self._leader_seen: tuple[int, int] = (-1, -1)
@@ -179,17 +189,56 @@ class ControllerShell:
         if self.controller is not None or self.duties.is_active:
             return
         drv = self.driver
-        view = self.view if self._view_committed else None
-        if view is None or view.next_offset < drv.log_start_offset():
-            # once at start-up, after losing leadership (the view held uncommitted records), or
-            # after the log was replaced by a snapshot past the view
-            self.view = view = ControllerView.of(self.duties.state)
-            self._view_committed = True
+        if self.needs_standby_view():
+            return  # the duty loop builds it, step by step (build_standby_view)
+        view = self.view
+        assert view is not None
         # no further than the committed state, which hands the view each batch it replays
         # (``_replayed``): what the view reads here is only what it missed that way
         end = min(drv.high_watermark, drv.log_end_offset(), self.duties.state.next_offset)
         if view.next_offset < end:
             view.replay_batches(self._batches(view.next_offset, end), end)
+
+    def needs_standby_view(self) -> bool:
+        """A standby without a view at the committed end of the log (at start-up, after losing
+        leadership, or after the log was replaced by a snapshot past the view)."""
+        if self.controller is not None or self.duties.is_active:
+            return False
+        view = self.view if self._view_committed else None
+        return view is None or view.next_offset < self.driver.log_start_offset()
+
+    def standby_view_due(self) -> bool:
+        """Whether to build the missing standby view now: once the committed state has caught up
+        with the leader's high watermark -- a restarted standby fetches first, and its view (only
+        needed to become active, which a voter behind the log cannot) comes after -- or
+        ``VIEW_BUILD_WAIT_S`` after start-up without that (no leader yet)."""
+        hw = self.driver.high_watermark
+        caught_up = hw > 0 and self.duties.state.next_offset >= hw
+        return caught_up or time.monotonic() - self._started >= VIEW_BUILD_WAIT_S
+
+    async def build_standby_view(self, partitions_per_step: int = VIEW_BUILD_STEP) -> bool:
+        """Build the standby's view from the committed state without holding the event loop:
+        the copy at once, then the indexes ``partitions_per_step`` partitions at a time, letting
+        other tasks run between steps (at a million partitions the whole build is seconds of
+        CPU: the restarted node fetches and catches up meanwhile). Abandoned when this node
+        becomes the active controller meanwhile (``_claim`` makes its view from the committed
+        state then). True once the view is in place; :meth:`follow` then replays what was
+        committed during the build."""
+        t0 = time.perf_counter()
+        builder = ViewBuilder(self.duties.state)
+        steps = 1
+        while not builder.step(partitions_per_step):
+            await anyio.sleep(0)
+            steps += 1
+            if self.controller is not None or self.duties.is_active:
+                return False
+        if self.controller is not None or self.duties.is_active:
+            return False
+        view = builder.view
+        self.view, self._view_committed = view, True
+        log.info("standby controller view built at offset %d: %d partition(s) indexed in %d step(s), "
+                 "%.2f s", view.next_offset, view.indexes.partition_count, steps, time.perf_counter() - t0)
+        return True
 
     def _batches(self, start: int, end: int) -> Iterator[BatchView]:
         """The log's batches, noting the timestamp of each one replayed (LastAppliedRecordTimestamp)."""
@@ -370,6 +419,8 @@ class ControllerShell:
                         delay = min(delay, max(deadline - monotonic_ms(), 1) / 1000)
                 else:
                     self._renounce()
+                    if self.needs_standby_view() and self.standby_view_due():
+                        await self.build_standby_view()
                     self.follow()
                     delay = 0.1
             except ApiError as e:

@@ -85,3 +85,50 @@ def test_a_standby_view_replays_the_records_the_committed_state_decoded_once() -
     assert fed.image.partitions[tid][0][0] is committed.image.partitions[tid][0][0]
     assert from_log.image.partitions[tid][0][0] is not committed.image.partitions[tid][0][0]
     assert fed.image.topics[tid][0] is committed.image.topics[tid][0]
+
+
+def test_a_view_built_in_steps_is_the_view_built_at_once_and_shares_nothing_the_state_changes() -> None:
+    """ViewBuilder (a standby's view, built without holding the event loop): the committed state
+    is copied at once, then indexed a few partitions per step; the result is ControllerView.of's,
+    its indexes agree with the image (an open transaction's too), and the state's later replays
+    do not reach it."""
+    import uuid
+
+    from kraftnode.controller.view import ViewBuilder
+    from kraftnode.protocol.generated.metadata import (
+        BeginTransactionRecord,
+        PartitionChangeRecord,
+        PartitionRecord,
+        RegisterBrokerRecord,
+        TopicRecord,
+    )
+
+    st = ControllerView()
+    st.replay(RegisterBrokerRecord(broker_id=1, broker_epoch=7), 0, 0)
+    tids = [uuid.UUID(int=(t + 1) << 64) for t in range(5)]
+    for t, tid in enumerate(tids):
+        st.replay(TopicRecord(name=f"t.{t}", topic_id=tid), 0, st.next_offset)
+        for p in range(7):
+            st.replay(PartitionRecord(partition_id=p, topic_id=tid, replicas=[1, 2, 3], isr=[1, 2, 3][: 1 + p % 3],
+                                      leader=[-1, 1, 2][p % 3]), 0, st.next_offset)
+    st.replay(BeginTransactionRecord(name="x"), 0, st.next_offset)
+    st.replay(PartitionChangeRecord(topic_id=tids[0], partition_id=0, leader=3, isr=[3]), 0, st.next_offset)
+    committed = MetadataState()
+    st.copy_metadata_to(committed)
+    at_once = ControllerView.of(committed)
+    b = ViewBuilder(committed)
+    steps = 1
+    while not b.step(4):   # whole topics: 7 partitions a step
+        steps += 1
+    assert steps == 5
+    v = b.view
+    assert v.image == at_once.image and v.next_offset == committed.next_offset
+    assert v.index_differences() == []
+    for what in ("isr_members", "leaderless", "imbalanced", "leads", "partition_count", "dotted", "topic_order"):
+        assert getattr(v.indexes, what) == getattr(at_once.indexes, what), what
+    assert v.indexes.partition_count == 35 and v.indexes.leaderless and v.indexes.imbalanced
+    assert v.register_offsets == {1: 7} and v.topics_by_name == at_once.topics_by_name
+    assert v._indexes_before is not None and at_once._indexes_before is not None
+    assert v._indexes_before[0].leaderless == at_once._indexes_before[0].leaderless
+    committed.image.partitions[tids[1]].clear()   # the state's containers are its own
+    assert len(v.image.partitions[tids[1]]) == 7

@@ -193,3 +193,57 @@ def test_last_timestamp_is_the_last_batchs_not_the_largest() -> None:
     earlier = build_batch([Record(b"b", b"2", timestamp=1_500)], base_offset=1, now_ms=1_500)
     r = run(KeyValueStateMachine(), later + earlier, 2)
     assert r.last_timestamp == 1_500
+
+
+def _generic(b: object) -> list[tuple[bytes | None, bytes | None]]:
+    return [(None if r.key is None else bytes(r.key), None if r.value is None else bytes(r.value))
+            for r in b.records()]  # type: ignore[attr-defined]
+
+
+def test_a_snapshots_values_are_read_as_the_record_decoder_reads_them() -> None:
+    """snapshot_data_records reads the values of a snapshot's batches (uncompressed, null keys, no
+    headers) without building records: over random batches -- and the same batches with a byte
+    changed -- it yields what the record decoder yields, or leaves the batch to the decoder, which
+    then raises as it always did; never a record the decoder would not give."""
+    import random
+
+    from kraftnode.metadata.state_machine import null_key_values, snapshot_data_records
+    from recordbatch import BatchView, CorruptBatchError, Record, build_batch
+
+    rng = random.Random(630)
+    taken = 0
+    for _ in range(250):
+        n = rng.choice([1, 2, 5, 70, 300])
+        plain = rng.random() < 0.6   # a snapshot's batch; else now and then a key, a header, a null...
+        recs = []
+        for _ in range(n):
+            value = bytes(rng.randrange(256) for _ in range(rng.choice([0, 3, 60, 100] + [9000] * (not plain))))
+            odd = not plain and rng.random() < 0.05
+            recs.append(Record(rng.choice([None, b"k"]) if odd else None,
+                               rng.choice([value, None]) if odd else value,
+                               headers=rng.choice([(), (("h", b"v"),)]) if odd else (),
+                               timestamp=1000 + rng.randrange(1 << 40) if odd else 1000))
+        raw = bytearray(build_batch(recs, base_offset=rng.randrange(1 << 20), now_ms=1000,
+                                    compression="none" if plain else rng.choice(["none"] * 5 + ["gzip"])))
+        b = BatchView(raw)
+        want = _generic(b)
+        got = null_key_values(b)
+        if got is not None:
+            taken += 1
+            assert [(None, v) for v in got] == want
+        assert list(snapshot_data_records([b])) == want
+        for _ in range(6):   # a byte changed in the records: the same records, or the decoder's error
+            bad = bytearray(raw)
+            pos = rng.randrange(61, len(bad)) if len(bad) > 61 else 60
+            bad[pos] = rng.randrange(256)
+            bb = BatchView(bad)
+            try:
+                want_bad: list[tuple[bytes | None, bytes | None]] | str = _generic(bb)
+            except CorruptBatchError as e:
+                want_bad = str(e)
+            try:
+                got_bad: list[tuple[bytes | None, bytes | None]] | str = list(snapshot_data_records([bb]))
+            except CorruptBatchError as e:
+                got_bad = str(e)
+            assert got_bad == want_bad
+    assert taken > 100

@@ -126,3 +126,70 @@ def test_a_standby_becomes_active_on_the_view_it_kept_ready(tmp_path: Path) -> N
         for b in brokers:
             b.close()
         cl.close()
+
+
+def test_a_restarted_standby_builds_its_view_in_steps_and_catches_up(tmp_path: Path) -> None:
+    """A standby that starts again with more partitions than one step indexes builds its view in
+    the duty loop step by step (the event loop serves fetches between steps), once it has caught
+    up with the leader: it logs the build, at an offset past the high watermark at its kill, with
+    more partitions than a step, and the leader sees it fetch up to its end."""
+    from kraftnode.protocol.registry import DESCRIBE_QUORUM
+    from kraftnode.server.controller_io.controller_shell import VIEW_BUILD_STEP
+    from tests.support.sim_brokers import SimBroker
+
+    # snapshots every 64 KiB of records: the standby starts again from one holding the partitions
+    cl = Cluster(tmp_path, 3, application_records=False,
+                 extra="metadata.log.max.record.bytes.between.snapshots=65536\n")
+    brokers: list[SimBroker] = []
+    try:
+        cl.start_all()
+        leader = wait_for_hw(cl).leader_id
+        deadline = time.monotonic() + 60
+        while "active controller in epoch" not in cl.log(leader):
+            assert time.monotonic() < deadline, cl.log(leader)[-3000:]
+            time.sleep(0.1)
+        brokers = [SimBroker(cl.port(leader), b, "MkU3OEVBNTcwNTJENDM2Qg") for b in (11, 12, 13)]
+        for b in brokers:
+            b.join()
+        C = w.CreateTopicsRequest
+        topics = VIEW_BUILD_STEP // 10 + 600   # past one step: 10 partitions each
+        for first in range(0, topics, 50):
+            _, r = call(cl.port(leader), CREATE_TOPICS, 7, C(timeout_ms=30000, validate_only=False, topics=[
+                C.CreatableTopic(name=f"t{i}", num_partitions=10, replication_factor=3, assignments=[], configs=[])
+                for i in range(first, min(first + 50, topics))]), timeout=60)
+            assert all(t.error_code == 0 for t in r.topics), r  # type: ignore[attr-defined]
+        standby = next(i for i in cl.ids if i != leader)
+        # a TopicRecord and 10 PartitionRecords a topic: a snapshot past offset 1.2 steps holds
+        # more partitions than one step indexes
+        pdir = tmp_path / f"node{standby}" / "metadata" / "__cluster_metadata-0"
+        deadline = time.monotonic() + 60
+        while max((int(f.name[:20]) for f in pdir.glob("*.checkpoint")), default=0) < VIEW_BUILD_STEP * 1.2:
+            assert time.monotonic() < deadline, cl.log(standby)[-3000:]
+            time.sleep(0.1)
+        cl.kill(standby)
+        Q = w.DescribeQuorumRequest
+        _, d = call(cl.port(leader), DESCRIBE_QUORUM, 1, Q(topics=[Q.TopicData(
+            topic_name="__cluster_metadata", partitions=[Q.PartitionData(partition_index=0)])]), timeout=20)
+        hw_at_kill = d.topics[0].partitions[0].high_watermark  # type: ignore[attr-defined]
+        (tmp_path / f"node{standby}" / "node.log").write_text("")
+        cl.start(standby)
+        deadline = time.monotonic() + 90
+        while True:
+            built = re.findall(r"standby controller view built at offset (\d+): (\d+) partition\(s\) indexed in "
+                               r"(\d+) step\(s\)", cl.log(standby))
+            _, d = call(cl.port(leader), DESCRIBE_QUORUM, 1, Q(topics=[Q.TopicData(
+                topic_name="__cluster_metadata", partitions=[Q.PartitionData(partition_index=0)])]), timeout=20)
+            p = d.topics[0].partitions[0]  # type: ignore[attr-defined]
+            leo = {v.replica_id: v.log_end_offset for v in p.current_voters}
+            if built and leo[standby] >= p.high_watermark > 0:
+                break
+            assert time.monotonic() < deadline, cl.log(standby)[-3000:]
+            time.sleep(0.2)
+        offset, partitions, steps = map(int, built[0])
+        assert "state loaded from snapshot" in cl.log(standby)
+        assert partitions > VIEW_BUILD_STEP and steps >= 2, built
+        assert offset >= hw_at_kill, (built, hw_at_kill)   # built once caught up, not before
+    finally:
+        for b in brokers:
+            b.close()
+        cl.close()
