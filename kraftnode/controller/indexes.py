@@ -68,8 +68,10 @@ class PartitionIndexes:
         return ix
 
     def add_partitions(self, tid: uuid.UUID, partitions: Iterable[tuple[int, PartitionRecord]]) -> None:
-        """:meth:`add` for each of a topic's partitions (id, record), in one loop: the indexes of
-        a whole image are built this way (a million calls of :meth:`add` cost a third more)."""
+        """Index a topic's partitions (id, record): ISR members, leaderless, preferred-leader
+        imbalance, leaderships per broker. One loop for many (a whole image is indexed this way:
+        a call per partition cost a third more), written for speed (no set made to be thrown
+        away, no call per check); what it keeps is what _preferred and the sets say."""
         members = self.isr_members
         leaderless, imbalanced, leads = self.leaderless, self.imbalanced, self.leads
         n = 0
@@ -127,27 +129,8 @@ class PartitionIndexes:
                     del self.dotted[unified(name)]
 
     def add(self, tid: uuid.UUID, pid: int, p: PartitionRecord) -> None:
-        # once per partition replayed, on every controller: written for speed (no set made to
-        # be thrown away, no call per check); what it keeps is what _preferred and the sets say
-        key = (tid, pid)
-        self.partition_count += 1
-        members = self.isr_members
-        isr = p.isr
-        for b in isr:
-            keys = members.get(b)
-            if keys is None:
-                members[b] = {key}
-            else:
-                keys.add(key)
-        leader = p.leader
-        if leader == NO_LEADER:
-            self.leaderless.add(key)
-        elif leader in isr:
-            leads = self.leads
-            leads[leader] = leads.get(leader, 0) + 1
-        replicas = p.replicas
-        if leader != (replicas[0] if replicas else NO_LEADER):
-            self.imbalanced.add(key)
+        """One partition replayed (on every controller): :meth:`add_partitions`, which holds the rules."""
+        self.add_partitions(tid, ((pid, p),))
 
     def remove(self, tid: uuid.UUID, pid: int, p: PartitionRecord) -> None:
         key = (tid, pid)

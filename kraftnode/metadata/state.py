@@ -226,14 +226,13 @@ def gc_paused() -> Iterator[None]:
     freezes its long-lived objects (``kraftnode start`` freezes what it has loaded once it
     runs) gets the new state frozen too."""
     was = gc.isenabled()
+    frozen_before = gc.get_freeze_count() > 0
     gc.disable()
     try:
         yield
     finally:
-        if gc.get_freeze_count():
-            gc.freeze()
-        else:
-            gc.freeze()
+        gc.freeze()
+        if not frozen_before:
             gc.unfreeze()   # into the oldest generation, without a walk
         if was:
             gc.enable()
