@@ -38,7 +38,7 @@ from recordbatch.errors import CorruptBatchError
 from recordbatch.record import Header, Record, RecordView
 from recordbatch.wire import DecodeError, read_varint, read_varlong, varint
 
-__all__ = ["encode_records", "decode_records", "MIN_RECORD_SIZE"]
+__all__ = ["encode_records", "decode_records", "decode_null_key_values", "MIN_RECORD_SIZE"]
 
 # Smallest possible encoded record: length(1) attributes(1) tsDelta(1) offsetDelta(1)
 # keyLength(1) valueLength(1) headerCount(1).  Lets a decoder reject a lying
@@ -385,3 +385,59 @@ def decode_records(
     if pos != n:
         raise CorruptBatchError(f"{n - pos} unconsumed bytes after all {count} records")
     return out
+
+
+def decode_null_key_values(data: bytes, count: int) -> list[bytes] | None:
+    """The values of ``count`` records filling ``data`` (an uncompressed batch's records section)
+    when every one has a null key, a non-null value and no header -- a metadata snapshot's
+    records -- without a record object each; None for anything else, and for any record not
+    taken exactly as written: :func:`decode_records` then decides, and names what is wrong.
+    Only the one- and two-byte forms of the varints are read here; a record is taken only when
+    its length, its fields and its end agree exactly, and the data only when its records fill it."""
+    n = len(data)
+    zz = _DEC
+    out: list[bytes] = []
+    append = out.append
+    pos = 0
+    try:
+        for _ in range(count):
+            c = data[pos]
+            if c < 128:
+                length = zz[c]
+                pos += 1
+            elif data[pos + 1] < 128:
+                length = zz[(data[pos + 1] << 7) | (c & 127)]
+                pos += 2
+            else:
+                return None
+            end = pos + length
+            if length < 6 or end > n:
+                return None
+            # attributes (unused), then the timestamp and offset deltas (one or two bytes each)
+            pos += 1
+            for _field in (0, 1):
+                if data[pos] < 128:
+                    pos += 1
+                elif data[pos + 1] < 128:
+                    pos += 2
+                else:
+                    return None
+            if data[pos] != 1:   # key length -1: a null key
+                return None
+            c = data[pos + 1]
+            if c < 128:
+                vlen = zz[c]
+                pos += 2
+            elif data[pos + 2] < 128:
+                vlen = zz[(data[pos + 2] << 7) | (c & 127)]
+                pos += 3
+            else:
+                return None
+            vend = pos + vlen
+            if vlen < 0 or vend + 1 != end or data[vend] != 0:   # then no header, and the record's end
+                return None
+            append(data[pos:vend])
+            pos = end
+    except IndexError:
+        return None
+    return out if pos == n else None

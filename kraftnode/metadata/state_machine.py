@@ -35,6 +35,7 @@ from typing import Protocol, runtime_checkable
 
 from recordbatch import BatchView
 from recordbatch.layout import RECORDS_OFFSET
+from recordbatch.records_codec import decode_null_key_values
 
 __all__ = ["SnapshotRecords", "StateMachine", "StateMachineRunner", "KeyValueStateMachine"]
 
@@ -168,8 +169,6 @@ def snapshot_data_records(batches: Iterable[BatchView]) -> SnapshotRecords:
             yield (None if r.key is None else bytes(r.key)), (None if r.value is None else bytes(r.value))
 
 
-#: zigzag varints of one and two bytes, by their 7-bit groups (as recordbatch's record decoder reads them)
-_ZIGZAG = tuple((u >> 1) ^ -(u & 1) for u in range(1 << 14))
 _NO_COMPRESSION = 0
 
 
@@ -177,58 +176,8 @@ def null_key_values(b: BatchView) -> list[bytes] | None:
     """The values of an uncompressed batch whose records all have a null key, a non-null value
     and no header -- a metadata snapshot's batches -- read without building a record object
     each (a third of a million-partition snapshot's load was building them); None for any
-    other batch, and for any record this reader does not take as written: the record decoder
-    (``BatchView.records``) then decides, and names what is wrong. Only the one- and two-byte
-    forms of the varints are read here; a record is taken only when its length, its fields and
-    its end agree exactly, and the batch only when its records fill it."""
+    other batch, and for any record :func:`recordbatch.decode_null_key_values` does not take
+    as written: the record decoder (``BatchView.records``) then decides, and names what is wrong."""
     if b.compression_id != _NO_COMPRESSION:
         return None
-    count = b.records_count
-    data = bytes(b.buffer[RECORDS_OFFSET:])
-    n = len(data)
-    zz = _ZIGZAG
-    out: list[bytes] = []
-    append = out.append
-    pos = 0
-    try:
-        for _ in range(count):
-            c = data[pos]
-            if c < 128:
-                length = zz[c]
-                pos += 1
-            elif data[pos + 1] < 128:
-                length = zz[(data[pos + 1] << 7) | (c & 127)]
-                pos += 2
-            else:
-                return None
-            end = pos + length
-            if length < 6 or end > n:
-                return None
-            # attributes (unused), then the timestamp and offset deltas (one or two bytes each)
-            pos += 1
-            for _field in (0, 1):
-                if data[pos] < 128:
-                    pos += 1
-                elif data[pos + 1] < 128:
-                    pos += 2
-                else:
-                    return None
-            if data[pos] != 1:   # key length -1: a null key
-                return None
-            c = data[pos + 1]
-            if c < 128:
-                vlen = zz[c]
-                pos += 2
-            elif data[pos + 2] < 128:
-                vlen = zz[(data[pos + 2] << 7) | (c & 127)]
-                pos += 3
-            else:
-                return None
-            vend = pos + vlen
-            if vlen < 0 or vend + 1 != end or data[vend] != 0:   # then no header, and the record's end
-                return None
-            append(data[pos:vend])
-            pos = end
-    except IndexError:
-        return None
-    return out if pos == n else None
+    return decode_null_key_values(bytes(b.buffer[RECORDS_OFFSET:]), b.records_count)
