@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,6 +78,23 @@ def test_the_view_is_rebuilt_when_the_log_is_cleaned_past_it(tmp_path: Path) -> 
         cl.close()
 
 
+def start_with_brokers(cl: Cluster, brokers: list[Any]) -> int:
+    """Start the quorum, wait for its active controller, register brokers 11-13 with it (appended
+    to ``brokers``, for the caller to close); the active controller's id."""
+    from tests.support.sim_brokers import SimBroker
+
+    cl.start_all()
+    leader = wait_for_hw(cl).leader_id
+    deadline = time.monotonic() + 60
+    while "active controller in epoch" not in cl.log(leader):
+        assert time.monotonic() < deadline, cl.log(leader)[-3000:]
+        time.sleep(0.1)
+    brokers.extend(SimBroker(cl.port(leader), b, "MkU3OEVBNTcwNTJENDM2Qg") for b in (11, 12, 13))
+    for b in brokers:
+        b.join()
+    return int(leader)
+
+
 def test_a_standby_becomes_active_on_the_view_it_kept_ready(tmp_path: Path) -> None:
     """A standby follows the committed log in its controller view, so the node that takes over
     after a kill -9 of the active controller starts from that view (no copy of the image) and
@@ -87,15 +105,7 @@ def test_a_standby_becomes_active_on_the_view_it_kept_ready(tmp_path: Path) -> N
     cl = Cluster(tmp_path, 3, application_records=False)  # brokers register: no application records
     brokers: list[SimBroker] = []
     try:
-        cl.start_all()
-        leader = wait_for_hw(cl).leader_id
-        deadline = time.monotonic() + 60
-        while "active controller in epoch" not in cl.log(leader):
-            assert time.monotonic() < deadline, cl.log(leader)[-3000:]
-            time.sleep(0.1)
-        brokers = [SimBroker(cl.port(leader), b, "MkU3OEVBNTcwNTJENDM2Qg") for b in (11, 12, 13)]
-        for b in brokers:
-            b.join()
+        leader = start_with_brokers(cl, brokers)
         C = w.CreateTopicsRequest
 
         def create(port: int) -> int:
@@ -142,15 +152,7 @@ def test_a_restarted_standby_builds_its_view_in_steps_and_catches_up(tmp_path: P
                  extra="metadata.log.max.record.bytes.between.snapshots=65536\n")
     brokers: list[SimBroker] = []
     try:
-        cl.start_all()
-        leader = wait_for_hw(cl).leader_id
-        deadline = time.monotonic() + 60
-        while "active controller in epoch" not in cl.log(leader):
-            assert time.monotonic() < deadline, cl.log(leader)[-3000:]
-            time.sleep(0.1)
-        brokers = [SimBroker(cl.port(leader), b, "MkU3OEVBNTcwNTJENDM2Qg") for b in (11, 12, 13)]
-        for b in brokers:
-            b.join()
+        leader = start_with_brokers(cl, brokers)
         C = w.CreateTopicsRequest
         topics = VIEW_BUILD_STEP // 10 + 600   # past one step: 10 partitions each
         for first in range(0, topics, 50):
