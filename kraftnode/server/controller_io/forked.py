@@ -37,14 +37,17 @@ from collections.abc import Callable
 
 import anyio
 
+from kraftnode.errors import LocalError
+
 __all__ = ["ChildFailed", "run_in_child"]
 
 _PR_SET_PDEATHSIG = 1
 _POLL_S = 0.05
 
 
-class ChildFailed(OSError):
-    """The child process failed: its one-line reason (or how it ended)."""
+class ChildFailed(LocalError, OSError):
+    """The child process failed: its one-line reason (or how it ended). An OSError: a snapshot
+    writer's failure is handled as the write's own I/O errors are."""
 
 
 def _die_with_parent(parent: int) -> None:
