@@ -131,7 +131,10 @@ class _LeaderState:
     def commit_check(self) -> None:
         if self.waiting is None:
             return
-        hw = sorted([self.flushed, *self.fetched.values()], reverse=True)[1]   # 2 of 3
+        acked = sorted([self.flushed, *self.fetched.values()], reverse=True)
+        if len(acked) < 2:   # a Produce before any follower's first Fetch: no majority holds it yet
+            return
+        hw = acked[1]   # 2 of 3
         conn, offset = self.waiting
         if offset < hw:
             self.waiting = None
