@@ -201,10 +201,17 @@ class QuorumInfo:
     endpoints: dict[int, list[str]] = field(default_factory=dict)
 
 
+class NoLeader(UsageError):
+    """Controllers answered, none of them as the quorum's leader: an election in progress (or
+    no majority). Kafka's Admin client retries it (NOT_LEADER_OR_FOLLOWER is retriable)."""
+
+
 def fetch_quorum_info(servers: list[tuple[str, int]], endpoint_type: int) -> QuorumInfo:
     """The quorum as the leader describes it (DescribeCluster, then DescribeQuorum at the
-    active controller, as the Java Admin client asks); UsageError when no server answers."""
+    active controller, as the Java Admin client asks); UsageError when no server answers,
+    :class:`NoLeader` when servers answered but none as the leader."""
     last_error = "no bootstrap server answered"
+    no_leader = False
     for host, port in servers:
         try:
             dc = describe_cluster(host, port, endpoint_type)
@@ -223,9 +230,12 @@ def fetch_quorum_info(servers: list[tuple[str, int]], endpoint_type: int) -> Quo
                 continue
             if info is None:
                 last_error = "no controller answered DescribeQuorum as leader"
+                no_leader = True
                 continue
             info.cluster_id = dc.cluster_id
             return info
+    if no_leader:
+        raise NoLeader("no controller answered DescribeQuorum as leader")
     raise UsageError(last_error)
 
 

@@ -17,6 +17,7 @@ from kraftnode.commands import transfer_leadership, voter_changes
 from kraftnode.config import ConfigError, load_properties
 from kraftnode.errors import UsageError
 from kraftnode.quorum_client import (
+    NoLeader,
     QuorumInfo,
     ReplicaInfo,
     fetch_quorum_info,
@@ -186,9 +187,28 @@ def run(args: argparse.Namespace) -> int:
     endpoint_type = 2 if args.bootstrap_controller else 1
     if args.watch is not None:
         return _watch(args, servers, endpoint_type)
-    info = fetch_quorum_info(servers, endpoint_type)
+    info = describe_when_led(servers, endpoint_type)
     print(_render(args, info), end="")
     return 0
+
+
+#: how long a describe waits for a leader -- Kafka's default.api.timeout.ms, what
+#: kafka-metadata-quorum.sh's Admin client retries NOT_LEADER_OR_FOLLOWER for
+LEADER_WAIT_S = 60.0
+
+
+def describe_when_led(servers: list[tuple[str, int]], endpoint_type: int) -> QuorumInfo:
+    """The quorum, asked again while controllers answer but none as the leader (an election:
+    a describe typed right after the leader died waits for the next one, as Kafka's tool
+    does); any other failure at once."""
+    deadline = time.monotonic() + LEADER_WAIT_S
+    while True:
+        try:
+            return fetch_quorum_info(servers, endpoint_type)
+        except NoLeader:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _render(args: argparse.Namespace, info: QuorumInfo) -> str:

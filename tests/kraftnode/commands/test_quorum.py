@@ -82,6 +82,26 @@ def test_against_a_live_quorum(tmp_path: Path) -> None:
         cl.close()
 
 
+@pytest.mark.timeout(120)
+def test_a_describe_typed_as_the_leader_dies_waits_for_the_next_one(tmp_path: Path) -> None:
+    """Right after a kill -9 of the leader the two others still follow it and answer that
+    they are not the leader: the describe asks again until the election is over (Kafka's
+    Admin client retries NOT_LEADER_OR_FOLLOWER), then names the new leader in a new epoch."""
+    cl = Cluster(tmp_path, 3)
+    try:
+        cl.start_all()
+        before = wait_for_hw(cl, 1, 30)
+        cl.kill(before.leader_id)
+        others = ",".join(f"127.0.0.1:{cl.port(i)}" for i in cl.ids if i != before.leader_id)
+        r = _cli("quorum", "--bootstrap-controller", others, "describe", "--status")
+        assert r.returncode == 0, r.stderr
+        leader = int(r.stdout.split("LeaderId:")[1].split()[0])
+        epoch = int(r.stdout.split("LeaderEpoch:")[1].split()[0])
+        assert leader != before.leader_id and epoch > before.leader_epoch, r.stdout
+    finally:
+        cl.close()
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["quorum", "--bootstrap-controller", "127.0.0.1:1", "describe"], "One of --status or --replication"),
     (["quorum", "--bootstrap-controller", "127.0.0.1:1", "describe", "--status", "--replication"],
