@@ -27,7 +27,7 @@ BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench" / "controller_sc
 @pytest.mark.timeout(600)
 def test_small_sizes_against_kafka_44(kafka44: KafkaHome, tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(BENCH), "--sizes", "500,1000", "--systems", "kraftnode,kafka44",
-                        "--brokers", "5", "--window", "3", "--heap=-Xmx384m", "--broker-start", "--failovers", "2",
+                        "--brokers", "5", "--window", "2", "--windows", "2", "--heap=-Xmx384m", "--broker-start", "--failovers", "2",
                         "--json",
                         "--tmp", str(tmp_path)],
                        capture_output=True, text=True, timeout=580, env={**os.environ})
@@ -39,6 +39,9 @@ def test_small_sizes_against_kafka_44(kafka44: KafkaHome, tmp_path: Path) -> Non
         assert set(row["sizes"]) == {"500", "1000"}
         for fig in row["sizes"].values():
             assert fig["create_partitions_per_s"] > 0 and fig["heartbeats"] > 0 and fig["small_create_p50_ms"] > 0
+            # p99 is the median of the windows' p99s
+            p99s = fig["heartbeat_p99_windows_ms"]
+            assert len(p99s) == 2 and min(p99s) <= fig["heartbeat_p99_ms"] <= max(p99s), fig
         assert row["restart_load_s"] > 0 and row["failover_s"] > 0 and row["memory_bytes"] > 0
         # the standby's restart, and each killed active controller's after its failover
         assert len(row["failover_samples_s"]) == 2 and len(row["restart_load_samples_s"]) == 3, row
