@@ -45,6 +45,8 @@ def test_small_sizes_against_kafka_44(kafka44: KafkaHome, tmp_path: Path) -> Non
         assert row["restart_load_s"] > 0 and row["failover_s"] > 0 and row["memory_bytes"] > 0
         # the standby's restart, and each killed active controller's after its failover
         assert len(row["failover_samples_s"]) == 2 and len(row["restart_load_samples_s"]) == 3, row
+        # and each restart until the node logged its metadata image caught up (after it answered)
+        assert len(row["restart_loaded_samples_s"]) == 3 and row["restart_loaded_s"] > 0, row
         start = row["broker_start"]
         assert 0 < start["registered_s"] <= start["unfenced_s"] <= start["serves_s"], start
     ratio = [o for o in objs if o.get("ratio_kraftnode_to") == "kafka44"]

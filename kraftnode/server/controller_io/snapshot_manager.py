@@ -321,15 +321,24 @@ class SnapshotManager:
             self.on_snapshots_changed()
 
     async def run(self, high_watermark: Callable[[], int], clean_interval_s: float = 60.0) -> None:
-        """Follow the high watermark, generate snapshots when due, clean periodically."""
+        """Follow the high watermark, generate snapshots when due, clean periodically.
+
+        Logs once when the state first reaches the high watermark it learned: the node's
+        metadata is then loaded and current (Kafka's MetadataLoader logs "The loader finished
+        catching up to the current high water mark"; the restart bench waits for either)."""
         next_clean = time.monotonic() + clean_interval_s
+        caught_up = False
         while True:
+            hw = high_watermark()
             try:
-                more = self.catch_up(high_watermark())
+                more = self.catch_up(hw)
             except ValueError as e:
                 log.error("cannot apply the committed log: %s; snapshots stop", e)
                 self.failed = str(e)
                 return
+            if not caught_up and hw > 0 and self.runner.next_offset >= hw:
+                caught_up = True
+                log.info("the metadata state caught up with the high watermark %d", hw)
             if await self.maybe_generate():
                 more = True
             if time.monotonic() >= next_clean:
