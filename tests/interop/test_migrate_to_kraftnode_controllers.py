@@ -112,11 +112,14 @@ def journey(kafka_release: KafkaHome, tmp_path_factory: pytest.TempPathFactory) 
         kraft.close()
     brokers.check_clean()
     # Kafka logs its small test-only segment size at ERROR level (3.9: metadata.log.segment.min.bytes,
-    # 4.x: internal.metadata.log.segment.bytes); and Kafka 4.4, stopped while a kraftnode voter is
-    # elected, answers the brokers' heartbeats in flight NOT_CONTROLLER, logged at ERROR level
+    # 4.x: internal.metadata.log.segment.bytes); and Kafka 4.4 answers the brokers' heartbeats in
+    # flight NOT_CONTROLLER at every change of leadership, logged at ERROR level: stopped while a
+    # kraftnode voter is elected ("appears to be node 2/3"), and also while its own raft layer
+    # already names itself but its QuorumController has not claimed (or has just renounced) the
+    # leadership ("appears to be node 1", seen once in a clean-clone run) -- the brokers retry
     faults = kc.faults(benign=(r"Overriding (metadata\.log\.segment\.min|internal\.metadata\.log\.segment)\.bytes "
                                r"is only supported for testing", r"NotControllerException: (The active controller "
-                                                                 r"appears to be node [23]|No controller appears "
+                                                                 r"appears to be node \d+|No controller appears "
                                                                  r"to be active)\."))
     assert not faults, faults
     for i in KRAFT:
