@@ -53,8 +53,13 @@ class PeerSending:
     _claim_dest: int | None
     _claimed: SendRequest | None
     _stopped: bool
+    _sleep_until_ms: float
 
     def _after_event(self) -> None:
+        raise NotImplementedError
+
+    def _on_timer(self) -> None:
+        """Tick the core at the current time (the driver's timer callback)."""
         raise NotImplementedError
 
     def _start_send(self, a: SendRequest) -> None:
@@ -119,10 +124,16 @@ class PeerSending:
             log.error("fatal: %s; stopping", self.fatal)
             self._done.set()
             return None
+        t = now_ms()
+        if t >= self._sleep_until_ms:
+            # The timer is overdue (the process was stalled: a long pause, SIGSTOP): fire it
+            # before the answer, as Kafka's poll loop fires expired timers before it handles
+            # the next message. Otherwise an answer read in the same loop iteration as the
+            # timer would reset a follower's fetch timer that had run out during the stall.
+            self._on_timer()
         # (no await between here and the reset: claims never overlap)
         self._claim_dest, self._claimed = a.destination, None
         try:
-            t = now_ms()
             if isinstance(response, m.FetchResponse) and log.isEnabledFor(logging.DEBUG):
                 log.debug("fetch answer from %d: error %d/%d, high watermark %d, %d batches", a.destination,
                           response.error_code, response.partition_error_code, response.high_watermark,
