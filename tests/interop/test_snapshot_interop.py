@@ -67,7 +67,7 @@ from tests.interop.test_mixed_quorum import (
 )
 from tests.interop.test_mixed_quorum import produce as mixed_produce
 from tests.kraftnode.server.handlers.test_describe_cluster import describe_cluster
-from tests.support.cluster import CLUSTER_ID, SUITE_RELEASE, Cluster
+from tests.support.cluster import CLUSTER_ID, SUITE_RELEASE, Cluster, wait_for_hw
 from tests.support.java_raft import JavaRaftNode
 from tests.support.kafka import KafkaHome
 from tests.support.node import call
@@ -207,7 +207,9 @@ def test_kafkas_snapshot_reader_reads_snapshots_a_kraftnode_quorum_generated(
         wait_until("two snapshots on every node", lambda: all(len(generated(cl, i)) >= 2 for i in cl.ids), 60,
                    lambda: cl.log(1))
         # application records (keyed: compacted-topic semantics) on top, then another snapshot
-        before = {i: len(generated(cl, i)) for i in cl.ids}
+        # (a snapshot the metadata rounds started may finish after this point: the one waited for
+        # below is past most of the application records, not merely the next one generated)
+        first_app = wait_for_hw(cl, 1, 30).high_watermark
         p = Producer({"bootstrap.servers": cl.bootstrap(), "acks": "all"})
         app: dict[bytes, bytes | None] = {}
         for n in range(120):
@@ -216,7 +218,8 @@ def test_kafkas_snapshot_reader_reads_snapshots_a_kraftnode_quorum_generated(
             app[key] = value
         assert p.flush(30) == 0
         wait_until("a snapshot holding application records",
-                   lambda: all(len(generated(cl, i)) > before[i] for i in cl.ids), 60, lambda: cl.log(1))
+                   lambda: all(any(int(name.split("-")[0]) >= first_app + 60 for name in generated(cl, i))
+                               for i in cl.ids), 60, lambda: cl.log(1))
         for i in cl.ids:
             cl.stop(i)
 

@@ -66,7 +66,15 @@ func admin(bootstrap string, nodeID int32, topic string, groups []string) (any, 
 	call := func(req kmsg.Request) (kmsg.Response, error) {
 		c, cc := context.WithTimeout(ctx, 10*time.Second)
 		defer cc()
-		return seed.Request(c, req)
+		r, err := seed.Request(c, req)
+		if err != nil && strings.Contains(err.Error(), "connection has died") {
+			// a Kafka controller closes the connection on an API its listener does not serve
+			// (the group calls above); a request written before franz-go saw that close dies
+			// with it. franz-go retries such requests itself, but not one sent to a chosen
+			// broker: sent once more, on a new connection.
+			r, err = seed.Request(c, req)
+		}
+		return r, err
 	}
 	out := map[string]section{}
 
