@@ -1,7 +1,7 @@
 """tools/bench/controller_scale.py (issue 39, must-show 1 and 2) runs end to end with small sizes:
 kraftnode's three controllers and a genuine Kafka 4.4 controller quorum, five simulated brokers
 each, grown to 500 and 1,000 partitions, then a genuine Kafka 4.4 broker started on each quorum
-(``--broker-start``, must-show 4); then the soak mode for a few seconds.
+(``--broker-start 2``: two brokers one after the other, must-show 4); then the soak mode for a few seconds.
 
 This keeps the tool working; it does not judge the figures (docs/bench.md has the 10k and 100k
 run). What it asserts holds at any size: every system reached every size with every figure
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench" / "controller_sc
 @pytest.mark.timeout(600)
 def test_small_sizes_against_kafka_44(kafka44: KafkaHome, tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(BENCH), "--sizes", "500,1000", "--systems", "kraftnode,kafka44",
-                        "--brokers", "5", "--window", "2", "--windows", "2", "--heap=-Xmx384m", "--broker-start", "--failovers", "2",
+                        "--brokers", "5", "--window", "2", "--windows", "2", "--heap=-Xmx384m", "--broker-start", "2", "--failovers", "2",
                         "--json",
                         "--tmp", str(tmp_path)],
                        capture_output=True, text=True, timeout=580, env={**os.environ})
@@ -47,8 +48,12 @@ def test_small_sizes_against_kafka_44(kafka44: KafkaHome, tmp_path: Path) -> Non
         assert len(row["failover_samples_s"]) == 2 and len(row["restart_load_samples_s"]) == 3, row
         # and each restart until the node logged its metadata image caught up (after it answered)
         assert len(row["restart_loaded_samples_s"]) == 3 and row["restart_loaded_s"] > 0, row
-        start = row["broker_start"]
-        assert 0 < start["registered_s"] <= start["unfenced_s"] <= start["serves_s"], start
+        # two brokers started one after the other; each figure is the median of the two
+        samples = row["broker_start_samples"]
+        assert len(samples) == 2, row
+        for start in samples:
+            assert 0 < start["registered_s"] <= start["unfenced_s"] <= start["serves_s"], start
+        assert row["broker_start"]["serves_s"] == round(statistics.median(s["serves_s"] for s in samples), 2)
     ratio = [o for o in objs if o.get("ratio_kraftnode_to") == "kafka44"]
     assert ratio and ratio[0]["1000"]["create_partitions_per_s"] > 0 and ratio[0]["broker_start"]["serves_s"] > 0
 

@@ -33,11 +33,12 @@ After the largest size:
 * **memory**: kraftnode: the active controller's RSS; Kafka: its heap used after a full GC
   (``jcmd GC.run``, then ``GC.heap_info``); per partition.
 
-``--broker-start`` (must-show 4) adds, after the memory figure: a genuine Kafka 4.4 broker (node 1000,
-formatted with the quorum's cluster id) starts against the quorum holding the largest size; time from
-its process start until it registered (its log's "Successfully registered broker"), until it was
-unfenced ("The broker has been unfenced"), and until it serves (a Metadata request for every topic
-answers with all of them, each with its partitions).
+``--broker-start [ROUNDS]`` (must-show 4) adds, after the memory figure: a genuine Kafka 4.4 broker
+(node 1000, formatted with the quorum's cluster id) starts against the quorum holding the largest size;
+time from its process start until it registered (its log's "Successfully registered broker"), until it
+was unfenced ("The broker has been unfenced"), and until it serves (a Metadata request for every topic
+answers with all of them, each with its partitions). ROUNDS brokers (3; nodes 1000, 1001, ...) start one
+after the other, each stopped before the next; the medians are reported with the samples.
 
 ``--soak MINUTES`` (must-show 2) instead grows to the largest size and runs the brokers' heartbeats
 for that long while one topic is created and one deleted every second; it reports heartbeat p99
@@ -47,7 +48,7 @@ event-queue metrics from /metrics.
 Usage::
 
     .venv/bin/python tools/bench/controller_scale.py [--sizes 10000,100000] [--systems kraftnode,kafka44,kafka39]
-        [--brokers 30] [--window 20] [--windows 3] [--soak MINUTES] [--broker-start] [--failovers 3] [--json]
+        [--brokers 30] [--window 20] [--windows 3] [--soak MINUTES] [--broker-start [ROUNDS]] [--failovers 3] [--json]
 
 The figures are medians of one run on a shared 2-core host; each system's figures are printed as
 they are measured, then the ratios kraftnode / Kafka.
@@ -353,15 +354,16 @@ def serves_all(port: int, topics: int, partitions: int) -> bool:
 
 
 def broker_start(q: Quorum, home: KafkaHome, root: Path, heap: str, topics: int, partitions: int,
-                 log: Callable[[str], None]) -> dict[str, float]:
+                 log: Callable[[str], None], node_id: int = 1000) -> dict[str, float]:
     """A genuine Kafka 4.4 broker's start against the quorum as it is: seconds from its process
     start to registered, unfenced and serving every topic."""
     (port,) = free_ports(1)
     voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in q.ports.items())
-    broker = KafkaServer(home, root / "broker1000", 1000,
-                         broker_properties(1000, port, voters, root / "broker1000" / "data"), heap=heap)
+    broker = KafkaServer(home, root / f"broker{node_id}", node_id,
+                         broker_properties(node_id, port, voters, root / f"broker{node_id}" / "data"), heap=heap)
     broker.format(CLUSTER_ID)
-    marks = {"registered_s": "Successfully registered broker 1000", "unfenced_s": "The broker has been unfenced"}
+    marks = {"registered_s": f"Successfully registered broker {node_id}",
+             "unfenced_s": "The broker has been unfenced"}
     got: dict[str, float] = {}
     try:
         t0 = time.perf_counter()
@@ -380,16 +382,30 @@ def broker_start(q: Quorum, home: KafkaHome, root: Path, heap: str, topics: int,
             if "unfenced_s" in got and serves_all(port, topics, partitions):
                 got["serves_s"] = round(time.perf_counter() - t0, 2)
             time.sleep(0.1)
-        log(f"{q.kind:9s} a Kafka 4.4 broker's start: registered {got['registered_s']} s, unfenced "
-            f"{got['unfenced_s']} s, serves all {topics} topics {got['serves_s']} s")
+        log(f"{q.kind:9s} a Kafka 4.4 broker's start (node {node_id}): registered {got['registered_s']} s, "
+            f"unfenced {got['unfenced_s']} s, serves all {topics} topics {got['serves_s']} s")
         return got
     finally:
         broker.close()
 
 
+def broker_starts(q: Quorum, home: KafkaHome, root: Path, heap: str, topics: int, partitions: int,
+                  log: Callable[[str], None], rounds: int) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """``rounds`` brokers started one after the other (nodes 1000, 1001, ...; each stopped before
+    the next starts): the median of each figure, and the samples. One start is one sample of a
+    2-core host shared by a JVM starting and a quorum serving it: the first start of a run also
+    reads the broker's jars from disk."""
+    samples = []
+    for k in range(rounds):
+        samples.append(broker_start(q, home, root, heap, topics, partitions, log, 1000 + k))
+        time.sleep(3)
+    medians = {key: round(statistics.median(s[key] for s in samples), 2) for key in samples[0]}
+    return medians, samples
+
+
 def measure(kind: str, home: KafkaHome | None, root: Path, sizes: list[int], n_brokers: int, window: float,
             windows: int, soak_minutes: float, heap: str, log: Callable[[str], None],
-            broker_home: KafkaHome | None = None, n_failovers: int = 3) -> dict[str, Any]:
+            broker_home: KafkaHome | None = None, n_failovers: int = 3, broker_rounds: int = 3) -> dict[str, Any]:
     q = Quorum(kind, home, root, heap)
     row: dict[str, Any] = {"system": kind, "sizes": {}}
     hb: Heartbeats | None = None
@@ -466,7 +482,9 @@ def measure(kind: str, home: KafkaHome | None, root: Path, sizes: list[int], n_b
         log(f"{kind:9s} memory {mem / 2**20:.0f} MiB ({base_mem / 2**20:.0f} MiB before the first topic; "
             f"{row['memory_per_partition']} B per partition above it)")
         if broker_home is not None:
-            row["broker_start"] = broker_start(q, broker_home, root, heap, topic + small_topics, made, log)
+            row["broker_start"], row["broker_start_samples"] = broker_starts(
+                q, broker_home, root, heap, topic + small_topics, made, log, broker_rounds)
+            log(f"{kind:9s} broker start, median of {broker_rounds}: {json.dumps(row['broker_start'])}")
         # restart load: a standby, killed and started again
         took, loaded = restart(q, next(i for i in q.ports if i != active), log, kind)
         restarts, loads = [took], [loaded]
@@ -610,8 +628,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--windows", type=int, default=3,
                     help="heartbeat windows at each size; p50 and p99 are the medians over them")
     ap.add_argument("--soak", type=float, default=0.0, help="minutes of soak at the largest size")
-    ap.add_argument("--broker-start", action="store_true",
-                    help="time a genuine Kafka 4.4 broker's start on the quorum at the largest size")
+    ap.add_argument("--broker-start", type=int, nargs="?", const=3, default=0, metavar="ROUNDS",
+                    help="time a genuine Kafka 4.4 broker's start on the quorum at the largest size, "
+                         "ROUNDS times (3; the medians are reported)")
     ap.add_argument("--heap", default="-Xmx1g -Xms256m")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--tmp", type=Path, default=None)
@@ -640,7 +659,7 @@ def main(argv: list[str] | None = None) -> int:
                           file=sys.stderr)
                     return 2
             row = measure(kind, home, Path(tmp) / kind, sizes, args.brokers, args.window, args.windows, args.soak,
-                          args.heap, log, broker_home, args.failovers)
+                          args.heap, log, broker_home, args.failovers, args.broker_start)
             rows.append(row)
             if args.json:
                 print(json.dumps(row), flush=True)
