@@ -74,7 +74,7 @@ def on_fetch_request(node: RaftCore, request_id: int, req: FetchRequest, now_ms:
     key = ReplicaKey.of(req.replica_id, req.replica_directory_id)
     st.tracker.record_voter_contact(key, now_ms)
     node.learn_directory_id(st, key)
-    diverging, snapshot = validate_offset_and_epoch(node, req.fetch_offset, req.last_fetched_epoch)
+    diverging, snapshot = fetch_position(node, req.fetch_offset, req.last_fetched_epoch)
     if diverging is None and snapshot is None and req.replica_id >= 0:
         st.tracker.record_fetch(key, req.fetch_offset, node.log.end_offset, now_ms)
         # A fetch that moves the HW is parked like any other caught-up fetch, as Kafka 3.9's
@@ -115,13 +115,27 @@ def validate_offset_and_epoch(node: RaftCore, offset: int, epoch: int
     return None, None
 
 
+def fetch_position(node: RaftCore, offset: int, epoch: int
+) -> tuple[DivergingEpoch | None, SnapshotId | None]:
+    """What a leader answers a Fetch at ``offset``/``epoch`` (KafkaRaftClient.tryCompleteFetchRequest).
+    KAFKA-15078 (Kafka 3.6 on): a replica with an empty log (offset 0) is sent to the latest
+    snapshot, unless that is the bootstrap snapshot (0, 0), even while the log still starts at 0:
+    loading one snapshot costs a new broker or controller far less than replaying the log. Any
+    other offset: :func:`validate_offset_and_epoch`."""
+    if offset == 0:
+        snap = node.log.latest_snapshot_id()
+        if snap is not None and (snap.offset, snap.epoch) != (0, 0):
+            return None, SnapshotId(snap.offset, snap.epoch)
+    return validate_offset_and_epoch(node, offset, epoch)
+
+
 def answer_fetch(node: RaftCore, request_id: int, req: FetchRequest, now_ms: int) -> None:
     """Build the Fetch answer now (also used when a parked fetch completes)."""
     error = validate_leader_epoch(node, req.current_leader_epoch)
     if error != errors.NONE:
         node.respond(request_id, fetch_error(node, error))
         return
-    diverging, snapshot = validate_offset_and_epoch(node, req.fetch_offset, req.last_fetched_epoch)
+    diverging, snapshot = fetch_position(node, req.fetch_offset, req.last_fetched_epoch)
     records: list[Batch] = []
     if diverging is None and snapshot is None and req.fetch_offset < node.log.end_offset:
         records = node.log.read(req.fetch_offset, min(req.max_bytes, node.config.fetch_max_bytes))

@@ -22,8 +22,9 @@ class HarnessLog(MemoryRaftLog):
         self.truncate_to(self.batches[keep - 1].next_offset if keep > 0 else self._start)
         self.flushed_offset = self.end_offset
 
-    def compact(self, offset: int) -> OffsetAndEpoch:
-        """Snapshot everything below ``offset`` (a batch boundary, committed) and delete it."""
+    def compact(self, offset: int, delete: bool = True) -> OffsetAndEpoch:
+        """Snapshot everything below ``offset`` (a batch boundary, committed) and delete it
+        (``delete=False``: keep it, as the server's log does until its retention is exceeded)."""
         if offset <= self._start or offset > self.flushed_offset:
             raise ValueError(f"cannot snapshot at {offset}: log holds {self._start}..{self.flushed_offset}")
         i = bisect.bisect_left(self._bases, offset)
@@ -36,6 +37,8 @@ class HarnessLog(MemoryRaftLog):
         self.snapshot_batches = self.snapshot_batches + removed
         self.snapshot_id = OffsetAndEpoch(epoch, offset)
         self._snapshot_bytes = pickle.dumps(self.snapshot_batches)
+        if not delete:
+            return self.snapshot_id
         del self.batches[:i]
         del self._bases[:i]
         self._start = offset

@@ -11,6 +11,7 @@ from kraftnode.raft.election import ElectionState
 from kraftnode.raft.log import OffsetAndEpoch
 from kraftnode.raft.messages import (
     FetchRequest,
+    FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     SnapshotId,
@@ -95,3 +96,35 @@ def test_leader_refuses_unknown_snapshots_and_bad_positions() -> None:
     assert ask(snap, -1).partition_error_code == errors.POSITION_OUT_OF_RANGE
     assert ask(snap, ok.size + 1).partition_error_code == errors.POSITION_OUT_OF_RANGE
     assert ask(snap, 0, epoch=0).partition_error_code == errors.FENCED_LEADER_EPOCH
+
+
+def test_an_empty_replica_is_sent_to_the_latest_snapshot_while_the_log_still_starts_at_0() -> None:
+    """KAFKA-15078 (Kafka 3.6 on, KafkaRaftClient.tryCompleteFetchRequest): a Fetch at offset 0
+    is answered with the latest snapshot's id even though the log still holds offset 0 -- a new
+    broker loads one snapshot instead of replaying the whole log. Not the bootstrap snapshot
+    (0, 0), and not a replica that has records."""
+    log = HarnessLog()
+    leader = RaftNode(1, dir_id(1), CONFIG, log, ElectionState(0), voters(1), random.Random(1), 0, snapshots=log)
+    leader.tick(leader.next_deadline_ms() or 0)
+    assert leader.is_leader
+
+    def fetch(offset: int, last_epoch: int) -> FetchResponse:
+        leader.handle_request(9, FetchRequest(CLUSTER, 1000, dir_id(1000), 0, 1, offset, last_epoch), 10)
+        (resp,) = [a.response for a in leader.take_actions() if isinstance(a, SendResponse)]
+        assert isinstance(resp, FetchResponse)
+        return resp
+
+    for value in ("a", "b", "c"):
+        leader.append([value], 5)
+        log.flush()
+    leader.take_actions()
+    # no snapshot yet: an empty replica reads the log from 0
+    first = fetch(0, 0)
+    assert first.snapshot_id is None and first.records
+    snap = log.compact(log.end_offset, delete=False)
+    assert log.start_offset == 0
+    sent = fetch(0, 0)
+    assert sent.snapshot_id == SnapshotId(snap.offset, snap.epoch) and not sent.records
+    # a replica that holds records is answered from the log, as before
+    after = fetch(1, 1)
+    assert after.snapshot_id is None and after.diverging_epoch is None and after.records
