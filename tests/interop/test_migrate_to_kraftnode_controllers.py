@@ -116,11 +116,16 @@ def journey(kafka_release: KafkaHome, tmp_path_factory: pytest.TempPathFactory) 
     # flight NOT_CONTROLLER at every change of leadership, logged at ERROR level: stopped while a
     # kraftnode voter is elected ("appears to be node 2/3"), and also while its own raft layer
     # already names itself but its QuorumController has not claimed (or has just renounced) the
-    # leadership ("appears to be node 1", seen once in a clean-clone run) -- the brokers retry
+    # leadership ("appears to be node 1", seen once in a clean-clone run) -- the brokers retry.
+    # Kafka 4.4's request handler then sometimes fails on its own error metric for that answer
+    # (a NullPointerException in RequestMetrics$ErrorMeter, logged at ERROR the same millisecond
+    # as the NOT_CONTROLLER it answered; seen once in a clean-clone run): Kafka's, also benign
     faults = kc.faults(benign=(r"Overriding (metadata\.log\.segment\.min|internal\.metadata\.log\.segment)\.bytes "
                                r"is only supported for testing", r"NotControllerException: (The active controller "
                                                                  r"appears to be node \d+|No controller appears "
-                                                                 r"to be active)\."))
+                                                                 r"to be active)\.",
+                               r"NullPointerException: Cannot invoke \"org\.apache\.kafka\.network\.metrics\."
+                               r"RequestMetrics\$ErrorMeter\.getOrCreateMeter\(\)\""))
     assert not faults, faults
     for i in KRAFT:
         assert "Traceback" not in kraft.log(i), kraft.log(i)[-5000:]
